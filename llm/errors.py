@@ -1,0 +1,44 @@
+"""Errors raised by the LLM seam: one small tree under `LLMError`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llm.model import ChatResult
+    from llm.structured import Attempt
+
+
+class LLMError(Exception):
+    """Base class for errors raised by `llm`."""
+
+
+class LLMUnavailable(LLMError):
+    """The provider gave no usable answer: HTTP error, timeout, refused connection, empty content.
+
+    Raised after the HTTP client's own attempt; `ask_structured` retries it with the same messages.
+    """
+
+    def __init__(
+        self, message: str, *, retryable: bool = True, result: ChatResult | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        """False when asking again cannot help (e.g. HTTP 401 or 404): fix the config instead."""
+        self.result = result
+        """The response when there was one (e.g. empty content), so its tokens can be counted."""
+
+
+class ModelRequestsBlocked(LLMError):
+    """A request to a non-loopback endpoint while `llm.model.ALLOW_MODEL_REQUESTS` is False."""
+
+
+class StructuredOutputFailed(LLMError):
+    """`ask_structured` used up its attempts without a value that `parse` accepted."""
+
+    def __init__(self, message: str, *, attempts: list[Attempt], last_error: Exception) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        """Every attempt in order, so the caller can still count the tokens spent."""
+        self.last_error = last_error
+        """The error of the final attempt (a parse error or an `LLMUnavailable`)."""

@@ -1,0 +1,100 @@
+"""The chat-model seam: a protocol, its request/response data, and the test-time request switch."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from llm.errors import ModelRequestsBlocked
+
+ALLOW_MODEL_REQUESTS: bool = True
+"""Tests set this False: then any request to a host that is not loopback (127.0.0.0/8, localhost,
+::1) raises `ModelRequestsBlocked`. Read at call time, so set it as `llm.model.ALLOW_MODEL_REQUESTS`
+(never `from llm.model import ALLOW_MODEL_REQUESTS`)."""
+
+ChatMessage = dict[str, str]
+"""One chat message: {"role": "system" | "user" | "assistant", "content": ...}."""
+
+
+def is_loopback_url(base_url: str) -> bool:
+    """Whether `base_url` points at this machine (127.0.0.0/8, ::1 or localhost)."""
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_allow_model_requests(base_url: str) -> None:
+    """Raise `ModelRequestsBlocked` if requests are switched off and `base_url` is not loopback."""
+    if not ALLOW_MODEL_REQUESTS and not is_loopback_url(base_url):
+        raise ModelRequestsBlocked(
+            f"model request to {redact_url(base_url)!r} blocked: llm.model.ALLOW_MODEL_REQUESTS is "
+            "False and the host is not loopback; use llm.testing.FunctionChatModel or the local "
+            "HTTP stub (tests/openai_stub.py) in tests"
+        )
+
+
+def redact_url(url: str) -> str:
+    """`url` without user:password, for names and messages."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    netloc = parts.hostname or ""
+    if ":" in netloc:  # an IPv6 literal
+        netloc = f"[{netloc}]"
+    if parts.port is not None:
+        netloc = f"{netloc}:{parts.port}"
+    return parts._replace(netloc=netloc).geturl()
+
+
+@dataclass(frozen=True, kw_only=True)
+class JsonSchema:
+    """A JSON schema the answer should match, e.g. from `Model.model_json_schema()`."""
+
+    name: str
+    """Schema name sent to the provider (letters, digits, '_' and '-')."""
+    schema: dict[str, Any]
+    """The JSON schema object."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatResult:
+    """One completed chat request."""
+
+    text: str
+    """The assistant's answer, unparsed."""
+    model: str
+    """The model that answered, as reported by the provider."""
+    prompt_tokens: int
+    """Input tokens; 0 if the provider does not report usage."""
+    completion_tokens: int
+    """Output tokens; 0 if the provider does not report usage."""
+    latency_ms: float
+    """Wall time of the request in milliseconds."""
+
+
+class ChatModel(Protocol):
+    """Anything that can answer a list of chat messages with text."""
+
+    name: str
+    """Human-readable identity for logs, e.g. 'deepseek-chat @ https://api.deepseek.com/v1'
+    (never a secret)."""
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: JsonSchema | None = None,
+        temperature: float | None = None,
+    ) -> ChatResult:
+        """Answer `messages`; with `json_schema`, ask for one JSON object matching it.
+
+        Raises `LLMUnavailable` when the provider gives no usable answer.
+        """
+        ...

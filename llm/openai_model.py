@@ -1,0 +1,186 @@
+"""`ChatModel` for any OpenAI-compatible chat-completions endpoint."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal, cast
+
+import openai
+
+from llm import model as _model
+from llm.errors import LLMError, LLMUnavailable
+from llm.model import ChatMessage, ChatResult, JsonSchema, redact_url
+
+if TYPE_CHECKING:
+    import httpx2
+    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.chat.completion_create_params import ResponseFormat
+
+OutputMode = Literal["json_schema", "json_object"]
+
+JSON_OBJECT_INSTRUCTION = (
+    "只输出一个符合下面 JSON Schema 的 JSON 对象，不要输出任何其他文字、解释或 Markdown 代码块。\n"
+    "JSON Schema（{name}）：\n{schema}"
+)
+"""Appended to the system prompt in "json_object" mode, where the provider never sees the schema."""
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+
+class OpenAIChatModel:
+    """Chat completions over HTTP with the official `openai` client.
+
+    The client never retries on its own (`max_retries=0`): `ask_structured` owns the retry loop, so
+    every attempt is visible and counted.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        output_mode: OutputMode = "json_schema",
+        timeout_seconds: float = 60.0,
+        temperature: float = 0.7,
+        http_client: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self.base_url = base_url
+        """OpenAI-compatible endpoint, e.g. 'https://api.deepseek.com/v1'."""
+        self.model = model
+        """Model name sent with every request."""
+        self.output_mode: OutputMode = output_mode
+        """How a `json_schema` is requested: provider-enforced ("json_schema") or prompted
+        ("json_object", for providers such as llama.cpp's server that reject json_schema)."""
+        self.timeout_seconds = timeout_seconds
+        """Per-request timeout."""
+        self.temperature = temperature
+        """Default sampling temperature when `complete` is not given one."""
+        self.name = f"{model} @ {redact_url(base_url)}"
+        """Identity for logs and errors; contains no secret."""
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            # Local servers need no key, but the client refuses to start without one.
+            api_key=api_key or "none",
+            timeout=timeout_seconds,
+            max_retries=0,
+            http_client=http_client,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.name!r}, output_mode={self.output_mode!r})"
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        json_schema: JsonSchema | None = None,
+        temperature: float | None = None,
+    ) -> ChatResult:
+        """Send one chat-completions request; see `ChatModel.complete`."""
+        _model.check_allow_model_requests(self.base_url)
+        sent = list(messages)
+        response_format: ResponseFormat | openai.Omit = openai.omit
+        if json_schema is not None and self.output_mode == "json_schema":
+            response_format = {
+                "type": "json_schema",
+                # Not strict: strict mode demands every property be required and forbids
+                # free-form objects, and our schemas have optional fields and `params: dict`.
+                # We validate the answer ourselves anyway.
+                "json_schema": {
+                    "name": json_schema.name,
+                    "schema": json_schema.schema,
+                    "strict": False,
+                },
+            }
+        elif json_schema is not None:
+            response_format = {"type": "json_object"}
+            sent = with_schema_instruction(sent, json_schema)
+
+        started = time.perf_counter()
+        try:
+            completion = await self._client.chat.completions.create(
+                model=self.model,
+                messages=cast("list[ChatCompletionMessageParam]", sent),
+                response_format=response_format,
+                temperature=self.temperature if temperature is None else temperature,
+            )
+        except openai.APITimeoutError as exc:
+            raise LLMUnavailable(
+                f"{self.name}: timed out after {self.timeout_seconds:g} s; check that the endpoint "
+                "is up, or raise llm.timeout_seconds"
+            ) from exc
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise LLMUnavailable(
+                f"{self.name}: connection failed ({type(cause).__name__}: {cause}); check that "
+                "llm.base_url is right and the server is running"
+            ) from exc
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc, json_schema) from exc
+        latency_ms = (time.perf_counter() - started) * 1000
+
+        usage = completion.usage
+        choice = completion.choices[0] if completion.choices else None
+        result = ChatResult(
+            text=(choice.message.content if choice else None) or "",
+            model=completion.model or self.model,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            latency_ms=latency_ms,
+        )
+        if not result.text.strip():
+            # Retryable, not fed back to the model: an empty answer (a refusal, a content
+            # filter, a base model with nothing to say) carries nothing to correct, and asking
+            # again often works. The result rides along so its tokens are still counted.
+            finish_reason = choice.finish_reason if choice else "no choices"
+            raise LLMUnavailable(
+                f"{self.name}: empty answer (finish_reason={finish_reason!r})", result=result
+            )
+        return result
+
+    def _status_error(self, exc: openai.APIStatusError, json_schema: JsonSchema | None) -> LLMError:
+        status = exc.status_code
+        retryable = status in _RETRYABLE_STATUS or status >= 500
+        if status in (401, 403):
+            fix = "check llm.api_key (YUIJU_LLM__API_KEY)"
+        elif status == 404:
+            fix = f"check llm.base_url (usually ends in /v1) and llm.model={self.model!r}"
+        elif status == 429:
+            fix = "rate limited or out of quota; wait, or lower the request rate"
+        elif json_schema is not None and self.output_mode == "json_schema":
+            fix = (
+                "if this provider does not support response_format json_schema (llama.cpp's "
+                "server answers 500), set llm.output_mode = 'json_object'"
+            )
+        elif retryable:
+            fix = "the provider failed; try again later"
+        else:
+            fix = "the provider rejected the request"
+        return LLMUnavailable(
+            f"{self.name}: HTTP {status}: {exc.message}; {fix}", retryable=retryable
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections (including a passed-in `http_client`)."""
+        await self._client.close()
+
+
+def with_schema_instruction(
+    messages: Sequence[ChatMessage], json_schema: JsonSchema
+) -> list[ChatMessage]:
+    """`messages` with the schema instruction appended to the leading system message.
+
+    Appended rather than sent as a second system message: several chat templates (llama.cpp's
+    among them) reject a system message that is not the first one.
+    """
+    instruction = JSON_OBJECT_INSTRUCTION.format(
+        name=json_schema.name,
+        schema=json.dumps(json_schema.schema, ensure_ascii=False, indent=2),
+    )
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        return [{**first, "content": f"{first['content']}\n\n{instruction}"}, *messages[1:]]
+    return [{"role": "system", "content": instruction}, *messages]

@@ -1,0 +1,238 @@
+"""OpenAIChatModel against a real local HTTP server (tests/openai_stub.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+import llm.model
+from llm import (
+    JsonSchema,
+    LLMUnavailable,
+    ModelRequestsBlocked,
+    OpenAIChatModel,
+    check_allow_model_requests,
+)
+from tests.openai_stub import OpenAIStub, StubDelay, StubError
+
+SCHEMA = JsonSchema(
+    name="decision",
+    schema={
+        "type": "object",
+        "properties": {"action_id": {"type": "string"}, "reason": {"type": "string"}},
+        "required": ["action_id"],
+    },
+)
+MESSAGES = [
+    {"role": "system", "content": "你是悠酱。"},
+    {"role": "user", "content": "现在做什么？"},
+]
+
+
+@pytest.fixture
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub() as running:
+        yield running
+
+
+@pytest.fixture
+async def model(stub: OpenAIStub) -> AsyncIterator[OpenAIChatModel]:
+    chat = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="stub-chat")
+    yield chat
+    await chat.aclose()
+
+
+async def test_json_schema_mode_sends_the_schema_in_response_format(
+    stub: OpenAIStub, model: OpenAIChatModel
+) -> None:
+    stub.reply('{"action_id": "sleep"}')
+
+    result = await model.complete(MESSAGES, json_schema=SCHEMA, temperature=0.2)
+
+    assert result.text == '{"action_id": "sleep"}'
+    [sent] = stub.requests
+    assert sent["model"] == "stub-chat"
+    assert sent["messages"] == MESSAGES
+    assert sent["temperature"] == 0.2
+    assert sent["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "decision", "schema": SCHEMA.schema, "strict": False},
+    }
+
+
+async def test_json_object_mode_puts_the_schema_in_the_system_message(stub: OpenAIStub) -> None:
+    stub.reply('{"action_id": "sleep"}', '{"action_id": "study"}')
+    chat = OpenAIChatModel(
+        base_url=stub.base_url, api_key=None, model="llama", output_mode="json_object"
+    )
+    try:
+        await chat.complete(MESSAGES, json_schema=SCHEMA)
+        await chat.complete(MESSAGES[1:], json_schema=SCHEMA)
+    finally:
+        await chat.aclose()
+
+    with_system, without_system = stub.requests
+    assert with_system["response_format"] == {"type": "json_object"}
+    [system, user] = with_system["messages"]
+    assert system["role"] == "system"
+    assert system["content"].startswith("你是悠酱。\n\n")
+    assert "只输出一个符合下面 JSON Schema 的 JSON 对象" in system["content"]
+    assert json.dumps(SCHEMA.schema, ensure_ascii=False, indent=2) in system["content"]
+    assert user == MESSAGES[1]
+    assert [m["role"] for m in without_system["messages"]] == ["system", "user"]
+    assert "JSON Schema" in without_system["messages"][0]["content"]
+
+
+async def test_plain_request_sends_no_response_format(
+    stub: OpenAIStub, model: OpenAIChatModel
+) -> None:
+    stub.reply("早上好")
+
+    result = await model.complete(MESSAGES)
+
+    assert result.text == "早上好"
+    assert "response_format" not in stub.requests[0]
+    assert stub.requests[0]["temperature"] == 0.7
+
+
+async def test_usage_and_latency_are_recorded(stub: OpenAIStub, model: OpenAIChatModel) -> None:
+    stub.reply(StubDelay(0.05, '{"action_id": "sleep"}'))
+
+    result = await model.complete(MESSAGES)
+
+    prompt_chars = sum(len(m["content"]) for m in MESSAGES)
+    assert result.prompt_tokens == prompt_chars // 2
+    assert result.completion_tokens == len('{"action_id": "sleep"}') // 2
+    assert result.model == "stub-chat"
+    assert 50 <= result.latency_ms < 5000
+
+
+async def test_http_500_is_unavailable_and_names_the_endpoint(
+    stub: OpenAIStub, model: OpenAIChatModel
+) -> None:
+    stub.reply(StubError(500))
+
+    with pytest.raises(LLMUnavailable, match="HTTP 500") as caught:
+        await model.complete(MESSAGES, json_schema=SCHEMA)
+
+    assert stub.base_url in str(caught.value)
+    assert "output_mode" in str(caught.value)  # the hint for providers without json_schema
+    assert caught.value.retryable
+    assert len(stub.requests) == 1  # the client did not retry on its own
+
+
+async def test_http_401_is_unavailable_and_not_retryable(
+    stub: OpenAIStub, model: OpenAIChatModel
+) -> None:
+    stub.reply(StubError(401, {"error": {"message": "bad key"}}))
+
+    with pytest.raises(LLMUnavailable, match=r"HTTP 401.*api_key") as caught:
+        await model.complete(MESSAGES)
+
+    assert not caught.value.retryable
+
+
+async def test_empty_content_is_unavailable_but_keeps_its_usage(
+    stub: OpenAIStub, model: OpenAIChatModel
+) -> None:
+    stub.reply("")
+
+    with pytest.raises(LLMUnavailable, match="empty answer") as caught:
+        await model.complete(MESSAGES)
+
+    assert caught.value.retryable
+    assert caught.value.result is not None
+    assert caught.value.result.prompt_tokens > 0
+
+
+async def test_timeout_is_unavailable(stub: OpenAIStub) -> None:
+    stub.reply(StubDelay(2.0, "{}"))
+    chat = OpenAIChatModel(
+        base_url=stub.base_url, api_key=None, model="stub-chat", timeout_seconds=0.2
+    )
+    started = time.perf_counter()
+    try:
+        with pytest.raises(LLMUnavailable, match=r"timed out after 0\.2 s"):
+            await chat.complete(MESSAGES)
+    finally:
+        await chat.aclose()
+
+    assert time.perf_counter() - started < 1.5
+
+
+async def test_refused_connection_is_unavailable() -> None:
+    with socket.socket() as sock:  # bind, then close: a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}/v1"
+    chat = OpenAIChatModel(base_url=base_url, api_key=None, model="stub-chat")
+    try:
+        with pytest.raises(LLMUnavailable, match="connection failed") as caught:
+            await chat.complete(MESSAGES)
+    finally:
+        await chat.aclose()
+
+    assert base_url in str(caught.value)
+
+
+async def test_blocked_requests_raise_before_any_network_io(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(llm.model, "ALLOW_MODEL_REQUESTS", False)
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("network I/O attempted")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    chat = OpenAIChatModel(
+        base_url="https://user:secret@api.deepseek.com/v1", api_key="sk-x", model="deepseek-chat"
+    )
+    try:
+        with pytest.raises(ModelRequestsBlocked, match="ALLOW_MODEL_REQUESTS") as caught:
+            await chat.complete(MESSAGES)
+    finally:
+        await chat.aclose()
+
+    assert "secret" not in str(caught.value)
+    assert "secret" not in chat.name
+
+
+@pytest.mark.parametrize(
+    ("base_url", "blocked"),
+    [
+        ("http://127.0.0.1:8080/v1", False),
+        ("http://127.9.9.9/v1", False),
+        ("http://localhost:11434/v1", False),
+        ("http://[::1]:8080/v1", False),
+        ("https://api.deepseek.com/v1", True),
+        ("http://192.168.1.5:8080/v1", True),
+        ("http://localhost.example.com/v1", True),
+        ("not a url", True),
+    ],
+)
+def test_only_loopback_is_allowed_when_requests_are_off(
+    monkeypatch: pytest.MonkeyPatch, base_url: str, blocked: bool
+) -> None:
+    monkeypatch.setattr(llm.model, "ALLOW_MODEL_REQUESTS", False)
+
+    if blocked:
+        with pytest.raises(ModelRequestsBlocked):
+            check_allow_model_requests(base_url)
+    else:
+        check_allow_model_requests(base_url)
+
+
+def test_requests_are_allowed_by_default() -> None:
+    check_allow_model_requests("https://api.deepseek.com/v1")
+
+
+def test_stub_answers_404_on_unknown_paths(stub: OpenAIStub) -> None:
+    import httpx2
+
+    assert httpx2.get(f"{stub.base_url}/models").status_code == 404
+    assert httpx2.post(f"{stub.base_url}/embeddings", json={}).status_code == 404
