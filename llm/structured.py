@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from llm.errors import LLMUnavailable, StructuredOutputFailed
 from llm.model import ChatMessage, ChatModel, ChatResult, JsonSchema
@@ -88,32 +89,45 @@ def extract_json_text(raw: str) -> str:
 
 
 def feedback_for(error: Exception, raw: str) -> str:
-    """The Chinese message that tells the model what was wrong with `raw`."""
+    """The Chinese message that tells the model what was wrong with its answer `raw`."""
     if isinstance(error, RetryWithFeedback):
         return f"{error}\n{CORRECTION_REQUEST}"
-    if isinstance(error, ValidationError):
-        lines = []
-        for detail in error.errors(include_url=False):
-            where = ".".join(str(part) for part in detail["loc"]) or "（整个对象）"
-            line = f"- {where}：{detail['msg']}"
-            if detail["type"] != "missing":
-                line += f"（收到：{json.dumps(detail['input'], ensure_ascii=False, default=str)}）"
-            lines.append(line)
-        problems = "\n".join(lines)
-        return f"你的 JSON 没有通过校验，共 {error.error_count()} 处问题：\n{problems}\n{CORRECTION_REQUEST}"
+    if "{" not in raw:
+        return f"你的回答里没有 JSON 对象。{CORRECTION_REQUEST}"
     if isinstance(error, json.JSONDecodeError):
-        if "{" not in raw:
-            return f"你的回答里没有 JSON 对象。{CORRECTION_REQUEST}"
         return (
             f"你的回答不是合法的 JSON：{error.msg}（第 {error.lineno} 行第 {error.colno} 列）。"
             f"{CORRECTION_REQUEST}"
         )
+    if isinstance(error, ValidationError):
+        details = error.errors(include_url=False)
+        # `Model.model_validate_json` reports bad syntax as a validation error.
+        syntax = [d for d in details if d["type"] == "json_invalid"]
+        if syntax:
+            return f"你的回答不是合法的 JSON：{syntax[0]['msg']}。{CORRECTION_REQUEST}"
+        problems = "\n".join(_describe_detail(d) for d in details)
+        return (
+            f"你的 JSON 没有通过校验，共 {len(details)} 处问题：\n{problems}\n{CORRECTION_REQUEST}"
+        )
     raise TypeError(f"no feedback for {type(error).__name__}")  # pragma: no cover
 
 
+def _describe_detail(detail: ErrorDetails) -> str:
+    where = ".".join(str(part) for part in detail["loc"]) or "（整个对象）"
+    line = f"- {where}：{detail['msg']}"
+    if detail["type"] != "missing":  # for a missing field the input is the whole object
+        line += f"（收到：{json.dumps(detail['input'], ensure_ascii=False, default=str)}）"
+    return line
+
+
 def _describe(error: Exception) -> str:
+    """One-line-per-problem text for `Attempt.error` and logs."""
     if isinstance(error, ValidationError):
-        return str(error)
+        problems = "; ".join(
+            f"{'.'.join(map(str, d['loc'])) or '<root>'}: {d['msg']}"
+            for d in error.errors(include_url=False)
+        )
+        return f"ValidationError: {problems}"
     return f"{type(error).__name__}: {error}"
 
 
