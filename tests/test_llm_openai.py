@@ -227,7 +227,9 @@ def test_only_loopback_is_allowed_when_requests_are_off(
         check_allow_model_requests(base_url)
 
 
-def test_requests_are_allowed_by_default() -> None:
+def test_any_host_is_allowed_when_requests_are_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(llm.model, "ALLOW_MODEL_REQUESTS", True)
+
     check_allow_model_requests("https://api.deepseek.com/v1")
 
 
@@ -236,3 +238,42 @@ def test_stub_answers_404_on_unknown_paths(stub: OpenAIStub) -> None:
 
     assert httpx2.get(f"{stub.base_url}/models").status_code == 404
     assert httpx2.post(f"{stub.base_url}/embeddings", json={}).status_code == 404
+
+
+async def test_http_client_is_passed_through() -> None:
+    import httpx2
+
+    seen: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(str(request.url))
+        return httpx2.Response(
+            200,
+            json={
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "mock",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "嗯"},
+                        "finish_reason": "stop",
+                    }
+                ],
+            },
+        )
+
+    chat = OpenAIChatModel(
+        base_url="http://127.0.0.1:9/v1",
+        api_key="sk-test",
+        model="mock",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
+    try:
+        result = await chat.complete(MESSAGES)
+    finally:
+        await chat.aclose()
+
+    assert seen == ["http://127.0.0.1:9/v1/chat/completions"]
+    assert (result.text, result.prompt_tokens, result.completion_tokens) == ("嗯", 0, 0)

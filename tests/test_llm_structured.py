@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 
@@ -179,7 +180,7 @@ async def test_unavailable_backs_off_per_module_setting(monkeypatch: pytest.Monk
         slept.append(seconds)
 
     monkeypatch.setattr(llm.structured, "BACKOFF_SECONDS", 0.5)
-    monkeypatch.setattr(llm.structured.asyncio, "sleep", fake_sleep)
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
     model = scripted(
         LLMUnavailable("timeout"), LLMUnavailable("timeout"), LLMUnavailable("timeout")
     )
