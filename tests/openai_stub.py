@@ -1,10 +1,15 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for tests (no network beyond loopback).
 
-with OpenAIStub() as stub:
-    stub.reply('{"action_id": "sleep"}', StubError(500), StubDelay(1.0, "late"))
-    model = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="stub")
-    ...
-    assert stub.requests[0]["messages"][-1]["content"] == "..."
+Use it as a context manager::
+
+    with OpenAIStub() as stub:
+        stub.reply('{"action_id": "sleep"}', StubError(500), StubDelay(1.0, "late"))
+        model = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="stub")
+        ...
+        assert stub.requests[0]["messages"][-1]["content"] == "..."
+
+or as a pytest plugin: `pytest_plugins = ["tests.openai_stub"]` in tests/conftest.py provides the
+`openai_stub` fixture (a running stub, stopped after the test).
 """
 
 from __future__ import annotations
