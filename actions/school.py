@@ -1,0 +1,71 @@
+"""星见丘高校: getting there and back, classes, lunch, the library."""
+
+from world.action import Action, ActionContext, at_least, below, between, school_day, travel
+from world.clock import minutes_until, in_window
+from world.town import HAURA
+
+go_to_school = travel(
+    id="go_to_school", name="从家去学校", src="home", dst="school", town=HAURA,
+    when=school_day & between("06:30", "16:00"),
+)
+
+go_home_from_school = travel(
+    id="go_home_from_school", name="放学回家", src="school", dst="home", town=HAURA,
+)
+
+
+def _class_minutes(ctx: ActionContext) -> int:
+    """Until the next break: lunch at 12:00, the end of the day at 16:30."""
+    end = "12:00" if in_window(ctx.now, "07:30", "12:00") else "16:30"
+    return minutes_until(ctx.now, end)
+
+
+def _attend_class(ctx: ActionContext) -> str:
+    minutes = (ctx.running.ends_at - ctx.running.started_at).total_seconds() / 60 if ctx.running else 60
+    hours = minutes / 60
+    ctx.character.change(stamina=-4 * hours, mood=-1.5 * hours)
+    lesson = ctx.rng.choice(["数学", "国语", "英语", "物理", "历史", "生物", "美术", "体育"])
+    return f"上了{minutes:.0f}分钟的课，其中有一节{lesson}"
+
+
+attend_class = Action(
+    id="attend_class",
+    name="在学校上课",
+    description="去教室上课，一直上到下一个休息时间（12:00 午休或 16:30 放学）。[体力-4/小时][心情-1.5/小时]",
+    at="school",
+    when=school_day & (between("07:30", "11:50") | between("13:00", "16:20")),
+    complete=_attend_class,
+    duration=_class_minutes,
+    tags=frozenset({"school", "study"}),
+)
+
+
+def _school_lunch(ctx: ActionContext) -> str:
+    ctx.character.change(satiety=40, stamina=6)
+    dish = ctx.rng.choice(["咖喱饭", "炸鸡块定食", "乌冬面", "亲子丼", "炒面面包"])
+    ctx.character.recover_mood(3)
+    return f"在学校食堂吃了{dish}"
+
+
+school_lunch = Action(
+    id="school_lunch",
+    name="在学校食堂吃午饭",
+    description="午休时在学校食堂吃午饭（饭卡已含）。[饱腹+40][体力+6][心情+3][耗时30分钟]",
+    at="school",
+    when=school_day & between("11:50", "13:00") & below("satiety", 90),
+    complete=_school_lunch,
+    duration=30,
+    tags=frozenset({"meal"}),
+)
+
+library_study = Action(
+    id="library_study",
+    name="在图书馆自习",
+    description="在学校图书馆安静地自习、看书。[体力-4][心情+2][耗时60分钟]",
+    at="school",
+    when=between("12:00", "17:30") & at_least("stamina", 10),
+    complete=lambda ctx: (ctx.character.change(stamina=-4), ctx.character.recover_mood(2), "在图书馆自习了一小时")[-1],
+    duration=60,
+    tags=frozenset({"study", "leisure"}),
+    utility=lambda ctx: -0.2 if in_window(ctx.now, "13:00", "16:20") else 0.0,
+)

@@ -1,0 +1,66 @@
+"""Character cards: who she is (persona, speaking style, world view) and how she starts.
+
+A card is content, validated at load: ``characters/<id>/card.toml``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CARDS_DIR = Path(__file__).parent
+
+
+class CardError(Exception):
+    """A card is missing or invalid; the message names the file, the field and the fix."""
+
+
+class StartingState(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    location: str = "home"
+    stamina: float = Field(80, ge=0, le=100)
+    satiety: float = Field(70, ge=0, le=100)
+    mood: float = Field(60, ge=0, le=100)
+    money: int = Field(300, ge=0)
+    inventory: dict[str, int] = Field(default_factory=dict)
+
+
+class CharacterCard(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    name: str
+    """Her name as users and the model read it, e.g. 悠酱."""
+    nicknames: list[str] = Field(default_factory=list)
+    persona: str
+    """Identity and personality, in Chinese, second person is fine."""
+    speaking_style: str = ""
+    world_view: str = ""
+    """Her world and where it ends: users live in reality and cannot enter it."""
+    start: StartingState = Field(default_factory=StartingState)
+
+
+def load_card(character_id: str, folder: Path = CARDS_DIR) -> CharacterCard:
+    path = folder / character_id / "card.toml"
+    if not path.exists():
+        raise CardError(
+            f"no card for character {character_id!r}: expected {path}. Create it (copy "
+            f"characters/yuiju/card.toml) or remove {character_id!r} from [world].characters"
+        )
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        card = CharacterCard.model_validate(data)
+    except tomllib.TOMLDecodeError as exc:
+        raise CardError(f"{path}: not valid TOML: {exc}") from exc
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg']}"
+            for e in exc.errors(include_url=False)
+        )
+        raise CardError(f"{path}: invalid card: {problems}. Fix these fields.") from None
+    if card.id != character_id:
+        raise CardError(f"{path}: id is {card.id!r} but the folder is {character_id!r}; make them equal")
+    return card

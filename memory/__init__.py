@@ -1,0 +1,1 @@
+"""Her memory: episodes (the fact log), the LLM call ledger, and later diary and semantic recall."""

@@ -1,0 +1,105 @@
+"""Episodes: the fact log of her life, in the history store (MongoDB or SQLite).
+
+Behavior episodes have deterministic ids (character, start time, action), so writing the same
+episode twice is an idempotent upsert: the engine's outbox can replay after a crash without
+duplicates. The ``running`` document is replaced by the ``completed`` one under the same id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from storage.history import CollectionSpec, HistoryStore
+
+EpisodeType = Literal["behavior", "plan", "conversation", "weather", "system"]
+
+EPISODES = CollectionSpec(
+    name="episodes",
+    fields=("character_id", "type", "time", "status"),
+    indexes=(("character_id", "time"), ("character_id", "type", "time"), ("status", "time")),
+)
+
+
+class Episode(BaseModel):
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True, populate_by_name=True)
+
+    id: str = Field(alias="_id")
+    character_id: str
+    type: EpisodeType
+    time: AwareDatetime
+    """When it started (or happened)."""
+    end_time: AwareDatetime | None = None
+    status: Literal["running", "completed", "logged"] = "logged"
+    summary: str
+    """One Chinese sentence about what happened, written for her memory and the chat side."""
+    data: dict[str, Any] = Field(default_factory=dict)
+    """Type-specific details: action id, place, reason, params, stats before/after, ..."""
+
+    def document(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
+
+
+def episode_id(character_id: str, started_at: datetime, action_id: str) -> str:
+    digest = hashlib.sha1(f"{character_id}|{started_at.isoformat()}|{action_id}".encode()).hexdigest()
+    return f"bhv_{digest[:20]}"
+
+
+class EpisodeRepo:
+    """The small query API over episodes: by id, a time range, today, by type."""
+
+    def __init__(self, store: HistoryStore) -> None:
+        self.store = store
+
+    async def ensure(self) -> None:
+        await self.store.ensure(EPISODES)
+
+    async def put(self, episode: Episode | dict[str, Any]) -> None:
+        doc = episode.document() if isinstance(episode, Episode) else episode
+        await self.store.put(EPISODES.name, doc)
+
+    async def get(self, episode_id_: str) -> Episode | None:
+        doc = await self.store.get(EPISODES.name, episode_id_)
+        return Episode.model_validate(doc) if doc else None
+
+    async def between(
+        self,
+        character_id: str,
+        start: datetime,
+        end: datetime,
+        *,
+        type_: EpisodeType | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Episode]:
+        eq: dict[str, Any] = {"character_id": character_id}
+        if type_ is not None:
+            eq["type"] = type_
+        docs = await self.store.find(
+            EPISODES.name,
+            eq=eq,
+            ranges={"time": (start, end)},
+            sort="time",
+            descending=newest_first,
+            limit=limit,
+        )
+        return [Episode.model_validate(d) for d in docs]
+
+    async def today(self, character_id: str, now: datetime, *, type_: EpisodeType | None = None) -> list[Episode]:
+        start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return await self.between(character_id, start, start + timedelta(days=1), type_=type_)
+
+    async def recent(self, character_id: str, now: datetime, limit: int = 10) -> list[Episode]:
+        """Her latest behavior episodes of the last day, oldest first."""
+        found = await self.between(
+            character_id, now - timedelta(days=1), now + timedelta(seconds=1),
+            type_="behavior", limit=limit, newest_first=True,
+        )
+        return list(reversed(found))
+
+    async def running(self) -> list[Episode]:
+        docs = await self.store.find(EPISODES.name, eq={"status": "running"}, sort="time")
+        return [Episode.model_validate(d) for d in docs]

@@ -1,0 +1,63 @@
+"""Every Redis key yuiju uses, in one place.
+
+Values are JSON strings validated by pydantic when read (see ``world/store.py``). Everything
+under one prefix, so several towns can share a server. Per-character keys carry the character
+id from the start: one world, any number of characters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str = "yuiju"
+    """From ``[redis].prefix``."""
+
+    @property
+    def world(self) -> str:
+        """STRING: the shared `WorldState` JSON (time, weather, places, resources)."""
+        return f"{self.prefix}:world"
+
+    def character(self, character_id: str) -> str:
+        """STRING: a `CharacterState` JSON, including her running action."""
+        return f"{self.prefix}:char:{character_id}:state"
+
+    def plans(self, character_id: str) -> str:
+        """STRING: her plans JSON (long-term and ordered short-term plans)."""
+        return f"{self.prefix}:char:{character_id}:plans"
+
+    def lease(self, character_id: str) -> str:
+        """STRING with PX expiry: the token of the engine that drives this character now."""
+        return f"{self.prefix}:char:{character_id}:lease"
+
+    @property
+    def commands(self) -> str:
+        """LIST: queued external world commands (JSON), applied at the next world tick."""
+        return f"{self.prefix}:commands"
+
+    @property
+    def rejected_commands(self) -> str:
+        """LIST (capped): rejected commands with the reason, newest first."""
+        return f"{self.prefix}:commands:rejected"
+
+    @property
+    def events(self) -> str:
+        """STREAM: world and behavior events for the bot, the observer and memory indexing."""
+        return f"{self.prefix}:events"
+
+    @property
+    def episode_outbox(self) -> str:
+        """LIST: episode documents committed with the state, waiting to be written to history.
+
+        The transactional outbox: a state change and its episode are pushed in one Redis
+        transaction, then flushed to MongoDB/SQLite by idempotent upserts, so a crash or a
+        dead history store loses nothing and duplicates nothing.
+        """
+        return f"{self.prefix}:outbox:episodes"
+
+    @property
+    def llm_usage(self) -> str:
+        """HASH: tokens and calls per world day (``YYYY-MM-DD:tokens``), for the daily budget."""
+        return f"{self.prefix}:llm:usage"

@@ -1,0 +1,295 @@
+"""The action author API: what an action is, the context its code receives, and conditions.
+
+An action is frozen data declared at module top in ``actions/<theme>.py``. Importing a module
+registers nothing; the loader (``world/loader.py``) collects every `Action` it finds.
+
+Executors change state only through the `ActionContext` (the step's working copy): they never
+touch Redis, the history store or the LLM. The engine persists what they did in one atomic
+write.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from world.clock import in_window, is_school_day, is_weekend, minutes_until
+from world.state import CharacterState, RunningAction, WorldState
+from world.town import Town
+
+
+@dataclass(kw_only=True)
+class ActionContext:
+    """What an action's code sees: the moment, the world, her state (mutable), her choice."""
+
+    now: datetime
+    world: WorldState
+    character: CharacterState
+    """The working copy: mutate it (through its mutators) to change her state."""
+    town: Town
+    rng: random.Random
+    """Seeded: the same seed gives the same life."""
+    params: BaseModel | None = None
+    """The validated parameter model, for actions that declare one."""
+    duration_minute: int | None = None
+    """The duration the decision asked for, if any."""
+    reason: str = ""
+    """Why she chose this (from the decision)."""
+    running: RunningAction | None = None
+    """At completion: the record of the action that is ending."""
+    notes: list[str] = field(default_factory=list)
+    """Extra lines for the episode (e.g. a random event), in Chinese."""
+
+    @property
+    def place_name(self) -> str:
+        return self.town.place_name(self.character.location)
+
+    def place_open(self, place_id: str) -> bool:
+        state = self.world.places.get(place_id)
+        return True if state is None else state.open
+
+    def take_resources(self, place_id: str) -> dict[str, int]:
+        """Collect every resource lying at ``place_id`` now (world working copy); returns them."""
+        state = self.world.places.get(place_id)
+        if state is None or not state.resources:
+            return {}
+        taken = {k: v for k, v in state.resources.items() if v > 0}
+        state.resources = {}
+        return taken
+
+
+Executor = Callable[[ActionContext], "str | None"]
+"""Changes state through the context; returns a short Chinese summary of what happened."""
+
+Duration = int | Callable[[ActionContext], int]
+"""Minutes: fixed, or computed from the context (and the decision's ``duration_minute``)."""
+
+
+# -- conditions -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A cheap, pure test of the context that can say why it does not hold.
+
+    Compose with ``&``, ``|`` and ``~``: ``at_least("stamina", 10) & between("06:00", "22:00")``.
+    """
+
+    test: Callable[[ActionContext], bool]
+    why_not: Callable[[ActionContext], str]
+    """A Chinese sentence saying why the condition fails (shown to the observer and logs)."""
+
+    def __call__(self, ctx: ActionContext) -> bool:
+        return self.test(ctx)
+
+    def explain(self, ctx: ActionContext) -> str | None:
+        """None when it holds, else the reason it does not."""
+        return None if self.test(ctx) else self.why_not(ctx)
+
+    def __and__(self, other: Condition) -> Condition:
+        return all_of(self, other)
+
+    def __or__(self, other: Condition) -> Condition:
+        return Condition(
+            lambda c: self.test(c) or other.test(c),
+            lambda c: f"{self.why_not(c)}，且{other.why_not(c)}",
+        )
+
+    def __invert__(self) -> Condition:
+        return Condition(lambda c: not self.test(c), lambda c: "条件不满足")
+
+
+def condition(why: str | Callable[[ActionContext], str]) -> Callable[[Callable[[ActionContext], bool]], Condition]:
+    """Decorator: turn a predicate into a `Condition` with an explanation."""
+
+    def wrap(test: Callable[[ActionContext], bool]) -> Condition:
+        return Condition(test, why if callable(why) else (lambda _c: why))
+
+    return wrap
+
+
+def all_of(*conditions: Condition) -> Condition:
+    def why(ctx: ActionContext) -> str:
+        return "；".join(r for c in conditions if (r := c.explain(ctx)) is not None)
+
+    return Condition(lambda ctx: all(c.test(ctx) for c in conditions), why)
+
+
+always = Condition(lambda _c: True, lambda _c: "")
+
+
+def at(place_id: str) -> Condition:
+    return Condition(
+        lambda c: c.character.location == place_id,
+        lambda c: f"她在{c.place_name}，不在{c.town.place_name(place_id)}",
+    )
+
+
+def is_open(place_id: str) -> Condition:
+    def why(c: ActionContext) -> str:
+        place = c.town.places[place_id]
+        hours = f"（营业时间 {place.hours[0]}–{place.hours[1]}）" if place.hours else ""
+        return f"{place.name}现在不开门{hours}"
+
+    return Condition(lambda c: c.place_open(place_id), why)
+
+
+def between(start: str, end: str) -> Condition:
+    """Local time in [start, end); may wrap midnight (``between("22:00", "06:00")``)."""
+    return Condition(lambda c: in_window(c.now, start, end), lambda _c: f"只能在 {start}–{end} 之间")
+
+
+def at_least(stat: str, value: float) -> Condition:
+    names = {"stamina": "体力", "satiety": "饱腹", "mood": "心情", "money": "金币"}
+    return Condition(
+        lambda c: getattr(c.character, stat) >= value,
+        lambda c: f"{names.get(stat, stat)}不足 {value}（现在 {getattr(c.character, stat):.0f}）",
+    )
+
+
+def below(stat: str, value: float) -> Condition:
+    names = {"stamina": "体力", "satiety": "饱腹", "mood": "心情", "money": "金币"}
+    return Condition(
+        lambda c: getattr(c.character, stat) < value,
+        lambda c: f"{names.get(stat, stat)}已经有 {getattr(c.character, stat):.0f}，不需要",
+    )
+
+
+def not_done_today(action_id: str) -> Condition:
+    return Condition(
+        lambda c: action_id not in c.character.done_today, lambda _c: "今天已经做过了"
+    )
+
+
+def has_item(name: str, quantity: int = 1) -> Condition:
+    return Condition(
+        lambda c: c.character.inventory.get(name, 0) >= quantity,
+        lambda _c: f"没有{name}",
+    )
+
+
+school_day = Condition(lambda c: is_school_day(c.now.date()), lambda _c: "今天不上课")
+weekend = Condition(lambda c: is_weekend(c.now.date()), lambda _c: "今天不是周末")
+awake = Condition(lambda c: not c.character.asleep, lambda _c: "她在睡觉")
+asleep = Condition(lambda c: c.character.asleep, lambda _c: "她醒着")
+
+
+# -- durations ------------------------------------------------------------------------------
+
+
+def choose_minutes(*tiers: int, default: int | None = None) -> Callable[[ActionContext], int]:
+    """A duration the decision picks: its ``durationMinute`` snapped up to the next tier."""
+    ordered = sorted(tiers)
+    fallback = default if default is not None else ordered[0]
+
+    def duration(ctx: ActionContext) -> int:
+        asked = ctx.duration_minute
+        if asked is None or asked <= 0:
+            return fallback
+        return next((t for t in ordered if t >= asked), ordered[-1])
+
+    duration.tiers = tuple(ordered)  # type: ignore[attr-defined]
+    return duration
+
+
+def until(hhmm: str, *, at_least_minutes: int = 1) -> Callable[[ActionContext], int]:
+    """Last until the next local ``hhmm`` (e.g. sleep until 07:00)."""
+    return lambda ctx: max(at_least_minutes, minutes_until(ctx.now, hhmm))
+
+
+# -- the action itself ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Action:
+    """One thing a character can do."""
+
+    id: str
+    """Stable snake_case id, unique across all loaded modules."""
+    name: str
+    """Chinese display name; the model answers with it (or the id)."""
+    description: str
+    """What the model reads: what it does, effects and duration, in Chinese."""
+    at: str | None = None
+    """Place id where it can be done; None = anywhere. A closed place offers none of its actions."""
+    when: Condition = always
+    """Extra precondition, beyond place, opening hours and being awake."""
+    run: Executor | None = None
+    """Start effects (applied when she starts); returns a summary."""
+    complete: Executor | None = None
+    """Completion effects (applied when the duration has passed); returns a summary."""
+    duration: Duration = 10
+    tags: frozenset[str] = frozenset()
+    """Kinds: meal, sleep, school, study, work, move, leisure, rest, shopping, ..."""
+    moves_to: str | None = None
+    """For movement: the place she arrives at on completion."""
+    share: bool = True
+    """May the completion become a proactive life update?"""
+    params: type[BaseModel] | None = None
+    """Parameter model the decision fills (what to eat, how long...)."""
+    while_asleep: bool = False
+    """Offered only while she sleeps (wake up, sleep a little more) instead of while awake."""
+    utility: Callable[[ActionContext], float] | None = None
+    """Optional hint for the offline utility policy; it adds to the needs-driven score."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form data for the action's own code."""
+
+    def __post_init__(self) -> None:
+        if not self.id.replace("_", "").isalnum() or not self.id.isascii():
+            raise ValueError(f"action id {self.id!r} must be ASCII snake_case, e.g. 'walk_in_park'")
+        if not self.name or not self.description:
+            raise ValueError(f"action {self.id!r} needs a Chinese name and a description")
+
+    @property
+    def precondition(self) -> Condition:
+        parts = [asleep if self.while_asleep else awake]
+        if self.at is not None:
+            parts += [at(self.at), is_open(self.at)]
+        parts.append(self.when)
+        return all_of(*parts)
+
+    def available(self, ctx: ActionContext) -> bool:
+        return self.precondition.test(ctx)
+
+    def why_not(self, ctx: ActionContext) -> str | None:
+        return self.precondition.explain(ctx)
+
+    def minutes(self, ctx: ActionContext) -> int:
+        value = self.duration(ctx) if callable(self.duration) else self.duration
+        return max(1, int(value))
+
+    @property
+    def asks_duration(self) -> bool:
+        return callable(self.duration) and hasattr(self.duration, "tiers")
+
+
+def travel(*, id: str, name: str, src: str, dst: str, town: Town, when: Condition = always) -> Action:
+    """A movement along a town link: costs come from the link, arrival is on completion."""
+    link = town.link(src, dst)
+    if link is None:
+        raise ValueError(f"{town.name} has no link between {src!r} and {dst!r}; add one in world/town.py")
+
+    def go(ctx: ActionContext) -> str:
+        ctx.character.change(stamina=-link.stamina, satiety=-link.satiety)
+        return f"从{town.place_name(src)}出发去{town.place_name(dst)}"
+
+    return Action(
+        id=id,
+        name=name,
+        description=(
+            f"从{town.place_name(src)}走到{town.place_name(dst)}。"
+            f"[体力-{link.stamina}][饱腹-{link.satiety}][耗时{link.minutes}分钟]"
+        ),
+        at=src,
+        when=at_least("stamina", link.stamina) & when,
+        run=go,
+        duration=link.minutes,
+        moves_to=dst,
+        tags=frozenset({"move"}),
+        share=False,
+    )

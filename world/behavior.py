@@ -1,0 +1,293 @@
+"""The behavior loop of one character: complete what is due, then decide and start the next.
+
+One step, in order (the seed's flow):
+
+    state → candidates (actions whose precondition holds) → policy decides → validate
+    → executor (on a fresh snapshot) → state + running-action record + running episode + event
+      in one atomic Redis write → (later) completion effects → completed episode + event
+
+Episodes leave through the Redis outbox written in the same transaction, so a crash between
+Redis and the history store neither loses nor duplicates one (ids are deterministic).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from memory.episodes import Episode, episode_id
+from world.action import Action, ActionContext
+from world.errors import InvalidDecision
+from world.evolutions import Event
+from world.loader import Catalogue
+from world.policy import Decision, DecisionRequest, Policy, PolicyFailed
+from world.state import CharacterState, RunningAction, WorldState
+from world.store import Commit, Snapshot, StateStore
+from world.town import Town
+
+log = logging.getLogger(__name__)
+
+NO_CANDIDATE_RETRY = timedelta(minutes=10)
+PAUSED_RETRY = timedelta(minutes=1)
+
+
+@dataclass
+class LoopStats:
+    """Counters the engine and ``simulate`` report."""
+
+    decisions: int = 0
+    completions: int = 0
+    fallbacks: int = 0
+    invalid_decisions: int = 0
+    no_candidates: int = 0
+    not_candidate_executed: int = 0
+    """Must stay 0: a chosen action whose precondition was false at execution."""
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    decision_overhead_ms: list[float] = field(default_factory=list)
+    """Engine time per decision, excluding the policy's own time."""
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    keep_timeline: bool = False
+
+
+def outbox_entry(collection: str, doc: dict[str, Any]) -> dict[str, Any]:
+    return {"collection": collection, "doc": doc}
+
+
+class BehaviorLoop:
+    def __init__(
+        self,
+        *,
+        character_id: str,
+        store: StateStore,
+        catalogue: Catalogue,
+        policy: Policy,
+        fallback: Policy | None,
+        town: Town,
+        seed: int,
+        initial_state: CharacterState,
+        persona: str = "",
+        recent: Any = None,
+        stats: LoopStats | None = None,
+        perf_counter: Any = None,
+    ) -> None:
+        self.character_id = character_id
+        self.store = store
+        self.catalogue = catalogue
+        self.policy = policy
+        self.fallback = fallback
+        self.town = town
+        self.seed = seed
+        self.initial_state = initial_state
+        self.persona = persona
+        self.recent = recent
+        """async (character_id, now) -> list[str]: her latest actions, for the prompt."""
+        self.stats = stats or LoopStats()
+        import time
+
+        self._perf = perf_counter or time.perf_counter
+        self.lease_token: str | None = None
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _rng(self, *parts: object) -> random.Random:
+        return random.Random("|".join([str(self.seed), self.character_id, *map(str, parts)]))
+
+    def _ctx(self, now: datetime, world: WorldState, character: CharacterState, **kw: Any) -> ActionContext:
+        return ActionContext(now=now, world=world, character=character, town=self.town, rng=kw.pop("rng", self._rng(now.isoformat())), **kw)
+
+    def candidates(self, ctx: ActionContext) -> list[Action]:
+        return [a for a in self.catalogue if a.available(ctx)]
+
+    def _lease(self) -> tuple[str, str] | None:
+        return (self.character_id, self.lease_token) if self.lease_token else None
+
+    # -- one step ---------------------------------------------------------------------------
+
+    async def ensure_character(self) -> CharacterState:
+        """Create her state from the card on first run."""
+        existing = await self.store.load_character(self.character_id)
+        if existing is not None:
+            return existing
+
+        def create(snap: Snapshot) -> tuple[Commit, CharacterState]:
+            current = snap.characters[self.character_id]
+            if current is not None:
+                return Commit(), current
+            state = self.initial_state.model_copy(deep=True)
+            return Commit(characters={self.character_id: state}, events=[Event("character_created", {}, self.character_id)]), state
+
+        return await self.store.transact(create, characters=[self.character_id])
+
+    async def step(self, now: datetime) -> datetime:
+        """Advance her by one step at ``now``; returns when she next needs attention."""
+        character = await self.ensure_character()
+        if character.running is not None:
+            if now < character.running.ends_at:
+                return character.running.ends_at
+            await self._complete(now)
+            return now
+        world = await self.store.load_world()
+        if world is None:
+            return now + PAUSED_RETRY  # the world ticker creates it first
+        if world.paused:
+            return now + PAUSED_RETRY
+        return await self._decide_and_start(now, world, character)
+
+    async def _complete(self, now: datetime) -> None:
+        def complete(snap: Snapshot) -> tuple[Commit, dict[str, Any] | None]:
+            character = snap.characters[self.character_id]
+            assert snap.world is not None and character is not None
+            running = character.running
+            if running is None:
+                return Commit(), None  # someone completed it already
+            action = self.catalogue.actions.get(running.action_id)
+            ctx = self._ctx(now, snap.world, character, rng=self._rng(running.episode_id, "complete"), running=running, reason=running.reason)
+            ctx.duration_minute = None
+            summary = running.start_summary
+            if action is None:
+                ctx.notes.append(f"（行为 {running.action_id} 已不在行为目录中，按原样结束）")
+            else:
+                if action.complete is not None:
+                    summary = action.complete(ctx) or summary
+                if action.moves_to is not None:
+                    character.location = action.moves_to
+            character.running = None
+            character.last_action = running.action_id
+            character.last_event = "；".join(ctx.notes) or None
+            finished = min(now, running.ends_at) if now >= running.ends_at else now
+            minutes = round((finished - running.started_at).total_seconds() / 60)
+            episode = Episode(
+                id=running.episode_id,
+                character_id=self.character_id,
+                type="behavior",
+                time=running.started_at,
+                end_time=finished,
+                status="completed",
+                summary=f"{character.id}在{self.town.place_name(running.place)}{running.name}，用了{minutes}分钟"
+                + (f"：{summary}" if summary else ""),
+                data={
+                    "action": running.action_id,
+                    "name": running.name,
+                    "place": running.place,
+                    "reason": running.reason,
+                    "decided_by": running.decided_by,
+                    "params": running.params,
+                    "result": summary,
+                    "notes": ctx.notes,
+                    "share_intent": running.share_intent.model_dump() if running.share_intent else None,
+                    "shareable": bool(action.share) if action else False,
+                    "stats_before": running.stats_before,
+                    "stats_after": character.stats(),
+                    "duration_minutes": minutes,
+                },
+            )
+            event = Event(
+                "action_completed",
+                {"episode_id": running.episode_id, "action": running.action_id, "name": running.name, "summary": episode.summary,
+                 "share": bool(running.share_intent and running.share_intent.should_share and action and action.share)},
+                self.character_id,
+            )
+            record = {"id": running.action_id, "place": running.place, "start": running.started_at.isoformat(),
+                      "end": finished.isoformat(), "reason": running.reason, "decided_by": running.decided_by,
+                      "before": running.stats_before, "after": character.stats()}
+            return (
+                Commit(world=snap.world, characters={self.character_id: character}, events=[event],
+                       outbox=[outbox_entry("episodes", episode.document())]),
+                record,
+            )
+
+        record = await self.store.transact(complete, characters=[self.character_id], lease=self._lease(), now=now)
+        if record is not None:
+            self.stats.completions += 1
+            if self.stats.keep_timeline:
+                self.stats.timeline.append(record)
+
+    async def _choose(self, request: DecisionRequest) -> Decision:
+        try:
+            return await self.policy.decide(request)
+        except (PolicyFailed, InvalidDecision) as exc:
+            if self.fallback is None:
+                raise
+            self.stats.fallbacks += 1
+            log.warning("%s: policy %s gave no usable decision (%s); falling back to %s",
+                        self.character_id, self.policy.name, exc, self.fallback.name)
+            decision = await self.fallback.decide(request)
+            return Decision(**{**decision.__dict__, "decided_by": f"fallback:{self.fallback.name}"})
+
+    async def _decide_and_start(self, now: datetime, world: WorldState, character: CharacterState) -> datetime:
+        t0 = self._perf()
+        view = self._ctx(now, world, character)
+        candidates = self.candidates(view)
+        if not candidates:
+            self.stats.no_candidates += 1
+            log.error("%s has no candidate action at %s (location %s); retrying in %s",
+                      self.character_id, now.isoformat(), character.location, NO_CANDIDATE_RETRY)
+            return now + NO_CANDIDATE_RETRY
+        recent: Sequence[str] = await self.recent(self.character_id, now) if self.recent else ()
+        request = DecisionRequest(ctx=view, candidates=candidates, recent=recent, persona=self.persona)
+        engine_ms = (self._perf() - t0) * 1000
+        decision = await self._choose(request)
+        t1 = self._perf()
+        self.stats.decisions += 1
+        started = await self._start(now, decision)
+        engine_ms += (self._perf() - t1) * 1000
+        self.stats.decision_overhead_ms.append(engine_ms)
+        return started
+
+    async def _start(self, now: datetime, decision: Decision) -> datetime:
+        action = decision.action
+
+        def start(snap: Snapshot) -> tuple[Commit, datetime | None]:
+            character = snap.characters[self.character_id]
+            assert snap.world is not None and character is not None
+            if character.running is not None:
+                return Commit(), None
+            if character.day != now.date():
+                character.day = now.date()
+                character.done_today = []
+            ctx = self._ctx(now, snap.world, character, rng=self._rng(now.isoformat(), action.id, "start"),
+                            params=decision.params, duration_minute=decision.duration_minute, reason=decision.reason)
+            why_not = action.why_not(ctx)
+            if why_not is not None:
+                # The world changed between the decision and now (or a policy bug): never run it.
+                log.warning("%s: %s is no longer possible (%s); deciding again", self.character_id, action.id, why_not)
+                return Commit(), None
+            before = character.stats()
+            summary = (action.run(ctx) if action.run else None) or ""
+            minutes = action.minutes(ctx)
+            ends = now + timedelta(minutes=minutes)
+            eid = episode_id(self.character_id, now, action.id)
+            character.done_today = [*character.done_today, action.id]
+            character.running = RunningAction(
+                action_id=action.id, name=action.name, started_at=now, ends_at=ends, episode_id=eid,
+                place=character.location if action.moves_to is None else (action.at or character.location),
+                reason=decision.reason, decided_by=decision.decided_by,
+                params=decision.params.model_dump() if decision.params else None,
+                start_summary=summary, share_intent=decision.share_intent, stats_before=before,
+            )
+            character.blocked_reason = None
+            episode = Episode(
+                id=eid, character_id=self.character_id, type="behavior", time=now, end_time=ends, status="running",
+                summary=f"{character.id}在{self.town.place_name(character.running.place)}开始{action.name}",
+                data={"action": action.id, "name": action.name, "place": character.running.place, "reason": decision.reason,
+                      "decided_by": decision.decided_by, "params": character.running.params, "result": summary,
+                      "planned_minutes": minutes, "plan_changes": decision.plan_changes,
+                      "share_intent": decision.share_intent.model_dump() if decision.share_intent else None,
+                      "stats_before": before, "stats_after_start": character.stats()},
+            )
+            event = Event("action_started", {"episode_id": eid, "action": action.id, "name": action.name,
+                                             "reason": decision.reason, "ends_at": ends.isoformat()}, self.character_id)
+            return (
+                Commit(world=snap.world, characters={self.character_id: character}, events=[event],
+                       outbox=[outbox_entry("episodes", episode.document())]),
+                ends,
+            )
+
+        ends = await self.store.transact(start, characters=[self.character_id], lease=self._lease(), now=now)
+        return ends if ends is not None else now

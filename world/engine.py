@@ -1,0 +1,264 @@
+"""The engine: owns the loop, the clock and the single writer per character.
+
+One asyncio task sequences everything due, in time order:
+
+- the **world tick** every ``tick_minutes`` of world time: load → apply queued commands →
+  evolutions in config order → atomic save → events (a tick from ``last_advanced_at`` straight
+  to now converges after downtime);
+- each **character's behavior step** when her running action ends (a world tick catches the
+  world up to the same instant first, so decisions always see the present);
+- the **outbox flush** that writes committed episodes to the history store.
+
+The same code runs under `RealClock` (``yuiju run``) and `SimClock` (``yuiju simulate``).
+Characters are driven under a Redis lease, so two engines on the same stores never drive the
+same character; a second engine says so and waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from storage.history import HistoryStore
+from world.behavior import BehaviorLoop
+from world.clock import Clock
+from world.commands import CommandRejected, apply_command, parse_command
+from world.errors import CorruptState, LeaseLost
+from world.evolutions import Event, Evolution, TickContext
+from world.state import WorldState
+from world.store import Commit, Snapshot, StateStore
+from world.town import Town
+
+log = logging.getLogger(__name__)
+
+LEASE_TTL_MS = 30_000
+LEASE_RENEW = timedelta(seconds=10)
+CORRUPT_RETRY = timedelta(minutes=1)
+MAX_BACKOFF_SECONDS = 60.0
+
+
+@dataclass(kw_only=True)
+class NamedEvolution:
+    name: str
+    fn: Evolution
+
+
+class WorldTicker:
+    """Runs the world pipeline: commands, then evolutions, then one atomic save."""
+
+    def __init__(
+        self,
+        *,
+        store: StateStore,
+        evolutions: Sequence[NamedEvolution],
+        town: Town,
+        seed: int,
+        character_ids: Sequence[str],
+    ) -> None:
+        self.store = store
+        self.evolutions = list(evolutions)
+        self.town = town
+        self.seed = seed
+        self.character_ids = list(character_ids)
+        self.ticks = 0
+        self.rejected = 0
+
+    def _apply(self, snap: Snapshot, now: datetime) -> tuple[Commit, bool]:
+        world = snap.world or WorldState(time=now, last_advanced_at=now)
+        if world.last_advanced_at >= now and world.calendar is not None and not snap.commands:
+            return Commit(), False
+        characters = {cid: c for cid, c in snap.characters.items() if c is not None}
+        events: list[Event] = []
+        rejected: list[dict[str, Any]] = []
+        for raw in snap.commands:
+            try:
+                command = parse_command(raw)
+                done = apply_command(command, world, characters)
+                events.append(Event("command_applied", {"command": command.model_dump(), "result": done}))
+            except CommandRejected as exc:
+                rejected.append({"command": raw, "reason": str(exc), "time": now.isoformat()})
+                events.append(Event("command_rejected", {"command": raw, "reason": str(exc)}))
+                log.warning("rejected world command %s: %s", raw, exc)
+        ctx = TickContext(
+            from_time=world.last_advanced_at, to_time=max(now, world.last_advanced_at),
+            world=world, characters=characters, town=self.town, seed=self.seed,
+        )
+        for evolution in self.evolutions:
+            try:
+                evolution.fn(ctx)
+            except Exception:  # a user evolution's bug must not stop the world
+                log.exception("evolution %s failed and was skipped this tick", evolution.name)
+                events.append(Event("evolution_failed", {"evolution": evolution.name}))
+        world.last_advanced_at = ctx.to_time
+        return (
+            Commit(world=world, characters=characters, events=events + ctx.events,
+                   commands_taken=len(snap.commands), rejected=rejected),
+            True,
+        )
+
+    async def tick(self, now: datetime) -> bool:
+        """Advance the world to ``now``; False if it already was there and nothing was queued."""
+        advanced = await self.store.transact(
+            lambda snap: self._apply(snap, now), characters=self.character_ids, take_commands=True, now=now
+        )
+        if advanced:
+            self.ticks += 1
+        return advanced
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        store: StateStore,
+        history: HistoryStore | None,
+        ticker: WorldTicker,
+        loops: Sequence[BehaviorLoop],
+        tick_minutes: int = 1,
+        on_step: Callable[[], Any] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.store = store
+        self.history = history
+        self.ticker = ticker
+        self.loops = {loop.character_id: loop for loop in loops}
+        self.tick = timedelta(minutes=tick_minutes)
+        self.on_step = on_step
+        self.token = uuid.uuid4().hex
+        self._stop = asyncio.Event()
+        self._due: dict[str, datetime] = {}
+        self._held: set[str] = set()
+        self._waiting_logged: set[str] = set()
+        self.outbox_failures = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- leases -----------------------------------------------------------------------------
+
+    async def _refresh_leases(self) -> None:
+        for cid, loop in self.loops.items():
+            if cid in self._held:
+                if not await self.store.renew_lease(cid, self.token, LEASE_TTL_MS):
+                    log.error("lost the lease on %s; another engine drives her now", cid)
+                    self._held.discard(cid)
+                    loop.lease_token = None
+            elif await self.store.acquire_lease(cid, self.token, LEASE_TTL_MS):
+                self._held.add(cid)
+                loop.lease_token = self.token
+                self._waiting_logged.discard(cid)
+                log.info("driving character %s", cid)
+            elif cid not in self._waiting_logged:
+                holder = await self.store.lease_holder(cid)
+                log.warning("character %s is driven by another engine (lease %s); waiting for it to stop",
+                            cid, (holder or "?")[:8])
+                self._waiting_logged.add(cid)
+
+    async def release(self) -> None:
+        for cid in list(self._held):
+            await self.store.release_lease(cid, self.token)
+            self.loops[cid].lease_token = None
+        self._held.clear()
+
+    # -- outbox -----------------------------------------------------------------------------
+
+    async def flush_outbox(self) -> int:
+        """Write committed episodes to the history store; keep them queued if it is down."""
+        if self.history is None:
+            return 0
+        written = 0
+        while True:
+            batch = await self.store.peek_outbox(200)
+            if not batch:
+                return written
+            try:
+                for entry in batch:
+                    await self.history.put(entry["collection"], entry["doc"])
+            except Exception as exc:
+                self.outbox_failures += 1
+                log.warning("history store unavailable (%s); %d episode(s) stay queued in Redis and will be retried",
+                            exc, await self.store.outbox_size())
+                return written
+            await self.store.drop_outbox(len(batch))
+            written += len(batch)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run_once(self) -> datetime:
+        """Do everything due now; return when something is next due."""
+        now = self.clock.now()
+        await self.ticker.tick(now)
+        next_tick = now + self.tick
+        for cid, loop in self.loops.items():
+            if cid not in self._held:
+                continue
+            due = self._due.get(cid, now)
+            if due > now:
+                continue
+            try:
+                self._due[cid] = await loop.step(now)
+            except CorruptState as exc:
+                log.error("%s: %s", cid, exc)
+                self._due[cid] = now + CORRUPT_RETRY
+            except LeaseLost as exc:
+                log.error("%s", exc)
+                self._held.discard(cid)
+                loop.lease_token = None
+        await self.flush_outbox()
+        if self.on_step is not None:
+            self.on_step()
+        dues = [self._due.get(c, now) for c in self._held]
+        return min([next_tick, *dues])
+
+    async def run(self, *, until: datetime | None = None, max_steps: int | None = None) -> None:
+        """Run until `stop()`, ``until`` (world time) or ``max_steps`` iterations."""
+        steps = 0
+        backoff = 1.0
+        last_lease = None
+        while not self._stop.is_set():
+            try:
+                now = self.clock.now()
+                if last_lease is None or now - last_lease >= LEASE_RENEW or not self._held:
+                    await self._refresh_leases()
+                    last_lease = now
+                wake = await self.run_once()
+                backoff = 1.0
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                log.error("Redis unreachable (%s); retrying in %.0f s", exc, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(MAX_BACKOFF_SECONDS, backoff * 2)
+                continue
+            except CorruptState as exc:
+                log.error("%s", exc)
+                await self._sleep_or_stop(self.clock.now() + CORRUPT_RETRY)
+                continue
+            steps += 1
+            if max_steps is not None and steps >= max_steps:
+                break
+            if until is not None and wake >= until:
+                await self.clock.sleep_until(until)
+                await self.run_once()
+                break
+            if not self._held:
+                wake = min(wake, self.clock.now() + LEASE_RENEW)
+            await self._sleep_or_stop(wake)
+
+    async def _sleep_or_stop(self, wake: datetime) -> None:
+        sleeper = asyncio.ensure_future(self.clock.sleep_until(wake))
+        stopper = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, stopper):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(sleeper, stopper, return_exceptions=True)

@@ -1,0 +1,134 @@
+"""Discovery: action modules by folder (after nonebot's plugin loader), evolutions by name.
+
+- Modules whose name starts with ``_`` are never imported (``_template.py``).
+- A module that fails to import is reported and skipped; the others still load.
+- Two actions with the same id (or the same Chinese name) stop start-up with both places named.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import pkgutil
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from world.action import Action
+from world.errors import ActionLoadError, ConfigurationError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Catalogue:
+    """Every loaded action, and what went wrong while loading."""
+
+    actions: dict[str, Action] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    """Action id → module it came from."""
+    broken: dict[str, str] = field(default_factory=dict)
+    """Module → the error that stopped it from loading."""
+
+    def by_name_or_id(self, key: str) -> Action | None:
+        found = self.actions.get(key)
+        if found is not None:
+            return found
+        return next((a for a in self.actions.values() if a.name == key), None)
+
+    def __iter__(self):  # noqa: ANN204 - iterating a catalogue yields its actions
+        return iter(self.actions.values())
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+
+def _modules_in_package(package: str) -> Iterable[tuple[str, Callable[[], ModuleType]]]:
+    pkg = importlib.import_module(package)
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        name = f"{package}.{info.name}"
+        yield name, lambda name=name: importlib.import_module(name)
+
+
+def _modules_in_dir(folder: Path) -> Iterable[tuple[str, Callable[[], ModuleType]]]:
+    if not folder.is_dir():
+        raise ConfigurationError(
+            f"action folder {str(folder)!r} does not exist; fix [world].action_dirs"
+        )
+    for path in sorted(folder.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        name = f"yuiju_user_actions.{folder.name}.{path.stem}"
+
+        def load(path: Path = path, name: str = name) -> ModuleType:
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(name, None)
+                raise
+            return module
+
+        yield str(path), load
+
+
+def load_actions(
+    package: str | None = "actions", extra_dirs: Iterable[Path] = ()
+) -> Catalogue:
+    """Import every action module and collect the `Action` objects at their top level."""
+    catalogue = Catalogue()
+    sources: list[tuple[str, Callable[[], ModuleType]]] = []
+    if package:
+        sources += list(_modules_in_package(package))
+    for folder in extra_dirs:
+        sources += list(_modules_in_dir(Path(folder)))
+    names: dict[str, str] = {}
+    for origin, load in sources:
+        try:
+            module = load()
+        except Exception as exc:  # a user module may raise anything; report and go on
+            catalogue.broken[origin] = "".join(traceback.format_exception_only(exc)).strip()
+            log.error("action module %s failed to load and is skipped: %s", origin, catalogue.broken[origin])
+            continue
+        for obj in vars(module).values():
+            if not isinstance(obj, Action) or catalogue.actions.get(obj.id) is obj:
+                continue
+            if obj.id in catalogue.actions:
+                raise ActionLoadError(
+                    f"duplicate action id {obj.id!r}: defined in {catalogue.origins[obj.id]} and in "
+                    f"{origin}; rename one of them"
+                )
+            if obj.name in names:
+                raise ActionLoadError(
+                    f"duplicate action name {obj.name!r}: used by {names[obj.name]!r} and {obj.id!r} "
+                    f"(in {origin}); the model answers by name, so names must be unique"
+                )
+            catalogue.actions[obj.id] = obj
+            catalogue.origins[obj.id] = origin
+            names[obj.name] = obj.id
+    return catalogue
+
+
+def resolve(dotted: str) -> Any:
+    """``"world.evolutions:drift_needs"`` → the object; a clear error when it is not there."""
+    module_name, _, attr = dotted.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r} (from {dotted!r}): {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigurationError(
+            f"{module_name!r} has no {attr!r} (from {dotted!r}); check [world].evolutions"
+        ) from None

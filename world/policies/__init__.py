@@ -1,0 +1,1 @@
+"""Policies that choose her next action: llm, utility (offline) and scripted (tests)."""

@@ -1,0 +1,129 @@
+"""The offline utility policy: needs-driven scoring, seeded, no network.
+
+It keeps her living when no LLM is configured, when the LLM fails, and when the daily token
+budget is spent. Each need (sleep, meal, school, rest, leisure...) gets a desire from her state
+and the time; an action scores the desire of its tags, a movement scores the best thing she
+could do where it leads (checked with the real preconditions at her arrival time). A little
+seeded noise and a repetition penalty keep days from being identical.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from world.action import Action, ActionContext
+from world.clock import is_school_day, minute_of_day
+from world.policy import Decision, DecisionRequest, PolicyFailed, RawDecision, validate_decision
+
+MEAL_WINDOWS = (("breakfast", 6 * 60, 9 * 60 + 30), ("lunch", 11 * 60 + 30, 13 * 60 + 30), ("dinner", 17 * 60 + 30, 20 * 60))
+
+
+def wake_target(now: datetime, seed: int) -> datetime:
+    """When she means to get up on ``now``'s morning: early on school days, later otherwise."""
+    day = now.date()
+    rng = random.Random(f"{seed}|wake|{day.isoformat()}")
+    if is_school_day(day):
+        minutes = 6 * 60 + 40 + rng.randint(0, 20)
+    else:
+        minutes = 7 * 60 + 30 + rng.randint(0, 75)
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight + timedelta(minutes=minutes)
+
+
+def desires(ctx: ActionContext, seed: int) -> dict[str, float]:
+    """How much she wants each kind of thing right now (roughly 0..3)."""
+    c = ctx.character
+    now = ctx.now
+    m = minute_of_day(now)
+    school_day = is_school_day(now.date())
+    d: dict[str, float] = {}
+
+    # Sleep: rises through the evening, overwhelming after midnight.
+    if m >= 23 * 60 or m < 5 * 60:
+        d["sleep"] = 3.0
+    elif m >= 22 * 60:
+        d["sleep"] = 1.2
+    elif m >= 21 * 60:
+        d["sleep"] = 0.5
+    else:
+        d["sleep"] = 0.0
+    if c.stamina < 10:
+        d["sleep"] = max(d["sleep"], 1.5)
+
+    # Waking: on time, not before.
+    d["wake"] = 3.0 if now >= wake_target(now, seed) else 0.0
+    d["sleep_more"] = 1.0
+
+    # Meals: hunger plus a pull at mealtimes for the meal not eaten yet.
+    hunger = (100 - c.satiety) / 100
+    d["meal"] = hunger * 1.3 + (1.0 if c.satiety < 25 else 0.0)
+    for _meal, start, end in MEAL_WINDOWS:
+        if start <= m < end and c.satiety < 75:
+            d["meal"] += 1.2
+
+    # School: classes on school days are not optional.
+    in_school_hours = school_day and 7 * 60 <= m < 16 * 60 + 30
+    d["school"] = 3.0 if in_school_hours else 0.0
+    d["study"] = 2.5 if in_school_hours else (0.45 if school_day and 19 * 60 <= m < 21 * 60 else 0.1)
+
+    d["rest"] = (1 - c.stamina / 100) * 1.1
+    d["leisure"] = 0.35 + (1 - c.mood / 100) * 0.6 if 7 * 60 <= m < 21 * 60 else 0.1
+    d["work"] = 0.3 + (0.5 if c.money < 100 else 0.0)
+    d["shopping"] = 0.2
+    d["idle"] = 0.05
+    return d
+
+
+def score(action: Action, ctx: ActionContext, want: dict[str, float]) -> float:
+    tags = action.tags - {"move"}
+    base = max((want.get(t, 0.0) for t in tags), default=0.05)
+    if action.utility is not None:
+        base += action.utility(ctx)
+    return base
+
+
+class UtilityPolicy:
+    name = "utility"
+
+    def __init__(self, *, seed: int = 0, all_actions: list[Action] | None = None) -> None:
+        self.seed = seed
+        self.all_actions = all_actions or []
+        """The whole catalogue, to look ahead at what a movement leads to."""
+
+    def _destination_value(self, move: Action, ctx: ActionContext, want: dict[str, float]) -> float:
+        assert move.moves_to is not None
+        minutes = move.minutes(ctx)
+        arrived = ctx.character.model_copy(update={"location": move.moves_to})
+        later = replace(ctx, character=arrived, now=ctx.now + timedelta(minutes=minutes))
+        options = [a for a in self.all_actions if a.moves_to is None and a.at == move.moves_to and a.available(later)]
+        best = max((score(a, later, want) for a in options), default=0.0)
+        return best * 0.95 - 0.02
+
+    async def decide(self, request: DecisionRequest) -> Decision:
+        ctx = request.ctx
+        if not request.candidates:
+            raise PolicyFailed("no candidates")
+        want = desires(ctx, self.seed)
+        rng = random.Random(f"{self.seed}|{ctx.character.id}|{ctx.now.isoformat()}")
+        scored: list[tuple[float, Action]] = []
+        for action in request.candidates:
+            value = self._destination_value(action, ctx, want) if action.moves_to else score(action, ctx, want)
+            if action.id == ctx.character.last_action and "leisure" in action.tags:
+                value -= 0.25
+            value += rng.uniform(0, 0.12)
+            scored.append((value, action))
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+        best_value, best = scored[0]
+        duration = None
+        if best.asks_duration:
+            tiers = best.duration.tiers  # type: ignore[union-attr]
+            duration = rng.choice(tiers[: max(1, len(tiers) - 1)] if best_value < 1 else tiers)
+        top = max(want, key=lambda k: want[k])
+        raw = RawDecision(
+            action=best.name,
+            reason=f"按需求打分选择（最想要：{top} {want[top]:.1f}；得分 {best_value:.2f}）",
+            durationMinute=duration,
+        )
+        return validate_decision(raw, request.candidates, self.name)

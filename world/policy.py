@@ -1,0 +1,110 @@
+"""Deciding what she does next: the decision shape, its validation, and the policy seam.
+
+Every policy (llm, utility, scripted) returns a `Decision` built by `validate_decision`, so the
+same rules hold whoever decides: the action must be one of the candidates, its parameters must
+validate against its parameter model, and the duration must be sensible. A violation raises
+`InvalidDecision` with a Chinese message that the LLM policy shows to the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from world.action import Action, ActionContext
+from world.errors import InvalidDecision
+from world.state import ShareIntent
+
+
+class RawDecision(BaseModel):
+    """The JSON a policy produces (the seed's shape, plus ``params`` for parameterised actions)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    action: str = Field(description="从可选行为中选择一个，填写它的名称")
+    reason: str = Field(description="用第一人称简短说明为什么这样选", min_length=1, max_length=400)
+    durationMinute: int | None = Field(None, description="仅对需要给出耗时的行为填写，单位分钟")
+    params: dict[str, Any] | None = Field(None, description="仅对带参数的行为填写")
+    planChanges: list[dict[str, Any]] | None = Field(None, description="计划变化，没有则为 null")
+    proactiveShareIntent: ShareIntent | None = Field(
+        None, description="这件事是否值得主动分享到群里；普通移动或发呆填 null"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    action: Action
+    reason: str
+    params: BaseModel | None = None
+    duration_minute: int | None = None
+    plan_changes: list[dict[str, Any]] | None = None
+    share_intent: ShareIntent | None = None
+    decided_by: str = "unknown"
+
+
+@dataclass(kw_only=True)
+class DecisionRequest:
+    ctx: ActionContext
+    """A read-only view of the moment (do not mutate)."""
+    candidates: Sequence[Action]
+    recent: Sequence[str] = ()
+    """Her latest actions today, one Chinese line each, oldest first."""
+    persona: str = ""
+    """The character card's persona text for prompts."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Policy(Protocol):
+    name: str
+
+    async def decide(self, request: DecisionRequest) -> Decision:
+        """Choose among ``request.candidates``; raise `PolicyFailed` if no usable decision."""
+        ...
+
+
+class PolicyFailed(Exception):
+    """The policy could not produce a decision (after its own retries)."""
+
+
+def find_candidate(candidates: Sequence[Action], key: str) -> Action | None:
+    key = key.strip()
+    return next((a for a in candidates if key in (a.name, a.id)), None)
+
+
+def validate_decision(raw: RawDecision, candidates: Sequence[Action], decided_by: str) -> Decision:
+    """Check a raw decision against the candidates; `InvalidDecision` says what to fix."""
+    action = find_candidate(candidates, raw.action)
+    if action is None:
+        names = "、".join(a.name for a in candidates)
+        raise InvalidDecision(f"「{raw.action}」不在可选行为里。只能从这些里选一个：{names}")
+    params: BaseModel | None = None
+    if action.params is not None:
+        try:
+            params = action.params.model_validate(raw.params or {})
+        except ValidationError as exc:
+            problems = "；".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
+            )
+            raise InvalidDecision(f"「{action.name}」的 params 不正确：{problems}") from None
+    duration = raw.durationMinute
+    if duration is not None and not (1 <= duration <= 24 * 60):
+        raise InvalidDecision(f"durationMinute 必须在 1 到 1440 之间，收到 {duration}")
+    return Decision(
+        action=action,
+        reason=raw.reason.strip(),
+        params=params,
+        duration_minute=duration,
+        plan_changes=raw.planChanges,
+        share_intent=raw.proactiveShareIntent,
+        decided_by=decided_by,
+    )
+
+
+def decision_schema(candidates: Sequence[Action]) -> dict[str, Any]:
+    """JSON schema of `RawDecision` whose ``action`` is an enum of the candidates' names."""
+    schema = RawDecision.model_json_schema()
+    schema["properties"]["action"]["enum"] = [a.name for a in candidates]
+    return schema

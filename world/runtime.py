@@ -1,0 +1,186 @@
+"""Assembling a running world from the config: stores, actions, cards, policies, the engine.
+
+This is the one place that reads the config sections and wires the parts together; everything
+below receives plain arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from characters import CharacterCard, load_card
+from llm import ChatModel, OpenAIChatModel
+from llm.structured import Attempt
+from memory.episodes import EpisodeRepo
+from memory.ledger import LLM_CALLS, call_documents
+from storage.history import HistoryStore, open_history
+from storage.keys import Keys
+from storage.redis import RedisHandle, open_redis
+from world.behavior import BehaviorLoop, LoopStats, outbox_entry
+from world.clock import Clock
+from world.engine import Engine, NamedEvolution, WorldTicker
+from world.loader import Catalogue, load_actions, resolve
+from world.policies.llm import LLMPolicy
+from world.policies.utility import UtilityPolicy
+from world.policy import Policy
+from world.state import CharacterState
+from world.store import StateStore, dumps_doc
+from world.town import HAURA, Town
+from yuiju_config import YuijuConfig
+
+log = logging.getLogger(__name__)
+
+
+def character_from_card(card: CharacterCard) -> CharacterState:
+    s = card.start
+    return CharacterState(
+        id=card.id, location=s.location, stamina=s.stamina, satiety=s.satiety, mood=s.mood,
+        money=s.money, inventory=dict(s.inventory),
+    )
+
+
+def resolve_evolutions(names: list[str]) -> list[NamedEvolution]:
+    out = []
+    for name in names:
+        fn = resolve(name)
+        if not callable(fn):
+            from world.errors import ConfigurationError
+
+            raise ConfigurationError(f"evolution {name!r} is not a function; check [world].evolutions")
+        out.append(NamedEvolution(name=name, fn=fn))
+    return out
+
+
+@dataclass
+class Runtime:
+    cfg: YuijuConfig
+    redis: RedisHandle
+    history: HistoryStore
+    keys: Keys
+    store: StateStore
+    episodes: EpisodeRepo
+    catalogue: Catalogue
+    cards: dict[str, CharacterCard]
+    engine: Engine
+    stats: LoopStats
+    llm_policy: LLMPolicy | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    async def close(self) -> None:
+        await self.engine.release()
+        model = self.llm_policy.model if self.llm_policy else None
+        if model is not None and hasattr(model, "aclose"):
+            await model.aclose()
+        await self.history.close()
+        await self.redis.aclose()
+
+
+async def open_stores(cfg: YuijuConfig) -> tuple[RedisHandle, HistoryStore]:
+    data_dir = cfg.data_path()
+    redis = await open_redis(cfg.redis.url.get_secret_value() if cfg.redis.url else None, data_dir)
+    try:
+        history = await open_history(
+            cfg.mongo.url.get_secret_value() if cfg.mongo.url else None, cfg.mongo.database, data_dir
+        )
+    except BaseException:
+        await redis.aclose()
+        raise
+    return redis, history
+
+
+def make_chat_model(cfg: YuijuConfig) -> ChatModel:
+    assert cfg.llm.base_url is not None
+    return OpenAIChatModel(
+        base_url=cfg.llm.base_url,
+        api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
+        model=cfg.llm.model,
+        output_mode=cfg.llm.output_mode,
+        timeout_seconds=cfg.llm.timeout_seconds,
+        temperature=cfg.llm.temperature,
+    )
+
+
+async def build_runtime(
+    cfg: YuijuConfig,
+    *,
+    clock: Clock,
+    policy: str | None = None,
+    chat_model: ChatModel | None = None,
+    scripted: Policy | None = None,
+    town: Town = HAURA,
+    keep_timeline: bool = False,
+    tick_minutes: int | None = None,
+) -> Runtime:
+    """Open the stores and wire the engine. ``policy`` overrides ``[world].policy``."""
+    catalogue = load_actions("actions", cfg.world.action_dirs)
+    cards = {cid: load_card(cid) for cid in cfg.world.characters}
+    evolutions = resolve_evolutions(cfg.world.evolutions)
+    redis, history = await open_stores(cfg)
+    keys = Keys(cfg.redis.prefix)
+    store = StateStore(redis.client, keys)
+    episodes = EpisodeRepo(history)
+    await episodes.ensure()
+    await history.ensure(LLM_CALLS)
+    stats = LoopStats(keep_timeline=keep_timeline)
+
+    chosen = policy or cfg.world.policy
+    if chosen == "auto":
+        chosen = "llm" if (cfg.llm.configured or chat_model is not None) else "utility"
+    utility = UtilityPolicy(seed=cfg.world.seed, all_actions=list(catalogue))
+    llm_policy: LLMPolicy | None = None
+    primary: Policy
+    if scripted is not None:
+        primary = scripted
+    elif chosen == "llm":
+        model = chat_model or make_chat_model(cfg)
+
+        async def record_usage(now: datetime, attempts: list[Attempt]) -> None:
+            tokens = sum((a.result.prompt_tokens + a.result.completion_tokens) for a in attempts if a.result)
+            day = now.date().isoformat()
+            async with redis.client.pipeline(transaction=True) as pipe:
+                pipe.hincrby(keys.llm_usage, f"{day}:tokens", tokens)
+                pipe.hincrby(keys.llm_usage, f"{day}:calls", len(attempts))
+                for doc in call_documents(now, "decide", model.name, attempts):
+                    pipe.rpush(keys.episode_outbox, dumps_doc(outbox_entry(LLM_CALLS.name, doc)))
+                await pipe.execute()
+
+        async def budget_allows(now: datetime) -> bool:
+            budget = cfg.llm.daily_token_budget
+            if budget is None:
+                return True
+            used = await redis.client.hget(keys.llm_usage, f"{now.date().isoformat()}:tokens")
+            return int(used or 0) < budget
+
+        llm_policy = LLMPolicy(
+            model, max_attempts=cfg.llm.max_attempts, temperature=cfg.llm.temperature,
+            world_view=next(iter(cards.values())).world_view, record_usage=record_usage, budget_allows=budget_allows,
+        )
+        primary = llm_policy
+    else:
+        primary = utility
+
+    async def recent(character_id: str, now: datetime) -> list[str]:
+        found = await episodes.recent(character_id, now, limit=10)
+        return [f"{e.time.astimezone(now.tzinfo):%H:%M} {e.data.get('name', '')}（{e.data.get('reason', '')}）" for e in found]
+
+    loops = [
+        BehaviorLoop(
+            character_id=cid, store=store, catalogue=catalogue, policy=primary,
+            fallback=utility if primary is not utility else None, town=town, seed=cfg.world.seed,
+            initial_state=character_from_card(card), persona=card.persona, recent=recent, stats=stats,
+        )
+        for cid, card in cards.items()
+    ]
+    ticker = WorldTicker(store=store, evolutions=evolutions, town=town, seed=cfg.world.seed, character_ids=list(cards))
+    engine = Engine(clock=clock, store=store, history=history, ticker=ticker, loops=loops,
+                    tick_minutes=tick_minutes or cfg.world.tick_minutes)
+    return Runtime(cfg=cfg, redis=redis, history=history, keys=keys, store=store, episodes=episodes,
+                   catalogue=catalogue, cards=cards, engine=engine, stats=stats, llm_policy=llm_policy)
+
+
+def data_dir_of(cfg: YuijuConfig) -> Path:
+    return cfg.app.data_dir.expanduser()

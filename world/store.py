@@ -1,0 +1,223 @@
+"""Reading and writing world and character state in Redis, atomically.
+
+Every write goes through `StateStore.transact`: WATCH the keys, read and validate them, let a
+pure function compute the change, then MULTI/EXEC the new values together with the events
+(stream), the episode outbox and the consumed commands. If anyone wrote a watched key in
+between, the function runs again on fresh values (arq's ``enqueue_job`` pattern). So a state
+change, its running-action record, its episode and its events land together or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from redis.asyncio import Redis
+from redis.exceptions import WatchError
+
+from storage.keys import Keys
+from world.errors import CorruptState, LeaseLost
+from world.evolutions import Event
+from world.state import CharacterState, WorldState
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
+
+STREAM_MAXLEN = 20_000
+REJECTED_KEEP = 200
+MAX_CONFLICT_RETRIES = 50
+
+
+@dataclass(kw_only=True)
+class Snapshot:
+    """What a transaction function sees (fresh from Redis) and changes."""
+
+    world: WorldState | None
+    characters: dict[str, CharacterState | None]
+    commands: list[str] = field(default_factory=list)
+    """Raw queued command JSON, oldest first (only when the transaction takes commands)."""
+
+
+@dataclass(kw_only=True)
+class Commit:
+    """What a transaction function wants written."""
+
+    world: WorldState | None = None
+    characters: dict[str, CharacterState] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    outbox: list[dict[str, Any]] = field(default_factory=list)
+    """Episode documents to hand to the history store (in order)."""
+    commands_taken: int = 0
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+
+
+def encode_doc(value: Any) -> Any:
+    """JSON-safe form of a document that keeps datetimes as ``{"$date": iso}``."""
+    if isinstance(value, datetime):
+        return {"$date": value.isoformat()}
+    if isinstance(value, dict):
+        return {k: encode_doc(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [encode_doc(v) for v in value]
+    return value
+
+
+def decode_doc(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and "$date" in value:
+            return datetime.fromisoformat(value["$date"])
+        return {k: decode_doc(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode_doc(v) for v in value]
+    return value
+
+
+def dumps_doc(value: Any) -> str:
+    return json.dumps(encode_doc(value), ensure_ascii=False)
+
+
+def parse_model(model: type[M], key: str, raw: str | None) -> M | None:
+    """Validate a Redis value, or raise `CorruptState` naming the key and the problem."""
+    if raw is None:
+        return None
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}"
+            for e in exc.errors(include_url=False)[:5]
+        )
+        raise CorruptState(key, problems) from None
+
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+class StateStore:
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def load_world(self) -> WorldState | None:
+        key = self.keys.world
+        return parse_model(WorldState, key, await self.redis.get(key))
+
+    async def load_character(self, character_id: str) -> CharacterState | None:
+        key = self.keys.character(character_id)
+        return parse_model(CharacterState, key, await self.redis.get(key))
+
+    # -- the one way to write -----------------------------------------------------------------
+
+    async def transact(
+        self,
+        fn: Callable[[Snapshot], tuple[Commit, R]],
+        *,
+        characters: Sequence[str] = (),
+        take_commands: bool = False,
+        lease: tuple[str, str] | None = None,
+        now: datetime | None = None,
+    ) -> R:
+        """Run ``fn`` on a fresh snapshot and write its `Commit` atomically; retry on conflict.
+
+        ``lease=(character_id, token)`` fences the write: if this engine no longer holds the
+        character's lease, nothing is written and `LeaseLost` is raised.
+        """
+        keys = self.keys
+        watched = [keys.world, *(keys.character(c) for c in characters)]
+        if take_commands:
+            watched.append(keys.commands)
+        if lease is not None:
+            watched.append(keys.lease(lease[0]))
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for _ in range(MAX_CONFLICT_RETRIES):
+                try:
+                    await pipe.watch(*watched)
+                    raw = await pipe.mget([keys.world, *(keys.character(c) for c in characters)])
+                    if lease is not None and await pipe.get(keys.lease(lease[0])) != lease[1]:
+                        raise LeaseLost(f"this engine no longer holds the lease on {lease[0]!r}")
+                    commands = await pipe.lrange(keys.commands, 0, 99) if take_commands else []
+                    snapshot = Snapshot(
+                        world=parse_model(WorldState, keys.world, raw[0]),
+                        characters={
+                            c: parse_model(CharacterState, keys.character(c), r)
+                            for c, r in zip(characters, raw[1:], strict=True)
+                        },
+                        commands=list(commands),
+                    )
+                    commit, result = fn(snapshot)
+                    pipe.multi()
+                    self._queue_writes(pipe, commit, now)
+                    await pipe.execute()
+                    return result
+                except WatchError:
+                    continue
+            raise RuntimeError(f"state kept changing under {watched}; gave up after retries")
+
+    def _queue_writes(self, pipe: Any, commit: Commit, now: datetime | None) -> None:
+        keys = self.keys
+        if commit.world is not None:
+            pipe.set(keys.world, commit.world.model_dump_json())
+        for cid, state in commit.characters.items():
+            pipe.set(keys.character(cid), state.model_dump_json())
+        if commit.commands_taken:
+            pipe.ltrim(keys.commands, commit.commands_taken, -1)
+        for rejected in commit.rejected:
+            pipe.lpush(keys.rejected_commands, json.dumps(rejected, ensure_ascii=False, default=str))
+        if commit.rejected:
+            pipe.ltrim(keys.rejected_commands, 0, REJECTED_KEEP - 1)
+        for doc in commit.outbox:
+            pipe.rpush(keys.episode_outbox, dumps_doc(doc))
+        for event in commit.events:
+            fields = {
+                "type": event.type,
+                "character_id": event.character_id or "",
+                "time": (now.isoformat() if now else ""),
+                "data": json.dumps(event.data, ensure_ascii=False, default=str),
+            }
+            pipe.xadd(keys.events, fields, maxlen=STREAM_MAXLEN, approximate=True)
+
+    # -- leases (one engine drives a character at a time) ---------------------------------------
+
+    async def acquire_lease(self, character_id: str, token: str, ttl_ms: int) -> bool:
+        return bool(await self.redis.set(self.keys.lease(character_id), token, nx=True, px=ttl_ms))
+
+    async def renew_lease(self, character_id: str, token: str, ttl_ms: int) -> bool:
+        return bool(await self.redis.eval(_RENEW, 1, self.keys.lease(character_id), token, ttl_ms))
+
+    async def release_lease(self, character_id: str, token: str) -> None:
+        await self.redis.eval(_RELEASE, 1, self.keys.lease(character_id), token)
+
+    async def lease_holder(self, character_id: str) -> str | None:
+        return await self.redis.get(self.keys.lease(character_id))
+
+    # -- the episode outbox -----------------------------------------------------------------------
+
+    async def peek_outbox(self, limit: int = 100) -> list[dict[str, Any]]:
+        raw = await self.redis.lrange(self.keys.episode_outbox, 0, limit - 1)
+        return [decode_doc(json.loads(r)) for r in raw]
+
+    async def drop_outbox(self, count: int) -> None:
+        await self.redis.ltrim(self.keys.episode_outbox, count, -1)
+
+    async def outbox_size(self) -> int:
+        return int(await self.redis.llen(self.keys.episode_outbox))

@@ -1,0 +1,94 @@
+"""The town of 羽浦町: its places, opening hours, daily resources and travel links.
+
+This is content, declared as frozen data. Actions refer to places by id (``"home"``); the
+model and users read the Chinese names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class Place:
+    id: str
+    """Stable id used by actions and state, e.g. ``"cafe"``."""
+    name: str
+    """Chinese name the model and users read, e.g. ``"薄暮咖啡"``."""
+    area: str
+    """The district it belongs to, e.g. ``"商业区"``."""
+    hours: tuple[str, str] | None = None
+    """Opening hours ``("10:00", "20:00")`` in local time; None = always open."""
+    resources: tuple[str, ...] = ()
+    """Items that appear here every day (collected by walks)."""
+    daily_resource_total: tuple[int, int] = (0, 0)
+    """Min and max number of resource units that appear each morning."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Link:
+    a: str
+    b: str
+    minutes: int
+    """Travel time either way."""
+    stamina: int
+    satiety: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Town:
+    name: str
+    places: dict[str, Place]
+    links: tuple[Link, ...] = field(default_factory=tuple)
+
+    def place_name(self, place_id: str) -> str:
+        place = self.places.get(place_id)
+        return place.name if place else place_id
+
+    def link(self, a: str, b: str) -> Link | None:
+        for link in self.links:
+            if {link.a, link.b} == {a, b}:
+                return link
+        return None
+
+
+HAURA = Town(
+    name="羽浦町",
+    places={
+        p.id: p
+        for p in (
+            Place(id="home", name="家", area="家"),
+            Place(id="school", name="星见丘高校", area="星见丘高校", hours=("07:00", "18:00")),
+            Place(id="shop", name="小町商店", area="商业区", hours=("09:00", "21:00")),
+            Place(id="supermarket", name="超市", area="商业区", hours=("09:00", "21:00")),
+            Place(id="diner", name="日和食堂", area="商业区", hours=("07:00", "20:00")),
+            Place(id="cafe", name="薄暮咖啡", area="商业区", hours=("10:00", "20:00")),
+            Place(id="station", name="羽浦町站", area="商业区"),
+            Place(
+                id="park",
+                name="南风公园",
+                area="公园周边",
+                resources=("野莓", "青苹果", "南风桃"),
+                daily_resource_total=(1, 5),
+            ),
+            Place(id="pond", name="水音池", area="公园周边"),
+            Place(id="shrine", name="结灯神社", area="公园周边"),
+            Place(
+                id="coast",
+                name="月汐海岸",
+                area="海岸",
+                resources=("星砂贝壳", "海玻璃", "月汐珍珠"),
+                daily_resource_total=(0, 2),
+            ),
+        )
+    },
+    links=(
+        Link(a="home", b="school", minutes=20, stamina=7, satiety=5),
+        Link(a="home", b="park", minutes=10, stamina=3, satiety=2),
+        Link(a="home", b="shop", minutes=10, stamina=5, satiety=3),
+        Link(a="school", b="shop", minutes=10, stamina=3, satiety=2),
+        Link(a="park", b="pond", minutes=5, stamina=3, satiety=2),
+        Link(a="park", b="shrine", minutes=5, stamina=3, satiety=2),
+    ),
+)
+"""The default town (Yuiju's 羽浦町). Issue 3 completes the links and the catalogue."""
