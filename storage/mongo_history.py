@@ -1,0 +1,198 @@
+"""The production history backend: MongoDB through pymongo's native ``AsyncMongoClient``.
+
+`MongoHistory` takes an async database object, so the same code runs on
+``AsyncMongoClient(url, tz_aware=True)[name]`` and, in tests, on
+``mongomock_motor.AsyncMongoMockClient(tz_aware=True)[name]``. The two differ in whether
+``close()`` and ``aggregate()`` return awaitables; `maybe_await` hides that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
+from pymongo.errors import (
+    ConfigurationError,
+    ConnectionFailure,
+    DuplicateKeyError,
+    OperationFailure,
+)
+
+from storage.errors import StoreUnavailable, redact_url
+from storage.history import (
+    CollectionSpec,
+    Eq,
+    Query,
+    Ranges,
+    SpecRegistry,
+    normalize_doc,
+    prepare_query,
+)
+
+__all__ = ["MongoHistory", "maybe_await"]
+
+_SERVER_SELECTION_TIMEOUT_MS = 5000
+"""How long a call waits for a reachable server before failing (pymongo's default is 30 s)."""
+_AUTH_ERROR_CODES = {13, 18}  # Unauthorized, AuthenticationFailed
+
+
+async def maybe_await(value: Any) -> Any:
+    """``await`` it if pymongo returned an awaitable, as mongomock-motor/motor sometimes do not."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class MongoHistory:
+    """`HistoryStore` on a MongoDB database."""
+
+    backend: Literal["mongo"] = "mongo"
+
+    def __init__(self, database: Any, *, client: Any = None, description: str = "MongoDB") -> None:
+        """``database``: an async database object; ``client``: closed by `close` when given."""
+        self._db = database
+        self._client = client
+        self.description = description
+        """Where the data lives, for logs and errors, password redacted."""
+        self._specs = SpecRegistry()
+
+    @classmethod
+    async def connect(cls, url: str, database: str) -> MongoHistory:
+        """Connect to ``url`` and check the server answers."""
+        shown = redact_url(url)
+        options: dict[str, Any] = {"tz_aware": True, "tzinfo": UTC}
+        if "serverselectiontimeoutms" not in url.lower():
+            options["serverSelectionTimeoutMS"] = _SERVER_SELECTION_TIMEOUT_MS
+        try:
+            client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(url, **options)
+        except ConfigurationError as exc:
+            raise StoreUnavailable(
+                f"MongoDB URL {shown!r} is not valid ({exc}); fix [mongo].url "
+                "(mongodb://[user:password@]host[:port]/...)"
+            ) from exc
+        store = cls(client[database], client=client, description=f"{shown} database {database!r}")
+        try:
+            await store.ping()
+        except StoreUnavailable:
+            await store.close()
+            raise
+        return store
+
+    async def ensure(self, *specs: CollectionSpec) -> None:
+        with self._guard():
+            for spec in specs:
+                collection = self._db[spec.name]
+                for index in spec.indexes:
+                    await collection.create_index([(field, ASCENDING) for field in index])
+                self._specs.add(spec)
+
+    async def put(self, collection: str, doc: Mapping[str, Any]) -> None:
+        norm = normalize_doc(self._specs[collection], doc)
+        with self._guard():
+            await self._db[collection].replace_one({"_id": norm["_id"]}, norm, upsert=True)
+
+    async def insert_new(self, collection: str, doc: Mapping[str, Any]) -> bool:
+        norm = normalize_doc(self._specs[collection], doc)
+        with self._guard():
+            try:
+                await self._db[collection].insert_one(norm)
+            except DuplicateKeyError:
+                return False
+        return True
+
+    async def get(self, collection: str, doc_id: str) -> dict[str, Any] | None:
+        self._specs[collection]
+        with self._guard():
+            doc = await self._db[collection].find_one({"_id": doc_id})
+        return None if doc is None else _in_utc(doc)
+
+    async def find(
+        self,
+        collection: str,
+        *,
+        eq: Eq | None = None,
+        ranges: Ranges | None = None,
+        sort: str | None = None,
+        descending: bool = False,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        query = prepare_query(self._specs[collection], eq, ranges, sort, descending, limit)
+        if query.limit == 0:
+            return []  # MongoDB reads limit 0 as "no limit"
+        options: dict[str, Any] = {}
+        if query.sort is not None:
+            options["sort"] = [(query.sort, DESCENDING if query.descending else ASCENDING)]
+        if query.limit is not None:
+            options["limit"] = query.limit
+        with self._guard():
+            cursor = self._db[collection].find(_filter(query), **options)
+            return [_in_utc(doc) async for doc in cursor]
+
+    async def count(
+        self, collection: str, *, eq: Eq | None = None, ranges: Ranges | None = None
+    ) -> int:
+        query = prepare_query(self._specs[collection], eq, ranges)
+        with self._guard():
+            return int(await self._db[collection].count_documents(_filter(query)))
+
+    async def delete(self, collection: str, doc_id: str) -> bool:
+        self._specs[collection]
+        with self._guard():
+            result = await self._db[collection].delete_one({"_id": doc_id})
+        return bool(result.deleted_count == 1)
+
+    async def ping(self) -> None:
+        with self._guard():
+            await self._db.command("ping")
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await maybe_await(self._client.close())
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn connection and credential failures into `StoreUnavailable` naming the fix."""
+        try:
+            yield
+        except ConnectionFailure as exc:
+            raise StoreUnavailable(
+                f"cannot reach {self.description} ({type(exc).__name__}: {exc}); start MongoDB "
+                "or unset [mongo].url to use the embedded SQLite history"
+            ) from exc
+        except OperationFailure as exc:
+            if exc.code in _AUTH_ERROR_CODES:
+                raise StoreUnavailable(
+                    f"{self.description} refused our credentials ({exc}); fix the user and "
+                    "password in [mongo].url and the user's roles on the database"
+                ) from exc
+            raise
+
+
+def _filter(query: Query) -> dict[str, Any]:
+    conditions: dict[str, dict[str, Any]] = {}
+    for field, value in query.eq.items():
+        op = "$in" if isinstance(value, tuple) else "$eq"
+        conditions.setdefault(field, {})[op] = list(value) if isinstance(value, tuple) else value
+    for field, (low, high) in query.ranges.items():
+        if low is not None:
+            conditions.setdefault(field, {})["$gte"] = low
+        if high is not None:
+            conditions.setdefault(field, {})["$lt"] = high
+    return {field: ops for field, ops in conditions.items() if ops}
+
+
+def _in_utc(value: Any) -> Any:
+    """Datetimes as ``datetime.UTC`` (drivers return their own UTC tzinfo objects)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:  # a client without tz_aware: BSON datetimes are UTC
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+    if isinstance(value, dict):
+        return {key: _in_utc(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_in_utc(item) for item in value]
+    return value

