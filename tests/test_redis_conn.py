@@ -127,6 +127,27 @@ async def test_two_handles_on_one_data_dir_share_the_server(tmp_path: Path) -> N
     assert gone(pid)
 
 
+async def test_a_process_that_exits_without_closing_stops_its_server(tmp_path: Path) -> None:
+    script = (
+        "import asyncio, pathlib, sys\n"
+        "from storage.redis import open_redis\n"
+        "async def main():\n"
+        "    handle = await open_redis(None, pathlib.Path(sys.argv[1]))\n"
+        "    await handle.client.set('k', 'kept')\n"
+        "    print(handle.description, flush=True)\n"
+        "asyncio.run(main())\n"
+    )
+    command = [sys.executable, "-c", script, str(tmp_path)]
+    done = await asyncio.to_thread(
+        subprocess.run, command, cwd=REPO, capture_output=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "redis.db.settings").exists()  # stopped cleanly at exit
+
+    async with await open_redis(None, tmp_path) as handle:
+        assert await handle.client.get("k") == "kept"
+
+
 async def test_a_server_left_by_a_killed_process_is_reused(tmp_path: Path) -> None:
     start_owner_and_kill_it(tmp_path)
     orphan = server_pid(tmp_path)
