@@ -18,7 +18,7 @@ fields hold scalars only.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -276,7 +276,7 @@ def prepare_query(
     norm_eq: dict[str, Scalar | tuple[Scalar, ...]] = {}
     for field, value in (eq or {}).items():
         where = f"{spec.name} query eq[{field!r}]"
-        if isinstance(value, Sequence) and not isinstance(value, str):
+        if isinstance(value, list | tuple):
             norm_eq[declared(field)] = tuple(scalar(v, where) for v in value)
         else:
             norm_eq[declared(field)] = scalar(value, where)

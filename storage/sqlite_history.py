@@ -11,6 +11,7 @@ than a thread hop.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -120,26 +121,15 @@ class SqliteHistory:
     async def put(self, collection: str, doc: Mapping[str, Any]) -> None:
         spec = self._specs[collection]
         norm = normalize_doc(spec, doc)
-        names = ", ".join(_q(f) for f in ("_id", *spec.fields, "_doc"))
-        marks = ", ".join("?" * (len(spec.fields) + 2))
-        updates = ", ".join(f"{_q(f)} = excluded.{_q(f)}" for f in (*spec.fields, "_doc"))
         with self._guard():
-            self._db.execute(
-                f"INSERT INTO {_q(collection)} ({names}) VALUES ({marks}) "
-                f"ON CONFLICT(_id) DO UPDATE SET {updates}",
-                (norm["_id"], *_columns(spec, norm), _encode(norm)),
-            )
+            self._db.execute(_upsert_sql(spec), (norm["_id"], *_columns(spec, norm), _encode(norm)))
 
     async def insert_new(self, collection: str, doc: Mapping[str, Any]) -> bool:
         spec = self._specs[collection]
         norm = normalize_doc(spec, doc)
-        names = ", ".join(_q(f) for f in ("_id", *spec.fields, "_doc"))
-        marks = ", ".join("?" * (len(spec.fields) + 2))
         with self._guard():
             cursor = self._db.execute(
-                f"INSERT INTO {_q(collection)} ({names}) VALUES ({marks}) "
-                "ON CONFLICT(_id) DO NOTHING",
-                (norm["_id"], *_columns(spec, norm), _encode(norm)),
+                _insert_sql(spec), (norm["_id"], *_columns(spec, norm), _encode(norm))
             )
         return cursor.rowcount == 1
 
@@ -249,6 +239,19 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+@functools.cache
+def _insert_sql(spec: CollectionSpec) -> str:
+    names = ", ".join(_q(f) for f in ("_id", *spec.fields, "_doc"))
+    marks = ", ".join("?" * (len(spec.fields) + 2))
+    return f"INSERT INTO {_q(spec.name)} ({names}) VALUES ({marks}) ON CONFLICT(_id) DO NOTHING"
+
+
+@functools.cache
+def _upsert_sql(spec: CollectionSpec) -> str:
+    updates = ", ".join(f"{_q(f)} = excluded.{_q(f)}" for f in (*spec.fields, "_doc"))
+    return _insert_sql(spec).replace("DO NOTHING", f"DO UPDATE SET {updates}")
+
+
 def _column(value: Scalar) -> str | int | float | None:
     """A declared field's column value: datetimes as fixed-width UTC ISO text."""
     if isinstance(value, datetime):
@@ -309,9 +312,12 @@ def _from_json(obj: dict[str, Any]) -> Any:
     return obj
 
 
+_DECODER = json.JSONDecoder(object_hook=_from_json)
+
+
 def _decode(raw: Any, collection: str, doc_id: str) -> dict[str, Any]:
     try:
-        doc = json.loads(raw, object_hook=_from_json)
+        doc = _DECODER.decode(raw)
     except (TypeError, ValueError) as exc:
         raise CorruptValue(
             f"history {collection}[{doc_id!r}] holds an unreadable document ({exc}); "
