@@ -17,10 +17,10 @@ This module imports nothing of ours: every other package receives its section as
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -173,16 +173,15 @@ class YuijuConfig(_Section):
 
 
 def redact_url(url: SecretStr | str | None) -> str | None:
-    """``redis://user:pw@host/0`` → ``redis://user:***@host/0``; None stays None."""
+    """Hide passwords in a URL: ``redis://user:pw@host/0`` → ``redis://user:***@host/0``.
+
+    Regex-based, so multi-host MongoDB URLs and ``?password=`` parameters are covered too.
+    """
     if url is None:
         return None
     raw = url.get_secret_value() if isinstance(url, SecretStr) else url
-    parts = urlsplit(raw)
-    if parts.password:
-        host = parts.hostname or ""
-        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return raw
+    raw = re.sub(r"(//[^/@:]*:)[^@/]*@", r"\1***@", raw)
+    return re.sub(r"((?:password|pass|pwd)=)[^&]*", r"\1***", raw, flags=re.IGNORECASE)
 
 
 # -- loading ----------------------------------------------------------------------------------

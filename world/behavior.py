@@ -126,13 +126,15 @@ class BehaviorLoop:
 
     async def step(self, now: datetime) -> datetime:
         """Advance her by one step at ``now``; returns when she next needs attention."""
-        character = await self.ensure_character()
+        world, character = await self.store.load(self.character_id)
+        if character is None:
+            character = await self.ensure_character()
         if character.running is not None:
             if now < character.running.ends_at:
                 return character.running.ends_at
             await self._complete(now)
-            return now
-        world = await self.store.load_world()
+            world, character = await self.store.load(self.character_id)
+            assert character is not None
         if world is None:
             return now + PAUSED_RETRY  # the world ticker creates it first
         if world.paused:
@@ -290,4 +292,8 @@ class BehaviorLoop:
             )
 
         ends = await self.store.transact(start, characters=[self.character_id], lease=self._lease(), now=now)
-        return ends if ends is not None else now
+        if ends is None:
+            return now
+        log.info("%s %s 开始「%s」到 %s（%s：%s）", now.strftime("%m-%d %H:%M"), self.character_id, action.name,
+                 ends.strftime("%H:%M"), decision.decided_by, decision.reason)
+        return ends

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -125,6 +126,7 @@ class Engine:
         loops: Sequence[BehaviorLoop],
         tick_minutes: int = 1,
         on_step: Callable[[], Any] | None = None,
+        flush_every: int = 1,
     ) -> None:
         self.clock = clock
         self.store = store
@@ -133,12 +135,17 @@ class Engine:
         self.loops = {loop.character_id: loop for loop in loops}
         self.tick = timedelta(minutes=tick_minutes)
         self.on_step = on_step
+        self.flush_every = flush_every
+        """Flush the outbox after this many committing steps (1 = at once; simulate batches)."""
         self.token = uuid.uuid4().hex
         self._stop = asyncio.Event()
         self._due: dict[str, datetime] = {}
         self._held: set[str] = set()
         self._waiting_logged: set[str] = set()
         self.outbox_failures = 0
+        self._flushed_at = -1
+        self._flush_pending = True
+        """Flush at start-up: episodes left in the outbox by a crash are written first."""
 
     def stop(self) -> None:
         self._stop.set()
@@ -171,10 +178,15 @@ class Engine:
 
     # -- outbox -----------------------------------------------------------------------------
 
-    async def flush_outbox(self) -> int:
+    async def flush_outbox(self, *, force: bool = False) -> int:
         """Write committed episodes to the history store; keep them queued if it is down."""
         if self.history is None:
             return 0
+        pending = self.store.outbox_writes - self._flushed_at
+        if not force and not self._flush_pending and (pending == 0 or pending < self.flush_every):
+            return 0
+        self._flushed_at = self.store.outbox_writes
+        self._flush_pending = False
         written = 0
         while True:
             batch = await self.store.peek_outbox(200)
@@ -187,6 +199,7 @@ class Engine:
                 self.outbox_failures += 1
                 log.warning("history store unavailable (%s); %d episode(s) stay queued in Redis and will be retried",
                             exc, await self.store.outbox_size())
+                self._flush_pending = True
                 return written
             await self.store.drop_outbox(len(batch))
             written += len(batch)
@@ -223,13 +236,14 @@ class Engine:
         """Run until `stop()`, ``until`` (world time) or ``max_steps`` iterations."""
         steps = 0
         backoff = 1.0
-        last_lease = None
+        last_lease: float | None = None
         while not self._stop.is_set():
             try:
-                now = self.clock.now()
-                if last_lease is None or now - last_lease >= LEASE_RENEW or not self._held:
+                # Leases expire in wall time, whatever the world clock does.
+                wall = time.monotonic()
+                if last_lease is None or wall - last_lease >= LEASE_RENEW.total_seconds() or not self._held:
                     await self._refresh_leases()
-                    last_lease = now
+                    last_lease = wall
                 wake = await self.run_once()
                 backoff = 1.0
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
@@ -247,6 +261,7 @@ class Engine:
             if until is not None and wake >= until:
                 await self.clock.sleep_until(until)
                 await self.run_once()
+                await self.flush_outbox(force=True)
                 break
             if not self._held:
                 wake = min(wake, self.clock.now() + LEASE_RENEW)

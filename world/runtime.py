@@ -114,6 +114,7 @@ async def build_runtime(
     town: Town = HAURA,
     keep_timeline: bool = False,
     tick_minutes: int | None = None,
+    flush_every: int = 1,
 ) -> Runtime:
     """Open the stores and wire the engine. ``policy`` overrides ``[world].policy``."""
     catalogue = load_actions("actions", cfg.world.action_dirs)
@@ -177,7 +178,7 @@ async def build_runtime(
     ]
     ticker = WorldTicker(store=store, evolutions=evolutions, town=town, seed=cfg.world.seed, character_ids=list(cards))
     engine = Engine(clock=clock, store=store, history=history, ticker=ticker, loops=loops,
-                    tick_minutes=tick_minutes or cfg.world.tick_minutes)
+                    tick_minutes=tick_minutes or cfg.world.tick_minutes, flush_every=flush_every)
     return Runtime(cfg=cfg, redis=redis, history=history, keys=keys, store=store, episodes=episodes,
                    catalogue=catalogue, cards=cards, engine=engine, stats=stats, llm_policy=llm_policy)
 

@@ -66,7 +66,9 @@ async def simulate(
         sim_cfg = cfg.model_copy(update={k: type(getattr(cfg, k)).model_validate(v) for k, v in overrides.items()})
         clock = SimClock(begin)
         runtime = await build_runtime(sim_cfg, clock=clock, policy=policy, chat_model=chat_model,
-                                      keep_timeline=True, tick_minutes=tick_minutes)
+                                      keep_timeline=True, tick_minutes=tick_minutes,
+                                      # the LLM prompt reads recent episodes from history: flush at once then
+                                      flush_every=1 if policy == "llm" else 200)
         stats = runtime.stats
         last_shown = [0.0]
 

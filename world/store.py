@@ -57,6 +57,10 @@ class Commit:
     commands_taken: int = 0
     rejected: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def is_empty(self) -> bool:
+        return not (self.world or self.characters or self.events or self.outbox or self.commands_taken or self.rejected)
+
 
 def encode_doc(value: Any) -> Any:
     """JSON-safe form of a document that keeps datetimes as ``{"$date": iso}``."""
@@ -115,6 +119,8 @@ class StateStore:
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
+        self.outbox_writes = 0
+        """Commits that queued episodes; lets the engine skip flushing when nothing was queued."""
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -125,6 +131,12 @@ class StateStore:
     async def load_character(self, character_id: str) -> CharacterState | None:
         key = self.keys.character(character_id)
         return parse_model(CharacterState, key, await self.redis.get(key))
+
+    async def load(self, character_id: str) -> tuple[WorldState | None, CharacterState | None]:
+        """The world and one character in one round trip."""
+        ckey = self.keys.character(character_id)
+        raw_world, raw_char = await self.redis.mget([self.keys.world, ckey])
+        return parse_model(WorldState, self.keys.world, raw_world), parse_model(CharacterState, ckey, raw_char)
 
     # -- the one way to write -----------------------------------------------------------------
 
@@ -143,31 +155,34 @@ class StateStore:
         character's lease, nothing is written and `LeaseLost` is raised.
         """
         keys = self.keys
-        watched = [keys.world, *(keys.character(c) for c in characters)]
-        if take_commands:
-            watched.append(keys.commands)
-        if lease is not None:
-            watched.append(keys.lease(lease[0]))
+        state_keys = [keys.world, *(keys.character(c) for c in characters)]
+        lease_key = keys.lease(lease[0]) if lease is not None else None
+        watched = [*state_keys, *([keys.commands] if take_commands else []), *([lease_key] if lease_key else [])]
         async with self.redis.pipeline(transaction=True) as pipe:
             for _ in range(MAX_CONFLICT_RETRIES):
                 try:
                     await pipe.watch(*watched)
-                    raw = await pipe.mget([keys.world, *(keys.character(c) for c in characters)])
-                    if lease is not None and await pipe.get(keys.lease(lease[0])) != lease[1]:
+                    raw = await pipe.mget([*state_keys, *([lease_key] if lease_key else [])])
+                    if lease is not None and raw[-1] != lease[1]:
                         raise LeaseLost(f"this engine no longer holds the lease on {lease[0]!r}")
                     commands = await pipe.lrange(keys.commands, 0, 99) if take_commands else []
                     snapshot = Snapshot(
                         world=parse_model(WorldState, keys.world, raw[0]),
                         characters={
                             c: parse_model(CharacterState, keys.character(c), r)
-                            for c, r in zip(characters, raw[1:], strict=True)
+                            for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True)
                         },
                         commands=list(commands),
                     )
                     commit, result = fn(snapshot)
+                    if commit.is_empty:
+                        await pipe.unwatch()
+                        return result
                     pipe.multi()
                     self._queue_writes(pipe, commit, now)
                     await pipe.execute()
+                    if commit.outbox:
+                        self.outbox_writes += 1
                     return result
                 except WatchError:
                     continue

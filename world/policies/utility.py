@@ -20,6 +20,13 @@ from world.policy import Decision, DecisionRequest, PolicyFailed, RawDecision, v
 MEAL_WINDOWS = (("breakfast", 6 * 60, 9 * 60 + 30), ("lunch", 11 * 60 + 30, 13 * 60 + 30), ("dinner", 17 * 60 + 30, 20 * 60))
 
 
+NEED_NAMES = {
+    "sleep": "睡觉", "wake": "起床", "sleep_more": "再睡一会", "meal": "吃饭", "school": "上学",
+    "study": "学习", "rest": "休息", "leisure": "放松一下", "work": "打工", "shopping": "买东西", "idle": "发呆",
+}
+"""How the offline policy names a need in the reason she records (Chinese: users read it)."""
+
+
 def wake_target(now: datetime, seed: int) -> datetime:
     """When she means to get up on ``now``'s morning: early on school days, later otherwise."""
     day = now.date()
@@ -123,7 +130,7 @@ class UtilityPolicy:
         top = max(want, key=lambda k: want[k])
         raw = RawDecision(
             action=best.name,
-            reason=f"按需求打分选择（最想要：{top} {want[top]:.1f}；得分 {best_value:.2f}）",
+            reason=f"现在最想{NEED_NAMES.get(top, top)}，{best.name}最合适（离线决策，得分 {best_value:.2f}）",
             durationMinute=duration,
         )
         return validate_decision(raw, request.candidates, self.name)

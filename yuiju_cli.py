@@ -1,0 +1,291 @@
+"""The ``yuiju`` command: run the daemon, simulate, inspect state and actions, write a config."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from yuiju_config import ConfigError, YuijuConfig, default_toml, load_config, resolve_path
+
+log = logging.getLogger("yuiju")
+
+
+def _setup_logging(level: str, *, stream: Any = None) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=stream or sys.stderr,
+    )
+
+
+def _fail(message: str) -> int:
+    print(f"yuiju: {message}", file=sys.stderr)
+    return 2
+
+
+# -- init ---------------------------------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    path = resolve_path(args.config)
+    if path.exists() and not args.force:
+        return _fail(f"{path} already exists; pass --force to overwrite it")
+    path.write_text(default_toml(), encoding="utf-8")
+    print(f"wrote {path}: every setting with its default and a comment. Edit it, then `yuiju run`.")
+    return 0
+
+
+# -- actions --------------------------------------------------------------------------------------
+
+
+def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
+    from world.errors import ConfigurationError
+    from world.loader import load_actions
+    from world.town import HAURA
+
+    try:
+        catalogue = load_actions("actions", cfg.world.action_dirs)
+    except ConfigurationError as exc:
+        return _fail(str(exc))
+    if args.action_cmd == "check":
+        problems = [f"module {m}: {e}" for m, e in catalogue.broken.items()]
+        for action in catalogue:
+            for place in filter(None, (action.at, action.moves_to)):
+                if place not in HAURA.places:
+                    problems.append(f"action {action.id!r}: unknown place {place!r}")
+        print(f"{len(catalogue)} actions from {len(set(catalogue.origins.values()))} modules")
+        for problem in problems:
+            print(f"  problem: {problem}")
+        return 1 if problems else 0
+    rows = [
+        {
+            "id": a.id,
+            "name": a.name,
+            "place": a.at,
+            "tags": sorted(a.tags),
+            "moves_to": a.moves_to,
+            "share": a.share,
+            "module": catalogue.origins[a.id],
+            "description": a.description,
+        }
+        for a in catalogue
+    ]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False, indent=2))
+    else:
+        for r in rows:
+            place = HAURA.place_name(r["place"]) if r["place"] else "任意"
+            print(f"{r['id']:<22} {r['name']:<12}\t{place:<8}\t{','.join(r['tags'])}")
+    return 0
+
+
+# -- status ---------------------------------------------------------------------------------------
+
+
+def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: Any) -> str:
+    """The live terminal panel: world time, weather, and per character place, action, stats."""
+    lines = []
+    if world is None:
+        return "世界还没有开始运行。"
+    weather = f"{world.weather.type} {world.weather.temperature}" if world.weather else "未知"
+    cal = world.calendar
+    day = f"{cal.weekday} {cal.period}{'（' + cal.holiday + '）' if cal and cal.holiday else ''}" if cal else ""
+    lines.append(f"羽浦町  {now:%Y-%m-%d %H:%M}  {day}  天气 {weather}{'  [已暂停]' if world.paused else ''}")
+    for cid, c in characters.items():
+        if c is None:
+            lines.append(f"  {cid}: （尚未创建）")
+            continue
+        lines.append(f"  {cid} @ {town.place_name(c.location)}{'（睡着）' if c.asleep else ''}")
+        if c.running:
+            r = c.running
+            total = max(1.0, (r.ends_at - r.started_at).total_seconds())
+            done = min(1.0, max(0.0, (now - r.started_at).total_seconds() / total))
+            bar = "#" * int(done * 20) + "." * (20 - int(done * 20))
+            lines.append(f"    正在：{r.name}  [{bar}] {done:4.0%}  到 {r.ends_at.astimezone(now.tzinfo):%H:%M}")
+            lines.append(f"    原因：{r.reason}")
+        elif c.blocked_reason:
+            lines.append(f"    受阻：{c.blocked_reason}")
+        lines.append(
+            f"    体力 {c.stamina:5.1f}  饱腹 {c.satiety:5.1f}  心情 {c.mood:5.1f}  金币 {c.money}"
+            + (f"  背包 {c.inventory}" if c.inventory else "")
+        )
+    return "\n".join(lines)
+
+
+async def _status(cfg: YuijuConfig, as_json: bool) -> int:
+    from storage.keys import Keys
+    from world.errors import CorruptState
+    from world.runtime import open_stores
+    from world.store import StateStore
+    from world.town import HAURA
+
+    redis, history = await open_stores(cfg)
+    try:
+        store = StateStore(redis.client, Keys(cfg.redis.prefix))
+        try:
+            world = await store.load_world()
+            chars = {cid: await store.load_character(cid) for cid in cfg.world.characters}
+        except CorruptState as exc:
+            return _fail(str(exc))
+        outbox = await store.outbox_size()
+        if as_json:
+            print(json.dumps({
+                "world": world.model_dump(mode="json") if world else None,
+                "characters": {k: v.model_dump(mode="json") if v else None for k, v in chars.items()},
+                "episode_outbox": outbox,
+                "stores": {"redis": redis.description, "history": history.backend},
+            }, ensure_ascii=False, indent=2))
+        else:
+            now = datetime.now(cfg.app.tz)
+            print(render_panel(world, chars, now, HAURA))
+            print(f"  存储：{redis.description}；历史 {history.backend}；待写入 {outbox} 条")
+    finally:
+        await history.close()
+        await redis.aclose()
+    return 0
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+
+async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
+    from world.clock import RealClock
+    from world.runtime import build_runtime
+    from world.town import HAURA
+
+    clock = RealClock(cfg.app.tz, speed=args.speed or cfg.world.speed)
+    runtime = await build_runtime(cfg, clock=clock)
+    log.info("yuiju is running: %s", json.dumps(cfg.summary(), ensure_ascii=False))
+    log.info("stores: redis %s, history %s", runtime.redis.description, runtime.history.backend)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, runtime.engine.stop)
+    panel_task = None
+    if sys.stdout.isatty() and not args.no_panel:
+
+        async def panel() -> None:
+            while True:
+                try:
+                    world = await runtime.store.load_world()
+                    chars = {cid: await runtime.store.load_character(cid) for cid in runtime.cards}
+                    text = render_panel(world, chars, clock.now(), HAURA)
+                except Exception as exc:  # the panel must never take the daemon down
+                    text = f"(panel: {exc})"
+                sys.stdout.write("\x1b[H\x1b[J" + text + "\n\n(Ctrl-C 停止)\n")
+                sys.stdout.flush()
+                await asyncio.sleep(1)
+
+        panel_task = asyncio.create_task(panel())
+    try:
+        await runtime.engine.run()
+    finally:
+        if panel_task:
+            panel_task.cancel()
+            await asyncio.gather(panel_task, return_exceptions=True)
+        await runtime.close()
+        print("yuiju stopped; state is saved.", file=sys.stderr)
+    return 0
+
+
+# -- simulate ---------------------------------------------------------------------------------------
+
+
+async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
+    from world.simulate import DEFAULT_START, simulate
+
+    if args.policy == "llm" and not cfg.llm.configured:
+        return _fail("--policy llm needs [llm].base_url (and api_key); see `yuiju init`")
+    report = await simulate(
+        cfg, days=args.days, seed=args.seed, policy=args.policy, start=args.start or DEFAULT_START,
+        data_dir=Path(args.data_dir) if args.data_dir else None, progress=not args.quiet,
+    )
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
+    summary = {k: v for k, v in report.items() if k not in ("timeline", "per_day", "action_histogram")}
+    print(json.dumps(summary, ensure_ascii=False, indent=1))
+    top = list(report["action_histogram"].items())[:12]
+    print("most frequent actions: " + ", ".join(f"{k} {v}" for k, v in top))
+    if args.report:
+        print(f"full report: {args.report}")
+    return 1 if report["invariant_violations"] else 0
+
+
+# -- entry point ------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="yuiju", description="悠酱's life in 羽浦町: the world daemon and tools.")
+    parser.add_argument("--config", help="TOML config file (default: ./yuiju.toml or $YUIJU_CONFIG)")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    run = sub.add_parser("run", help="run the daemon with a live terminal panel")
+    run.add_argument("--speed", type=float, help="world clock speed-up for demos (default [world].speed)")
+    run.add_argument("--no-panel", action="store_true", help="log lines only")
+    world = sub.add_parser("world", help="run the world engine only (same as run until the bot exists)")
+    world.add_argument("--speed", type=float)
+    world.add_argument("--no-panel", action="store_true")
+
+    sim = sub.add_parser("simulate", help="fast-forward under a simulated clock and report")
+    sim.add_argument("--days", type=int, default=7)
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--policy", choices=["utility", "llm"], default="utility")
+    sim.add_argument("--report", help="write the full JSON report here")
+    sim.add_argument("--start", help="simulated start, e.g. 2026-09-01T06:00 (local time)")
+    sim.add_argument("--data-dir", help="use stores under this dir instead of fresh temporary ones")
+    sim.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    status = sub.add_parser("status", help="current world and character state from the stores")
+    status.add_argument("--json", action="store_true")
+
+    actions = sub.add_parser("actions", help="list or check the loaded actions")
+    asub = actions.add_subparsers(dest="action_cmd", required=True)
+    lst = asub.add_parser("list")
+    lst.add_argument("--json", action="store_true")
+    asub.add_parser("check")
+
+    init = sub.add_parser("init", help="write a commented default config file")
+    init.add_argument("--force", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.cmd == "init":
+        return cmd_init(args)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    _setup_logging(cfg.app.log_level if args.cmd != "simulate" else "WARNING")
+    from characters import CardError
+    from storage.errors import StorageError
+    from world.errors import ConfigurationError
+
+    try:
+        if args.cmd == "actions":
+            return cmd_actions(args, cfg)
+        if args.cmd == "status":
+            return asyncio.run(_status(cfg, args.json))
+        if args.cmd in ("run", "world"):
+            return asyncio.run(_run(cfg, args))
+        if args.cmd == "simulate":
+            return asyncio.run(_simulate(cfg, args))
+    except (ConfigurationError, CardError, StorageError) as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
