@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import redis as sync_redis
@@ -18,9 +23,30 @@ from redis.retry import Retry
 
 import llm.model
 import llm.structured
+from memory.episodes import EpisodeRepo
 from storage.history import HistoryStore
+from storage.keys import Keys
 from storage.mongo_history import MongoHistory
 from storage.sqlite_history import SqliteHistory
+from world.action import ActionContext
+from world.behavior import BehaviorLoop, LoopStats
+from world.clock import SimClock
+from world.engine import Engine, WorldTicker
+from world.evolutions import (
+    TickContext,
+    advance_calendar,
+    refresh_daily_resources,
+    update_opening_hours,
+    update_weather,
+)
+from world.loader import Catalogue, load_actions
+from world.policies.utility import UtilityPolicy
+from world.policy import Policy
+from world.runtime import resolve_evolutions
+from world.state import CharacterState, WorldState
+from world.store import StateStore
+from world.town import HAURA
+from yuiju_config import DEFAULT_EVOLUTIONS
 
 # == storage: Redis and history stores ========================================================
 
@@ -80,3 +106,127 @@ llm.model.ALLOW_MODEL_REQUESTS = False  # only loopback endpoints in tests
 llm.structured.BACKOFF_SECONDS = 0
 
 # == end llm ==================================================================================
+
+
+# == world: factories for states, action contexts and a wired engine ==========================
+# Factories over fixtures (STYLE.md): every test says what it needs in one call.
+
+TZ = ZoneInfo("Asia/Shanghai")
+
+
+def at_time(text: str, tz: ZoneInfo = TZ) -> datetime:
+    """``"2026-09-01 10:00"`` → an aware datetime in the town's zone (2026-09-01 is a Tuesday)."""
+    return datetime.fromisoformat(text).replace(tzinfo=tz)
+
+
+def make_character(**overrides: Any) -> CharacterState:
+    """Yuiju awake at home with middling needs, unless told otherwise."""
+    return CharacterState(**{"id": "yuiju", "money": 300, **overrides})
+
+
+def make_world(now: datetime, *, seed: int = 0, **overrides: Any) -> WorldState:
+    """A world advanced to ``now``: calendar, weather, opening hours and today's resources."""
+    world = WorldState(time=now, last_advanced_at=now)
+    ctx = TickContext(from_time=now, to_time=now, world=world, characters={}, town=HAURA, seed=seed)
+    for evolution in (advance_calendar, update_weather, update_opening_hours, refresh_daily_resources):
+        evolution(ctx)
+    return world.model_copy(update=overrides) if overrides else world
+
+
+def make_ctx(
+    now: datetime | str = "2026-09-01 10:00",
+    *,
+    world: WorldState | None = None,
+    seed: int = 0,
+    duration_minute: int | None = None,
+    **character: Any,
+) -> ActionContext:
+    """An `ActionContext` in 羽浦町 at ``now`` (places opened/closed by their hours)."""
+    moment = at_time(now) if isinstance(now, str) else now
+    return ActionContext(
+        now=moment,
+        world=world or make_world(moment, seed=seed),
+        character=make_character(**character),
+        town=HAURA,
+        rng=random.Random(seed),
+        duration_minute=duration_minute,
+    )
+
+
+@dataclass
+class EngineKit:
+    """An engine wired like `world.runtime.build_runtime`, with its parts exposed."""
+
+    clock: SimClock
+    keys: Keys
+    store: StateStore
+    ticker: WorldTicker
+    loops: dict[str, BehaviorLoop]
+    engine: Engine
+    stats: LoopStats
+    history: HistoryStore | None
+
+    @property
+    def loop(self) -> BehaviorLoop:
+        return next(iter(self.loops.values()))
+
+    async def character(self, character_id: str = "yuiju") -> CharacterState | None:
+        return await self.store.load_character(character_id)
+
+
+async def make_engine(
+    redis: aioredis.Redis,
+    history: HistoryStore | None,
+    *,
+    policy: Policy | None = None,
+    fallback: Policy | str | None = "utility",
+    start: datetime | str = "2026-09-01 06:00",
+    seed: int = 0,
+    characters: dict[str, CharacterState] | None = None,
+    catalogue: Catalogue | None = None,
+    tick_minutes: int = 60,
+    prefix: str = "yuiju",
+) -> EngineKit:
+    """A `SimClock` engine on real Redis (and the given history store), no CLI, no config.
+
+    ``policy`` defaults to the utility policy; ``fallback="utility"`` adds the utility policy as
+    fallback (as `build_runtime` does for a non-utility primary), None leaves it out.
+    """
+    clock = SimClock(at_time(start) if isinstance(start, str) else start)
+    keys = Keys(prefix)
+    store = StateStore(redis, keys)
+    catalogue = catalogue or load_actions("actions")
+    if history is not None:
+        await EpisodeRepo(history).ensure()
+    utility = UtilityPolicy(seed=seed, all_actions=list(catalogue))
+    primary = policy or utility
+    backup = utility if fallback == "utility" else fallback
+    states = characters or {"yuiju": make_character()}
+    stats = LoopStats(keep_timeline=True)
+    loops = {
+        cid: BehaviorLoop(
+            character_id=cid, store=store, catalogue=catalogue, policy=primary,
+            fallback=backup if backup is not primary else None, town=HAURA, seed=seed,
+            initial_state=state, stats=stats,
+        )
+        for cid, state in states.items()
+    }
+    ticker = WorldTicker(
+        store=store, evolutions=resolve_evolutions(list(DEFAULT_EVOLUTIONS)), town=HAURA,
+        seed=seed, character_ids=list(states),
+    )
+    engine = Engine(clock=clock, store=store, history=history, ticker=ticker,
+                    loops=list(loops.values()), tick_minutes=tick_minutes)
+    return EngineKit(clock=clock, keys=keys, store=store, ticker=ticker, loops=loops,
+                     engine=engine, stats=stats, history=history)
+
+
+@pytest.fixture
+async def sqlite_history(tmp_path: Path) -> AsyncIterator[HistoryStore]:
+    """A SQLite history store (for engine tests where one backend is enough)."""
+    store = SqliteHistory.open(tmp_path / "world-history.sqlite3")
+    yield store
+    await store.close()
+
+
+# == end world ================================================================================
