@@ -236,6 +236,8 @@ class Action:
     """Offered only while she sleeps (wake up, sleep a little more) instead of while awake."""
     utility: Callable[[ActionContext], float] | None = None
     """Optional hint for the offline utility policy; it adds to the needs-driven score."""
+    offline_params: Callable[[ActionContext], dict[str, Any]] | None = None
+    """How the offline utility policy fills ``params`` (the LLM fills them in its decision)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form data for the action's own code."""
 

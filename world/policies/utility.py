@@ -128,8 +128,10 @@ class UtilityPolicy:
             tiers = best.duration.tiers  # type: ignore[union-attr]
             duration = rng.choice(tiers[: max(1, len(tiers) - 1)] if best_value < 1 else tiers)
         top = max(want, key=lambda k: want[k])
+        params = best.offline_params(ctx) if best.offline_params else ({} if best.params else None)
         raw = RawDecision(
             action=best.name,
+            params=params,
             reason=f"现在最想{NEED_NAMES.get(top, top)}，{best.name}最合适（离线决策，得分 {best_value:.2f}）",
             durationMinute=duration,
         )
