@@ -1,0 +1,94 @@
+"""Discovery of action modules by folder, and of evolutions by dotted name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from world.errors import ActionLoadError, ConfigurationError
+from world.evolutions import drift_needs
+from world.loader import load_actions, resolve
+
+HERE = Path(__file__).parent
+FIXTURES = HERE / "fixture_actions"
+DUPLICATES = HERE / "fixture_actions_dup"
+
+
+def test_a_folder_loads_its_good_modules_and_skips_underscore_ones() -> None:
+    catalogue = load_actions(package=None, extra_dirs=[FIXTURES])
+
+    assert list(catalogue.actions) == ["water_plants"]
+    assert catalogue.origins["water_plants"] == str(FIXTURES / "good.py")
+    assert catalogue.by_name_or_id("给花浇水") is catalogue.actions["water_plants"]
+    assert catalogue.by_name_or_id("water_plants") is catalogue.actions["water_plants"]
+    assert catalogue.by_name_or_id("游泳") is None
+    assert not any("_hidden" in origin for origin in [*catalogue.origins.values(), *catalogue.broken])
+
+
+def test_a_broken_module_is_reported_and_the_others_still_load(caplog: pytest.LogCaptureFixture) -> None:
+    catalogue = load_actions(package=None, extra_dirs=[FIXTURES])
+
+    assert set(catalogue.broken) == {str(FIXTURES / "broken.py")}
+    assert "RuntimeError: boom" in catalogue.broken[str(FIXTURES / "broken.py")]
+    assert "half_done" not in catalogue.actions
+    assert "broken.py" in caplog.text
+
+
+def test_built_in_and_extra_folders_load_together() -> None:
+    built_in = load_actions()
+    both = load_actions(extra_dirs=[FIXTURES])
+
+    assert set(both.actions) == set(built_in.actions) | {"water_plants"}
+
+
+def test_a_duplicate_id_stops_loading_and_names_both_modules() -> None:
+    with pytest.raises(ActionLoadError) as caught:
+        load_actions(package=None, extra_dirs=[DUPLICATES])
+
+    message = str(caught.value)
+    assert "'stretch'" in message
+    assert str(DUPLICATES / "a.py") in message and str(DUPLICATES / "b.py") in message
+
+
+def test_a_duplicate_chinese_name_stops_loading(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text(
+        "from world.action import Action\n"
+        "nap = Action(id='nap_on_desk', name='发呆', description='趴在桌上。', duration=10)\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ActionLoadError, match=r"'发呆'.*'idle'.*'nap_on_desk'"):
+        load_actions(extra_dirs=[tmp_path])
+
+
+def test_an_action_id_clashing_with_a_built_in_one_names_both(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text(
+        "from world.action import Action\n"
+        "idle2 = Action(id='idle', name='放空', description='放空。', duration=10)\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ActionLoadError, match=r"'idle'.*actions\.anywhere.*mine\.py"):
+        load_actions(extra_dirs=[tmp_path])
+
+
+def test_a_missing_action_folder_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="action_dirs"):
+        load_actions(package=None, extra_dirs=[tmp_path / "nope"])
+
+
+def test_resolve_finds_an_evolution_by_dotted_name() -> None:
+    assert resolve("world.evolutions:drift_needs") is drift_needs
+
+
+@pytest.mark.parametrize(
+    ("dotted", "says"),
+    [
+        ("world.evolutions:no_such_thing", "has no 'no_such_thing'"),
+        ("world.no_such_module:drift_needs", "cannot import 'world.no_such_module'"),
+        ("nowhere_at_all:f", "cannot import 'nowhere_at_all'"),
+    ],
+)
+def test_resolve_of_a_bad_name_is_a_configuration_error(dotted: str, says: str) -> None:
+    with pytest.raises(ConfigurationError, match=says) as caught:
+        resolve(dotted)
+    assert dotted in str(caught.value)
