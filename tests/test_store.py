@@ -1,0 +1,208 @@
+"""StateStore on real Redis: validation on read, optimistic transactions, leases, the outbox."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+
+import pytest
+import redis as sync_redis
+import redis.asyncio as aioredis
+
+from storage.keys import Keys
+from tests.conftest import at_time, make_character, make_world
+from world.errors import CorruptState, LeaseLost
+from world.evolutions import Event
+from world.state import CharacterState
+from world.store import Commit, Snapshot, StateStore, decode_doc, dumps_doc
+
+KEYS = Keys("yuiju")
+CHAR_KEY = KEYS.character("yuiju")
+
+
+@pytest.fixture
+def store(redis: aioredis.Redis) -> StateStore:
+    return StateStore(redis, KEYS)
+
+
+async def save(store: StateStore, *characters: CharacterState, world: bool = True) -> None:
+    def write(_snap: Snapshot) -> tuple[Commit, None]:
+        return Commit(
+            world=make_world(at_time("2026-09-01 08:00")) if world else None,
+            characters={c.id: c for c in characters},
+        ), None
+
+    await store.transact(write, characters=[c.id for c in characters])
+
+
+async def test_state_round_trips_through_redis(store: StateStore) -> None:
+    her = make_character(stamina=33.5, inventory={"野莓": 2})
+    await save(store, her)
+
+    assert await store.load_character("yuiju") == her
+    assert await store.load_world() == make_world(at_time("2026-09-01 08:00"))
+    assert await store.load_character("nobody") is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ('{"id": "yuiju", "stamina": 500}', "stamina"),
+        ('{"id": "yuiju", "money": -3}', "money"),
+        ('{"id": "yuiju", "mood": 50, "hunger": 1}', "hunger"),
+        ("{not json", "json"),
+        ('{"stamina": 50}', "id"),
+    ],
+)
+async def test_a_hand_edited_character_is_corrupt_state_naming_the_key(
+    store: StateStore, redis: aioredis.Redis, raw: str, problem: str
+) -> None:
+    await redis.set(CHAR_KEY, raw)
+
+    with pytest.raises(CorruptState) as caught:
+        await store.load_character("yuiju")
+
+    assert caught.value.key == CHAR_KEY
+    assert CHAR_KEY in str(caught.value) and f"DEL {CHAR_KEY}" in str(caught.value)
+    assert problem in caught.value.problem.lower()
+
+
+async def test_a_corrupt_value_stops_a_transaction_before_it_writes(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
+    await redis.set(KEYS.world, '{"version": 1, "time": "yesterday"}')
+    calls = []
+
+    with pytest.raises(CorruptState, match=KEYS.world):
+        await store.transact(lambda snap: (calls.append(snap), (Commit(), None))[1])
+
+    assert calls == []
+    assert await redis.get(KEYS.world) == '{"version": 1, "time": "yesterday"}'
+
+
+async def test_transact_reruns_on_a_concurrent_write_and_loses_no_update(
+    store: StateStore, redis_url: str
+) -> None:
+    await save(store, make_character(stamina=50, mood=50))
+    other = sync_redis.Redis.from_url(redis_url, decode_responses=True)
+    seen: list[CharacterState] = []
+
+    def tire(snap: Snapshot) -> tuple[Commit, int]:
+        her = snap.characters["yuiju"]
+        assert her is not None
+        seen.append(her.model_copy())
+        if len(seen) == 1:  # another writer changes her mood between our read and our write
+            rival = her.model_copy(update={"mood": 90.0})
+            other.set(CHAR_KEY, rival.model_dump_json())
+        her.change(stamina=-10)
+        return Commit(characters={"yuiju": her}), len(seen)
+
+    try:
+        runs = await store.transact(tire, characters=["yuiju"])
+    finally:
+        other.close()
+
+    assert runs == 2
+    assert seen[1].mood == 90
+    final = await store.load_character("yuiju")
+    assert final is not None and (final.stamina, final.mood) == (40, 90)
+
+
+async def test_concurrent_transactions_on_one_key_all_apply(store: StateStore, redis: aioredis.Redis) -> None:
+    await save(store, make_character(money=0))
+    stores = [StateStore(aioredis.Redis(connection_pool=redis.connection_pool), KEYS) for _ in range(5)]
+
+    def earn(snap: Snapshot) -> tuple[Commit, None]:
+        her = snap.characters["yuiju"]
+        assert her is not None
+        her.money += 1
+        return Commit(characters={"yuiju": her}), None
+
+    await asyncio.gather(*(s.transact(earn, characters=["yuiju"]) for s in stores for _ in range(4)))
+
+    final = await store.load_character("yuiju")
+    assert final is not None and final.money == 20
+
+
+async def test_a_commit_writes_state_events_and_outbox_together(store: StateStore, redis: aioredis.Redis) -> None:
+    now = at_time("2026-09-01 08:00")
+    doc = {"collection": "episodes", "doc": {"_id": "bhv_1", "time": now, "data": {"end": now + timedelta(hours=1)}}}
+
+    def write(_snap: Snapshot) -> tuple[Commit, None]:
+        return Commit(characters={"yuiju": make_character()}, outbox=[doc],
+                      events=[Event("something", {"n": 1}, "yuiju")]), None
+
+    await store.transact(write, characters=["yuiju"], now=now)
+
+    assert await store.load_character("yuiju") == make_character()
+    assert await store.peek_outbox() == [doc]  # datetimes survive the JSON round trip
+    [(_, fields)] = await redis.xrange(KEYS.events)
+    assert fields == {"type": "something", "character_id": "yuiju", "time": now.isoformat(),
+                      "data": json.dumps({"n": 1})}
+    await store.drop_outbox(1)
+    assert await store.outbox_size() == 0
+
+
+def test_documents_keep_aware_datetimes_through_json() -> None:
+    doc = {"a": [at_time("2026-09-01 08:00"), {"b": at_time("2026-09-01 09:00")}], "c": 1}
+    assert decode_doc(json.loads(dumps_doc(doc))) == doc
+
+
+# -- leases -----------------------------------------------------------------------------------
+
+
+async def test_a_write_under_someone_elses_lease_raises_lease_lost_and_writes_nothing(
+    store: StateStore,
+) -> None:
+    await save(store, make_character(money=5))
+    assert await store.acquire_lease("yuiju", "engine-a", 10_000)
+
+    def spend(snap: Snapshot) -> tuple[Commit, None]:
+        her = snap.characters["yuiju"]
+        assert her is not None
+        her.money = 0
+        return Commit(characters={"yuiju": her}), None
+
+    with pytest.raises(LeaseLost, match="yuiju"):
+        await store.transact(spend, characters=["yuiju"], lease=("yuiju", "engine-b"))
+    after = await store.load_character("yuiju")
+    assert after is not None and after.money == 5
+
+    await store.transact(spend, characters=["yuiju"], lease=("yuiju", "engine-a"))
+    after = await store.load_character("yuiju")
+    assert after is not None and after.money == 0
+
+
+async def test_a_write_under_an_expired_lease_raises_lease_lost(store: StateStore) -> None:
+    await save(store, make_character())
+    with pytest.raises(LeaseLost):
+        await store.transact(lambda _s: (Commit(), None), characters=["yuiju"], lease=("yuiju", "gone"))
+
+
+async def test_lease_acquire_renew_and_release(store: StateStore, redis: aioredis.Redis) -> None:
+    assert await store.acquire_lease("yuiju", "a", 10_000)
+    assert not await store.acquire_lease("yuiju", "b", 10_000)  # held
+    assert not await store.acquire_lease("yuiju", "a", 10_000)  # not re-entrant either
+    assert await store.lease_holder("yuiju") == "a"
+
+    assert not await store.renew_lease("yuiju", "b", 60_000)  # only the holder renews
+    assert await redis.pttl(KEYS.lease("yuiju")) <= 10_000
+    assert await store.renew_lease("yuiju", "a", 60_000)
+    assert await redis.pttl(KEYS.lease("yuiju")) > 10_000
+
+    await store.release_lease("yuiju", "b")  # not the holder: no effect
+    assert await store.lease_holder("yuiju") == "a"
+    await store.release_lease("yuiju", "a")
+    assert await store.lease_holder("yuiju") is None
+
+    assert await store.acquire_lease("yuiju", "b", 10_000)
+    assert not await store.renew_lease("yuiju", "a", 10_000)
+
+
+async def test_an_expired_lease_can_be_taken_over(store: StateStore) -> None:
+    assert await store.acquire_lease("yuiju", "a", 50)
+    await asyncio.sleep(0.12)
+    assert not await store.renew_lease("yuiju", "a", 10_000)
+    assert await store.acquire_lease("yuiju", "b", 10_000)
+    assert await store.lease_holder("yuiju") == "b"
