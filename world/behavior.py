@@ -213,12 +213,16 @@ class BehaviorLoop:
     async def _choose(self, request: DecisionRequest) -> Decision:
         try:
             return await self.policy.decide(request)
-        except (PolicyFailed, InvalidDecision) as exc:
+        except Exception as exc:  # whatever the policy does, she goes on living
             if self.fallback is None:
                 raise
             self.stats.fallbacks += 1
-            log.warning("%s: policy %s gave no usable decision (%s); falling back to %s",
-                        self.character_id, self.policy.name, exc, self.fallback.name)
+            if isinstance(exc, PolicyFailed | InvalidDecision):
+                log.warning("%s: policy %s gave no usable decision (%s); falling back to %s",
+                            self.character_id, self.policy.name, exc, self.fallback.name)
+            else:
+                log.exception("%s: policy %s crashed; falling back to %s",
+                              self.character_id, self.policy.name, self.fallback.name)
             decision = await self.fallback.decide(request)
             return Decision(**{**decision.__dict__, "decided_by": f"fallback:{self.fallback.name}"})
 

@@ -44,6 +44,7 @@ LEASE_TTL_MS = 30_000
 LEASE_RENEW = timedelta(seconds=10)
 CORRUPT_RETRY = timedelta(minutes=1)
 MAX_BACKOFF_SECONDS = 60.0
+CORRUPT_LOG_EVERY_SECONDS = 300.0
 
 
 @dataclass(kw_only=True)
@@ -143,6 +144,7 @@ class Engine:
         self._held: set[str] = set()
         self._waiting_logged: set[str] = set()
         self.outbox_failures = 0
+        self._corrupt_logged: dict[str, float] = {}
         self._flushed_at = -1
         self._flush_pending = True
         """Flush at start-up: episodes left in the outbox by a crash are written first."""
@@ -209,7 +211,10 @@ class Engine:
     async def run_once(self) -> datetime:
         """Do everything due now; return when something is next due."""
         now = self.clock.now()
-        await self.ticker.tick(now)
+        try:
+            await self.ticker.tick(now)
+        except CorruptState as exc:  # characters whose own state is fine go on
+            self._log_corrupt("world tick skipped", exc)
         next_tick = now + self.tick
         for cid, loop in self.loops.items():
             if cid not in self._held:
@@ -220,7 +225,7 @@ class Engine:
             try:
                 self._due[cid] = await loop.step(now)
             except CorruptState as exc:
-                log.error("%s: %s", cid, exc)
+                self._log_corrupt(f"{cid} paused", exc)
                 self._due[cid] = now + CORRUPT_RETRY
             except LeaseLost as exc:
                 log.error("%s", exc)
@@ -252,7 +257,7 @@ class Engine:
                 backoff = min(MAX_BACKOFF_SECONDS, backoff * 2)
                 continue
             except CorruptState as exc:
-                log.error("%s", exc)
+                self._log_corrupt("engine", exc)
                 await self._sleep_or_stop(self.clock.now() + CORRUPT_RETRY)
                 continue
             steps += 1
@@ -266,6 +271,13 @@ class Engine:
             if not self._held:
                 wake = min(wake, self.clock.now() + LEASE_RENEW)
             await self._sleep_or_stop(wake)
+
+    def _log_corrupt(self, what: str, exc: CorruptState) -> None:
+        """Log a corrupt value once per key every few minutes, not on every retry."""
+        wall = time.monotonic()
+        if wall - self._corrupt_logged.get(exc.key, -1e9) >= CORRUPT_LOG_EVERY_SECONDS:
+            self._corrupt_logged[exc.key] = wall
+            log.error("%s: %s", what, exc)
 
     async def _sleep_or_stop(self, wake: datetime) -> None:
         sleeper = asyncio.ensure_future(self.clock.sleep_until(wake))

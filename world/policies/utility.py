@@ -67,7 +67,7 @@ def desires(ctx: ActionContext, seed: int) -> dict[str, float]:
     hunger = (100 - c.satiety) / 100
     d["meal"] = hunger * 1.3 + (1.0 if c.satiety < 25 else 0.0)
     for _meal, start, end in MEAL_WINDOWS:
-        if start <= m < end and c.satiety < 75:
+        if start <= m < end and c.satiety < 85:
             d["meal"] += 1.2
 
     # School: classes on school days are not optional.
@@ -106,7 +106,12 @@ class UtilityPolicy:
         later = replace(ctx, character=arrived, now=ctx.now + timedelta(minutes=minutes))
         options = [a for a in self.all_actions if a.moves_to is None and a.at == move.moves_to and a.available(later)]
         best = max((score(a, later, want) for a in options), default=0.0)
-        return best * 0.95 - 0.02
+        value = best * 0.85 - 0.05
+        last = ctx.character.last_action
+        came_from = next((a.at for a in self.all_actions if a.id == last and a.moves_to), None)
+        if came_from == move.moves_to:
+            value -= 0.3  # she just came from there: turning straight back needs a real reason
+        return value
 
     async def decide(self, request: DecisionRequest) -> Decision:
         ctx = request.ctx
