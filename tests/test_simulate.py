@@ -1,0 +1,68 @@
+"""``yuiju simulate``: the real engine under a simulated clock, deterministic for a seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from world.simulate import TIMING_FIELDS, simulate
+from yuiju_config import load_config
+
+
+def without_timing(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in report.items() if k not in TIMING_FIELDS}
+
+
+@pytest.fixture(scope="module")
+async def two_days(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict]:
+    """Two runs of the same two school days with seed 7 (computed once for this module)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("sim"))  # no stray yuiju.toml from the working dir
+        cfg = load_config(environ={})
+        first = await simulate(cfg, days=2, seed=7, progress=False)
+        second = await simulate(cfg, days=2, seed=7, progress=False)
+    return first, second
+
+
+async def test_the_same_seed_gives_the_same_report(two_days: tuple[dict, dict]) -> None:
+    first, second = two_days
+    assert without_timing(first) == without_timing(second)
+    assert set(TIMING_FIELDS) <= set(first)
+
+
+async def test_a_simulated_life_breaks_no_invariant(two_days: tuple[dict, dict]) -> None:
+    report, _ = two_days
+    assert report["invariant_violations"] == []
+    assert report["decisions"] > 10 and report["fallbacks"] == 0
+    assert report["episodes"] == report["decisions"]  # every decision has exactly one episode
+    assert report["completions"] in (report["decisions"], report["decisions"] - 1)
+
+
+async def test_she_eats_every_day_and_attends_class_on_school_days(two_days: tuple[dict, dict]) -> None:
+    report, _ = two_days
+    full_days = {day: stats for day, stats in report["per_day"].items() if day in ("2026-09-01", "2026-09-02")}
+    assert len(full_days) == 2
+    for day, stats in full_days.items():
+        assert stats["meals"] >= 1, day
+        assert stats["school_day"] is True
+        assert stats["school_minutes"] > 0, day
+        assert stats["min_satiety"] > 0 and stats["min_stamina"] > 0
+
+
+async def test_a_different_seed_gives_a_different_life(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       two_days: tuple[dict, dict]) -> None:
+    monkeypatch.chdir(tmp_path)
+    other = await simulate(load_config(environ={}), days=2, seed=8, progress=False)
+    assert other["timeline"] != two_days[0]["timeline"]
+    assert other["invariant_violations"] == []
+
+
+async def test_a_weekend_has_no_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    report = await simulate(load_config(environ={}), days=1, seed=7, progress=False,
+                            start="2026-09-05T06:00")  # Saturday
+    assert "attend_class" not in report["action_histogram"]
+    assert report["per_day"]["2026-09-05"]["meals"] >= 1
+    assert report["invariant_violations"] == []
