@@ -48,15 +48,16 @@ def available_at(ctx: ActionContext) -> set[str]:
     return {a.id for a in ACTIONS if a.available(ctx)}
 
 
-def test_closed_school_offers_no_school_actions() -> None:
+def test_closed_school_offers_no_school_actions_but_she_can_leave() -> None:
     ctx = make_ctx("2026-09-01 19:00", location="school", stamina=90, satiety=30)
     assert ctx.world.places["school"].open is False
 
-    school_actions = [a for a in ACTIONS if a.at == "school"]
+    school_actions = [a for a in ACTIONS if a.at == "school" and a.moves_to is None]
     assert school_actions
     assert not {a.id for a in school_actions} & available_at(ctx)
     for action in school_actions:
         assert "不开门" in (action.why_not(ctx) or ""), action.id
+    assert "go_home_from_school" in available_at(ctx)  # leaving a closed place is always possible
 
 
 def test_closed_cafe_offers_no_cafe_actions() -> None:
