@@ -210,7 +210,8 @@ async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         data_dir=Path(args.data_dir) if args.data_dir else None, progress=not args.quiet,
     )
     if args.report:
-        Path(args.report).write_text(json.dumps(report, ensure_ascii=False, indent=1), encoding="utf-8")
+        text = json.dumps(report, ensure_ascii=False, indent=1)
+        await asyncio.to_thread(Path(args.report).write_text, text, encoding="utf-8")
     summary = {k: v for k, v in report.items() if k not in ("timeline", "per_day", "action_histogram")}
     print(json.dumps(summary, ensure_ascii=False, indent=1))
     top = list(report["action_histogram"].items())[:12]

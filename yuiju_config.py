@@ -251,7 +251,8 @@ def load_config(
     """
     file = resolve_path(path, environ)
     data: dict[str, Any] = {}
-    explicit = path is not None or (environ or os.environ).get("YUIJU_CONFIG") is not None
+    env = os.environ if environ is None else environ
+    explicit = path is not None or env.get("YUIJU_CONFIG") is not None
     if file.exists():
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))

@@ -4,7 +4,8 @@ from world.action import Action, ActionContext, choose_minutes
 
 
 def _idle(ctx: ActionContext) -> str:
-    minutes = ctx.duration_minute or 10
+    assert ctx.running is not None  # a completion effect: the running record says how long
+    minutes = round((ctx.running.ends_at - ctx.running.started_at).total_seconds() / 60)
     gain = {10: 1, 30: 3, 60: 5}.get(minutes, 3)
     ctx.character.change(stamina=gain)
     return f"发了{minutes}分钟呆"

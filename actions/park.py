@@ -14,7 +14,6 @@ WALK_MOOD = {10: 2, 30: 5, 60: 9, 120: 15}
 
 
 def _walk(ctx: ActionContext) -> str:
-    minutes = ctx.duration_minute or 30
     assert ctx.running is not None
     minutes = int((ctx.running.ends_at - ctx.running.started_at).total_seconds() // 60)
     gain = ctx.character.recover_mood(WALK_MOOD.get(minutes, 5))

@@ -1,7 +1,7 @@
 """星见丘高校: getting there and back, classes, lunch, the library."""
 
 from world.action import Action, ActionContext, at_least, below, between, school_day, travel
-from world.clock import minutes_until, in_window
+from world.clock import in_window, minutes_until
 from world.town import HAURA
 
 go_to_school = travel(

@@ -58,6 +58,11 @@ class Keys:
         return f"{self.prefix}:outbox:episodes"
 
     @property
+    def outbox_lock(self) -> str:
+        """STRING with PX expiry: held by the one engine flushing the outbox right now."""
+        return f"{self.prefix}:outbox:lock"
+
+    @property
     def llm_usage(self) -> str:
         """HASH: tokens and calls per world day (``YYYY-MM-DD:tokens``), for the daily budget."""
         return f"{self.prefix}:llm:usage"

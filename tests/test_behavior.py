@@ -78,11 +78,6 @@ async def test_at_ends_at_the_action_completes_into_the_same_episode(
     assert "action_completed" in await event_types(redis, kit.keys.events)
 
 
-@pytest.mark.xfail(
-    reason="BUG: actions/anywhere.py _idle reads ctx.duration_minute, which world/behavior.py "
-    "_complete sets to None: every idle completes as '发了10分钟呆' with stamina +1",
-    strict=True,
-)
 async def test_idle_completion_reports_and_rewards_the_minutes_she_idled(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:

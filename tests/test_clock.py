@@ -74,11 +74,6 @@ def test_next_at_lands_on_local_time_after_the_spring_dst_change() -> None:
     assert found.astimezone(UTC) == datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
 
 
-@pytest.mark.xfail(
-    reason="BUG: world/clock.py minutes_until subtracts two datetimes of the same tzinfo, which "
-    "Python does in wall-clock time: across a DST change it returns 90 for 30 real minutes",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("now", "hhmm"),
     [

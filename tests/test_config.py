@@ -151,11 +151,6 @@ def test_a_missing_explicit_file_mentions_yuiju_init(tmp_path: Path) -> None:
         load_config(environ={"YUIJU_CONFIG": str(tmp_path / "nope.toml")})
 
 
-@pytest.mark.xfail(
-    reason="BUG: yuiju_config.py load_config computes `explicit` with `(environ or os.environ)`, so "
-    "an empty environ={} still reads YUIJU_CONFIG from the process environment",
-    strict=True,
-)
 def test_an_explicit_empty_environ_ignores_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("YUIJU_CONFIG", "/definitely/not/here.toml")
     assert load_config(environ={}) == YuijuConfig()

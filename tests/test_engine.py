@@ -214,11 +214,6 @@ async def test_a_corrupt_character_is_logged_and_the_engine_keeps_running(
     assert kit.stats.completions >= 5
 
 
-@pytest.mark.xfail(
-    reason="BUG: world/engine.py WorldTicker.tick loads every character in one transaction, so "
-    "one corrupt character stops the world (time, weather, needs) for everyone",
-    strict=True,
-)
 async def test_the_world_keeps_advancing_while_one_character_is_corrupt(redis: aioredis.Redis) -> None:
     kit = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 06:00",
                             characters={"yuiju": make_character(), "mika": make_character(id="mika")})
@@ -241,11 +236,6 @@ async def test_a_corrupt_world_does_not_crash_the_engine(redis: aioredis.Redis) 
     assert await redis.get(kit.keys.world) == "{broken"
 
 
-@pytest.mark.xfail(
-    reason="BUG: world/engine.py flush_outbox peeks a batch then LTRIMs by count; two engines "
-    "flushing the same outbox (the waiting one flushes too) drop entries pushed in between",
-    strict=True,
-)
 async def test_two_engines_flushing_at_once_lose_no_episode(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:

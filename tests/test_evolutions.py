@@ -306,23 +306,12 @@ def test_no_time_no_drift() -> None:
     assert (her.stamina, her.satiety, her.mood) == (40, 80, 30)
 
 
-@pytest.mark.xfail(
-    reason="BUG: world/evolutions.py drift_needs pulls mood by gap*min(1, 0.03*hours), which is not "
-    "compounding: one 10 h step moves mood 30% of the gap, ten 1 h steps 26%",
-    strict=True,
-)
 def test_mood_relaxes_the_same_in_one_step_or_many() -> None:
     one = drift(1, timedelta(hours=10), mood=40)
     ten = drift(10, timedelta(hours=1), mood=40)
     assert one.mood == pytest.approx(ten.mood, abs=0.05)
 
 
-@pytest.mark.xfail(
-    reason="BUG: CharacterState.change rounds to 2 decimals after every tick; with the default "
-    "1-minute tick satiety loses 0.08 instead of 0.075 per minute and a mood within 10 of the "
-    "baseline never relaxes (0.0025/min rounds away)",
-    strict=True,
-)
 def test_one_minute_ticks_drift_like_one_ten_hour_tick() -> None:
     start = {"stamina": 80, "satiety": 70, "mood": 55}
     minutes = drift(600, timedelta(minutes=1), **start)

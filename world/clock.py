@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import date, datetime, time as dtime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dtime
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
@@ -109,7 +110,8 @@ def next_at(moment: datetime, hhmm: str) -> datetime:
 
 def minutes_until(moment: datetime, hhmm: str) -> int:
     """Whole minutes from ``moment`` to the next local ``hhmm`` (at least 1)."""
-    return max(1, int((next_at(moment, hhmm) - moment).total_seconds() // 60))
+    elapsed = next_at(moment, hhmm).astimezone(UTC) - moment.astimezone(UTC)  # real minutes across DST
+    return max(1, int(elapsed.total_seconds() // 60))
 
 
 def period_of_day(moment: datetime) -> str:

@@ -45,6 +45,7 @@ LEASE_RENEW = timedelta(seconds=10)
 CORRUPT_RETRY = timedelta(minutes=1)
 MAX_BACKOFF_SECONDS = 60.0
 CORRUPT_LOG_EVERY_SECONDS = 300.0
+OUTBOX_LOCK_MS = 30_000
 
 
 @dataclass(kw_only=True)
@@ -72,6 +73,8 @@ class WorldTicker:
         self.character_ids = list(character_ids)
         self.ticks = 0
         self.rejected = 0
+        self.corrupt: list[CorruptState] = []
+        """Characters the last tick skipped because their state is corrupt."""
 
     def _apply(self, snap: Snapshot, now: datetime) -> tuple[Commit, bool]:
         world = snap.world or WorldState(time=now, last_advanced_at=now)
@@ -108,9 +111,16 @@ class WorldTicker:
 
     async def tick(self, now: datetime) -> bool:
         """Advance the world to ``now``; False if it already was there and nothing was queued."""
+        corrupt: list[CorruptState] = []
+
+        def apply(snap: Snapshot) -> tuple[Commit, bool]:
+            corrupt[:] = snap.corrupt
+            return self._apply(snap, now)
+
         advanced = await self.store.transact(
-            lambda snap: self._apply(snap, now), characters=self.character_ids, take_commands=True, now=now
+            apply, characters=self.character_ids, take_commands=True, now=now, skip_corrupt_characters=True
         )
+        self.corrupt = corrupt
         if advanced:
             self.ticks += 1
         return advanced
@@ -189,6 +199,17 @@ class Engine:
             return 0
         self._flushed_at = self.store.outbox_writes
         self._flush_pending = False
+        # One flusher at a time: peek-write-trim by two engines at once could drop an entry.
+        if not await self.store.acquire_outbox_lock(self.token, OUTBOX_LOCK_MS):
+            self._flush_pending = True
+            return 0
+        try:
+            return await self._flush_locked()
+        finally:
+            await self.store.release_outbox_lock(self.token)
+
+    async def _flush_locked(self) -> int:
+        assert self.history is not None
         written = 0
         while True:
             batch = await self.store.peek_outbox(200)
@@ -215,6 +236,8 @@ class Engine:
             await self.ticker.tick(now)
         except CorruptState as exc:  # characters whose own state is fine go on
             self._log_corrupt("world tick skipped", exc)
+        for exc in self.ticker.corrupt:
+            self._log_corrupt("left out of the world tick", exc)
         next_tick = now + self.tick
         for cid, loop in self.loops.items():
             if cid not in self._held:

@@ -237,7 +237,8 @@ def drift_needs(ctx: TickContext) -> None:
         return
     for character in ctx.characters.values():
         rates = ASLEEP_RATES if character.asleep else AWAKE_RATES
-        pull = (MOOD_BASELINE - character.mood) * min(1.0, MOOD_PULL_PER_HOUR * hours)
+        # compounding, so one long step equals many short ones
+        pull = (MOOD_BASELINE - character.mood) * (1 - (1 - MOOD_PULL_PER_HOUR) ** hours)
         character.change(
             stamina=rates["stamina"] * hours, satiety=rates["satiety"] * hours, mood=pull
         )

@@ -41,7 +41,7 @@ class Catalogue:
             return found
         return next((a for a in self.actions.values() if a.name == key), None)
 
-    def __iter__(self):  # noqa: ANN204 - iterating a catalogue yields its actions
+    def __iter__(self):
         return iter(self.actions.values())
 
     def __len__(self) -> int:

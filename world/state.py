@@ -158,4 +158,5 @@ class CharacterState(_Model):
 
 
 def _clamp(value: float) -> float:
-    return round(min(100.0, max(0.0, value)), 2)
+    """Clamp to [0, 100]. No rounding: minute-sized ticks must add up like one long tick."""
+    return min(100.0, max(0.0, value))

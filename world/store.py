@@ -43,6 +43,8 @@ class Snapshot:
     characters: dict[str, CharacterState | None]
     commands: list[str] = field(default_factory=list)
     """Raw queued command JSON, oldest first (only when the transaction takes commands)."""
+    corrupt: list[CorruptState] = field(default_factory=list)
+    """Characters skipped because their value does not validate (``skip_corrupt_characters``)."""
 
 
 @dataclass(kw_only=True)
@@ -148,6 +150,7 @@ class StateStore:
         take_commands: bool = False,
         lease: tuple[str, str] | None = None,
         now: datetime | None = None,
+        skip_corrupt_characters: bool = False,
     ) -> R:
         """Run ``fn`` on a fresh snapshot and write its `Commit` atomically; retry on conflict.
 
@@ -166,13 +169,21 @@ class StateStore:
                     if lease is not None and raw[-1] != lease[1]:
                         raise LeaseLost(f"this engine no longer holds the lease on {lease[0]!r}")
                     commands = await pipe.lrange(keys.commands, 0, 99) if take_commands else []
+                    parsed: dict[str, CharacterState | None] = {}
+                    corrupt: list[CorruptState] = []
+                    for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True):
+                        try:
+                            parsed[c] = parse_model(CharacterState, keys.character(c), r)
+                        except CorruptState as exc:
+                            if not skip_corrupt_characters:
+                                raise
+                            parsed[c] = None  # left out of the commit: nobody overwrites it
+                            corrupt.append(exc)
                     snapshot = Snapshot(
                         world=parse_model(WorldState, keys.world, raw[0]),
-                        characters={
-                            c: parse_model(CharacterState, keys.character(c), r)
-                            for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True)
-                        },
+                        characters=parsed,
                         commands=list(commands),
+                        corrupt=corrupt,
                     )
                     commit, result = fn(snapshot)
                     if commit.is_empty:
@@ -233,6 +244,12 @@ class StateStore:
 
     async def drop_outbox(self, count: int) -> None:
         await self.redis.ltrim(self.keys.episode_outbox, count, -1)
+
+    async def acquire_outbox_lock(self, token: str, ttl_ms: int) -> bool:
+        return bool(await self.redis.set(self.keys.outbox_lock, token, nx=True, px=ttl_ms))
+
+    async def release_outbox_lock(self, token: str) -> None:
+        await self.redis.eval(_RELEASE, 1, self.keys.outbox_lock, token)
 
     async def outbox_size(self) -> int:
         return int(await self.redis.llen(self.keys.episode_outbox))
