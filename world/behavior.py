@@ -132,19 +132,21 @@ class BehaviorLoop:
         if character.running is not None:
             if now < character.running.ends_at:
                 return character.running.ends_at
-            await self._complete(now)
-            world, character = await self.store.load(self.character_id)
-            assert character is not None
+            world, character = await self._complete(now)
         if world is None:
             return now + PAUSED_RETRY  # the world ticker creates it first
         if world.paused:
             return now + PAUSED_RETRY
         return await self._decide_and_start(now, world, character)
 
-    async def _complete(self, now: datetime) -> None:
+    async def _complete(self, now: datetime) -> tuple[WorldState, CharacterState]:
+        """Apply the completion effects; returns the state as committed."""
+        after: list[tuple[WorldState, CharacterState]] = []
+
         def complete(snap: Snapshot) -> tuple[Commit, dict[str, Any] | None]:
             character = snap.characters[self.character_id]
             assert snap.world is not None and character is not None
+            after[:] = [(snap.world, character)]
             running = character.running
             if running is None:
                 return Commit(), None  # someone completed it already
@@ -209,6 +211,7 @@ class BehaviorLoop:
             self.stats.completions += 1
             if self.stats.keep_timeline:
                 self.stats.timeline.append(record)
+        return after[0]
 
     async def _choose(self, request: DecisionRequest) -> Decision:
         try:
@@ -235,7 +238,8 @@ class BehaviorLoop:
             log.error("%s has no candidate action at %s (location %s); retrying in %s",
                       self.character_id, now.isoformat(), character.location, NO_CANDIDATE_RETRY)
             return now + NO_CANDIDATE_RETRY
-        recent: Sequence[str] = await self.recent(self.character_id, now) if self.recent else ()
+        wants_recent = getattr(self.policy, "wants_recent", True)  # the offline policy ignores history
+        recent: Sequence[str] = await self.recent(self.character_id, now) if self.recent and wants_recent else ()
         request = DecisionRequest(ctx=view, candidates=candidates, recent=recent, persona=self.persona)
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)

@@ -41,6 +41,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+# Under the simulated clock the world is caught up (exactly: evolutions converge from elapsed time)
+# at every decision and completion, so idle ticks in between only cost time; one per weather
+# period keeps the event stream's weather changes on time.
 async def simulate(
     cfg: YuijuConfig,
     *,
@@ -51,7 +54,7 @@ async def simulate(
     data_dir: Path | None = None,
     chat_model: ChatModel | None = None,
     progress: bool = True,
-    tick_minutes: int = 60,
+    tick_minutes: int = 360,
 ) -> dict[str, Any]:
     tz = ZoneInfo(cfg.app.timezone)
     begin = datetime.fromisoformat(start).replace(tzinfo=tz)

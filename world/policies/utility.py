@@ -93,6 +93,8 @@ def score(action: Action, ctx: ActionContext, want: dict[str, float]) -> float:
 
 class UtilityPolicy:
     name = "utility"
+    wants_recent = False
+    """It decides from needs alone, so the loop skips fetching recent episodes for it."""
 
     def __init__(self, *, seed: int = 0, all_actions: list[Action] | None = None) -> None:
         self.seed = seed
