@@ -83,6 +83,10 @@ def desires(ctx: ActionContext, seed: int) -> dict[str, float]:
     return d
 
 
+def town_name(ctx: ActionContext, place_id: str) -> str:
+    return ctx.town.place_name(place_id)
+
+
 def score(action: Action, ctx: ActionContext, want: dict[str, float]) -> float:
     tags = action.tags - {"move"}
     base = max((want.get(t, 0.0) for t in tags), default=0.05)
@@ -134,12 +138,15 @@ class UtilityPolicy:
         if best.asks_duration:
             tiers = best.duration.tiers  # type: ignore[union-attr]
             duration = rng.choice(tiers[: max(1, len(tiers) - 1)] if best_value < 1 else tiers)
-        top = max(want, key=lambda k: want[k])
+        needs = [t for t in best.tags if t in want and t != "move"]
+        top = max(needs, key=lambda k: want[k]) if needs else ("出门" if best.moves_to else "发呆")
         params = best.offline_params(ctx) if best.offline_params else ({} if best.params else None)
         raw = RawDecision(
             action=best.name,
             params=params,
-            reason=f"现在最想{NEED_NAMES.get(top, top)}，{best.name}最合适（离线决策，得分 {best_value:.2f}）",
+            reason=(
+                f"想去{town_name(ctx, best.moves_to)}" if best.moves_to else f"现在想{NEED_NAMES.get(top, top)}"
+            ) + f"，所以{best.name}（离线决策，得分 {best_value:.2f}）",
             durationMinute=duration,
         )
         return validate_decision(raw, request.candidates, self.name)
