@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -88,8 +89,6 @@ class BehaviorLoop:
         self.recent = recent
         """async (character_id, now) -> list[str]: her latest actions, for the prompt."""
         self.stats = stats or LoopStats()
-        import time
-
         self._perf = perf_counter or time.perf_counter
         self.lease_token: str | None = None
 

@@ -13,7 +13,7 @@ import logging
 import pkgutil
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -41,7 +41,7 @@ class Catalogue:
             return found
         return next((a for a in self.actions.values() if a.name == key), None)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Action]:
         return iter(self.actions.values())
 
     def __len__(self) -> int:
