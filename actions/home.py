@@ -1,14 +1,19 @@
-"""Life at home: sleep and waking, meals, rest, reading, homework."""
+"""Life at home: sleep and waking, breakfast and cooking, rest, reading, homework, the phone."""
+
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 from world.action import (
     Action,
     ActionContext,
+    Condition,
     at_least,
     below,
     between,
     choose_minutes,
+    decision_ctx,
 )
 from world.clock import is_school_day, next_at
+from world.items import ALL, owned
 
 
 def _sleep(ctx: ActionContext) -> str:
@@ -91,33 +96,11 @@ def _meal(satiety: int, stamina: int, mood: float, text: str):
 eat_breakfast = Action(
     id="eat_breakfast",
     name="在家吃早饭",
-    description="在家吃一顿简单的早饭（米饭、味噌汤、煎蛋）。[饱腹+35][体力+5][耗时20分钟]",
+    description="在家吃一顿简单的早饭（家里常备的米饭和味噌汤）。[饱腹+35][体力+5][耗时20分钟]",
     at="home",
     when=between("05:30", "10:30") & below("satiety", 90),
-    complete=_meal(35, 5, 2, "吃了米饭、味噌汤和煎蛋"),
+    complete=_meal(35, 5, 2, "吃了米饭和味噌汤"),
     duration=20,
-    tags=frozenset({"meal"}),
-)
-
-eat_lunch_at_home = Action(
-    id="eat_lunch_at_home",
-    name="在家吃午饭",
-    description="在家做午饭吃。[饱腹+40][体力+5][心情+2][耗时30分钟]",
-    at="home",
-    when=between("11:00", "14:30") & below("satiety", 90),
-    complete=_meal(40, 5, 2, "在家做了午饭吃"),
-    duration=30,
-    tags=frozenset({"meal"}),
-)
-
-eat_dinner = Action(
-    id="eat_dinner",
-    name="在家吃晚饭",
-    description="在家做晚饭吃。[饱腹+45][体力+8][心情+3][耗时40分钟]",
-    at="home",
-    when=between("17:00", "21:30") & below("satiety", 90),
-    complete=_meal(45, 8, 3, "在家做了晚饭吃"),
-    duration=40,
     tags=frozenset({"meal"}),
 )
 
@@ -153,4 +136,83 @@ do_homework = Action(
     complete=lambda ctx: (ctx.character.change(stamina=-5, mood=-2), "把作业写完了")[-1],
     duration=60,
     tags=frozenset({"study"}),
+)
+
+
+class CookParams(BaseModel):
+    ingredients: list[str] = Field(min_length=1, max_length=3, description="要用的食材（背包里有的，1-3 种，各用一份）")
+    dish: str = Field("家常菜", max_length=20, description="给这道菜起个名字")
+
+    @field_validator("ingredients")
+    @classmethod
+    def _owned(cls, ingredients: list[str], info: ValidationInfo) -> list[str]:
+        if len(set(ingredients)) != len(ingredients):
+            raise ValueError("每种食材只写一次")
+        ctx = decision_ctx(info)
+        if ctx is not None:
+            have = owned(ctx.character.inventory, "ingredient")
+            missing = [i for i in ingredients if i not in have]
+            if missing:
+                raise ValueError(f"背包里没有 {'、'.join(missing)}；现有食材：{'、'.join(have) or '无'}")
+        return ingredients
+
+
+def _start_cooking(ctx: ActionContext) -> str:
+    p = ctx.params
+    assert isinstance(p, CookParams)
+    for name in p.ingredients:
+        ctx.character.consume_item(name)
+    return f"用{'、'.join(p.ingredients)}做{p.dish}"
+
+
+def _eat_cooked(ctx: ActionContext) -> str:
+    assert ctx.running is not None and ctx.running.params
+    used = [ALL[n] for n in ctx.running.params["ingredients"]]
+    stamina = max(1, round(sum(i.stamina for i in used) * 1.1))
+    satiety = max(1, round(sum(i.satiety for i in used) * 1.2)) + 15  # a cooked meal fills more
+    ctx.character.change(stamina=stamina, satiety=satiety)
+    gain = ctx.character.recover_mood(sum(i.mood for i in used) + (2 if len(used) == 2 else 1))
+    return f"做好并吃掉了{ctx.running.params['dish']}，饱腹+{satiety}，心情+{gain:.0f}"
+
+
+def _pick_cooking(ctx: ActionContext) -> dict:
+    have = owned(ctx.character.inventory, "ingredient")
+    return {"ingredients": have[:3], "dish": "家常便饭"}
+
+
+cook_and_eat = Action(
+    id="cook_and_eat",
+    name="在家做饭吃",
+    description="用背包里的食材在家做一顿饭吃，食材越搭配越好吃。[饱腹+食材之和×1.2+15][耗时40分钟]",
+    at="home",
+    when=Condition(lambda c: bool(owned(c.character.inventory, "ingredient")), lambda _c: "没有食材")
+    & below("satiety", 85),
+    params=CookParams,
+    run=_start_cooking,
+    complete=_eat_cooked,
+    offline_params=_pick_cooking,
+    duration=40,
+    tags=frozenset({"meal"}),
+)
+
+
+def _charge_minutes(ctx: ActionContext) -> int:
+    return max(10, round((100 - ctx.character.phone_battery) / 10 * 3))
+
+
+def _charged(ctx: ActionContext) -> str:
+    ctx.character.phone_battery = 100
+    return "手机充满电了"
+
+
+charge_phone = Action(
+    id="charge_phone",
+    name="给手机充电",
+    description="在家给手机充电，边充边整理房间。[手机电量→100%][耗时按电量，每 10% 约 3 分钟]",
+    at="home",
+    when=below("phone_battery", 60),
+    complete=_charged,
+    duration=_charge_minutes,
+    tags=frozenset({"rest", "phone"}),
+    share=False,
 )

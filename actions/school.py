@@ -1,17 +1,7 @@
 """星见丘高校: getting there and back, classes, lunch, the library."""
 
-from world.action import Action, ActionContext, at_least, below, between, school_day, travel
+from world.action import Action, ActionContext, at_least, below, between, school_day
 from world.clock import in_window, minutes_until
-from world.town import HAURA
-
-go_to_school = travel(
-    id="go_to_school", name="从家去学校", src="home", dst="school", town=HAURA,
-    when=school_day & between("06:30", "16:00"),
-)
-
-go_home_from_school = travel(
-    id="go_home_from_school", name="放学回家", src="school", dst="home", town=HAURA,
-)
 
 
 def _class_minutes(ctx: ActionContext) -> int:
@@ -23,7 +13,7 @@ def _class_minutes(ctx: ActionContext) -> int:
 def _attend_class(ctx: ActionContext) -> str:
     minutes = (ctx.running.ends_at - ctx.running.started_at).total_seconds() / 60 if ctx.running else 60
     hours = minutes / 60
-    ctx.character.change(stamina=-4 * hours, mood=-1.5 * hours)
+    ctx.character.change(stamina=-3 * hours, mood=-1.5 * hours)
     lesson = ctx.rng.choice(["数学", "国语", "英语", "物理", "历史", "生物", "美术", "体育"])
     return f"上了{minutes:.0f}分钟的课，其中有一节{lesson}"
 
@@ -31,7 +21,7 @@ def _attend_class(ctx: ActionContext) -> str:
 attend_class = Action(
     id="attend_class",
     name="在学校上课",
-    description="去教室上课，一直上到下一个休息时间（12:00 午休或 16:30 放学）。[体力-4/小时][心情-1.5/小时]",
+    description="去教室上课，一直上到下一个休息时间（12:00 午休或 16:30 放学）。[体力-3/小时][心情-1.5/小时]",
     at="school",
     when=school_day & (between("07:30", "11:50") | between("13:00", "16:20")),
     complete=_attend_class,

@@ -13,10 +13,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationInfo
 
 from world.clock import in_window, is_school_day, is_weekend, minutes_until
 from world.state import CharacterState, RunningAction, WorldState
@@ -179,6 +179,37 @@ awake = Condition(lambda c: not c.character.asleep, lambda _c: "她在睡觉")
 asleep = Condition(lambda c: c.character.asleep, lambda _c: "她醒着")
 
 
+def decision_ctx(info: ValidationInfo) -> ActionContext | None:
+    """The moment a parameter model is validated in (``None`` outside a decision)."""
+    context = info.context or {}
+    ctx = context.get("ctx")
+    return ctx if isinstance(ctx, ActionContext) else None
+
+
+POSITIVE_EVENTS = (
+    "路边的猫蹭了蹭她的腿", "在路上捡到了一枚漂亮的书签", "收到同学发来的有趣照片", "天边出现了一道很淡的彩虹",
+    "听到街角有人在弹吉他", "发现常去的店出了新口味",
+)
+NEGATIVE_EVENTS = (
+    "不小心把饮料洒在了袖子上", "鞋带松了差点绊倒", "被突然的一阵风吹乱了头发", "手机弹出一条扫兴的通知",
+    "被路过的自行车溅了一身水",
+)
+
+
+def random_event(ctx: ActionContext, chance: float = 0.2) -> str | None:
+    """A small seeded surprise on completion: a bounded mood change, noted for the episode."""
+    if ctx.rng.random() >= chance:
+        return None
+    if ctx.rng.random() < 0.6:
+        text, delta = ctx.rng.choice(POSITIVE_EVENTS), ctx.rng.randint(1, 4)
+    else:
+        text, delta = ctx.rng.choice(NEGATIVE_EVENTS), -ctx.rng.randint(2, 6)
+    ctx.character.change(mood=delta)
+    note = f"{text}（心情{delta:+d}）"
+    ctx.notes.append(note)
+    return note
+
+
 # -- durations ------------------------------------------------------------------------------
 
 
@@ -269,29 +300,70 @@ class Action:
         return max(1, int(value))
 
     @property
+    def params_hint(self) -> str:
+        """The parameter fields as the model reads them: ``{"item": 要买的东西, ...}``."""
+        if self.params is None:
+            return ""
+        parts = [
+            f'"{name}": {field.description or name}'
+            for name, field in self.params.model_fields.items()
+        ]
+        return "{" + ", ".join(parts) + "}"
+
+    @property
     def asks_duration(self) -> bool:
         return callable(self.duration) and hasattr(self.duration, "tiers")
 
 
-def travel(*, id: str, name: str, src: str, dst: str, town: Town, when: Condition = always) -> Action:
-    """A movement along a town link: costs come from the link, arrival is on completion."""
+def open_on_arrival(place_id: str, minutes: int) -> Condition:
+    """The destination will be open when she gets there (judged from its opening hours)."""
+
+    def test(c: ActionContext) -> bool:
+        place = c.town.places[place_id]
+        arrival = c.now + timedelta(minutes=minutes)
+        return place.hours is None or in_window(arrival, *place.hours)
+
+    def why(c: ActionContext) -> str:
+        place = c.town.places[place_id]
+        assert place.hours is not None
+        return f"到{place.name}时已经关门了（营业时间 {place.hours[0]}–{place.hours[1]}）"
+
+    return Condition(test, why)
+
+
+def travel(
+    *, id: str, name: str, src: str, dst: str, town: Town, when: Condition = always
+) -> Action:
+    """A movement along a town link: costs (and any fare) come from the link; she arrives on
+    completion."""
     link = town.link(src, dst)
     if link is None:
         raise ValueError(f"{town.name} has no link between {src!r} and {dst!r}; add one in world/town.py")
+    fare = f"[金币-{link.fare}]" if link.fare else ""
 
     def go(ctx: ActionContext) -> str:
         ctx.character.change(stamina=-link.stamina, satiety=-link.satiety)
+        if link.fare:
+            ctx.character.pay(link.fare)
         return f"从{town.place_name(src)}出发去{town.place_name(dst)}"
 
+    # No stamina or opening-hours requirement: however tired and late, she can always walk on,
+    # through the streets past closed shops, towards home (costs clamp at 0). A closed place
+    # offers none of its own actions when she gets there.
+    condition = when
+    if link.fare:
+        condition = condition & at_least("money", link.fare)
     return Action(
         id=id,
         name=name,
         description=(
-            f"从{town.place_name(src)}走到{town.place_name(dst)}。"
-            f"[体力-{link.stamina}][饱腹-{link.satiety}][耗时{link.minutes}分钟]"
+            f"从{town.place_name(src)}{'坐电车' if link.fare else '走'}到{town.place_name(dst)}"
+            + (f"（营业 {town.places[dst].hours[0]}–{town.places[dst].hours[1]}）" if town.places[dst].hours else "")
+            + "。"
+            f"[体力-{link.stamina}][饱腹-{link.satiety}]{fare}[耗时{link.minutes}分钟]"
         ),
         at=src,
-        when=at_least("stamina", link.stamina) & when,
+        when=condition,
         run=go,
         duration=link.minutes,
         moves_to=dst,

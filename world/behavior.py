@@ -47,6 +47,8 @@ class LoopStats:
     no_candidates: int = 0
     not_candidate_executed: int = 0
     """Must stay 0: a chosen action whose precondition was false at execution."""
+    stale_starts: int = 0
+    """Starts refused because the precondition no longer held on fresh state (then she re-decides)."""
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -251,6 +253,7 @@ class BehaviorLoop:
 
     async def _start(self, now: datetime, decision: Decision) -> datetime:
         action = decision.action
+        stale: list[str] = []
 
         def start(snap: Snapshot) -> tuple[Commit, datetime | None]:
             character = snap.characters[self.character_id]
@@ -266,6 +269,7 @@ class BehaviorLoop:
             if why_not is not None:
                 # The world changed between the decision and now (or a policy bug): never run it.
                 log.warning("%s: %s is no longer possible (%s); deciding again", self.character_id, action.id, why_not)
+                stale.append(why_not)
                 return Commit(), None
             before = character.stats()
             summary = (action.run(ctx) if action.run else None) or ""
@@ -300,6 +304,7 @@ class BehaviorLoop:
 
         ends = await self.store.transact(start, characters=[self.character_id], lease=self._lease(), now=now)
         if ends is None:
+            self.stats.stale_starts += bool(stale)
             return now
         log.info("%s %s 开始「%s」到 %s（%s：%s）", now.strftime("%m-%d %H:%M"), self.character_id, action.name,
                  ends.strftime("%H:%M"), decision.decided_by, decision.reason)

@@ -219,7 +219,7 @@ def refresh_daily_resources(ctx: TickContext) -> None:
 
 # Per hour. Awake: a day without food empties satiety; staying up drains stamina.
 # Asleep: a night of sleep restores most stamina and costs a little satiety.
-AWAKE_RATES = {"stamina": -3.0, "satiety": -4.5}
+AWAKE_RATES = {"stamina": -2.0, "satiety": -4.5}
 ASLEEP_RATES = {"stamina": +9.0, "satiety": -1.5}
 MOOD_BASELINE = 60.0
 MOOD_PULL_PER_HOUR = 0.03

@@ -1,5 +1,8 @@
 """Discovery: action modules by folder (after nonebot's plugin loader), evolutions by name.
 
+Every `Action` at a module's top level is collected, and so is every `Action` inside a top-level
+list or tuple (actions generated in a loop, such as the town's movements).
+
 - Modules whose name starts with ``_`` are never imported (``_template.py``).
 - A module that fails to import is reported and skipped; the others still load.
 - Two actions with the same id (or the same Chinese name) stop start-up with both places named.
@@ -100,8 +103,14 @@ def load_actions(
             catalogue.broken[origin] = "".join(traceback.format_exception_only(exc)).strip()
             log.error("action module %s failed to load and is skipped: %s", origin, catalogue.broken[origin])
             continue
-        for obj in vars(module).values():
-            if not isinstance(obj, Action) or catalogue.actions.get(obj.id) is obj:
+        found: list[Action] = []
+        for value in vars(module).values():
+            if isinstance(value, Action):
+                found.append(value)
+            elif isinstance(value, list | tuple):  # e.g. movements generated from the town's links
+                found.extend(v for v in value if isinstance(v, Action))
+        for obj in found:
+            if catalogue.actions.get(obj.id) is obj:
                 continue
             if obj.id in catalogue.actions:
                 raise ActionLoadError(

@@ -74,8 +74,14 @@ def find_candidate(candidates: Sequence[Action], key: str) -> Action | None:
     return next((a for a in candidates if key in (a.name, a.id)), None)
 
 
-def validate_decision(raw: RawDecision, candidates: Sequence[Action], decided_by: str) -> Decision:
-    """Check a raw decision against the candidates; `InvalidDecision` says what to fix."""
+def validate_decision(
+    raw: RawDecision, candidates: Sequence[Action], decided_by: str, ctx: ActionContext | None = None
+) -> Decision:
+    """Check a raw decision against the candidates; `InvalidDecision` says what to fix.
+
+    Parameter models are validated with ``context={"ctx": ctx}``, so their validators can check
+    the moment (is the item in her bag, can she afford it) and send a mistake back to the model.
+    """
     action = find_candidate(candidates, raw.action)
     if action is None:
         names = "、".join(a.name for a in candidates)
@@ -83,12 +89,14 @@ def validate_decision(raw: RawDecision, candidates: Sequence[Action], decided_by
     params: BaseModel | None = None
     if action.params is not None:
         try:
-            params = action.params.model_validate(raw.params or {})
+            params = action.params.model_validate(raw.params or {}, context={"ctx": ctx})
         except ValidationError as exc:
             problems = "；".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
+                f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors(include_url=False)
             )
             raise InvalidDecision(f"「{action.name}」的 params 不正确：{problems}") from None
+    if action.params is None and raw.params:
+        raise InvalidDecision(f"「{action.name}」不需要 params，请填 null")
     duration = raw.durationMinute
     if duration is not None and not (1 <= duration <= 24 * 60):
         raise InvalidDecision(f"durationMinute 必须在 1 到 1440 之间，收到 {duration}")

@@ -105,7 +105,9 @@ def build_report(*, days: int, seed: int, policy: str, begin: datetime, wall: fl
     histogram = Counter(r["id"] for r in timeline)
     per_day: dict[str, dict[str, Any]] = defaultdict(lambda: {"actions": 0, "meals": 0, "school_minutes": 0})
     violations: list[str] = []
-    meal_ids = {"eat_breakfast", "eat_lunch_at_home", "eat_dinner", "school_lunch"}
+    from world.loader import load_actions
+
+    meal_ids = {a.id for a in load_actions() if "meal" in a.tags}
     tz = begin.tzinfo
     for r in timeline:
         start = datetime.fromisoformat(r["start"]).astimezone(tz)
@@ -131,10 +133,8 @@ def build_report(*, days: int, seed: int, policy: str, begin: datetime, wall: fl
             day[f"min_{stat}"] = min(day[f"min_{stat}"], after[stat])
             day[f"end_{stat}"] = after[stat]
         day["school_day"] = is_school_day(start.date())
-    if stats.no_candidates:
-        violations.append(f"{stats.no_candidates} decision(s) found no candidate action")
-    if stats.not_candidate_executed:
-        violations.append(f"{stats.not_candidate_executed} action(s) executed while their precondition was false")
+    checks = life_checks(timeline, per_day, begin, days, stats)
+    violations += [f"{name}: {c['evidence']}" for name, c in checks.items() if not c["ok"]]
     overhead = stats.decision_overhead_ms
     return {
         "days": days,
@@ -157,10 +157,61 @@ def build_report(*, days: int, seed: int, policy: str, begin: datetime, wall: fl
         "invalid_decisions": (llm.invalid if llm else 0) + stats.invalid_decisions,
         "fallbacks": stats.fallbacks,
         "invariant_violations": violations,
+        "checks": checks,
         "final_state": final,
         "action_histogram": dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
         "per_day": dict(sorted(per_day.items())),
         "timeline": timeline,
+    }
+
+
+def life_checks(timeline: list[dict[str, Any]], per_day: dict[str, dict[str, Any]], begin: datetime,
+                days: int, stats: Any) -> dict[str, dict[str, Any]]:
+    """The checks of a life that never gets stuck, each with its evidence."""
+    tz = begin.tzinfo
+    first, last = begin.date(), (begin + timedelta(days=days)).date()
+    full_days = [first + timedelta(days=i) for i in range(1, days)]  # the first day starts mid-morning
+
+    def local(iso: str) -> datetime:
+        return datetime.fromisoformat(iso).astimezone(tz)
+
+    sleeps = [local(r["start"]) for r in timeline if r["id"] == "sleep"]
+    wakes = [local(r["start"]) for r in timeline if r["id"] == "wake_up"]
+    late_nights = []
+    for day in full_days[:-1]:
+        night_start = datetime.combine(day, datetime.min.time(), tzinfo=tz) + timedelta(hours=12)
+        deadline = night_start + timedelta(hours=14)  # 02:00 the next morning
+        if not any(night_start <= t <= deadline for t in sleeps):
+            late_nights.append(day.isoformat())
+    late_mornings = []
+    for day in full_days:
+        if not any(t.date() == day and (t.hour, t.minute) <= (9, 0) for t in wakes):
+            late_mornings.append(day.isoformat())
+    few_meals = [d for d in full_days if per_day.get(d.isoformat(), {}).get("meals", 0) < 2]
+    missed_school = [d for d in full_days if is_school_day(d) and per_day.get(d.isoformat(), {}).get("school_minutes", 0) < 240]
+    windows = []
+    for start in range(0, max(1, days - 29)):
+        lo = datetime.combine(first + timedelta(days=start), datetime.min.time(), tzinfo=tz)
+        hi = lo + timedelta(days=30)
+        distinct = {r["id"] for r in timeline if lo <= local(r["start"]) < hi}
+        windows.append(len(distinct))
+    min_distinct = min(windows) if windows else 0
+    span = f"{first} – {last}"
+
+    def check(ok: bool, evidence: str) -> dict[str, Any]:
+        return {"ok": ok, "evidence": evidence}
+
+    return {
+        "asleep_by_0200": check(not late_nights, f"nights without sleep by 02:00: {late_nights or 'none'} ({len(sleeps)} sleeps, {span})"),
+        "up_by_0900": check(not late_mornings, f"mornings without waking by 09:00: {late_mornings or 'none'} (latest wake {max((t.strftime('%H:%M') for t in wakes), default='-')})"),
+        "two_meals_a_day": check(not few_meals, f"days with fewer than 2 meals: {[d.isoformat() for d in few_meals] or 'none'}"),
+        "school_every_school_day": check(not missed_school, f"school days with under 4 h of class: {[d.isoformat() for d in missed_school] or 'none'}"),
+        "candidates_every_decision": check(stats.no_candidates == 0, f"{stats.decisions} decisions, {stats.no_candidates} without a candidate"),
+        "no_action_without_precondition": check(
+            stats.not_candidate_executed == 0,
+            f"every start re-checked its precondition on fresh state; {stats.stale_starts} start(s) refused because the state had changed, {stats.not_candidate_executed} executed while false",
+        ),
+        "distinct_actions_per_30_days": check(min_distinct >= 25 or days < 30, f"fewest distinct actions in any 30-day window: {min_distinct}"),
     }
 
 

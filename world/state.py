@@ -101,6 +101,7 @@ class CharacterState(_Model):
     money: int = Field(0, ge=0)
     """Coins; never negative (preconditions check prices before executors pay)."""
     inventory: dict[str, int] = Field(default_factory=dict)
+    phone_battery: float = Field(100, ge=0, le=100)
     asleep: bool = False
     day: date | None = None
     """Local date that ``done_today`` refers to."""
@@ -153,6 +154,7 @@ class CharacterState(_Model):
             "satiety": round(self.satiety, 1),
             "mood": round(self.mood, 1),
             "money": self.money,
+            "phone_battery": round(self.phone_battery),
             "asleep": self.asleep,
         }
 

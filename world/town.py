@@ -33,6 +33,8 @@ class Link:
     """Travel time either way."""
     stamina: int
     satiety: int
+    fare: int = 0
+    """Coins per trip (the train)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,6 +46,9 @@ class Town:
     def place_name(self, place_id: str) -> str:
         place = self.places.get(place_id)
         return place.name if place else place_id
+
+    def neighbours(self, place_id: str) -> list[str]:
+        return [k.b if k.a == place_id else k.a for k in self.links if place_id in (k.a, k.b)]
 
     def link(self, a: str, b: str) -> Link | None:
         for link in self.links:
@@ -83,12 +88,32 @@ HAURA = Town(
         )
     },
     links=(
+        # home to everywhere nearby
         Link(a="home", b="school", minutes=20, stamina=7, satiety=5),
-        Link(a="home", b="park", minutes=10, stamina=3, satiety=2),
         Link(a="home", b="shop", minutes=10, stamina=5, satiety=3),
+        Link(a="home", b="supermarket", minutes=10, stamina=5, satiety=3),
+        Link(a="home", b="diner", minutes=10, stamina=5, satiety=3),
+        Link(a="home", b="cafe", minutes=10, stamina=5, satiety=3),
+        Link(a="home", b="park", minutes=10, stamina=3, satiety=2),
+        Link(a="home", b="shrine", minutes=10, stamina=3, satiety=2),
+        # school to the commercial district
         Link(a="school", b="shop", minutes=10, stamina=3, satiety=2),
+        Link(a="school", b="supermarket", minutes=10, stamina=3, satiety=2),
+        Link(a="school", b="diner", minutes=10, stamina=3, satiety=2),
+        Link(a="school", b="cafe", minutes=10, stamina=3, satiety=2),
+        # inside the commercial district
+        Link(a="shop", b="supermarket", minutes=5, stamina=1, satiety=1),
+        Link(a="shop", b="station", minutes=5, stamina=1, satiety=1),
+        Link(a="supermarket", b="diner", minutes=5, stamina=1, satiety=1),
+        Link(a="supermarket", b="station", minutes=5, stamina=1, satiety=1),
+        Link(a="diner", b="cafe", minutes=5, stamina=1, satiety=1),
+        Link(a="diner", b="station", minutes=5, stamina=1, satiety=1),
+        Link(a="cafe", b="station", minutes=5, stamina=1, satiety=1),
+        # the train to the coast
+        Link(a="station", b="coast", minutes=15, stamina=7, satiety=5, fare=3),
+        # the park area
         Link(a="park", b="pond", minutes=5, stamina=3, satiety=2),
         Link(a="park", b="shrine", minutes=5, stamina=3, satiety=2),
     ),
 )
-"""The default town (Yuiju's 羽浦町). Issue 3 completes the links and the catalogue."""
+"""The default town (Yuiju's 羽浦町)."""

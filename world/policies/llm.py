@@ -110,7 +110,7 @@ class LLMPolicy:
         def parse(text: str) -> Decision:
             raw = RawDecision.model_validate_json(text)
             try:
-                return validate_decision(raw, candidates, self.name)
+                return validate_decision(raw, candidates, self.name, request.ctx)
             except InvalidDecision as exc:
                 raise RetryWithFeedback(str(exc)) from None
 

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from world.action import Action, ActionContext
 from world.clock import is_school_day, minute_of_day
+from world.items import owned, sellable
 from world.policy import Decision, DecisionRequest, PolicyFailed, RawDecision, validate_decision
 
 MEAL_WINDOWS = (("breakfast", 6 * 60, 9 * 60 + 30), ("lunch", 11 * 60 + 30, 13 * 60 + 30), ("dinner", 17 * 60 + 30, 20 * 60))
@@ -23,6 +24,7 @@ MEAL_WINDOWS = (("breakfast", 6 * 60, 9 * 60 + 30), ("lunch", 11 * 60 + 30, 13 *
 NEED_NAMES = {
     "sleep": "睡觉", "wake": "起床", "sleep_more": "再睡一会", "meal": "吃饭", "school": "上学",
     "study": "学习", "rest": "休息", "leisure": "放松一下", "work": "打工", "shopping": "买东西", "idle": "发呆",
+    "snack": "吃点东西", "phone": "看看手机",
 }
 """How the offline policy names a need in the reason she records (Chinese: users read it)."""
 
@@ -77,8 +79,11 @@ def desires(ctx: ActionContext, seed: int) -> dict[str, float]:
 
     d["rest"] = (1 - c.stamina / 100) * 1.1
     d["leisure"] = 0.35 + (1 - c.mood / 100) * 0.6 if 7 * 60 <= m < 21 * 60 else 0.1
-    d["work"] = 0.3 + (0.5 if c.money < 100 else 0.0)
-    d["shopping"] = 0.2
+    d["work"] = 0.2 + (0.9 if c.money < 150 else 0.0) + (0.4 if c.money < 60 else 0.0)
+    ingredients = len(owned(c.inventory, "ingredient"))
+    d["shopping"] = 0.15 + (0.7 if ingredients < 2 and c.money >= 40 else 0.0) + (0.6 if sellable(c.inventory) else 0.0)
+    d["snack"] = hunger * 0.8
+    d["phone"] = 0.3
     d["idle"] = 0.05
     return d
 
@@ -87,9 +92,32 @@ def town_name(ctx: ActionContext, place_id: str) -> str:
     return ctx.town.place_name(place_id)
 
 
-def score(action: Action, ctx: ActionContext, want: dict[str, float]) -> float:
+def favourites(ctx: ActionContext, seed: int) -> set[str]:
+    """Two leisure actions she fancies today (seeded by the date): variety across days."""
+    rng = random.Random(f"{seed}|{ctx.character.id}|fancy|{ctx.now.date().isoformat()}")
+    pool = sorted(LEISURE_POOL)
+    return set(rng.sample(pool, 2))
+
+
+MAX_HOPS = 3
+HOP_DISCOUNT = 0.85
+HOP_COST = 0.05
+
+REPEAT_PENALISED = frozenset({"leisure", "shopping", "snack", "phone", "rest"})
+
+LEISURE_POOL = {"walk_in_park", "walk_on_coast", "fish_at_pond", "pray_at_shrine", "drink_coffee", "read_at_home", "buy_snack"}
+
+
+def score(action: Action, ctx: ActionContext, want: dict[str, float], fancy: set[str] = frozenset()) -> float:  # type: ignore[assignment]
     tags = action.tags - {"move"}
     base = max((want.get(t, 0.0) for t in tags), default=0.05)
+    if action.id in fancy:
+        base += 0.45
+    if "leisure" in tags:
+        if action.id not in ctx.character.done_today:
+            base += 0.1
+        if ctx.character.stamina < 30:
+            base -= 0.5  # too tired for outings
     if action.utility is not None:
         base += action.utility(ctx)
     return base
@@ -104,20 +132,76 @@ class UtilityPolicy:
         self.seed = seed
         self.all_actions = all_actions or []
         """The whole catalogue, to look ahead at what a movement leads to."""
+        self._by_place: dict[str, list[Action]] = {}
+        for a in self.all_actions:
+            if a.moves_to is None and a.at is not None:
+                self._by_place.setdefault(a.at, []).append(a)
+        self._hops: dict[tuple[str, str], str | None] = {}
 
-    def _destination_value(self, move: Action, ctx: ActionContext, want: dict[str, float]) -> float:
+    def _place_values(self, ctx: ActionContext, want: dict[str, float], fancy: set[str]) -> dict[str, float]:
+        """Best score of anything she could do at each place, reached by the shortest route.
+
+        A breadth-first walk over the town's links from where she is (at most ``MAX_HOPS``),
+        checking each place's actions with the real preconditions at her arrival time; each hop
+        costs a little, so nearer is better. This is what lets her walk home from the pond at night.
+        """
+        town = ctx.town
+        here = ctx.character.location
+        values: dict[str, float] = {}
+        frontier = [(here, ctx.now, 0)]
+        seen = {here}
+        while frontier:
+            place, arrival, hops = frontier.pop(0)
+            if place != here:
+                arrived = ctx.character.model_copy(update={"location": place})
+                later = replace(ctx, character=arrived, now=arrival)
+                options = self._by_place.get(place, [])
+                local = max((score(a, later, want, fancy) for a in options if a.available(later)), default=0.0)
+                values[place] = local * HOP_DISCOUNT**hops - HOP_COST * hops
+            if hops >= MAX_HOPS:
+                continue
+            for nxt in town.neighbours(place):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    link = town.link(place, nxt)
+                    assert link is not None
+                    frontier.append((nxt, arrival + timedelta(minutes=link.minutes), hops + 1))
+        return values
+
+    def _route_value(self, move: Action, ctx: ActionContext, values: dict[str, float]) -> float:
+        """A movement is worth the best place it leads towards (first hop of a shortest route)."""
         assert move.moves_to is not None
-        minutes = move.minutes(ctx)
-        arrived = ctx.character.model_copy(update={"location": move.moves_to})
-        later = replace(ctx, character=arrived, now=ctx.now + timedelta(minutes=minutes))
-        options = [a for a in self.all_actions if a.moves_to is None and a.at == move.moves_to and a.available(later)]
-        best = max((score(a, later, want) for a in options), default=0.0)
-        value = best * 0.85 - 0.05
+        town = ctx.town
+        best = values.get(move.moves_to, 0.0)
+        # places further on whose shortest route goes through this first hop
+        here = ctx.character.location
+        for place, value in values.items():
+            if place not in (here, move.moves_to) and self._first_hop(town, here, place) == move.moves_to:
+                best = max(best, value)
         last = ctx.character.last_action
         came_from = next((a.at for a in self.all_actions if a.id == last and a.moves_to), None)
         if came_from == move.moves_to:
-            value -= 0.3  # she just came from there: turning straight back needs a real reason
-        return value
+            best -= 0.3  # she just came from there: turning straight back needs a real reason
+        return best
+
+    def _first_hop(self, town, src: str, dst: str) -> str | None:
+        key = (src, dst)
+        if key not in self._hops:
+            parents: dict[str, str] = {}
+            frontier = [src]
+            seen = {src}
+            while frontier:
+                place = frontier.pop(0)
+                for nxt in town.neighbours(place):
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        parents[nxt] = place
+                        frontier.append(nxt)
+            node = dst
+            while node in parents and parents[node] != src:
+                node = parents[node]
+            self._hops[key] = node if node in parents else None
+        return self._hops[key]
 
     async def decide(self, request: DecisionRequest) -> Decision:
         ctx = request.ctx
@@ -125,11 +209,13 @@ class UtilityPolicy:
             raise PolicyFailed("no candidates")
         want = desires(ctx, self.seed)
         rng = random.Random(f"{self.seed}|{ctx.character.id}|{ctx.now.isoformat()}")
+        fancy = favourites(ctx, self.seed)
+        places = self._place_values(ctx, want, fancy) if any(a.moves_to for a in request.candidates) else {}
         scored: list[tuple[float, Action]] = []
         for action in request.candidates:
-            value = self._destination_value(action, ctx, want) if action.moves_to else score(action, ctx, want)
-            if action.id == ctx.character.last_action and "leisure" in action.tags:
-                value -= 0.25
+            value = self._route_value(action, ctx, places) if action.moves_to else score(action, ctx, want, fancy)
+            if action.id == ctx.character.last_action and action.tags & REPEAT_PENALISED:
+                value -= 0.7  # not the same pastime twice in a row
             value += rng.uniform(0, 0.12)
             scored.append((value, action))
         scored.sort(key=lambda pair: pair[0], reverse=True)
@@ -149,4 +235,4 @@ class UtilityPolicy:
             ) + f"，所以{best.name}（离线决策，得分 {best_value:.2f}）",
             durationMinute=duration,
         )
-        return validate_decision(raw, request.candidates, self.name)
+        return validate_decision(raw, request.candidates, self.name, request.ctx)
