@@ -38,6 +38,11 @@ class CharacterCard(BaseModel):
     persona: str
     """Identity and personality, in Chinese, second person is fine."""
     speaking_style: str = ""
+    """How she talks in chat, in Chinese."""
+    likes: list[str] = Field(default_factory=list)
+    """Things she enjoys; the decision prompt and chat use them."""
+    limits: list[str] = Field(default_factory=list)
+    """Hard lines for the model, e.g. 不编造家人; each is one Chinese sentence."""
     world_view: str = ""
     """Her world and where it ends: users live in reality and cannot enter it."""
     start: StartingState = Field(default_factory=StartingState)

@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 
 import pytest
+
+from characters import load_card
 import redis.asyncio as aioredis
 
 from llm import OpenAIChatModel
@@ -27,7 +29,7 @@ def answer(action: str = "发呆", reason: str = "有点累，先放空一下", 
 def request_at(now: str = "2026-09-01 10:00", **character: object) -> DecisionRequest:
     ctx = make_ctx(now, **character)
     return DecisionRequest(ctx=ctx, candidates=[a for a in CATALOGUE if a.available(ctx)],
-                           recent=["09:30 发呆（想放空）"], persona="你是悠酱。")
+                           recent=["09:30 发呆（想放空）"], card=load_card("yuiju"))
 
 
 ModelFactory = Callable[..., OpenAIChatModel]
@@ -65,7 +67,7 @@ async def test_json_schema_mode_constrains_action_to_the_candidate_names(
     assert sent["temperature"] == 0.3
     prompt = sent["messages"][-1]["content"]
     assert all(f"- {a.name}：" in prompt for a in request.candidates)
-    assert "星期二" in prompt and "09:30 发呆（想放空）" in prompt and "你是悠酱。" in prompt
+    assert "星期二" in prompt and "09:30 发呆（想放空）" in prompt and "你是悠酱，" in prompt
 
 
 async def test_json_object_mode_asks_for_an_object_and_puts_the_schema_in_the_prompt(

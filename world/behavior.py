@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from characters import CharacterCard
 from memory.episodes import Episode, episode_id
 from world.action import Action, ActionContext
 from world.errors import InvalidDecision
 from world.evolutions import Event
 from world.loader import Catalogue
+from world.plans import PlanError, apply_plan_changes
 from world.policy import Decision, DecisionRequest, Policy, PolicyFailed
 from world.state import CharacterState, RunningAction, WorldState
 from world.store import Commit, Snapshot, StateStore
@@ -33,6 +35,15 @@ from world.town import Town
 log = logging.getLogger(__name__)
 
 NO_CANDIDATE_RETRY = timedelta(minutes=10)
+MAX_CRASHED_PER_DECISION = 5
+
+
+class ActionCrashed(Exception):
+    """An action's own executor raised; it is skipped for this decision."""
+
+    def __init__(self, action_id: str) -> None:
+        super().__init__(action_id)
+        self.action_id = action_id
 PAUSED_RETRY = timedelta(minutes=1)
 
 
@@ -47,6 +58,8 @@ class LoopStats:
     no_candidates: int = 0
     not_candidate_executed: int = 0
     """Must stay 0: a chosen action whose precondition was false at execution."""
+    broken_actions: dict[str, str] = field(default_factory=dict)
+    """Actions whose own code raised, and where (precondition, executor, completion)."""
     stale_starts: int = 0
     """Starts refused because the precondition no longer held on fresh state (then she re-decides)."""
     llm_calls: int = 0
@@ -74,7 +87,7 @@ class BehaviorLoop:
         town: Town,
         seed: int,
         initial_state: CharacterState,
-        persona: str = "",
+        card: CharacterCard | None = None,
         recent: Any = None,
         stats: LoopStats | None = None,
         perf_counter: Any = None,
@@ -87,12 +100,13 @@ class BehaviorLoop:
         self.town = town
         self.seed = seed
         self.initial_state = initial_state
-        self.persona = persona
+        self.card = card
         self.recent = recent
         """async (character_id, now) -> list[str]: her latest actions, for the prompt."""
         self.stats = stats or LoopStats()
         self._perf = perf_counter or time.perf_counter
         self.lease_token: str | None = None
+        self._reported: set[tuple[str, str]] = set()
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -102,8 +116,25 @@ class BehaviorLoop:
     def _ctx(self, now: datetime, world: WorldState, character: CharacterState, **kw: Any) -> ActionContext:
         return ActionContext(now=now, world=world, character=character, town=self.town, rng=kw.pop("rng", self._rng(now.isoformat())), **kw)
 
-    def candidates(self, ctx: ActionContext) -> list[Action]:
-        return [a for a in self.catalogue if a.available(ctx)]
+    def candidates(self, ctx: ActionContext, exclude: frozenset[str] = frozenset()) -> list[Action]:
+        """Actions whose precondition holds; one whose precondition raises is skipped and reported."""
+        out = []
+        for action in self.catalogue:
+            if action.id in exclude:
+                continue
+            try:
+                if action.available(ctx):
+                    out.append(action)
+            except Exception:
+                self._report_broken(action.id, "precondition")
+        return out
+
+    def _report_broken(self, action_id: str, stage: str) -> None:
+        """Log an action's own bug once per action and stage, not on every decision."""
+        self.stats.broken_actions[action_id] = stage
+        if (action_id, stage) not in self._reported:
+            self._reported.add((action_id, stage))
+            log.exception("action %r: its %s raised; it is skipped (this is reported once)", action_id, stage)
 
     def _lease(self) -> tuple[str, str] | None:
         return (self.character_id, self.lease_token) if self.lease_token else None
@@ -159,7 +190,14 @@ class BehaviorLoop:
                 ctx.notes.append(f"（行为 {running.action_id} 已不在行为目录中，按原样结束）")
             else:
                 if action.complete is not None:
-                    summary = action.complete(ctx) or summary
+                    backup = (character.model_copy(deep=True), snap.world.model_copy(deep=True))
+                    try:
+                        summary = action.complete(ctx) or summary
+                    except Exception:  # the action's own bug: end it without its effects
+                        self._report_broken(action.id, "completion")
+                        character, snap.world = backup
+                        ctx.character, ctx.world = backup
+                        ctx.notes[:] = ["（这件事结束时出了点意外，没有带来变化）"]
                 if action.moves_to is not None:
                     character.location = action.moves_to
             character.running = None
@@ -231,9 +269,21 @@ class BehaviorLoop:
             return Decision(**{**decision.__dict__, "decided_by": f"fallback:{self.fallback.name}"})
 
     async def _decide_and_start(self, now: datetime, world: WorldState, character: CharacterState) -> datetime:
+        exclude: frozenset[str] = frozenset()
+        for _ in range(MAX_CRASHED_PER_DECISION):
+            try:
+                return await self._decide_and_start_once(now, world, character, exclude)
+            except ActionCrashed as exc:
+                self._report_broken(exc.action_id, "executor")
+                exclude = exclude | {exc.action_id}
+        return now + NO_CANDIDATE_RETRY
+
+    async def _decide_and_start_once(
+        self, now: datetime, world: WorldState, character: CharacterState, exclude: frozenset[str]
+    ) -> datetime:
         t0 = self._perf()
         view = self._ctx(now, world, character)
-        candidates = self.candidates(view)
+        candidates = self.candidates(view, exclude)
         if not candidates:
             self.stats.no_candidates += 1
             log.error("%s has no candidate action at %s (location %s); retrying in %s",
@@ -241,7 +291,7 @@ class BehaviorLoop:
             return now + NO_CANDIDATE_RETRY
         wants_recent = getattr(self.policy, "wants_recent", True)  # the offline policy ignores history
         recent: Sequence[str] = await self.recent(self.character_id, now) if self.recent and wants_recent else ()
-        request = DecisionRequest(ctx=view, candidates=candidates, recent=recent, persona=self.persona)
+        request = DecisionRequest(ctx=view, candidates=candidates, recent=recent, card=self.card)
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)
         t1 = self._perf()
@@ -250,6 +300,33 @@ class BehaviorLoop:
         engine_ms += (self._perf() - t1) * 1000
         self.stats.decision_overhead_ms.append(engine_ms)
         return started
+
+    def _apply_plans(self, character: CharacterState, decision: Decision, now: datetime, eid: str) -> list[dict[str, Any]]:
+        """Apply the decision's plan changes to her state; returns plan-episode outbox entries.
+
+        An invalid batch changes nothing: its reason is kept for her next decision.
+        """
+        character.plan_feedback = None
+        if not decision.plan_changes:
+            return []
+        try:
+            character.plans, changes = apply_plan_changes(character.plans, decision.plan_changes, now)
+        except PlanError as exc:
+            log.info("%s: plan changes rejected: %s", self.character_id, exc)
+            character.plan_feedback = f"上次的计划变更没有生效：{exc}"
+            return []
+        entries = []
+        for n, change in enumerate(changes):
+            title = change.nextPlan or change.currentPlan
+            verb = {"created": "定下了", "updated": "调整了", "completed": "完成了", "abandoned": "放弃了"}[change.changeType]
+            scope = "长期计划" if change.scope == "longTerm" else "短期计划"
+            episode = Episode(
+                id=f"pln_{eid[4:]}_{n}", character_id=self.character_id, type="plan", time=now,
+                summary=f"{character.id}{verb}{scope}「{title}」" + (f"（原来是「{change.currentPlan}」）" if change.changeType == "updated" else ""),
+                data={"change": change.model_dump(), "behavior_episode": eid, "plans_after": character.plans.lines()},
+            )
+            entries.append(outbox_entry("episodes", episode.document()))
+        return entries
 
     async def _start(self, now: datetime, decision: Decision) -> datetime:
         action = decision.action
@@ -273,9 +350,10 @@ class BehaviorLoop:
                 return Commit(), None
             before = character.stats()
             summary = (action.run(ctx) if action.run else None) or ""
+            eid = episode_id(self.character_id, now, action.id)
+            plan_docs = self._apply_plans(character, decision, now, eid)
             minutes = action.minutes(ctx)
             ends = now + timedelta(minutes=minutes)
-            eid = episode_id(self.character_id, now, action.id)
             character.done_today = [*character.done_today, action.id]
             character.running = RunningAction(
                 action_id=action.id, name=action.name, started_at=now, ends_at=ends, episode_id=eid,
@@ -298,7 +376,7 @@ class BehaviorLoop:
                                              "reason": decision.reason, "ends_at": ends.isoformat()}, self.character_id)
             return (
                 Commit(world=snap.world, characters={self.character_id: character}, events=[event],
-                       outbox=[outbox_entry("episodes", episode.document())]),
+                       outbox=[outbox_entry("episodes", episode.document()), *plan_docs]),
                 ends,
             )
 

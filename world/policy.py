@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from characters import CharacterCard
 from world.action import Action, ActionContext
 from world.errors import InvalidDecision
 from world.state import ShareIntent
@@ -52,8 +53,8 @@ class DecisionRequest:
     candidates: Sequence[Action]
     recent: Sequence[str] = ()
     """Her latest actions today, one Chinese line each, oldest first."""
-    persona: str = ""
-    """The character card's persona text for prompts."""
+    card: CharacterCard | None = None
+    """Who is deciding: prompts render from the card."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -158,7 +158,7 @@ async def build_runtime(
 
         llm_policy = LLMPolicy(
             model, max_attempts=cfg.llm.max_attempts, temperature=cfg.llm.temperature,
-            world_view=next(iter(cards.values())).world_view, record_usage=record_usage, budget_allows=budget_allows,
+            record_usage=record_usage, budget_allows=budget_allows,
         )
         primary = llm_policy
     else:
@@ -172,7 +172,7 @@ async def build_runtime(
         BehaviorLoop(
             character_id=cid, store=store, catalogue=catalogue, policy=primary,
             fallback=utility if primary is not utility else None, town=town, seed=cfg.world.seed,
-            initial_state=character_from_card(card), persona=card.persona, recent=recent, stats=stats,
+            initial_state=character_from_card(card), card=card, recent=recent, stats=stats,
         )
         for cid, card in cards.items()
     ]

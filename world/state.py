@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from world.plans import PlanState
+
 WeatherType = Literal["晴", "多云", "阴", "小雨", "雨", "雷雨", "雪", "雾"]
 TemperatureLevel = Literal["严寒", "寒冷", "清凉", "舒适", "温暖", "炎热"]
 
@@ -111,6 +113,10 @@ class CharacterState(_Model):
     last_action: str | None = None
     last_event: str | None = None
     """What the last completion reported; shown to the next decision as 当前事件."""
+    plans: PlanState = Field(default_factory=PlanState)
+    """One long-term plan and ordered short-term plans (saved with the rest of her state)."""
+    plan_feedback: str | None = None
+    """Why her last plan changes were rejected; shown to her next decision, then cleared."""
     blocked_reason: str | None = None
     """Why the loop could not decide last time (e.g. no candidate), for status/observer."""
 

@@ -15,8 +15,10 @@ from datetime import datetime
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from characters import CharacterCard
 from llm import ChatModel, JsonSchema, RetryWithFeedback, StructuredOutputFailed, ask_structured
 from llm.structured import Attempt
+from world.action import ActionContext
 from world.errors import InvalidDecision
 from world.policy import (
     Decision,
@@ -44,17 +46,27 @@ BudgetCheck = Callable[[datetime], Awaitable[bool]]
 """True while today's token budget allows another call."""
 
 
-def render_decision_prompt(request: DecisionRequest, world_view: str = "") -> str:
+DEFAULT_CARD = CharacterCard(id="someone", name="她", persona="一个生活在羽浦町的人。")
+"""Used when a request carries no card (tests, tools)."""
+
+
+def _place_line(ctx: ActionContext) -> str:
+    place = ctx.town.places.get(ctx.character.location)
+    if place is None or place.area == place.name:
+        return ctx.place_name
+    return f"{place.area}-{place.name}"
+
+
+def render_decision_prompt(request: DecisionRequest) -> str:
     ctx = request.ctx
     weather = ctx.world.weather
     return PROMPTS.get_template("decide.md.j2").render(
-        persona=request.persona.strip(),
-        world_view=world_view.strip(),
+        card=request.card or DEFAULT_CARD,
         last_event=ctx.character.last_event,
         now=ctx.now,
         calendar=ctx.world.calendar,
         weather=f"{weather.type} / {weather.temperature}" if weather else "未知",
-        place=f"{ctx.town.places[ctx.character.location].area}-{ctx.place_name}",
+        place=_place_line(ctx),
         character=ctx.character,
         recent=list(request.recent),
         candidates=list(request.candidates),
@@ -70,14 +82,12 @@ class LLMPolicy:
         *,
         max_attempts: int = 3,
         temperature: float | None = None,
-        world_view: str = "",
         record_usage: UsageSink | None = None,
         budget_allows: BudgetCheck | None = None,
     ) -> None:
         self.model = model
         self.max_attempts = max_attempts
         self.temperature = temperature
-        self.world_view = world_view
         self.record_usage = record_usage
         self.budget_allows = budget_allows
         self.calls = 0
@@ -104,7 +114,7 @@ class LLMPolicy:
         candidates = request.candidates
         messages = [
             {"role": "system", "content": "你是一个生活在羽浦町的角色，只输出 JSON。"},
-            {"role": "user", "content": render_decision_prompt(request, self.world_view)},
+            {"role": "user", "content": render_decision_prompt(request)},
         ]
 
         def parse(text: str) -> Decision:

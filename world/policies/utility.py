@@ -88,6 +88,15 @@ def desires(ctx: ActionContext, seed: int) -> dict[str, float]:
     return d
 
 
+def _safe_available(action: Action, ctx: ActionContext) -> bool:
+    """Look-ahead only: an action whose precondition raises counts as unavailable (the behavior
+    loop reports it when it is a real candidate)."""
+    try:
+        return action.available(ctx)
+    except Exception:
+        return False
+
+
 def town_name(ctx: ActionContext, place_id: str) -> str:
     return ctx.town.place_name(place_id)
 
@@ -156,7 +165,7 @@ class UtilityPolicy:
                 arrived = ctx.character.model_copy(update={"location": place})
                 later = replace(ctx, character=arrived, now=arrival)
                 options = self._by_place.get(place, [])
-                local = max((score(a, later, want, fancy) for a in options if a.available(later)), default=0.0)
+                local = max((score(a, later, want, fancy) for a in options if _safe_available(a, later)), default=0.0)
                 values[place] = local * HOP_DISCOUNT**hops - HOP_COST * hops
             if hops >= MAX_HOPS:
                 continue
