@@ -103,3 +103,15 @@ class EpisodeRepo:
     async def running(self) -> list[Episode]:
         docs = await self.store.find(EPISODES.name, eq={"status": "running"}, sort="time")
         return [Episode.model_validate(d) for d in docs]
+
+    async def search(
+        self, character_id: str, keyword: str, start: datetime, end: datetime, *, limit: int = 20
+    ) -> list[Episode]:
+        """Episodes in [start, end) whose summary or action name contains ``keyword``, newest first.
+
+        The range query is indexed; the substring match runs here (neither backend indexes text).
+        """
+        needle = keyword.casefold()
+        found = await self.between(character_id, start, end, newest_first=True)
+        hits = [e for e in found if needle in e.summary.casefold() or needle in str(e.data.get("name", "")).casefold()]
+        return hits[:limit]

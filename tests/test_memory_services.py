@@ -214,3 +214,12 @@ async def test_memory_store_is_recalled_for_that_user_only(history: HistoryStore
     assert [r.text for r in await m.memory_search("生日", now=NOW, user_id="qq:7")] == ["这个用户的生日是三月五日"]
     assert await m.memory_search("生日", now=NOW, user_id="qq:8") == []
     await asyncio.sleep(0)
+
+
+async def test_episodes_can_be_searched_by_keyword(history: HistoryStore, semantic: SemanticMemory) -> None:
+    m = await service(history, semantic)
+    for n, text in enumerate(["在公园散步", "在图书馆读书", "又去公园喂猫"]):
+        await m.episodes.put(Episode.model_validate({"_id": f"k{n}", "character_id": "yuiju", "type": "behavior",
+                                                     "time": NOW - timedelta(hours=5 - n), "summary": text}))
+    found = await m.episodes.search("yuiju", "公园", NOW - timedelta(days=1), NOW)
+    assert [e.id for e in found] == ["k2", "k0"]
