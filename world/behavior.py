@@ -236,7 +236,7 @@ class BehaviorLoop:
                  "share": bool(running.share_intent and running.share_intent.should_share and action and action.share)},
                 self.character_id,
             )
-            record = {"id": running.action_id, "place": running.place, "start": running.started_at.isoformat(),
+            record = {"character": self.character_id, "id": running.action_id, "place": running.place, "start": running.started_at.isoformat(),
                       "end": finished.isoformat(), "reason": running.reason, "decided_by": running.decided_by,
                       "before": running.stats_before, "after": character.stats()}
             return (

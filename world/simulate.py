@@ -101,7 +101,48 @@ async def simulate(
 
 def build_report(*, days: int, seed: int, policy: str, begin: datetime, wall: float, stats: Any, llm: Any,
                  episodes: int, final: dict[str, Any]) -> dict[str, Any]:
-    timeline = stats.timeline
+    """The report; ``per_day``/``checks`` describe the first character, ``by_character`` each one."""
+    characters = list(final)
+    by_character = {
+        cid: _life_of([r for r in stats.timeline if r.get("character", cid) == cid], begin, days, stats)
+        for cid in characters
+    }
+    first = by_character[characters[0]] if characters else _life_of([], begin, days, stats)
+    violations = [f"{cid}: {v}" if len(characters) > 1 else v for cid, life in by_character.items() for v in life["violations"]]
+    overhead = stats.decision_overhead_ms
+    return {
+        "days": days,
+        "seed": seed,
+        "policy": policy,
+        "start": begin.isoformat(),
+        "characters": characters,
+        "decisions": stats.decisions,
+        "completions": stats.completions,
+        "episodes": episodes,
+        "wall_seconds": round(wall, 3),
+        "decisions_per_second": round(stats.decisions / wall, 1) if wall else None,
+        "engine_overhead_ms": {
+            "p50": round(percentile(overhead, 50), 3),
+            "p95": round(percentile(overhead, 95), 3),
+            "mean": round(statistics.fmean(overhead), 3) if overhead else 0.0,
+        },
+        "llm_calls": llm.calls if llm else 0,
+        "prompt_tokens": llm.prompt_tokens if llm else 0,
+        "completion_tokens": llm.completion_tokens if llm else 0,
+        "invalid_decisions": (llm.invalid if llm else 0) + stats.invalid_decisions,
+        "fallbacks": stats.fallbacks,
+        "invariant_violations": violations,
+        "checks": first["checks"],
+        "final_state": final,
+        "action_histogram": first["histogram"],
+        "per_day": first["per_day"],
+        "by_character": {cid: {"checks": life["checks"], "action_histogram": life["histogram"]} for cid, life in by_character.items()},
+        "timeline": stats.timeline,
+    }
+
+
+def _life_of(timeline: list[dict[str, Any]], begin: datetime, days: int, stats: Any) -> dict[str, Any]:
+    """Per-day stats, checks and histogram of one character's timeline."""
     histogram = Counter(r["id"] for r in timeline)
     per_day: dict[str, dict[str, Any]] = defaultdict(lambda: {"actions": 0, "meals": 0, "school_minutes": 0})
     violations: list[str] = []
@@ -135,34 +176,8 @@ def build_report(*, days: int, seed: int, policy: str, begin: datetime, wall: fl
         day["school_day"] = is_school_day(start.date())
     checks = life_checks(timeline, per_day, begin, days, stats)
     violations += [f"{name}: {c['evidence']}" for name, c in checks.items() if not c["ok"]]
-    overhead = stats.decision_overhead_ms
-    return {
-        "days": days,
-        "seed": seed,
-        "policy": policy,
-        "start": begin.isoformat(),
-        "decisions": stats.decisions,
-        "completions": stats.completions,
-        "episodes": episodes,
-        "wall_seconds": round(wall, 3),
-        "decisions_per_second": round(stats.decisions / wall, 1) if wall else None,
-        "engine_overhead_ms": {
-            "p50": round(percentile(overhead, 50), 3),
-            "p95": round(percentile(overhead, 95), 3),
-            "mean": round(statistics.fmean(overhead), 3) if overhead else 0.0,
-        },
-        "llm_calls": llm.calls if llm else 0,
-        "prompt_tokens": llm.prompt_tokens if llm else 0,
-        "completion_tokens": llm.completion_tokens if llm else 0,
-        "invalid_decisions": (llm.invalid if llm else 0) + stats.invalid_decisions,
-        "fallbacks": stats.fallbacks,
-        "invariant_violations": violations,
-        "checks": checks,
-        "final_state": final,
-        "action_histogram": dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "per_day": dict(sorted(per_day.items())),
-        "timeline": timeline,
-    }
+    return {"per_day": dict(sorted(per_day.items())), "checks": checks, "violations": violations,
+            "histogram": dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0])))}
 
 
 def life_checks(timeline: list[dict[str, Any]], per_day: dict[str, dict[str, Any]], begin: datetime,
