@@ -166,6 +166,21 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     runtime = await build_runtime(cfg, clock=clock)
     log.info("yuiju is running: %s", json.dumps(cfg.summary(), ensure_ascii=False))
     log.info("stores: redis %s, history %s", runtime.redis.description, runtime.history.backend)
+    web_server, page_line = None, ""
+    if cfg.web.enabled:
+        from web import ObserverServer, create_app, observer_for_runtime
+
+        token = cfg.web.token.get_secret_value() if cfg.web.token else None
+        app = create_app(observer_for_runtime(runtime, clock), token=token)
+        web_server = ObserverServer(app, cfg.web.host, cfg.web.port)
+        try:
+            url = await web_server.start()
+        except OSError as exc:
+            await runtime.close()
+            return _fail(f"cannot serve the observer page on {cfg.web.host}:{cfg.web.port} ({exc}); "
+                         "set [web].port (YUIJU_WEB__PORT) to a free port, or [web].enabled = false")
+        page_line = f"观察页面 observer page: {url}" + ("  (needs ?token=...)" if token else "")
+        print(page_line, flush=True)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
@@ -181,7 +196,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                     text = render_panel(world, chars, clock.now(), HAURA)
                 except Exception as exc:  # the panel must never take the daemon down
                     text = f"(panel: {exc})"
-                sys.stdout.write("\x1b[H\x1b[J" + text + "\n\n(Ctrl-C 停止)\n")
+                sys.stdout.write("\x1b[H\x1b[J" + text + "\n\n" + (page_line + "\n" if page_line else "") + "(Ctrl-C 停止)\n")
                 sys.stdout.flush()
                 await asyncio.sleep(1)
 
@@ -192,6 +207,8 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         if panel_task:
             panel_task.cancel()
             await asyncio.gather(panel_task, return_exceptions=True)
+        if web_server is not None:
+            await web_server.stop()
         await runtime.close()
         print("yuiju stopped; state is saved.", file=sys.stderr)
     return 0
