@@ -423,7 +423,12 @@ async def chromium(*args: str) -> tuple[int, str]:
         "--no-first-run", "--disable-extensions", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
     return proc.returncode or 0, out.decode(errors="replace") + err.decode(errors="replace")[-2000:]
 
 
