@@ -25,6 +25,7 @@ def _setup_logging(level: str, *, stream: Any = None) -> None:
         datefmt="%H:%M:%S",
         stream=stream or sys.stderr,
     )
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)  # its job bookkeeping is noise here
 
 
 def _fail(message: str) -> int:
@@ -118,6 +119,7 @@ def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: An
             f"    体力 {c.stamina:5.1f}  饱腹 {c.satiety:5.1f}  心情 {c.mood:5.1f}  金币 {c.money}"
             + (f"  背包 {c.inventory}" if c.inventory else "")
         )
+        lines.append("    " + "；".join(c.plans.lines()))
     return "\n".join(lines)
 
 
@@ -201,16 +203,66 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                 await asyncio.sleep(1)
 
         panel_task = asyncio.create_task(panel())
+    memory_stop, memory_task = asyncio.Event(), None
+    if cfg.memory.enabled:  # episodes into Qdrant, the diary at bedtime, nightly distillation
+        from memory.indexer import run_memory_worker
+
+        memory_task = asyncio.create_task(run_memory_worker(
+            cfg, runtime.redis.client, runtime.history, clock=clock, stop_event=memory_stop,
+            chat_model=runtime.llm_policy.model if runtime.llm_policy else None,
+        ))
+        memory_task.add_done_callback(
+            lambda t: t.cancelled() or t.exception() is None
+            or log.error("memory worker stopped (the world carries on): %s", t.exception())
+        )
     try:
         await runtime.engine.run()
     finally:
         if panel_task:
             panel_task.cancel()
             await asyncio.gather(panel_task, return_exceptions=True)
+        if memory_task is not None:
+            memory_stop.set()
+            await asyncio.gather(memory_task, return_exceptions=True)
         if web_server is not None:
             await web_server.stop()
         await runtime.close()
         print("yuiju stopped; state is saved.", file=sys.stderr)
+    return 0
+
+
+# -- memory -----------------------------------------------------------------------------------------
+
+
+async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
+    from memory.service import build_memory, open_semantic
+    from memory.vectors import VectorStoreError
+    from world.runtime import open_stores
+
+    redis, history = await open_stores(cfg)
+    try:
+        semantic = await open_semantic(cfg)
+    except VectorStoreError as exc:
+        await history.close()
+        await redis.aclose()
+        return _fail(str(exc))
+    try:
+        now = datetime.now(cfg.app.tz)
+        for cid in cfg.world.characters:
+            service = await build_memory(cfg, history, semantic, character_id=cid)
+            if args.memory_cmd == "search":
+                found = await service.memory_search(args.text, now=now, user_id=args.user, group_id=args.group,
+                                                    limit=args.limit)
+                for r in found:
+                    print(f"{r.score:.3f} [{r.kind} {r.time:%Y-%m-%d %H:%M}] {r.text}")
+            elif args.memory_cmd == "distill":
+                print(cid, await service.distiller.run(now))
+            elif args.memory_cmd == "reindex":
+                print(cid, await service.knowledge.sync(service.knowledge_roots, now))
+    finally:
+        await semantic.store.close()
+        await history.close()
+        await redis.aclose()
     return 0
 
 
@@ -271,6 +323,16 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--json", action="store_true")
     asub.add_parser("check")
 
+    mem = sub.add_parser("memory", help="search her memory, distil chat memories, re-index knowledge files")
+    msub = mem.add_subparsers(dest="memory_cmd", required=True)
+    search = msub.add_parser("search", help="ranked recall (relevance + recency + importance)")
+    search.add_argument("text")
+    search.add_argument("--user", help="platform-qualified user id, e.g. qq:12345")
+    search.add_argument("--group", help="platform-qualified group id")
+    search.add_argument("--limit", type=int, default=8)
+    msub.add_parser("distill", help="distil raw chat memories into facts now")
+    msub.add_parser("reindex", help="index changed knowledge files now")
+
     init = sub.add_parser("init", help="write a commented default config file")
     init.add_argument("--force", action="store_true")
     return parser
@@ -298,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_run(cfg, args))
         if args.cmd == "simulate":
             return asyncio.run(_simulate(cfg, args))
+        if args.cmd == "memory":
+            return asyncio.run(_memory(cfg, args))
     except (ConfigurationError, CardError, StorageError) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:

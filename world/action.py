@@ -14,6 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ValidationInfo
@@ -279,8 +280,9 @@ class Action:
         if not self.name or not self.description:
             raise ValueError(f"action {self.id!r} needs a Chinese name and a description")
 
-    @property
+    @cached_property
     def precondition(self) -> Condition:
+        """Everything that must hold: awake (or asleep), at the place, the place open, ``when``."""
         parts = [asleep if self.while_asleep else awake]
         if self.at is not None:
             parts.append(at(self.at))

@@ -172,7 +172,18 @@ class BehaviorLoop:
         return await self._decide_and_start(now, world, character)
 
     async def _complete(self, now: datetime) -> tuple[WorldState, CharacterState]:
-        """Apply the completion effects; returns the state as committed."""
+        """Apply the completion effects; returns the state as committed.
+
+        If the action's own completion code raises, nothing is written and the completion is
+        redone without its effects (reported once).
+        """
+        try:
+            return await self._complete_once(now, with_effects=True)
+        except ActionCrashed as exc:
+            self._report_broken(exc.action_id, "completion")
+            return await self._complete_once(now, with_effects=False)
+
+    async def _complete_once(self, now: datetime, *, with_effects: bool) -> tuple[WorldState, CharacterState]:
         after: list[tuple[WorldState, CharacterState]] = []
 
         def complete(snap: Snapshot) -> tuple[Commit, dict[str, Any] | None]:
@@ -189,15 +200,13 @@ class BehaviorLoop:
             if action is None:
                 ctx.notes.append(f"（行为 {running.action_id} 已不在行为目录中，按原样结束）")
             else:
-                if action.complete is not None:
-                    backup = (character.model_copy(deep=True), snap.world.model_copy(deep=True))
+                if action.complete is not None and with_effects:
                     try:
                         summary = action.complete(ctx) or summary
-                    except Exception:  # the action's own bug: end it without its effects
-                        self._report_broken(action.id, "completion")
-                        character, snap.world = backup
-                        ctx.character, ctx.world = backup
-                        ctx.notes[:] = ["（这件事结束时出了点意外，没有带来变化）"]
+                    except Exception as exc:  # the action's own bug: redo without its effects
+                        raise ActionCrashed(action.id) from exc
+                elif action.complete is not None:
+                    ctx.notes.append("（这件事结束时出了点意外，没有带来变化）")
                 if action.moves_to is not None:
                     character.location = action.moves_to
             character.running = None

@@ -240,7 +240,8 @@ class UtilityPolicy:
             action=best.name,
             params=params,
             reason=(
-                f"想去{town_name(ctx, best.moves_to)}" if best.moves_to else f"现在想{NEED_NAMES.get(top, top)}"
+                ("想回家" if best.moves_to == "home" else f"想去{town_name(ctx, best.moves_to)}")
+                if best.moves_to else f"现在想{NEED_NAMES.get(top, top)}"
             ) + f"，所以{best.name}（离线决策，得分 {best_value:.2f}）",
             durationMinute=duration,
         )
