@@ -7,10 +7,9 @@ from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 
 import pytest
-
-from characters import load_card
 import redis.asyncio as aioredis
 
+from characters import load_card
 from llm import OpenAIChatModel
 from llm.structured import Attempt
 from tests.conftest import make_ctx, make_engine
