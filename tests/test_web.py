@@ -25,6 +25,7 @@ from memory.episodes import EPISODES
 from storage.history import HistoryStore
 from storage.keys import Keys
 from web import Observer, ObserverServer, create_app, svg
+from world.plans import apply_plan_changes
 from world.policies.scripted import ScriptedPolicy
 from world.town import HAURA
 
@@ -108,7 +109,13 @@ async def test_state_api_matches_the_stores(redis: aioredis.Redis, sqlite_histor
     kit = await lived(redis, sqlite_history, days=1.2)
     day = kit.clock.now().date().isoformat()
     await redis.hset(kit.keys.llm_usage, mapping={f"{day}:tokens": 1234, f"{day}:calls": 5})
-    await redis.set(kit.keys.plans("yuiju"), json.dumps({"long": ["考上好大学"], "short": [{"text": "下午去公园"}]}, ensure_ascii=False))
+    her = await kit.character()
+    assert her is not None
+    her.plans, _ = apply_plan_changes(her.plans, [
+        {"scope": "longTerm", "changeType": "created", "nextPlan": "考上好大学"},
+        {"scope": "shortTerm", "changeType": "created", "nextPlan": "下午去公园"},
+    ], kit.clock.now())
+    await redis.set(kit.keys.character("yuiju"), her.model_dump_json())
     async with client_of(create_app(observer_of(kit, redis, sqlite_history))) as client:
         got = (await client.get("/api/state")).json()
         page = (await client.get("/")).text

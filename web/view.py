@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from storage.keys import Keys
 from web import svg
 from world.errors import CorruptState
 from world.loader import Catalogue
+from world.plans import PlanState
 from world.state import CharacterState, WorldState
 from world.store import StateStore
 from world.town import Town
@@ -125,13 +125,12 @@ class Observer:
 
         async def read() -> tuple[WorldState | None, CharacterState | None, Any]:
             world, character = await store.load(character_id)
-            raw_plans = await self.redis.get(self.keys.plans(character_id))
-            return world, character, raw_plans
+            return world, character, character.plans if character else None
 
         return await self._guard("Redis", read())
 
     async def snapshot(self, character_id: str) -> dict[str, Any]:
-        world, character, raw_plans = await self.live(character_id)
+        world, character, plans = await self.live(character_id)
         now = self.clock_now(world)
         day = now.date().isoformat()
         usage = await self._guard("Redis", self.redis.hmget(self.keys.llm_usage, f"{day}:tokens", f"{day}:calls"))
@@ -156,7 +155,7 @@ class Observer:
             "now": now,
             "world": self._world_view(world),
             "character": self._character_view(character, now),
-            "plans": _plans_view(raw_plans),
+            "plans": _plans_view(plans),
             "timeline": [self._episode_view(e) for e in today],
             "diary": diary[0] if diary else None,
             "posts": posts,
@@ -299,30 +298,13 @@ class Observer:
         }
 
 
-def _plans_view(raw: str | None) -> list[dict[str, Any]]:
-    """Her plans, whatever their exact shape: [{"title": ..., "items": [...]}]."""
-    if not raw:
+def _plans_view(plans: PlanState | None) -> list[dict[str, Any]]:
+    """Her plans for the page: [{"title": 长期计划, "items": [...]}, {"title": 短期计划, ...}]."""
+    if plans is None:
         return []
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return [{"title": "计划", "items": [raw[:200]]}]
-    titles = {"long": "长期计划", "long_term": "长期计划", "longTerm": "长期计划",
-              "short": "短期计划", "short_term": "短期计划", "shortTerm": "短期计划"}
-
-    def text(item: Any) -> str:
-        if isinstance(item, dict):
-            return str(next((item[k] for k in ("text", "title", "content", "plan", "name") if k in item), item))
-        return str(item)
-
-    if isinstance(data, dict):
-        out = []
-        for key, value in data.items():
-            if key in ("version", "updated_at", "id"):
-                continue
-            items = value if isinstance(value, list) else [value]
-            out.append({"title": titles.get(key, key), "items": [text(i) for i in items if i]})
-        return [p for p in out if p["items"]]
-    if isinstance(data, list):
-        return [{"title": "计划", "items": [text(i) for i in data]}]
-    return [{"title": "计划", "items": [text(data)]}]
+    out = []
+    if plans.long_term is not None:
+        out.append({"title": "长期计划", "items": [plans.long_term.title]})
+    if plans.short_term:
+        out.append({"title": "短期计划", "items": [p.title for p in plans.short_term]})
+    return out
