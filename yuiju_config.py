@@ -209,6 +209,71 @@ class WebConfig(_Section):
     """Access token: when set, the page needs ?token=... (or an 'Authorization: Bearer' header). Prefer YUIJU_WEB__TOKEN."""
 
 
+class OnebotConfig(_Section):
+    enabled: bool = False
+    """Serve the reverse WebSocket for NapCat/Lagrange (``ws://HOST:PORT/onebot/v11/ws``); `yuiju run` starts the bot too when true."""
+    host: str = "127.0.0.1"
+    """Address the bot listens on; the OneBot implementation connects here."""
+    port: int = Field(8080, ge=0, le=65535)
+    """TCP port of the bot's HTTP/WebSocket server."""
+    access_token: SecretStr | None = None
+    """Shared secret: the implementation must send it (``Authorization: Bearer ...``). Prefer YUIJU_ONEBOT__ACCESS_TOKEN."""
+
+
+class GroupPolicy(_Section):
+    enabled: bool = True
+    """Whether she takes part in this group at all (messages are still recorded when false)."""
+    reply: Literal["mention", "name", "off"] = "name"
+    """'mention': only when @-mentioned or replied to; 'name': also when called by name or nickname; 'off': never answers."""
+
+
+class ChatConfig(_Section):
+    character_id: str | None = None
+    """Who answers in chat; empty: the first of [world].characters."""
+    admins: list[int] = Field(default_factory=list)
+    """QQ ids allowed to run admin commands and admin-only tools. Empty by default on purpose."""
+    private_whitelist: list[int] = Field(default_factory=list)
+    """QQ ids she answers in private chat (admins always)."""
+    groups: dict[str, GroupPolicy] = Field(default_factory=dict)
+    """Per-group policy by group id, e.g. ``[chat.groups.123456] reply = "mention"``."""
+    default_group: GroupPolicy = Field(default_factory=lambda: GroupPolicy(enabled=False))
+    """Policy of groups not listed in ``groups`` (off by default: groups are opt-in)."""
+    answer_while_asleep: Literal["mention", "never"] = "mention"
+    """While she sleeps: answer only direct @-mentions (as someone just woken up), or nothing."""
+    mode: Literal["SILENT", "VERBOSE", "CHAT"] = "VERBOSE"
+    """Agent mode: VERBOSE (text and tools), SILENT (only tool replies reach users), CHAT (no tools)."""
+    max_steps: int = Field(6, ge=1, le=30)
+    """Model calls with tools per turn before the wrap-up answer."""
+    context_token_budget: int = Field(3000, ge=200)
+    """Estimated tokens of session context before older messages are compacted into the summary."""
+    keep_recent_messages: int = Field(8, ge=2)
+    """Messages always kept verbatim when compacting."""
+    max_input_chars: int = Field(800, ge=20)
+    """Longer incoming messages are truncated."""
+    max_reply_chars: int = Field(300, ge=10)
+    """Her reply is cut to this many characters."""
+    max_lines: int = Field(3, ge=1, le=10)
+    """A reply is sent as at most this many messages."""
+    chars_per_second: float = Field(8.0, gt=0)
+    """Typing speed for the pause before each further line."""
+    max_pause_seconds: float = Field(2.5, ge=0)
+    """Longest pause between lines; 0 sends at once (tests)."""
+    user_messages_per_minute: int = Field(6, ge=1)
+    """A user's messages beyond this per minute are recorded but not answered."""
+    group_replies_per_minute: int = Field(12, ge=1)
+    """Replies per group and minute at most."""
+    file_folder: Path | None = None
+    """The one folder the file tools may read, list and write (admins only for write). Empty: no file tools."""
+    debug_to_admins: bool = False
+    """Send debug/thinking output privately to admins (otherwise only to the log)."""
+    window_messages: int = Field(30, ge=2)
+    """A conversation window closes after this many messages (then it becomes a conversation episode)."""
+    window_idle_minutes: int = Field(30, ge=1)
+    """...or after this much silence."""
+    failure_line: str = "诶，我这边有点卡住了，等下再聊吧。"
+    """The one in-character line sent when the model fails; then she stays silent until it recovers."""
+
+
 class YuijuConfig(_Section):
     app: AppConfig = Field(default_factory=AppConfig)
     llm: LlmConfig = Field(default_factory=LlmConfig)
@@ -219,6 +284,8 @@ class YuijuConfig(_Section):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     world: WorldConfig = Field(default_factory=WorldConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    onebot: OnebotConfig = Field(default_factory=OnebotConfig)
+    chat: ChatConfig = Field(default_factory=ChatConfig)
 
     def data_path(self, *parts: str) -> Path:
         """A path under the data dir, creating the dir on first use."""
@@ -348,6 +415,10 @@ def _toml_value(value: Any) -> str:
         return f'"{value.as_posix()}"'
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    if isinstance(value, dict):  # an inline table, e.g. [chat].default_group
+        return "{" + ", ".join(f'"{k}" = {_toml_value(v)}' for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
         inner = ", ".join(_toml_value(v) for v in value)
         return f"[{inner}]" if len(inner) < 60 else "[\n  " + ",\n  ".join(_toml_value(v) for v in value) + ",\n]"

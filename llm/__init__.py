@@ -7,6 +7,9 @@ from llm.model import (
     ChatModel,
     ChatResult,
     JsonSchema,
+    ToolCall,
+    ToolChatModel,
+    ToolChatResult,
     check_allow_model_requests,
 )
 from llm.openai_model import OpenAIChatModel
@@ -33,6 +36,9 @@ __all__ = [
     "RetryWithFeedback",
     "StructuredOutcome",
     "StructuredOutputFailed",
+    "ToolCall",
+    "ToolChatModel",
+    "ToolChatResult",
     "ask_structured",
     "check_allow_model_requests",
     "extract_json_text",

@@ -79,6 +79,26 @@ class ChatResult:
     """Wall time of the request in milliseconds."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class ToolCall:
+    """One function call the model asked for."""
+
+    id: str
+    """The provider's call id; the tool message answering it carries the same id."""
+    name: str
+    """The tool's name."""
+    arguments: str
+    """The arguments as the model wrote them (JSON text, possibly invalid)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolChatResult(ChatResult):
+    """A completed request that offered tools: text, tool calls, or both."""
+
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The calls the model asked for, in order; empty when it answered in text."""
+
+
 class ChatModel(Protocol):
     """Anything that can answer a list of chat messages with text."""
 
@@ -96,5 +116,23 @@ class ChatModel(Protocol):
         """Answer `messages`; with `json_schema`, ask for one JSON object matching it.
 
         Raises `LLMUnavailable` when the provider gives no usable answer.
+        """
+        ...
+
+
+class ToolChatModel(ChatModel, Protocol):
+    """A `ChatModel` that also speaks OpenAI tool calling (the chat side's agent loop)."""
+
+    async def complete_tools(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        temperature: float | None = None,
+    ) -> ToolChatResult:
+        """Answer ``messages`` (which may hold assistant ``tool_calls`` and ``tool`` messages),
+        offering ``tools`` (OpenAI ``{"type": "function", "function": {...}}`` objects).
+
+        Raises `LLMUnavailable` when the provider gives neither text nor a tool call.
         """
         ...

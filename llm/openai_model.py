@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import openai
 
 from llm import model as _model
 from llm.errors import LLMError, LLMUnavailable
-from llm.model import ChatMessage, ChatResult, JsonSchema, redact_url
+from llm.model import ChatMessage, ChatResult, JsonSchema, ToolCall, ToolChatResult, redact_url
 
 if TYPE_CHECKING:
     import httpx2
@@ -135,6 +135,51 @@ class OpenAIChatModel:
             # Retryable, not fed back to the model: an empty answer (a refusal, a content
             # filter, a base model with nothing to say) carries nothing to correct, and asking
             # again often works. The result rides along so its tokens are still counted.
+            finish_reason = choice.finish_reason if choice else "no choices"
+            raise LLMUnavailable(
+                f"{self.name}: empty answer (finish_reason={finish_reason!r})", result=result
+            )
+        return result
+
+    async def complete_tools(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] = (),
+        temperature: float | None = None,
+    ) -> ToolChatResult:
+        """One chat-completions request offering ``tools``; see `ToolChatModel.complete_tools`."""
+        _model.check_allow_model_requests(self.base_url)
+        started = time.perf_counter()
+        try:
+            completion = await self._client.chat.completions.create(
+                model=self.model,
+                messages=cast("list[ChatCompletionMessageParam]", list(messages)),
+                tools=cast("Any", list(tools)) if tools else openai.omit,
+                temperature=self.temperature if temperature is None else temperature,
+            )
+        except openai.APITimeoutError as exc:
+            raise LLMUnavailable(f"{self.name}: timed out after {self.timeout_seconds:g} s") from exc
+        except openai.APIConnectionError as exc:
+            raise LLMUnavailable(f"{self.name}: connection failed ({exc.__cause__ or exc})") from exc
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc, None) from exc
+        usage = completion.usage
+        choice = completion.choices[0] if completion.choices else None
+        calls = tuple(
+            ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
+            for c in ((choice.message.tool_calls or []) if choice else [])
+            if getattr(c, "function", None) is not None
+        )
+        result = ToolChatResult(
+            text=(choice.message.content if choice else None) or "",
+            model=completion.model or self.model,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            tool_calls=calls,
+        )
+        if not result.text.strip() and not calls:
             finish_reason = choice.finish_reason if choice else "no choices"
             raise LLMUnavailable(
                 f"{self.name}: empty answer (finish_reason={finish_reason!r})", result=result

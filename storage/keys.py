@@ -66,3 +66,27 @@ class Keys:
     def llm_usage(self) -> str:
         """HASH: tokens and calls per world day (``YYYY-MM-DD:tokens``), for the daily budget."""
         return f"{self.prefix}:llm:usage"
+
+    # -- the chat side (message/) -------------------------------------------------------------
+
+    def chat_context(self, character_id: str, session_id: str) -> str:
+        """LIST: the session's model context, oldest first: user, assistant (with tool calls) and
+        tool messages as JSON; compaction trims it from the left into `chat_summary`."""
+        return f"{self.prefix}:chat:{character_id}:{session_id}:context"
+
+    def chat_summary(self, character_id: str, session_id: str) -> str:
+        """STRING: the session's rolling summary of compacted older context."""
+        return f"{self.prefix}:chat:{character_id}:{session_id}:summary"
+
+    def chat_recent(self, character_id: str, session_id: str) -> str:
+        """LIST (capped): the session's latest normalised messages (JSON), hers included."""
+        return f"{self.prefix}:chat:{character_id}:{session_id}:recent"
+
+    def chat_window(self, character_id: str, session_id: str) -> str:
+        """LIST: messages of the open conversation window, archived as a conversation episode
+        when it closes (message count or silence)."""
+        return f"{self.prefix}:chat:{character_id}:{session_id}:window"
+
+    def chat_sessions(self, character_id: str) -> str:
+        """SET: the session ids she has context for (``group:<id>`` / ``private:<id>``)."""
+        return f"{self.prefix}:chat:{character_id}:sessions"

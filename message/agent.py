@@ -1,0 +1,277 @@
+"""The agent loop (Vicky's design in Python): modes, tools with an optional immediate reply,
+a run-time tool registry, an authorizer deciding every call, a step limit and a wrap-up answer.
+
+The loop knows nothing of QQ: it gets the messages, a `ToolContext` and an async ``emit`` for
+what users should see, and returns the context items the turn produced.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from llm import ToolChatModel, ToolChatResult
+
+log = logging.getLogger(__name__)
+
+TOOL_RESULT_MAX_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How the model reaches users. Subclass or build one for a custom mode."""
+
+    name: str
+    tools_enabled: bool
+    """Send the tools and the tool guide."""
+    emit_text: bool
+    """Plain assistant text is shown to users."""
+    instructions: str
+    """Put under ``# 输出规则`` in the system prompt."""
+
+
+SILENT = Mode(
+    "SILENT", tools_enabled=True, emit_text=False,
+    instructions="你直接写出的文字不会被任何人看到。想对用户说话，只能调用带回复的工具（reply）；不需要回应就什么都不输出。",
+)
+VERBOSE = Mode(
+    "VERBOSE", tools_enabled=True, emit_text=True,
+    instructions="你写出的文字会直接发到聊天里。可以直接回答，也可以先调用工具查询再回答；工具也可能自己发消息。",
+)
+CHAT = Mode("CHAT", tools_enabled=False, emit_text=True, instructions="你写出的文字会直接发到聊天里。这次没有工具可用，直接聊天。")
+MODES = {m.name: m for m in (SILENT, VERBOSE, CHAT)}
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    to_agent: str
+    """Becomes the tool message the model reads."""
+    user_reply: str | None = None
+    """Sent to the user at once."""
+    end_turn: bool = False
+    """Finish the turn after this batch of calls, without another completion."""
+
+
+@dataclass
+class ToolContext:
+    user_id: int
+    session_id: str
+    scene: str
+    group_id: int | None
+    is_admin: bool
+    service: Any = None
+    """The `ChatService` running the turn (tools reach memory, world and OneBot through it)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+ToolRun = Callable[[ToolContext, dict[str, Any]], Any]
+"""``run(ctx, args)`` returns (or awaits to) a `ToolResult` or a plain text for the model."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    run: ToolRun
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    """JSON schema of the arguments."""
+    admin_only: bool = False
+    """Only admins may call it (the authorizer enforces this; the prompt only mentions it)."""
+
+    def spec(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "description": self.description,
+                                                 "parameters": self.parameters}}
+
+
+def tool(
+    name: str, description: str, *, admin_only: bool = False, **properties: dict[str, Any],
+) -> Callable[[ToolRun], Tool]:
+    """Declare a tool from a function: ``@tool("x", "...", query={"type": "string"})``.
+    Every keyword is a parameter; parameters without ``"default"`` are required."""
+    required = [k for k, v in properties.items() if "default" not in v]
+    schema = {"type": "object", "properties": {k: {kk: vv for kk, vv in v.items() if kk != "default"}
+                                                for k, v in properties.items()},
+              "required": required}
+
+    def wrap(fn: ToolRun) -> Tool:
+        return Tool(name=name, description=description, run=fn, parameters=schema, admin_only=admin_only)
+
+    return wrap
+
+
+class ToolRegistry:
+    """Tools by name; changes show up on the next turn (its `version` changes)."""
+
+    def __init__(self, tools: Sequence[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self.version = 0
+        for t in tools:
+            self.register(t)
+
+    def register(self, t: Tool) -> None:
+        self._tools[t.name] = t
+        self.version += 1
+
+    def unregister(self, name: str) -> bool:
+        found = self._tools.pop(name, None) is not None
+        self.version += found
+        return found
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def snapshot(self) -> list[Tool]:
+        return list(self._tools.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+
+class Authorizer(Protocol):
+    def allow(self, user_id: int, t: Tool) -> bool: ...
+
+
+@dataclass
+class AdminAuthorizer:
+    """Admin-only tools for the admin list; the rest for everyone. Identity comes from the
+    platform event, never from text."""
+
+    admins: frozenset[int]
+    admin_tools: frozenset[str] = frozenset()
+    """Extra tool names treated as admin-only."""
+
+    def allow(self, user_id: int, t: Tool) -> bool:
+        if t.admin_only or t.name in self.admin_tools:
+            return user_id in self.admins
+        return True
+
+
+Emit = Callable[[str, str], Awaitable[None]]
+"""``emit(kind, text)``: kind 'reply' (the model's answer), 'tool_reply', 'debug' or 'think'."""
+
+
+@dataclass
+class TurnResult:
+    items: list[dict[str, Any]] = field(default_factory=list)
+    """Context items this turn produced (assistant, tool), to persist."""
+    answer: str = ""
+    """The final assistant text (shown or not, depending on the mode)."""
+    replies: list[str] = field(default_factory=list)
+    """Everything sent to users, in order."""
+    steps: int = 0
+    wrapped_up: bool = False
+    tool_calls: list[str] = field(default_factory=list)
+
+
+WRAP_UP = ("已经到了这一轮的步数上限，不能再调用工具。请根据已经查到的内容直接回复对方；"
+           "如果有没做完的事，就自然地说还没弄好。用对方的语言，简短。")
+
+AnswerCheck = Callable[[str], Awaitable[str | None]]
+"""Returns feedback for the model when the answer must be revised (e.g. an invented activity)."""
+
+
+class Agent:
+    def __init__(
+        self, model: ToolChatModel, registry: ToolRegistry, authorizer: Authorizer, *,
+        mode: Mode = VERBOSE, max_steps: int = 6, temperature: float | None = None,
+    ) -> None:
+        self.model = model
+        self.registry = registry
+        self.authorizer = authorizer
+        self.mode = mode
+        self.max_steps = max_steps
+        self.temperature = temperature
+
+    async def run(
+        self, messages: list[dict[str, Any]], ctx: ToolContext, emit: Emit, *,
+        check: AnswerCheck | None = None,
+    ) -> TurnResult:
+        """Run one turn over ``messages`` (system + context, ending with the user's message)."""
+        result = TurnResult()
+        tools = [t.spec() for t in self.registry.snapshot()] if self.mode.tools_enabled else []
+        convo = list(messages)
+        checked = False
+        for step in range(1, self.max_steps + 1):
+            result.steps = step
+            await emit("debug", f"step {step}/{self.max_steps}: completion with {len(convo)} messages")
+            answer = await self.model.complete_tools(convo, tools=tools, temperature=self.temperature)
+            if not answer.tool_calls:
+                text = answer.text.strip()
+                if check is not None and not checked and text:
+                    checked = True
+                    feedback = await check(text)
+                    if feedback:
+                        await emit("debug", f"answer revised: {feedback}")
+                        convo += [{"role": "assistant", "content": text}, {"role": "system", "content": feedback}]
+                        continue
+                return await self._finish(result, text, emit)
+            item = self._assistant_item(answer)
+            convo.append(item)
+            result.items.append(item)
+            if answer.text.strip():
+                await emit("think", answer.text.strip())
+            end_turn = False
+            for call in answer.tool_calls:
+                result.tool_calls.append(call.name)
+                await emit("think", f"Use Tool: {call.name}")
+                out = await self._invoke(ctx, call.name, call.arguments)
+                tool_item = {"role": "tool", "tool_call_id": call.id, "content": out.to_agent[:TOOL_RESULT_MAX_CHARS],
+                             "name": call.name}
+                convo.append(tool_item)
+                result.items.append(tool_item)
+                if out.user_reply and out.user_reply.strip():
+                    result.replies.append(out.user_reply)
+                    await emit("tool_reply", out.user_reply)
+                end_turn = end_turn or out.end_turn
+            if end_turn:
+                await emit("debug", "a tool ended the turn")
+                return result
+        # Out of steps: one more answer, without tools, shown even in SILENT mode.
+        await emit("debug", "reached max steps, wrapping up")
+        result.wrapped_up = True
+        convo.append({"role": "system", "content": WRAP_UP})
+        answer = await self.model.complete_tools(convo, tools=[], temperature=self.temperature)
+        return await self._finish(result, answer.text.strip(), emit, force_emit=True)
+
+    async def _finish(self, result: TurnResult, text: str, emit: Emit, *, force_emit: bool = False) -> TurnResult:
+        result.answer = text
+        if text:
+            result.items.append({"role": "assistant", "content": text})
+            if self.mode.emit_text or force_emit:
+                result.replies.append(text)
+                await emit("reply", text)
+        return result
+
+    @staticmethod
+    def _assistant_item(answer: ToolChatResult) -> dict[str, Any]:
+        return {"role": "assistant", "content": answer.text or "", "tool_calls": [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in answer.tool_calls
+        ]}
+
+    async def _invoke(self, ctx: ToolContext, name: str, arguments: str) -> ToolResult:
+        t = self.registry.get(name)
+        if t is None:
+            return ToolResult(f"Error: tool '{name}' not found.")
+        if not self.authorizer.allow(ctx.user_id, t):
+            log.info("tool %s denied for user %s", name, ctx.user_id)
+            return ToolResult(f"Error: permission denied for user '{ctx.user_id}' on tool '{name}'. "
+                              "只有管理员能用这个工具；不要再尝试，也不要假装已经做了。")
+        try:
+            args = json.loads(arguments or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be a JSON object")
+        except ValueError as exc:
+            return ToolResult(f"Error: invalid arguments for '{name}': {exc}")
+        try:
+            out = t.run(ctx, args)
+            if inspect.isawaitable(out):
+                out = await out
+        except Exception as exc:  # the model may retry or explain; users never see the trace
+            log.warning("tool %s failed: %s", name, exc, exc_info=True)
+            return ToolResult(f"Error executing '{name}': {type(exc).__name__}: {exc}")
+        return out if isinstance(out, ToolResult) else ToolResult(str(out))

@@ -1,0 +1,182 @@
+"""Built-in tools: her life (episodes, state, plans, diary, memory, people), the conversation,
+files in one folder, and OneBot group management. Every tool reaches the world through
+``ctx.service`` (a `ChatService`); admin-only ones say so and the authorizer enforces it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from memory.semantic import render_memories
+from message.agent import Tool, ToolContext, ToolResult, tool
+
+_INT = {"type": "integer"}
+_STR = {"type": "string"}
+
+
+def _fmt_time(service: Any, when: Any) -> str:
+    return f"{when.astimezone(service.tz):%H:%M}"
+
+
+# -- her life ---------------------------------------------------------------------------------
+
+
+@tool("today_events", "查今天（从零点到现在）你做过的事的记录，可按小时范围过滤。问到你今天做了什么时必须先用它。",
+      start_hour={**_INT, "description": "开始小时 0-23", "default": 0},
+      end_hour={**_INT, "description": "结束小时 1-24", "default": 24})
+async def today_events(ctx: ToolContext, args: dict[str, Any]) -> str:
+    s = ctx.service
+    if s.memory is None:
+        return "（生活记录暂时查不到）"
+    found = await s.memory.today_events(s.now(), start_hour=int(args.get("start_hour", 0)),
+                                        end_hour=int(args.get("end_hour", 24)))
+    if not found:
+        return "今天这个时间段没有记录。"
+    return "\n".join(f"- {_fmt_time(s, e.time)} {e.summary}" for e in found)
+
+
+@tool("current_state", "查你现在的状态：在哪、在做什么、是否在睡觉、身体和心情的大致感觉、天气。")
+async def current_state(ctx: ToolContext, args: dict[str, Any]) -> str:
+    return await ctx.service.situation_text()
+
+
+@tool("my_plans", "查你的计划（长期计划和接下来的短期计划）。")
+async def my_plans(ctx: ToolContext, args: dict[str, Any]) -> str:
+    char = await ctx.service.character_state()
+    if char is None:
+        return "（计划暂时查不到）"
+    return "\n".join(char.plans.lines()) or "现在没有计划。"
+
+
+@tool("diary_search", "查你的日记：给 query 按内容找，或给 days_ago 查最近几天的日记。",
+      query={**_STR, "default": ""}, days_ago={**_INT, "default": 3})
+async def diary_search(ctx: ToolContext, args: dict[str, Any]) -> str:
+    s = ctx.service
+    if s.memory is None:
+        return "（日记暂时查不到）"
+    now = s.now()
+    if args.get("query"):
+        found = await s.memory.diary_search(query=str(args["query"]), now=now, limit=3)
+        return render_memories(found, s.tz) or "没找到相关的日记。"  # type: ignore[arg-type]
+    start = now.date() - timedelta(days=max(1, min(30, int(args.get("days_ago", 3)))))
+    diaries = await s.memory.diary_search(now=now, start=start, end=now.date(), limit=5)
+    return "\n\n".join(f"{d.date}：{d.text}" for d in diaries) or "这几天没有日记。"  # type: ignore[union-attr]
+
+
+@tool("memory_search", "在你的回忆里按内容查找（经历、聊过的事、别人让你记住的事）。", query=_STR)
+async def memory_search(ctx: ToolContext, args: dict[str, Any]) -> str:
+    s = ctx.service
+    if s.memory is None:
+        return "（回忆暂时查不到）"
+    found = await s.memory.memory_search(str(args["query"]), now=s.now(), user_id=str(ctx.user_id),
+                                         group_id=str(ctx.group_id or ""))
+    return render_memories(found, s.tz) or "没有相关的回忆。"
+
+
+@tool("memory_store", "记住对方明确让你记住的一件事（一句话）。", content=_STR)
+async def memory_store(ctx: ToolContext, args: dict[str, Any]) -> str:
+    s = ctx.service
+    content = str(args.get("content", "")).strip()[:200]
+    if not content:
+        return "Error: content 是空的。"
+    if s.memory is None:
+        return "（现在记不住）"
+    await s.memory.memory_store(content, user_id=str(ctx.user_id), now=s.now())
+    return "已记住。"
+
+
+@tool("memory_distill", "立刻整理最近的聊天记忆（管理员）。", admin_only=True)
+async def memory_distill(ctx: ToolContext, args: dict[str, Any]) -> str:
+    s = ctx.service
+    if s.memory is None:
+        return "（记忆系统没开）"
+    return str(await s.memory.distiller.run(s.now()))
+
+
+@tool("person_profile", "查你对某个人的印象档案；不给 user_id 就是正在说话的人。", user_id={**_INT, "default": 0})
+async def person_profile(ctx: ToolContext, args: dict[str, Any]) -> str:
+    s = ctx.service
+    uid = int(args.get("user_id") or ctx.user_id)
+    if s.memory is None:
+        return "（档案暂时查不到）"
+    profile = await s.memory.person_profile("qq", str(uid))
+    return profile.render() if profile else "对这个人还没有印象档案。"
+
+
+# -- the conversation -------------------------------------------------------------------------
+
+
+@tool("recent_group_messages", "看这个聊天里最近的消息（包括没@你的）。", limit={**_INT, "default": 15})
+async def recent_group_messages(ctx: ToolContext, args: dict[str, Any]) -> str:
+    s = ctx.service
+    entries = await s.sessions.recent(ctx.session_id, max(1, min(50, int(args.get("limit", 15)))))
+    return "\n".join(s.render_entry(e) for e in entries) or "没有消息。"
+
+
+@tool("group_member_info", "查群成员的信息（群名片、昵称、头衔）。", user_id=_INT)
+async def group_member_info(ctx: ToolContext, args: dict[str, Any]) -> str:
+    s = ctx.service
+    if ctx.group_id is None or s.api is None:
+        return "Error: 只能在群里用。"
+    info = await s.api("get_group_member_info", group_id=ctx.group_id, user_id=int(args["user_id"]))
+    keep = ("user_id", "nickname", "card", "title", "role", "level")
+    return ", ".join(f"{k}={info.get(k)}" for k in keep if isinstance(info, dict) and k in info) or "查不到。"
+
+
+@tool("clear_context", "清空这个聊天的对话上下文（管理员）。", admin_only=True)
+async def clear_context(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    await ctx.service.sessions.clear(ctx.session_id)
+    return ToolResult("已清空。", user_reply="（上下文已清空）", end_turn=True)
+
+
+@tool("mute_member", "禁言群成员若干分钟，0 为解除（管理员）。", admin_only=True,
+      user_id=_INT, minutes={**_INT, "default": 10})
+async def mute_member(ctx: ToolContext, args: dict[str, Any]) -> str:
+    s = ctx.service
+    if ctx.group_id is None or s.api is None:
+        return "Error: 只能在群里用。"
+    minutes = max(0, min(60 * 24, int(args.get("minutes", 10))))
+    await s.api("set_group_ban", group_id=ctx.group_id, user_id=int(args["user_id"]), duration=minutes * 60)
+    return f"已禁言 {minutes} 分钟。" if minutes else "已解除禁言。"
+
+
+# -- files, confined to one folder --------------------------------------------------------------
+
+
+def _inside(folder: Path, name: str) -> Path:
+    root = folder.resolve()
+    path = (root / name).resolve()
+    if path != root and root not in path.parents:
+        raise PermissionError(f"{name!r} is outside the files folder")
+    return path
+
+
+@tool("file_list", "列出文件夹里的文件（管理员）。", admin_only=True, path={**_STR, "default": "."})
+async def file_list(ctx: ToolContext, args: dict[str, Any]) -> str:
+    folder = _inside(ctx.service.cfg.file_folder, str(args.get("path", ".")))
+    return "\n".join(sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())) or "（空）"
+
+
+@tool("file_read", "读文件夹里的一个文本文件（管理员）。", admin_only=True, path=_STR)
+async def file_read(ctx: ToolContext, args: dict[str, Any]) -> str:
+    path = _inside(ctx.service.cfg.file_folder, str(args["path"]))
+    return path.read_text(encoding="utf-8", errors="replace")[:4000]
+
+
+@tool("file_write", "把文本写进文件夹里的一个文件（管理员）。", admin_only=True, path=_STR, content=_STR)
+async def file_write(ctx: ToolContext, args: dict[str, Any]) -> str:
+    path = _inside(ctx.service.cfg.file_folder, str(args["path"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(str(args["content"])[:100_000], encoding="utf-8")
+    return f"已写入 {path.name}。"
+
+
+LIFE_TOOLS = (today_events, current_state, my_plans, diary_search, memory_search, person_profile)
+MEMORY_TOOLS = (memory_store, memory_distill)
+GROUP_TOOLS = (recent_group_messages, group_member_info, clear_context, mute_member)
+FILE_TOOLS = (file_list, file_read, file_write)
+
+
+def builtin_tools(*, files: bool) -> list[Tool]:
+    return [*LIFE_TOOLS, *MEMORY_TOOLS, *GROUP_TOOLS, *(FILE_TOOLS if files else ())]
