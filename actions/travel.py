@@ -1,7 +1,8 @@
 """Getting around 羽浦町: one movement each way along every link of the town map.
 
 Generated from ``world/town.py``'s links, so a new link brings its two movements with it. Costs
-come from the link; she sets out only if the destination will be open when she arrives.
+come from the link. She may walk past closed shops (the commercial district's streets connect
+the station to home); a closed place simply offers none of its own actions when she arrives.
 """
 
 from world.action import Action, Condition, always, between, school_day, travel

@@ -136,7 +136,33 @@ async def test_an_invalid_scripted_choice_falls_back_to_utility_and_never_runs(
     assert her.running.action_id != "sleep" and not her.asleep
     [request] = script.requests
     assert her.running.action_id in {a.id for a in request.candidates}
-    assert kit.stats.not_candidate_executed == 0
+    assert kit.stats.non_candidate_refused == 0
+
+
+class RoguePolicy:
+    """A policy that skips validation and returns an action that was not offered."""
+
+    name = "rogue"
+
+    async def decide(self, request):
+        from world.loader import load_actions
+        from world.policy import Decision
+
+        sleep = load_actions().actions["sleep"]
+        assert sleep not in request.candidates
+        return Decision(action=sleep, reason="偏要睡", decided_by=self.name)
+
+
+async def test_a_policy_that_returns_a_non_candidate_is_refused_and_counted(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    kit = await make_engine(redis, sqlite_history, policy=RoguePolicy(), fallback=None, start="2026-09-01 10:00")
+
+    await kit.engine.run(max_steps=1)
+
+    her = await kit.character()
+    assert her is not None and her.running is None and not her.asleep
+    assert kit.stats.non_candidate_refused == 1
 
 
 async def test_without_a_fallback_an_invalid_choice_is_an_error(redis: aioredis.Redis) -> None:

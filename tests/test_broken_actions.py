@@ -137,12 +137,6 @@ async def test_with_the_real_catalogue_a_broken_precondition_does_not_stop_her_d
     assert kit.stats.no_candidates == 0
 
 
-@pytest.mark.xfail(
-    reason="BUG: world/behavior.py BehaviorLoop._start calls action.run(ctx) unguarded; ActionCrashed is "
-           "never raised, so an executor that raises propagates out of Engine.run instead of being skipped",
-    raises=RuntimeError,
-    strict=True,
-)
 async def test_an_action_whose_executor_raises_is_skipped_for_that_decision_and_reported_once(
     redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

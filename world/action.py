@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -315,22 +315,6 @@ class Action:
     @property
     def asks_duration(self) -> bool:
         return callable(self.duration) and hasattr(self.duration, "tiers")
-
-
-def open_on_arrival(place_id: str, minutes: int) -> Condition:
-    """The destination will be open when she gets there (judged from its opening hours)."""
-
-    def test(c: ActionContext) -> bool:
-        place = c.town.places[place_id]
-        arrival = c.now + timedelta(minutes=minutes)
-        return place.hours is None or in_window(arrival, *place.hours)
-
-    def why(c: ActionContext) -> str:
-        place = c.town.places[place_id]
-        assert place.hours is not None
-        return f"到{place.name}时已经关门了（营业时间 {place.hours[0]}–{place.hours[1]}）"
-
-    return Condition(test, why)
 
 
 def travel(

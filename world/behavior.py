@@ -56,8 +56,8 @@ class LoopStats:
     fallbacks: int = 0
     invalid_decisions: int = 0
     no_candidates: int = 0
-    not_candidate_executed: int = 0
-    """Must stay 0: a chosen action whose precondition was false at execution."""
+    non_candidate_refused: int = 0
+    """Decisions naming an action that was not offered (a policy bypassing validation); refused."""
     broken_actions: dict[str, str] = field(default_factory=dict)
     """Actions whose own code raised, and where (precondition, executor, completion)."""
     stale_starts: int = 0
@@ -305,6 +305,12 @@ class BehaviorLoop:
         decision = await self._choose(request)
         t1 = self._perf()
         self.stats.decisions += 1
+        if decision.action not in candidates:
+            # A policy that bypassed validation: never run a non-candidate (counted for the report).
+            self.stats.non_candidate_refused += 1
+            log.error("%s: policy %s chose %r, which was not a candidate; refused", self.character_id,
+                      decision.decided_by, decision.action.id)
+            return now + NO_CANDIDATE_RETRY
         started = await self._start(now, decision)
         engine_ms += (self._perf() - t1) * 1000
         self.stats.decision_overhead_ms.append(engine_ms)
@@ -358,10 +364,13 @@ class BehaviorLoop:
                 stale.append(why_not)
                 return Commit(), None
             before = character.stats()
-            summary = (action.run(ctx) if action.run else None) or ""
+            try:
+                summary = (action.run(ctx) if action.run else None) or ""
+                minutes = action.minutes(ctx)
+            except Exception as exc:  # the action's own bug: nothing is written, she re-decides
+                raise ActionCrashed(action.id) from exc
             eid = episode_id(self.character_id, now, action.id)
             plan_docs = self._apply_plans(character, decision, now, eid)
-            minutes = action.minutes(ctx)
             ends = now + timedelta(minutes=minutes)
             character.done_today = [*character.done_today, action.id]
             character.running = RunningAction(

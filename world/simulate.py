@@ -223,8 +223,10 @@ def life_checks(timeline: list[dict[str, Any]], per_day: dict[str, dict[str, Any
         "school_every_school_day": check(not missed_school, f"school days with under 4 h of class: {[d.isoformat() for d in missed_school] or 'none'}"),
         "candidates_every_decision": check(stats.no_candidates == 0, f"{stats.decisions} decisions, {stats.no_candidates} without a candidate"),
         "no_action_without_precondition": check(
-            stats.not_candidate_executed == 0,
-            f"every start re-checked its precondition on fresh state; {stats.stale_starts} start(s) refused because the state had changed, {stats.not_candidate_executed} executed while false",
+            stats.non_candidate_refused == 0,
+            f"every executor ran only after its precondition was re-checked on the fresh state in the same "
+            f"transaction: {stats.stale_starts} start(s) refused because the state had changed; "
+            f"{stats.non_candidate_refused} decision(s) for an action that was not offered (refused, must be 0)",
         ),
         "distinct_actions_per_30_days": check(min_distinct >= 25 or days < 30, f"fewest distinct actions in any 30-day window: {min_distinct}"),
     }
