@@ -161,6 +161,74 @@ class MemoryConfig(_Section):
         return value
 
 
+class ProactiveGroup(_Section):
+    label: str = ""
+    """A name for the group that the model reads (e.g. '读书会'); empty: '群 <group id>'."""
+    enabled: bool = True
+    """Post here at all. An admin's on/off command overrides this at run time (kept in Redis)."""
+    daily_cap: int = Field(3, ge=0, le=50)
+    """Posts per local day at most, forced ones included."""
+    min_interval_minutes: int = Field(120, ge=0)
+    """Minutes between two of her posts in this group at least."""
+    quiet_hours: str = "23:00-08:00"
+    """Local time window 'HH:MM-HH:MM' with no posts (may wrap midnight); '' for none."""
+    reply_window_minutes: int = Field(60, ge=1)
+    """A post that no human answers within this many minutes counts as ignored."""
+    backoff_factor: float = Field(2.0, ge=1)
+    """After each ignored post in a row the minimum interval is multiplied by this."""
+    max_backoff_hours: float = Field(72.0, gt=0)
+    """The backed-off interval never exceeds this (nor falls below min_interval_minutes)."""
+    active_window_minutes: int = Field(10, ge=1)
+    """Human messages this recent make the group's conversation active."""
+    active_messages: int = Field(3, ge=1)
+    """This many human messages within active_window_minutes: a conversation she does not cut into.
+    Fewer recent messages: the model judges whether her news fits the topic."""
+    recent_messages: int = Field(8, ge=0, le=50)
+    """Recent messages of the group the model reads before writing."""
+
+    @field_validator("quiet_hours")
+    @classmethod
+    def _window(cls, value: str) -> str:
+        if value == "":
+            return value
+        start, sep, end = value.partition("-")
+        if not (sep and _is_hhmm(start) and _is_hhmm(end)):
+            raise ValueError(f"{value!r} is not 'HH:MM-HH:MM'; write e.g. '23:00-08:00', or '' for none")
+        return value
+
+
+class ProactiveConfig(_Section):
+    enabled: bool = True
+    """Share her life in the groups below when the QQ bot runs."""
+    character_id: str | None = None
+    """Whose life is shared; empty: the first of [world].characters."""
+    groups: dict[str, ProactiveGroup] = Field(default_factory=dict)
+    """Target groups by group id, each judged separately, e.g. ``[proactive.groups.123456] daily_cap = 2``."""
+    max_event_age_minutes: int = Field(120, ge=1)
+    """An event older than this when handled (e.g. after downtime) is skipped as stale, not posted."""
+    max_message_chars: int = Field(200, ge=10, le=2000)
+    """Longest post the model may write."""
+    recall_limit: int = Field(5, ge=0, le=20)
+    """Related memories recalled per post, so she does not repeat what the group already heard."""
+
+    @field_validator("groups")
+    @classmethod
+    def _group_ids(cls, value: dict[str, ProactiveGroup]) -> dict[str, ProactiveGroup]:
+        for key in value:
+            if not (key.isdigit() and int(key) > 0):
+                raise ValueError(f"{key!r} is not a QQ group number; write e.g. [proactive.groups.123456]")
+        return value
+
+    def group(self, group_id: int) -> ProactiveGroup | None:
+        """The configured settings of ``group_id``, or None."""
+        return self.groups.get(str(group_id))
+
+
+def _is_hhmm(value: str) -> bool:
+    hour, sep, minute = value.partition(":")
+    return bool(sep and hour.isdigit() and minute.isdigit() and int(hour) < 24 and int(minute) < 60)
+
+
 DEFAULT_EVOLUTIONS = (
     "world.evolutions:advance_calendar",
     "world.evolutions:update_weather",
@@ -284,6 +352,7 @@ class YuijuConfig(_Section):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     world: WorldConfig = Field(default_factory=WorldConfig)
     web: WebConfig = Field(default_factory=WebConfig)
+    proactive: ProactiveConfig = Field(default_factory=ProactiveConfig)
     onebot: OnebotConfig = Field(default_factory=OnebotConfig)
     chat: ChatConfig = Field(default_factory=ChatConfig)
 

@@ -67,6 +67,20 @@ class Keys:
         """HASH: tokens and calls per world day (``YYYY-MM-DD:tokens``), for the daily budget."""
         return f"{self.prefix}:llm:usage"
 
+    def proactive_switches(self, character_id: str) -> str:
+        """HASH: group id -> '1' / '0', an admin's on/off for her proactive posts there (wins over config)."""
+        return f"{self.prefix}:proactive:{character_id}:switches"
+
+    def proactive_unreachable(self, character_id: str) -> str:
+        """HASH: group id -> JSON {reason, at}: groups a post could not be sent to (reported once,
+        then skipped until a human speaks there again or an admin switches the group on)."""
+        return f"{self.prefix}:proactive:{character_id}:unreachable"
+
+    def proactive_latest(self, character_id: str) -> str:
+        """STRING: JSON {event_id, fields} of her latest shareable ``action_completed`` event, for
+        the admin's preview and force commands."""
+        return f"{self.prefix}:proactive:{character_id}:latest"
+
     # -- the chat side (message/) -------------------------------------------------------------
 
     def chat_context(self, character_id: str, session_id: str) -> str:
