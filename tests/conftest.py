@@ -230,3 +230,24 @@ async def sqlite_history(tmp_path: Path) -> AsyncIterator[HistoryStore]:
 
 
 # == end world ================================================================================
+
+
+# == message: nonebot initialised before collection, with the OneBot v11 adapter and the plugin ==
+# The plugin must be imported by nonebot's loader before any test module imports `message`
+# (nonebot refuses a module imported earlier), so this runs in pytest_configure; nonebug's own
+# session fixture then finds nonebot initialised.
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import nonebot
+    from nonebot.adapters.onebot.v11 import Adapter as OneBotV11Adapter
+    from nonebug import NONEBOT_INIT_KWARGS
+
+    kwargs = {"driver": "~fastapi", "nickname": ["悠酱"], "command_start": ["/"]}
+    config.stash[NONEBOT_INIT_KWARGS] = kwargs
+    nonebot.init(**kwargs)
+    nonebot.get_driver().register_adapter(OneBotV11Adapter)
+    nonebot.load_plugin("message")
+
+
+# == end message =================================================================================

@@ -1,0 +1,87 @@
+"""Thin nonebot matchers: an OneBot v11 message event → `normalize` → `ChatService.handle`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from nonebot import get_bots, get_driver, get_plugin_config, on_message
+from nonebot.adapters.onebot.v11 import Bot, MessageEvent
+
+from message.channel import send_text
+from message.config import Config
+from message.entry import normalize
+from message.runtime import RUNTIME
+
+log = logging.getLogger(__name__)
+plugin_config = get_plugin_config(Config)
+driver = get_driver()
+
+
+def current_bot() -> Any:
+    return next(iter(get_bots().values()), None)
+
+
+async def _outlet(scene: str, target: int, text: str) -> int | None:
+    return await send_text(current_bot(), scene, target, text)
+
+
+async def _api(action: str, **params: Any) -> Any:
+    bot = current_bot()
+    if bot is None:
+        raise RuntimeError("no OneBot connection")
+    return await bot.call_api(action, **params)
+
+
+@driver.on_startup
+async def _start() -> None:
+    if RUNTIME.service is None and RUNTIME.factory is not None:
+        RUNTIME.service = await RUNTIME.factory()
+    if RUNTIME.service is not None:
+        RUNTIME.service.outlet = RUNTIME.service.outlet or _outlet
+        RUNTIME.service.api = RUNTIME.service.api or _api
+
+
+@driver.on_shutdown
+async def _stop() -> None:
+    for closer in reversed(RUNTIME.on_stop):
+        try:
+            await closer()
+        except Exception as exc:
+            log.warning("shutdown step failed: %s", exc)
+    RUNTIME.on_stop.clear()
+
+
+def event_payload(event: MessageEvent) -> dict[str, Any]:
+    """The event as plain OneBot v11 JSON, with the quoted message the adapter resolved."""
+    payload: dict[str, Any] = {
+        "message_type": event.message_type, "message_id": event.message_id, "user_id": event.user_id,
+        "group_id": getattr(event, "group_id", None), "time": event.time,
+        "sender": {"nickname": event.sender.nickname, "card": getattr(event.sender, "card", None)},
+        "message": [{"type": seg.type, "data": dict(seg.data)} for seg in event.original_message],
+    }
+    if event.reply is not None:
+        payload["reply"] = {"message_id": event.reply.message_id, "sender_id": event.reply.sender.user_id,
+                            "sender_name": event.reply.sender.card or event.reply.sender.nickname,
+                            "text": event.reply.message.extract_plain_text()}
+    return payload
+
+
+chat = on_message(priority=50, block=False)
+
+
+@chat.handle()
+async def _(bot: Bot, event: MessageEvent) -> None:
+    service = RUNTIME.service
+    if service is None or not plugin_config.yuiju_chat_enabled:
+        return
+    try:
+        self_id = int(bot.self_id)
+    except ValueError:
+        self_id = None
+    service.self_id = self_id
+    entry = normalize(event_payload(event), self_id=self_id, tz=service.tz, bot_name=service.card.name,
+                      max_chars=service.cfg.max_input_chars)
+    if entry is None:
+        return
+    await service.handle(entry)

@@ -1,0 +1,55 @@
+"""nonebug: the matcher hands a normalised OneBot event to the chat service and sends its reply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nonebot.adapters.onebot.v11 import Adapter, Bot, GroupMessageEvent, Message, MessageSegment
+from nonebot.adapters.onebot.v11.event import Sender
+from nonebug import App
+
+from message.runtime import RUNTIME
+from tests.test_message_service import BOT, GROUP, make_kit
+
+
+def group_event(message: Message, *, user: int = 5, to_me: bool = False, mid: int = 1) -> GroupMessageEvent:
+    return GroupMessageEvent(
+        time=1_788_000_000, self_id=BOT, post_type="message", sub_type="normal", user_id=user,
+        message_type="group", message_id=mid, message=message, original_message=message, raw_message=str(message),
+        font=0, sender=Sender(user_id=user, nickname="小明", card=""), to_me=to_me, group_id=GROUP,
+    )
+
+
+async def test_an_at_mention_is_answered_with_one_send_msg(app: App, redis: Any) -> None:
+    import message.matchers as matchers
+
+    kit = await make_kit(redis)
+    kit.service.outlet = None  # the real outlet: send_msg through the bot
+    RUNTIME.service = kit.service
+    original = matchers.current_bot
+    try:
+        async with app.test_matcher(matchers.chat) as ctx:
+            adapter = nonebot_adapter()
+            bot = ctx.create_bot(base=Bot, adapter=adapter, self_id=str(BOT))
+            matchers.current_bot = lambda: bot
+            kit.service.outlet = matchers._outlet
+            event = group_event(MessageSegment.at(BOT) + MessageSegment.text(" 在吗"), to_me=True)
+            ctx.receive_event(bot, event)
+            ctx.should_call_api("send_msg", {"message_type": "group", "group_id": GROUP,
+                                             "message": Message(MessageSegment.text("嗯嗯，我在"))},
+                                {"message_id": 77})
+        async with app.test_matcher(matchers.chat) as ctx:
+            bot = ctx.create_bot(base=Bot, adapter=nonebot_adapter(), self_id=str(BOT))
+            matchers.current_bot = lambda: bot
+            ctx.receive_event(bot, group_event(Message("大家好"), mid=2))  # recorded, not answered
+        recent = await kit.service.sessions.recent(f"group:{GROUP}", 10)
+        assert [e.text for e in recent] == ["@悠酱 在吗", "嗯嗯，我在", "大家好"]
+    finally:
+        matchers.current_bot = original
+        RUNTIME.service = None
+
+
+def nonebot_adapter() -> Adapter:
+    import nonebot
+
+    return nonebot.get_adapter(Adapter)
