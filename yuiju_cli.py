@@ -333,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     msub.add_parser("distill", help="distil raw chat memories into facts now")
     msub.add_parser("reindex", help="index changed knowledge files now")
 
+    sub.add_parser("bot", help="run the QQ bot (OneBot v11 reverse WebSocket, [onebot] and [chat])")
     init = sub.add_parser("init", help="write a commented default config file")
     init.add_argument("--force", action="store_true")
     return parser
@@ -360,6 +361,11 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(_run(cfg, args))
         if args.cmd == "simulate":
             return asyncio.run(_simulate(cfg, args))
+        if args.cmd == "bot":
+            from message.bot import run_bot
+
+            run_bot(cfg)
+            return 0
         if args.cmd == "memory":
             return asyncio.run(_memory(cfg, args))
     except (ConfigurationError, CardError, StorageError) as exc:
