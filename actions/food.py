@@ -11,6 +11,7 @@ from world.action import (
     between,
     choose_minutes,
     decision_ctx,
+    not_done_today,
     random_event,
 )
 from world.clock import in_window, is_school_day, minutes_until
@@ -88,9 +89,9 @@ eat_at_diner = Action(
 drink_coffee = Action(
     id="drink_coffee",
     name="在咖啡店喝咖啡",
-    description=f"在薄暮咖啡点一杯咖啡，坐着慢慢喝。菜单：{_menu(CAFE)}。[心情+2~5][体力+5][耗时30分钟]",
+    description=f"在薄暮咖啡点一杯咖啡，坐着慢慢喝（一天一杯）。菜单：{_menu(CAFE)}。[心情+2~5][体力+5][耗时30分钟]",
     at="cafe",
-    when=at_least("money", min(i.price or 0 for i in CAFE.values())),
+    when=at_least("money", min(i.price or 0 for i in CAFE.values())) & not_done_today("drink_coffee"),
     params=CafeOrder,
     run=_pay_for(CAFE),
     complete=_consume(CAFE, "在薄暮咖啡喝了"),

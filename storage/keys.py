@@ -24,10 +24,6 @@ class Keys:
         """STRING: a `CharacterState` JSON, including her running action."""
         return f"{self.prefix}:char:{character_id}:state"
 
-    def plans(self, character_id: str) -> str:
-        """STRING: her plans JSON (long-term and ordered short-term plans)."""
-        return f"{self.prefix}:char:{character_id}:plans"
-
     def lease(self, character_id: str) -> str:
         """STRING with PX expiry: the token of the engine that drives this character now."""
         return f"{self.prefix}:char:{character_id}:lease"

@@ -123,8 +123,8 @@ def score(action: Action, ctx: ActionContext, want: dict[str, float], fancy: set
     if action.id in fancy:
         base += 0.45
     if "leisure" in tags:
-        if action.id not in ctx.character.done_today:
-            base += 0.1
+        times = ctx.character.done_today.count(action.id)
+        base += 0.1 if times == 0 else -0.25 * times  # variety within a day
         if ctx.character.stamina < 30:
             base -= 0.5  # too tired for outings
     if action.utility is not None:
