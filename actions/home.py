@@ -74,11 +74,11 @@ wake_up = Action(
 sleep_more = Action(
     id="sleep_more",
     name="再睡一会",
-    description="关掉闹钟再睡一会儿。[心情+1][耗时10分钟]",
+    description="关掉闹钟再睡一会儿。[心情+1][耗时需要给出：10/20/30分钟]",
     at="home",
     while_asleep=True,
     complete=lambda ctx: f"又睡了一会儿，心情+{ctx.character.recover_mood(1):.0f}",
-    duration=10,
+    duration=choose_minutes(10, 20, 30, default=10),
     tags=frozenset({"sleep_more"}),
     share=False,
 )

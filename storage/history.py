@@ -18,7 +18,7 @@ fields hold scalars only.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -112,6 +112,10 @@ class HistoryStore(Protocol):
 
     async def put(self, collection: str, doc: Mapping[str, Any]) -> None:
         """Insert or replace the whole document with ``doc["_id"]`` (a ``str``)."""
+        ...
+
+    async def put_many(self, collection: str, docs: Sequence[Mapping[str, Any]]) -> None:
+        """`put` for several documents, in order, as one batch (one transaction in SQLite)."""
         ...
 
     async def insert_new(self, collection: str, doc: Mapping[str, Any]) -> bool:

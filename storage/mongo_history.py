@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -94,6 +94,17 @@ class MongoHistory:
         norm = normalize_doc(self._specs[collection], doc)
         with self._guard():
             await self._db[collection].replace_one({"_id": norm["_id"]}, norm, upsert=True)
+
+    async def put_many(self, collection: str, docs: Sequence[Mapping[str, Any]]) -> None:
+        spec = self._specs[collection]
+        norms = [normalize_doc(spec, d) for d in docs]
+        if not norms:
+            return
+        # One replace per document, in order. (bulk_write would save round trips, but mongomock
+        # rejects the ReplaceOne that pymongo 4.20 builds; production batches are small.)
+        with self._guard():
+            for n in norms:
+                await self._db[collection].replace_one({"_id": n["_id"]}, n, upsert=True)
 
     async def insert_new(self, collection: str, doc: Mapping[str, Any]) -> bool:
         norm = normalize_doc(self._specs[collection], doc)

@@ -14,7 +14,7 @@ import contextlib
 import functools
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -123,6 +123,20 @@ class SqliteHistory:
         norm = normalize_doc(spec, doc)
         with self._guard():
             self._db.execute(_upsert_sql(spec), (norm["_id"], *_columns(spec, norm), _encode(norm)))
+
+    async def put_many(self, collection: str, docs: Sequence[Mapping[str, Any]]) -> None:
+        spec = self._specs[collection]
+        rows = [(n["_id"], *_columns(spec, n), _encode(n)) for n in (normalize_doc(spec, d) for d in docs)]
+        if not rows:
+            return
+        with self._guard():
+            self._db.execute("BEGIN IMMEDIATE")  # one transaction (and one fsync) for the batch
+            try:
+                self._db.executemany(_upsert_sql(spec), rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     async def insert_new(self, collection: str, doc: Mapping[str, Any]) -> bool:
         spec = self._specs[collection]

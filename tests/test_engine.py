@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -50,6 +50,10 @@ class FlakyHistory:
             self.fail_after -= 1
         self.puts.append(doc["_id"])
         await self.inner.put(collection, doc)
+
+    async def put_many(self, collection: str, docs: Sequence[Mapping[str, Any]]) -> None:
+        for doc in docs:  # one by one, so a failure can land mid-batch
+            await self.put(collection, doc)
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ from tests.conftest import make_ctx, make_engine
 from world.action import NEGATIVE_EVENTS, POSITIVE_EVENTS, random_event
 from world.clock import is_school_day
 from world.loader import load_actions
+from world.policies.scripted import ScriptedPolicy
+from world.policy import DecisionRequest
 from world.simulate import simulate
 from world.state import Weather
 from yuiju_config import load_config
@@ -157,8 +159,16 @@ def test_a_random_event_never_pushes_mood_out_of_bounds(mood: float) -> None:
 async def test_random_events_appear_in_completed_episodes_notes(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:
-    kit = await make_engine(redis, sqlite_history, start="2026-09-05 06:00", seed=5)  # a weekend: outings
-    await kit.engine.run(until=datetime.fromisoformat("2026-09-12T06:00:00+08:00"))
+    def walker(request: DecisionRequest) -> str:
+        """Walk in the park whenever she can (walks roll a random event 20% of the time)."""
+        names = [a.name for a in request.candidates]
+        for wanted in ("在公园散步", "从家去南风公园", "起床", "从南风公园回家", "睡觉"):
+            if wanted in names:
+                return wanted
+        return names[0]
+
+    kit = await make_engine(redis, sqlite_history, policy=ScriptedPolicy(walker), start="2026-09-05 06:00", seed=5)
+    await kit.engine.run(until=datetime.fromisoformat("2026-09-07T06:00:00+08:00"))
     await kit.engine.flush_outbox(force=True)
 
     completed = await sqlite_history.find("episodes", eq={"type": "behavior", "status": "completed"})

@@ -17,6 +17,7 @@ same character; a second engine says so and waits.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 import uuid
@@ -216,8 +217,9 @@ class Engine:
             if not batch:
                 return written
             try:
-                for entry in batch:
-                    await self.history.put(entry["collection"], entry["doc"])
+                # consecutive entries of one collection go as one batch; order is kept
+                for collection, group in itertools.groupby(batch, key=lambda e: e["collection"]):
+                    await self.history.put_many(collection, [e["doc"] for e in group])
             except Exception as exc:
                 self.outbox_failures += 1
                 log.warning("history store unavailable (%s); %d episode(s) stay queued in Redis and will be retried",

@@ -1,9 +1,10 @@
 """Reading and writing world and character state in Redis, atomically.
 
-Every write goes through `StateStore.transact`: WATCH the keys, read and validate them, let a
-pure function compute the change, then MULTI/EXEC the new values together with the events
-(stream), the episode outbox and the consumed commands. If anyone wrote a watched key in
-between, the function runs again on fresh values (arq's ``enqueue_job`` pattern). So a state
+Every write goes through `StateStore.transact`: read and validate the keys, let a pure function
+compute the change, then commit the new values together with the events (stream), the episode
+outbox and the consumed commands in one compare-and-set Lua script, which Redis runs atomically:
+if anyone wrote a key we read in between, nothing is written and the function runs again on fresh
+values (optimistic concurrency, like arq's WATCH/MULTI ``enqueue_job``, in one round trip). So a state
 change, its running-action record, its episode and its events land together or not at all.
 """
 
@@ -18,7 +19,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from redis.asyncio import Redis
-from redis.exceptions import WatchError
 
 from storage.keys import Keys
 from world.errors import CorruptState, LeaseLost
@@ -117,10 +117,41 @@ return 0
 """
 
 
+# Compare-and-set commit. ARGV[1] is JSON {checks: [[key_index, expected_value|null]], head:
+# {key, items}|null (the commands taken must still be the head of the queue), ops: [[CMD,
+# key_index, args...]]}. Returns 1 when written, 0 on a conflict (nothing written).
+_CAS = """
+local p = cjson.decode(ARGV[1])
+for _, c in ipairs(p.checks) do
+  local cur = redis.call('GET', KEYS[c[1]])
+  if c[2] == cjson.null then
+    if cur then return 0 end
+  elseif cur ~= c[2] then
+    return 0
+  end
+end
+if p.head ~= cjson.null then
+  local n = #p.head.items
+  local cur = redis.call('LRANGE', KEYS[p.head.key], 0, n - 1)
+  if #cur ~= n then return 0 end
+  for i = 1, n do
+    if cur[i] ~= p.head.items[i] then return 0 end
+  end
+end
+for _, op in ipairs(p.ops) do
+  local args = {op[1], KEYS[op[2]]}
+  for i = 3, #op do args[#args + 1] = op[i] end
+  redis.call(unpack(args))
+end
+return 1
+"""
+
+
 class StateStore:
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
+        self._cas = redis.register_script(_CAS)
         self.outbox_writes = 0
         """Commits that queued episodes; lets the engine skip flushing when nothing was queued."""
 
@@ -160,67 +191,87 @@ class StateStore:
         keys = self.keys
         state_keys = [keys.world, *(keys.character(c) for c in characters)]
         lease_key = keys.lease(lease[0]) if lease is not None else None
-        watched = [*state_keys, *([keys.commands] if take_commands else []), *([lease_key] if lease_key else [])]
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for _ in range(MAX_CONFLICT_RETRIES):
+        read_keys = [*state_keys, *([lease_key] if lease_key else [])]
+        for _ in range(MAX_CONFLICT_RETRIES):
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.mget(read_keys)
+                if take_commands:
+                    pipe.lrange(keys.commands, 0, 99)
+                replies = await pipe.execute()
+            raw = replies[0]
+            commands = replies[1] if take_commands else []
+            if lease is not None and raw[-1] != lease[1]:
+                raise LeaseLost(f"this engine no longer holds the lease on {lease[0]!r}")
+            parsed: dict[str, CharacterState | None] = {}
+            corrupt: list[CorruptState] = []
+            for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True):
                 try:
-                    await pipe.watch(*watched)
-                    raw = await pipe.mget([*state_keys, *([lease_key] if lease_key else [])])
-                    if lease is not None and raw[-1] != lease[1]:
-                        raise LeaseLost(f"this engine no longer holds the lease on {lease[0]!r}")
-                    commands = await pipe.lrange(keys.commands, 0, 99) if take_commands else []
-                    parsed: dict[str, CharacterState | None] = {}
-                    corrupt: list[CorruptState] = []
-                    for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True):
-                        try:
-                            parsed[c] = parse_model(CharacterState, keys.character(c), r)
-                        except CorruptState as exc:
-                            if not skip_corrupt_characters:
-                                raise
-                            parsed[c] = None  # left out of the commit: nobody overwrites it
-                            corrupt.append(exc)
-                    snapshot = Snapshot(
-                        world=parse_model(WorldState, keys.world, raw[0]),
-                        characters=parsed,
-                        commands=list(commands),
-                        corrupt=corrupt,
-                    )
-                    commit, result = fn(snapshot)
-                    if commit.is_empty:
-                        await pipe.unwatch()
-                        return result
-                    pipe.multi()
-                    self._queue_writes(pipe, commit, now)
-                    await pipe.execute()
-                    if commit.outbox:
-                        self.outbox_writes += 1
-                    return result
-                except WatchError:
-                    continue
-            raise RuntimeError(f"state kept changing under {watched}; gave up after retries")
+                    parsed[c] = parse_model(CharacterState, keys.character(c), r)
+                except CorruptState as exc:
+                    if not skip_corrupt_characters:
+                        raise
+                    parsed[c] = None  # left out of the commit: nobody overwrites it
+                    corrupt.append(exc)
+            snapshot = Snapshot(
+                world=parse_model(WorldState, keys.world, raw[0]),
+                characters=parsed,
+                commands=list(commands),
+                corrupt=corrupt,
+            )
+            commit, result = fn(snapshot)
+            if commit.is_empty:
+                return result
+            expected = list(zip(read_keys, raw, strict=True))
+            taken = commands[: commit.commands_taken]
+            if await self._commit(expected, taken, commit, now):
+                if commit.outbox:
+                    self.outbox_writes += 1
+                return result
+        raise RuntimeError(f"state kept changing under {read_keys}; gave up after retries")
 
-    def _queue_writes(self, pipe: Any, commit: Commit, now: datetime | None) -> None:
+    async def _commit(
+        self, expected: list[tuple[str, str | None]], taken: list[str], commit: Commit, now: datetime | None
+    ) -> bool:
+        """Compare-and-set in one Lua script: write everything only if nothing we read changed.
+
+        Redis runs a script atomically, so this is WATCH/MULTI/EXEC in one round trip instead of
+        three or four. Returns False on a conflict (the caller re-reads and recomputes).
+        """
         keys = self.keys
+        key_list: list[str] = []
+        index: dict[str, int] = {}
+
+        def k(key: str) -> int:
+            if key not in index:
+                index[key] = len(key_list) + 1  # Lua's KEYS is 1-based
+                key_list.append(key)
+            return index[key]
+
+        checks = [[k(key), value] for key, value in expected]
+        head = {"key": k(keys.commands), "items": taken} if taken else None
+        ops: list[list[Any]] = []
         if commit.world is not None:
-            pipe.set(keys.world, commit.world.model_dump_json())
+            ops.append(["SET", k(keys.world), commit.world.model_dump_json()])
         for cid, state in commit.characters.items():
-            pipe.set(keys.character(cid), state.model_dump_json())
+            ops.append(["SET", k(keys.character(cid)), state.model_dump_json()])
         if commit.commands_taken:
-            pipe.ltrim(keys.commands, commit.commands_taken, -1)
+            ops.append(["LTRIM", k(keys.commands), str(commit.commands_taken), "-1"])
         for rejected in commit.rejected:
-            pipe.lpush(keys.rejected_commands, json.dumps(rejected, ensure_ascii=False, default=str))
+            ops.append(["LPUSH", k(keys.rejected_commands), json.dumps(rejected, ensure_ascii=False, default=str)])
         if commit.rejected:
-            pipe.ltrim(keys.rejected_commands, 0, REJECTED_KEEP - 1)
+            ops.append(["LTRIM", k(keys.rejected_commands), "0", str(REJECTED_KEEP - 1)])
         for doc in commit.outbox:
-            pipe.rpush(keys.episode_outbox, dumps_doc(doc))
+            ops.append(["RPUSH", k(keys.episode_outbox), dumps_doc(doc)])
         for event in commit.events:
-            fields = {
-                "type": event.type,
-                "character_id": event.character_id or "",
-                "time": (now.isoformat() if now else ""),
-                "data": json.dumps(event.data, ensure_ascii=False, default=str),
-            }
-            pipe.xadd(keys.events, fields, maxlen=STREAM_MAXLEN, approximate=True)
+            ops.append([
+                "XADD", k(keys.events), "MAXLEN", "~", str(STREAM_MAXLEN), "*",
+                "type", event.type,
+                "character_id", event.character_id or "",
+                "time", now.isoformat() if now else "",
+                "data", json.dumps(event.data, ensure_ascii=False, default=str),
+            ])
+        payload = json.dumps({"checks": checks, "head": head, "ops": ops}, ensure_ascii=False)
+        return bool(await self._cas(keys=key_list, args=[payload]))
 
     # -- leases (one engine drives a character at a time) ---------------------------------------
 

@@ -232,7 +232,11 @@ class UtilityPolicy:
         duration = None
         if best.asks_duration:
             tiers = best.duration.tiers  # type: ignore[union-attr]
-            duration = rng.choice(tiers[: max(1, len(tiers) - 1)] if best_value < 1 else tiers)
+            if "sleep_more" in best.tags:  # sleep on until she means to get up
+                left = (wake_target(ctx.now, self.seed) - ctx.now).total_seconds() / 60
+                duration = max((t for t in tiers if t <= max(left, tiers[0])), default=tiers[0])
+            else:
+                duration = rng.choice(tiers[: max(1, len(tiers) - 1)] if best_value < 1 else tiers)
         needs = [t for t in best.tags if t in want and t != "move"]
         top = max(needs, key=lambda k: want[k]) if needs else ("出门" if best.moves_to else "发呆")
         params = best.offline_params(ctx) if best.offline_params else ({} if best.params else None)
