@@ -33,6 +33,7 @@ GROUP = "memory"
 CONSUMER = "memory-1"
 """A fixed name: after a restart the same consumer re-reads its own pending entries."""
 SLEEP_ACTIONS = frozenset({"sleep"})
+DRAIN_POLL_SECONDS = 0.2
 
 IMPORTANCE_BY_ACTION: dict[str, float] = {"sleep": 0.1, "idle": 0.1, "wake_up": 0.1}
 DEFAULT_IMPORTANCE = 0.4
@@ -42,6 +43,7 @@ class MemoryWorker:
     def __init__(
         self, redis: Any, stream: str, services: dict[str, MemoryService], *, clock: Any,
         block_ms: int = 1000, batch: int = 50, max_backoff: float = 60.0,
+        outbox: str | None = None, drain_seconds: float = 10.0,
     ) -> None:
         self.redis = redis
         self.stream = stream
@@ -50,6 +52,9 @@ class MemoryWorker:
         self.block_ms = block_ms
         self.batch = batch
         self.max_backoff = max_backoff
+        self.outbox = outbox
+        """The engine's episode outbox key: the diary waits until the day's episodes are written."""
+        self.drain_seconds = drain_seconds
         self.handled = 0
         self.failures = 0
 
@@ -89,7 +94,24 @@ class MemoryWorker:
         if kind == "action_completed":
             await index_episode(service, data, when)
         elif data.get("action") in SLEEP_ACTIONS and (day := diary_date(when.astimezone(self.clock.tz))) is not None:
+            await self._wait_for_outbox()
             await service.diary.write_day(service.character_id, day, when)
+
+    async def _wait_for_outbox(self) -> None:
+        """Give the engine a moment to write the day's last episodes to history (its outbox).
+
+        The sleep event is published in the same Redis transaction that queues the episodes, so
+        without this the diary could be written from history a few milliseconds too early.
+        """
+        if self.outbox is None:
+            return
+        for _ in range(max(1, int(self.drain_seconds / DRAIN_POLL_SECONDS))):  # polling another process's list
+            if not await self.redis.llen(self.outbox):
+                return
+            await asyncio.sleep(DRAIN_POLL_SECONDS)
+        if await self.redis.llen(self.outbox):
+            log.warning("diary: episodes still queued after %.0f s (history store slow or down); "
+                        "writing from what history has", self.drain_seconds)
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.ensure_group()
@@ -163,7 +185,8 @@ async def run_memory_worker(
 
             schedule_distillation(scheduler, distil, at=cfg.memory.distill_at, tz=cfg.app.tz, job_id=f"memory-distill-{cid}")
         scheduler.start()
-        worker = MemoryWorker(redis, Keys(cfg.redis.prefix).events, services, clock=clock)
+        keys = Keys(cfg.redis.prefix)
+        worker = MemoryWorker(redis, keys.events, services, clock=clock, outbox=keys.episode_outbox)
         log.info("memory worker: %s, embedder %s", semantic.store.name, semantic.embedder.name)
         await worker.run(stop_event)
     finally:

@@ -223,3 +223,15 @@ async def test_episodes_can_be_searched_by_keyword(history: HistoryStore, semant
                                                      "time": NOW - timedelta(hours=5 - n), "summary": text}))
     found = await m.episodes.search("yuiju", "公园", NOW - timedelta(days=1), NOW)
     assert [e.id for e in found] == ["k2", "k0"]
+
+
+async def test_the_diary_waits_for_the_engines_outbox_to_drain(redis) -> None:
+    from memory.indexer import MemoryWorker
+
+    await redis.rpush("t:outbox", "{}")
+    worker = MemoryWorker(redis, "t:events", {}, clock=None, outbox="t:outbox", drain_seconds=1.0)
+    waiter = asyncio.create_task(worker._wait_for_outbox())
+    await asyncio.sleep(0.3)
+    assert not waiter.done()  # still waiting while an episode is queued
+    await redis.delete("t:outbox")
+    await asyncio.wait_for(waiter, 1.0)
