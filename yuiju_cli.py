@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import logging
 import signal
@@ -188,47 +189,145 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, runtime.engine.stop)
     panel_task = None
-    if sys.stdout.isatty() and not args.no_panel:
 
-        async def panel() -> None:
-            while True:
-                try:
-                    world = await runtime.store.load_world()
-                    chars = {cid: await runtime.store.load_character(cid) for cid in runtime.cards}
-                    text = render_panel(world, chars, clock.now(), HAURA)
-                except Exception as exc:  # the panel must never take the daemon down
-                    text = f"(panel: {exc})"
-                sys.stdout.write("\x1b[H\x1b[J" + text + "\n\n" + (page_line + "\n" if page_line else "") + "(Ctrl-C 停止)\n")
-                sys.stdout.flush()
-                await asyncio.sleep(1)
+    async def panel() -> None:
+        while True:
+            try:
+                world = await runtime.store.load_world()
+                chars = {cid: await runtime.store.load_character(cid) for cid in runtime.cards}
+                text = render_panel(world, chars, clock.now(), HAURA)
+            except Exception as exc:  # the panel must never take the daemon down
+                text = f"(panel: {exc})"
+            sys.stdout.write("\x1b[H\x1b[J" + text + "\n\n" + (page_line + "\n" if page_line else "") + "(Ctrl-C 停止)\n")
+            sys.stdout.flush()
+            await asyncio.sleep(1)
 
-        panel_task = asyncio.create_task(panel())
-    memory_stop, memory_task = asyncio.Event(), None
-    if cfg.memory.enabled:  # episodes into Qdrant, the diary at bedtime, nightly distillation
-        from memory.indexer import run_memory_worker
-
-        memory_task = asyncio.create_task(run_memory_worker(
-            cfg, runtime.redis.client, runtime.history, clock=clock, stop_event=memory_stop,
-            chat_model=runtime.llm_policy.model if runtime.llm_policy else None,
-        ))
-        memory_task.add_done_callback(
-            lambda t: t.cancelled() or t.exception() is None
-            or log.error("memory worker stopped (the world carries on): %s", t.exception())
-        )
+    memory_stop, memory_task, semantic, bot = asyncio.Event(), None, None, None
     try:
+        if cfg.memory.enabled:  # one vector store for this process: the embedded one opens once
+            from memory.service import open_semantic
+            from memory.vectors import VectorStoreError
+
+            try:
+                semantic = await open_semantic(cfg)
+            except VectorStoreError as exc:
+                log.error("memory is off for this run (the world carries on): %s", exc)
+        if semantic is not None:  # episodes into Qdrant, the diary at bedtime, nightly distillation
+            from memory.indexer import run_memory_worker
+
+            memory_task = asyncio.create_task(run_memory_worker(
+                cfg, runtime.redis.client, runtime.history, clock=clock, stop_event=memory_stop,
+                chat_model=runtime.llm_policy.model if runtime.llm_policy else None, semantic=semantic,
+            ))
+            memory_task.add_done_callback(
+                lambda t: t.cancelled() or t.exception() is None
+                or log.error("memory worker stopped (the world carries on): %s", t.exception())
+            )
+        if args.cmd == "run" and cfg.onebot.enabled:  # the QQ bot, on the same stores and memory
+            bot = await _start_bot(cfg, runtime, semantic, clock)
+            if isinstance(bot, str):
+                return _fail(bot)
+            bot_line = f"QQ 机器人 bot: NapCat/Lagrange connect to {bot.url}"
+            page_line = f"{page_line}\n{bot_line}" if page_line else bot_line
+            print(bot_line, flush=True)
+        if sys.stdout.isatty() and not args.no_panel:
+            panel_task = asyncio.create_task(panel())
         await runtime.engine.run()
     finally:
         if panel_task:
             panel_task.cancel()
             await asyncio.gather(panel_task, return_exceptions=True)
+        if bot is not None and not isinstance(bot, str):
+            await bot.stop()
         if memory_task is not None:
             memory_stop.set()
             await asyncio.gather(memory_task, return_exceptions=True)
+        if semantic is not None:
+            await semantic.store.close()
         if web_server is not None:
             await web_server.stop()
         await runtime.close()
         print("yuiju stopped; state is saved.", file=sys.stderr)
     return 0
+
+
+async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) -> Any:
+    """The QQ bot inside the daemon, sharing its Redis, history store, vector store and clock;
+    a `message.bot.BotServer`, or why it could not start."""
+    init_nonebot(cfg, log_to_stderr=True)  # stdout is the daemon's panel
+    from message.bot import serve_bot
+
+    memory = None
+    if semantic is not None:
+        from memory.service import build_memory
+
+        memory = await build_memory(cfg, runtime.history, semantic,
+                                    character_id=cfg.chat.character_id or cfg.world.characters[0])
+    try:
+        return await serve_bot(cfg, redis=runtime.redis.client, history=runtime.history, memory=memory,
+                               clock=clock)
+    except OSError as exc:
+        return (f"cannot serve the QQ bot on {cfg.onebot.host}:{cfg.onebot.port} ({exc}); set [onebot].port "
+                "(YUIJU_ONEBOT__PORT) to a free port, or [onebot].enabled = false")
+    except Exception as exc:
+        log.exception("QQ bot start-up failed")
+        return f"the QQ bot did not start: {exc}"
+
+
+# -- bot ------------------------------------------------------------------------------------------
+
+
+def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
+    """``nonebot.init`` with the [onebot] section, the OneBot v11 adapter and the `message` plugin.
+
+    Call it before anything imports the `message` package: nonebot's loader refuses a module that
+    was imported before it was loaded as a plugin."""
+    if log_to_stderr:
+        from nonebot.log import default_filter, logger, logger_id
+
+        with contextlib.suppress(ValueError):  # already moved
+            logger.remove(logger_id)
+            logger.add(sys.stderr, level=0, diagnose=False, filter=default_filter,
+                       format="{time:HH:mm:ss} {level: <7} nonebot: {message}")
+    import nonebot
+    from nonebot.adapters.onebot.v11 import Adapter
+
+    from characters import load_card
+
+    card = load_card(cfg.chat.character_id or cfg.world.characters[0])
+    token = cfg.onebot.access_token.get_secret_value() if cfg.onebot.access_token else None
+    kwargs: dict[str, Any] = {"driver": "~fastapi", "host": cfg.onebot.host, "port": cfg.onebot.port,
+                              "nickname": [card.name, *card.nicknames], "command_start": ["/"]}
+    if token:
+        kwargs["onebot_access_token"] = token
+    nonebot.init(**kwargs)
+    nonebot.get_driver().register_adapter(Adapter)
+    # nonebot's loader finds plugins on sys.path only, not through the editable install's finder
+    spec = importlib.util.find_spec("message")
+    if spec is not None and spec.submodule_search_locations:
+        root = str(Path(next(iter(spec.submodule_search_locations))).parent)
+        if root not in sys.path:
+            sys.path.append(root)
+    if nonebot.load_plugin("message") is None:
+        raise RuntimeError("the message plugin did not load (see the log above)")
+
+
+async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
+    """Why `yuiju bot` must not start, or None: its memory would be the embedded vector store, which
+    one process at a time can open — and a running `yuiju run`/`yuiju world` holds it."""
+    if not cfg.memory.enabled or cfg.qdrant.url:
+        return None
+    from memory.service import open_semantic
+    from memory.vectors import VectorStoreError
+
+    try:
+        semantic = await open_semantic(cfg)
+    except VectorStoreError as exc:
+        return (f"{exc}.\n`yuiju run` already serves the QQ bot when [onebot].enabled = true, sharing its "
+                "memory; run `yuiju bot` as a separate process only with [qdrant].url set to a Qdrant "
+                "server that both use (or with [memory].enabled = false)")
+    await semantic.store.close()
+    return None
 
 
 # -- memory -----------------------------------------------------------------------------------------
@@ -298,10 +397,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="TOML config file (default: ./yuiju.toml or $YUIJU_CONFIG)")
     sub = parser.add_subparsers(dest="cmd", required=True)
 
-    run = sub.add_parser("run", help="run the daemon with a live terminal panel")
+    run = sub.add_parser("run", help="run the daemon with a live terminal panel (and the QQ bot when [onebot].enabled)")
     run.add_argument("--speed", type=float, help="world clock speed-up for demos (default [world].speed)")
     run.add_argument("--no-panel", action="store_true", help="log lines only")
-    world = sub.add_parser("world", help="run the world engine only (same as run until the bot exists)")
+    world = sub.add_parser("world", help="run the daemon without the QQ bot (world, memory worker, page)")
     world.add_argument("--speed", type=float)
     world.add_argument("--no-panel", action="store_true")
 
@@ -333,7 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     msub.add_parser("distill", help="distil raw chat memories into facts now")
     msub.add_parser("reindex", help="index changed knowledge files now")
 
-    sub.add_parser("bot", help="run the QQ bot (OneBot v11 reverse WebSocket, [onebot] and [chat])")
+    sub.add_parser("bot", help="run only the QQ bot (OneBot v11 reverse WebSocket, [onebot] and [chat]); "
+                   "next to a running daemon it needs [qdrant].url")
     init = sub.add_parser("init", help="write a commented default config file")
     init.add_argument("--force", action="store_true")
     return parser
@@ -362,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "simulate":
             return asyncio.run(_simulate(cfg, args))
         if args.cmd == "bot":
+            if problem := asyncio.run(_embedded_memory_problem(cfg)):
+                return _fail(problem)
+            init_nonebot(cfg)
             from message.bot import run_bot
 
             run_bot(cfg)

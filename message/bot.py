@@ -5,6 +5,7 @@ NapCat/Lagrange connect to the reverse WebSocket ``ws://HOST:PORT/onebot/v11/ws`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -13,28 +14,28 @@ from message.runtime import RUNTIME
 log = logging.getLogger(__name__)
 
 
-def init_nonebot(cfg: Any) -> None:
-    """``nonebot.init`` with the [onebot] section, the OneBot v11 adapter and this plugin."""
+def require_nonebot() -> None:
+    """nonebot must be initialised, with the OneBot v11 adapter and this plugin loaded, before the
+    `message` package is first imported (nonebot's loader refuses a module imported earlier):
+    `yuiju_cli.init_nonebot` does that; tests do it in conftest."""
     import nonebot
-    from nonebot.adapters.onebot.v11 import Adapter
 
-    from characters import load_card
-
-    card = load_card(cfg.chat.character_id or cfg.world.characters[0])
-    token = cfg.onebot.access_token.get_secret_value() if cfg.onebot.access_token else None
-    kwargs: dict[str, Any] = {"driver": "~fastapi", "host": cfg.onebot.host, "port": cfg.onebot.port,
-                              "nickname": [card.name, *card.nicknames], "command_start": ["/"]}
-    if token:
-        kwargs["onebot_access_token"] = token
-    nonebot.init(**kwargs)
-    nonebot.get_driver().register_adapter(Adapter)
-    nonebot.load_plugin("message")
+    try:
+        nonebot.get_driver()
+    except ValueError:
+        raise RuntimeError("nonebot is not initialised: call yuiju_cli.init_nonebot(cfg) before "
+                           "importing the message package") from None
+    if nonebot.get_plugin("message") is None:
+        raise RuntimeError("the message plugin is not loaded: call yuiju_cli.init_nonebot(cfg) before "
+                           "importing the message package")
 
 
 async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, memory: Any = None,
-                        world: Any = None, model: Any = None) -> Any:
+                        world: Any = None, model: Any = None, clock: Any = None) -> Any:
     """The chat service from the config; pass already-open objects to share them (``yuiju run``),
-    otherwise stores, memory and model are opened here and closed at shutdown."""
+    otherwise stores, memory and model are opened here and closed at shutdown. With shared stores
+    the caller owns memory too: ``memory=None`` then means none (the embedded vector store is
+    opened once per process, by the caller)."""
     from characters import load_card
     from message.service import ChatService
     from storage.keys import Keys
@@ -45,25 +46,26 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
 
     cid = cfg.chat.character_id or cfg.world.characters[0]
     keys = Keys(cfg.redis.prefix)
+    shared = redis is not None
     if redis is None:
         handle, history = await open_stores(cfg)
         redis = handle.client
         RUNTIME.on_stop.append(handle.aclose)
         RUNTIME.on_stop.append(history.close)
-    if memory is None and cfg.memory.enabled:
+    if memory is None and cfg.memory.enabled and not shared:
         try:
             from memory.service import build_memory, open_semantic
 
             semantic = await open_semantic(cfg)
             memory = await build_memory(cfg, history, semantic, character_id=cid)
             RUNTIME.on_stop.append(semantic.store.close)
-        except Exception as exc:  # e.g. the embedded Qdrant is held by `yuiju run`
-            log.warning("chat runs without memory (%s); give [qdrant].url to share memory with the daemon", exc)
+        except Exception as exc:  # e.g. a Qdrant server that is down
+            log.warning("chat runs without memory (%s)", exc)
     if model is None and cfg.llm.configured:
         model = make_chat_model(cfg)
     names = [a.name for a in load_actions("actions", cfg.world.action_dirs)]
     service = ChatService(cfg=cfg.chat, card=load_card(cid), redis=redis, keys=keys,
-                          clock=RealClock(cfg.app.tz), model=model, history=history, memory=memory,
+                          clock=clock or RealClock(cfg.app.tz), model=model, history=history, memory=memory,
                           world=world or StateStore(redis, keys), activity_names=names)
     await service.ensure()
     await _start_proactive(cfg, service)
@@ -102,27 +104,67 @@ def run_bot(cfg: Any) -> None:
     """`yuiju bot`: the nonebot app in this process until interrupted."""
     import nonebot
 
-    init_nonebot(cfg)
+    require_nonebot()
     RUNTIME.factory = lambda: build_service(cfg)
     nonebot.run()
 
 
-async def serve_bot(cfg: Any, **shared: Any) -> Any:
+class BotServer:
+    """The nonebot ASGI app on uvicorn as a task in the daemon's loop: `url`, `stop`."""
+
+    def __init__(self, server: Any, task: Any, url: str) -> None:
+        self.server = server
+        self.task = task
+        self.url = url
+
+    async def stop(self) -> None:
+        """Close the WebSocket, run the shutdown hooks (proactive task), release the port."""
+        import asyncio
+
+        self.server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
     """Inside `yuiju run`: the nonebot ASGI app on uvicorn in the running loop, sharing the
-    daemon's open stores and memory. Returns the `uvicorn.Server` (``should_exit`` stops it)."""
+    daemon's open stores, memory and clock (``shared``: `build_service`'s keywords). Returns once
+    the chat service is built and the port listens; raises `OSError` when the port is taken and
+    `RuntimeError` when start-up failed (the log says why)."""
     import asyncio
+    import socket
 
     import nonebot
     import uvicorn
 
-    init_nonebot(cfg)
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Any:
+            yield  # the daemon owns SIGINT/SIGTERM (they stop the engine, which stops us)
+
+    require_nonebot()
 
     async def factory() -> Any:
         return await build_service(cfg, **shared)
 
     RUNTIME.factory = factory
-    server = uvicorn.Server(uvicorn.Config(nonebot.get_asgi(), host=cfg.onebot.host, port=cfg.onebot.port,
-                                           log_config=None, access_log=False))
-    task = asyncio.create_task(server.serve())
+    host, port = cfg.onebot.host, cfg.onebot.port
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    port = sock.getsockname()[1]
+    server = _Server(uvicorn.Config(nonebot.get_asgi(), log_config=None, access_log=False, lifespan="on",
+                                    timeout_graceful_shutdown=3, log_level="warning"))
+    task = asyncio.create_task(server.serve(sockets=[sock]), name="qq-bot")
+    while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no started event)
+        await asyncio.sleep(0.01)
+    if task.done():
+        task.result()  # raise what stopped it
+        raise RuntimeError("the QQ bot did not start (its start-up failed; see the log above)")
     RUNTIME.extras["server_task"] = task
-    return server
+    shown = f"[{host}]" if ":" in host else host
+    return BotServer(server, task, f"ws://{shown}:{port}/onebot/v11/ws")
