@@ -31,8 +31,8 @@ log = logging.getLogger(__name__)
 
 CHAT_MEMORIES = CollectionSpec(
     name="chat_memories",
-    fields=("character_id", "user_id", "distilled", "time"),
-    indexes=(("character_id", "distilled", "time"), ("character_id", "user_id", "time")),
+    fields=("character_id", "user_id", "distilled", "indexed", "time"),
+    indexes=(("character_id", "distilled", "time"), ("character_id", "user_id", "time"), ("character_id", "indexed", "time")),
 )
 FACTS = CollectionSpec(
     name="facts",
@@ -103,19 +103,37 @@ class ChatMemories:
     async def add(self, user_id: str, text: str, time: datetime, *, group_id: str = "", nickname: str = "") -> str:
         """Store what ``user_id`` said; idempotent for the same (user, time, text)."""
         doc_id = chat_memory_id(self.character_id, user_id, time, text)
-        await self.history.put(CHAT_MEMORIES.name, {
+        doc = {
             "_id": doc_id, "character_id": self.character_id, "user_id": user_id, "group_id": group_id,
             "nickname": nickname, "text": text, "time": time, "distilled": False, "indexed": False,
-        })
-        if self.semantic is not None:
-            try:
-                await self.semantic.remember([NewMemory(
-                    kind="chat", character_id=self.character_id, text=text, time=time, key=doc_id,
-                    user_id=user_id, group_id=group_id, importance=0.3,
-                )])
-            except Exception as exc:  # the raw memory is in history; the distiller re-indexes it
-                log.warning("chat memory %s stored but not indexed yet: %s", doc_id, exc)
+        }
+        await self.history.put(CHAT_MEMORIES.name, doc)
+        await self._index([doc])
         return doc_id
+
+    async def _index(self, docs: list[dict[str, Any]]) -> int:
+        """Put raw chat memories into semantic memory and mark them; a failure leaves them for
+        `index_pending` (the memory worker retries), so nothing said is lost to recall."""
+        if self.semantic is None or not docs:
+            return 0
+        try:
+            await self.semantic.remember([NewMemory(
+                kind="chat", character_id=self.character_id, text=d["text"], time=d["time"], key=d["_id"],
+                user_id=d["user_id"], group_id=d.get("group_id", ""), importance=0.3,
+            ) for d in docs])
+        except Exception as exc:
+            log.warning("%d chat memor(ies) stored but not indexed yet (will retry): %s", len(docs), exc)
+            return 0
+        for d in docs:
+            await self.history.put(CHAT_MEMORIES.name, {**d, "indexed": True})
+        return len(docs)
+
+    async def index_pending(self, limit: int = 200) -> int:
+        """Retry indexing chat memories whose indexing failed earlier (vector store or embedder down)."""
+        pending = await self.history.find(
+            CHAT_MEMORIES.name, eq={"character_id": self.character_id, "indexed": False}, sort="time", limit=limit
+        )
+        return await self._index(pending)
 
     async def facts(self, user_id: str) -> list[dict[str, Any]]:
         return await self.history.find(FACTS.name, eq={"character_id": self.character_id, "user_id": user_id}, sort="time")

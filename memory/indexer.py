@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +35,7 @@ CONSUMER = "memory-1"
 """A fixed name: after a restart the same consumer re-reads its own pending entries."""
 SLEEP_ACTIONS = frozenset({"sleep"})
 DRAIN_POLL_SECONDS = 0.2
+RETRY_INDEX_SECONDS = 60.0
 
 IMPORTANCE_BY_ACTION: dict[str, float] = {"sleep": 0.1, "idle": 0.1, "wake_up": 0.1}
 DEFAULT_IMPORTANCE = 0.4
@@ -97,6 +99,13 @@ class MemoryWorker:
             await self._wait_for_outbox()
             await service.diary.write_day(service.character_id, day, when)
 
+    async def retry_unindexed(self) -> int:
+        """Index chat memories whose indexing failed while the vector store or embedder was down."""
+        done = 0
+        for service in self.services.values():
+            done += await service.chat.index_pending()
+        return done
+
     async def _wait_for_outbox(self) -> None:
         """Give the engine a moment to write the day's last episodes to history (its outbox).
 
@@ -116,10 +125,14 @@ class MemoryWorker:
     async def run(self, stop: asyncio.Event) -> None:
         await self.ensure_group()
         pause = 1.0
+        last_retry = time.monotonic()
         while not stop.is_set():
             try:
                 await self.run_once()
                 pause = 1.0
+                if time.monotonic() - last_retry >= RETRY_INDEX_SECONDS:
+                    last_retry = time.monotonic()
+                    await self.retry_unindexed()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -223,3 +223,32 @@ async def test_open_vector_store_picks_edge_under_the_data_dir(tmp_path: Path) -
     s = await open_vector_store(url=None, api_key=None, collection="m", dim=64, data_dir=tmp_path)
     assert isinstance(s, EdgeVectorStore) and (tmp_path / "qdrant-edge" / "m").exists()
     await s.close()
+
+
+async def test_a_chat_memory_not_indexed_while_the_embedder_is_down_is_indexed_later(
+    store: VectorStore, sqlite_history
+) -> None:
+    from memory.distill import CHAT_MEMORIES, ChatMemories
+
+    class Flaky(HashingEmbedder):
+        down = True
+
+        async def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            if self.down:
+                raise ConnectionError("embedding endpoint down")
+            return await super().embed_documents(texts)
+
+    embedder = Flaky(64)
+    memory = SemanticMemory(store, embedder)
+    await sqlite_history.ensure(CHAT_MEMORIES)
+    chat = ChatMemories(sqlite_history, memory, "yuiju")
+
+    await chat.add("u1", "我下周要去海边", NOW)  # stored in history, not yet in the vector store
+    assert await memory.recall("海边", character_id="yuiju", now=NOW, user_id="u1") == []
+    assert await chat.index_pending() == 0  # still down: stays pending
+
+    embedder.down = False
+    assert await chat.index_pending() == 1
+    assert await chat.index_pending() == 0  # marked, not indexed twice
+    found = await memory.recall("海边", character_id="yuiju", now=NOW, user_id="u1")
+    assert [r.text for r in found] == ["我下周要去海边"]
