@@ -330,6 +330,8 @@ class ChatConfig(_Section):
     """A user's messages beyond this per minute are recorded but not answered."""
     group_replies_per_minute: int = Field(12, ge=1)
     """Replies per group and minute at most."""
+    group_messages_per_minute: int = Field(40, ge=1)
+    """A group with more incoming messages than this in a minute (anyone's, addressed to her or not) is flooded: everything is recorded, nothing answered until it calms down."""
     file_folder: Path | None = None
     """The one folder the file tools may read, list and write (admins only for write). Empty: no file tools."""
     debug_to_admins: bool = False

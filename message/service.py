@@ -112,6 +112,9 @@ class ChatService:
         self._failed: set[str] = set()
         self._user_times: dict[int, deque[float]] = defaultdict(deque)
         self._group_replies: dict[int, deque[float]] = defaultdict(deque)
+        self._group_messages: dict[int, deque[float]] = {}
+        self._flooded: set[int] = set()
+        self._monotonic: Callable[[], float] = time.monotonic
         self._background: set[asyncio.Task[Any]] = set()
         self._prompt_cache: tuple[tuple[Any, ...], str] | None = None
         self._ensured = False
@@ -203,6 +206,8 @@ class ChatService:
         cfg = self.cfg
         if entry.from_bot:
             return False, "her own message"
+        now = self._monotonic()
+        flooded = entry.group_id is not None and self._group_flooded(entry.group_id, now)
         if entry.scene == "private":
             if entry.user_id not in cfg.private_whitelist and not self.is_admin(entry.user_id):
                 return False, "private sender not whitelisted"
@@ -220,13 +225,14 @@ class ChatService:
                 return False, "asleep"
             if entry.scene == "group" and not entry.mentions_me:
                 return False, "asleep (only a direct @ wakes her)"
-        now = time.monotonic()
         times = self._user_times[entry.user_id]
         while times and now - times[0] > 60:
             times.popleft()
         times.append(now)
         if len(times) > cfg.user_messages_per_minute:
             return False, "user flood"
+        if flooded:
+            return False, "group flood"
         if entry.group_id is not None:
             replies = self._group_replies[entry.group_id]
             while replies and now - replies[0] > 60:
@@ -235,6 +241,23 @@ class ChatService:
                 return False, "group rate limit"
             replies.append(now)
         return True, "woken up" if asleep else "addressed"
+
+    def _group_flooded(self, group_id: int, now: float) -> bool:
+        """Count one incoming message of ``group_id``; True while more than
+        ``group_messages_per_minute`` arrived within the last minute (bounded memory per group)."""
+        limit = self.cfg.group_messages_per_minute
+        times = self._group_messages.get(group_id)
+        if times is None or times.maxlen != limit + 1:
+            times = self._group_messages[group_id] = deque(maxlen=limit + 1)
+        times.append(now)
+        flooded = len(times) > limit and now - times[0] <= 60
+        if flooded and group_id not in self._flooded:
+            log.info("group %s is flooded (over %d messages a minute): recording, not answering", group_id, limit)
+            self._flooded.add(group_id)
+        elif not flooded and group_id in self._flooded:
+            log.info("group %s calmed down: answering again", group_id)
+            self._flooded.discard(group_id)
+        return flooded
 
     # -- the entry point ------------------------------------------------------------------------
 

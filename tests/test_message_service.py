@@ -201,6 +201,22 @@ async def test_a_flood_from_one_user_is_rate_limited(redis: Any) -> None:
     assert outcomes[-1].reason == "user flood"
 
 
+async def test_a_flooded_group_is_recorded_but_not_answered_until_it_calms(redis: Any) -> None:
+    kit = await make_kit(redis, group_messages_per_minute=4, groups={str(GROUP): GroupPolicy(), "200": GroupPolicy()})
+    clock = [1000.0]
+    kit.service._monotonic = lambda: clock[0]
+    for user in range(10, 14):  # four people chatting among themselves: not a flood yet
+        assert (await kit.say("哈哈哈", user=user)).reason == "not addressed to her"
+    assert (await kit.say("+1", user=14)).reason == "not addressed to her"  # the fifth in a minute
+    out = await kit.say("悠酱你看", user=15, at=True)
+    assert not out.answered and out.reason == "group flood"
+    assert (await kit.say("悠酱在吗", group=200, user=15)).answered  # another group is not affected
+    clock[0] += 61  # a quiet minute later
+    assert (await kit.say("悠酱你看", user=15, at=True)).answered
+    recent = await kit.service.sessions.recent(f"group:{GROUP}", 20)
+    assert [e.text for e in recent if not e.from_bot].count("@悠酱悠酱你看") == 2  # the flooded one is recorded
+
+
 # -- no stale replies ------------------------------------------------------------------------------
 
 
