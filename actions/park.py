@@ -14,20 +14,24 @@ from world.action import (
 )
 from world.items import FISH_WEIGHTS
 
-WALK_MOOD = {10: 2, 30: 5, 60: 9, 120: 15}
 
+def _walk(place: str, mood: dict[int, int], minutes_per_stamina: int, what: str, found_verb: str):
+    """A walk's completion: mood by how long she walked (diminishing), a little tiredness, whatever
+    lies at ``place`` today goes into her bag, and sometimes a small surprise."""
 
-def _walk(ctx: ActionContext) -> str:
-    assert ctx.running is not None
-    random_event(ctx, 0.2)
-    minutes = int((ctx.running.ends_at - ctx.running.started_at).total_seconds() // 60)
-    gain = ctx.character.recover_mood(WALK_MOOD.get(minutes, 5))
-    ctx.character.change(stamina=-minutes / 15)
-    found = ctx.take_resources("park")
-    for item, count in found.items():
-        ctx.character.add_item(item, count)
-    picked = "，还摘到了" + "、".join(f"{n}个{k}" for k, n in found.items()) if found else ""
-    return f"在公园散步{minutes}分钟，心情+{gain:.0f}{picked}"
+    def complete(ctx: ActionContext) -> str:
+        assert ctx.running is not None
+        minutes = int((ctx.running.ends_at - ctx.running.started_at).total_seconds() // 60)
+        gain = ctx.character.recover_mood(mood.get(minutes, mood[30]))
+        ctx.character.change(stamina=-minutes / minutes_per_stamina)
+        found = ctx.take_resources(place)
+        for item, count in found.items():
+            ctx.character.add_item(item, count)
+        random_event(ctx, 0.2)
+        picked = f"，还{found_verb}" + "、".join(f"{n}个{k}" for k, n in found.items()) if found else ""
+        return f"在{what}散步{minutes}分钟，心情+{gain:.0f}{picked}"
+
+    return complete
 
 
 walk_in_park = Action(
@@ -37,7 +41,7 @@ walk_in_park = Action(
     at="park",
     when=between("06:00", "21:00") & at_least("stamina", 8),
     duration=choose_minutes(10, 30, 60, 120, default=30),
-    complete=_walk,
+    complete=_walk("park", {10: 2, 30: 5, 60: 9, 120: 15}, 15, "公园", "摘到了"),
     tags=frozenset({"leisure"}),
 )
 
@@ -104,19 +108,6 @@ pray_at_shrine = Action(
 )
 
 
-def _walk_coast(ctx: ActionContext) -> str:
-    assert ctx.running is not None
-    minutes = int((ctx.running.ends_at - ctx.running.started_at).total_seconds() // 60)
-    gain = ctx.character.recover_mood({10: 3, 30: 7, 60: 11, 120: 17}.get(minutes, 7))
-    ctx.character.change(stamina=-minutes / 12)
-    found = ctx.take_resources("coast")
-    for item, count in found.items():
-        ctx.character.add_item(item, count)
-    random_event(ctx, 0.2)
-    picked = "，还捡到了" + "、".join(f"{n}个{k}" for k, n in found.items()) if found else ""
-    return f"在月汐海岸散步{minutes}分钟，心情+{gain:.0f}{picked}"
-
-
 walk_on_coast = Action(
     id="walk_on_coast",
     name="在海边散步",
@@ -124,6 +115,6 @@ walk_on_coast = Action(
     at="coast",
     when=between("05:30", "21:00") & at_least("stamina", 10),
     duration=choose_minutes(10, 30, 60, 120, default=60),
-    complete=_walk_coast,
+    complete=_walk("coast", {10: 3, 30: 7, 60: 11, 120: 17}, 12, "月汐海岸", "捡到了"),
     tags=frozenset({"leisure"}),
 )
