@@ -87,9 +87,13 @@ reply = "mention"
             proc.send_signal(signal.SIGINT)
             assert await asyncio.wait_for(proc.wait(), 30) == 0
         finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+            if proc.returncode is None:  # a failed check: stop it as a user would (its Redis with it)
+                proc.send_signal(signal.SIGINT)
+                try:
+                    await asyncio.wait_for(proc.wait(), 30)
+                except TimeoutError:
+                    proc.kill()
+                    await proc.wait()
     log = err_path.read_text(errors="replace")
     assert "yuiju stopped" in log
     assert "Traceback" not in log, log[-3000:]
