@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from world.commands import CommandRejected, enqueue_command
 
@@ -84,10 +84,31 @@ async def _proactive(service: ChatService, entry: Entry, args: list[str]) -> str
         return "请给出群号。"
     action = args[0]
     if action == "preview":
-        return str(await service.proactive.preview(group))
+        return preview_text(await service.proactive.preview(group))
     if action == "force":
-        return str(await service.proactive.force(group))
+        return force_text(await service.proactive.force(group))
     if action in ("on", "off"):
         await service.proactive.set_enabled(group, action == "on")
         return f"群 {group} 的主动发言已{'开启' if action == 'on' else '关闭'}。"
     return "用法：/proactive preview|force|on|off [群号]"
+
+
+def preview_text(p: dict[str, Any]) -> str:
+    """`ProactiveService.preview` for an admin, in three short lines."""
+    head = f"群 {p['group_id']}（主动发言{'开' if p.get('enabled') else '关'}）"
+    event = p.get("event")
+    if event is None:
+        return f"{head}：{p.get('reason', '还没有可以分享的事')}"
+    decided = p.get("already_decided")
+    lines = [f"{head}下一件：{event['name']}" + (f"（这件已处理过：{decided.get('code')}）" if decided else "")]
+    answer = p.get("answer")
+    lines.append(f"草稿：{answer['message']}" if answer and answer.get("message") else "没有草稿")
+    lines.append("会发出去" if p.get("would_send") else f"不会发：{p.get('reason', '')}")
+    return "\n".join(lines)
+
+
+def force_text(record: dict[str, Any]) -> str:
+    """`ProactiveService.force`'s outbox record for an admin."""
+    if record.get("status") == "sent":
+        return f"已在群 {record['group_id']} 发出：{record.get('message', '')}"
+    return f"没有发出（{record.get('code')}）：{record.get('reason', '')}"

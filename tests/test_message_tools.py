@@ -1,0 +1,213 @@
+"""Built-in tools and admin paths not covered elsewhere: the file tools' confinement to one folder,
+group member info, /proactive against a real ProactiveService, and debug output to admins."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llm import ToolCall, ToolChatResult
+from message.agent import ToolContext
+from message.channel import ServiceGroupContext
+from message.tools import file_list, file_read, file_write
+from tests.test_message_service import ADMIN, GROUP, FakeMemory, episode, make_kit, scripted
+from tests.test_proactive import FakeSender, emit, make_service
+
+# -- files, confined to one folder ------------------------------------------------------------------
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """``files/`` with a note, a subfolder, and links: one inside, one out, one dangling out; next to
+    it ``secret.txt`` and a sibling folder whose name starts like the files folder."""
+    files = tmp_path / "files"
+    (files / "sub").mkdir(parents=True)
+    (files / "note.txt").write_text("备忘：周六去海边", encoding="utf-8")
+    (files / "sub" / "deep.txt").write_text("深处", encoding="utf-8")
+    (tmp_path / "secret.txt").write_text("SECRET", encoding="utf-8")
+    (tmp_path / "files-evil").mkdir()
+    (tmp_path / "files-evil" / "x.txt").write_text("SECRET2", encoding="utf-8")
+    os.symlink(files / "note.txt", files / "ok-link.txt")
+    os.symlink(tmp_path / "secret.txt", files / "out-link.txt")
+    os.symlink(tmp_path, files / "out-dir")
+    os.symlink(tmp_path / "created-outside.txt", files / "dangling")
+    return files
+
+
+class _Svc:
+    def __init__(self, folder: Path) -> None:
+        self.cfg = type("Cfg", (), {"file_folder": folder})()
+
+
+def _ctx(folder: Path) -> ToolContext:
+    return ToolContext(user_id=ADMIN, session_id="private:1", scene="private", group_id=None, is_admin=True,
+                       service=_Svc(folder))
+
+
+OUTSIDE = ["../secret.txt", "/etc/passwd", "out-link.txt", "out-dir/secret.txt", "sub/../../secret.txt",
+           "../files-evil/x.txt"]
+
+
+@pytest.mark.parametrize("path", OUTSIDE)
+async def test_file_read_refuses_every_way_out_of_the_folder(folder: Path, path: str) -> None:
+    with pytest.raises(PermissionError):
+        await file_read.run(_ctx(folder), {"path": path})
+
+
+@pytest.mark.parametrize("path", [*OUTSIDE, "dangling", "out-dir/new.txt"])
+async def test_file_write_refuses_every_way_out_and_writes_nothing_there(folder: Path, path: str) -> None:
+    outside = {p: p.read_bytes() for p in folder.parent.rglob("*") if p.is_file() and folder not in p.parents}
+    with pytest.raises(PermissionError):
+        await file_write.run(_ctx(folder), {"path": path, "content": "pwned"})
+    assert not (folder.parent / "created-outside.txt").exists() and not (folder.parent / "new.txt").exists()
+    assert {p: p.read_bytes() for p in folder.parent.rglob("*") if p.is_file() and folder not in p.parents} == outside
+
+
+@pytest.mark.parametrize("path", ["..", "/", "out-dir", "../files-evil"])
+async def test_file_list_refuses_folders_outside(folder: Path, path: str) -> None:
+    with pytest.raises(PermissionError):
+        await file_list.run(_ctx(folder), {"path": path})
+
+
+async def test_files_inside_the_folder_work(folder: Path) -> None:
+    ctx = _ctx(folder)
+    assert await file_read.run(ctx, {"path": "note.txt"}) == "备忘：周六去海边"
+    assert await file_read.run(ctx, {"path": "ok-link.txt"}) == "备忘：周六去海边"  # a link that stays inside
+    assert await file_read.run(ctx, {"path": "sub/../sub/deep.txt"}) == "深处"
+    assert await file_write.run(ctx, {"path": "new/plan.txt", "content": "去钓鱼"}) == "已写入 plan.txt。"
+    assert (folder / "new" / "plan.txt").read_text(encoding="utf-8") == "去钓鱼"
+    assert (await file_list.run(ctx, {"path": "."})).splitlines() == [
+        "dangling", "new/", "note.txt", "ok-link.txt", "out-dir/", "out-link.txt", "sub/"]
+
+
+async def test_a_refused_path_reaches_the_model_as_an_error_never_the_user(redis: Any, folder: Path) -> None:
+    fn = scripted(ToolCall(id="f", name="file_read", arguments='{"path": "../secret.txt"}'), "读不了那个文件呢")
+    kit = await make_kit(redis, fn=fn, file_folder=folder)
+    out = await kit.say("悠酱 读一下 ../secret.txt", user=ADMIN)
+    tool_msg = kit.model.calls[1][-1]
+    assert tool_msg["role"] == "tool" and "PermissionError" in tool_msg["content"]
+    assert "SECRET" not in str(kit.model.calls) and out.replies == ["读不了那个文件呢"]
+    assert [t for _, _, t in kit.sent] == ["读不了那个文件呢"]
+
+
+# -- group member info -------------------------------------------------------------------------------
+
+
+async def test_group_member_info_asks_onebot_about_this_group_and_keeps_the_useful_fields(redis: Any) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def api(action: str, **params: Any) -> Any:
+        calls.append((action, params))
+        if params["user_id"] == 6:
+            return {"user_id": 6, "nickname": "小红", "card": "红红", "title": "书虫", "role": "member",
+                    "level": "12", "join_time": 1, "phone": "hidden"}
+        return None  # the implementation knows nothing
+
+    fn = scripted(ToolCall(id="m", name="group_member_info", arguments='{"user_id": 6}'), "她是书虫红红",
+                  ToolCall(id="n", name="group_member_info", arguments='{"user_id": 99}'), "不认识",
+                  ToolCall(id="p", name="group_member_info", arguments='{"user_id": 6}'), "私聊里查不了")
+    kit = await make_kit(redis, fn=fn)
+    kit.service.api = api
+    await kit.say("悠酱 6号是谁")
+    assert calls == [("get_group_member_info", {"group_id": GROUP, "user_id": 6})]
+    assert kit.model.calls[1][-1]["content"] == (
+        "user_id=6, nickname=小红, card=红红, title=书虫, role=member, level=12")
+    await kit.say("悠酱 99号呢")
+    assert kit.model.calls[3][-1]["content"] == "查不到。"
+    await kit.say("6号是谁", group=None, user=2)  # a private chat has no group
+    assert kit.model.calls[5][-1]["content"] == "Error: 只能在群里用。" and len(calls) == 2
+
+
+# -- /proactive against the real ProactiveService ------------------------------------------------------
+
+
+async def test_proactive_admin_commands_drive_the_real_service(redis: Any, sqlite_history: Any) -> None:
+    kit = await make_kit(redis, sqlite_history)
+    proactive, sender, _ = await make_service(redis, sqlite_history, clock=kit.service.clock,  # group 100
+                                              ctx=ServiceGroupContext(kit.service))
+    kit.service.proactive = proactive
+
+    async def admin(command: str, **kw: Any) -> str:
+        out = await kit.say(command, user=ADMIN, at=True, **kw)
+        assert out.reason == "admin command"
+        return "\n".join(out.replies)
+
+    assert "还没有可以分享的事" in await admin("/proactive preview 100")
+    assert "没有发出（no_event）" in await admin("/proactive force 100")
+    assert "已关闭" in await admin("/proactive off 100")
+    assert not await proactive.is_enabled(100)
+    records = await proactive.handle(*await emit(redis, kit.service.now()))
+    assert [(r["group_id"], r["code"]) for r in records] == [(100, "disabled")]
+
+    preview = await admin("/proactive preview 100")
+    assert "主动发言关" in preview and "在公园散步" in preview and "草稿：刚去公园散了步" in preview
+    assert "不会发" in preview and sender.attempts == []
+    assert "已开启" in await admin("/proactive on 100")
+    forced = await admin("/proactive force 100")
+    assert forced.startswith("已在群 100 发出：刚去公园散了步") and len(sender.sent) == 1
+    # the forced post entered the group's conversation (continuity), the admin's commands did not
+    _, items = await kit.service.sessions.context(f"group:{GROUP}")
+    assert items[-1]["role"] == "assistant" and items[-1]["content"].startswith("刚去公园散了步")
+    assert "用法" in await admin("/proactive dance 100")
+    assert (await kit.say("/proactive force 100", user=5, at=True)).reason != "admin command"
+    assert len(sender.sent) == 1
+
+
+async def test_proactive_without_a_group_in_private_asks_for_one(redis: Any, sqlite_history: Any) -> None:
+    kit = await make_kit(redis, sqlite_history)
+    out = await kit.say("/proactive preview", group=None, user=ADMIN)
+    assert out.replies == ["主动发言没有配置（[proactive]）。"]
+    kit.service.proactive, _, _ = await make_service(redis, sqlite_history, clock=kit.service.clock,
+                                                     sender=FakeSender())
+    assert (await kit.say("/proactive preview", group=None, user=ADMIN)).replies == ["请给出群号。"]
+
+
+# -- debug and thinking output -------------------------------------------------------------------------
+
+
+def thinking() -> Any:
+    return scripted(ToolChatResult(text="先查一下今天的记录", model="f", prompt_tokens=0, completion_tokens=0,
+                                   latency_ms=0, tool_calls=(ToolCall(id="t", name="today_events", arguments="{}"),)),
+                    "早上去公园散步啦")
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_thinking_goes_privately_to_admins_only_when_enabled_never_to_the_group(redis: Any, enabled: bool) -> None:
+    sunk: list[tuple[str, str, str]] = []
+    kit = await make_kit(redis, fn=thinking(), memory=FakeMemory(events=[episode("在公园散步")]),
+                         admins=[ADMIN, 7], debug_to_admins=enabled)
+    kit.service.sink = lambda kind, sid, text: sunk.append((kind, sid, text))
+    out = await kit.say("悠酱今天干嘛了")
+    assert out.replies == ["早上去公园散步啦"]
+    group_lines = [t for scene, _, t in kit.sent if scene == "group"]
+    assert group_lines == ["早上去公园散步啦"]
+    private = [(target, t) for scene, target, t in kit.sent if scene == "private"]
+    if enabled:
+        assert private == [(ADMIN, f"[think group:{GROUP}] 先查一下今天的记录"), (7, f"[think group:{GROUP}] 先查一下今天的记录"),
+                           (ADMIN, f"[think group:{GROUP}] Use Tool: today_events"),
+                           (7, f"[think group:{GROUP}] Use Tool: today_events")]
+    else:
+        assert private == []
+    kinds = {k for k, _, _ in sunk}
+    assert {"think", "debug"} <= kinds  # the sink sees everything, whatever the setting
+
+
+async def test_an_admin_that_cannot_be_reached_does_not_stop_the_reply(redis: Any) -> None:
+    kit = await make_kit(redis, fn=thinking(), memory=FakeMemory(events=[episode("在公园散步")]),
+                         admins=[ADMIN, 7], debug_to_admins=True)
+    original = kit.service.outlet
+    assert original is not None
+
+    async def outlet(scene: str, target: int, text: str) -> int | None:
+        if scene == "private" and target == 7:
+            raise RuntimeError("not a friend")
+        return await original(scene, target, text)
+
+    kit.service.outlet = outlet
+    out = await kit.say("悠酱今天干嘛了")
+    assert out.replies == ["早上去公园散步啦"]
+    assert [t for scene, target, t in kit.sent if scene == "private"] == [
+        f"[think group:{GROUP}] 先查一下今天的记录", f"[think group:{GROUP}] Use Tool: today_events"]
