@@ -81,12 +81,15 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
         return
     if importlib.util.find_spec("message.proactive") is None:
         return
+    from characters import load_card
     from message.channel import OneBotSender, ServiceGroupContext
     from message.matchers import current_bot
     from message.proactive import ProactiveService
 
-    proactive = ProactiveService(cfg=section, redis=service.redis, history=service.history, clock=service.clock,
-                                 chat_model=service.model, memory=service.memory,
+    cid = section.character_id or cfg.world.characters[0]
+    proactive = ProactiveService(cfg=section, character_id=cid, card=load_card(cid), redis=service.redis,
+                                 keys=service.keys, history=service.history, clock=service.clock,
+                                 chat_model=service.model, memory=service.memory if service.card.id == cid else None,
                                  sender=OneBotSender(current_bot, service=service),
                                  group_context=ServiceGroupContext(service))
     service.proactive = proactive

@@ -1,0 +1,103 @@
+"""End to end: `yuiju bot` with [proactive] configured, a fake OneBot v11 client over a real
+WebSocket and the local OpenAI-compatible stub. A shareable completion on the event stream becomes
+exactly one `send_msg` into the group; a second one, while the first post is unanswered, none."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+import redis.asyncio as aioredis
+
+from message.proactive import consumer_group
+from storage.keys import Keys
+from tests.openai_stub import OpenAIStub
+from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, free_port
+
+ROOT = Path(__file__).parents[1]
+PREFIX = "e2eproactive"
+POST = "刚在南风公园走了半小时，风好舒服～"
+
+
+async def shareable(redis: aioredis.Redis, n: int) -> None:
+    now = datetime.now(ZoneInfo("Asia/Shanghai"))
+    await redis.xadd(Keys(PREFIX).events, {
+        "type": "action_completed", "character_id": "yuiju", "time": now.isoformat(),
+        "data": json.dumps({"episode_id": f"bhv_e2e{n}", "action": "walk_in_park", "name": "在公园散步",
+                            "summary": "yuiju在南风公园散步，用了30分钟", "share": True}, ensure_ascii=False)})
+
+
+@pytest.mark.slow
+async def test_a_shareable_completion_becomes_one_group_post_over_the_websocket(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    with OpenAIStub() as stub:
+        stub.reply(json.dumps({"shouldSend": True, "reason": "群里很安静", "message": POST}, ensure_ascii=False))
+        config = tmp_path / "yuiju.toml"
+        config.write_text(f"""
+[app]
+data_dir = "{(tmp_path / 'data').as_posix()}"
+[redis]
+url = "{redis_url}"
+prefix = "{PREFIX}"
+[llm]
+base_url = "{stub.base_url}"
+model = "stub"
+[memory]
+enabled = false
+[onebot]
+port = {port}
+[chat.groups.{GROUP}]
+reply = "mention"
+[proactive.groups.{GROUP}]
+quiet_hours = ""
+""", encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
+        with (tmp_path / "bot.log").open("wb") as err:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "yuiju_cli", "--config", str(config), "bot", cwd=ROOT, env=env,
+                stdout=asyncio.subprocess.DEVNULL, stderr=err)
+        try:
+            ws = await connect(f"ws://127.0.0.1:{port}/onebot/v11/ws",
+                               {"X-Self-ID": str(BOT), "X-Client-Role": "Universal"})
+            try:
+                await ws.send(json.dumps({"time": int(time.time()), "self_id": BOT, "post_type": "meta_event",
+                                          "meta_event_type": "lifecycle", "sub_type": "connect"}))
+                for _ in range(100):  # the consumer group starts at the stream's end: wait for it
+                    groups: list[Any] = []
+                    if await redis.exists(Keys(PREFIX).events):
+                        groups = await redis.xinfo_groups(Keys(PREFIX).events)
+                    if any(g["name"] == consumer_group("yuiju") for g in groups):
+                        break
+                    await asyncio.sleep(0.1)
+                else:
+                    pytest.fail("the proactive consumer group never appeared")
+                await shareable(redis, 1)
+                first = await calls_until_quiet(ws, 4.0)
+                await shareable(redis, 2)  # nobody answered the first post: no second one
+                second = await calls_until_quiet(ws, 2.0)
+            finally:
+                await ws.close()
+            proc.send_signal(signal.SIGINT)
+            await asyncio.wait_for(proc.wait(), 30)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    log = (tmp_path / "bot.log").read_text(errors="replace")
+    sends = [c["params"] for c in first if c["action"] == "send_msg"]
+    assert sends == [{"message_type": "group", "group_id": GROUP,
+                      "message": [{"type": "text", "data": {"text": POST}}]}], log[-3000:]
+    assert [c for c in second if c["action"] == "send_msg"] == []
+    assert len(stub.requests) == 1
+    assert "Traceback" not in log, log[-3000:]
