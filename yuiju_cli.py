@@ -166,6 +166,12 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from world.town import HAURA
 
     clock = RealClock(cfg.app.tz, speed=args.speed or cfg.world.speed)
+    with_bot = args.cmd == "run" and cfg.onebot.enabled
+    if with_bot:  # before anything imports the message package (the observer page reads its outbox)
+        try:
+            init_nonebot(cfg, log_to_stderr=True)  # stdout is the daemon's panel
+        except RuntimeError as exc:
+            return _fail(str(exc))
     runtime = await build_runtime(cfg, clock=clock)
     log.info("yuiju is running: %s", json.dumps(cfg.summary(), ensure_ascii=False))
     log.info("stores: redis %s, history %s", runtime.redis.description, runtime.history.backend)
@@ -223,7 +229,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                 lambda t: t.cancelled() or t.exception() is None
                 or log.error("memory worker stopped (the world carries on): %s", t.exception())
             )
-        if args.cmd == "run" and cfg.onebot.enabled:  # the QQ bot, on the same stores and memory
+        if with_bot:  # the QQ bot, on the same stores and memory
             bot = await _start_bot(cfg, runtime, semantic, clock)
             if isinstance(bot, str):
                 return _fail(bot)
@@ -253,8 +259,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
 async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) -> Any:
     """The QQ bot inside the daemon, sharing its Redis, history store, vector store and clock;
-    a `message.bot.BotServer`, or why it could not start."""
-    init_nonebot(cfg, log_to_stderr=True)  # stdout is the daemon's panel
+    a `message.bot.BotServer`, or why it could not start. nonebot is initialised already."""
     from message.bot import serve_bot
 
     memory = None

@@ -333,7 +333,7 @@ class ChatConfig(_Section):
     group_messages_per_minute: int = Field(40, ge=1)
     """A group with more incoming messages than this in a minute (anyone's, addressed to her or not) is flooded: everything is recorded, nothing answered until it calms down."""
     file_folder: Path | None = None
-    """The one folder the file tools may read, list and write (admins only for write). Empty: no file tools."""
+    """The one folder the file tools may read, list and write (admins only). Empty: no file tools."""
     debug_to_admins: bool = False
     """Send debug/thinking output privately to admins (otherwise only to the log)."""
     window_messages: int = Field(30, ge=2)

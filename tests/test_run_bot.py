@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.openai_stub import OpenAIStub
@@ -21,7 +22,7 @@ ROOT = Path(__file__).parents[1]
 
 @pytest.mark.slow
 async def test_yuiju_run_serves_the_bot_and_a_second_bot_process_is_refused(tmp_path: Path) -> None:
-    port = free_port()
+    port, web_port = free_port(), free_port()
     with OpenAIStub() as stub:
         stub.reply("醒着呢～")
         config = tmp_path / "yuiju.toml"
@@ -34,7 +35,7 @@ model = "stub"
 [world]
 policy = "utility"
 [web]
-enabled = false
+port = {web_port}
 [embeddings]
 provider = "hashing"
 [onebot]
@@ -56,9 +57,12 @@ reply = "mention"
             )
         try:
             assert proc.stdout is not None
-            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+            lines = [(await asyncio.wait_for(proc.stdout.readline(), 60)).decode() for _ in range(2)]
             url = f"ws://127.0.0.1:{port}/onebot/v11/ws"
-            assert url in line, line + err_path.read_text(errors="replace")[-3000:]
+            assert f"http://127.0.0.1:{web_port}/" in lines[0] and url in lines[1], \
+                "".join(lines) + err_path.read_text(errors="replace")[-3000:]
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{web_port}", timeout=10) as client:
+                assert (await client.get("/")).status_code == 200  # the page next to the bot
 
             ws = await connect(url, {"X-Self-ID": str(BOT), "X-Client-Role": "Universal",
                                      "Authorization": "Bearer run-secret"})
