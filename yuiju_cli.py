@@ -470,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
             if problem := asyncio.run(_embedded_memory_problem(cfg)):
                 return _fail(problem)
             init_nonebot(cfg)
+            logging.getLogger("uvicorn").propagate = False  # nonebot logs uvicorn itself: no doubled lines
             from message.bot import run_bot
 
             run_bot(cfg)
