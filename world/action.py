@@ -45,6 +45,8 @@ class ActionContext:
     """At completion: the record of the action that is ending."""
     notes: list[str] = field(default_factory=list)
     """Extra lines for the episode (e.g. a random event), in Chinese."""
+    world_changed: bool = False
+    """Set when the action changed the world (e.g. took resources); only then is the world saved."""
 
     @property
     def place_name(self) -> str:
@@ -61,6 +63,7 @@ class ActionContext:
             return {}
         taken = {k: v for k, v in state.resources.items() if v > 0}
         state.resources = {}
+        self.world_changed = True
         return taken
 
 

@@ -249,7 +249,7 @@ class BehaviorLoop:
                       "end": finished.isoformat(), "reason": running.reason, "decided_by": running.decided_by,
                       "before": running.stats_before, "after": character.stats()}
             return (
-                Commit(world=snap.world, characters={self.character_id: character}, events=[event],
+                Commit(world=snap.world if ctx.world_changed else None, characters={self.character_id: character}, events=[event],
                        outbox=[outbox_entry("episodes", episode.document())]),
                 record,
             )
@@ -393,7 +393,7 @@ class BehaviorLoop:
             event = Event("action_started", {"episode_id": eid, "action": action.id, "name": action.name,
                                              "reason": decision.reason, "ends_at": ends.isoformat()}, self.character_id)
             return (
-                Commit(world=snap.world, characters={self.character_id: character}, events=[event],
+                Commit(world=snap.world if ctx.world_changed else None, characters={self.character_id: character}, events=[event],
                        outbox=[outbox_entry("episodes", episode.document()), *plan_docs]),
                 ends,
             )

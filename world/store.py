@@ -10,6 +10,7 @@ change, its running-action record, its episode and its events land together or n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -117,7 +118,7 @@ return 0
 """
 
 
-# Compare-and-set commit. ARGV[1] is JSON {checks: [[key_index, expected_value|null]], head:
+# Compare-and-set commit. ARGV[1] is JSON {checks: [[key_index, sha1 of the expected value|null]], head:
 # {key, items}|null (the commands taken must still be the head of the queue), ops: [[CMD,
 # key_index, args...]]}. Returns 1 when written, 0 on a conflict (nothing written).
 _CAS = """
@@ -126,7 +127,7 @@ for _, c in ipairs(p.checks) do
   local cur = redis.call('GET', KEYS[c[1]])
   if c[2] == cjson.null then
     if cur then return 0 end
-  elseif cur ~= c[2] then
+  elseif not cur or redis.sha1hex(cur) ~= c[2] then
     return 0
   end
 end
@@ -247,7 +248,7 @@ class StateStore:
                 key_list.append(key)
             return index[key]
 
-        checks = [[k(key), value] for key, value in expected]
+        checks = [[k(key), None if value is None else hashlib.sha1(value.encode()).hexdigest()] for key, value in expected]
         head = {"key": k(keys.commands), "items": taken} if taken else None
         ops: list[list[Any]] = []
         if commit.world is not None:
