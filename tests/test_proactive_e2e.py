@@ -1,6 +1,7 @@
-"""End to end: `yuiju bot` with [proactive] configured, a fake OneBot v11 client over a real
-WebSocket and the local OpenAI-compatible stub. A shareable completion on the event stream becomes
-exactly one `send_msg` into the group; a second one, while the first post is unanswered, none."""
+"""End to end: the engine, `yuiju bot` with [proactive] configured, a fake OneBot v11 client over a
+real WebSocket and the local OpenAI-compatible stub. One completed walk in the park with a share
+intent becomes exactly one `send_msg` into the group; a second shareable completion, while the first
+post is unanswered, none."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import os
 import signal
 import sys
 import time
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -20,12 +22,38 @@ import redis.asyncio as aioredis
 
 from message.proactive import consumer_group
 from storage.keys import Keys
+from storage.sqlite_history import SqliteHistory
+from tests.conftest import make_character, make_engine
 from tests.openai_stub import OpenAIStub
 from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, free_port
+from world.action import always
+from world.loader import load_actions
+from world.policies.scripted import ScriptedPolicy
 
 ROOT = Path(__file__).parents[1]
 PREFIX = "e2eproactive"
 POST = "刚在南风公园走了半小时，风好舒服～"
+
+
+async def walk_in_the_park(redis: aioredis.Redis, data_dir: Path) -> None:
+    """The real engine (scripted decision) on the bot's Redis and history: one walk in the park with
+    a share intent, completed half an hour ago — the `action_completed` event the bot consumes."""
+    start = datetime.now(ZoneInfo("Asia/Shanghai")).replace(second=0, microsecond=0) - timedelta(minutes=40)
+    walk = {"action": "在公园散步", "reason": "天气很好，想去走走", "durationMinute": 30,
+            "proactiveShareIntent": {"shouldShare": True, "reason": "散步时风很舒服，想和大家说说"}}
+    catalogue = load_actions()
+    # the real walk, minus its daylight rule, so this test runs at any hour of the wall clock
+    catalogue.actions["walk_in_park"] = replace(catalogue.actions["walk_in_park"], when=always)
+    history = SqliteHistory.open(data_dir / "history.sqlite3")
+    try:
+        kit = await make_engine(redis, history, policy=ScriptedPolicy([walk, "发呆"]), fallback=None, start=start,
+                                characters={"yuiju": make_character(location="park")}, prefix=PREFIX,
+                                catalogue=catalogue)
+        await kit.engine.run(until=start + timedelta(minutes=31))
+        await kit.engine.flush_outbox(force=True)
+        assert [r["id"] for r in kit.stats.timeline] == ["walk_in_park"]
+    finally:
+        await history.close()
 
 
 async def shareable(redis: aioredis.Redis, n: int) -> None:
@@ -82,7 +110,7 @@ quiet_hours = ""
                     await asyncio.sleep(0.1)
                 else:
                     pytest.fail("the proactive consumer group never appeared")
-                await shareable(redis, 1)
+                await walk_in_the_park(redis, tmp_path / "data")
                 first = await calls_until_quiet(ws, 4.0)
                 await shareable(redis, 2)  # nobody answered the first post: no second one
                 second = await calls_until_quiet(ws, 2.0)
