@@ -36,8 +36,8 @@ CHAT_MEMORIES = CollectionSpec(
 )
 FACTS = CollectionSpec(
     name="facts",
-    fields=("character_id", "user_id", "time"),
-    indexes=(("character_id", "user_id", "time"),),
+    fields=("character_id", "user_id", "indexed", "time"),
+    indexes=(("character_id", "user_id", "time"), ("character_id", "indexed", "time")),
 )
 
 DUPLICATE_SIMILARITY = 0.92

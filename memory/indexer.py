@@ -100,10 +100,10 @@ class MemoryWorker:
             await service.diary.write_day(service.character_id, day, when)
 
     async def retry_unindexed(self) -> int:
-        """Index chat memories whose indexing failed while the vector store or embedder was down."""
+        """Index facts and chat memories whose indexing failed while the vector store or embedder was down."""
         done = 0
         for service in self.services.values():
-            done += await service.chat.index_pending()
+            done += await service.index_pending()
         return done
 
     async def _wait_for_outbox(self) -> None:

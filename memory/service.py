@@ -97,12 +97,39 @@ class MemoryService:
         from memory.distill import FACTS, fact_id
 
         doc_id = fact_id(self.character_id, user_id, content)
-        await self.history.put(FACTS.name, {"_id": doc_id, "character_id": self.character_id, "user_id": user_id,
-                                            "content": content, "importance": importance, "time": now,
-                                            "updated_at": now, "sources": ["user_stated"]})
-        await self.semantic.remember([NewMemory(kind="fact", character_id=self.character_id, text=content, time=now,
-                                                key=doc_id, user_id=user_id, importance=importance)])
+        doc = {"_id": doc_id, "character_id": self.character_id, "user_id": user_id, "content": content,
+               "importance": importance, "time": now, "updated_at": now, "sources": ["user_stated"],
+               "indexed": False}
+        await self.history.put(FACTS.name, doc)
+        await self._index_facts([doc])
         return doc_id
+
+    async def _index_facts(self, docs: list[dict[str, Any]]) -> int:
+        """Put facts into semantic memory and mark them; on failure they stay for `index_pending`."""
+        from memory.distill import FACTS
+
+        if not docs:
+            return 0
+        try:
+            await self.semantic.remember([NewMemory(
+                kind="fact", character_id=self.character_id, text=d["content"], time=d["time"], key=d["_id"],
+                user_id=d["user_id"], importance=d.get("importance", 0.8),
+            ) for d in docs])
+        except Exception as exc:  # the fact is safe in history; the memory worker retries
+            log.warning("%d fact(s) stored but not indexed yet (will retry): %s", len(docs), exc)
+            return 0
+        for d in docs:
+            await self.history.put(FACTS.name, {**d, "indexed": True})
+        return len(docs)
+
+    async def index_pending(self, limit: int = 200) -> int:
+        """Retry what could not be indexed while the vector store or the embedder was down."""
+        from memory.distill import FACTS
+
+        facts = await self.history.find(
+            FACTS.name, eq={"character_id": self.character_id, "indexed": False}, sort="time", limit=limit
+        )
+        return await self._index_facts(facts) + await self.chat.index_pending(limit)
 
     async def person_profile(self, platform: str, user_id: str) -> PersonProfile | None:
         return await self.persons.get(platform, user_id)

@@ -235,3 +235,23 @@ async def test_the_diary_waits_for_the_engines_outbox_to_drain(redis) -> None:
     assert not waiter.done()  # still waiting while an episode is queued
     await redis.delete("t:outbox")
     await asyncio.wait_for(waiter, 1.0)
+
+
+async def test_a_fact_stored_while_the_embedder_is_down_is_kept_and_indexed_later(
+    sqlite_history: HistoryStore, semantic: SemanticMemory
+) -> None:
+    svc = await service(sqlite_history, semantic)
+    real = semantic.embedder.embed_documents
+
+    async def down(texts: list[str]) -> list[list[float]]:
+        raise ConnectionError("embedding endpoint down")
+
+    semantic.embedder.embed_documents = down  # type: ignore[method-assign]
+    doc_id = await svc.memory_store("小明喜欢吃抹茶布丁", user_id="u7", now=NOW)  # no exception for the chat
+    assert (await sqlite_history.get("facts", doc_id))["indexed"] is False  # type: ignore[index]
+    assert await svc.index_pending() == 0
+
+    semantic.embedder.embed_documents = real  # type: ignore[method-assign]
+    assert await svc.index_pending() == 1
+    found = await svc.memory_search("抹茶布丁", now=NOW, user_id="u7")
+    assert [r.text for r in found] == ["小明喜欢吃抹茶布丁"]
