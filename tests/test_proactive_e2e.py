@@ -1,7 +1,7 @@
 """End to end: the engine, `yuiju bot` with [proactive] configured, a fake OneBot v11 client over a
-real WebSocket and the local OpenAI-compatible stub. One completed walk in the park with a share
-intent becomes exactly one `send_msg` into the group; a second shareable completion, while the first
-post is unanswered, none."""
+real WebSocket and the local OpenAI-compatible stub. A burst of completed walks in the park with a
+share intent becomes exactly one `send_msg` into the group (within the daily cap of 3: while a post
+is unanswered she never posts again); a later shareable completion, still unanswered, none."""
 
 from __future__ import annotations
 
@@ -35,10 +35,10 @@ PREFIX = "e2eproactive"
 POST = "刚在南风公园走了半小时，风好舒服～"
 
 
-async def walk_in_the_park(redis: aioredis.Redis, data_dir: Path) -> None:
-    """The real engine (scripted decision) on the bot's Redis and history: one walk in the park with
-    a share intent, completed half an hour ago — the `action_completed` event the bot consumes."""
-    start = datetime.now(ZoneInfo("Asia/Shanghai")).replace(second=0, microsecond=0) - timedelta(minutes=40)
+async def walk_in_the_park(redis: aioredis.Redis, data_dir: Path, walks: int = 1) -> None:
+    """The real engine (scripted decisions) on the bot's Redis and history: ``walks`` walks in the
+    park with a share intent, the last completed minutes ago — `action_completed` events for the bot."""
+    start = datetime.now(ZoneInfo("Asia/Shanghai")).replace(second=0, microsecond=0) - timedelta(minutes=30 * walks + 10)
     walk = {"action": "在公园散步", "reason": "天气很好，想去走走", "durationMinute": 30,
             "proactiveShareIntent": {"shouldShare": True, "reason": "散步时风很舒服，想和大家说说"}}
     catalogue = load_actions()
@@ -46,12 +46,12 @@ async def walk_in_the_park(redis: aioredis.Redis, data_dir: Path) -> None:
     catalogue.actions["walk_in_park"] = replace(catalogue.actions["walk_in_park"], when=always)
     history = SqliteHistory.open(data_dir / "history.sqlite3")
     try:
-        kit = await make_engine(redis, history, policy=ScriptedPolicy([walk, "发呆"]), fallback=None, start=start,
+        kit = await make_engine(redis, history, policy=ScriptedPolicy([walk] * walks + ["发呆"]), fallback=None, start=start,
                                 characters={"yuiju": make_character(location="park")}, prefix=PREFIX,
                                 catalogue=catalogue)
-        await kit.engine.run(until=start + timedelta(minutes=31))
+        await kit.engine.run(until=start + timedelta(minutes=30 * walks + 1))
         await kit.engine.flush_outbox(force=True)
-        assert [r["id"] for r in kit.stats.timeline] == ["walk_in_park"]
+        assert [r["id"] for r in kit.stats.timeline] == ["walk_in_park"] * walks
     finally:
         await history.close()
 
@@ -110,9 +110,9 @@ quiet_hours = ""
                     await asyncio.sleep(0.1)
                 else:
                     pytest.fail("the proactive consumer group never appeared")
-                await walk_in_the_park(redis, tmp_path / "data")
+                await walk_in_the_park(redis, tmp_path / "data", walks=3)  # a burst of shareable walks
                 first = await calls_until_quiet(ws, 4.0)
-                await shareable(redis, 2)  # nobody answered the first post: no second one
+                await shareable(redis, 4)  # nobody answered the post: nothing more
                 second = await calls_until_quiet(ws, 2.0)
             finally:
                 await ws.close()
