@@ -60,3 +60,27 @@ library_study = Action(
     # During the school day, study means classes, and the lunch break is for lunch.
     utility=lambda ctx: -2.3 if in_window(ctx.now, "07:00", "16:30") else 0.0,
 )
+
+
+def _break_minutes(ctx: ActionContext) -> int:
+    """Until the next class: 07:30 in the morning, 13:00 after lunch."""
+    return max(5, minutes_until(ctx.now, "07:30" if ctx.now.hour < 8 else "13:00"))
+
+
+def _break(ctx: ActionContext) -> str:
+    ctx.character.change(stamina=2)
+    chat = ctx.rng.choice(["和同学聊了聊昨天的作业", "趴在桌上眯了一会儿", "看着窗外发了会儿呆", "把下节课的课本翻了翻"])
+    return f"在教室里等上课，{chat}"
+
+
+class_break = Action(
+    id="class_break",
+    name="在教室等上课",
+    description="上课前或午休时待在教室里，和同学聊聊天或者趴着休息。[体力+2][耗时到下节课开始]",
+    at="school",
+    when=school_day & (between("06:30", "07:30") | between("11:50", "13:00")),
+    complete=_break,
+    duration=_break_minutes,
+    tags=frozenset({"school", "rest"}),
+    share=False,
+)
