@@ -136,12 +136,16 @@ async def test_a_commit_writes_state_events_and_outbox_together(store: StateStor
     await store.transact(write, characters=["yuiju"], now=now)
 
     assert await store.load_character("yuiju") == make_character()
-    assert await store.peek_outbox() == [doc]  # datetimes survive the JSON round trip
+    raw, decoded = await store.peek_outbox()
+    assert decoded == [doc]  # datetimes survive the JSON round trip
     [(_, fields)] = await redis.xrange(KEYS.events)
     assert fields == {"type": "something", "character_id": "yuiju", "time": now.isoformat(),
                       "data": json.dumps({"n": 1})}
-    await store.drop_outbox(1)
-    assert await store.outbox_size() == 0
+    assert not await store.drop_outbox(raw, "token", 1000)  # not holding the flush lock: nothing trimmed
+    assert await store.acquire_outbox_lock("token", 1000)
+    await redis.rpush(KEYS.episode_outbox, "newer")
+    assert await store.drop_outbox(raw, "token", 1000)  # exactly what was written, not the newer entry
+    assert await redis.lrange(KEYS.episode_outbox, 0, -1) == ["newer"]
 
 
 def test_documents_keep_aware_datetimes_through_json() -> None:

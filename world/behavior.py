@@ -299,7 +299,12 @@ class BehaviorLoop:
                       self.character_id, now.isoformat(), character.location, NO_CANDIDATE_RETRY)
             return now + NO_CANDIDATE_RETRY
         wants_recent = getattr(self.policy, "wants_recent", True)  # the offline policy ignores history
-        recent: Sequence[str] = await self.recent(self.character_id, now) if self.recent and wants_recent else ()
+        recent: Sequence[str] = ()
+        if self.recent and wants_recent:
+            try:
+                recent = await self.recent(self.character_id, now)
+            except Exception as exc:  # a dead history store must not stop her: decide without it
+                log.warning("%s: recent episodes unavailable (%s); deciding without them", self.character_id, exc)
         request = DecisionRequest(ctx=view, candidates=candidates, recent=recent, card=self.card)
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)

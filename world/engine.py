@@ -213,7 +213,7 @@ class Engine:
         assert self.history is not None
         written = 0
         while True:
-            batch = await self.store.peek_outbox(200)
+            raw, batch = await self.store.peek_outbox(200)
             if not batch:
                 return written
             try:
@@ -226,7 +226,11 @@ class Engine:
                             exc, await self.store.outbox_size())
                 self._flush_pending = True
                 return written
-            await self.store.drop_outbox(len(batch))
+            if not await self.store.drop_outbox(raw, self.token, OUTBOX_LOCK_MS):
+                # our lock expired during a slow write and someone else flushed: the upserts were
+                # idempotent, so leave the outbox to them rather than trim what we did not write
+                log.warning("outbox changed under a slow flush; leaving it to the current flusher")
+                return written
             written += len(batch)
 
     # -- the loop ---------------------------------------------------------------------------
@@ -264,6 +268,28 @@ class Engine:
 
     async def run(self, *, until: datetime | None = None, max_steps: int | None = None) -> None:
         """Run until `stop()`, ``until`` (world time) or ``max_steps`` iterations."""
+        keeper = asyncio.create_task(self._keep_leases())
+        try:
+            await self._run(until=until, max_steps=max_steps)
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+    async def _keep_leases(self) -> None:
+        """Renew held leases in the background, so a long sleep or a slow LLM call never lets one
+        expire while this engine still drives the character."""
+        while True:
+            await asyncio.sleep(min(LEASE_RENEW.total_seconds(), LEASE_TTL_MS / 3000))
+            for cid in list(self._held):
+                try:
+                    if not await self.store.renew_lease(cid, self.token, LEASE_TTL_MS):
+                        log.error("lost the lease on %s; another engine drives her now", cid)
+                        self._held.discard(cid)
+                        self.loops[cid].lease_token = None
+                except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                    log.warning("could not renew the lease on %s (%s); retrying", cid, exc)
+
+    async def _run(self, *, until: datetime | None, max_steps: int | None) -> None:
         steps = 0
         backoff = 1.0
         last_lease: float | None = None

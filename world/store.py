@@ -148,11 +148,28 @@ return 1
 """
 
 
+# Trim the outbox head only if it is still what was written and the flush lock is still ours.
+# KEYS: outbox, lock. ARGV: token, lock ttl ms, the written entries in order.
+_TRIM_OUTBOX = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+local n = #ARGV - 2
+local head = redis.call('LRANGE', KEYS[1], 0, n - 1)
+if #head ~= n then return 0 end
+for i = 1, n do
+  if head[i] ~= ARGV[i + 2] then return 0 end
+end
+redis.call('LTRIM', KEYS[1], n, -1)
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return 1
+"""
+
+
 class StateStore:
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
         self._cas = redis.register_script(_CAS)
+        self._trim = redis.register_script(_TRIM_OUTBOX)
         self.outbox_writes = 0
         """Commits that queued episodes; lets the engine skip flushing when nothing was queued."""
 
@@ -290,12 +307,16 @@ class StateStore:
 
     # -- the episode outbox -----------------------------------------------------------------------
 
-    async def peek_outbox(self, limit: int = 100) -> list[dict[str, Any]]:
+    async def peek_outbox(self, limit: int = 100) -> tuple[list[str], list[dict[str, Any]]]:
+        """The oldest queued entries: raw (to trim them safely later) and decoded."""
         raw = await self.redis.lrange(self.keys.episode_outbox, 0, limit - 1)
-        return [decode_doc(json.loads(r)) for r in raw]
+        return raw, [decode_doc(json.loads(r)) for r in raw]
 
-    async def drop_outbox(self, count: int) -> None:
-        await self.redis.ltrim(self.keys.episode_outbox, count, -1)
+    async def drop_outbox(self, written: list[str], token: str, lock_ms: int) -> bool:
+        """Remove the entries just written, only if they are still the head of the outbox and this
+        engine still holds the flush lock (renewed here); False if not (nothing removed)."""
+        return bool(await self._trim(keys=[self.keys.episode_outbox, self.keys.outbox_lock],
+                                     args=[token, lock_ms, *written]))
 
     async def acquire_outbox_lock(self, token: str, ttl_ms: int) -> bool:
         return bool(await self.redis.set(self.keys.outbox_lock, token, nx=True, px=ttl_ms))

@@ -108,6 +108,10 @@ def favourites(ctx: ActionContext, seed: int) -> set[str]:
     return set(rng.sample(pool, 2))
 
 
+NOISE = 0.12
+"""Seeded noise added to every score: variety between equally good choices."""
+MAX_BONUS = 0.55
+"""The most `score` adds to a need: a favourite of the day (0.45) and novelty (0.1)."""
 MAX_HOPS = 3
 HOP_DISCOUNT = 0.85
 HOP_COST = 0.05
@@ -219,13 +223,25 @@ class UtilityPolicy:
         want = desires(ctx, self.seed)
         rng = random.Random(f"{self.seed}|{ctx.character.id}|{ctx.now.isoformat()}")
         fancy = favourites(ctx, self.seed)
-        places = self._place_values(ctx, want, fancy) if any(a.moves_to for a in request.candidates) else {}
+        def repeat_penalty(action: Action) -> float:
+            """Not the same pastime twice in a row."""
+            return 0.7 if action.id == ctx.character.last_action and action.tags & REPEAT_PENALISED else 0.0
+
+        local = {a.id: score(a, ctx, want, fancy) - repeat_penalty(a) for a in request.candidates if not a.moves_to}
+        # No place can score more than the strongest need plus the largest bonuses, discounted by
+        # one hop; when something here already beats that even with the most noise, skip the walk.
+        ceiling = (max(want.values()) + MAX_BONUS) * HOP_DISCOUNT - HOP_COST
+        worth_looking = max(local.values(), default=-1.0) < ceiling + NOISE
+        places = self._place_values(ctx, want, fancy) if worth_looking and any(a.moves_to for a in request.candidates) else {}
         scored: list[tuple[float, Action]] = []
         for action in request.candidates:
-            value = self._route_value(action, ctx, places) if action.moves_to else score(action, ctx, want, fancy)
-            if action.id == ctx.character.last_action and action.tags & REPEAT_PENALISED:
-                value -= 0.7  # not the same pastime twice in a row
-            value += rng.uniform(0, 0.12)
+            if not action.moves_to:
+                value = local[action.id]
+            elif worth_looking:
+                value = self._route_value(action, ctx, places) - repeat_penalty(action)
+            else:
+                value = float("-inf")
+            value += rng.uniform(0, NOISE)  # drawn for every candidate, so pruning keeps the same draws
             scored.append((value, action))
         scored.sort(key=lambda pair: pair[0], reverse=True)
         best_value, best = scored[0]
