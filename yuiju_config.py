@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 ENV_PREFIX = "YUIJU_"
 DEFAULT_FILE = "yuiju.toml"
@@ -285,7 +293,18 @@ class OnebotConfig(_Section):
     port: int = Field(8080, ge=0, le=65535)
     """TCP port of the bot's HTTP/WebSocket server."""
     access_token: SecretStr | None = None
-    """Shared secret: the implementation must send it (``Authorization: Bearer ...``). Prefer YUIJU_ONEBOT__ACCESS_TOKEN."""
+    """Shared secret: the implementation must send it (``Authorization: Bearer ...``). Prefer YUIJU_ONEBOT__ACCESS_TOKEN. Required when host is not a loopback address."""
+
+    @model_validator(mode="after")
+    def _token_off_loopback(self) -> OnebotConfig:
+        # Whoever connects can speak as any QQ id, admins included: never open that to a network.
+        if self.enabled and self.access_token is None and self.host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(
+                f"onebot.host is {self.host!r} but no onebot.access_token is set: anyone who can reach the "
+                "port could pose as an admin. Set YUIJU_ONEBOT__ACCESS_TOKEN (and the same token in "
+                "NapCat/Lagrange), or listen on 127.0.0.1"
+            )
+        return self
 
 
 class GroupPolicy(_Section):
@@ -429,12 +448,15 @@ def _describe(errors: ValidationError, source: str) -> str:
     for err in errors.errors(include_url=False):
         key = ".".join(str(p) for p in err["loc"])
         value = err.get("input")
+        if isinstance(value, dict):  # a whole section failed a cross-field check: never print it (secrets)
+            lines.append(f"  [{key}]: {err['msg'].removeprefix('Value error, ')}")
+            continue
         shown = "**********" if any(s in key for s in ("key", "url", "token")) else repr(value)
         env = ENV_PREFIX + "__".join(str(p) for p in err["loc"]).upper()
         if err["type"] == "extra_forbidden":
             fix = f"remove {key!r}: it is not a known setting (see `yuiju init` for the full list)"
         else:
-            fix = f"set {key} in the TOML file (or {env}) to a valid value: {err['msg']}"
+            fix = f"set {key} in the TOML file (or {env}) to a valid value"
         lines.append(f"  {key} = {shown}: {err['msg']}\n    fix: {fix}")
     return "\n".join(lines)
 

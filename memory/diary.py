@@ -169,7 +169,9 @@ class DiaryWriter:
             return existing
         start = datetime(day.year, day.month, day.day, tzinfo=self.tz)
         found = await self.episodes.between(character_id, start, start + timedelta(days=1), limit=self.max_episodes)
-        found = [e for e in found if e.type != "conversation" or e.summary]
+        # Private chats stay private: the diary is indexed as a public memory.
+        found = [e for e in found if e.type != "conversation"
+                 or (e.summary and not str(e.data.get("session_id", "")).startswith("private"))]
         diary = await self._compose(character_id, day, found, now)
         await self._save(diary)
         await self.write_summaries(character_id, day, now)

@@ -72,7 +72,9 @@ class MemoryService:
 
     async def today_events(self, now: datetime, *, start_hour: int = 0, end_hour: int = 24, limit: int = 20) -> list[Episode]:
         found = await self.episodes.today(self.character_id, now)
-        return [e for e in found if start_hour <= e.time.astimezone(now.tzinfo).hour < end_hour][:limit]
+        # What she did, not whom she talked to: conversation episodes can hold private chats,
+        # and this answers anyone in any group.
+        return [e for e in found if e.type != "conversation" and start_hour <= e.time.astimezone(now.tzinfo).hour < end_hour][:limit]
 
     async def diary_search(
         self, *, query: str | None = None, now: datetime, start: date | None = None, end: date | None = None,

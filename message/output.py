@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 _CQ = re.compile(r"\[CQ:[^\]]*\]?", re.IGNORECASE)
-_AT_ALL = re.compile(r"@\s*(全体成员|全体|all|everyone|here)\b", re.IGNORECASE)
+_AT_ALL = re.compile(r"@\s*(全体成员|全体|all|everyone|here)(?![A-Za-z0-9_])", re.IGNORECASE)
 _TAGS = re.compile(r"</?(msg|system|tool|admin|context|memory)[^>]*>", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[。！？!?…~～])")
 _BLANKS = re.compile(r"\n\s*\n+")
@@ -13,9 +13,12 @@ _BLANKS = re.compile(r"\n\s*\n+")
 
 def sanitize(text: str, *, max_chars: int, name: str = "") -> str:
     """No CQ codes, no @all, no markup of our prompt, no "名字：" prefix; at most ``max_chars``."""
-    text = _CQ.sub("", text)
-    text = _AT_ALL.sub("", text)
-    text = _TAGS.sub("", text)
+    previous = None
+    while previous != text:  # until nothing changes: removing one code must not assemble another
+        previous = text
+        text = _CQ.sub("", text)
+        text = _AT_ALL.sub("", text)
+        text = _TAGS.sub("", text)
     text = text.replace("\r", "")
     if name:
         text = re.sub(rf"^\s*{re.escape(name)}\s*[:：]\s*", "", text)

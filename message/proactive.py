@@ -97,8 +97,8 @@ def consumer_group(character_id: str) -> str:
 
 
 def memory_group_id(group_id: int) -> str:
-    """The platform-qualified group id used in semantic memory (``qq:<group>``)."""
-    return f"qq:{group_id}"
+    """The group id used in semantic memory: the same plain id the chat side recalls with."""
+    return str(group_id)
 
 
 def record_id(event_id: str, group_id: int) -> str:

@@ -98,6 +98,8 @@ async def memory_distill(ctx: ToolContext, args: dict[str, Any]) -> str:
 async def person_profile(ctx: ToolContext, args: dict[str, Any]) -> str:
     s = ctx.service
     uid = int(args.get("user_id") or ctx.user_id)
+    if uid != ctx.user_id and not ctx.is_admin:  # profiles hold what people told her, some in private
+        return "只能查正在和你说话的人自己的档案。"
     if s.memory is None:
         return "（档案暂时查不到）"
     profile = await s.memory.person_profile("qq", str(uid))
