@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 NO_CANDIDATE_RETRY = timedelta(minutes=10)
 MAX_CRASHED_PER_DECISION = 5
+STALE_RETRY = timedelta(seconds=1)
 
 
 class ActionCrashed(Exception):
@@ -406,7 +407,9 @@ class BehaviorLoop:
         ends = await self.store.transact(start, characters=[self.character_id], lease=self._lease(), now=now)
         if ends is None:
             self.stats.stale_starts += bool(stale)
-            return now
+            # decide again almost at once; the small step keeps a simulated clock moving even if a
+            # precondition were inconsistent between the decision and the start
+            return now + STALE_RETRY
         log.info("%s %s 开始「%s」到 %s（%s：%s）", now.strftime("%m-%d %H:%M"), self.character_id, action.name,
                  ends.strftime("%H:%M"), decision.decided_by, decision.reason)
         return ends
