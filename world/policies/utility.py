@@ -150,6 +150,10 @@ class UtilityPolicy:
             if a.moves_to is None and a.at is not None:
                 self._by_place.setdefault(a.at, []).append(a)
         self._hops: dict[tuple[str, str], str | None] = {}
+        self._tags_by_place: dict[str, set[str]] = {
+            place: {t for a in actions for t in a.tags - {"move"}} | {"idle"} for place, actions in self._by_place.items()
+        }
+        """What needs each place can serve (``idle`` stands for the untagged default score)."""
 
     def _place_values(self, ctx: ActionContext, want: dict[str, float], fancy: set[str]) -> dict[str, float]:
         """Best score of anything she could do at each place, reached by the shortest route.
@@ -228,9 +232,12 @@ class UtilityPolicy:
             return 0.7 if action.id == ctx.character.last_action and action.tags & REPEAT_PENALISED else 0.0
 
         local = {a.id: score(a, ctx, want, fancy) - repeat_penalty(a) for a in request.candidates if not a.moves_to}
-        # No place can score more than the strongest need plus the largest bonuses, discounted by
-        # one hop; when something here already beats that even with the most noise, skip the walk.
-        ceiling = (max(want.values()) + MAX_BONUS) * HOP_DISCOUNT - HOP_COST
+        # No other place can score more than the strongest need its actions serve plus the largest
+        # bonuses, discounted by one hop; when something here already beats that even with the most
+        # noise, skip the walk (the result is the same, only faster).
+        here = ctx.character.location
+        elsewhere = [want.get(t, 0.0) for place, tags in self._tags_by_place.items() if place != here for t in tags]
+        ceiling = (max(elsewhere, default=0.05) + MAX_BONUS) * HOP_DISCOUNT - HOP_COST
         worth_looking = max(local.values(), default=-1.0) < ceiling + NOISE
         places = self._place_values(ctx, want, fancy) if worth_looking and any(a.moves_to for a in request.candidates) else {}
         scored: list[tuple[float, Action]] = []
