@@ -64,7 +64,7 @@ library_study = Action(
 
 def _break_minutes(ctx: ActionContext) -> int:
     """Until the next class: 07:30 in the morning, 13:00 after lunch."""
-    return max(5, minutes_until(ctx.now, "07:30" if ctx.now.hour < 8 else "13:00"))
+    return max(1, minutes_until(ctx.now, "07:30" if ctx.now.hour < 8 else "13:00"))
 
 
 def _break(ctx: ActionContext) -> str:
