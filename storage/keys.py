@@ -1,7 +1,8 @@
 """Every Redis key yuiju uses, in one place.
 
 Values are JSON strings validated by pydantic when read (see ``world/store.py``). Everything
-under one prefix, so several towns can share a server. Per-character keys carry the character
+under one prefix, so several towns can share a server; the prefix is a hash tag, so a town's keys
+share one Redis Cluster slot and its atomic scripts work there too. Per-character keys carry the character
 id from the start: one world, any number of characters.
 """
 
@@ -16,32 +17,38 @@ class Keys:
     """From ``[redis].prefix``."""
 
     @property
+    def tag(self) -> str:
+        """The prefix as a Redis Cluster hash tag (``{yuiju}``): every key of a town lands in one
+        slot, so the engine's multi-key compare-and-set script also runs on a cluster."""
+        return "{" + self.prefix + "}"
+
+    @property
     def world(self) -> str:
         """STRING: the shared `WorldState` JSON (time, weather, places, resources)."""
-        return f"{self.prefix}:world"
+        return f"{self.tag}:world"
 
     def character(self, character_id: str) -> str:
         """STRING: a `CharacterState` JSON, including her running action."""
-        return f"{self.prefix}:char:{character_id}:state"
+        return f"{self.tag}:char:{character_id}:state"
 
     def lease(self, character_id: str) -> str:
         """STRING with PX expiry: the token of the engine that drives this character now."""
-        return f"{self.prefix}:char:{character_id}:lease"
+        return f"{self.tag}:char:{character_id}:lease"
 
     @property
     def commands(self) -> str:
         """LIST: queued external world commands (JSON), applied at the next world tick."""
-        return f"{self.prefix}:commands"
+        return f"{self.tag}:commands"
 
     @property
     def rejected_commands(self) -> str:
         """LIST (capped): rejected commands with the reason, newest first."""
-        return f"{self.prefix}:commands:rejected"
+        return f"{self.tag}:commands:rejected"
 
     @property
     def events(self) -> str:
         """STREAM: world and behavior events for the bot, the observer and memory indexing."""
-        return f"{self.prefix}:events"
+        return f"{self.tag}:events"
 
     @property
     def episode_outbox(self) -> str:
@@ -51,52 +58,52 @@ class Keys:
         transaction, then flushed to MongoDB/SQLite by idempotent upserts, so a crash or a
         dead history store loses nothing and duplicates nothing.
         """
-        return f"{self.prefix}:outbox:episodes"
+        return f"{self.tag}:outbox:episodes"
 
     @property
     def outbox_lock(self) -> str:
         """STRING with PX expiry: held by the one engine flushing the outbox right now."""
-        return f"{self.prefix}:outbox:lock"
+        return f"{self.tag}:outbox:lock"
 
     @property
     def llm_usage(self) -> str:
         """HASH: tokens and calls per world day (``YYYY-MM-DD:tokens``), for the daily budget."""
-        return f"{self.prefix}:llm:usage"
+        return f"{self.tag}:llm:usage"
 
     def proactive_switches(self, character_id: str) -> str:
         """HASH: group id -> '1' / '0', an admin's on/off for her proactive posts there (wins over config)."""
-        return f"{self.prefix}:proactive:{character_id}:switches"
+        return f"{self.tag}:proactive:{character_id}:switches"
 
     def proactive_unreachable(self, character_id: str) -> str:
         """HASH: group id -> JSON {reason, at}: groups a post could not be sent to (reported once,
         then skipped until a human speaks there again or an admin switches the group on)."""
-        return f"{self.prefix}:proactive:{character_id}:unreachable"
+        return f"{self.tag}:proactive:{character_id}:unreachable"
 
     def proactive_latest(self, character_id: str) -> str:
         """STRING: JSON {event_id, fields} of her latest shareable ``action_completed`` event, for
         the admin's preview and force commands."""
-        return f"{self.prefix}:proactive:{character_id}:latest"
+        return f"{self.tag}:proactive:{character_id}:latest"
 
     # -- the chat side (message/) -------------------------------------------------------------
 
     def chat_context(self, character_id: str, session_id: str) -> str:
         """LIST: the session's model context, oldest first: user, assistant (with tool calls) and
         tool messages as JSON; compaction trims it from the left into `chat_summary`."""
-        return f"{self.prefix}:chat:{character_id}:{session_id}:context"
+        return f"{self.tag}:chat:{character_id}:{session_id}:context"
 
     def chat_summary(self, character_id: str, session_id: str) -> str:
         """STRING: the session's rolling summary of compacted older context."""
-        return f"{self.prefix}:chat:{character_id}:{session_id}:summary"
+        return f"{self.tag}:chat:{character_id}:{session_id}:summary"
 
     def chat_recent(self, character_id: str, session_id: str) -> str:
         """LIST (capped): the session's latest normalised messages (JSON), hers included."""
-        return f"{self.prefix}:chat:{character_id}:{session_id}:recent"
+        return f"{self.tag}:chat:{character_id}:{session_id}:recent"
 
     def chat_window(self, character_id: str, session_id: str) -> str:
         """LIST: messages of the open conversation window, archived as a conversation episode
         when it closes (message count or silence)."""
-        return f"{self.prefix}:chat:{character_id}:{session_id}:window"
+        return f"{self.tag}:chat:{character_id}:{session_id}:window"
 
     def chat_sessions(self, character_id: str) -> str:
         """SET: the session ids she has context for (``group:<id>`` / ``private:<id>``)."""
-        return f"{self.prefix}:chat:{character_id}:sessions"
+        return f"{self.tag}:chat:{character_id}:sessions"

@@ -398,9 +398,9 @@ async def test_context_over_budget_is_summarised_into_the_rolling_summary(redis:
 async def test_admin_commands_run_only_for_admins(redis: Any) -> None:
     kit = await make_kit(redis)
     out = await kit.say("/weather 雨", at=True, user=ADMIN)
-    assert out.reason == "admin command" and json.loads((await redis.lrange("t:commands", 0, -1))[0])["weather"] == "雨"
+    assert out.reason == "admin command" and json.loads((await redis.lrange(Keys("t").commands, 0, -1))[0])["weather"] == "雨"
     await kit.say("/pause", at=True, user=5)
-    assert await redis.llen("t:commands") == 1
+    assert await redis.llen(Keys("t").commands) == 1
     out = await kit.say("/status", group=None, user=ADMIN)
     assert "现在是 2026-09-01 10:00" in out.replies[0]
     await kit.say("/clear", at=True, user=ADMIN)
