@@ -205,16 +205,21 @@ class Distiller:
                 "importance": max(fact.importance, previous["importance"]) if previous else fact.importance,
                 "time": previous["time"] if previous else now, "updated_at": now,
                 "sources": sorted({*(previous or {}).get("sources", []), *(d["_id"] for d in docs)}),
+                "indexed": False,
             }
             if previous and previous["content"] == doc["content"] and previous["importance"] == doc["importance"]:
                 continue
             await self.history.put(FACTS.name, doc)
             known[target] = doc
             if self.semantic is not None:
-                await self.semantic.remember([NewMemory(
-                    kind="fact", character_id=self.character_id, text=fact.content, time=now, key=target,
-                    user_id=user_id, importance=doc["importance"],
-                )])
+                try:
+                    await self.semantic.remember([NewMemory(
+                        kind="fact", character_id=self.character_id, text=fact.content, time=now, key=target,
+                        user_id=user_id, importance=doc["importance"],
+                    )])
+                    await self.history.put(FACTS.name, {**doc, "indexed": True})
+                except Exception as exc:  # kept with indexed=False: the memory worker retries it
+                    log.warning("fact %s stored but not indexed yet (will retry): %s", target, exc)
             added, updated = (added, updated + 1) if previous else (added + 1, updated)
         return added, updated
 

@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -255,3 +256,24 @@ async def test_a_fact_stored_while_the_embedder_is_down_is_kept_and_indexed_late
     assert await svc.index_pending() == 1
     found = await svc.memory_search("抹茶布丁", now=NOW, user_id="u7")
     assert [r.text for r in found] == ["小明喜欢吃抹茶布丁"]
+
+
+async def test_a_distilled_fact_whose_indexing_fails_is_indexed_later(
+    sqlite_history: HistoryStore, semantic: SemanticMemory
+) -> None:
+    m = await service(sqlite_history, semantic, fact_model({"qq:1": ["这个用户喜欢猫。"]}))
+    await m.chat.add("qq:1", "我家有两只猫，超可爱", NOW - timedelta(hours=3))
+    real = semantic.store.upsert
+
+    async def down(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("vector store down")
+
+    semantic.store.upsert = down  # type: ignore[method-assign]
+    report = await m.distiller.run(NOW)
+    assert report.facts_added == 1
+    assert [f["indexed"] for f in await m.chat.facts("qq:1")] == [False]
+
+    semantic.store.upsert = real  # type: ignore[method-assign]
+    assert await m.index_pending() == 1
+    recalled = await m.memory_search("猫", now=NOW, user_id="qq:1", kinds=["fact"])
+    assert [r.text for r in recalled] == ["这个用户喜欢猫。"]
