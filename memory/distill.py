@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from llm import ChatModel, JsonSchema, ask_structured
 from llm.errors import LLMError
 from memory.semantic import NewMemory, SemanticMemory
-from memory.vectors import Where, user_scope
+from memory.vectors import Where, group_scope, private_scope, user_scope
 from storage.history import CollectionSpec, HistoryStore
 
 log = logging.getLogger(__name__)
@@ -120,6 +120,8 @@ class ChatMemories:
             await self.semantic.remember([NewMemory(
                 kind="chat", character_id=self.character_id, text=d["text"], time=d["time"], key=d["_id"],
                 user_id=d["user_id"], group_id=d.get("group_id", ""), importance=0.3,
+                # said in a group: that group's; said in private: only her private chat with them
+                scope=group_scope(d["group_id"]) if d.get("group_id") else private_scope(d["user_id"]),
             ) for d in docs])
         except Exception as exc:
             log.warning("%d chat memor(ies) stored but not indexed yet (will retry): %s", len(docs), exc)

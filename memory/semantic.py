@@ -38,6 +38,7 @@ from memory.vectors import (
     Where,
     group_scope,
     point_id,
+    private_scope,
     user_scope,
 )
 
@@ -170,6 +171,8 @@ class SemanticMemory:
         scopes = [PUBLIC] if public else []
         if user_id:
             scopes.append(user_scope(user_id))
+            if not group_id:  # a private chat with this user: what they said in private too
+                scopes.append(private_scope(user_id))
         if group_id:
             scopes.append(group_scope(group_id))
         eq: dict[str, Any] = {"character_id": character_id, "scope": scopes}

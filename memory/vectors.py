@@ -59,6 +59,11 @@ def group_scope(group_id: str) -> str:
     return f"group:{group_id}"
 
 
+def private_scope(user_id: str) -> str:
+    """What a user said to her in private: recalled only in her private chat with that user."""
+    return f"private:{user_id}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class MemoryPoint:
     """One memory as stored: its vector and payload."""

@@ -252,3 +252,25 @@ async def test_a_chat_memory_not_indexed_while_the_embedder_is_down_is_indexed_l
     assert await chat.index_pending() == 0  # marked, not indexed twice
     found = await memory.recall("海边", character_id="yuiju", now=NOW, user_id="u1")
     assert [r.text for r in found] == ["我下周要去海边"]
+
+
+async def test_what_someone_says_in_private_stays_out_of_group_prompts(
+    store: VectorStore, sqlite_history
+) -> None:
+    from memory.distill import CHAT_MEMORIES, ChatMemories
+
+    memory = SemanticMemory(store, HashingEmbedder(64))
+    await sqlite_history.ensure(CHAT_MEMORIES)
+    chat = ChatMemories(sqlite_history, memory, "yuiju")
+    await chat.add("u1", "我下周要去医院做手术", NOW)  # in private
+    await chat.add("u1", "群里说一下，周末去海边", NOW, group_id="g1")
+
+    def texts(found: list) -> set[str]:
+        return {r.text for r in found}
+
+    in_private = await memory.recall("医院 海边", character_id="yuiju", now=NOW, user_id="u1")
+    in_g1 = await memory.recall("医院 海边", character_id="yuiju", now=NOW, user_id="u1", group_id="g1")
+    in_g2 = await memory.recall("医院 海边", character_id="yuiju", now=NOW, user_id="u1", group_id="g2")
+    assert "我下周要去医院做手术" in texts(in_private)
+    assert texts(in_g1) == {"群里说一下，周末去海边"}
+    assert texts(in_g2) == set()
