@@ -140,17 +140,23 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
         except CorruptState as exc:
             return _fail(str(exc))
         outbox = await store.outbox_size()
+        dead = await store.dead_letter_count()
+        dead_latest = await store.dead_letters(5) if dead else []
         if as_json:
             print(json.dumps({
                 "world": world.model_dump(mode="json") if world else None,
                 "characters": {k: v.model_dump(mode="json") if v else None for k, v in chars.items()},
                 "episode_outbox": outbox,
+                "outbox_dead_letters": {"count": dead, "key": store.keys.outbox_dead, "latest": dead_latest},
                 "stores": {"redis": redis.description, "history": history.backend},
             }, ensure_ascii=False, indent=2))
         else:
             now = datetime.now(cfg.app.tz)
             print(render_panel(world, chars, now, HAURA))
             print(f"  存储：{redis.description}；历史 {history.backend}；待写入 {outbox} 条")
+            if dead:
+                print(f"  死信：{dead} 条队列记录无法写入历史，已移到 {store.keys.outbox_dead}"
+                      f"（最近一条：{dead_latest[-1].get('reason')}）")
     finally:
         await history.close()
         await redis.aclose()

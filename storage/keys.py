@@ -61,6 +61,14 @@ class Keys:
         return f"{self.tag}:outbox:episodes"
 
     @property
+    def outbox_dead(self) -> str:
+        """LIST: outbox entries the history store can never take (not JSON, no document id, a
+        document the store refuses), oldest first, each as JSON ``{entry, reason, at}`` with the
+        raw entry kept verbatim; moved here so the episodes behind them flow on. For a human to
+        inspect (``yuiju status``), fix and push back onto the outbox, or delete."""
+        return f"{self.tag}:outbox:dead"
+
+    @property
     def outbox_lock(self) -> str:
         """STRING with PX expiry: held by the one engine flushing the outbox right now."""
         return f"{self.tag}:outbox:lock"

@@ -119,8 +119,8 @@ async def test_episodes_stay_in_the_outbox_while_history_is_down_and_are_written
 
     await kit.engine.run(until=at_time("2026-09-01 07:15"))  # idles at 06:00, 06:30, 07:00
 
-    _, queued = await kit.store.peek_outbox(1000)
-    assert [e["doc"]["status"] for e in queued] == ["running", "completed", "running", "completed", "running"]
+    queued = await kit.store.peek_outbox(1000)
+    assert [e.doc["status"] for e in queued] == ["running", "completed", "running", "completed", "running"]
     assert await history.count("episodes") == 0
     assert kit.engine.outbox_failures >= 1
     her = await kit.character()

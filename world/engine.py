@@ -29,6 +29,7 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from storage.errors import StoreUnavailable
 from storage.history import HistoryStore
 from world.behavior import BehaviorLoop
 from world.clock import Clock
@@ -36,7 +37,7 @@ from world.commands import CommandRejected, apply_command, parse_command
 from world.errors import CorruptState, LeaseLost
 from world.evolutions import Event, Evolution, TickContext
 from world.state import WorldState
-from world.store import Commit, Snapshot, StateStore
+from world.store import Commit, OutboxEntry, Snapshot, StateStore
 from world.town import Town
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,11 @@ CORRUPT_RETRY = timedelta(minutes=1)
 MAX_BACKOFF_SECONDS = 60.0
 CORRUPT_LOG_EVERY_SECONDS = 300.0
 OUTBOX_LOCK_MS = 30_000
+OUTBOX_BATCH = 200
+HISTORY_DOWN_LOG_EVERY_SECONDS = 300.0
+HISTORY_DOWN = (StoreUnavailable, OSError)
+"""Errors that mean the history store is unreachable (entries stay queued), not that it refuses
+an entry (which is then dead-lettered). Both backends map their connection failures here."""
 
 
 @dataclass(kw_only=True)
@@ -156,6 +162,8 @@ class Engine:
         self._waiting_logged: set[str] = set()
         self.outbox_failures = 0
         self._corrupt_logged: dict[str, float] = {}
+        self._history_down_since: float | None = None
+        self._history_down_logged = 0.0
         self._flushed_at = -1
         self._flush_pending = True
         """Flush at start-up: episodes left in the outbox by a crash are written first."""
@@ -213,28 +221,86 @@ class Engine:
         assert self.history is not None
         written = 0
         while True:
-            raw, batch = await self.store.peek_outbox(200)
-            if not batch:
+            entries = await self.store.peek_outbox(OUTBOX_BATCH)
+            if not entries:
+                self._history_is_up(written)
                 return written
+            good = [e for e in entries if e.problem is None]
+            dead = [(e.raw, e.problem) for e in entries if e.problem is not None]
             try:
-                # consecutive entries of one collection go as one batch; order is kept
-                for collection, group in itertools.groupby(batch, key=lambda e: e["collection"]):
-                    # an episode's running and completed versions often share a batch: upsert only
-                    # the last version of each id (the result is the same, with half the writes)
-                    latest = {e["doc"]["_id"]: e["doc"] for e in group}
-                    await self.history.put_many(collection, list(latest.values()))
-            except Exception as exc:
-                self.outbox_failures += 1
-                log.warning("history store unavailable (%s); %d episode(s) stay queued in Redis and will be retried",
-                            exc, await self.store.outbox_size())
+                refused = await self._write(good)
+            except Exception as exc:  # the store is down or slow: every entry stays queued
+                await self._history_is_down(exc)
                 self._flush_pending = True
                 return written
-            if not await self.store.drop_outbox(raw, self.token, OUTBOX_LOCK_MS):
+            dead += refused
+            if not await self.store.drop_outbox([e.raw for e in entries], self.token, OUTBOX_LOCK_MS, dead=dead):
                 # our lock expired during a slow write and someone else flushed: the upserts were
                 # idempotent, so leave the outbox to them rather than trim what we did not write
                 log.warning("outbox changed under a slow flush; leaving it to the current flusher")
                 return written
-            written += len(batch)
+            if dead:
+                self._report_dead_letters(dead)
+            written += len(good) - len(refused)
+
+    async def _write(self, entries: Sequence[OutboxEntry]) -> list[tuple[str, str]]:
+        """Upsert the entries into history in order; return the ``(entry, reason)`` pairs the store
+        refused for good. Raises when the store itself is unavailable (nothing is refused then)."""
+        assert self.history is not None
+        refused: list[tuple[str, str]] = []
+        # consecutive entries of one collection go as one batch; order is kept
+        for collection, run in itertools.groupby(entries, key=lambda e: e.collection):
+            group = list(run)
+            # an episode's running and completed versions often share a batch: upsert only the
+            # last version of each id (the result is the same, with half the writes)
+            latest = {e.doc["_id"]: e.doc for e in group}
+            try:
+                await self.history.put_many(collection, list(latest.values()))
+                continue
+            except HISTORY_DOWN:
+                raise
+            except Exception:  # the store answers but refuses something: find out which, one by one
+                pass
+            for doc_id, doc in latest.items():
+                try:
+                    await self.history.put_many(collection, [doc])
+                except HISTORY_DOWN:
+                    raise
+                except Exception as exc:
+                    try:
+                        await self.history.ping()
+                    except Exception:  # not the document: the store went away under us
+                        raise exc from None
+                    reason = f"the history store refuses it ({type(exc).__name__}: {exc})"
+                    refused += [(e.raw, reason) for e in group if e.doc["_id"] == doc_id]
+        return refused
+
+    def _report_dead_letters(self, dead: Sequence[tuple[str, str]]) -> None:
+        """One error line per batch moved: these entries are out of the way for good, so each is
+        reported exactly once (and stays listed by ``yuiju status``)."""
+        shown = "; ".join(f"{entry[:120]!r} {reason}" for entry, reason in dead[:5])
+        more = f" (and {len(dead) - 5} more)" if len(dead) > 5 else ""
+        log.error("moved %d malformed outbox entr%s to the dead-letter list %s: %s%s; the episodes behind "
+                  "%s are written as usual (see `yuiju status`)", len(dead), "y" if len(dead) == 1 else "ies",
+                  self.store.keys.outbox_dead, shown, more, "it" if len(dead) == 1 else "them")
+
+    async def _history_is_down(self, exc: Exception) -> None:
+        """Say the history store is down once, then every few minutes, not on every retry."""
+        self.outbox_failures += 1
+        wall = time.monotonic()
+        if self._history_down_since is None or wall - self._history_down_logged >= HISTORY_DOWN_LOG_EVERY_SECONDS:
+            still = "still " if self._history_down_since is not None else ""
+            log.warning("history store %sunavailable (%s); %d episode(s) stay queued in Redis and will be retried",
+                        still, exc, await self.store.outbox_size())
+            self._history_down_logged = wall
+        if self._history_down_since is None:
+            self._history_down_since = wall
+
+    def _history_is_up(self, written: int) -> None:
+        if self._history_down_since is not None:
+            log.info("history store is back after %.0f s; %d queued episode(s) written",
+                     time.monotonic() - self._history_down_since, written)
+            self._history_down_since = None
 
     # -- the loop ---------------------------------------------------------------------------
 

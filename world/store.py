@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -148,20 +148,51 @@ return 1
 """
 
 
-# Trim the outbox head only if it is still what was written and the flush lock is still ours.
-# KEYS: outbox, lock. ARGV: token, lock ttl ms, the written entries in order.
+# Trim the outbox head only if it is still what was read and the flush lock is still ours; in the
+# same step append the dead letters found in it. KEYS: outbox, lock, dead-letter list. ARGV:
+# token, lock ttl ms, n (entries to trim), the n entries in order, then the dead-letter records.
 _TRIM_OUTBOX = """
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-local n = #ARGV - 2
+local n = tonumber(ARGV[3])
 local head = redis.call('LRANGE', KEYS[1], 0, n - 1)
 if #head ~= n then return 0 end
 for i = 1, n do
-  if head[i] ~= ARGV[i + 2] then return 0 end
+  if head[i] ~= ARGV[i + 3] then return 0 end
 end
 redis.call('LTRIM', KEYS[1], n, -1)
+for i = n + 4, #ARGV do
+  redis.call('RPUSH', KEYS[3], ARGV[i])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 """
+
+
+@dataclass(frozen=True)
+class OutboxEntry:
+    """One queued outbox entry as read: the raw string (to trim exactly it) and what it holds."""
+
+    raw: str
+    collection: str = ""
+    doc: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None
+    """Why no history store can ever take this entry (it is dead-lettered), or None."""
+
+
+def parse_outbox_entry(raw: str) -> OutboxEntry:
+    """Decode an entry ``{"collection": name, "doc": {"_id": str, ...}}``; say what is wrong if not."""
+    try:
+        value = decode_doc(json.loads(raw))
+    except (ValueError, TypeError, RecursionError) as exc:  # bad JSON, bad {"$date": ...}, absurd nesting
+        return OutboxEntry(raw, problem=f"cannot be decoded ({type(exc).__name__}: {exc})")
+    if not isinstance(value, dict):
+        return OutboxEntry(raw, problem=f"is a JSON {type(value).__name__}, not an object {{collection, doc}}")
+    collection, doc = value.get("collection"), value.get("doc")
+    if not isinstance(collection, str) or not collection:
+        return OutboxEntry(raw, problem="names no collection (a non-empty string 'collection')")
+    if not isinstance(doc, dict) or not isinstance(doc.get("_id"), str) or not doc["_id"]:
+        return OutboxEntry(raw, problem="holds no document with a non-empty string '_id' ('doc')")
+    return OutboxEntry(raw, collection, doc)
 
 
 class StateStore:
@@ -307,16 +338,35 @@ class StateStore:
 
     # -- the episode outbox -----------------------------------------------------------------------
 
-    async def peek_outbox(self, limit: int = 100) -> tuple[list[str], list[dict[str, Any]]]:
-        """The oldest queued entries: raw (to trim them safely later) and decoded."""
+    async def peek_outbox(self, limit: int = 100) -> list[OutboxEntry]:
+        """The oldest queued entries, decoded; a malformed one says why (`OutboxEntry.problem`)."""
         raw = await self.redis.lrange(self.keys.episode_outbox, 0, limit - 1)
-        return raw, [decode_doc(json.loads(r)) for r in raw]
+        return [parse_outbox_entry(r) for r in raw]
 
-    async def drop_outbox(self, written: list[str], token: str, lock_ms: int) -> bool:
-        """Remove the entries just written, only if they are still the head of the outbox and this
-        engine still holds the flush lock (renewed here); False if not (nothing removed)."""
-        return bool(await self._trim(keys=[self.keys.episode_outbox, self.keys.outbox_lock],
-                                     args=[token, lock_ms, *written]))
+    async def drop_outbox(
+        self, written: Sequence[str], token: str, lock_ms: int, *, dead: Sequence[tuple[str, str]] = ()
+    ) -> bool:
+        """Remove the entries just handled, only if they are still the head of the outbox and this
+        engine still holds the flush lock (renewed here), and in the same atomic step move
+        ``dead`` ``(entry, reason)`` pairs to the dead-letter list; False if not (nothing changed)."""
+        at = datetime.now(UTC).isoformat(timespec="seconds")  # for the human reading the list
+        records = [json.dumps({"entry": e, "reason": r, "at": at}, ensure_ascii=False) for e, r in dead]
+        return bool(await self._trim(keys=[self.keys.episode_outbox, self.keys.outbox_lock, self.keys.outbox_dead],
+                                     args=[token, lock_ms, len(written), *written, *records]))
+
+    async def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest ``limit`` dead-lettered outbox entries, oldest first: ``{entry, reason, at}``."""
+        out = []
+        for raw in await self.redis.lrange(self.keys.outbox_dead, -limit, -1):
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                record = None
+            out.append(record if isinstance(record, dict) else {"entry": raw, "reason": "(a record not written by yuiju)"})
+        return out
+
+    async def dead_letter_count(self) -> int:
+        return int(await self.redis.llen(self.keys.outbox_dead))
 
     async def acquire_outbox_lock(self, token: str, ttl_ms: int) -> bool:
         return bool(await self.redis.set(self.keys.outbox_lock, token, nx=True, px=ttl_ms))
