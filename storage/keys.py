@@ -36,6 +36,13 @@ class Keys:
         return f"{self.tag}:char:{character_id}:lease"
 
     @property
+    def town_lease(self) -> str:
+        """STRING with PX expiry: the token of the one engine that advances the shared world (the
+        world tick: time, weather, opening hours, resources, queued commands) now. Independent of
+        the character leases, so any engine may take the town over when its holder stops."""
+        return f"{self.tag}:town:lease"
+
+    @property
     def commands(self) -> str:
         """LIST: queued external world commands (JSON), applied at the next world tick."""
         return f"{self.tag}:commands"

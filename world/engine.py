@@ -17,6 +17,7 @@ same character; a second engine says so and waits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -27,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from storage.errors import StoreUnavailable
@@ -44,8 +46,13 @@ log = logging.getLogger(__name__)
 
 LEASE_TTL_MS = 30_000
 LEASE_RENEW = timedelta(seconds=10)
+LEASE_POLL = timedelta(seconds=2)
+"""Wall time between two tries at a lease another engine holds (its holder may stop any time)."""
+TOWN = "<town>"
 CORRUPT_RETRY = timedelta(minutes=1)
-MAX_BACKOFF_SECONDS = 60.0
+MAX_BACKOFF_SECONDS = 10.0
+STOP_GRACE_SECONDS = 1.0
+RELEASE_TIMEOUT_SECONDS = 0.5
 CORRUPT_LOG_EVERY_SECONDS = 300.0
 OUTBOX_LOCK_MS = 30_000
 OUTBOX_BATCH = 200
@@ -116,8 +123,10 @@ class WorldTicker:
             True,
         )
 
-    async def tick(self, now: datetime) -> bool:
-        """Advance the world to ``now``; False if it already was there and nothing was queued."""
+    async def tick(self, now: datetime, *, lease_token: str | None = None) -> bool:
+        """Advance the world to ``now``; False if it already was there and nothing was queued.
+
+        With ``lease_token`` the write is fenced on the town lease (`LeaseLost` if not held)."""
         corrupt: list[CorruptState] = []
 
         def apply(snap: Snapshot) -> tuple[Commit, bool]:
@@ -125,7 +134,8 @@ class WorldTicker:
             return self._apply(snap, now)
 
         advanced = await self.store.transact(
-            apply, characters=self.character_ids, take_commands=True, now=now, skip_corrupt_characters=True
+            apply, characters=self.character_ids, take_commands=True, now=now, skip_corrupt_characters=True,
+            town_lease=lease_token,
         )
         self.corrupt = corrupt
         if advanced:
@@ -156,7 +166,11 @@ class Engine:
         self.flush_every = flush_every
         """Flush the outbox after this many committing steps (1 = at once; simulate batches)."""
         self.token = uuid.uuid4().hex
+        self.holds_town = False
+        """Whether this engine holds the town lease, and so advances the shared world."""
         self._stop = asyncio.Event()
+        self._failing_since: float | None = None
+        self._failing_logged = 0.0
         self._due: dict[str, datetime] = {}
         self._held: set[str] = set()
         self._waiting_logged: set[str] = set()
@@ -171,31 +185,71 @@ class Engine:
     def stop(self) -> None:
         self._stop.set()
 
-    # -- leases -----------------------------------------------------------------------------
+    # -- leases ---------------------------------------------------------------------------------
+    # Leases expire in wall time, whatever the world clock does: every lease wait is in wall time.
 
-    async def _refresh_leases(self) -> None:
+    async def _refresh_leases(self) -> bool:
+        """Renew what this engine holds, try to take what it does not; True if it took something."""
+        took = False
+        if self.holds_town:
+            if not await self.store.renew_town_lease(self.token, LEASE_TTL_MS):
+                self._lost_town()
+        elif await self.store.acquire_town_lease(self.token, LEASE_TTL_MS):
+            self.holds_town = took = True
+            self._waiting_logged.discard(TOWN)
+            log.info("advancing the world (town lease %s)", self.token[:8])
+        elif TOWN not in self._waiting_logged:
+            holder = await self.store.town_lease_holder()
+            log.warning("the world is advanced by another engine (lease %s); this one waits to take it "
+                        "over when that one stops", (holder or "?")[:8])
+            self._waiting_logged.add(TOWN)
         for cid, loop in self.loops.items():
             if cid in self._held:
                 if not await self.store.renew_lease(cid, self.token, LEASE_TTL_MS):
-                    log.error("lost the lease on %s; another engine drives her now", cid)
-                    self._held.discard(cid)
-                    loop.lease_token = None
+                    self._lost(cid)
             elif await self.store.acquire_lease(cid, self.token, LEASE_TTL_MS):
                 self._held.add(cid)
                 loop.lease_token = self.token
                 self._waiting_logged.discard(cid)
+                took = True
                 log.info("driving character %s", cid)
             elif cid not in self._waiting_logged:
                 holder = await self.store.lease_holder(cid)
                 log.warning("character %s is driven by another engine (lease %s); waiting for it to stop",
                             cid, (holder or "?")[:8])
                 self._waiting_logged.add(cid)
+        return took
+
+    def _lost(self, cid: str) -> None:
+        log.error("lost the lease on %s; another engine drives her now", cid)
+        self._held.discard(cid)
+        self.loops[cid].lease_token = None
+
+    def _lost_town(self) -> None:
+        log.error("lost the town lease; another engine advances the world now")
+        self.holds_town = False
+
+    @property
+    def holds_everything(self) -> bool:
+        return self.holds_town and len(self._held) == len(self.loops)
 
     async def release(self) -> None:
-        for cid in list(self._held):
-            await self.store.release_lease(cid, self.token)
-            self.loops[cid].lease_token = None
+        """Give up every lease so another engine can take over at once. Never raises: with Redis
+        unreachable the leases simply expire (`LEASE_TTL_MS`) and the stop goes on."""
+        held, town = list(self._held), self.holds_town
         self._held.clear()
+        self.holds_town = False
+        for loop in self.loops.values():
+            loop.lease_token = None
+        try:
+            async with asyncio.timeout(RELEASE_TIMEOUT_SECONDS):
+                for cid in held:
+                    await self.store.release_lease(cid, self.token)
+                if town:
+                    await self.store.release_town_lease(self.token)
+        except (RedisError, OSError, TimeoutError) as exc:
+            log.warning("could not release the leases (%s); they expire by themselves within %d s",
+                        exc or type(exc).__name__, LEASE_TTL_MS // 1000)
 
     # -- outbox -----------------------------------------------------------------------------
 
@@ -304,21 +358,27 @@ class Engine:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    async def run_once(self) -> datetime:
-        """Do everything due now; return when something is next due."""
+    async def run_once(self) -> datetime | None:
+        """Do everything due now; return when something is next due (None: nothing until a lease
+        is taken)."""
         now = self.clock.now()
-        try:
-            await self.ticker.tick(now)
-        except CorruptState as exc:  # characters whose own state is fine go on
-            self._log_corrupt("world tick skipped", exc)
-        for exc in self.ticker.corrupt:
-            self._log_corrupt("left out of the world tick", exc)
-        next_tick = now + self.tick
+        dues: list[datetime] = []
+        if self.holds_town:
+            try:
+                await self.ticker.tick(now, lease_token=self.token)
+            except CorruptState as exc:  # characters whose own state is fine go on
+                self._log_corrupt("world tick skipped", exc)
+            except LeaseLost:
+                self._lost_town()
+            for exc in self.ticker.corrupt:
+                self._log_corrupt("left out of the world tick", exc)
+            dues.append(now + self.tick)
         for cid, loop in self.loops.items():
             if cid not in self._held:
                 continue
             due = self._due.get(cid, now)
             if due > now:
+                dues.append(due)
                 continue
             try:
                 self._due[cid] = await loop.step(now)
@@ -329,68 +389,112 @@ class Engine:
                 log.error("%s", exc)
                 self._held.discard(cid)
                 loop.lease_token = None
+                continue
+            dues.append(self._due[cid])
         await self.flush_outbox()
         if self.on_step is not None:
             self.on_step()
-        dues = [self._due.get(c, now) for c in self._held]
-        return min([next_tick, *dues])
+        return min(dues, default=None)
 
     async def run(self, *, until: datetime | None = None, max_steps: int | None = None) -> None:
-        """Run until `stop()`, ``until`` (world time) or ``max_steps`` iterations."""
-        keeper = asyncio.create_task(self._keep_leases())
-        try:
-            await self._run(until=until, max_steps=max_steps)
-        finally:
-            keeper.cancel()
-            await asyncio.gather(keeper, return_exceptions=True)
+        """Run until `stop()`, ``until`` (world time) or ``max_steps`` steps.
 
-    async def _keep_leases(self) -> None:
+        `stop()` is prompt: a step still in flight then (a slow model call, Redis retrying) gets
+        `STOP_GRACE_SECONDS` to finish and is cancelled after that. Every write is one atomic
+        script and every history write an idempotent upsert, so a cancelled step leaves nothing
+        half-done: the next start redoes it.
+        """
+        # redis-py can swallow a task's cancellation in the middle of a command (redis/redis-py#2028,
+        # #2551), so the two loops also watch `halt` and end after their current command.
+        halt = asyncio.Event()
+        keeper = asyncio.create_task(self._keep_leases(halt))
+        main = asyncio.create_task(self._run(until=until, max_steps=max_steps, halt=halt))
+        stopper = asyncio.create_task(self._stop.wait())
+        try:
+            await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if not main.done():
+                await asyncio.wait({main}, timeout=STOP_GRACE_SECONDS)
+                if not main.done():
+                    log.info("stopping: the step in flight is cancelled (the next start redoes it)")
+        finally:
+            halt.set()
+            tasks = {keeper, main, stopper}
+            for task in tasks:
+                task.cancel()
+            _, late = await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
+            if late:
+                log.warning("%d engine task(s) still finishing a Redis command; they end by themselves", len(late))
+        if main.done() and not main.cancelled() and (exc := main.exception()) is not None:
+            raise exc
+
+    async def _keep_leases(self, halt: asyncio.Event) -> None:
         """Renew held leases in the background, so a long sleep or a slow LLM call never lets one
         expire while this engine still drives the character."""
-        while True:
-            await asyncio.sleep(min(LEASE_RENEW.total_seconds(), LEASE_TTL_MS / 3000))
-            for cid in list(self._held):
-                try:
+        while not halt.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(halt.wait(), min(LEASE_RENEW.total_seconds(), LEASE_TTL_MS / 3000))
+            if halt.is_set():
+                return
+            try:
+                if self.holds_town and not await self.store.renew_town_lease(self.token, LEASE_TTL_MS):
+                    self._lost_town()
+                for cid in list(self._held):
                     if not await self.store.renew_lease(cid, self.token, LEASE_TTL_MS):
-                        log.error("lost the lease on %s; another engine drives her now", cid)
-                        self._held.discard(cid)
-                        self.loops[cid].lease_token = None
-                except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                    log.warning("could not renew the lease on %s (%s); retrying", cid, exc)
+                        self._lost(cid)
+            except (RedisError, OSError) as exc:
+                log.warning("could not renew the leases (%s); retrying", exc)
 
-    async def _run(self, *, until: datetime | None, max_steps: int | None) -> None:
+    async def _run(self, *, until: datetime | None, max_steps: int | None, halt: asyncio.Event) -> None:
         steps = 0
         backoff = 1.0
-        last_lease: float | None = None
-        while not self._stop.is_set():
+        next_lease_check = 0.0  # time.monotonic()
+        due: datetime | None = None  # world time the next step is due; None: only a lease can bring work
+        run_now = True
+        while not (self._stop.is_set() or halt.is_set()):
             try:
-                # Leases expire in wall time, whatever the world clock does.
-                wall = time.monotonic()
-                if last_lease is None or wall - last_lease >= LEASE_RENEW.total_seconds() or not self._held:
-                    await self._refresh_leases()
-                    last_lease = wall
-                wake = await self.run_once()
+                if time.monotonic() >= next_lease_check:
+                    run_now = await self._refresh_leases() or run_now
+                    # waiting for a lease: ask every LEASE_POLL; holding all: renew (the keeper does too)
+                    next_lease_check = time.monotonic() + (
+                        LEASE_RENEW if self.holds_everything else LEASE_POLL).total_seconds()
+                now = self.clock.now()
+                at_end = until is not None and now >= until
+                if run_now or at_end or (due is not None and now >= due):
+                    due = await self.run_once()
+                    run_now = False
+                    steps += 1
+                if at_end:
+                    await self.flush_outbox(force=True)
+                    break
+                if self._failing_since is not None:
+                    log.info("running again after %.0f s", time.monotonic() - self._failing_since)
+                    self._failing_since = None
                 backoff = 1.0
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                log.error("Redis unreachable (%s); retrying in %.0f s", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(MAX_BACKOFF_SECONDS, backoff * 2)
-                continue
             except CorruptState as exc:
                 self._log_corrupt("engine", exc)
-                await self._sleep_or_stop(self.clock.now() + CORRUPT_RETRY)
+                due, run_now = self.clock.now() + CORRUPT_RETRY, False
+            except Exception as exc:  # Redis down, or a bug in one step: she carries on after a pause
+                self._step_failed(exc, backoff)
+                await self._sleep_or_stop(None, wall_seconds=backoff)
+                backoff = min(MAX_BACKOFF_SECONDS, backoff * 2)
+                run_now = True
                 continue
-            steps += 1
             if max_steps is not None and steps >= max_steps:
                 break
-            if until is not None and wake >= until:
-                await self.clock.sleep_until(until)
-                await self.run_once()
-                await self.flush_outbox(force=True)
-                break
-            if not self._held:
-                wake = min(wake, self.clock.now() + LEASE_RENEW)
-            await self._sleep_or_stop(wake)
+            wake = due if until is None else min(until, due or until)
+            await self._sleep_or_stop(wake, wall_seconds=max(0.0, next_lease_check - time.monotonic()))
+
+    def _step_failed(self, exc: Exception, backoff: float) -> None:
+        """Say what stopped the step once, then every few minutes while it lasts; not per retry."""
+        wall = time.monotonic()
+        unreachable = isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
+        what = f"Redis unreachable ({exc})" if unreachable else f"a step failed ({type(exc).__name__}: {exc})"
+        if self._failing_since is None:
+            self._failing_since = self._failing_logged = wall
+            log.error("%s; retrying, at most %.0f s apart", what, MAX_BACKOFF_SECONDS, exc_info=not unreachable)
+        elif wall - self._failing_logged >= CORRUPT_LOG_EVERY_SECONDS:
+            self._failing_logged = wall
+            log.error("still failing after %.0f s: %s; retrying in %.0f s", wall - self._failing_since, what, backoff)
 
     def _log_corrupt(self, what: str, exc: CorruptState) -> None:
         """Log a corrupt value once per key every few minutes, not on every retry."""
@@ -399,13 +503,18 @@ class Engine:
             self._corrupt_logged[exc.key] = wall
             log.error("%s: %s", what, exc)
 
-    async def _sleep_or_stop(self, wake: datetime) -> None:
-        sleeper = asyncio.ensure_future(self.clock.sleep_until(wake))
-        stopper = asyncio.ensure_future(self._stop.wait())
+    async def _sleep_or_stop(self, wake: datetime | None, *, wall_seconds: float | None = None) -> None:
+        """Sleep until world time ``wake`` or ``wall_seconds`` of real time, whichever comes first
+        (either may be None), or until `stop()`."""
+        waits = [asyncio.ensure_future(self._stop.wait())]
+        if wake is not None:
+            waits.append(asyncio.ensure_future(self.clock.sleep_until(wake)))
+        if wall_seconds is not None:
+            waits.append(asyncio.ensure_future(asyncio.sleep(wall_seconds)))
         try:
-            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (sleeper, stopper):
+            for task in waits:
                 if not task.done():
                     task.cancel()
-            await asyncio.gather(sleeper, stopper, return_exceptions=True)
+            await asyncio.gather(*waits, return_exceptions=True)

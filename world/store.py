@@ -229,18 +229,21 @@ class StateStore:
         characters: Sequence[str] = (),
         take_commands: bool = False,
         lease: tuple[str, str] | None = None,
+        town_lease: str | None = None,
         now: datetime | None = None,
         skip_corrupt_characters: bool = False,
     ) -> R:
         """Run ``fn`` on a fresh snapshot and write its `Commit` atomically; retry on conflict.
 
         ``lease=(character_id, token)`` fences the write: if this engine no longer holds the
-        character's lease, nothing is written and `LeaseLost` is raised.
+        character's lease, nothing is written and `LeaseLost` is raised. ``town_lease=token``
+        fences it on the town lease the same way (the world tick).
         """
         keys = self.keys
         state_keys = [keys.world, *(keys.character(c) for c in characters)]
-        lease_key = keys.lease(lease[0]) if lease is not None else None
-        read_keys = [*state_keys, *([lease_key] if lease_key else [])]
+        fences = ([(keys.lease(lease[0]), lease[1], f"the lease on {lease[0]!r}")] if lease is not None else []) + (
+            [(keys.town_lease, town_lease, "the town lease")] if town_lease is not None else [])
+        read_keys = [*state_keys, *(key for key, _, _ in fences)]
         for _ in range(MAX_CONFLICT_RETRIES):
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.mget(read_keys)
@@ -249,8 +252,9 @@ class StateStore:
                 replies = await pipe.execute()
             raw = replies[0]
             commands = replies[1] if take_commands else []
-            if lease is not None and raw[-1] != lease[1]:
-                raise LeaseLost(f"this engine no longer holds the lease on {lease[0]!r}")
+            for (_, token, what), held in zip(fences, raw[len(state_keys):], strict=True):
+                if held != token:
+                    raise LeaseLost(f"this engine no longer holds {what}")
             parsed: dict[str, CharacterState | None] = {}
             corrupt: list[CorruptState] = []
             for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True):
@@ -322,19 +326,37 @@ class StateStore:
         payload = json.dumps({"checks": checks, "head": head, "ops": ops}, ensure_ascii=False)
         return bool(await self._cas(keys=key_list, args=[payload]))
 
-    # -- leases (one engine drives a character at a time) ---------------------------------------
+    # -- leases (one engine drives a character, one advances the town, at a time) ----------------
 
     async def acquire_lease(self, character_id: str, token: str, ttl_ms: int) -> bool:
-        return bool(await self.redis.set(self.keys.lease(character_id), token, nx=True, px=ttl_ms))
+        return await self._acquire(self.keys.lease(character_id), token, ttl_ms)
 
     async def renew_lease(self, character_id: str, token: str, ttl_ms: int) -> bool:
-        return bool(await self.redis.eval(_RENEW, 1, self.keys.lease(character_id), token, ttl_ms))
+        return await self._renew(self.keys.lease(character_id), token, ttl_ms)
 
     async def release_lease(self, character_id: str, token: str) -> None:
         await self.redis.eval(_RELEASE, 1, self.keys.lease(character_id), token)
 
     async def lease_holder(self, character_id: str) -> str | None:
         return await self.redis.get(self.keys.lease(character_id))
+
+    async def acquire_town_lease(self, token: str, ttl_ms: int) -> bool:
+        return await self._acquire(self.keys.town_lease, token, ttl_ms)
+
+    async def renew_town_lease(self, token: str, ttl_ms: int) -> bool:
+        return await self._renew(self.keys.town_lease, token, ttl_ms)
+
+    async def release_town_lease(self, token: str) -> None:
+        await self.redis.eval(_RELEASE, 1, self.keys.town_lease, token)
+
+    async def town_lease_holder(self) -> str | None:
+        return await self.redis.get(self.keys.town_lease)
+
+    async def _acquire(self, key: str, token: str, ttl_ms: int) -> bool:
+        return bool(await self.redis.set(key, token, nx=True, px=ttl_ms))
+
+    async def _renew(self, key: str, token: str, ttl_ms: int) -> bool:
+        return bool(await self.redis.eval(_RENEW, 1, key, token, ttl_ms))
 
     # -- the episode outbox -----------------------------------------------------------------------
 
