@@ -220,6 +220,23 @@ class StateStore:
         raw_world, raw_char = await self.redis.mget([self.keys.world, ckey])
         return parse_model(WorldState, self.keys.world, raw_world), parse_model(CharacterState, ckey, raw_char)
 
+    async def saved_world_time(self, character_ids: Sequence[str]) -> datetime | None:
+        """The latest world time the stores have seen (the world's, her last action's), or None on
+        a first start. Values that do not validate are left out (the engine reports them)."""
+        keys = [self.keys.world, *(self.keys.character(c) for c in character_ids)]
+        raws = await self.redis.mget(keys)
+        times: list[datetime] = []
+        for key, raw in zip(keys, raws, strict=True):
+            try:
+                if key == self.keys.world:
+                    if (world := parse_model(WorldState, key, raw)) is not None:
+                        times += [world.time, world.last_advanced_at]
+                elif (character := parse_model(CharacterState, key, raw)) is not None:
+                    times += [t for t in (character.last_acted_at, character.running and character.running.started_at) if t]
+            except CorruptState:
+                continue
+        return max(times, default=None)
+
     # -- the one way to write -----------------------------------------------------------------
 
     async def transact(
