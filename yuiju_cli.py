@@ -174,8 +174,9 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
                       "`yuiju run` 从这里以正常速度继续，`yuiju run --resync` 等现实时间追上后回到现实时间")
             print(f"  存储：{redis.description}；历史 {history.backend}；待写入 {outbox} 条")
             if dead:
+                latest = dead_latest[-1]
                 print(f"  死信：{dead} 条队列记录无法写入历史，已移到 {store.keys.outbox_dead}"
-                      f"（最近一条：{dead_latest[-1].get('reason')}）")
+                      f"（最近一条：{str(latest.get('entry'))[:60]!r} {latest.get('reason')}）")
     finally:
         await history.close()
         await redis.aclose()
