@@ -473,7 +473,10 @@ class Engine:
             except CorruptState as exc:
                 self._log_corrupt("engine", exc)
                 due, run_now = self.clock.now() + CORRUPT_RETRY, False
-            except Exception as exc:  # Redis down, or a bug in one step: she carries on after a pause
+            except Exception as exc:  # Redis down, or a bug in one step: the daemon carries on after a pause
+                bounded = until is not None or max_steps is not None  # simulate, tests: report the bug
+                if bounded and not isinstance(exc, RedisError | OSError):
+                    raise
                 self._step_failed(exc, backoff)
                 await self._sleep_or_stop(None, wall_seconds=backoff)
                 backoff = min(MAX_BACKOFF_SECONDS, backoff * 2)
