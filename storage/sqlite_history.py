@@ -286,8 +286,11 @@ class SqliteHistory:
         if query.limit is not None:
             sql += " LIMIT ?"
             params.append(query.limit)
-        rows = await self._read(lambda: self._reader.connection.execute(sql, params).fetchall())
-        return [_decode(raw, collection, doc_id) for doc_id, raw in rows]
+        def rows() -> list[dict[str, Any]]:  # decoded in the thread too: a week of episodes is real work
+            found = self._reader.connection.execute(sql, params).fetchall()
+            return [_decode(raw, collection, doc_id) for doc_id, raw in found]
+
+        return await self._read(rows)
 
     async def count(
         self, collection: str, *, eq: Eq | None = None, ranges: Ranges | None = None
