@@ -129,15 +129,21 @@ def follow_schema(schema: dict[str, Any], rng: random.Random, *, fill: float = 0
     nullable values are filled with probability ``fill``, as a model that leaves alone what it
     need not touch. A union picks a branch weighted by how many values its enums allow, so the
     choice among every offered value is uniform.
+
+    Each value draws from its own generator, seeded from ``rng`` and its place in the document,
+    so two schemas that say the same thing in different forms give the same answer.
     """
-    return _Follower(schema, rng, fill).instance(schema)
+    return _Follower(schema, rng.getrandbits(64), fill).instance(schema, "$")
 
 
 class _Follower:
-    def __init__(self, root: dict[str, Any], rng: random.Random, fill: float) -> None:
+    def __init__(self, root: dict[str, Any], seed: int, fill: float) -> None:
         self.defs = {**root.get("definitions", {}), **root.get("$defs", {})}
-        self.rng = rng
+        self.seed = seed
         self.fill = fill
+
+    def rng(self, path: str) -> random.Random:
+        return random.Random(f"{self.seed}|{path}")
 
     def resolve(self, schema: dict[str, Any]) -> dict[str, Any]:
         """``schema`` with ``$ref`` and ``allOf`` merged in (the referring keys narrow the target)."""
@@ -158,65 +164,67 @@ class _Follower:
                 return 1
         return 1
 
-    def instance(self, schema: dict[str, Any]) -> Any:
+    def instance(self, schema: dict[str, Any], path: str) -> Any:
         schema = self.resolve(schema)
         branches = schema.get("anyOf") or schema.get("oneOf")
         if branches:
             rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
             nullable = [b for b in branches if self.resolve(b).get("type") == "null"]
-            if nullable and len(nullable) < len(branches) and self.rng.random() >= self.fill:
+            if nullable and len(nullable) < len(branches) and self.rng(f"{path}#null").random() >= self.fill:
                 return None
             options = [b for b in branches if b not in nullable] or branches
-            chosen = self.rng.choices(options, weights=[self.weight(b) for b in options])[0]
-            return self.instance(_merge(rest, self.resolve(chosen)))
+            chosen = self.rng(f"{path}#anyOf").choices(options, weights=[self.weight(b) for b in options])[0]
+            return self.instance(_merge(rest, self.resolve(chosen)), path)
         if "const" in schema:
             return schema["const"]
         if "enum" in schema:
-            return self.rng.choice(schema["enum"])
+            return self.rng(path).choice(schema["enum"])
         kind = schema.get("type")
         if isinstance(kind, list):
             concrete = [k for k in kind if k != "null"]
-            if "null" in kind and (not concrete or self.rng.random() >= self.fill):
+            if "null" in kind and (not concrete or self.rng(f"{path}#null").random() >= self.fill):
                 return None
-            kind = self.rng.choice(concrete)
+            kind = self.rng(f"{path}#type").choice(concrete)
         if kind is None:
             kind = "object" if "properties" in schema else "string"
-        return getattr(self, f"_{kind}")(schema)
+        return getattr(self, f"_{kind}")(schema, path)
 
-    def _object(self, schema: dict[str, Any]) -> dict[str, Any]:
+    def _object(self, schema: dict[str, Any], path: str) -> dict[str, Any]:
         required = set(schema.get("required", ()))
         out = {}
         for name, prop in schema.get("properties", {}).items():
-            if name in required or self.rng.random() < self.fill:
-                out[name] = self.instance(prop)
+            if name in required or self.rng(f"{path}/{name}#fill").random() < self.fill:
+                out[name] = self.instance(prop, f"{path}/{name}")
         return out
 
-    def _array(self, schema: dict[str, Any]) -> list[Any]:
+    def _array(self, schema: dict[str, Any], path: str) -> list[Any]:
         items = self.resolve(schema.get("items", {}))
         low = schema.get("minItems", 0)
         high = schema.get("maxItems", low + 2)
         if schema.get("uniqueItems") and "enum" in items:
             high = min(high, len(items["enum"]))
-            return self.rng.sample(items["enum"], self.rng.randint(min(low, high), high))
-        return [self.instance(items) for _ in range(self.rng.randint(low, max(low, high)))]
+            rng = self.rng(path)
+            return rng.sample(items["enum"], rng.randint(min(low, high), high))
+        count = self.rng(f"{path}#len").randint(low, max(low, high))
+        return [self.instance(items, f"{path}/{n}") for n in range(count)]
 
-    def _string(self, schema: dict[str, Any]) -> str:
-        text = self.rng.choice(PHRASES)
+    def _string(self, schema: dict[str, Any], path: str) -> str:
+        text = self.rng(path).choice(PHRASES)
         text = text[: schema.get("maxLength", len(text))]
         return text.ljust(schema.get("minLength", 0), "。")
 
-    def _integer(self, schema: dict[str, Any]) -> int:
+    def _integer(self, schema: dict[str, Any], path: str) -> int:
         low = schema.get("minimum", schema.get("exclusiveMinimum", -1) + 1)
         high = schema.get("maximum", schema.get("exclusiveMaximum", low + 101) - 1)
-        return self.rng.randint(low, max(low, high))
+        return self.rng(path).randint(low, max(low, high))
 
-    def _number(self, schema: dict[str, Any]) -> float:
-        return float(self._integer(schema))
+    def _number(self, schema: dict[str, Any], path: str) -> float:
+        return float(self._integer(schema, path))
 
-    def _boolean(self, _schema: dict[str, Any]) -> bool:
-        return self.rng.random() < 0.5
+    def _boolean(self, _schema: dict[str, Any], path: str) -> bool:
+        return self.rng(path).random() < 0.5
 
-    def _null(self, _schema: dict[str, Any]) -> None:
+    def _null(self, _schema: dict[str, Any], _path: str) -> None:
         return None
 
 

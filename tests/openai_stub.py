@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import itertools
 import json
 import random
@@ -198,11 +197,16 @@ def schema_following(seed: int = 0, *, fill: float = 0.1) -> Callable[[dict[str,
     """A handler that answers like a model following the requested schema: the ``json_schema`` in
     ``response_format``, or in ``json_object`` mode the schema shown in the prompt (its ``$defs``
     with the system message, the rest at the end of the request, as `llm.openai_model` lays them
-    out). Plain requests get a short line. The same seed and request give the same answer."""
+    out). Plain requests get a short line.
+
+    The n-th request draws from ``Random(f"{seed}|{n}")``: the same seed gives the same answers,
+    and both output modes, whose schemas say the same in two forms, live the same life (the
+    answers differ only in plan changes, which the json_object form leaves to the prompt's rules),
+    so their prompts can be compared side by side."""
+    order = itertools.count()
 
     def answer(body: dict[str, Any]) -> StubAnswer:
-        digest = hashlib.sha256(json.dumps(body, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
-        rng = random.Random(f"{seed}|{digest}")
+        rng = random.Random(f"{seed}|{next(order)}")
         schema = requested_schema(body)
         if schema is None:
             return rng.choice(PHRASES)

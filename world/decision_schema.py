@@ -7,9 +7,10 @@ action's `choices` (what she owns, what the shop sells that she can afford, righ
 that follows the schema can therefore only answer with something possible; `validate_decision`
 still checks the answer against the moment.
 
-Two equivalent forms come out (`llm.JsonSchema`): ``schema``, self-contained branches that every
-grammar engine compiles (the provider enforces it in ``json_schema`` mode), and ``prompt``, a
-compact form for ``json_object`` mode: its ``$defs`` (any decision) never change and are shown
+Two forms come out (`llm.JsonSchema`): ``schema``, self-contained branches that every grammar
+engine compiles (the provider enforces it in ``json_schema`` mode), and ``prompt``, the same
+choices in a compact form for ``json_object`` mode (`PROMPT_DEFS` says what it leaves to the
+prose rules): its ``$defs`` (any decision) never change and are shown
 with the stable system prompt; its root, the part that changes with the moment, narrows them with
 the branches and is a few hundred characters after the moment's description.
 """
@@ -48,41 +49,54 @@ PLAN_CHANGES = {
 """`world.plans.PlanChange` as the model writes it (null: no change)."""
 
 SHARE_INTENT = {
-    "anyOf": [
-        {"type": "null"},
-        {
-            "type": "object",
-            "properties": {"shouldShare": {"type": "boolean"}, "reason": {"type": "string"}},
-            "required": ["shouldShare", "reason"],
-            "additionalProperties": False,
-        },
-    ]
+    "type": ["object", "null"],
+    "properties": {"shouldShare": {"type": "boolean"}, "reason": {"type": "string"}},
+    "required": ["shouldShare"],
+    "additionalProperties": False,
 }
 """`world.state.ShareIntent` (null: nothing worth sharing)."""
 
 SHARED = {"reason": REASON, "planChanges": PLAN_CHANGES, "share": SHARE_INTENT}
-"""Definitions every branch refers to, in both forms."""
+"""Definitions every branch refers to (the provider form)."""
 
 NULL = {"type": "null"}
-DURATION = {"type": "integer", "minimum": 1, "maximum": 24 * 60}
 
-DECISION = {
-    "type": "object",
-    "properties": {
-        "action": {"type": "string"},
-        "reason": {"$ref": "#/$defs/reason"},
-        "durationMinute": {"anyOf": [NULL, DURATION]},
-        "params": {"type": ["object", "null"]},
-        "planChanges": {"$ref": "#/$defs/planChanges"},
-        "proactiveShareIntent": {"$ref": "#/$defs/share"},
-    },
-    "required": ["action", "reason"],
-    "additionalProperties": False,
-}
+
+def _decision(reason: dict[str, Any], plan_changes: dict[str, Any], share: dict[str, Any],
+              **closed: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string"},
+            "reason": reason,
+            "durationMinute": {"type": ["integer", "null"]},
+            "params": {"type": ["object", "null"]},
+            "planChanges": plan_changes,
+            "proactiveShareIntent": share,
+        },
+        "required": ["action", "reason"],
+        **closed,
+    }
+
+
+DECISION = _decision({"$ref": "#/$defs/reason"}, {"$ref": "#/$defs/planChanges"}, {"$ref": "#/$defs/share"},
+                     additionalProperties=False)
 """Any decision; the moment's union narrows ``action``, ``durationMinute`` and ``params``."""
 
-PROMPT_DEFS = {**SHARED, "decision": DECISION}
-"""The prompt form's ``$defs``: the same bytes at every moment."""
+PROMPT_DEFS = {"decision": {
+    "type": "object",
+    "properties": {
+        "reason": {"type": "string", "minLength": 1},
+        "durationMinute": {"type": ["integer", "null"], "minimum": 1, "maximum": 24 * 60},
+        "params": {"type": ["object", "null"]},
+        "proactiveShareIntent": {k: v for k, v in SHARE_INTENT.items() if k != "additionalProperties"},
+    },
+    "required": ["action", "reason"],
+}}
+"""The prompt form's ``$defs``: what every decision says beyond the moment's branches, shown once
+with the stable system prompt (the same bytes at every moment). Shorter than `DECISION`: what the
+rules in the system prompt spell out (plan changes and their five keys, a short reason) and what
+validation rejects anyway (unknown keys) is not said twice in every prompt."""
 
 
 def decision_schema(candidates: Sequence[Action], ctx: ActionContext | None = None) -> JsonSchema:
@@ -111,7 +125,10 @@ def decision_schema(candidates: Sequence[Action], ctx: ActionContext | None = No
         *([_branch({"enum": timed}, {"enum": sorted(tiers)}, NULL, "durationMinute")] if timed else []),
         *with_params,
     ]
-    prompt = {"$defs": PROMPT_DEFS, "$ref": "#/$defs/decision", "anyOf": branches}
+    # In the prompt, a branch leaves out the nulls: the rules say "不需要的填 null", and a stray
+    # duration or empty params on an action without them is harmless (validation ignores it).
+    lean = [{**b, "properties": {k: v for k, v in b["properties"].items() if v != NULL}} for b in branches]
+    prompt = {"$defs": PROMPT_DEFS, "$ref": "#/$defs/decision", "anyOf": lean}
     return JsonSchema(name="decision", schema=_self_contained(branches), prompt=prompt)
 
 
@@ -175,6 +192,8 @@ def _narrow(prop: dict[str, Any], keywords: dict[str, Any]) -> dict[str, Any]:
             out["items"] = _narrow(out["items"], value)
         else:
             out[key] = value
+    if "enum" in out or "const" in out:  # the values say it all
+        out.pop("type", None)
     return out
 
 

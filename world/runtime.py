@@ -34,6 +34,11 @@ from yuiju_config import YuijuConfig
 
 log = logging.getLogger(__name__)
 
+RECENT_ACTIONS = 6
+"""Her latest actions in the decision prompt."""
+RECENT_REASONS = 2
+"""...of which the last ones keep their reason."""
+
 
 def character_from_card(card: CharacterCard) -> CharacterState:
     s = card.start
@@ -179,8 +184,12 @@ async def build_runtime(
         primary = utility
 
     async def recent(character_id: str, now: datetime) -> list[str]:
-        found = await episodes.recent(character_id, now, limit=6)
-        return [f"{e.time.astimezone(now.tzinfo):%H:%M} {e.data.get('name', '')}（{e.data.get('reason', '')}）" for e in found]
+        # Six are enough to go on from; why she did them only for the last two, which is what
+        # she is in the middle of (every prompt carries these lines: they cost tokens each time).
+        found = await episodes.recent(character_id, now, limit=RECENT_ACTIONS)
+        return [f"{e.time.astimezone(now.tzinfo):%H:%M} {e.data.get('name', '')}"
+                + (f"（{e.data.get('reason', '')}）" if n >= len(found) - RECENT_REASONS else "")
+                for n, e in enumerate(found)]
 
     loops = [
         BehaviorLoop(

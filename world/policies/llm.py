@@ -70,19 +70,20 @@ def catalogue_sections(actions: Sequence[Action], town: Town) -> list[tuple[str,
     return [("随处" if at is None else town.place_name(at), by_place[at]) for at in order if at in by_place]
 
 
-def route_lines(town: Town) -> list[str]:
-    """The town's links, each once, grouped by the place they start from: "家—学校20/商店10"."""
-    by_start: dict[str, list[str]] = {}
-    for link in town.links:
-        fare = f"（电车，车费{link.fare}）" if link.fare else ""
-        by_start.setdefault(link.a, []).append(f"{town.place_name(link.b)}{link.minutes}{fare}")
-    return [f"{town.place_name(start)}—{'/'.join(ends)}" for start, ends in by_start.items()]
+def routes_line(town: Town) -> str:
+    """How she gets around, in one line: the moves' names say where they go, so only the range
+    of walking times and the fares are spelled out."""
+    walks = [link.minutes for link in town.links if not link.fare]
+    fares = [f"{town.place_name(link.a)}和{town.place_name(link.b)}之间坐电车{link.minutes}分钟、车费{link.fare}"
+             for link in town.links if link.fare]
+    line = f"相邻地点之间走路{min(walks)}–{max(walks)}分钟，消耗少量体力和饱腹" if walks else ""
+    return "；".join([line, *fares]) + "。"
 
 
 def render_system_prompt(card: CharacterCard, actions: Sequence[Action], town: Town) -> str:
     """The stable part: the same bytes for every decision of this character."""
     return PROMPTS.get_template("decide_system.md.j2").render(
-        card=card, town=town, catalogue=catalogue_sections(actions, town), routes=route_lines(town)
+        card=card, town=town, catalogue=catalogue_sections(actions, town), routes=routes_line(town)
     )
 
 
