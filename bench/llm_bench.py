@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -34,26 +35,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from llm import estimate_tokens
-from tests.openai_stub import OpenAIStub, schema_following
+from tests.openai_stub import OpenAIStub, flat_prompt, prefix_share, schema_following
 from world.simulate import simulate
 from yuiju_config import load_config
 
 TARGETS = {"first_attempt_acceptance": 0.98, "calls_per_decision": 1.05, "prompt_tokens_per_day": 100_000,
            "prefix_share_median": 0.80}
-
-
-def flat(request: dict[str, Any]) -> str:
-    """A request's messages as a provider's cache sees them: in order, role and content."""
-    return "".join(f"<{m['role']}>{m.get('content') or ''}" for m in request["messages"])
-
-
-def prefix_share(previous: str, current: str) -> float:
-    n = 0
-    for a, b in zip(previous, current, strict=False):
-        if a != b:
-            break
-        n += 1
-    return n / len(current) if current else 1.0
 
 
 def config(base_url: str, mode: str, data_dir: Path) -> Any:
@@ -69,8 +56,8 @@ async def run_mode(stub: OpenAIStub, mode: str, days: int, seed: int, tmp: Path)
     report = await simulate(config(stub.base_url, mode, tmp), days=days, seed=seed, policy="llm", progress=False)
     wall = time.perf_counter() - started
     requests = list(stub.requests)
-    texts = [flat(r) for r in requests]
-    shares = [prefix_share(a, b) for a, b in zip(texts, texts[1:], strict=False)]
+    texts = [flat_prompt(r) for r in requests]
+    shares = [prefix_share(a, b) for a, b in itertools.pairwise(texts)]
     quartiles = statistics.quantiles(shares, n=4) if len(shares) > 1 else [0, 0, 0]
     llm = report["llm"]
     decide = llm["per_simulated_day"].get("decide", {})
@@ -145,9 +132,10 @@ async def main() -> int:
             stub.stop()
     print(json.dumps({"record_replay": replay}, ensure_ascii=False))
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "modes": rows, "record_replay": replay,
-                               "targets": TARGETS, "cpu_count": os.cpu_count()}, ensure_ascii=False, indent=1))
+    text = json.dumps({"args": vars(args), "modes": rows, "record_replay": replay, "targets": TARGETS,
+                       "cpu_count": os.cpu_count()}, ensure_ascii=False, indent=1)
+    await asyncio.to_thread(out.parent.mkdir, parents=True, exist_ok=True)
+    await asyncio.to_thread(out.write_text, text, encoding="utf-8")
     return 0 if all(verdict(r) == "meets the bar" for r in rows) and replay["identical"] else 1
 
 

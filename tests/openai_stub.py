@@ -238,6 +238,22 @@ def _json_after(text: str, marker: str) -> Any:
     return json.JSONDecoder().raw_decode(text, start)[0]
 
 
+def flat_prompt(body: dict[str, Any]) -> str:
+    """A request's messages as a provider's prompt cache sees them: in order, role and content."""
+    return "".join(f"<{m['role']}>{m.get('content') or ''}" for m in body["messages"])
+
+
+def prefix_share(previous: str, current: str) -> float:
+    """How much of ``current`` a cache holding ``previous`` can reuse: their longest common
+    prefix over the length of ``current``."""
+    n = 0
+    for a, b in zip(previous, current, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n / len(current) if current else 1.0
+
+
 def _error_body(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
 

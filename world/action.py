@@ -326,17 +326,6 @@ class Action:
         return max(1, int(value))
 
     @property
-    def params_hint(self) -> str:
-        """The parameter fields as the model reads them: ``{"item": 要买的东西, ...}``."""
-        if self.params is None:
-            return ""
-        parts = [
-            f'"{name}": {field.description or name}'
-            for name, field in self.params.model_fields.items()
-        ]
-        return "{" + ", ".join(parts) + "}"
-
-    @property
     def asks_duration(self) -> bool:
         return callable(self.duration) and hasattr(self.duration, "tiers")
 
