@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import signal
 import socket
 import subprocess
@@ -24,7 +25,9 @@ import httpx
 import pytest
 import redis as sync_redis
 import redis.asyncio as aioredis
+from redis.backoff import NoBackoff
 from redis.crc import key_slot
+from redis.retry import Retry
 
 from llm import FunctionChatModel
 from memory.embeddings import HashingEmbedder
@@ -39,7 +42,7 @@ from storage import StoreUnavailable, open_redis
 from storage.history import HistoryStore
 from storage.keys import Keys
 from storage.redis import cluster_client
-from storage.testcluster import LocalCluster, free_port, redis_server_binary
+from storage.testcluster import LocalCluster, free_port, redis_server_binary, start_cluster
 from tests.conftest import at_time, make_character, make_engine, make_world
 from world.clock import SimClock
 from world.commands import enqueue_command
@@ -498,3 +501,31 @@ async def test_the_observer_streams_her_actions_from_a_cluster(
             await kit.engine.run(until=first.ends_at + timedelta(minutes=1))
             events = await read_events(response, 2)
     assert [e[1] for e in events][:2] == ["action_completed", "action_started"]
+
+
+# -- an outage ----------------------------------------------------------------------------------------
+
+
+async def test_the_engine_waits_out_a_cluster_outage_and_goes_on(
+    sqlite_history: HistoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A master down answers CLUSTERDOWN until failover: the engine backs off as when Redis is unreachable."""
+    with start_cluster(masters=1) as cluster:  # its own cluster: the test takes the town's slot away
+        client = aioredis.RedisCluster(host="127.0.0.1", port=cluster.ports[0], decode_responses=True,
+                                       retry=Retry(NoBackoff(), 0))  # the error reaches the engine at once
+        node = sync_redis.Redis(host="127.0.0.1", port=cluster.ports[0], decode_responses=True)
+        try:
+            kit = await make_engine(client, sqlite_history, start="2026-09-01 06:00")
+            await kit.engine.run(max_steps=1)
+            node.execute_command("CLUSTER DELSLOTS", town_slot())
+            with caplog.at_level(logging.ERROR, logger="world.engine"):
+                running_engine = asyncio.create_task(kit.engine.run(max_steps=1))
+                await asyncio.sleep(0.3)
+                assert not running_engine.done()  # not crashed: retrying
+                node.execute_command("CLUSTER ADDSLOTS", town_slot())
+                await asyncio.wait_for(running_engine, 10)
+            assert "Redis unreachable (Hash slot not served)" in caplog.text
+            assert kit.stats.decisions >= 1
+        finally:
+            node.close()
+            await client.aclose()
