@@ -45,7 +45,7 @@ from memory.episodes import EPISODES, EpisodeRepo
 from memory.ledger import call_documents
 from memory.vectors import PUBLIC, EdgeVectorStore, MemoryPoint, point_id, user_scope
 from message.entry import Entry
-from message.session import RECENT_LIMIT, SessionStore
+from message.session import RECENT_LIMIT, SessionStore, estimate_tokens
 from storage.keys import Keys
 from storage.redis import open_redis
 from storage.sqlite_history import SqliteHistory
@@ -164,8 +164,9 @@ async def llm_prompts(tmp: Path) -> dict[str, Any]:
         await runtime.engine.run(until=START + timedelta(days=1))
     finally:
         await runtime.close()
-    chars = [sum(len(str(m.get("content") or "")) for m in call) for call in model.calls]
-    return {"calls": len(chars), "prompt_chars": statistics.fmean(chars) if chars else 0.0}
+    texts = ["".join(str(m.get("content") or "") for m in call) for call in model.calls]
+    return {"calls": len(texts), "prompt_chars": statistics.fmean(map(len, texts)) if texts else 0.0,
+            "prompt_tokens": statistics.fmean(map(estimate_tokens, texts)) if texts else 0.0}
 
 
 # -- 2. a chat session at its caps ------------------------------------------------------------------
@@ -275,8 +276,9 @@ async def main() -> None:
         ("history: episodes per character per day", f"{t['episodes_per_character_day']:.1f}"),
         ("history: SQLite growth per character per day (episodes with their indexes)",
          kib(t["sqlite_bytes_per_character_day"])),
-        ("LLM policy: decision prompt (characters, system + user; one call per decision when valid)",
+        ("LLM policy: decision prompt, characters (system + user; one call per decision when valid)",
          f"{p['prompt_chars']:,.0f}"),
+        ("LLM policy: decision prompt, tokens by the chat side's CJK-aware estimate", f"{p['prompt_tokens']:,.0f}"),
         ("history: one episode as BSON (MongoDB, before compression and indexes)", f"{t['episode_bson_bytes']:.0f} B"),
         ("history: one chat-log message as BSON", f"{c['chat_log_bson']} B"),
         ("history: one LLM-ledger entry as BSON (one per LLM call)", f"{c['llm_call_bson']} B"),
