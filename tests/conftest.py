@@ -249,5 +249,14 @@ def pytest_configure(config: pytest.Config) -> None:
     nonebot.get_driver().register_adapter(OneBotV11Adapter)
     nonebot.load_plugin("message")
 
+    from message.runtime import RUNTIME
+
+    async def tests_set_the_service() -> None:
+        return None
+
+    # Tests set RUNTIME.service themselves: a factory keeps the plugin from starting her from
+    # ./yuiju.toml at nonebug's start-up, as it would inside someone else's NoneBot app.
+    RUNTIME.factory = tests_set_the_service
+
 
 # == end message =================================================================================
