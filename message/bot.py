@@ -7,6 +7,7 @@ NapCat/Lagrange connect to the reverse WebSocket ``ws://HOST:PORT/onebot/v11/ws`
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from typing import Any
 
@@ -200,6 +201,13 @@ async def start_in_host_app() -> None:
     _log_through_nonebot(cfg.app.log_level)
     if problem := host_token_problem(host, allow_no_token=cfg.onebot.allow_no_token):
         raise RuntimeError(problem)
+    log.info("yuiju chat starts with this NoneBot app (%s): %s", plugin.yuiju_config or "no yuiju_config",
+             json.dumps(cfg.summary(), ensure_ascii=False))
+    # what would otherwise look like a plugin that does nothing
+    if not cfg.llm.configured:
+        log.warning("[llm] base_url is not set: she records messages but answers none")
+    if not (cfg.chat.groups or cfg.chat.default_group.enabled or cfg.chat.private_whitelist or cfg.chat.admins):
+        log.warning("no [chat.groups] entry, private_whitelist or admin: she answers no one")
 
     async def factory() -> Any:
         return await build_service(cfg)

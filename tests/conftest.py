@@ -99,6 +99,21 @@ async def history(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 # == end storage ==============================================================================
 
 
+# == config: no yuiju.toml and no YUIJU_* variables from the machine running the tests ========
+
+
+@pytest.fixture
+def clean_config_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Work in ``tmp_path`` (no ./yuiju.toml) with every ``YUIJU_*`` variable unset; the dir."""
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("YUIJU_")]:
+        monkeypatch.delenv(name)
+    return tmp_path
+
+
+# == end config ===============================================================================
+
+
 # == llm: request switch and the OpenAI-compatible HTTP stub ==================================
 
 pytest_plugins = ["tests.openai_stub"]  # provides the `openai_stub` fixture

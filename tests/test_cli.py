@@ -15,12 +15,7 @@ import yuiju_cli
 ROOT = Path(__file__).parents[1]
 
 
-@pytest.fixture(autouse=True)
-def empty_working_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("YUIJU_")]:
-        monkeypatch.delenv(name)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("clean_config_env")
 
 
 def write_config(tmp_path: Path, redis_url: str, extra: str = "") -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 
@@ -20,13 +19,7 @@ from yuiju_config import (
 SECRET = "sk-very-secret-4242"
 
 
-@pytest.fixture(autouse=True)
-def empty_working_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No yuiju.toml and no YUIJU_* variables leak in from the machine running the tests."""
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("YUIJU_")]:
-        monkeypatch.delenv(name)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("clean_config_env")
 
 
 @pytest.mark.parametrize(

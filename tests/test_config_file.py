@@ -3,7 +3,6 @@ switched on by uncommenting it."""
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from pathlib import Path
@@ -19,12 +18,7 @@ SETTING = re.compile(r"^# ([a-z_]+) = ")
 HEADER = re.compile(r"^(# )?\[([a-z_.0-9]+)\]\s*$")
 
 
-@pytest.fixture(autouse=True)
-def empty_working_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("YUIJU_")]:
-        monkeypatch.delenv(name)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("clean_config_env")
 
 
 def readme_toml_snippets() -> list[str]:

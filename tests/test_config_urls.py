@@ -3,7 +3,6 @@ wrong scheme, no host) stops start-up with the key, the value and the fix."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -36,12 +35,7 @@ BAD = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def empty_working_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("YUIJU_")]:
-        monkeypatch.delenv(name)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("clean_config_env")
 
 
 def env_name(section: str, field: str) -> str:

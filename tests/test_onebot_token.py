@@ -22,12 +22,7 @@ from yuiju_config import ConfigError, load_config
 ROOT = Path(__file__).parents[1]
 
 
-@pytest.fixture(autouse=True)
-def empty_working_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("YUIJU_")]:
-        monkeypatch.delenv(name)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("clean_config_env")
 
 
 def test_an_enabled_bot_without_a_token_stops_start_up_naming_the_fix() -> None:

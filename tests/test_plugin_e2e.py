@@ -143,6 +143,7 @@ async def test_the_plugin_in_another_nonebot_project_answers_and_stops_cleanly(
     assert sends == [{"message_type": "group", "group_id": GROUP,
                       "message": [{"type": "text", "data": {"text": "在的～刚放学"}}]}], log[-3000:]
     assert "在吗" in stub.requests[0]["messages"][-1]["content"]
+    assert "yuiju chat starts with this NoneBot app (yuiju.toml)" in log, log[-3000:]
     assert code == 0 and "Traceback" not in log and "ERROR" not in log, log[-3000:]
 
 
