@@ -4,12 +4,14 @@ Sources, later ones win:
 
 1. defaults declared below (every field documented where it is declared);
 2. a TOML file (``yuiju.toml`` in the working directory, ``--config PATH`` or ``YUIJU_CONFIG``);
-3. environment variables ``YUIJU_<SECTION>__<FIELD>``, e.g. ``YUIJU_LLM__API_KEY=sk-...``.
+   `default_toml` writes it (`yuiju init`): every setting commented out, so README snippets paste in;
+3. inside someone else's NoneBot app, the ``YUIJU_*`` lines of its .env (see `message.config`);
+4. environment variables ``YUIJU_<SECTION>__<FIELD>``, e.g. ``YUIJU_LLM__API_KEY=sk-...``.
    Values are read as TOML literals when they parse (``3``, ``true``, ``["a"]``), else as strings.
 
-An invalid value stops start-up with a `ConfigError` naming the key, the value and the fix.
-Secrets are `SecretStr`, so they print as ``**********``; URLs that may hold a password are shown
-through `redact_url`.
+An invalid value stops start-up with a `ConfigError` naming the key, the value and the fix; URLs
+are checked there too (scheme, host), not at the first request. Secrets are `SecretStr`, so they
+print as ``**********``; URLs that may hold a password are shown through `redact_url`.
 
 This module imports nothing of ours: every other package receives its section as an argument.
 """
