@@ -11,11 +11,15 @@ cluster ok.
 From Python (a pytest fixture, a bench script)::
 
     with start_cluster(masters=3) as cluster:
-        cluster.url          # 'redis+cluster://127.0.0.1:PORT' for [redis].url
-        cluster.node_of("{yuiju}:world")   # which master serves a key
+        cluster.url          # 'redis+cluster://127.0.0.1:P1,127.0.0.1:P2,...' for [redis].url
+        cluster.node_of(Keys("town-2").world)   # the port of the master serving that town
 
-From a shell (prints the URL on the first line, runs until Ctrl-C or SIGTERM, then stops the
-nodes and removes their files)::
+(All of a town's keys share one slot, so a benchmark spreads load over the masters with towns
+whose prefixes land on different nodes.)
+
+From a shell (prints the URL on the first line and its own pid on stderr, runs until Ctrl-C,
+SIGTERM or SIGHUP, then stops the nodes and removes their files; under pyenv ``$!`` is the shim's
+pid, not Python's)::
 
     python -m storage.testcluster start --masters 3
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import os
 import random
 import shutil
 import signal
@@ -78,15 +83,17 @@ class LocalCluster:
     ports: list[int]
     """Client ports on `HOST`, one per master, in slot order (the first serves slot 0)."""
     directory: Path
-    """Node files (``nodes-PORT.conf``) and logs (``PORT.log``); removed by `stop`."""
+    """Node files (``nodes-PORT.conf``) and logs (``PORT.log``), removed by `stop` (the directory
+    too when `start_cluster` created it)."""
     processes: list[subprocess.Popen[bytes]] = field(repr=False)
+    owns_directory: bool = field(default=True, repr=False)
     slot_ranges: list[tuple[int, int]] = field(default_factory=list)
     """Inclusive slot range served by each master, same order as `ports`."""
     _stopped: bool = field(default=False, repr=False)
 
     @property
     def url(self) -> str:
-        """A ``redis+cluster://`` URL naming every master (any one would do; all survive one down)."""
+        """A ``redis+cluster://`` URL naming every master (any one is enough to find the rest)."""
         return "redis+cluster://" + ",".join(f"{HOST}:{port}" for port in self.ports)
 
     @property
@@ -102,14 +109,19 @@ class LocalCluster:
         raise ValueError(f"slot {slot} of {key!r} is not served")  # unreachable: all slots assigned
 
     def stop(self) -> None:
-        """Stop every node (SIGTERM, then SIGKILL after a few seconds) and remove the directory."""
+        """Stop every node (SIGTERM, then SIGKILL after a few seconds) and remove their files."""
         if self._stopped:
             return
         self._stopped = True
         with contextlib.suppress(ValueError):  # not registered (never started fully)
             atexit.unregister(self.stop)
         _terminate(self.processes)
-        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.owns_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            return
+        for port in self.ports:
+            for name in (f"nodes-{port}.conf", f"{port}.log"):
+                (self.directory / name).unlink(missing_ok=True)
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -126,13 +138,14 @@ class LocalCluster:
 def start_cluster(masters: int = 3, *, directory: Path | None = None) -> LocalCluster:
     """Start ``masters`` cluster nodes on free loopback ports and wait until the cluster is ok.
 
-    ``directory`` (created if missing) holds node files and logs; default a new temp dir. The
+    ``directory`` (created if missing) holds node files and logs; default a new temp dir. Only a
+    directory created here is removed at `LocalCluster.stop`, else just the nodes' files. The
     nodes are stopped at interpreter exit if `LocalCluster.stop` was not called. Raises
     `StoreUnavailable` when the nodes cannot start or do not form a cluster in time.
     """
     if masters < 1:
         raise ValueError(f"masters must be at least 1, not {masters!r}")
-    own_dir = directory is None
+    own_dir = directory is None or not directory.exists()
     base = Path(tempfile.mkdtemp(prefix="yuiju-cluster-")) if directory is None else directory
     base.mkdir(parents=True, exist_ok=True)
     processes: list[subprocess.Popen[bytes]] = []
@@ -158,7 +171,8 @@ def start_cluster(masters: int = 3, *, directory: Path | None = None) -> LocalCl
         if own_dir:
             shutil.rmtree(base, ignore_errors=True)
         raise
-    cluster = LocalCluster(ports=ports, directory=base, processes=processes, slot_ranges=ranges)
+    cluster = LocalCluster(ports=ports, directory=base, processes=processes, slot_ranges=ranges,
+                           owns_directory=own_dir)
     atexit.register(cluster.stop)
     return cluster
 
@@ -314,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{args.masters} masters on ports {', '.join(map(str, cluster.ports))} "
             f"(pids {', '.join(map(str, cluster.pids))}), ready in "
-            f"{time.perf_counter() - started:.1f} s; Ctrl-C or SIGTERM stops them",
+            f"{time.perf_counter() - started:.1f} s; Ctrl-C or SIGTERM to pid {os.getpid()} stops them",
             file=sys.stderr, flush=True,
         )
         stop.wait()

@@ -99,6 +99,8 @@ async def test_the_local_cluster_is_three_masters_of_the_embedded_redis_server_s
 
 
 def test_the_cluster_helper_runs_from_a_shell_and_stops_on_sigterm(tmp_path: Path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "notes.txt").write_text("not the helper's")
     helper = subprocess.Popen(
         [sys.executable, "-m", "storage.testcluster", "start", "--masters", "1", "--dir", str(tmp_path / "c")],
         cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -114,7 +116,7 @@ def test_the_cluster_helper_runs_from_a_shell_and_stops_on_sigterm(tmp_path: Pat
     finally:
         helper.send_signal(signal.SIGTERM)
         assert helper.wait(timeout=15) == 0
-    assert not (tmp_path / "c").exists()  # node files and logs removed
+    assert [p.name for p in (tmp_path / "c").iterdir()] == ["notes.txt"]  # only its own files removed
 
 
 def test_every_key_of_a_town_lives_in_the_towns_one_slot() -> None:
@@ -392,7 +394,7 @@ async def test_two_towns_on_one_cluster_keep_their_keys_apart(
 
 
 async def test_the_memory_worker_consumes_and_retries_the_event_stream_on_a_cluster(
-    cluster_redis: aioredis.RedisCluster, sqlite_history: HistoryStore
+    cluster_redis: aioredis.RedisCluster, sqlite_history: HistoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await QdrantClientStore.open(collection="c", dim=64, location=":memory:")
     semantic = SemanticMemory(store, HashingEmbedder(64))
@@ -408,17 +410,14 @@ async def test_the_memory_worker_consumes_and_retries_the_event_stream_on_a_clus
         await worker.ensure_group()  # BUSYGROUP is fine
         await cluster_redis.xadd(KEYS.events, {"type": "action_completed", "character_id": "yuiju",
                                                "time": now.isoformat(), "data": json.dumps({"episode_id": "bhv_1"})})
-        real = semantic.embedder
+        async def embedder_down(_texts: object) -> list[list[float]]:
+            raise ConnectionError("embedder down")
 
-        class Down(HashingEmbedder):
-            async def embed_documents(self, texts: object) -> list[list[float]]:
-                raise ConnectionError("embedder down")
-
-        semantic.embedder = Down(64)
-        with pytest.raises(ConnectionError):
-            await worker.run_once(block=False)  # XREADGROUP '>' then no XACK
+        with monkeypatch.context() as patch:
+            patch.setattr(semantic.embedder, "embed_documents", embedder_down)
+            with pytest.raises(ConnectionError):
+                await worker.run_once(block=False)  # XREADGROUP '>', the handler fails: no XACK
         assert (await cluster_redis.xpending(KEYS.events, GROUP))["pending"] == 1
-        semantic.embedder = real
         assert await worker.run_once(block=True) == 1  # the pending entry ('0'), then XACK
         assert (await cluster_redis.xpending(KEYS.events, GROUP))["pending"] == 0
         assert await semantic.store.count(Where(eq={"kind": "episode"})) == 1
