@@ -172,6 +172,16 @@ class RedisConfig(_Section):
     prefix: str = "yuiju"
     """Prefix of every key, so several towns can share one server (on a cluster, each town's keys share one slot)."""
 
+    @field_validator("prefix")
+    @classmethod
+    def _one_hash_tag(cls, value: str) -> str:
+        # Keys are "{prefix}:...": empty or with braces, the tag breaks and a town's keys scatter
+        # over a cluster's slots, where its multi-key scripts then fail.
+        if not value or "{" in value or "}" in value:
+            raise ValueError(f"{value!r} cannot be a key prefix: use a non-empty name without "
+                             "braces, e.g. 'yuiju' or 'town-2' (keys become {prefix}:...)")
+        return value
+
     @model_validator(mode="after")
     def _cluster_needs_url(self) -> RedisConfig:
         if self.cluster and self.url is None:

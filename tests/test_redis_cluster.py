@@ -541,3 +541,10 @@ def test_the_readme_cluster_config_loads_and_names_its_nodes(tmp_path: Path) -> 
     assert [(n.host, n.port) for n in client.nodes_manager.startup_nodes.values()] == [
         ("10.0.0.1", 7000), ("10.0.0.2", 7000)]
     assert "password" not in cfg.summary()["redis"]
+
+
+@pytest.mark.parametrize("prefix", ["", "}town", "a{b}"])
+def test_a_prefix_that_would_break_the_hash_tag_is_refused(prefix: str, tmp_path: Path) -> None:
+    (tmp_path / "yuiju.toml").write_text(f"[redis]\nprefix = {prefix!r}\n")
+    with pytest.raises(ConfigError, match=r"cannot be a key prefix.*non-empty name without braces"):
+        load_config(tmp_path / "yuiju.toml", environ={})
