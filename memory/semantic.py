@@ -22,12 +22,12 @@ the world and the chat carry on. Writes do raise, so their callers can retry.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from llm.tokens import estimate_tokens
 from memory.embeddings import Embedder
 from memory.vectors import (
     PUBLIC,
@@ -62,12 +62,6 @@ def rank_score(
     recency = weights.recency_decay ** max(0.0, age_hours)
     importance = min(1.0, max(0.0, importance))
     return weights.relevance * relevance + weights.recency * recency + weights.importance * importance
-
-
-def estimate_tokens(text: str) -> int:
-    """A CJK-aware token estimate: 0.6 per CJK character, 0.3 per other character (rounded up)."""
-    cjk = sum(1 for c in text if "\u3000" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" or "\uff00" <= c <= "\uffef")
-    return math.ceil(cjk * 0.6 + (len(text) - cjk) * 0.3)
 
 
 def to_epoch(value: datetime) -> float:
