@@ -1,6 +1,6 @@
 """Benchmark the LLM decision path against a schema-following fake OpenAI-compatible server.
 
-    python bench/llm_bench.py [--days 7] [--seed 1] [--replay-days 3]
+    python bench/llm_bench.py [--days 7] [--seeds 1 2 3] [--replay-days 3]
 
 The fake is `tests/openai_stub.py` over real HTTP with the `schema_following` handler: it reads
 the ``response_format`` json_schema (or, in ``json_object`` mode, the schema shown in the prompt)
@@ -10,7 +10,8 @@ the seed and the request. It reports usage with the CJK-aware estimate (`llm.est
 not counted (grammar engines such as llama.cpp's do not add it to the prompt) but its size is
 listed.
 
-Side by side, json_schema and json_object mode, `yuiju simulate --policy llm` for ``--days``:
+Side by side, json_schema and json_object mode, `yuiju simulate --policy llm` for ``--days`` and
+each seed (both modes live the same life: the fake's n-th answer draws from the same numbers):
 first-attempt acceptance of decisions, calls per decision, prompt tokens per simulated day and
 the stable-prefix share of consecutive decision prompts (the longest common prefix of the two
 requests' messages, role and content, over the later one's length, in characters; median and
@@ -52,6 +53,7 @@ def config(base_url: str, mode: str, data_dir: Path) -> Any:
 
 async def run_mode(stub: OpenAIStub, mode: str, days: int, seed: int, tmp: Path) -> dict[str, Any]:
     stub.requests.clear()
+    stub.handler = schema_following(seed)  # from its first answer again: both modes live the same life
     started = time.perf_counter()
     report = await simulate(config(stub.base_url, mode, tmp), days=days, seed=seed, policy="llm", progress=False)
     wall = time.perf_counter() - started
@@ -87,6 +89,7 @@ async def run_mode(stub: OpenAIStub, mode: str, days: int, seed: int, tmp: Path)
 
 
 async def record_and_replay(stub: OpenAIStub, days: int, seed: int, tmp: Path) -> dict[str, Any]:
+    stub.handler = schema_following(seed)
     cassette = tmp / "run.cassette.jsonl"
     cfg = config(stub.base_url, "json_schema", tmp)
     recorded = await simulate(cfg, days=days, seed=seed, policy="llm", progress=False, record=cassette)
@@ -112,25 +115,44 @@ def verdict(row: dict[str, Any]) -> str:
     return "meets the bar" if ok else "MISSES the bar"
 
 
+def table(rows: list[dict[str, Any]]) -> str:
+    """The side-by-side table for bench/README.md (one line per seed and mode, then the means)."""
+    head = ("| seed | mode | decisions/day | first-attempt acceptance | calls/decision | prompt tokens/call "
+            "(median) | prompt tokens/day | prefix share (median, quartiles) |\n|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        q = r["prefix_share_quartiles"]
+        lines.append(f"| {r['seed']} | {r['mode']} | {r['decisions_per_day']} | {r['first_attempt_acceptance']:.1%} | "
+                     f"{r['calls_per_decision']:.2f} | {r['prompt_tokens_median']:,.0f} | "
+                     f"{r['prompt_tokens_per_day']:,.0f} | {r['prefix_share_median']:.2f} ({q[0]:.2f}–{q[2]:.2f}) |")
+    for mode in ("json_schema", "json_object"):
+        of = [r for r in rows if r["mode"] == mode]
+        lines.append(f"| mean | {mode} | {statistics.fmean(r['decisions_per_day'] for r in of):.1f} | | | | "
+                     f"{statistics.fmean(r['prompt_tokens_per_day'] for r in of):,.0f} | |")
+    return "\n".join(lines)
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=7)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--replay-days", type=int, default=3)
     parser.add_argument("--out", default="bench/out/llm_bench.json")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="yuiju-llm-bench-") as tmp:
-        stub = OpenAIStub(handler=schema_following(args.seed), count_tokens=estimate_tokens)
+        stub = OpenAIStub(count_tokens=estimate_tokens)
         stub.start()
         try:
-            for mode in ("json_schema", "json_object"):
-                rows.append(await run_mode(stub, mode, args.days, args.seed, Path(tmp)))
-                print(json.dumps(rows[-1], ensure_ascii=False), f"-> {verdict(rows[-1])}", flush=True)
-            replay = await record_and_replay(stub, args.replay_days, args.seed, Path(tmp))
+            for seed in args.seeds:
+                for mode in ("json_schema", "json_object"):
+                    rows.append({"seed": seed, **await run_mode(stub, mode, args.days, seed, Path(tmp))})
+                    print(json.dumps(rows[-1], ensure_ascii=False), f"-> {verdict(rows[-1])}", flush=True)
+            replay = await record_and_replay(stub, args.replay_days, args.seeds[0], Path(tmp))
         finally:
             stub.stop()
     print(json.dumps({"record_replay": replay}, ensure_ascii=False))
+    print(table(rows))
     out = Path(args.out)
     text = json.dumps({"args": vars(args), "modes": rows, "record_replay": replay, "targets": TARGETS,
                        "cpu_count": os.cpu_count()}, ensure_ascii=False, indent=1)

@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 
 OutputMode = Literal["json_schema", "json_object"]
 
-JSON_OBJECT_INSTRUCTION = "只输出一个符合下面 JSON Schema（{name}）的 JSON 对象，不要任何其他文字：\n{schema}"
+JSON_OBJECT_INSTRUCTION = "只输出符合下面 JSON Schema（{name}）的一个 JSON 对象：\n{schema}"
 """Appended to the request in "json_object" mode, where the provider never sees the schema."""
 
-JSON_OBJECT_DEFS = "JSON Schema 公共定义（\"$ref\": \"#/$defs/…\" 指向这里）：\n{defs}"
+JSON_OBJECT_DEFS = "JSON Schema 的 $defs：\n{defs}"
 """Appended to the leading system message in "json_object" mode when the schema has ``$defs``."""
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})

@@ -38,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from llm.openai_model import JSON_OBJECT_DEFS, JSON_OBJECT_INSTRUCTION
 from llm.testing import PHRASES, follow_schema
 
 
@@ -223,10 +224,10 @@ def requested_schema(body: dict[str, Any]) -> dict[str, Any] | None:
     if fmt.get("type") != "json_object":
         return None
     text = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
-    root = _json_after(text, "只输出一个符合下面 JSON Schema")
+    root = _json_after(text, JSON_OBJECT_INSTRUCTION.split("（")[0])
     if root is None:
         raise ValueError("json_object request without a schema in its prompt")
-    defs = _json_after(text, "JSON Schema 公共定义")
+    defs = _json_after(text, JSON_OBJECT_DEFS.split("\n")[0])
     return {**root, "$defs": defs} if defs else root
 
 

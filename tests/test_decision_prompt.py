@@ -72,6 +72,6 @@ async def test_consecutive_decision_prompts_share_most_of_their_prefix(
     if mode == "json_object":
         for body in openai_stub.requests:
             system, moment = (m["content"] for m in body["messages"])
-            tail = moment[moment.index("只输出一个符合下面 JSON Schema"):]
+            tail = moment[moment.index("只输出符合下面 JSON Schema"):]
             assert len(tail) < 1500 and "\n  " not in tail  # compact, and last
             assert system.endswith(openai_stub.requests[0]["messages"][0]["content"][-200:])

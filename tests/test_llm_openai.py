@@ -96,7 +96,7 @@ async def test_json_object_mode_shows_the_defs_with_the_system_prompt_and_the_re
     defs = json.dumps(NESTED.schema["$defs"], ensure_ascii=False, separators=(",", ":"))
     assert system["content"].startswith("你是悠酱。\n\n") and system["content"].endswith(defs)
     root = {k: v for k, v in NESTED.schema.items() if k != "$defs"}
-    assert user["content"].startswith("现在做什么？\n\n只输出一个符合下面 JSON Schema（decision）的 JSON 对象")
+    assert user["content"].startswith("现在做什么？\n\n只输出符合下面 JSON Schema（decision）的一个 JSON 对象")
     assert user["content"].endswith(json.dumps(root, ensure_ascii=False, separators=(",", ":")))
     assert [m["role"] for m in without_system["messages"]] == ["system", "user"]
     assert without_system["messages"][0]["content"].endswith(defs)

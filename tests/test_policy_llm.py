@@ -91,8 +91,8 @@ async def test_json_object_mode_asks_for_an_object_and_puts_the_schema_at_the_en
     [sent] = openai_stub.requests
     assert sent["response_format"] == {"type": "json_object"}
     system, moment = (m["content"] for m in sent["messages"])
-    assert '"$defs"' not in moment and "公共定义" in system
-    tail = moment[moment.index("只输出一个符合下面 JSON Schema"):]
+    assert '"$defs"' not in moment and "JSON Schema 的 $defs" in system
+    tail = moment[moment.index("只输出符合下面 JSON Schema"):]
     assert all(json.dumps(a.name, ensure_ascii=False) in tail for a in request.candidates)
     assert "可选行为：" not in moment  # the schema lists them: not twice
 
