@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from llm.errors import LLMUnavailable
-from llm.model import ChatMessage, ChatModel, ChatResult, JsonSchema, ToolChatResult
+from llm.model import ChatModel
+from llm.wrapper import ChatModelWrapper
 
 log = logging.getLogger(__name__)
 
 
-class CircuitBreaker:
+class CircuitBreaker(ChatModelWrapper):
     """A `ToolChatModel` that stops calling ``inner`` while the provider is down."""
 
     def __init__(
@@ -36,14 +37,13 @@ class CircuitBreaker:
     ) -> None:
         if failures < 1:
             raise ValueError(f"failures must be at least 1, got {failures!r}")
-        self.inner = inner
+        super().__init__(inner)
         self.failures = failures
         """Unanswered requests in a row that open the circuit."""
         self.cooldown_seconds = cooldown_seconds
         """How long it stays open before one probe request is let through."""
         self.now = now
         """Seconds on some clock (the world's under ``simulate``)."""
-        self.name = inner.name
         self.consecutive = 0
         """Unanswered requests since the last answer."""
         self.open_until: float | None = None
@@ -57,11 +57,6 @@ class CircuitBreaker:
     def __repr__(self) -> str:
         return f"CircuitBreaker({self.inner!r}, state={self.state!r})"
 
-    async def aclose(self) -> None:
-        """Close the inner model's connections."""
-        if hasattr(self.inner, "aclose"):
-            await self.inner.aclose()
-
     @property
     def state(self) -> str:
         """'closed' (calling), 'open' (refusing) or 'probing' (one request on trial)."""
@@ -69,35 +64,10 @@ class CircuitBreaker:
             return "probing"
         return "open" if self.open_until is not None else "closed"
 
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        json_schema: JsonSchema | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        purpose: str | None = None,
-    ) -> ChatResult:
-        return await self._guarded(lambda: self.inner.complete(
-            messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens,
-            purpose=purpose))
-
-    async def complete_tools(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        tools: Sequence[dict[str, Any]] = (),
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        purpose: str | None = None,
-    ) -> ToolChatResult:
-        return await self._guarded(lambda: self.inner.complete_tools(  # type: ignore[attr-defined]
-            messages, tools=tools, temperature=temperature, max_tokens=max_tokens, purpose=purpose))
-
-    async def _guarded(self, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def around(self, kind: str, messages: Sequence[Any], options: dict[str, Any]) -> Any:
         self._admit()
         try:
-            result = await call()
+            result = await self.call(kind, messages, options)
         except LLMUnavailable as exc:
             if exc.sent:
                 if self._failed():

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from llm.errors import LLMError, LLMUnavailable
-from llm.model import ChatMessage, ChatModel, ChatResult, JsonSchema, ToolCall, ToolChatResult
+from llm.model import ChatModel, ChatResult, JsonSchema, ToolCall, ToolChatResult
+from llm.wrapper import ChatModelWrapper, RoutedChatModel
 
 FORMAT = "yuiju-llm"
 VERSION = 1
@@ -75,14 +76,13 @@ def _result_of(doc: dict[str, Any], kind: str) -> ChatResult:
     return ChatResult(**fields)
 
 
-class RecordingChatModel:
+class RecordingChatModel(ChatModelWrapper):
     """Passes every call to ``inner`` and appends the exchange to the cassette at ``path``
     (a new file; the header carries ``meta``)."""
 
     def __init__(self, inner: ChatModel, path: str | Path, *, meta: dict[str, Any] | None = None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.path = Path(path)
-        self.name = inner.name
         self.recorded = 0
         self._file: IO[str] = self.path.open("w", encoding="utf-8")
         self._write({"cassette": FORMAT, "version": VERSION, "meta": meta or {}})
@@ -95,26 +95,10 @@ class RecordingChatModel:
         self._file.write(json.dumps(doc, ensure_ascii=False) + "\n")
         self._file.flush()
 
-    async def complete(self, messages: Sequence[ChatMessage], *, json_schema: JsonSchema | None = None,
-                       temperature: float | None = None, max_tokens: int | None = None,
-                       purpose: str | None = None) -> ChatResult:
-        request = request_of("complete", messages, json_schema=json_schema, temperature=temperature,
-                             max_tokens=max_tokens, purpose=purpose)
-        return await self._record(request, self.inner.complete(
-            messages, json_schema=json_schema, temperature=temperature, max_tokens=max_tokens, purpose=purpose))
-
-    async def complete_tools(self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] = (),
-                             temperature: float | None = None, max_tokens: int | None = None,
-                             purpose: str | None = None) -> ToolChatResult:
-        request = request_of("complete_tools", messages, tools=tools, temperature=temperature,
-                             max_tokens=max_tokens, purpose=purpose)
-        return await self._record(request, self.inner.complete_tools(  # type: ignore[attr-defined]
-            messages, tools=tools, temperature=temperature, max_tokens=max_tokens, purpose=purpose))
-
-    async def _record(self, request: dict[str, Any], call: Any) -> Any:
-        entry: dict[str, Any] = {"n": self.recorded, "request": request}
+    async def around(self, kind: str, messages: Sequence[Any], options: dict[str, Any]) -> Any:
+        entry: dict[str, Any] = {"n": self.recorded, "request": request_of(kind, messages, **options)}
         try:
-            result = await call
+            result = await self.call(kind, messages, options)
         except LLMUnavailable as exc:
             entry["error"] = {"message": str(exc), "retryable": exc.retryable, "sent": exc.sent,
                               "prompt_tokens": exc.prompt_tokens,
@@ -130,11 +114,10 @@ class RecordingChatModel:
     async def aclose(self) -> None:
         """Close the cassette and the inner model."""
         self._file.close()
-        if hasattr(self.inner, "aclose"):
-            await self.inner.aclose()
+        await super().aclose()
 
 
-class ReplayChatModel:
+class ReplayChatModel(RoutedChatModel):
     """Answers from the cassette at ``path``; never touches the network."""
 
     def __init__(self, path: str | Path) -> None:
@@ -157,17 +140,8 @@ class ReplayChatModel:
         """Recorded exchanges not asked for (yet)."""
         return sum(len(q) for q in self._by_key.values())
 
-    async def complete(self, messages: Sequence[ChatMessage], *, json_schema: JsonSchema | None = None,
-                       temperature: float | None = None, max_tokens: int | None = None,
-                       purpose: str | None = None) -> ChatResult:
-        return self._answer(request_of("complete", messages, json_schema=json_schema, temperature=temperature,
-                                       max_tokens=max_tokens, purpose=purpose))
-
-    async def complete_tools(self, messages: Sequence[dict[str, Any]], *, tools: Sequence[dict[str, Any]] = (),
-                             temperature: float | None = None, max_tokens: int | None = None,
-                             purpose: str | None = None) -> ToolChatResult:
-        return self._answer(request_of("complete_tools", messages, tools=tools, temperature=temperature,
-                                       max_tokens=max_tokens, purpose=purpose))  # type: ignore[return-value]
+    async def around(self, kind: str, messages: Sequence[Any], options: dict[str, Any]) -> Any:
+        return self._answer(request_of(kind, messages, **options))
 
     def _answer(self, request: dict[str, Any]) -> ChatResult:
         index = self.replayed

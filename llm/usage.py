@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm.errors import LLMUnavailable
-from llm.model import ChatMessage, ChatModel, ChatResult, JsonSchema, ToolChatModel, ToolChatResult
+from llm.model import ChatModel, ChatResult
 from llm.tokens import estimate_prompt_tokens, estimate_tokens
+from llm.wrapper import ChatModelWrapper
 
 PURPOSES = ("decide", "chat", "summary", "diary", "distill", "proactive")
 """What calls are for; each has its own ``max_tokens`` bound (``[llm].max_tokens_<purpose>``)."""
@@ -86,7 +87,7 @@ class UsageTotals:
             await self.then(call)
 
 
-class MeteredModel:
+class MeteredModel(ChatModelWrapper):
     """A `ToolChatModel` that bounds and counts every call of ``inner``.
 
     One instance per process wraps the shared model; `for_purpose` gives the same model with
@@ -101,21 +102,15 @@ class MeteredModel:
         purpose: str = "chat",
         sink: UsageSink | None = None,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.bounds = dict(max_tokens or {})
         """``max_tokens`` by purpose; a purpose not listed gets `DEFAULT_MAX_TOKENS`."""
         self.purpose = purpose
         """The purpose of calls that name none."""
         self.sink = sink
-        self.name = inner.name
 
     def __repr__(self) -> str:
         return f"MeteredModel({self.inner!r}, purpose={self.purpose!r})"
-
-    async def aclose(self) -> None:
-        """Close the inner model's connections."""
-        if hasattr(self.inner, "aclose"):
-            await self.inner.aclose()
 
     def for_purpose(self, purpose: str) -> MeteredModel:
         """The same model, bounds and sink, with ``purpose`` as the default."""
@@ -124,43 +119,12 @@ class MeteredModel:
     def bound(self, purpose: str) -> int:
         return self.bounds.get(purpose, DEFAULT_MAX_TOKENS)
 
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        json_schema: JsonSchema | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        purpose: str | None = None,
-    ) -> ChatResult:
-        purpose = purpose or self.purpose
-        bound = max_tokens or self.bound(purpose)
-        return await self._metered(messages, purpose, bound, lambda: self.inner.complete(
-            messages, json_schema=json_schema, temperature=temperature, max_tokens=bound, purpose=purpose))
-
-    async def complete_tools(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        tools: Sequence[dict[str, Any]] = (),
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        purpose: str | None = None,
-    ) -> ToolChatResult:
-        inner = self.inner
-        if not hasattr(inner, "complete_tools"):
-            raise TypeError(f"{inner!r} does not offer tool calling (complete_tools)")
-        tool_model: ToolChatModel = inner  # type: ignore[assignment]
-        purpose = purpose or self.purpose
-        bound = max_tokens or self.bound(purpose)
-        return await self._metered(messages, purpose, bound, lambda: tool_model.complete_tools(
-            messages, tools=tools, temperature=temperature, max_tokens=bound, purpose=purpose))
-
-    async def _metered(self, messages: Sequence[Any], purpose: str, bound: int,
-                       call: Callable[[], Awaitable[Any]]) -> Any:
+    async def around(self, kind: str, messages: Sequence[Any], options: dict[str, Any]) -> Any:
+        purpose = options["purpose"] = options["purpose"] or self.purpose
+        bound = options["max_tokens"] = options["max_tokens"] or self.bound(purpose)
         started = time.perf_counter()
         try:
-            result = await call()
+            result = await self.call(kind, messages, options)
         except LLMUnavailable as exc:
             if exc.sent:
                 await self._record(purpose, bound, messages, exc.result, exc, started)
@@ -186,4 +150,3 @@ class MeteredModel:
             latency_ms=result.latency_ms if result else (time.perf_counter() - started) * 1000,
             max_tokens=bound, truncated=bool(result and result.truncated),
         ))
-
