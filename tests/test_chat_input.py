@@ -4,6 +4,7 @@ and archived — on both history backends."""
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime
 from typing import Any
@@ -18,6 +19,7 @@ from memory.service import build_memory
 from memory.vectors import QdrantClientStore
 from message.entry import REPORT, normalize
 from message.recorder import CHAT_LOG
+from storage.keys import Keys
 from tests.conftest import TZ, at_time
 from tests.test_message_service import BOT, GROUP, make_kit
 from yuiju_config import YuijuConfig
@@ -90,6 +92,27 @@ async def test_an_id_beyond_64_bits_does_not_stop_archiving_the_conversation(red
         episodes = await EpisodeRepo(history).today("yuiju", at_time("2026-09-01 12:00"), type_="conversation")
         assert len(episodes) == 1
         assert [m["text"] for m in episodes[0].data["messages"]] == ["今天好热", "去游泳吧", "好啊"]
+    finally:
+        await store.close()
+
+
+async def test_a_stored_message_that_no_longer_validates_costs_only_itself(redis: Any, history: Any) -> None:
+    store = await QdrantClientStore.open(collection="c", dim=64, location=":memory:")
+    try:
+        memory = await build_memory(YuijuConfig(), history, SemanticMemory(store, HashingEmbedder(64)),
+                                    character_id="yuiju", voice=DiaryVoice(name="悠酱", persona="你是悠酱。"))
+        kit = await make_kit(redis, history, memory=memory)
+        await kit.say("今天好热")
+        sid = f"group:{GROUP}"
+        old = kit.entry("旧版本存下的").model_copy(update={"user_id": 5}).model_dump(mode="json")
+        old["user_id"] = 2**64  # written before ids were bounded
+        for key in (Keys("t").chat_window("yuiju", sid), Keys("t").chat_recent("yuiju", sid)):
+            await redis.rpush(key, json.dumps(old))
+        await kit.say("去游泳吧")
+        assert [e.text for e in await kit.service.sessions.recent(sid, 10)] == ["今天好热", "去游泳吧"]
+        await kit.service.recorder.flush_windows()
+        episodes = await EpisodeRepo(history).today("yuiju", at_time("2026-09-01 12:00"), type_="conversation")
+        assert [m["text"] for m in episodes[0].data["messages"]] == ["今天好热", "去游泳吧"]
     finally:
         await store.close()
 
