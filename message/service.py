@@ -79,7 +79,6 @@ class ChatService:
         self.redis = redis
         self.keys = keys
         self.clock = clock
-        self.model = model
         self.memory = memory
         """A `memory.service.MemoryService`, or None (then life tools say they cannot look)."""
         self.outlet = outlet
@@ -121,6 +120,15 @@ class ChatService:
     @self_id.setter
     def self_id(self, value: int | None) -> None:
         self.recorder.self_id = value
+
+    @property
+    def model(self) -> ToolChatModel | None:
+        """Her chat model: answers, and the summaries the rooms write (context, archive)."""
+        return self.context.model
+
+    @model.setter
+    def model(self, value: ToolChatModel | None) -> None:
+        self.context.model = self.recorder.model = value
 
     @staticmethod
     def session_id(scene: str, target: int) -> str:

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from llm import FunctionChatModel, ToolCall, ToolChatResult
+from llm import FunctionChatModel, OpenAIChatModel, ToolCall, ToolChatResult
 from llm.model import ChatMessage, JsonSchema
 from message.agent import Tool, ToolResult
 from tests.conftest import at_time
+from tests.openai_stub import OpenAIStub, StubCut
 from tests.test_message_service import GROUP, make_kit, scripted
 from tests.test_proactive import G, make_service, post_at
 from world.clock import SimClock
@@ -75,6 +76,15 @@ async def test_an_answer_cut_off_at_the_token_limit_is_retried(redis: Any) -> No
     out = await kit.say("悠酱今天干嘛了")
     assert out.replies == ["去公园散步了～"] and group_lines(kit) == ["去公园散步了～"]
     assert "太长" in kit.model.calls[1][-1]["content"]
+
+
+async def test_a_cut_off_answer_over_http_is_retried(redis: Any, openai_stub: OpenAIStub) -> None:
+    openai_stub.reply(StubCut("今天早上先去了公园，然后在水音池那边看到了好多"), "去公园散步了～")
+    kit = await make_kit(redis)
+    kit.service.model = OpenAIChatModel(base_url=openai_stub.base_url, api_key=None, model="stub")
+    out = await kit.say("悠酱今天干嘛了")
+    assert out.replies == ["去公园散步了～"] and len(openai_stub.requests) == 2
+    assert "太长" in openai_stub.requests[1]["messages"][-1]["content"]
 
 
 async def test_the_wrap_up_answer_and_tool_replies_are_filtered_too(redis: Any) -> None:
