@@ -79,6 +79,7 @@ class ChatService:
         self.redis = redis
         self.keys = keys
         self.clock = clock
+        self.history = history
         self.memory = memory
         """A `memory.service.MemoryService`, or None (then life tools say they cannot look)."""
         self.outlet = outlet
