@@ -33,12 +33,12 @@ QQId = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
-def clean_text(text: str) -> str:
+def clean_text(text: str, *, drop: bool = False) -> str:
     """``text`` with lone UTF-16 surrogates (which no store or JSON encoder accepts) replaced by
-    U+FFFD; a pair split into two escapes is joined into its character."""
+    U+FFFD, or dropped; a pair split into two escapes is joined into its character."""
     if not _SURROGATE.search(text):
         return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore" if drop else "replace")
 
 
 class Segment(BaseModel):

@@ -6,7 +6,9 @@ reconnects; what it sent meanwhile is lost). `install` guards the two places whe
 reads a frame, both looked up when a frame arrives (its routes were registered before any plugin
 loads, so its methods cannot be swapped): the ``json`` its module reads frames with answers None
 for a frame that is not JSON (the adapter then skips it, as it skips any non-event), and its
-event parser reports an event it cannot parse instead of raising. Reports are one short line per
+event parser reports an event it cannot parse instead of raising. (The same ``json`` reads the
+answers of HTTP API calls, which this plugin does not use: one that is not JSON then reads as an
+empty result instead of a `NetworkError`.) Reports are one short line per
 frame, at most a burst a minute (`message.ratelog`). Installed when the plugin loads, so it also
 holds inside an existing NoneBot project.
 """

@@ -85,7 +85,7 @@ class OutputFilter:
 
     def review(self, text: str, *, finish_reason: str | None = None) -> Filtered:
         """What of the model's ``text`` may be sent, or why none of it is a message."""
-        text = _SPECIAL_TOKEN.sub("", clean_text(text))
+        text = _SPECIAL_TOKEN.sub("", clean_text(text, drop=True))  # a broken emoji is left out, not shown as �
         if not text.strip():
             return Filtered("")
         prose = _REASONING.sub("", text)
@@ -106,7 +106,7 @@ class OutputFilter:
 
     def lines(self, text: str) -> list[str]:
         """``text`` (already reviewed, or ours) as chat messages."""
-        return split_lines(sanitize(clean_text(text), max_chars=self.max_chars, name=self.name),
+        return split_lines(sanitize(clean_text(text, drop=True), max_chars=self.max_chars, name=self.name),
                            max_lines=self.max_lines)
 
 
