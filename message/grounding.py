@@ -227,6 +227,17 @@ def problems(found: Sequence[Claim], today: Sequence[Any], tz: Any) -> list[str]
     return list(dict.fromkeys(out))
 
 
+def _episode_of(running: Any) -> Any:
+    """Her running action as the episode the engine writes for it."""
+    from memory.episodes import Episode
+
+    return Episode.model_validate({
+        "_id": running.episode_id, "character_id": "", "type": "behavior", "time": running.started_at,
+        "end_time": running.ends_at, "status": "running", "summary": running.name,
+        "data": {"action": running.action_id, "name": running.name, "place": running.place},
+    })
+
+
 class GroundingCheck:
     """Checks every answer that will be sent against today's episodes (``memory.today_events``)."""
 
@@ -236,8 +247,10 @@ class GroundingCheck:
         """A `memory.service.MemoryService` (or anything with ``today_events``), or None: no check."""
         self.clock = clock
 
-    async def check(self, text: str, *, question: str = "") -> str | None:
-        """Feedback for the model when ``text`` claims about today what the record does not show."""
+    async def check(self, text: str, *, question: str = "", char: Any = None) -> str | None:
+        """Feedback for the model when ``text`` claims about today what the record does not show.
+        ``char`` (her live state) adds what she is doing right now, which the record may not have
+        caught up with yet."""
         if self.memory is None or self.lexicon is None:
             return None
         found = claims(text, self.lexicon, day=day_of(question))
@@ -249,6 +262,9 @@ class GroundingCheck:
         except Exception as exc:  # no record to check against: let the answer through
             log.warning("grounding check skipped: today's episodes unavailable (%s)", exc)
             return None
+        running = getattr(char, "running", None)
+        if running is not None and not any(e.id == running.episode_id for e in today):
+            today = [*today, _episode_of(running)]
         wrong = problems(found, today, now.tzinfo)
         if not wrong:
             return None

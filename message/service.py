@@ -217,7 +217,7 @@ class ChatService:
                           max_steps=self.cfg.max_steps)
             ctx = ToolContext(user_id=entry.user_id, session_id=sid, scene=entry.scene, group_id=entry.group_id,
                               is_admin=self.is_admin(entry.user_id), service=self)
-            result = await agent.run(messages, ctx, emit, review=self._reviewer(entry))
+            result = await agent.run(messages, ctx, emit, review=self._reviewer(entry, char))
         except Stale:
             return Outcome(False, "superseded by a newer message", sent)
         except LLMError as exc:
@@ -235,7 +235,7 @@ class ChatService:
             await self.sessions.append(sid, result.items)
         return Outcome(bool(sent), "answered" if sent else "chose silence", sent)
 
-    def _reviewer(self, entry: Entry) -> Reviewer:
+    def _reviewer(self, entry: Entry, char: Any) -> Reviewer:
         """The turn's review of every text meant for users: the output filter, then the grounding
         check; each kind of problem is sent back to the model once, then a short line is said."""
         sid = entry.session_id
@@ -253,7 +253,7 @@ class ChatService:
                 log.warning("reply withheld in %s: it quotes the system prompt", sid)
             if filtered.leaked or not filtered.text:
                 return Review(filtered.text)
-            feedback = await self.grounding.check(filtered.text, question=entry.text)
+            feedback = await self.grounding.check(filtered.text, question=entry.text, char=char)
             if feedback is None:
                 return Review(filtered.text)
             await self._debug("debug", sid, f"not grounded: {filtered.text[:200]}")

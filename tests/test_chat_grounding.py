@@ -11,9 +11,10 @@ import pytest
 from llm import ToolCall
 from memory.episodes import Episode
 from message.agent import Tool, ToolResult
-from tests.conftest import at_time
-from tests.test_message_service import FakeMemory, make_kit, scripted
+from tests.conftest import at_time, make_character
+from tests.test_message_service import FakeMemory, FakeWorld, make_kit, scripted
 from world.loader import load_actions
+from world.state import RunningAction
 from world.town import HAURA
 
 ACTIONS = {a.id: a for a in load_actions("actions")}
@@ -109,3 +110,15 @@ async def test_a_silent_mode_reply_is_checked_before_it_goes_out(redis: Any) -> 
     assert [t for _, _, t in kit.sent] == ["今天去公园散步了"] and out.replies == ["今天去公园散步了"]
     tool_result = [m for m in kit.model.calls[1] if m["role"] == "tool"][-1]["content"]
     assert "没有发出" in tool_result and "钓鱼" in tool_result
+
+
+async def test_what_she_is_doing_right_now_counts_before_the_record_has_it(redis: Any) -> None:
+    now = at_time("2026-09-01 10:00")
+    running = RunningAction(action_id="fish_at_pond", name="在水音池钓鱼", started_at=now - timedelta(minutes=10),
+                            ends_at=now + timedelta(minutes=50), episode_id="e-now", place="pond", reason="",
+                            decided_by="x")
+    kit = await make_kit(redis, fn=scripted("今天在水音池钓鱼呢"), memory=FakeMemory(events=list(DAY)),
+                         world=FakeWorld(make_character(running=running, location="pond")))
+    out = await kit.say("悠酱今天在干嘛")
+    assert out.replies == ["今天在水音池钓鱼呢"] and len(kit.model.calls) == 1
+
