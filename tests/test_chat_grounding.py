@@ -122,3 +122,8 @@ async def test_what_she_is_doing_right_now_counts_before_the_record_has_it(redis
     out = await kit.say("悠酱今天在干嘛")
     assert out.replies == ["今天在水音池钓鱼呢"] and len(kit.model.calls) == 1
 
+
+
+async def test_saying_she_did_not_go_to_the_park_on_a_day_at_home_is_true(redis: Any) -> None:
+    kit, out = await ask(redis, "今天没去公园，一直在家看书", events=[done("read_at_home", "09:30")])
+    assert out.replies == ["今天没去公园，一直在家看书"] and len(kit.model.calls) == 1
