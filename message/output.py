@@ -54,7 +54,11 @@ _PAIRS = ("“”", "（）", "「」", "『』", "《》", "【】")
 
 _CQ = re.compile(r"\[CQ:[^\]]*\]?", re.IGNORECASE)
 _AT_ALL = re.compile(r"@\s*(全体成员|全体|all|everyone|here)(?![A-Za-z0-9_])", re.IGNORECASE)
-_TAGS = re.compile(r"</?(msg|system|tool|admin|context|memory)[^>]*>", re.IGNORECASE)
+_TAGS = re.compile(r"</?(msg|system|tool|admin|context|memory|answer|reply|response|final|output)\b[^>]*>",
+                   re.IGNORECASE)
+"""Markup of our prompt, and the wrappers some models put around an answer."""
+_MARKDOWN = re.compile(r"\*\*|__|`|^#{1,6}\s+", re.MULTILINE)
+"""Emphasis, code and heading marks: QQ shows them as they are."""
 _SENTENCE = re.compile(r"(?<=[。！？!?…~～])")
 _SENTENCE_END = re.compile(r"[。！？!?…~～]+")
 _BLANKS = re.compile(r"\n\s*\n+")
@@ -124,9 +128,9 @@ def sanitize(text: str, *, max_chars: int, name: str = "") -> str:
         text = _CQ.sub("", text)
         text = _AT_ALL.sub("", text)
         text = _TAGS.sub("", text)
-    text = text.replace("\r", "")
-    if name:
-        text = re.sub(rf"^\s*{re.escape(name)}\s*[:：]\s*", "", text)
+    text = _MARKDOWN.sub("", text.replace("\r", ""))
+    if name:  # "悠酱：" or, imitating how her lines read in the context, "悠酱（10:05）："
+        text = re.sub(rf"^\s*{re.escape(name)}\s*(?:[（(][^）)\n]{{0,20}}[）)])?\s*[:：]\s*", "", text)
     text = _BLANKS.sub("\n", text).strip()
     if len(text) > max_chars:
         head = text[:max_chars]

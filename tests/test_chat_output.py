@@ -14,6 +14,7 @@ import pytest
 from llm import FunctionChatModel, OpenAIChatModel, ToolCall, ToolChatResult
 from llm.model import ChatMessage, JsonSchema
 from message.agent import Tool, ToolResult
+from message.output import OutputFilter
 from tests.conftest import at_time
 from tests.openai_stub import OpenAIStub, StubCut
 from tests.test_message_service import GROUP, make_kit, scripted
@@ -112,6 +113,14 @@ async def test_a_long_answer_is_cut_at_a_sentence_end(redis: Any) -> None:
     await kit.say("悠酱今天干嘛了")
     text = "".join(group_lines(kit))
     assert len(text) <= 60 and text.endswith("。")
+
+
+def test_markup_wrappers_and_her_own_name_are_not_part_of_the_message() -> None:
+    out = OutputFilter(name="悠酱", max_chars=100)
+    assert out.review("悠酱（10:05）：在的～").text == "在的～"
+    assert out.review("<answer>**今天**去了公园</answer>").text == "今天去了公园"
+    assert out.review("## 今天\n去了`公园`").text == "今天\n去了公园"
+    assert out.review("好呀<|im_end|>").text == "好呀"
 
 
 # -- what her context keeps -------------------------------------------------------------------------
