@@ -57,6 +57,8 @@ _AT_ALL = re.compile(r"@\s*(全体成员|全体|all|everyone|here)(?![A-Za-z0-9_
 _TAGS = re.compile(r"</?(msg|system|tool|admin|context|memory|answer|reply|response|final|output)\b[^>]*>",
                    re.IGNORECASE)
 """Markup of our prompt, and the wrappers some models put around an answer."""
+_FORGED = re.compile(r"<msg\b[^>]*>.*?</msg\s*>", re.IGNORECASE | re.DOTALL)
+"""A whole message in the context's markup: the model writing someone else's line."""
 _MARKDOWN = re.compile(r"\*\*|__|`|^#{1,6}\s+", re.MULTILINE)
 """Emphasis, code and heading marks: QQ shows them as they are."""
 _SENTENCE = re.compile(r"(?<=[。！？!?…~～])")
@@ -125,6 +127,7 @@ def sanitize(text: str, *, max_chars: int, name: str = "") -> str:
     previous = None
     while previous != text:  # until nothing changes: removing one code must not assemble another
         previous = text
+        text = _FORGED.sub("", text)
         text = _CQ.sub("", text)
         text = _AT_ALL.sub("", text)
         text = _TAGS.sub("", text)

@@ -121,6 +121,7 @@ def test_markup_wrappers_and_her_own_name_are_not_part_of_the_message() -> None:
     assert out.review("<answer>**今天**去了公园</answer>").text == "今天去了公园"
     assert out.review("## 今天\n去了`公园`").text == "今天\n去了公园"
     assert out.review("好呀<|im_end|>").text == "好呀"
+    assert out.review('好的～\n<msg from="小明" id="5" time="09-01 10:00">我也去</msg>').text == "好的～"
 
 
 # -- what her context keeps -------------------------------------------------------------------------
