@@ -54,6 +54,8 @@ class Recorder:
         self.self_id: int | None = None
         """Her QQ id, once the OneBot side told it."""
         self._background: set[asyncio.Task[Any]] = set()
+        self._returned: set[str] = set()
+        """Sessions whose last window failed to archive and went back to be tried once more."""
         self._ensured = False
 
     async def ensure(self) -> None:
@@ -131,7 +133,16 @@ class Recorder:
         try:
             await self.archive_window(sid, entries)
         except Exception as exc:
-            log.warning("conversation window of %s not archived: %s", sid, exc, exc_info=True)
+            if sid in self._returned:  # failed twice in a row: not a passing outage
+                self._returned.discard(sid)
+                log.error("conversation window of %s (%d messages) not archived: %s", sid, len(entries), exc,
+                          exc_info=True)
+                return
+            self._returned.add(sid)  # a store that is down: the next window closing takes these along
+            await self.sessions.window_return(sid, entries)
+            log.warning("conversation window of %s not archived (%s); kept for the next try", sid, exc)
+        else:
+            self._returned.discard(sid)
 
     async def archive_window(self, sid: str, entries: list[Entry]) -> None:
         """A finished window → a conversation episode, person profiles, chat memories. Each part

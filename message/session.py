@@ -221,6 +221,11 @@ class SessionStore:
             raw, _ = await pipe.execute()
         return entries(raw)
 
+    async def window_return(self, session_id: str, taken: Sequence[Entry]) -> None:
+        """Put messages taken by `window_take` back at the front of the window, in order."""
+        if taken:
+            await self.redis.lpush(self._k("window", session_id), *(e.model_dump_json() for e in reversed(taken)))
+
     async def window_sessions(self) -> list[str]:
         out = []
         for sid in await self.sessions():

@@ -21,7 +21,7 @@ from message.entry import REPORT, normalize
 from message.recorder import CHAT_LOG
 from storage.keys import Keys
 from tests.conftest import TZ, at_time
-from tests.test_message_service import BOT, GROUP, make_kit
+from tests.test_message_service import BOT, GROUP, FakeMemory, make_kit
 from yuiju_config import YuijuConfig
 
 
@@ -115,6 +115,35 @@ async def test_a_stored_message_that_no_longer_validates_costs_only_itself(redis
         assert [m["text"] for m in episodes[0].data["messages"]] == ["今天好热", "去游泳吧"]
     finally:
         await store.close()
+
+
+class FlakyMemory(FakeMemory):
+    """Memory whose episode store is down until ``outage`` is cleared."""
+
+    outage = True
+
+    @property
+    def episodes(self) -> Any:
+        memory = self
+
+        class Repo:
+            async def put(self, ep: Any) -> None:
+                if memory.outage:
+                    raise ConnectionError("history is down")
+                memory.episodes_put.append(ep)
+        return Repo()
+
+
+async def test_a_window_that_fails_to_archive_is_kept_for_the_next_try(redis: Any) -> None:
+    memory = FlakyMemory()
+    kit = await make_kit(redis, memory=memory)
+    await kit.say("今天好热")
+    assert await kit.service.recorder.flush_windows() == 1 and memory.episodes_put == []
+    memory.outage = False
+    await kit.say("去游泳吧")
+    assert await kit.service.recorder.flush_windows() == 1
+    [archived] = memory.episodes_put
+    assert [m["text"] for m in archived.data["messages"]] == ["今天好热", "去游泳吧"]
 
 
 @pytest.fixture(autouse=True)
