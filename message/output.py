@@ -43,13 +43,14 @@ _SPECIAL_TOKEN = re.compile(r"<\|[^|<>\n]{1,40}\|>")
 _STRUCTURED = re.compile(
     r"```"  # a code block
     r"""|[{\[]\s*["']\w"""  # an object or list opening with a quoted key or string
-    r'|"\s*:\s*["\[{\d\-tfn]'  # "key": value
-    r'|"\s*,\s*"'  # "a", "b"
+    r'|"[A-Za-z_][\w-]*"\s*:'  # "key":
+    r'|"\s*,\s*"[A-Za-z_]'  # ", "key (a fragment cut out of an object)
     r'|"\s*[}\]]'  # a string closing an object or list
     r"|</?(?:tool_calls?|function_calls?|invoke|parameter)\b|\[TOOL_CALLS\]",  # tool-call markup
     re.IGNORECASE,
 )
-"""Marks of structured output: what a chat message in Chinese never contains."""
+"""Marks of structured output: what a chat message in Chinese never contains (Chinese words in
+ASCII quotes, "摸鱼", "划水", are prose)."""
 _PAIRS = ("“”", "（）", "「」", "『』", "《》", "【】")
 
 _CQ = re.compile(r"\[CQ:[^\]]*\]?", re.IGNORECASE)

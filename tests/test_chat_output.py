@@ -14,7 +14,7 @@ import pytest
 from llm import FunctionChatModel, OpenAIChatModel, ToolCall, ToolChatResult
 from llm.model import ChatMessage, JsonSchema
 from message.agent import Tool, ToolResult
-from message.output import OutputFilter
+from message.output import Filtered, OutputFilter
 from tests.conftest import at_time
 from tests.openai_stub import OpenAIStub, StubCut
 from tests.test_message_service import GROUP, make_kit, scripted
@@ -122,6 +122,12 @@ def test_markup_wrappers_and_her_own_name_are_not_part_of_the_message() -> None:
     assert out.review("## 今天\n去了`公园`").text == "今天\n去了公园"
     assert out.review("好呀<|im_end|>").text == "好呀"
     assert out.review('好的～\n<msg from="小明" id="5" time="09-01 10:00">我也去</msg>').text == "好的～"
+
+
+def test_chinese_words_in_ascii_quotes_are_prose_not_structure() -> None:
+    out = OutputFilter(name="悠酱", max_chars=100)
+    for prose in ['今天学了两个词："摸鱼", "划水"', '他说"好"，然后走了', "（笑）好呀～", "3:30 见！"]:
+        assert out.review(prose) == Filtered(prose), prose
 
 
 # -- what her context keeps -------------------------------------------------------------------------
