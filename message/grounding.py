@@ -38,10 +38,12 @@ _TO_PLACE = r"(?:去|在|到|逛|从)(?:了|过)?(?:一趟|一下)?"
 
 _SENTENCES = re.compile(r"[^。！？!?\n]+[。！？!?\n]*")
 _CLAUSES = re.compile(r"[^，,；;、~～…]+")
-_TODAY = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚|现在|正在")
+_TODAY = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚|现在|正在|早上|早晨|上午|中午|下午|傍晚|晚上")
+"""Words that set the day to today (a time of day too, unless another day was named first)."""
 _OTHER_DAY = re.compile(r"昨天|前天|昨晚|上周|上个?星期|上次|以前|之前|去年|小时候|那天|周末|明天|后天|下周|下次|改天")
 _NOT_A_CLAIM = re.compile(r"想|要|打算|准备|计划|如果|将来|以后|待会|等会|等下")
 """Wishes, plans and what-ifs: not claims about what happened."""
+_DONE = re.compile(r"了|过")
 _OTHERS = re.compile(r"你|他|她|大家|别人")
 _NEGATION = re.compile(r"没|不|未|别")
 _NOT_NEGATION = re.compile(r"不错|不少|不过|不知|不得|不好意思|差不多|没想到")
@@ -80,6 +82,8 @@ class Claim:
     """The claimed time of day in hours (from, to), when the sentence gives one."""
     clock: str = ""
     """How that time reads (e.g. '15:00'), for the feedback."""
+    past: bool = False
+    """Said as done (了/过): a time still ahead does not make it a plan."""
 
 
 @dataclass
@@ -180,7 +184,7 @@ def claims(answer: str, lexicon: ClaimLexicon, *, day: Literal["today", "other"]
             for term, m in lexicon.find(clause):
                 before = _NOT_NEGATION.sub("", clause[:m.start()])[-6:]
                 out.append(Claim(term, m.group(0), bool(_NEGATION.search(before)),
-                                 when[0] if when else None, when[1] if when else ""))
+                                 when[0] if when else None, when[1] if when else "", _DONE.search(clause) is not None))
     return out
 
 
@@ -212,10 +216,14 @@ def _in_time(claim: Claim, episode: Any, tz: Any) -> bool:
     return lo - slack <= end and start <= hi + slack
 
 
-def problems(found: Sequence[Claim], today: Sequence[Any], tz: Any) -> list[str]:
-    """What in ``found`` today's episodes contradict, as lines for the model."""
+def problems(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> list[str]:
+    """What in ``found`` today's episodes contradict, as lines for the model. A claim about a
+    time of day still ahead ("下午去打工" in the morning) is a plan, not checked."""
+    tz = now.tzinfo
     out: list[str] = []
     for claim in found:
+        if claim.span is not None and claim.span[0] > _hours(now, tz) + 0.25 and not claim.past:
+            continue
         matching = [e for e in today if _matches(claim, e)]
         if claim.negated and matching:
             first = matching[0].time.astimezone(tz)
@@ -266,7 +274,7 @@ class GroundingCheck:
         running = getattr(char, "running", None)
         if running is not None and not any(e.id == running.episode_id for e in today):
             today = [*today, _episode_of(running)]
-        wrong = problems(found, today, now.tzinfo)
+        wrong = problems(found, today, now)
         if not wrong:
             return None
         record = "\n".join(f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in today) or "- （没有记录）"

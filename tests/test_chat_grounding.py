@@ -101,6 +101,13 @@ async def test_without_a_day_word_the_question_sets_the_day(redis: Any) -> None:
     assert out.replies == ["去水音池钓鱼了"]
 
 
+async def test_a_time_of_day_sets_the_day_and_one_still_ahead_is_a_plan(redis: Any) -> None:
+    kit, out = await ask(redis, "早上去水音池钓鱼了", "早上去公园散步了", question="悠酱早上干嘛了")
+    assert out.replies == ["早上去公园散步了"] and "钓鱼" in feedback(kit)
+    kit, out = await ask(redis, "下午去咖啡店打工", question="悠酱下午干嘛")  # it is 10:00
+    assert out.replies == ["下午去咖啡店打工"] and len(kit.model.calls) == 1
+
+
 async def test_a_silent_mode_reply_is_checked_before_it_goes_out(redis: Any) -> None:
     reply = Tool("reply", "回复", lambda ctx, a: ToolResult("已发送", user_reply=a["text"]))
     kit, out = await ask(
