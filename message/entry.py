@@ -195,7 +195,7 @@ def normalize(
     try:
         scene = payload.get("message_type")
         if scene not in ("group", "private"):
-            log.info("ignored event: message_type %r", str(scene)[:40])
+            REPORT(logging.INFO, "ignored event: message_type %.40r", scene)
             return None
         user_id = int(payload["user_id"])
         group_id = int(payload["group_id"]) if scene == "group" else None
@@ -246,7 +246,7 @@ def normalize(
     if truncated:
         text = text[:max_chars] + TRUNCATED_MARK
     if not text:
-        log.info("ignored empty message %s", mid)
+        REPORT(logging.INFO, "ignored empty message %s", mid)
         return None
     clean, clean_name = clean_text(text), clean_text(name)
     if clean != text or clean_name != name:
