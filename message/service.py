@@ -94,13 +94,18 @@ class ChatService:
         self.authorizer = AdminAuthorizer(frozenset(cfg.admins))
         self.context = ChatContext(cfg=cfg, card=card, clock=clock, sessions=self.sessions, registry=self.registry,
                                    mode=MODES[cfg.mode], is_admin=self.is_admin, world=world, memory=memory, model=model)
+        """What the model reads for a turn: prompt, situation, recall, summary, context items."""
         self.recorder = Recorder(cfg=cfg, card=card, clock=clock, sessions=self.sessions,
                                  render=self.context.render_entry, history=history, memory=memory, model=model)
         self.recorder.self_id = self_id
+        """Every message seen or sent: session, message log, conversation windows into memory."""
         self.output = OutputFilter(name=card.name, max_chars=cfg.max_reply_chars, max_lines=cfg.max_lines,
                                    secret=lambda: SECURITY + "\n" + self.context.stable_prompt())
+        """Between the model's text and what is sent (shared with proactive posts)."""
         self.grounding = GroundingCheck(lexicon, memory, clock)
+        """Her claims about today against today's episodes."""
         self.gate = ReplyGate(cfg, card, self.is_admin)
+        """Whether she answers: policies, sleep, floods and rate limits."""
         self._inflight: dict[str, asyncio.Task[Outcome]] = {}
         self._latest: dict[str, str] = {}
         self._failed: set[str] = set()
