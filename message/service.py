@@ -97,8 +97,8 @@ class ChatService:
         """What the model reads for a turn: prompt, situation, recall, summary, context items."""
         self.recorder = Recorder(cfg=cfg, card=card, clock=clock, sessions=self.sessions,
                                  render=self.context.render_entry, history=history, memory=memory, model=model)
-        self.recorder.self_id = self_id
         """Every message seen or sent: session, message log, conversation windows into memory."""
+        self.recorder.self_id = self_id
         self.output = OutputFilter(name=card.name, max_chars=cfg.max_reply_chars, max_lines=cfg.max_lines,
                                    secret=lambda: SECURITY + "\n" + self.context.stable_prompt())
         """Between the model's text and what is sent (shared with proactive posts)."""
