@@ -77,6 +77,9 @@ class ChatResult:
     """Output tokens; 0 if the provider does not report usage."""
     latency_ms: float
     """Wall time of the request in milliseconds."""
+    finish_reason: str | None = None
+    """Why the provider stopped: 'stop', 'length' (cut off at the token limit: the text is a
+    fragment), 'tool_calls', 'content_filter'...; None when unknown."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -130,6 +130,7 @@ class OpenAIChatModel:
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
             latency_ms=latency_ms,
+            finish_reason=choice.finish_reason if choice else None,
         )
         if not result.text.strip():
             # Retryable, not fed back to the model: an empty answer (a refusal, a content
@@ -178,6 +179,7 @@ class OpenAIChatModel:
             completion_tokens=usage.completion_tokens if usage else 0,
             latency_ms=(time.perf_counter() - started) * 1000,
             tool_calls=calls,
+            finish_reason=choice.finish_reason if choice else None,
         )
         if not result.text.strip() and not calls:
             finish_reason = choice.finish_reason if choice else "no choices"
