@@ -276,3 +276,71 @@ async def test_another_embedder_is_refused_and_reindex_re_embeds(tmp_path: Path)
     assert await store.count() == 1
     await store.close()
     assert json.loads((path / "yuiju_meta.json").read_text())["embedder"] == "other-model-64"
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def _config(tmp_path: Path, redis_url: str) -> Path:
+    config = tmp_path / "yuiju.toml"
+    config.write_text(f"""
+[app]
+data_dir = "{(tmp_path / 'data').as_posix()}"
+[redis]
+url = "{redis_url}"
+prefix = "cli-{tmp_path.name}"
+[embeddings]
+provider = "hashing"
+""", encoding="utf-8")
+    return config
+
+
+def test_memory_import_checks_every_line_first_and_imports_once(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yuiju_cli
+
+    config = str(_config(tmp_path, redis_url))
+    log = tmp_path / "chat.jsonl"
+    good = [
+        {"time": "2026-03-05T20:15:00+08:00", "user_id": "qq:1", "text": "我下周要去青岛冲浪", "group_id": "qq:g1", "nickname": "小明"},
+        {"time": "2026-03-05T20:16:00+08:00", "user_id": "qq:2", "text": "好羡慕，我只能在家写作业", "group_id": "qq:g1"},
+        {"time": "2026-03-06T09:00:00+08:00", "user_id": "qq:1", "text": "私下跟你说，我其实怕水"},
+    ]
+    lines = [json.dumps(good[0], ensure_ascii=False), "{not json", json.dumps(good[1], ensure_ascii=False),
+             json.dumps({"time": "2026-03-05T20:17:00", "user_id": "qq:3", "text": "没有时区"}), "",
+             json.dumps(good[2], ensure_ascii=False)]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    assert yuiju_cli.main(["--config", config, "memory", "import", str(log), "--quiet"]) != 0
+    err = capsys.readouterr().err
+    assert "line 2: not JSON" in err and "line 4: time" in err and "nothing imported" in err and "--skip-bad" in err
+
+    assert yuiju_cli.main(["--config", config, "memory", "import", str(log), "--quiet", "--skip-bad"]) == 0
+    assert "3 chat lines imported, 2 bad line(s) skipped" in capsys.readouterr().out
+    assert yuiju_cli.main(["--config", config, "memory", "import", str(log), "--quiet", "--skip-bad"]) == 0  # again: no duplicates
+    capsys.readouterr()
+
+    assert yuiju_cli.main(["--config", config, "memory", "search", "冲浪", "--group", "qq:g1"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("我下周要去青岛冲浪") == 1 and "怕水" not in out  # said in private: not in the group
+    assert yuiju_cli.main(["--config", config, "memory", "search", "怕水", "--user", "qq:1"]) == 0
+    assert "私下跟你说，我其实怕水" in capsys.readouterr().out
+
+
+def test_memory_reindex_converts_an_old_store_that_start_up_names(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yuiju_cli
+
+    config = str(_config(tmp_path, redis_url))
+    path = tmp_path / "data" / "qdrant-edge" / "yuiju_memory"
+    path.parent.mkdir(parents=True)
+    _legacy_edge(path, TEXTS[:50], HashingEmbedder(256))
+
+    assert yuiju_cli.main(["--config", config, "memory", "search", "荷花"]) != 0
+    assert "yuiju memory reindex" in capsys.readouterr().err
+    assert yuiju_cli.main(["--config", config, "memory", "reindex"]) == 0
+    assert "50 memories re-indexed, stored vectors kept (not re-embedded)" in capsys.readouterr().out
+    assert yuiju_cli.main(["--config", config, "memory", "search", "荷花", "--group", "g1"]) == 0
+    assert "荷花" in capsys.readouterr().out
