@@ -147,10 +147,10 @@ class MemoryConfig(_Section):
     """Fusion weight of the candidates found by meaning (the embedder's vectors)."""
     weight_lexical: float = Field(1.0, ge=0)
     """Fusion weight of the candidates found by words (BM25 over Chinese words and English stems)."""
-    fusion: Literal["rrf", "dbsf"] = "rrf"
-    """How Qdrant fuses the two candidate lists: reciprocal rank ('rrf') or distribution-based score fusion ('dbsf')."""
+    fusion: Literal["rrf", "dbsf"] = "dbsf"
+    """How Qdrant fuses the two candidate lists: 'dbsf' = scores normalised by their spread and added (keeps how well each list matched), 'rrf' = reciprocal rank."""
     rrf_k: int = Field(10, ge=1)
-    """RRF rank constant: a smaller k trusts the top of each list more."""
+    """RRF rank constant (fusion = 'rrf'): a smaller k trusts the top of each list more."""
     recall_depth: int = Field(100, ge=10, le=1000)
     """Candidates each list (meaning, words) takes before fusion."""
     diary_review_rounds: int = Field(3, ge=0, le=10)

@@ -208,6 +208,10 @@ async def run(args: argparse.Namespace) -> None:
         history = SqliteHistory.open(Path(tmp) / "history.sqlite3")
         store = await open_store(args.engine, Path(tmp), embedder.dim, embedder.name)
         semantic = SemanticMemory(store, embedder)  # type: ignore[arg-type]
+        if args.lexical_with_name:  # the experiment behind indexing words without the speaker's name
+            encode = semantic.lexical.document
+            speaker = {t.text: t.speaker for c in convs for t in c.turns}
+            semantic.lexical.document = lambda text: encode(f"{speaker[text]}: {text}" if text in speaker else text)  # type: ignore[method-assign]
         chat = ChatMemories(history, semantic, CHARACTER)
         await chat.ensure()
         to_turn, seconds = await ingest(convs, chat, args.batch)
@@ -282,23 +286,35 @@ async def sweep(semantic: SemanticMemory, service: Any, questions: list[Question
     variants = {
         "default": base,
         "rrf k=60": replace(base, rrf_k=60),
+        "rrf k=20": replace(base, rrf_k=20),
         "rrf k=5": replace(base, rrf_k=5),
+        "rrf k=3": replace(base, rrf_k=3),
         "dense 1.5": replace(base, dense=1.5),
+        "dense 1.25, k=5": replace(base, dense=1.25, rrf_k=5),
+        "dense 1.5, k=5": replace(base, dense=1.5, rrf_k=5),
+        "dense 1.25, k=5, depth 50": replace(base, dense=1.25, rrf_k=5, depth=50),
+        "k=5, recency 0.1": replace(base, rrf_k=5, recency=0.1),
         "lexical 1.5": replace(base, lexical=1.5),
         "dbsf": replace(base, fusion="dbsf"),
         "no bonus": replace(base, recency=0.0, importance=0.0),
         "recency 0.1": replace(base, recency=0.1),
         "depth 50": replace(base, depth=50),
+        "depth 200": replace(base, depth=200),
     }
-    print("\n| variant | recall@5 | recall@10 | recall@25 |\n|---|---|---|---|")
+    cats = ["single", "multi", "temporal", "update"]
+    print("\n| variant | recall@5 | recall@10 | recall@25 | " + " | ".join(f"{c} r@5" for c in cats) + " |")
+    print("|---" * (4 + len(cats)) + "|")
     for name, weights in variants.items():
         semantic.weights = weights
-        got = []
+        got: dict[str, list[dict[str, float]]] = defaultdict(list)
         for q in questions:
             found = await service.memory_search(q.text, now=q.now, group_id=f"bench:{q.conv}", limit=25, token_budget=None)
-            got.append(score([to_turn.get(r.payload.get("ref", ""), "") for r in found], q.evidence))
-        print(f"| {name} | {statistics.fmean(g['r@5'] for g in got):.3f} | {statistics.fmean(g['r@10'] for g in got):.3f} "
-              f"| {statistics.fmean(g['r@25'] for g in got):.3f} |", flush=True)
+            s = score([to_turn.get(r.payload.get("ref", ""), "") for r in found], q.evidence)
+            got["all"].append(s)
+            got[q.category].append(s)
+        per = " | ".join(f"{statistics.fmean(g['r@5'] for g in got[c]):.3f}" for c in cats)
+        print(f"| {name} | {statistics.fmean(g['r@5'] for g in got['all']):.3f} | {statistics.fmean(g['r@10'] for g in got['all']):.3f} "
+              f"| {statistics.fmean(g['r@25'] for g in got['all']):.3f} | {per} |", flush=True)
     semantic.weights = base
 
 
@@ -310,6 +326,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="turns per add_many call")
     parser.add_argument("--cache", help="an .npz file keeping passage embeddings between runs")
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--lexical-with-name", action="store_true",
+                        help="experiment: put the speaker's name into the lexical text too (not only the embedded one)")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -67,7 +67,7 @@ class ReindexReport:
 def _point(p: StoredPoint, vector: list[float], lexical: LexicalEncoder) -> MemoryPoint:
     pl = p.payload
     return MemoryPoint(
-        id=p.id, vector=vector, lexical=lexical.document(str(pl.get("indexed_text") or pl.get("text", ""))),
+        id=p.id, vector=vector, lexical=lexical.document(str(pl.get("text", ""))),
         kind=pl.get("kind", "chat"), character_id=str(pl.get("character_id", "")), text=str(pl.get("text", "")),
         time=float(pl.get("time", 0.0)), importance=float(pl.get("importance", 0.5)), scope=str(pl.get("scope", "")),
         user_id=str(pl.get("user_id", "")), group_id=str(pl.get("group_id", "")), ref=str(pl.get("ref", "")),
@@ -83,7 +83,7 @@ async def copy_points(
     copied = 0
     async for batch in source:
         if embedder is not None:
-            texts = [str(p.payload.get("indexed_text") or p.payload.get("text", "")) for p in batch]
+            texts = [str(p.payload.get("embedded_text") or p.payload.get("text", "")) for p in batch]
             vectors = await embedder.embed_documents(texts)
         else:
             vectors = [p.vector for p in batch]

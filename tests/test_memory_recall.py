@@ -156,7 +156,7 @@ async def test_memory_search_defaults_come_from_the_config_and_none_lifts_the_bu
 async def test_chat_lines_are_indexed_with_the_speakers_name(store: VectorStore, sqlite_history) -> None:
     from memory.distill import ChatLine, ChatMemories
 
-    memory = SemanticMemory(store, SameVector(64))
+    memory = SemanticMemory(store, HashingEmbedder(64))
     chat = ChatMemories(sqlite_history, memory, "yuiju")
     await chat.ensure()
     ids = await chat.add_many([
@@ -165,6 +165,7 @@ async def test_chat_lines_are_indexed_with_the_speakers_name(store: VectorStore,
     ])
     found = await memory.recall("What classes did Caroline start?", character_id="yuiju", now=NOW, group_id="g1")
     assert found[0].text == "I started pottery classes" and found[0].payload["ref"] == ids[0]
+    assert found[0].payload["embedded_text"] == "Caroline: I started pottery classes"
 
 
 # -- the old layout ---------------------------------------------------------------------------------

@@ -93,7 +93,7 @@ def test_recency_and_importance_break_ties_between_equally_relevant_memories() -
 
 def test_rank_turns_fused_scores_into_relevance_first_order() -> None:
     memory = SemanticMemory.__new__(SemanticMemory)
-    memory.weights = RankWeights()  # RRF, k = 10: first in both lists = 2/10
+    memory.weights = RankWeights(fusion="rrf")  # k = 10: first in both lists = 2/10
     t = NOW.timestamp()
     hits = [
         Hit(id="exact-but-old", score=2 / 10, payload={"time": t - 86400 * 400, "importance": 0.1, "text": "a"}),
