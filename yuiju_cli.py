@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import json
 import logging
+import os
 import signal
 import sys
 from datetime import datetime
@@ -42,7 +43,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     if path.exists() and not args.force:
         return _fail(f"{path} already exists; pass --force to overwrite it")
     path.write_text(default_toml(), encoding="utf-8")
-    print(f"wrote {path}: every setting with its default and a comment. Edit it, then `yuiju run`.")
+    print(f"wrote {path}: every setting with its default and a comment, and a random [onebot] access_token "
+          "for NapCat/Lagrange. Edit it, then `yuiju run`.")
     return 0
 
 
@@ -299,8 +301,15 @@ def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
 
     from characters import load_card
 
+    if problem := cfg.onebot.token_problem():
+        raise RuntimeError(problem)
     card = load_card(cfg.chat.character_id or cfg.world.characters[0])
     token = cfg.onebot.access_token.get_secret_value() if cfg.onebot.access_token else None
+    if token is None:
+        log.warning("the OneBot WebSocket on %s:%s accepts connections without an access token "
+                    "([onebot] allow_no_token = true): any process on this machine can connect as the QQ "
+                    "side and speak as any QQ user, admins included. Set [onebot] access_token for real use.",
+                    cfg.onebot.host, cfg.onebot.port)
     kwargs: dict[str, Any] = {"driver": "~fastapi", "host": cfg.onebot.host, "port": cfg.onebot.port,
                               "nickname": [card.name, *card.nicknames], "command_start": ["/"]}
     if token:
@@ -371,6 +380,10 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             if args.memory_cmd == "search":
                 found = await service.memory_search(args.text, now=now, user_id=args.user, group_id=args.group,
                                                     limit=args.limit)
+                if len(cfg.world.characters) > 1:
+                    print(f"{cid}:")
+                if not found:
+                    print(f"no memories of {cid} match {args.text!r}")
                 for r in found:
                     print(f"{r.score:.3f} [{r.kind} {r.time:%Y-%m-%d %H:%M}] {r.text}")
                 if found.cut_by_budget:
@@ -472,9 +485,14 @@ async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    config_help = "TOML config file (default: ./yuiju.toml or $YUIJU_CONFIG)"
     parser = argparse.ArgumentParser(prog="yuiju", description="悠酱's life in 羽浦町: the world daemon and tools.")
-    parser.add_argument("--config", help="TOML config file (default: ./yuiju.toml or $YUIJU_CONFIG)")
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    parser.add_argument("--config", help=config_help)
+    # --config also after the subcommand (`yuiju status --config x.toml`); SUPPRESS keeps a
+    # subcommand that was not given it from overwriting the one given before it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=argparse.SUPPRESS, help=config_help)
+    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_subparser_class(common))
 
     run = sub.add_parser("run", help="run the daemon with a live terminal panel (and the QQ bot when [onebot].enabled)")
     run.add_argument("--speed", type=float, help="world clock speed-up for demos (default [world].speed)")
@@ -530,7 +548,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser_class(common: argparse.ArgumentParser) -> type[argparse.ArgumentParser]:
+    """Subcommand parsers (and theirs, e.g. `memory search`) that all take ``common``'s options."""
+
+    class Subparser(argparse.ArgumentParser):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**{**kwargs, "parents": [*kwargs.get("parents", []), common]})
+
+        def add_subparsers(self, **kwargs: Any) -> Any:
+            return super().add_subparsers(**{"parser_class": Subparser, **kwargs})
+
+    return Subparser
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, so a reader that left (`yuiju status | head -3`) is caught below
+    except BrokenPipeError:
+        # Python ignores SIGPIPE: end as a Unix tool killed by it would, without a traceback, and
+        # point stdout at /dev/null so the interpreter's own flush at exit stays quiet too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.cmd == "init":
         return cmd_init(args)
@@ -553,7 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "simulate":
             return asyncio.run(_simulate(cfg, args))
         if args.cmd == "bot":
-            if problem := asyncio.run(_embedded_memory_problem(cfg)):
+            if problem := cfg.onebot.token_problem() or asyncio.run(_embedded_memory_problem(cfg)):
                 return _fail(problem)
             init_nonebot(cfg)
             logging.getLogger("uvicorn").propagate = False  # nonebot logs uvicorn itself: no doubled lines

@@ -99,6 +99,21 @@ async def history(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 # == end storage ==============================================================================
 
 
+# == config: no yuiju.toml and no YUIJU_* variables from the machine running the tests ========
+
+
+@pytest.fixture
+def clean_config_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Work in ``tmp_path`` (no ./yuiju.toml) with every ``YUIJU_*`` variable unset; the dir."""
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("YUIJU_")]:
+        monkeypatch.delenv(name)
+    return tmp_path
+
+
+# == end config ===============================================================================
+
+
 # == llm: request switch and the OpenAI-compatible HTTP stub ==================================
 
 pytest_plugins = ["tests.openai_stub"]  # provides the `openai_stub` fixture
@@ -248,6 +263,15 @@ def pytest_configure(config: pytest.Config) -> None:
     nonebot.init(**kwargs)
     nonebot.get_driver().register_adapter(OneBotV11Adapter)
     nonebot.load_plugin("message")
+
+    from message.runtime import RUNTIME
+
+    async def tests_set_the_service() -> None:
+        return None
+
+    # Tests set RUNTIME.service themselves: a factory keeps the plugin from starting her from
+    # ./yuiju.toml at nonebug's start-up, as it would inside someone else's NoneBot app.
+    RUNTIME.factory = tests_set_the_service
 
 
 # == end message =================================================================================
