@@ -11,8 +11,9 @@ Qdrant server uses for its BM25 inference): its ``multilingual`` tokenizer segme
 words with a jieba-style dictionary (``南风公园`` -> ``南风 / 公园``) and splits other scripts on
 word boundaries; English words are lowercased, Snowball-stemmed (``adoption`` and ``adopted``
 meet at ``adopt``), and English and Chinese stop words are dropped. Terms are hashed into 31-bit
-indices by the model. bench/README.md compares it with jieba + a Snowball stemmer written here:
-Qdrant's was as good and 40x faster, with nothing to maintain.
+indices by the model. bench/README.md compares it with jieba + a Snowball stemmer: Qdrant's scored
+better alone (recall@5 0.635 against 0.596), loads no dictionary at start (jieba: 1.1 s) and is
+one dependency we already have; about 0.3 ms per text, nothing next to the embedding.
 
 ``avg_len`` is set for chat turns (about a dozen terms), not the web pages of the usual 256.
 """
