@@ -4,7 +4,7 @@ budgets that say what they cut, bulk import, and re-indexing stores of the old l
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -35,14 +35,9 @@ class SameVector(HashingEmbedder):
         return super().vector("同")
 
 
-@pytest.fixture(params=["edge", "client"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
-    if request.param == "edge":
-        s: VectorStore = EdgeVectorStore.open(tmp_path / "edge", 64)
-    else:
-        s = await QdrantClientStore.open(collection="t", dim=64, location=":memory:")
-    yield s
-    await s.close()
+@pytest.fixture
+def store(vector_store: VectorStore) -> VectorStore:
+    return vector_store
 
 
 def mem(text: str, key: str, *, days_ago: float = 0.1, importance: float = 0.5, group: str = "g1") -> NewMemory:

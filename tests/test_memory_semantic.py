@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -34,14 +33,9 @@ TZ = ZoneInfo("Asia/Shanghai")
 NOW = datetime(2026, 9, 10, 21, 0, tzinfo=TZ)
 
 
-@pytest.fixture(params=["edge", "client"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
-    if request.param == "edge":
-        s: VectorStore = EdgeVectorStore.open(tmp_path / "edge", 64)
-    else:
-        s = await QdrantClientStore.open(collection="t", dim=64, location=":memory:")
-    yield s
-    await s.close()
+@pytest.fixture
+def store(vector_store: VectorStore) -> VectorStore:
+    return vector_store
 
 
 def mem(text: str, key: str, *, hours_ago: float = 1, importance: float = 0.5, **kw: object) -> NewMemory:
