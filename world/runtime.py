@@ -81,7 +81,9 @@ class Runtime:
 
 async def open_stores(cfg: YuijuConfig) -> tuple[RedisHandle, HistoryStore]:
     data_dir = cfg.data_path()
-    redis = await open_redis(cfg.redis.url.get_secret_value() if cfg.redis.url else None, data_dir)
+    redis = await open_redis(
+        cfg.redis.url.get_secret_value() if cfg.redis.url else None, data_dir, cluster=cfg.redis.cluster
+    )
     try:
         history = await open_history(
             cfg.mongo.url.get_secret_value() if cfg.mongo.url else None, cfg.mongo.database, data_dir

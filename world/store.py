@@ -19,9 +19,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from redis.asyncio import Redis
 
 from storage.keys import Keys
+from storage.redis import RedisClient
 from world.errors import CorruptState, LeaseLost
 from world.evolutions import Event
 from world.state import CharacterState, WorldState
@@ -165,7 +165,7 @@ return 1
 
 
 class StateStore:
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
         self._cas = redis.register_script(_CAS)
@@ -211,13 +211,16 @@ class StateStore:
         lease_key = keys.lease(lease[0]) if lease is not None else None
         read_keys = [*state_keys, *([lease_key] if lease_key else [])]
         for _ in range(MAX_CONFLICT_RETRIES):
+            # One GET per key, not MGET: redis-py's cluster pipeline refuses multi-key commands
+            # (even within one slot). Still one round trip; the commit script checks every value.
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.mget(read_keys)
+                for key in read_keys:
+                    pipe.get(key)
                 if take_commands:
                     pipe.lrange(keys.commands, 0, 99)
                 replies = await pipe.execute()
-            raw = replies[0]
-            commands = replies[1] if take_commands else []
+            raw = replies[: len(read_keys)]
+            commands = replies[len(read_keys)] if take_commands else []
             if lease is not None and raw[-1] != lease[1]:
                 raise LeaseLost(f"this engine no longer holds the lease on {lease[0]!r}")
             parsed: dict[str, CharacterState | None] = {}
