@@ -352,6 +352,20 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from memory.vectors import VectorStoreError
     from world.runtime import open_stores
 
+    if args.memory_cmd == "import":
+        problem, lines, skipped = await asyncio.to_thread(_read_chat_log, args)
+        if problem:
+            return _fail(problem)
+    if args.memory_cmd == "reindex":
+        try:
+            print(await _reindex_vectors(cfg, re_embed=args.re_embed))
+        except VectorStoreError as exc:
+            return _fail(str(exc))
+    characters = list(cfg.world.characters)
+    if args.memory_cmd == "import":
+        if (args.character or characters[0]) not in characters:
+            return _fail(f"--character {args.character!r} is not configured; [world].characters = {characters}")
+        characters = [args.character or characters[0]]
     redis, history = await open_stores(cfg)
     try:
         semantic = await open_semantic(cfg)
@@ -361,7 +375,7 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         return _fail(str(exc))
     try:
         now = datetime.now(cfg.app.tz)
-        for cid in cfg.world.characters:
+        for cid in characters:
             service = await build_memory(cfg, history, semantic, character_id=cid)
             if args.memory_cmd == "search":
                 found = await service.memory_search(args.text, now=now, user_id=args.user, group_id=args.group,
@@ -372,15 +386,75 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                     print(f"no memories of {cid} match {args.text!r}")
                 for r in found:
                     print(f"{r.score:.3f} [{r.kind} {r.time:%Y-%m-%d %H:%M}] {r.text}")
+                if found.cut_by_budget:
+                    print(f"({found.cut_by_budget} more did not fit [memory].recall_token_budget)")
             elif args.memory_cmd == "distill":
                 print(cid, await service.distiller.run(now))
             elif args.memory_cmd == "reindex":
                 print(cid, await service.knowledge.sync(service.knowledge_roots, now))
+            elif args.memory_cmd == "import":
+                await _import_chat_log(service, lines, args, skipped)
     finally:
         await semantic.store.close()
         await history.close()
         await redis.aclose()
     return 0
+
+
+def _read_chat_log(args: argparse.Namespace) -> tuple[str | None, list[Any], int]:
+    """The checked lines of ``yuiju memory import FILE`` and how many bad ones are skipped, or
+    why nothing is imported."""
+    from memory.chatlog import parse_chat_log
+
+    path = Path(args.file)
+    if not path.is_file():
+        return f"{path}: no such file (a JSON Lines chat log, see `yuiju memory import --help`)", [], 0
+    parsed = parse_chat_log(path)
+    for error in parsed.errors[:20]:
+        print(f"{path}: {error}", file=sys.stderr)
+    if len(parsed.errors) > 20:
+        print(f"{path}: ... and {len(parsed.errors) - 20} more bad lines", file=sys.stderr)
+    if parsed.errors and not args.skip_bad:
+        return (f"{path}: {len(parsed.errors)} bad line(s), nothing imported; fix them, or pass --skip-bad "
+                "to import the good lines only"), [], 0
+    return None, parsed.lines, len(parsed.errors)
+
+
+async def _import_chat_log(service: Any, lines: list[Any], args: argparse.Namespace, skipped: int) -> None:
+    from tqdm import tqdm
+
+    from memory.chatlog import import_chat_log
+
+    with tqdm(total=len(lines), unit="line", desc="import", disable=args.quiet) as bar:
+        report = await import_chat_log(service.chat, lines, batch=args.batch, progress=bar.update)
+    skipped_text = f", {skipped} bad line(s) skipped" if skipped else ""
+    pending = (f"; {report.not_indexed} stored but not yet searchable (embedder or vector store failed): "
+               "the memory worker of `yuiju run` indexes them" if report.not_indexed else "")
+    print(f"{service.character_id}: {report.imported} chat lines imported{skipped_text}{pending}")
+
+
+async def _reindex_vectors(cfg: YuijuConfig, *, re_embed: bool) -> Any:
+    """Rewrite the vector store in the current layout (memory/reindex.py), with a progress bar."""
+    from tqdm import tqdm
+
+    from memory.reindex import reindex_store
+    from memory.service import make_embedder
+
+    bars: list[Any] = []
+
+    def progress(total: int) -> Any:
+        bars.append(tqdm(total=total, unit="memory", desc="reindex"))
+        return bars[-1].update
+
+    try:
+        return await reindex_store(
+            url=cfg.qdrant.url, api_key=cfg.qdrant.api_key.get_secret_value() if cfg.qdrant.api_key else None,
+            collection=cfg.qdrant.collection, data_dir=cfg.data_path(), engine=cfg.memory.engine,
+            embedder=make_embedder(cfg), re_embed=re_embed, progress=progress,
+        )
+    finally:
+        for bar in bars:
+            bar.close()
 
 
 # -- simulate ---------------------------------------------------------------------------------------
@@ -469,9 +543,21 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("text")
     search.add_argument("--user", help="platform-qualified user id, e.g. qq:12345")
     search.add_argument("--group", help="platform-qualified group id")
-    search.add_argument("--limit", type=int, default=8)
+    search.add_argument("--limit", type=int, help="default: [memory].recall_limit")
     msub.add_parser("distill", help="distil raw chat memories into facts now")
-    msub.add_parser("reindex", help="index changed knowledge files now")
+    reindex = msub.add_parser("reindex", help="rewrite the memory store in the current layout (keeping stored "
+                              "vectors when the embedder is unchanged), then index changed knowledge files")
+    reindex.add_argument("--re-embed", action="store_true", help="embed every memory again from its text")
+    imp = msub.add_parser("import", help="import a JSON Lines chat log into her chat memories", description=(
+        'One JSON object per line: {"time": "2026-03-05T20:15:00+08:00", "user_id": "qq:12345", '
+        '"text": "...", "group_id": "qq:67890", "nickname": "小明"}; group_id and nickname optional '
+        "(no group_id: said in private). Every line is checked first; with a bad line nothing is "
+        "imported unless --skip-bad. Importing the same file again adds nothing twice."))
+    imp.add_argument("file")
+    imp.add_argument("--character", help="whose memories (default: the first of [world].characters)")
+    imp.add_argument("--skip-bad", action="store_true", help="import the good lines, skipping (and listing) bad ones")
+    imp.add_argument("--batch", type=int, default=256, help="lines per history write and embedding call")
+    imp.add_argument("--quiet", action="store_true", help="no progress bar")
 
     sub.add_parser("bot", help="run only the QQ bot (OneBot v11 reverse WebSocket, [onebot] and [chat]); "
                    "next to a running daemon it needs [qdrant].url")

@@ -254,18 +254,26 @@ class MemoryConfig(_Section):
     """Run the memory worker in `yuiju run`: index episodes into Qdrant, write the diary at bedtime, distil chat memories nightly."""
     engine: Literal["edge", "local"] = "edge"
     """Embedded vector engine when [qdrant].url is empty: 'edge' = qdrant-edge-py (fast, the default), 'local' = qdrant-client local mode (a brute-force scan)."""
-    recall_limit: int = Field(8, ge=1, le=100)
-    """Memories recalled per query at most."""
-    recall_token_budget: int = Field(600, ge=0)
-    """Tokens (CJK-aware estimate) that recalled memories may take in a prompt."""
-    weight_relevance: float = Field(1.0, ge=0)
-    """Recall score weight of cosine relevance."""
-    weight_recency: float = Field(1.0, ge=0)
-    """Recall score weight of recency (decay ** hours of age)."""
-    weight_importance: float = Field(1.0, ge=0)
-    """Recall score weight of importance (0..1)."""
-    recency_decay: float = Field(0.995, gt=0, le=1)
-    """Recency multiplier per hour of age (0.995: half-life about 5.8 days)."""
+    recall_limit: int = Field(10, ge=1, le=100)
+    """Memories recalled per query at most (when the caller gives no limit)."""
+    recall_token_budget: int = Field(1000, ge=0)
+    """Tokens (CJK-aware estimate) that recalled memories may take in a prompt, when the caller gives no budget."""
+    weight_recency: float = Field(0.04, ge=0, le=0.5)
+    """Recall bonus of a memory from right now, halving every recency_half_life_days; relevance is 0..1, so keep it small: it re-orders only memories about equally relevant (memory/semantic.py)."""
+    recency_half_life_days: float = Field(30.0, gt=0)
+    """Days after which the recency bonus of a memory has halved."""
+    weight_importance: float = Field(0.02, ge=0, le=0.5)
+    """Recall bonus of a memory of importance 1 (0..1 per memory)."""
+    weight_dense: float = Field(1.0, ge=0)
+    """Fusion weight of the candidates found by meaning (the embedder's vectors)."""
+    weight_lexical: float = Field(1.0, ge=0)
+    """Fusion weight of the candidates found by words (BM25 over Chinese words and English stems)."""
+    fusion: Literal["rrf", "dbsf"] = "dbsf"
+    """How Qdrant fuses the two candidate lists: 'dbsf' = scores normalised by their spread and added (keeps how well each list matched), 'rrf' = reciprocal rank."""
+    rrf_k: int = Field(10, ge=1)
+    """RRF rank constant (fusion = 'rrf'): a smaller k trusts the top of each list more."""
+    recall_depth: int = Field(100, ge=10, le=1000)
+    """Candidates each list (meaning, words) takes before fusion."""
     diary_review_rounds: int = Field(3, ge=0, le=10)
     """Review/revise rounds of the diary's grounding check before unsupported sentences are cut."""
     distill_at: str = "02:00"
@@ -280,6 +288,16 @@ class MemoryConfig(_Section):
     """Knowledge file chunk size in characters (whole paragraphs where they fit)."""
     chunk_overlap: int = Field(80, ge=0)
     """Characters each knowledge chunk repeats from the end of the previous one."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_keys(cls, data: Any) -> Any:
+        gone = {"weight_relevance": "relevance is always the first criterion now; remove the key",
+                "recency_decay": "use recency_half_life_days (days, default 30)"}
+        for key, fix in gone.items():
+            if isinstance(data, dict) and key in data:
+                raise ValueError(f"[memory].{key} was replaced with hybrid recall: {fix}")
+        return data
 
     @field_validator("distill_at")
     @classmethod

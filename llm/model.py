@@ -86,7 +86,8 @@ class ChatResult:
     latency_ms: float
     """Wall time of the request in milliseconds."""
     finish_reason: str | None = None
-    """Why the answer ended as the provider says: 'stop', 'length' (cut at ``max_tokens``), ..."""
+    """Why the provider stopped: 'stop', 'length' (cut off at the token limit: the text is a
+    fragment), 'tool_calls', 'content_filter'...; None when unknown."""
 
     @property
     def truncated(self) -> bool:

@@ -39,6 +39,8 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
     the caller owns memory too: ``memory=None`` then means none (the embedded vector store is
     opened once per process, by the caller)."""
     from characters import load_card
+    from message.debug import AdminDebugSink
+    from message.grounding import ClaimLexicon
     from message.service import ChatService
     from storage.keys import Keys
     from world.clock import RealClock
@@ -66,10 +68,12 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
     clock = clock or RealClock(cfg.app.tz)
     if model is None and cfg.llm.configured:
         model = metered_chat_model(cfg, make_chat_model(cfg), redis=redis, keys=keys, clock=clock)
-    names = [a.name for a in load_actions("actions", cfg.world.action_dirs)]
+    lexicon = ClaimLexicon.build(load_actions("actions", cfg.world.action_dirs))
     service = ChatService(cfg=cfg.chat, card=load_card(cid), redis=redis, keys=keys,
                           clock=clock, model=model, history=history, memory=memory,
-                          world=world or StateStore(redis, keys), activity_names=names)
+                          world=world or StateStore(redis, keys), lexicon=lexicon)
+    if cfg.chat.debug_to_admins:
+        service.sink = AdminDebugSink(cfg.chat.admins, lambda: service.outlet)
     await service.ensure()
     await _start_proactive(cfg, service)
     RUNTIME.on_stop.append(service.drain)  # closers run last-first: archiving ends before stores close
@@ -95,7 +99,7 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
                                  keys=service.keys, history=service.history, clock=service.clock,
                                  chat_model=service.model, memory=service.memory if service.card.id == cid else None,
                                  sender=OneBotSender(current_bot, service=service),
-                                 group_context=ServiceGroupContext(service))
+                                 group_context=ServiceGroupContext(service), output=service.output)
     service.proactive = proactive
     stop = asyncio.Event()
     task = asyncio.create_task(proactive.run(stop))

@@ -38,6 +38,18 @@ SUMMARY_PROMPT = """你在帮{name}整理一段聊天记录的摘要，供她之
 {transcript}"""
 
 
+def entries(raw: Sequence[str | bytes]) -> list[Entry]:
+    """Stored messages; one that no longer validates (stored before a rule existed) is skipped
+    with a log line, so it never costs the messages around it."""
+    out = []
+    for r in raw:
+        try:
+            out.append(Entry.model_validate_json(r))
+        except ValueError as exc:
+            log.warning("skipped a stored chat message that does not validate: %s", str(exc)[:200])
+    return out
+
+
 def estimate_tokens(text: str) -> int:
     """CJK-aware estimate: about 0.6 tokens per CJK character, 0.3 per other character."""
     cjk = len(_CJK.findall(text))
@@ -120,14 +132,11 @@ class SessionStore:
 
     async def recent(self, session_id: str, limit: int) -> list[Entry]:
         raw = await self.redis.lrange(self._k("recent", session_id), -max(1, limit), -1)
-        return [Entry.model_validate_json(r) for r in raw]
+        return entries(raw)
 
     async def last_human_at(self, session_id: str) -> datetime | None:
-        for raw in reversed(await self.redis.lrange(self._k("recent", session_id), -RECENT_LIMIT, -1)):
-            entry = Entry.model_validate_json(raw)
-            if not entry.from_bot:
-                return entry.time
-        return None
+        recent = entries(await self.redis.lrange(self._k("recent", session_id), -RECENT_LIMIT, -1))
+        return next((e.time for e in reversed(recent) if not e.from_bot), None)
 
     # -- model context --------------------------------------------------------------------------
 
@@ -198,7 +207,7 @@ class SessionStore:
             pipe.lrange(key, 0, -1)
             pipe.rpush(key, entry.model_dump_json())
             raw, _ = await pipe.execute()
-        return [Entry.model_validate_json(r) for r in raw]
+        return entries(raw)
 
     async def window_take(self, session_id: str, count: int | None = None) -> list[Entry]:
         """Remove and return the first ``count`` window messages (all when None)."""
@@ -210,7 +219,12 @@ class SessionStore:
             else:
                 pipe.ltrim(key, count, -1)
             raw, _ = await pipe.execute()
-        return [Entry.model_validate_json(r) for r in raw]
+        return entries(raw)
+
+    async def window_return(self, session_id: str, taken: Sequence[Entry]) -> None:
+        """Put messages taken by `window_take` back at the front of the window, in order."""
+        if taken:
+            await self.redis.lpush(self._k("window", session_id), *(e.model_dump_json() for e in reversed(taken)))
 
     async def window_sessions(self) -> list[str]:
         out = []

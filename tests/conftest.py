@@ -304,3 +304,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # == end message =================================================================================
+
+
+# == memory ======================================================================================
+
+
+@pytest.fixture(params=["edge", "client"])
+async def vector_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """A fresh 64-dim memory store: qdrant-edge (the embedded default), then qdrant-client."""
+    from memory.vectors import EdgeVectorStore, QdrantClientStore
+
+    if request.param == "edge":
+        store: Any = EdgeVectorStore.open(tmp_path / "edge", 64)
+    else:
+        store = await QdrantClientStore.open(collection="t", dim=64, location=":memory:")
+    yield store
+    await store.close()

@@ -62,8 +62,15 @@ class StubDelay:
     """What to answer afterwards."""
 
 
-StubAnswer = str | StubError | StubDelay
-"""Assistant content, an HTTP error, or a delayed answer."""
+@dataclass(frozen=True)
+class StubCut:
+    """Answer with text the provider cut off at the token limit (``finish_reason: "length"``)."""
+
+    text: str
+
+
+StubAnswer = str | StubError | StubDelay | StubCut
+"""Assistant content, an HTTP error, a delayed answer, or a cut-off answer."""
 
 
 @dataclass
@@ -161,6 +168,8 @@ class OpenAIStub:
         if isinstance(answer, StubError):
             body_out = answer.body if answer.body is not None else _error_body("stub error")
             return JSONResponse(body_out, status_code=answer.status)
+        if isinstance(answer, StubCut):
+            return JSONResponse(self._completion(body, answer.text, finish_reason="length"))
         return JSONResponse(self._completion(body, answer))
 
     async def _delay(self, seconds: float) -> None:
@@ -170,7 +179,7 @@ class OpenAIStub:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
-    def _completion(self, body: dict[str, Any], content: str) -> dict[str, Any]:
+    def _completion(self, body: dict[str, Any], content: str, finish_reason: str = "stop") -> dict[str, Any]:
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         prompt_tokens, completion_tokens = self.count_tokens(prompt), self.count_tokens(content)
         return {
@@ -182,7 +191,7 @@ class OpenAIStub:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": content},
-                    "finish_reason": "stop",
+                    "finish_reason": finish_reason,
                     "logprobs": None,
                 }
             ],
