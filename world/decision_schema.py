@@ -1,18 +1,18 @@
 """The JSON schema of a decision at this moment: a union over the candidates.
 
 Each candidate belongs to one branch keyed by ``action``: actions without a choice share one
-branch, actions that ask a duration share one per set of duration tiers, and an action with
-parameters has its own branch whose ``params`` are the parameter model's schema narrowed by the
-action's `choices` (what she owns, what the shop sells that she can afford, right now). A model
-that follows the schema can therefore only answer with something possible; `validate_decision`
-still checks the answer against the moment.
+branch, actions that ask a duration share another, and an action with parameters has its own
+branch whose ``params`` are the parameter model's schema narrowed by the action's `choices`
+(what she owns, what the shop sells that she can afford, right now). A model that follows the
+schema can therefore only answer with something possible; `validate_decision` still checks the
+answer against the moment.
 
 Two forms come out (`llm.JsonSchema`): ``schema``, self-contained branches that every grammar
 engine compiles (the provider enforces it in ``json_schema`` mode), and ``prompt``, the same
-choices in a compact form for ``json_object`` mode (`PROMPT_DEFS` says what it leaves to the
-prose rules): its ``$defs`` (any decision) never change and are shown
-with the stable system prompt; its root, the part that changes with the moment, narrows them with
-the branches and is a few hundred characters after the moment's description.
+choices in a compact form for ``json_object`` mode: its ``$defs`` (what any decision says) never
+change and are shown with the stable system prompt; its root, the branches of the moment, is a
+few hundred characters after the moment's description (`PROMPT_DEFS` says what it leaves to the
+prose rules).
 """
 
 from __future__ import annotations
@@ -161,8 +161,8 @@ _LOWER = ("minimum", "minItems", "minLength")
 
 def params_schema(action: Action, ctx: ActionContext | None) -> dict[str, Any] | None:
     """The parameter model's schema narrowed by the action's choices at ``ctx``, without titles,
-    descriptions and defaults (the catalogue explains the fields); None when no choice is
-    possible now (an empty list of options)."""
+    descriptions and defaults (what the field names and choices say is enough, and every
+    character of it is in each json_object prompt); None when no choice is possible now."""
     assert action.params is not None
     schema = _bare(action.params.model_json_schema())
     if ctx is None or action.choices is None:
