@@ -225,7 +225,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
             memory_task = asyncio.create_task(run_memory_worker(
                 cfg, runtime.redis.client, runtime.history, clock=clock, stop_event=memory_stop,
-                chat_model=runtime.llm_policy.model if runtime.llm_policy else None, semantic=semantic,
+                chat_model=runtime.llm_model, semantic=semantic,
             ))
             memory_task.add_done_callback(
                 lambda t: t.cancelled() or t.exception() is None
@@ -272,7 +272,7 @@ async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) 
                                     character_id=cfg.chat.character_id or cfg.world.characters[0])
     try:
         return await serve_bot(cfg, redis=runtime.redis.client, history=runtime.history, memory=memory,
-                               clock=clock)
+                               clock=clock, model=runtime.llm_model)
     except OSError as exc:
         return (f"cannot serve the QQ bot on {cfg.onebot.host}:{cfg.onebot.port} ({exc}); set [onebot].port "
                 "(YUIJU_ONEBOT__PORT) to a free port, or [onebot].enabled = false")
@@ -461,14 +461,30 @@ async def _reindex_vectors(cfg: YuijuConfig, *, re_embed: bool) -> Any:
 
 
 async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
+    from llm import CassetteError, CassetteMismatch
+    from llm.cassette import read_cassette
     from world.simulate import DEFAULT_START, simulate
 
-    if args.policy == "llm" and not cfg.llm.configured:
-        return _fail("--policy llm needs [llm].base_url (and api_key); see `yuiju init`")
-    report = await simulate(
-        cfg, days=args.days, seed=args.seed, policy=args.policy, start=args.start or DEFAULT_START,
-        data_dir=Path(args.data_dir) if args.data_dir else None, progress=not args.quiet,
-    )
+    recorded: dict[str, Any] = {}
+    if args.replay:
+        if args.record:
+            return _fail("--record and --replay exclude each other: replay one cassette, or record a new one")
+        try:
+            recorded, _ = read_cassette(Path(args.replay))
+        except CassetteError as exc:
+            return _fail(str(exc))
+    elif (args.policy == "llm" or args.record) and not cfg.llm.configured:
+        return _fail("--policy llm (and --record) need [llm].base_url (and api_key); see `yuiju init`")
+    policy = "llm" if args.record or args.replay else args.policy
+    try:
+        report = await simulate(
+            cfg, days=args.days or recorded.get("days", 7), seed=recorded.get("seed", 0) if args.seed is None else args.seed,
+            policy=policy, start=args.start or recorded.get("start", DEFAULT_START),
+            data_dir=Path(args.data_dir) if args.data_dir else None, progress=not args.quiet,
+            record=Path(args.record) if args.record else None, replay=Path(args.replay) if args.replay else None,
+        )
+    except CassetteMismatch as exc:
+        return _fail(str(exc))
     if args.report:
         text = json.dumps(report, ensure_ascii=False, indent=1)
         await asyncio.to_thread(Path(args.report).write_text, text, encoding="utf-8")
@@ -502,9 +518,11 @@ def build_parser() -> argparse.ArgumentParser:
     world.add_argument("--no-panel", action="store_true")
 
     sim = sub.add_parser("simulate", help="fast-forward under a simulated clock and report")
-    sim.add_argument("--days", type=int, default=7)
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--days", type=int, help="simulated days (default 7, or the cassette's with --replay)")
+    sim.add_argument("--seed", type=int, help="world seed (default 0, or the cassette's with --replay)")
     sim.add_argument("--policy", choices=["utility", "llm"], default="utility")
+    sim.add_argument("--record", metavar="CASSETTE", help="store every LLM exchange in this JSON-lines file (implies --policy llm)")
+    sim.add_argument("--replay", metavar="CASSETTE", help="answer from a recorded cassette, no network: the same timeline again")
     sim.add_argument("--report", help="write the full JSON report here")
     sim.add_argument("--start", help="simulated start, e.g. 2026-09-01T06:00 (local time)")
     sim.add_argument("--data-dir", help="use stores under this dir instead of fresh temporary ones")

@@ -10,6 +10,7 @@ from world.action import (
     below,
     choose_minutes,
     decision_ctx,
+    one_of,
 )
 from world.items import ALL, owned
 
@@ -65,6 +66,7 @@ eat_item = Action(
     params=EatItemParams,
     run=_eat_item,
     offline_params=lambda ctx: {"item": owned(ctx.character.inventory, "food")[0]},
+    choices=lambda ctx: {"item": one_of(owned(ctx.character.inventory, "food"))},
     duration=10,
     tags=frozenset({"snack"}),
     share=False,

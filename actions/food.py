@@ -12,10 +12,11 @@ from world.action import (
     choose_minutes,
     decision_ctx,
     not_done_today,
+    one_of,
     random_event,
 )
 from world.clock import in_window, is_school_day, minutes_until
-from world.items import CAFE, DINER, WAGE_PER_HOUR, Item
+from world.items import CAFE, DINER, WAGE_PER_HOUR, Item, affordable
 
 
 def _menu(items: dict[str, Item]) -> str:
@@ -24,7 +25,7 @@ def _menu(items: dict[str, Item]) -> str:
 
 def _order_model(menu: dict[str, Item], what: str) -> type[BaseModel]:
     class Order(BaseModel):
-        item: str = Field(description=f"{what}，只能是：{'、'.join(menu)}")
+        item: str = Field(description=what)
 
         @model_validator(mode="after")
         def _check(self, info: ValidationInfo) -> "Order":
@@ -66,8 +67,7 @@ def _consume(menu: dict[str, Item], verb: str):
 
 def _affordable(menu: dict[str, Item]):
     def choose(ctx: ActionContext) -> dict:
-        options = [i.name for i in menu.values() if (i.price or 0) <= ctx.character.money]
-        return {"item": ctx.rng.choice(options)}
+        return {"item": ctx.rng.choice(affordable(menu, ctx.character.money))}
 
     return choose
 
@@ -82,6 +82,7 @@ eat_at_diner = Action(
     run=_pay_for(DINER),
     complete=_consume(DINER, "在日和食堂吃了"),
     offline_params=_affordable(DINER),
+    choices=lambda ctx: {"item": one_of(affordable(DINER, ctx.character.money))},
     duration=30,
     tags=frozenset({"meal"}),
 )
@@ -96,6 +97,7 @@ drink_coffee = Action(
     run=_pay_for(CAFE),
     complete=_consume(CAFE, "在薄暮咖啡喝了"),
     offline_params=_affordable(CAFE),
+    choices=lambda ctx: {"item": one_of(affordable(CAFE, ctx.character.money))},
     duration=30,
     tags=frozenset({"leisure"}),
     share=False,

@@ -11,6 +11,7 @@ from world.action import (
     between,
     choose_minutes,
     decision_ctx,
+    some_of,
 )
 from world.clock import is_school_day, next_at
 from world.items import ALL, owned
@@ -191,6 +192,7 @@ cook_and_eat = Action(
     run=_start_cooking,
     complete=_eat_cooked,
     offline_params=_pick_cooking,
+    choices=lambda ctx: {"ingredients": some_of(owned(ctx.character.inventory, "ingredient"), at_most=3)},
     duration=40,
     tags=frozenset({"meal"}),
 )

@@ -103,6 +103,7 @@ pray_at_shrine = Action(
     params=PrayParams,
     run=_pray,
     offline_params=lambda ctx: {"offer": ctx.character.money >= 50, "wish": ctx.rng.choice(WISHES)},
+    choices=lambda ctx: {} if ctx.character.money >= 5 else {"offer": {"const": False}},
     duration=10,
     tags=frozenset({"leisure"}),
 )

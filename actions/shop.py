@@ -2,8 +2,8 @@
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
-from world.action import Action, ActionContext, Condition, at_least, decision_ctx
-from world.items import ALL, SHOP, SUPERMARKET, sellable
+from world.action import Action, ActionContext, Condition, at_least, decision_ctx, one_of, some_of
+from world.items import ALL, SHOP, SUPERMARKET, affordable, most_affordable, sellable
 
 
 def _menu(items: dict) -> str:
@@ -11,7 +11,7 @@ def _menu(items: dict) -> str:
 
 
 class BuySnack(BaseModel):
-    item: str = Field(description=f"商品名，只能是：{'、'.join(SHOP)}")
+    item: str = Field(description="要买的商品")
     quantity: int = Field(1, ge=1, le=3, description="数量 1-3")
 
     @model_validator(mode="after")
@@ -40,6 +40,13 @@ def _cheapest_snack(ctx: ActionContext) -> dict:
     return {"item": choice.name, "quantity": 1}
 
 
+def _snack_choices(ctx: ActionContext) -> dict:
+    money = ctx.character.money
+    names = affordable(SHOP, money)
+    dearest = max((SHOP[n].price or 1 for n in names), default=1)
+    return {"item": one_of(names), "quantity": {"maximum": max(1, min(3, money // dearest))}}
+
+
 buy_snack = Action(
     id="buy_snack",
     name="在商店买零食",
@@ -49,6 +56,7 @@ buy_snack = Action(
     params=BuySnack,
     run=_buy_snack,
     offline_params=_cheapest_snack,
+    choices=_snack_choices,
     utility=lambda ctx: -0.8 if sum(ctx.character.inventory.get(n, 0) for n in SHOP) >= 3 else 0.0,
     duration=10,
     tags=frozenset({"shopping"}),
@@ -56,7 +64,7 @@ buy_snack = Action(
 
 
 class BuyIngredients(BaseModel):
-    items: list[str] = Field(min_length=1, max_length=4, description=f"要买的食材（各一份，1-4 种），只能是：{'、'.join(SUPERMARKET)}")
+    items: list[str] = Field(min_length=1, max_length=4, description="要买的食材（各一份，1-4 种）")
 
     @field_validator("items")
     @classmethod
@@ -105,6 +113,8 @@ buy_ingredients = Action(
     params=BuyIngredients,
     run=_buy_ingredients,
     offline_params=_pick_ingredients,
+    choices=lambda ctx: {"items": some_of(affordable(SUPERMARKET, ctx.character.money),
+                                          at_most=most_affordable(SUPERMARKET, ctx.character.money))},
     duration=15,
     tags=frozenset({"shopping"}),
 )
@@ -147,6 +157,7 @@ sell_items = Action(
     params=SellItems,
     run=_sell,
     offline_params=lambda ctx: {"items": [n for n in sellable(ctx.character.inventory) if "ingredient" not in ALL[n].kinds] or sellable(ctx.character.inventory)},
+    choices=lambda ctx: {"items": some_of(sellable(ctx.character.inventory))},
     duration=10,
     tags=frozenset({"shopping", "work"}),
 )

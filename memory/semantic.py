@@ -39,12 +39,12 @@ the world and the chat carry on. Writes do raise, so their callers can retry.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from llm.tokens import estimate_tokens
 from memory.embeddings import Embedder
 from memory.lexical import LexicalEncoder
 from memory.timeparse import time_range
@@ -97,12 +97,6 @@ def relevance_of(fused: float, weights: RankWeights) -> float:
     if weights.fusion == "dbsf":
         return fused / 2
     return fused * weights.rrf_k / (weights.dense + weights.lexical)
-
-
-def estimate_tokens(text: str) -> int:
-    """A CJK-aware token estimate: 0.6 per CJK character, 0.3 per other character (rounded up)."""
-    cjk = sum(1 for c in text if "\u3000" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" or "\uff00" <= c <= "\uffef")
-    return math.ceil(cjk * 0.6 + (len(text) - cjk) * 0.3)
 
 
 def to_epoch(value: datetime) -> float:

@@ -183,7 +183,7 @@ class SessionStore:
         if model is not None:
             prompt = SUMMARY_PROMPT.format(name=name, summary=summary or "无", transcript=transcript(old, name))
             try:
-                result = await model.complete([{"role": "user", "content": prompt}], temperature=0.0)
+                result = await model.complete([{"role": "user", "content": prompt}], temperature=0.0, purpose="summary")
                 new_summary = result.text.strip()[:600]
             except LLMError as exc:
                 log.warning("session %s: summary failed (%s)", session_id, exc)

@@ -11,7 +11,7 @@ write.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -214,6 +214,22 @@ def random_event(ctx: ActionContext, chance: float = 0.2) -> str | None:
     return note
 
 
+# -- parameter choices ----------------------------------------------------------------------
+
+
+def one_of(values: Iterable[Any]) -> dict[str, Any]:
+    """Schema keywords for a parameter that must be one of ``values`` (for `Action.choices`)."""
+    return {"enum": list(values)}
+
+
+def some_of(values: Iterable[Any], *, at_most: int | None = None) -> dict[str, Any]:
+    """Schema keywords for a list parameter of distinct ``values``, at most ``at_most`` of them
+    (for `Action.choices`)."""
+    options = list(values)
+    limit = len(options) if at_most is None else min(at_most, len(options))
+    return {"items": {"enum": options}, "uniqueItems": True, "maxItems": limit}
+
+
 # -- durations ------------------------------------------------------------------------------
 
 
@@ -274,6 +290,11 @@ class Action:
     """Optional hint for the offline utility policy; it adds to the needs-driven score."""
     offline_params: Callable[[ActionContext], dict[str, Any]] | None = None
     """How the offline utility policy fills ``params`` (the LLM fills them in its decision)."""
+    choices: Callable[[ActionContext], dict[str, dict[str, Any]]] | None = None
+    """What each parameter may be at this moment, as JSON-schema keywords by field name (build
+    them with `one_of` and `some_of`): what she owns, what the shop sells that she can afford.
+    The decision schema offers only these, so a model that follows it picks something possible;
+    the parameter model still validates the answer against the moment afterwards."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form data for the action's own code."""
 
@@ -303,17 +324,6 @@ class Action:
     def minutes(self, ctx: ActionContext) -> int:
         value = self.duration(ctx) if callable(self.duration) else self.duration
         return max(1, int(value))
-
-    @property
-    def params_hint(self) -> str:
-        """The parameter fields as the model reads them: ``{"item": 要买的东西, ...}``."""
-        if self.params is None:
-            return ""
-        parts = [
-            f'"{name}": {field.description or name}'
-            for name, field in self.params.model_fields.items()
-        ]
-        return "{" + ", ".join(parts) + "}"
 
     @property
     def asks_duration(self) -> bool:

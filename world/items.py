@@ -111,5 +111,22 @@ def owned(inventory: dict[str, int], kind: str) -> list[str]:
     return sorted(n for n, q in inventory.items() if q > 0 and (i := ALL.get(n)) and kind in i.kinds)
 
 
+def affordable(items: dict[str, Item], money: int) -> list[str]:
+    """Names of ``items`` whose price is at most ``money``, in menu order."""
+    return [i.name for i in items.values() if i.price is not None and i.price <= money]
+
+
+def most_affordable(items: dict[str, Item], money: int) -> int:
+    """How many different ``items`` any choice of that many, one each, is sure to be paid for:
+    the largest n whose n dearest affordable items together cost at most ``money``."""
+    prices = sorted((items[n].price or 0 for n in affordable(items, money)), reverse=True)
+    total = count = 0
+    for price in prices:
+        if total + price > money:
+            break
+        total, count = total + price, count + 1
+    return count
+
+
 def sellable(inventory: dict[str, int]) -> list[str]:
     return sorted(n for n, q in inventory.items() if q > 0 and (i := ALL.get(n)) and i.sale_price)

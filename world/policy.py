@@ -110,10 +110,3 @@ def validate_decision(
         share_intent=raw.proactiveShareIntent,
         decided_by=decided_by,
     )
-
-
-def decision_schema(candidates: Sequence[Action]) -> dict[str, Any]:
-    """JSON schema of `RawDecision` whose ``action`` is an enum of the candidates' names."""
-    schema = RawDecision.model_json_schema()
-    schema["properties"]["action"]["enum"] = [a.name for a in candidates]
-    return schema
