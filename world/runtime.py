@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from storage.keys import Keys
 from storage.redis import RedisHandle, open_redis
 from world.behavior import BehaviorLoop, LoopStats
 from world.clock import Clock
+from world.day_record import DayRecord, day_record
 from world.engine import Engine, NamedEvolution, WorldTicker
 from world.loader import Catalogue, load_actions, resolve
 from world.policies.llm import LLMPolicy
@@ -34,10 +35,6 @@ from yuiju_config import YuijuConfig
 
 log = logging.getLogger(__name__)
 
-RECENT_ACTIONS = 6
-"""Her latest actions in the decision prompt."""
-RECENT_REASONS = 2
-"""...of which the last ones keep their reason."""
 
 
 def character_from_card(card: CharacterCard) -> CharacterState:
@@ -185,13 +182,10 @@ async def build_runtime(
     else:
         primary = utility
 
-    async def recent(character_id: str, now: datetime) -> list[str]:
-        # Six are enough to go on from; why she did them only for the last two, which is what
-        # she is in the middle of (every prompt carries these lines: they cost tokens each time).
-        found = await episodes.recent(character_id, now, limit=RECENT_ACTIONS)
-        return [f"{e.time.astimezone(now.tzinfo):%H:%M} {e.data.get('name', '')}"
-                + (f"（{e.data.get('reason', '')}）" if n >= len(found) - RECENT_REASONS else "")
-                for n, e in enumerate(found)]
+    async def recent(character_id: str, now: datetime) -> DayRecord:
+        found = await episodes.between(character_id, now - timedelta(days=1), now + timedelta(seconds=1),
+                                       type_="behavior")
+        return day_record(found, now, action_of=catalogue.actions.get, town=town)
 
     loops = [
         BehaviorLoop(
