@@ -3,7 +3,16 @@
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from world.action import Action, ActionContext, Condition, at_least, decision_ctx, one_of, some_of
-from world.items import ALL, SHOP, SUPERMARKET, affordable, most_affordable, price_list, price_range, sellable
+from world.items import (
+    ALL,
+    SHOP,
+    SUPERMARKET,
+    affordable,
+    most_affordable,
+    price_list,
+    price_range,
+    sellable,
+)
 
 
 class BuySnack(BaseModel):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -64,9 +63,6 @@ class LoopStats:
     """Actions whose own code raised, and where (precondition, executor, completion)."""
     stale_starts: int = 0
     """Starts refused because the precondition no longer held on fresh state (then she re-decides)."""
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     decision_overhead_ms: list[float] = field(default_factory=list)
     """Engine time per decision, excluding the policy's own time."""
     timeline: list[dict[str, Any]] = field(default_factory=list)

@@ -107,7 +107,7 @@ def make_chat_model(cfg: YuijuConfig) -> ChatModel:
         base_url=cfg.llm.base_url,
         api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
         model=cfg.llm.model,
-        output_mode=cfg.llm.output_mode,
+        output_mode=cfg.llm.resolved_output_mode,
         timeout_seconds=cfg.llm.timeout_seconds,
         min_tokens_per_second=cfg.llm.min_tokens_per_second,
         temperature=cfg.llm.temperature,
@@ -175,7 +175,7 @@ async def build_runtime(
             return budget is None or await ledger.tokens_on(now) < budget
 
         llm_policy = LLMPolicy(
-            llm_model, actions=list(catalogue), schema_in_prompt=cfg.llm.output_mode == "json_object",
+            llm_model, actions=list(catalogue), schema_in_prompt=cfg.llm.resolved_output_mode == "json_object",
             max_attempts=cfg.llm.max_attempts, temperature=cfg.llm.temperature, budget_allows=budget_allows,
         )
         primary = llm_policy
