@@ -1,9 +1,15 @@
 """The LLM policy: render the decision prompt, ask for the decision JSON, validate, retry.
 
 The prompt is laid out for providers' prompt caches, which reuse the longest unchanged prefix:
-the system message (who she is, the world, the town, the whole action catalogue and the rules)
-is byte-stable for a character, and the user message describes the moment, ordered from what
-changes least (plans, the day) to what changes at every decision (the time, her stats).
+the system message (who she is, the town, the whole action catalogue and the rules) is
+byte-stable for a character, and the user message describes the moment, ordered from what
+changes least (plans, the day, today's landmarks) to what changes at every decision (the last
+steps, the time, her stats, the options).
+
+Every word of it is paid for at every decision, 30–80 times a day, cached or not: the catalogue
+gives each action's effects and durations and at most a price range, a price list is shown only
+where its action is offered (`Action.menu`), a move is offered by where it goes (`Action.label`),
+and her day is told by its landmarks and last two steps (`world.day_record`).
 
 The JSON schema is a union over this moment's candidates (`world.decision_schema`), so a model
 that follows it can only answer with something possible; `validate_decision` still checks the
@@ -104,8 +110,9 @@ def menus(request: DecisionRequest) -> list[tuple[str, str]]:
             continue
         try:
             text = action.menu(request.ctx)
-        except Exception:
-            log.exception("action %r: its menu failed; the prompt goes without it", action.id)
+        except Exception as exc:  # an author's bug: `yuiju actions check` finds it before this
+            log.warning("action %r: its menu failed (%s: %s); the prompt goes without it",
+                        action.id, type(exc).__name__, exc)
             continue
         if text:
             out.append((action.offered_as, text))
