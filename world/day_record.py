@@ -67,14 +67,16 @@ def day_record(
     for episode in episodes:
         action = action_of(str(episode.data.get("action", "")))
         end = episode.end_time or episode.time
-        moving = action is not None and action.moves_to is not None
-        last = steps[-1] if steps else None
-        if moving and last is not None and last.route is not None:
-            last.route.append(town.place_name(action.moves_to))  # type: ignore[union-attr, arg-type]
-            last.episodes.append(episode)
-            last.end = end
-            continue
-        route = [town.place_name(action.at or ""), town.place_name(action.moves_to or "")] if moving else None  # type: ignore[union-attr]
+        route = None
+        if action is not None and action.moves_to is not None:
+            destination = town.place_name(action.moves_to)
+            last = steps[-1] if steps else None
+            if last is not None and last.route is not None:  # still on her way: the route goes on
+                last.route.append(destination)
+                last.episodes.append(episode)
+                last.end = end
+                continue
+            route = [town.place_name(action.at or ""), destination]
         steps.append(_Step(start=episode.time, end=end, episodes=[episode], action=action, route=route))
     tail, earlier = steps[-RECENT_STEPS:], steps[:-RECENT_STEPS]
     day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
