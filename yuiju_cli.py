@@ -52,6 +52,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
+    from world.action_check import problems as action_problems
     from world.errors import ConfigurationError
     from world.loader import load_actions
     from world.town import HAURA
@@ -62,10 +63,7 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
         return _fail(str(exc))
     if args.action_cmd == "check":
         problems = [f"module {m}: {e}" for m, e in catalogue.broken.items()]
-        for action in catalogue:
-            for place in filter(None, (action.at, action.moves_to)):
-                if place not in HAURA.places:
-                    problems.append(f"action {action.id!r}: unknown place {place!r}")
+        problems += action_problems(catalogue, HAURA, cfg.app.tz)
         print(f"{len(catalogue)} actions from {len(set(catalogue.origins.values()))} modules")
         for problem in problems:
             print(f"  problem: {problem}")

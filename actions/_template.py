@@ -36,7 +36,7 @@ def _eat_snack(ctx: ActionContext) -> str:
 eat_snack = Action(
     id="eat_snack",  # stable, ASCII, unique
     name="吃零食",  # what the model and users read; unique
-    description="从背包里拿零食吃。[饱腹+8][耗时10分钟]",
+    description="从背包里拿零食吃。[饱腹+8][10分钟]",  # read by the model in every decision: keep it short
     at=None,  # anywhere; or a place id from world/town.py
     when=between("09:00", "22:00") & has_snack,
     params=SnackParams,

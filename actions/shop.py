@@ -3,11 +3,16 @@
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from world.action import Action, ActionContext, Condition, at_least, decision_ctx, one_of, some_of
-from world.items import ALL, SHOP, SUPERMARKET, affordable, most_affordable, sellable
-
-
-def _menu(items: dict) -> str:
-    return "、".join(f"{i.name}{i.price}" for i in items.values())
+from world.items import (
+    ALL,
+    SHOP,
+    SUPERMARKET,
+    affordable,
+    most_affordable,
+    price_list,
+    price_range,
+    sellable,
+)
 
 
 class BuySnack(BaseModel):
@@ -50,7 +55,8 @@ def _snack_choices(ctx: ActionContext) -> dict:
 buy_snack = Action(
     id="buy_snack",
     name="在商店买零食",
-    description=f"在小町商店买零食或饮料，放进背包随时吃。商品和价格：{_menu(SHOP)}。[耗时10分钟]",
+    description=f"放进背包随时吃，{price_range(SHOP)}。[10分钟]",
+    menu=lambda ctx: price_list(affordable(SHOP, ctx.character.money)),
     at="shop",
     when=at_least("money", min(i.price or 0 for i in SHOP.values())),
     params=BuySnack,
@@ -107,7 +113,8 @@ def _pick_ingredients(ctx: ActionContext) -> dict:
 buy_ingredients = Action(
     id="buy_ingredients",
     name="在超市买食材",
-    description=f"在超市买做饭用的食材。食材和价格：{_menu(SUPERMARKET)}。[耗时15分钟]",
+    description=f"做饭用，{price_range(SUPERMARKET)}。[15分钟]",
+    menu=lambda ctx: price_list(affordable(SUPERMARKET, ctx.character.money)),
     at="supermarket",
     when=at_least("money", 6),
     params=BuyIngredients,
@@ -151,7 +158,8 @@ def _sell(ctx: ActionContext) -> str:
 sell_items = Action(
     id="sell_items",
     name="在超市卖东西",
-    description="把在公园、海边捡到的东西或钓到的鱼卖给超市换金币。[耗时10分钟]",
+    description="卖掉捡到的东西和钓到的鱼。[10分钟]",
+    menu=lambda ctx: price_list(sellable(ctx.character.inventory), sale=True),
     at="supermarket",
     when=Condition(lambda c: bool(sellable(c.character.inventory)), lambda _c: "背包里没有能卖的东西"),
     params=SellItems,

@@ -38,13 +38,13 @@ from bson import encode as bson_encode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llm import CallRecord, FunctionChatModel
+from llm import CallRecord, FunctionChatModel, estimate_tokens
 from llm.model import ChatMessage, JsonSchema
 from memory.episodes import EPISODES, EpisodeRepo
 from memory.ledger import call_document
 from memory.vectors import PUBLIC, EdgeVectorStore, MemoryPoint, point_id, user_scope
 from message.entry import Entry
-from message.session import RECENT_LIMIT, SessionStore, estimate_tokens
+from message.session import RECENT_LIMIT, SessionStore
 from storage.keys import Keys
 from storage.redis import open_redis
 from storage.sqlite_history import SqliteHistory

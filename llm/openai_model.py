@@ -228,8 +228,8 @@ class OpenAIChatModel:
             fix = "rate limited or out of quota; wait, or lower the request rate"
         elif json_schema is not None and self.output_mode == "json_schema":
             fix = (
-                "if this provider does not support response_format json_schema (llama.cpp's "
-                "server answers 500), set llm.output_mode = 'json_object'"
+                "if this provider does not support response_format json_schema (DeepSeek answers "
+                "400, older llama.cpp servers 500), set llm.output_mode = 'json_object'"
             )
         elif retryable:
             fix = "the provider failed; try again later"

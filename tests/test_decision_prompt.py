@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from characters import load_card
-from llm import FunctionChatModel
+from llm import FunctionChatModel, estimate_prompt_tokens
+from llm.openai_model import with_schema_instruction
 from tests.conftest import make_ctx
 from tests.openai_stub import OpenAIStub, flat_prompt, prefix_share, schema_following
+from world.decision_schema import decision_schema
 from world.loader import load_actions
 from world.policies.llm import LLMPolicy
 from world.policy import DecisionRequest
@@ -28,7 +30,8 @@ CARD = load_card("yuiju")
 def request(now: str, **character: object) -> DecisionRequest:
     ctx = make_ctx(now, **character)
     return DecisionRequest(ctx=ctx, candidates=[a for a in ACTIONS if a.available(ctx)], card=CARD,
-                           recent=["09:00 起床", "09:10 在家吃早饭（肚子饿了）"])
+                           today=["06:40 起床", "07:00 在家吃早饭"],
+                           recent=["09:00 在家看书", "09:30 发呆（有点困）"])
 
 
 def test_the_system_prompt_is_the_same_bytes_at_every_moment_and_holds_the_catalogue() -> None:
@@ -49,7 +52,8 @@ def test_the_moment_goes_from_what_changes_least_to_what_changes_every_time() ->
     policy = LLMPolicy(FunctionChatModel(lambda *_: ""), actions=ACTIONS)
     moment = policy.messages(request("2026-09-01 10:00"))[1]["content"]
 
-    order = ["长期计划", "2026-09-01 星期二", "地点：", "可选行为：", "金币：", "今天做过：", "时间：10:00"]
+    order = ["长期计划", "9月1日 星期二", "今天：06:40 起床；07:00 在家吃早饭", "刚才：09:00 在家看书；09:30 发呆（有点困）",
+             "地点：家；金币300", "现在 10:00，体力", "可选行为："]
     positions = [moment.index(marker) for marker in order]
     assert positions == sorted(positions), moment
 
@@ -75,3 +79,36 @@ async def test_consecutive_decision_prompts_share_most_of_their_prefix(
             tail = moment[moment.index("只输出符合下面 JSON Schema"):]
             assert len(tail) < 1500 and "\n  " not in tail  # compact, and last
             assert system.endswith(openai_stub.requests[0]["messages"][0]["content"][-200:])
+
+
+def test_a_price_list_is_in_the_moment_only_while_its_action_is_offered() -> None:
+    policy = LLMPolicy(FunctionChatModel(lambda *_: ""), actions=ACTIONS)
+    system, at_diner = (m["content"] for m in policy.messages(request("2026-09-01 12:00", location="diner", money=30)))
+    _, at_home = (m["content"] for m in policy.messages(request("2026-09-01 12:00")))
+
+    assert "在日和食堂吃饭：18~35金币" in system and "乌冬面" not in system  # the range, once, in the stable part
+    assert "在日和食堂吃饭的价格：乌冬面18、玉子烧定食22、咖喱饭26、亲子丼28\n" in at_diner  # what 30 coins buy
+    assert "价格：" not in at_home
+
+
+def test_moves_are_offered_by_where_they_go() -> None:
+    policy = LLMPolicy(FunctionChatModel(lambda *_: ""), actions=ACTIONS)
+    moment = policy.messages(request("2026-09-05 10:00", location="diner"))[1]["content"]
+
+    options = moment[moment.index("可选行为："):]
+    assert "回家" in options and "去超市" in options and "从日和食堂去超市" not in options
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "json_object"])
+def test_a_decision_prompt_stays_within_its_token_budget(mode: str) -> None:
+    """Every decision pays for the whole prompt (cached or not), and a day has 30–80 of them: a
+    guard against the prompt creeping back up (bench/llm_bench.py measures whole days)."""
+    policy = LLMPolicy(FunctionChatModel(lambda *_: ""), actions=ACTIONS, schema_in_prompt=mode == "json_object")
+    busiest = [request("2026-09-05 18:30", location="home", satiety=40, money=120,
+                       inventory={"鸡蛋": 1, "白米": 1, "豆腐": 1, "百奇": 2, "野莓": 3}),
+               request("2026-09-01 12:10", location="school"), request("2026-09-05 14:00", location="cafe", money=500)]
+    for r in busiest:
+        messages = policy.messages(r)
+        if mode == "json_object":
+            messages = with_schema_instruction(messages, decision_schema(r.candidates, r.ctx))
+        assert estimate_prompt_tokens(messages) <= (1200 if mode == "json_object" else 1000), messages[-1]["content"]

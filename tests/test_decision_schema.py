@@ -15,6 +15,7 @@ from tests.conftest import make_ctx
 from tests.test_params import PARAMETERISED, sampled_states
 from world.action import ActionContext
 from world.decision_schema import decision_schema
+from world.errors import InvalidDecision
 from world.loader import load_actions
 from world.policies.llm import LLMPolicy
 from world.policy import DecisionRequest, RawDecision, validate_decision
@@ -63,7 +64,7 @@ def test_every_instance_of_an_actions_branch_validates_against_the_moment(action
             continue
         candidates = candidates_at(ctx)
         schema = decision_schema(candidates, ctx)
-        [branch] = [b for b in schema.schema["anyOf"] if b["properties"]["action"].get("const") == action.name]
+        [branch] = [b for b in schema.schema["anyOf"] if b["properties"]["action"].get("const") == action.offered_as]
         for k in range(10):
             answer = follow_schema({**schema.schema, "anyOf": [branch]}, random.Random(f"{n}|{k}"), fill=0.5)
             decision = validate_decision(RawDecision.model_validate(answer), candidates, "t", ctx)
@@ -89,7 +90,7 @@ def test_the_schema_offers_only_what_she_owns_or_can_afford() -> None:
     assert ingredients["uniqueItems"] is True
 
 
-def test_the_union_names_exactly_the_candidates_and_asks_a_duration_only_where_one_is_chosen() -> None:
+def test_the_union_offers_exactly_the_candidates_and_asks_a_duration_only_where_one_is_chosen() -> None:
     ctx = make_ctx("2026-09-01 10:00")
     candidates = candidates_at(ctx)
     schema = decision_schema(candidates, ctx).schema
@@ -98,7 +99,8 @@ def test_the_union_names_exactly_the_candidates_and_asks_a_duration_only_where_o
         action = branch["properties"]["action"]
         for name in action.get("enum", [action.get("const")]):
             named[name] = branch
-    assert sorted(named) == sorted(a.name for a in candidates)
+    assert sorted(named) == sorted(a.offered_as for a in candidates)
+    assert "去日和食堂" in named and "从家去日和食堂" not in named  # a move by where it goes
     idle = named["发呆"]["properties"]["durationMinute"]
     assert {10, 30, 60} <= set(idle["enum"]) and named["发呆"] is named["玩手机"]
     assert named["在家休息"]["properties"]["durationMinute"] == {"type": "null"}
@@ -120,7 +122,7 @@ def test_the_prompt_form_offers_the_same_choices_as_the_provider_form() -> None:
             assert prompt.is_valid(follow_schema(schema.schema, rng, fill=0.5))
             answer = follow_schema(schema.prompt, rng, fill=0.5)
             decision = validate_decision(RawDecision.model_validate(answer), candidates, "t", ctx)
-            assert decision.action.name == answer["action"]
+            assert decision.action.offered_as == answer["action"]
         wrong = {"action": "游泳", "reason": "想游泳"}
         assert not provider.is_valid(wrong) and not prompt.is_valid(wrong)
 
@@ -129,3 +131,13 @@ def test_the_prompt_forms_defs_never_change_with_the_moment() -> None:
     seen = {json.dumps(decision_schema(candidates_at(ctx), ctx).prompt["$defs"], sort_keys=True)  # type: ignore[index]
             for ctx in moments()[::5]}
     assert len(seen) == 1
+
+
+def test_a_move_answered_by_where_it_goes_or_by_its_name_is_the_same_move() -> None:
+    ctx = make_ctx("2026-09-05 10:00", location="diner")
+    candidates = candidates_at(ctx)
+    for said in ("去超市", "从日和食堂去超市", "go_from_diner_to_supermarket"):
+        decision = validate_decision(RawDecision(action=said, reason="买点东西"), candidates, "t", ctx)
+        assert decision.action.id == "go_from_diner_to_supermarket"
+    with pytest.raises(InvalidDecision, match=r"只能从这些里选一个：.*去超市"):
+        validate_decision(RawDecision(action="去游泳池", reason="想游泳"), candidates, "t", ctx)

@@ -57,7 +57,7 @@ def union_names(schema: dict) -> list[str]:
     return names
 
 
-async def test_json_schema_mode_constrains_action_to_the_candidate_names(
+async def test_json_schema_mode_constrains_action_to_the_candidates(
     openai_stub: OpenAIStub, make_model: ModelFactory
 ) -> None:
     openai_stub.reply(answer(durationMinute=30))
@@ -70,11 +70,11 @@ async def test_json_schema_mode_constrains_action_to_the_candidate_names(
     [sent] = openai_stub.requests
     fmt = sent["response_format"]
     assert fmt["type"] == "json_schema"
-    assert sorted(union_names(fmt["json_schema"]["schema"])) == sorted(a.name for a in request.candidates)
+    assert sorted(union_names(fmt["json_schema"]["schema"])) == sorted(a.offered_as for a in request.candidates)
     assert sent["temperature"] == 0.3
     system, moment = (m["content"] for m in sent["messages"])
     assert all(f"- {a.name}：" in system for a in request.candidates if a.moves_to is None)
-    assert "可选行为：" + "、".join(a.name for a in request.candidates) in moment
+    assert "可选行为：" + "、".join(a.offered_as for a in request.candidates) in moment
     assert "星期二" in moment and "09:30 发呆（想放空）" in moment and "你是悠酱，" in system
 
 
@@ -93,7 +93,7 @@ async def test_json_object_mode_asks_for_an_object_and_puts_the_schema_at_the_en
     system, moment = (m["content"] for m in sent["messages"])
     assert '"$defs"' not in moment and "JSON Schema 的 $defs" in system
     tail = moment[moment.index("只输出符合下面 JSON Schema"):]
-    assert all(json.dumps(a.name, ensure_ascii=False) in tail for a in request.candidates)
+    assert all(json.dumps(a.offered_as, ensure_ascii=False) in tail for a in request.candidates)
     assert "可选行为：" not in moment  # the schema lists them: not twice
 
 

@@ -83,20 +83,12 @@ DECISION = _decision({"$ref": "#/$defs/reason"}, {"$ref": "#/$defs/planChanges"}
                      additionalProperties=False)
 """Any decision; the moment's union narrows ``action``, ``durationMinute`` and ``params``."""
 
-PROMPT_DEFS = {"decision": {
-    "type": "object",
-    "properties": {
-        "reason": {"type": "string", "minLength": 1},
-        "durationMinute": {"type": ["integer", "null"], "minimum": 1, "maximum": 24 * 60},
-        "params": {"type": ["object", "null"]},
-        "proactiveShareIntent": {k: v for k, v in SHARE_INTENT.items() if k != "additionalProperties"},
-    },
-    "required": ["action", "reason"],
-}}
+PROMPT_DEFS = {"decision": {"properties": {"reason": {"type": "string"}}, "required": ["action", "reason"]}}
 """The prompt form's ``$defs``: what every decision says beyond the moment's branches, shown once
-with the stable system prompt (the same bytes at every moment). Shorter than `DECISION`: what the
-rules in the system prompt spell out (plan changes and their five keys, a short reason) and what
-validation rejects anyway (unknown keys) is not said twice in every prompt."""
+with the stable system prompt (the same bytes at every moment). Much shorter than `DECISION`: the
+moment's branches name ``durationMinute`` and ``params`` where an action takes them, and the rules
+in the system prompt spell out the rest (plan changes and their five keys, the share intent and
+its two); validation checks them either way."""
 
 
 def decision_schema(candidates: Sequence[Action], ctx: ActionContext | None = None) -> JsonSchema:
@@ -110,12 +102,12 @@ def decision_schema(candidates: Sequence[Action], ctx: ActionContext | None = No
         if action.params is not None:
             params = params_schema(action, ctx)
             if params is not None:
-                with_params.append(_branch({"const": action.name}, NULL, params, "params"))
+                with_params.append(_branch({"const": action.offered_as}, NULL, params, "params"))
         elif action.asks_duration:
-            timed.append(action.name)
+            timed.append(action.offered_as)
             tiers.update(action.duration.tiers)  # type: ignore[union-attr]
         else:
-            plain.append(action.name)
+            plain.append(action.offered_as)
     # One branch for every action that asks a duration, offering every tier any of them has:
     # an answer between an action's tiers is snapped up to the next one (`choose_minutes`), and
     # the catalogue tells each action's own tiers. One branch per tier set would be exact but
@@ -125,10 +117,7 @@ def decision_schema(candidates: Sequence[Action], ctx: ActionContext | None = No
         *([_branch({"enum": timed}, {"enum": sorted(tiers)}, NULL, "durationMinute")] if timed else []),
         *with_params,
     ]
-    # In the prompt, a branch leaves out the nulls: the rules say "不需要的填 null", and a stray
-    # duration or empty params on an action without them is harmless (validation ignores it).
-    lean = [{**b, "properties": {k: v for k, v in b["properties"].items() if v != NULL}} for b in branches]
-    prompt = {"$defs": PROMPT_DEFS, "$ref": "#/$defs/decision", "anyOf": lean}
+    prompt = {"$defs": PROMPT_DEFS, "$ref": "#/$defs/decision", "anyOf": [_lean(b) for b in branches]}
     return JsonSchema(name="decision", schema=_self_contained(branches), prompt=prompt)
 
 
@@ -139,6 +128,21 @@ def _branch(action: dict[str, Any], duration: dict[str, Any], params: dict[str, 
     if required:
         branch["required"] = list(required)
     return branch
+
+
+def _lean(branch: dict[str, Any]) -> dict[str, Any]:
+    """A branch as the prompt shows it, every character of which is in each json_object prompt:
+    without the nulls (the rules say "用不到的填 null", and a stray duration or empty params on an
+    action without them is harmless: validation ignores it) and without ``"type": "object"``
+    beside ``properties``, which says it already."""
+    properties = {}
+    for key, value in branch["properties"].items():
+        if value == NULL:
+            continue
+        if "properties" in value and value.get("type") == "object":
+            value = {k: v for k, v in value.items() if k != "type"}
+        properties[key] = value
+    return {**branch, "properties": properties}
 
 
 def _self_contained(branches: list[dict[str, Any]]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from storage.keys import Keys
 from storage.redis import RedisHandle, open_redis
 from world.behavior import BehaviorLoop, LoopStats
 from world.clock import Clock
+from world.day_record import DayRecord, day_record
 from world.engine import Engine, NamedEvolution, WorldTicker
 from world.loader import Catalogue, load_actions, resolve
 from world.policies.llm import LLMPolicy
@@ -34,10 +35,6 @@ from yuiju_config import YuijuConfig
 
 log = logging.getLogger(__name__)
 
-RECENT_ACTIONS = 6
-"""Her latest actions in the decision prompt."""
-RECENT_REASONS = 2
-"""...of which the last ones keep their reason."""
 
 
 def character_from_card(card: CharacterCard) -> CharacterState:
@@ -110,7 +107,7 @@ def make_chat_model(cfg: YuijuConfig) -> ChatModel:
         base_url=cfg.llm.base_url,
         api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
         model=cfg.llm.model,
-        output_mode=cfg.llm.output_mode,
+        output_mode=cfg.llm.resolved_output_mode,
         timeout_seconds=cfg.llm.timeout_seconds,
         min_tokens_per_second=cfg.llm.min_tokens_per_second,
         temperature=cfg.llm.temperature,
@@ -178,20 +175,17 @@ async def build_runtime(
             return budget is None or await ledger.tokens_on(now) < budget
 
         llm_policy = LLMPolicy(
-            llm_model, actions=list(catalogue), schema_in_prompt=cfg.llm.output_mode == "json_object",
+            llm_model, actions=list(catalogue), schema_in_prompt=cfg.llm.resolved_output_mode == "json_object",
             max_attempts=cfg.llm.max_attempts, temperature=cfg.llm.temperature, budget_allows=budget_allows,
         )
         primary = llm_policy
     else:
         primary = utility
 
-    async def recent(character_id: str, now: datetime) -> list[str]:
-        # Six are enough to go on from; why she did them only for the last two, which is what
-        # she is in the middle of (every prompt carries these lines: they cost tokens each time).
-        found = await episodes.recent(character_id, now, limit=RECENT_ACTIONS)
-        return [f"{e.time.astimezone(now.tzinfo):%H:%M} {e.data.get('name', '')}"
-                + (f"（{e.data.get('reason', '')}）" if n >= len(found) - RECENT_REASONS else "")
-                for n, e in enumerate(found)]
+    async def recent(character_id: str, now: datetime) -> DayRecord:
+        found = await episodes.between(character_id, now - timedelta(days=1), now + timedelta(seconds=1),
+                                       type_="behavior")
+        return day_record(found, now, action_of=catalogue.actions.get, town=town)
 
     loops = [
         BehaviorLoop(

@@ -130,7 +130,8 @@ REPLAYED_LLM_SETTINGS = ("output_mode", "temperature", "max_attempts", "breaker_
 
 
 def recorded_llm_settings(cfg: YuijuConfig) -> dict[str, Any]:
-    llm = cfg.llm.model_dump(mode="json")
+    # The output mode as used: "auto" depends on base_url, which a replay need not have.
+    llm = {**cfg.llm.model_dump(mode="json"), "output_mode": cfg.llm.resolved_output_mode}
     return {k: v for k, v in llm.items() if k in REPLAYED_LLM_SETTINGS or k.startswith("max_tokens_")}
 
 

@@ -1,9 +1,15 @@
 """The LLM policy: render the decision prompt, ask for the decision JSON, validate, retry.
 
 The prompt is laid out for providers' prompt caches, which reuse the longest unchanged prefix:
-the system message (who she is, the world, the town, the whole action catalogue and the rules)
-is byte-stable for a character, and the user message describes the moment, ordered from what
-changes least (plans, the day) to what changes at every decision (the time, her stats).
+the system message (who she is, the town, the whole action catalogue and the rules) is
+byte-stable for a character, and the user message describes the moment, ordered from what
+changes least (plans, the day, today's landmarks) to what changes at every decision (the last
+steps, the time, her stats, the options).
+
+Every word of it is paid for at every decision, 30–80 times a day, cached or not: the catalogue
+gives each action's effects and durations and at most a price range, a price list is shown only
+where its action is offered (`Action.menu`), a move is offered by where it goes (`Action.label`),
+and her day is told by its landmarks and last two steps (`world.day_record`).
 
 The JSON schema is a union over this moment's candidates (`world.decision_schema`), so a model
 that follows it can only answer with something possible; `validate_decision` still checks the
@@ -59,15 +65,21 @@ def _place_line(ctx: ActionContext) -> str:
 
 def catalogue_sections(actions: Sequence[Action], town: Town) -> list[tuple[str, list[Action]]]:
     """The catalogue by place, for the system prompt: actions possible anywhere first, then each
-    place in town order. Movements along the town's links are left out: the route table in the
-    prompt describes them, and each one's name says where it goes."""
+    place in town order, with its opening hours. Movements along the town's links are left out:
+    the route line in the prompt describes them, and each one's name says where it goes."""
     by_place: dict[str | None, list[Action]] = {}
     for action in actions:
         if action.moves_to is not None and action.at is not None and town.link(action.at, action.moves_to):
             continue
         by_place.setdefault(action.at, []).append(action)
     order = [None, *town.places, *sorted(p for p in by_place if p is not None and p not in town.places)]
-    return [("随处" if at is None else town.place_name(at), by_place[at]) for at in order if at in by_place]
+    return [("随处" if at is None else _place_with_hours(town, at), by_place[at]) for at in order if at in by_place]
+
+
+def _place_with_hours(town: Town, place_id: str) -> str:
+    place = town.places.get(place_id)
+    hours = f"（{place.hours[0]}–{place.hours[1]}）" if place is not None and place.hours else ""
+    return f"{town.place_name(place_id)}{hours}"
 
 
 def routes_line(town: Town) -> str:
@@ -82,9 +94,29 @@ def routes_line(town: Town) -> str:
 
 def render_system_prompt(card: CharacterCard, actions: Sequence[Action], town: Town) -> str:
     """The stable part: the same bytes for every decision of this character."""
+    # Likes the persona already names would be said twice in every prompt.
+    likes = [like for like in card.likes if like not in card.persona]
     return PROMPTS.get_template("decide_system.md.j2").render(
-        card=card, town=town, catalogue=catalogue_sections(actions, town), routes=routes_line(town)
+        card=card, likes=likes, town=town, catalogue=catalogue_sections(actions, town), routes=routes_line(town)
     )
+
+
+def menus(request: DecisionRequest) -> list[tuple[str, str]]:
+    """What the candidates offer right now with prices (`Action.menu`), by action name; a menu
+    that fails is left out (the action can still be chosen: its params are in the schema)."""
+    out = []
+    for action in request.candidates:
+        if action.menu is None:
+            continue
+        try:
+            text = action.menu(request.ctx)
+        except Exception as exc:  # an author's bug: `yuiju actions check` finds it before this
+            log.warning("action %r: its menu failed (%s: %s); the prompt goes without it",
+                        action.id, type(exc).__name__, exc)
+            continue
+        if text:
+            out.append((action.offered_as, text))
+    return out
 
 
 def render_moment_prompt(request: DecisionRequest, *, list_options: bool = True) -> str:
@@ -96,11 +128,13 @@ def render_moment_prompt(request: DecisionRequest, *, list_options: bool = True)
         last_event=ctx.character.last_event,
         now=ctx.now,
         calendar=ctx.world.calendar,
-        weather=f"{weather.type}（{weather.temperature}）" if weather else "未知",
+        weather=f"{weather.type}，{weather.temperature}" if weather else "未知",
         place=_place_line(ctx),
         character=ctx.character,
+        today=list(request.today),
         recent=list(request.recent),
-        options=[a.name for a in request.candidates] if list_options else [],
+        options=[a.offered_as for a in request.candidates] if list_options else [],
+        menus=menus(request),
     )
 
 
