@@ -8,6 +8,7 @@ import contextlib
 import importlib.util
 import json
 import logging
+import os
 import signal
 import sys
 from datetime import datetime, timedelta
@@ -42,7 +43,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     if path.exists() and not args.force:
         return _fail(f"{path} already exists; pass --force to overwrite it")
     path.write_text(default_toml(), encoding="utf-8")
-    print(f"wrote {path}: every setting with its default and a comment. Edit it, then `yuiju run`.")
+    print(f"wrote {path}: every setting with its default and a comment, and a random [onebot] access_token "
+          "for NapCat/Lagrange. Edit it, then `yuiju run`.")
     return 0
 
 
@@ -50,6 +52,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
+    from world.action_check import problems as action_problems
     from world.errors import ConfigurationError
     from world.loader import load_actions
     from world.town import HAURA
@@ -60,10 +63,7 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
         return _fail(str(exc))
     if args.action_cmd == "check":
         problems = [f"module {m}: {e}" for m, e in catalogue.broken.items()]
-        for action in catalogue:
-            for place in filter(None, (action.at, action.moves_to)):
-                if place not in HAURA.places:
-                    problems.append(f"action {action.id!r}: unknown place {place!r}")
+        problems += action_problems(catalogue, HAURA, cfg.app.tz)
         print(f"{len(catalogue)} actions from {len(set(catalogue.origins.values()))} modules")
         for problem in problems:
             print(f"  problem: {problem}")
@@ -254,7 +254,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
             memory_task = asyncio.create_task(run_memory_worker(
                 cfg, runtime.redis.client, runtime.history, clock=clock, stop_event=memory_stop,
-                chat_model=runtime.llm_policy.model if runtime.llm_policy else None, semantic=semantic,
+                chat_model=runtime.llm_model, semantic=semantic,
             ))
             memory_task.add_done_callback(
                 lambda t: t.cancelled() or t.exception() is None
@@ -301,7 +301,7 @@ async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) 
                                     character_id=cfg.chat.character_id or cfg.world.characters[0])
     try:
         return await serve_bot(cfg, redis=runtime.redis.client, history=runtime.history, memory=memory,
-                               clock=clock)
+                               clock=clock, model=runtime.llm_model)
     except OSError as exc:
         return (f"cannot serve the QQ bot on {cfg.onebot.host}:{cfg.onebot.port} ({exc}); set [onebot].port "
                 "(YUIJU_ONEBOT__PORT) to a free port, or [onebot].enabled = false")
@@ -330,8 +330,15 @@ def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
 
     from characters import load_card
 
+    if problem := cfg.onebot.token_problem():
+        raise RuntimeError(problem)
     card = load_card(cfg.chat.character_id or cfg.world.characters[0])
     token = cfg.onebot.access_token.get_secret_value() if cfg.onebot.access_token else None
+    if token is None:
+        log.warning("the OneBot WebSocket on %s:%s accepts connections without an access token "
+                    "([onebot] allow_no_token = true): any process on this machine can connect as the QQ "
+                    "side and speak as any QQ user, admins included. Set [onebot] access_token for real use.",
+                    cfg.onebot.host, cfg.onebot.port)
     kwargs: dict[str, Any] = {"driver": "~fastapi", "host": cfg.onebot.host, "port": cfg.onebot.port,
                               "nickname": [card.name, *card.nicknames], "command_start": ["/"]}
     if token:
@@ -374,6 +381,20 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from memory.vectors import VectorStoreError
     from world.runtime import open_stores
 
+    if args.memory_cmd == "import":
+        problem, lines, skipped = await asyncio.to_thread(_read_chat_log, args)
+        if problem:
+            return _fail(problem)
+    if args.memory_cmd == "reindex":
+        try:
+            print(await _reindex_vectors(cfg, re_embed=args.re_embed))
+        except VectorStoreError as exc:
+            return _fail(str(exc))
+    characters = list(cfg.world.characters)
+    if args.memory_cmd == "import":
+        if (args.character or characters[0]) not in characters:
+            return _fail(f"--character {args.character!r} is not configured; [world].characters = {characters}")
+        characters = [args.character or characters[0]]
     redis, history = await open_stores(cfg)
     try:
         semantic = await open_semantic(cfg)
@@ -383,17 +404,25 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         return _fail(str(exc))
     try:
         now = datetime.now(cfg.app.tz)
-        for cid in cfg.world.characters:
+        for cid in characters:
             service = await build_memory(cfg, history, semantic, character_id=cid)
             if args.memory_cmd == "search":
                 found = await service.memory_search(args.text, now=now, user_id=args.user, group_id=args.group,
                                                     limit=args.limit)
+                if len(cfg.world.characters) > 1:
+                    print(f"{cid}:")
+                if not found:
+                    print(f"no memories of {cid} match {args.text!r}")
                 for r in found:
                     print(f"{r.score:.3f} [{r.kind} {r.time:%Y-%m-%d %H:%M}] {r.text}")
+                if found.cut_by_budget:
+                    print(f"({found.cut_by_budget} more did not fit [memory].recall_token_budget)")
             elif args.memory_cmd == "distill":
                 print(cid, await service.distiller.run(now))
             elif args.memory_cmd == "reindex":
                 print(cid, await service.knowledge.sync(service.knowledge_roots, now))
+            elif args.memory_cmd == "import":
+                await _import_chat_log(service, lines, args, skipped)
     finally:
         await semantic.store.close()
         await history.close()
@@ -401,18 +430,90 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_chat_log(args: argparse.Namespace) -> tuple[str | None, list[Any], int]:
+    """The checked lines of ``yuiju memory import FILE`` and how many bad ones are skipped, or
+    why nothing is imported."""
+    from memory.chatlog import parse_chat_log
+
+    path = Path(args.file)
+    if not path.is_file():
+        return f"{path}: no such file (a JSON Lines chat log, see `yuiju memory import --help`)", [], 0
+    parsed = parse_chat_log(path)
+    for error in parsed.errors[:20]:
+        print(f"{path}: {error}", file=sys.stderr)
+    if len(parsed.errors) > 20:
+        print(f"{path}: ... and {len(parsed.errors) - 20} more bad lines", file=sys.stderr)
+    if parsed.errors and not args.skip_bad:
+        return (f"{path}: {len(parsed.errors)} bad line(s), nothing imported; fix them, or pass --skip-bad "
+                "to import the good lines only"), [], 0
+    return None, parsed.lines, len(parsed.errors)
+
+
+async def _import_chat_log(service: Any, lines: list[Any], args: argparse.Namespace, skipped: int) -> None:
+    from tqdm import tqdm
+
+    from memory.chatlog import import_chat_log
+
+    with tqdm(total=len(lines), unit="line", desc="import", disable=args.quiet) as bar:
+        report = await import_chat_log(service.chat, lines, batch=args.batch, progress=bar.update)
+    skipped_text = f", {skipped} bad line(s) skipped" if skipped else ""
+    pending = (f"; {report.not_indexed} stored but not yet searchable (embedder or vector store failed): "
+               "the memory worker of `yuiju run` indexes them" if report.not_indexed else "")
+    print(f"{service.character_id}: {report.imported} chat lines imported{skipped_text}{pending}")
+
+
+async def _reindex_vectors(cfg: YuijuConfig, *, re_embed: bool) -> Any:
+    """Rewrite the vector store in the current layout (memory/reindex.py), with a progress bar."""
+    from tqdm import tqdm
+
+    from memory.reindex import reindex_store
+    from memory.service import make_embedder
+
+    bars: list[Any] = []
+
+    def progress(total: int) -> Any:
+        bars.append(tqdm(total=total, unit="memory", desc="reindex"))
+        return bars[-1].update
+
+    try:
+        return await reindex_store(
+            url=cfg.qdrant.url, api_key=cfg.qdrant.api_key.get_secret_value() if cfg.qdrant.api_key else None,
+            collection=cfg.qdrant.collection, data_dir=cfg.data_path(), engine=cfg.memory.engine,
+            embedder=make_embedder(cfg), re_embed=re_embed, progress=progress,
+        )
+    finally:
+        for bar in bars:
+            bar.close()
+
+
 # -- simulate ---------------------------------------------------------------------------------------
 
 
 async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
+    from llm import CassetteError, CassetteMismatch
+    from llm.cassette import read_cassette
     from world.simulate import DEFAULT_START, simulate
 
-    if args.policy == "llm" and not cfg.llm.configured:
-        return _fail("--policy llm needs [llm].base_url (and api_key); see `yuiju init`")
-    report = await simulate(
-        cfg, days=args.days, seed=args.seed, policy=args.policy, start=args.start or DEFAULT_START,
-        data_dir=Path(args.data_dir) if args.data_dir else None, progress=not args.quiet,
-    )
+    recorded: dict[str, Any] = {}
+    if args.replay:
+        if args.record:
+            return _fail("--record and --replay exclude each other: replay one cassette, or record a new one")
+        try:
+            recorded, _ = read_cassette(Path(args.replay))
+        except CassetteError as exc:
+            return _fail(str(exc))
+    elif (args.policy == "llm" or args.record) and not cfg.llm.configured:
+        return _fail("--policy llm (and --record) need [llm].base_url (and api_key); see `yuiju init`")
+    policy = "llm" if args.record or args.replay else args.policy
+    try:
+        report = await simulate(
+            cfg, days=args.days or recorded.get("days", 7), seed=recorded.get("seed", 0) if args.seed is None else args.seed,
+            policy=policy, start=args.start or recorded.get("start", DEFAULT_START),
+            data_dir=Path(args.data_dir) if args.data_dir else None, progress=not args.quiet,
+            record=Path(args.record) if args.record else None, replay=Path(args.replay) if args.replay else None,
+        )
+    except CassetteMismatch as exc:
+        return _fail(str(exc))
     if args.report:
         text = json.dumps(report, ensure_ascii=False, indent=1)
         await asyncio.to_thread(Path(args.report).write_text, text, encoding="utf-8")
@@ -429,9 +530,14 @@ async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    config_help = "TOML config file (default: ./yuiju.toml or $YUIJU_CONFIG)"
     parser = argparse.ArgumentParser(prog="yuiju", description="悠酱's life in 羽浦町: the world daemon and tools.")
-    parser.add_argument("--config", help="TOML config file (default: ./yuiju.toml or $YUIJU_CONFIG)")
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    parser.add_argument("--config", help=config_help)
+    # --config also after the subcommand (`yuiju status --config x.toml`); SUPPRESS keeps a
+    # subcommand that was not given it from overwriting the one given before it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=argparse.SUPPRESS, help=config_help)
+    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_subparser_class(common))
 
     run = sub.add_parser("run", help="run the daemon with a live terminal panel (and the QQ bot when [onebot].enabled)")
     run.add_argument("--speed", type=float, help="world clock speed-up for demos (default [world].speed)")
@@ -445,9 +551,11 @@ def build_parser() -> argparse.ArgumentParser:
     world.add_argument("--resync", action="store_true", help=resync_help)
 
     sim = sub.add_parser("simulate", help="fast-forward under a simulated clock and report")
-    sim.add_argument("--days", type=int, default=7)
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--days", type=int, help="simulated days (default 7, or the cassette's with --replay)")
+    sim.add_argument("--seed", type=int, help="world seed (default 0, or the cassette's with --replay)")
     sim.add_argument("--policy", choices=["utility", "llm"], default="utility")
+    sim.add_argument("--record", metavar="CASSETTE", help="store every LLM exchange in this JSON-lines file (implies --policy llm)")
+    sim.add_argument("--replay", metavar="CASSETTE", help="answer from a recorded cassette, no network: the same timeline again")
     sim.add_argument("--report", help="write the full JSON report here")
     sim.add_argument("--start", help="simulated start, e.g. 2026-09-01T06:00 (local time)")
     sim.add_argument("--data-dir", help="use stores under this dir instead of fresh temporary ones")
@@ -468,9 +576,21 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("text")
     search.add_argument("--user", help="platform-qualified user id, e.g. qq:12345")
     search.add_argument("--group", help="platform-qualified group id")
-    search.add_argument("--limit", type=int, default=8)
+    search.add_argument("--limit", type=int, help="default: [memory].recall_limit")
     msub.add_parser("distill", help="distil raw chat memories into facts now")
-    msub.add_parser("reindex", help="index changed knowledge files now")
+    reindex = msub.add_parser("reindex", help="rewrite the memory store in the current layout (keeping stored "
+                              "vectors when the embedder is unchanged), then index changed knowledge files")
+    reindex.add_argument("--re-embed", action="store_true", help="embed every memory again from its text")
+    imp = msub.add_parser("import", help="import a JSON Lines chat log into her chat memories", description=(
+        'One JSON object per line: {"time": "2026-03-05T20:15:00+08:00", "user_id": "qq:12345", '
+        '"text": "...", "group_id": "qq:67890", "nickname": "小明"}; group_id and nickname optional '
+        "(no group_id: said in private). Every line is checked first; with a bad line nothing is "
+        "imported unless --skip-bad. Importing the same file again adds nothing twice."))
+    imp.add_argument("file")
+    imp.add_argument("--character", help="whose memories (default: the first of [world].characters)")
+    imp.add_argument("--skip-bad", action="store_true", help="import the good lines, skipping (and listing) bad ones")
+    imp.add_argument("--batch", type=int, default=256, help="lines per history write and embedding call")
+    imp.add_argument("--quiet", action="store_true", help="no progress bar")
 
     sub.add_parser("bot", help="run only the QQ bot (OneBot v11 reverse WebSocket, [onebot] and [chat]); "
                    "next to a running daemon it needs [qdrant].url")
@@ -479,7 +599,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser_class(common: argparse.ArgumentParser) -> type[argparse.ArgumentParser]:
+    """Subcommand parsers (and theirs, e.g. `memory search`) that all take ``common``'s options."""
+
+    class Subparser(argparse.ArgumentParser):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**{**kwargs, "parents": [*kwargs.get("parents", []), common]})
+
+        def add_subparsers(self, **kwargs: Any) -> Any:
+            return super().add_subparsers(**{"parser_class": Subparser, **kwargs})
+
+    return Subparser
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, so a reader that left (`yuiju status | head -3`) is caught below
+    except BrokenPipeError:
+        # Python ignores SIGPIPE: end as a Unix tool killed by it would, without a traceback, and
+        # point stdout at /dev/null so the interpreter's own flush at exit stays quiet too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.cmd == "init":
         return cmd_init(args)
@@ -502,7 +648,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "simulate":
             return asyncio.run(_simulate(cfg, args))
         if args.cmd == "bot":
-            if problem := asyncio.run(_embedded_memory_problem(cfg)):
+            if problem := cfg.onebot.token_problem() or asyncio.run(_embedded_memory_problem(cfg)):
                 return _fail(problem)
             init_nonebot(cfg)
             logging.getLogger("uvicorn").propagate = False  # nonebot logs uvicorn itself: no doubled lines

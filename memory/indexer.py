@@ -7,7 +7,8 @@ and it is retried — first the pending entries, then new ones — with a growin
 lost across restarts. Handling is idempotent (deterministic point ids, diaries written once per
 day), so a replay duplicates nothing.
 
-- ``action_completed`` → the episode (from history, else from the event) into semantic memory.
+- ``action_completed`` → the episode (from history, else from the event) into semantic memory;
+  the completed episodes of one read are embedded in one call (batch embedding).
 - ``action_started`` with action ``sleep`` in the evening or night → the diary of that day.
 
 Run one per deployment: the embedded vector store can be opened by one process only.
@@ -76,14 +77,47 @@ class MemoryWorker:
                 block=self.block_ms if (block and start == ">") else None,
             )
             for _stream, entries in answer or []:
-                for entry_id, fields in entries:
-                    if not fields:  # trimmed away while pending
-                        await self.redis.xack(self.stream, GROUP, entry_id)
-                        continue
-                    await self.handle(_text(fields))
-                    await self.redis.xack(self.stream, GROUP, entry_id)
-                    acked += 1
-                    self.handled += 1
+                acked += await self._handle_entries(entries)
+        return acked
+
+    async def _handle_entries(self, entries: list[tuple[Any, Any]]) -> int:
+        """Handle entries in order; a run of completed episodes is embedded in one call and
+        acknowledged after it is stored (a failure leaves the whole run pending)."""
+        acked = 0
+        episodes: list[tuple[Any, MemoryService, NewMemory]] = []
+
+        async def flush() -> None:
+            nonlocal acked
+            by_store: dict[int, tuple[MemoryService, list[NewMemory]]] = {}
+            for _, service, item in episodes:
+                by_store.setdefault(id(service.semantic), (service, []))[1].append(item)
+            for service, items in by_store.values():
+                await service.semantic.remember(items)
+            for entry_id, _, _ in episodes:
+                await self.redis.xack(self.stream, GROUP, entry_id)
+            acked += len(episodes)
+            self.handled += len(episodes)
+            episodes.clear()
+
+        for entry_id, fields in entries:
+            if not fields:  # trimmed away while pending
+                await self.redis.xack(self.stream, GROUP, entry_id)
+                continue
+            text = _text(fields)
+            service = self.services.get(text.get("character_id", ""))
+            if service is not None and text.get("type") == "action_completed":
+                when = datetime.fromisoformat(text["time"]) if text.get("time") else self.clock.now()
+                item = await episode_memory(service, json.loads(text.get("data") or "{}"), when)
+                if item is not None:
+                    episodes.append((entry_id, service, item))
+                    continue
+            else:
+                await flush()  # what came before (e.g. the day's episodes before the diary) first
+                await self.handle(text)
+            await self.redis.xack(self.stream, GROUP, entry_id)
+            acked += 1
+            self.handled += 1
+        await flush()
         return acked
 
     async def handle(self, fields: dict[str, str]) -> None:
@@ -149,20 +183,27 @@ def _text(fields: dict[Any, Any]) -> dict[str, str]:
 
 async def index_episode(service: MemoryService, data: dict[str, Any], when: datetime) -> None:
     """Embed and store one completed episode (deduplicated by its id)."""
+    item = await episode_memory(service, data, when)
+    if item is not None:
+        await service.semantic.remember([item])
+
+
+async def episode_memory(service: MemoryService, data: dict[str, Any], when: datetime) -> NewMemory | None:
+    """The memory of a completed episode (from history, else from the event), or None."""
     episode_id = str(data.get("episode_id") or "")
     if not episode_id:
-        return
+        return None
     stored = await service.episodes.get(episode_id)
     summary = (stored.summary if stored else None) or data.get("summary") or data.get("name") or ""
     if not summary:
-        return
+        return None
     action = str(data.get("action", ""))
     importance = IMPORTANCE_BY_ACTION.get(action, DEFAULT_IMPORTANCE) + (0.2 if data.get("share") else 0.0)
-    await service.semantic.remember([NewMemory(
+    return NewMemory(
         kind="episode", character_id=service.character_id, text=summary,
         time=stored.time if stored else when, key=episode_id, ref=episode_id, importance=min(1.0, importance),
         extra={"action": action},
-    )])
+    )
 
 
 async def run_memory_worker(

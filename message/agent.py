@@ -150,8 +150,9 @@ class AdminAuthorizer:
         return True
 
 
-Emit = Callable[[str, str], Awaitable[None]]
-"""``emit(kind, text)``: kind 'reply' (the model's answer), 'tool_reply', 'debug' or 'think'."""
+Emit = Callable[[str, str], Awaitable[list[str] | None]]
+"""``emit(kind, text)``: kind 'reply' (the model's answer), 'tool_reply', 'debug' or 'think'.
+For replies it returns the lines actually sent (None: not known, take ``text``)."""
 
 
 @dataclass
@@ -159,7 +160,7 @@ class TurnResult:
     items: list[dict[str, Any]] = field(default_factory=list)
     """Context items this turn produced (assistant, tool), to persist."""
     answer: str = ""
-    """The final assistant text (shown or not, depending on the mode)."""
+    """The final answer after review (shown or not, depending on the mode)."""
     replies: list[str] = field(default_factory=list)
     """Everything sent to users, in order."""
     steps: int = 0
@@ -170,8 +171,23 @@ class TurnResult:
 WRAP_UP = ("已经到了这一轮的步数上限，不能再调用工具。请根据已经查到的内容直接回复对方；"
            "如果有没做完的事，就自然地说还没弄好。用对方的语言，简短。")
 
-AnswerCheck = Callable[[str], Awaitable[str | None]]
-"""Returns feedback for the model when the answer must be revised (e.g. an invented activity)."""
+
+
+@dataclass(frozen=True)
+class Review:
+    """What may go out of a text the model wrote for users."""
+
+    text: str = ""
+    """What to send: the text as cleaned, or a line said instead; empty: nothing."""
+    feedback: str | None = None
+    """Set when nothing goes out and the model should answer again: what it reads."""
+
+
+class Reviewer(Protocol):
+    async def __call__(self, text: str, *, finish_reason: str | None, final: bool) -> Review:
+        """Review text meant for users; with ``final`` no second answer can be asked for, so the
+        review must not return feedback."""
+        ...
 
 
 class Agent:
@@ -188,30 +204,32 @@ class Agent:
 
     async def run(
         self, messages: list[dict[str, Any]], ctx: ToolContext, emit: Emit, *,
-        check: AnswerCheck | None = None,
+        review: Reviewer | None = None,
     ) -> TurnResult:
-        """Run one turn over ``messages`` (system + context, ending with the user's message)."""
+        """Run one turn over ``messages`` (system + context, ending with the user's message).
+
+        Every text meant for users — the answer, a tool's reply, the wrap-up — passes ``review``
+        first; an answer sent back gets another completion, a tool reply sent back tells the model
+        in the tool's result that it did not go out. The items returned hold only what was sent:
+        never the model's text that review replaced, nor its thinking next to tool calls."""
         result = TurnResult()
         tools = [t.spec() for t in self.registry.snapshot()] if self.mode.tools_enabled else []
         convo = list(messages)
-        checked = False
         for step in range(1, self.max_steps + 1):
             result.steps = step
             await emit("debug", f"step {step}/{self.max_steps}: completion with {len(convo)} messages")
             answer = await self.model.complete_tools(convo, tools=tools, temperature=self.temperature)
             if not answer.tool_calls:
-                text = answer.text.strip()
-                if check is not None and not checked and text:
-                    checked = True
-                    feedback = await check(text)
-                    if feedback:
-                        await emit("debug", f"answer revised: {feedback}")
-                        convo += [{"role": "assistant", "content": text}, {"role": "system", "content": feedback}]
-                        continue
-                return await self._finish(result, text, emit)
+                verdict = await self._review(review, answer.text, answer.finish_reason, final=False)
+                if verdict.feedback:
+                    await emit("debug", f"answer sent back: {verdict.feedback}")
+                    convo += [{"role": "assistant", "content": answer.text},
+                              {"role": "system", "content": verdict.feedback}]
+                    continue
+                return await self._finish(result, verdict.text, emit)
             item = self._assistant_item(answer)
             convo.append(item)
-            result.items.append(item)
+            result.items.append({**item, "content": ""})  # her thinking was never said to anyone
             if answer.text.strip():
                 await emit("think", answer.text.strip())
             end_turn = False
@@ -219,13 +237,19 @@ class Agent:
                 result.tool_calls.append(call.name)
                 await emit("think", f"Use Tool: {call.name}")
                 out = await self._invoke(ctx, call.name, call.arguments)
-                tool_item = {"role": "tool", "tool_call_id": call.id, "content": out.to_agent[:TOOL_RESULT_MAX_CHARS],
+                to_agent = out.to_agent
+                if out.user_reply and out.user_reply.strip():
+                    verdict = await self._review(review, out.user_reply, None, final=False)
+                    if verdict.feedback:
+                        await emit("debug", f"tool reply held back: {verdict.feedback}")
+                        to_agent = f"{to_agent}\n（你给用户的回复没有发出：{verdict.feedback}）"
+                    elif verdict.text:
+                        result.replies.append(verdict.text)
+                        await emit("tool_reply", verdict.text)
+                tool_item = {"role": "tool", "tool_call_id": call.id, "content": to_agent[:TOOL_RESULT_MAX_CHARS],
                              "name": call.name}
                 convo.append(tool_item)
                 result.items.append(tool_item)
-                if out.user_reply and out.user_reply.strip():
-                    result.replies.append(out.user_reply)
-                    await emit("tool_reply", out.user_reply)
                 end_turn = end_turn or out.end_turn
             if end_turn:
                 await emit("debug", "a tool ended the turn")
@@ -235,15 +259,23 @@ class Agent:
         result.wrapped_up = True
         convo.append({"role": "system", "content": WRAP_UP})
         answer = await self.model.complete_tools(convo, tools=[], temperature=self.temperature)
-        return await self._finish(result, answer.text.strip(), emit, force_emit=True)
+        verdict = await self._review(review, answer.text, answer.finish_reason, final=True)
+        return await self._finish(result, verdict.text, emit, force_emit=True)
+
+    @staticmethod
+    async def _review(review: Reviewer | None, text: str, finish_reason: str | None, *, final: bool) -> Review:
+        if review is None:
+            return Review(text.strip())
+        return await review(text, finish_reason=finish_reason, final=final)
 
     async def _finish(self, result: TurnResult, text: str, emit: Emit, *, force_emit: bool = False) -> TurnResult:
         result.answer = text
-        if text:
-            result.items.append({"role": "assistant", "content": text})
-            if self.mode.emit_text or force_emit:
-                result.replies.append(text)
-                await emit("reply", text)
+        if text and (self.mode.emit_text or force_emit):
+            sent = await emit("reply", text)
+            said = text if sent is None else "\n".join(sent)
+            if said:
+                result.replies.append(said)
+                result.items.append({"role": "assistant", "content": said})
         return result
 
     @staticmethod

@@ -1,4 +1,5 @@
-"""Starting the QQ bot: `yuiju bot` (its own process) and `yuiju run` (inside the daemon's loop).
+"""Starting the QQ bot: `yuiju bot` (its own process), `yuiju run` (inside the daemon's loop), and
+the plugin inside someone else's NoneBot app (`start_in_host_app`, on that app's start-up).
 
 NapCat/Lagrange connect to the reverse WebSocket ``ws://HOST:PORT/onebot/v11/ws``.
 """
@@ -6,6 +7,7 @@ NapCat/Lagrange connect to the reverse WebSocket ``ws://HOST:PORT/onebot/v11/ws`
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from typing import Any
 
@@ -37,11 +39,13 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
     the caller owns memory too: ``memory=None`` then means none (the embedded vector store is
     opened once per process, by the caller)."""
     from characters import load_card
+    from message.debug import AdminDebugSink
+    from message.grounding import ClaimLexicon
     from message.service import ChatService
     from storage.keys import Keys
     from world.clock import RealClock
     from world.loader import load_actions
-    from world.runtime import make_chat_model, open_stores
+    from world.runtime import make_chat_model, metered_chat_model, open_stores
     from world.store import StateStore
 
     cid = cfg.chat.character_id or cfg.world.characters[0]
@@ -61,14 +65,18 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
             RUNTIME.on_stop.append(semantic.store.close)
         except Exception as exc:  # e.g. a Qdrant server that is down
             log.warning("chat runs without memory (%s)", exc)
+    clock = clock or RealClock(cfg.app.tz)
     if model is None and cfg.llm.configured:
-        model = make_chat_model(cfg)
-    names = [a.name for a in load_actions("actions", cfg.world.action_dirs)]
+        model = metered_chat_model(cfg, make_chat_model(cfg), redis=redis, keys=keys, clock=clock)
+    lexicon = ClaimLexicon.build(load_actions("actions", cfg.world.action_dirs))
     service = ChatService(cfg=cfg.chat, card=load_card(cid), redis=redis, keys=keys,
-                          clock=clock or RealClock(cfg.app.tz), model=model, history=history, memory=memory,
-                          world=world or StateStore(redis, keys), activity_names=names)
+                          clock=clock, model=model, history=history, memory=memory,
+                          world=world or StateStore(redis, keys), lexicon=lexicon)
+    if cfg.chat.debug_to_admins:
+        service.sink = AdminDebugSink(cfg.chat.admins, lambda: service.outlet)
     await service.ensure()
     await _start_proactive(cfg, service)
+    RUNTIME.on_stop.append(service.drain)  # closers run last-first: archiving ends before stores close
     return service
 
 
@@ -91,7 +99,7 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
                                  keys=service.keys, history=service.history, clock=service.clock,
                                  chat_model=service.model, memory=service.memory if service.card.id == cid else None,
                                  sender=OneBotSender(current_bot, service=service),
-                                 group_context=ServiceGroupContext(service))
+                                 group_context=ServiceGroupContext(service), output=service.output)
     service.proactive = proactive
     stop = asyncio.Event()
     task = asyncio.create_task(proactive.run(stop))
@@ -171,3 +179,91 @@ async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
     RUNTIME.extras["server_task"] = task
     shown = f"[{host}]" if ":" in host else host
     return BotServer(server, task, f"ws://{shown}:{port}/onebot/v11/ws")
+
+
+# -- the plugin inside someone else's NoneBot app ---------------------------------------------------
+
+YUIJU_LOGGERS = ("message", "memory", "world", "llm", "storage", "characters")
+"""Our top-level loggers, sent into the app's log when the plugin runs inside a NoneBot app."""
+
+
+async def start_in_host_app() -> None:
+    """On the NoneBot app's start-up, before the matchers' start-up hook builds the service: when
+    nobody set the runtime up (`yuiju bot`/`yuiju run` and the tests do), her settings come from
+    the plugin config (`message.config.Config`) and her chat service and proactive posts start
+    with the app; the world engine does not (`yuiju world` runs it, on the same stores)."""
+    import nonebot
+
+    from message.config import Config
+
+    if RUNTIME.service is not None or RUNTIME.factory is not None:
+        return
+    plugin = nonebot.get_plugin_config(Config)
+    if not plugin.yuiju_chat_enabled:
+        return
+    host = nonebot.get_driver().config
+    cfg = host_app_settings(plugin.yuiju_config, host.model_dump())
+    _log_through_nonebot(cfg.app.log_level)
+    if problem := host_token_problem(host, allow_no_token=cfg.onebot.allow_no_token):
+        raise RuntimeError(problem)
+    log.info("yuiju chat starts with this NoneBot app (%s): %s", plugin.yuiju_config or "no yuiju_config",
+             json.dumps(cfg.summary(), ensure_ascii=False))
+    # what would otherwise look like a plugin that does nothing
+    if not cfg.llm.configured:
+        log.warning("[llm] base_url is not set: she records messages but answers none")
+    if not (cfg.chat.groups or cfg.chat.default_group.enabled or cfg.chat.private_whitelist or cfg.chat.admins):
+        log.warning("no [chat.groups] entry, private_whitelist or admin: she answers no one")
+
+    async def factory() -> Any:
+        return await build_service(cfg)
+
+    RUNTIME.factory = factory
+
+
+def host_app_settings(path: str | None, host_config: dict[str, Any],
+                      environ: dict[str, str] | None = None) -> Any:
+    """Her `YuijuConfig` inside a NoneBot app: the TOML file at ``path``, then the app's .env lines
+    ``YUIJU_<SECTION>__<FIELD>`` (NoneBot keeps them as ``yuiju_<section>`` dicts in its config),
+    then the process environment; raises `yuiju_config.ConfigError` naming the key and the fix."""
+    from yuiju_config import load_config
+
+    dotenv = {name.removeprefix("yuiju_"): value for name, value in host_config.items()
+              if name.startswith("yuiju_") and isinstance(value, dict)}
+    return load_config(path, environ=environ, dotenv=dotenv)
+
+
+def host_token_problem(host_config: Any, *, allow_no_token: bool) -> str | None:
+    """Why her chat must not start in this NoneBot app, or None: without ONEBOT_ACCESS_TOKEN
+    whoever reaches its port connects as the QQ side and speaks as any QQ user, her admins included."""
+    from yuiju_config import LOOPBACK_HOSTS
+
+    if getattr(host_config, "onebot_access_token", None):
+        return None
+    host = str(getattr(host_config, "host", "127.0.0.1"))
+    if host not in LOOPBACK_HOSTS:
+        return (f"this NoneBot app listens on {host} without ONEBOT_ACCESS_TOKEN: whoever reaches its port "
+                "could connect as the QQ side and speak as any QQ user, her admins included. Set "
+                "ONEBOT_ACCESS_TOKEN=<a long random string> in the bot's .env and the same token in "
+                "NapCat/Lagrange")
+    if allow_no_token:
+        log.warning("this NoneBot app accepts OneBot connections without an access token "
+                    "(YUIJU_ONEBOT__ALLOW_NO_TOKEN=true): any process on this machine can connect as the QQ "
+                    "side and speak as any QQ user, her admins included. Set ONEBOT_ACCESS_TOKEN for real use.")
+        return None
+    return ("this NoneBot app has no ONEBOT_ACCESS_TOKEN: any process on this machine could connect as the "
+            "QQ side and speak as any QQ user, her admins included. Set ONEBOT_ACCESS_TOKEN=<a long random "
+            "string> in the bot's .env and the same token in NapCat/Lagrange; for a local experiment only, "
+            "YUIJU_ONEBOT__ALLOW_NO_TOKEN=true instead")
+
+
+def _log_through_nonebot(level: str) -> None:
+    """Her log lines into the app's (loguru) log, unless the app set up standard logging itself."""
+    if logging.getLogger().handlers:
+        return
+    from nonebot.log import LoguruHandler
+
+    for name in YUIJU_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(level)
+        if not any(isinstance(h, LoguruHandler) for h in logger.handlers):
+            logger.addHandler(LoguruHandler())

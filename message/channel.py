@@ -66,7 +66,7 @@ class OneBotSender:
         """When given, its output policy (sanitising, line splits, delays) is applied."""
 
     async def send_group(self, group_id: int, text: str) -> None:
-        lines = self.service.prepare_lines(text) if self.service else [text]
+        lines = self.service.output.lines(text) if self.service else [text]
         for i, line in enumerate(lines):
             if i and self.service is not None:
                 await self.service.pause_between(line)
@@ -110,4 +110,4 @@ class ServiceGroupContext:
         return await self.service.sessions.last_human_at(self.service.session_id("group", group_id))
 
     async def record_bot_post(self, group_id: int, text: str, *, source: str) -> None:
-        await self.service.record_bot_message("group", group_id, text, source=source)
+        await self.service.recorder.record_bot_message("group", group_id, text, source=source)

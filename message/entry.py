@@ -8,15 +8,37 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
-from typing import Any, Literal
+import math
+import re
+from datetime import datetime, timedelta
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from message.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
+REPORT = RateLimitedLog(log, burst=30)
+"""Lines about bad messages: one per message, at most a burst a minute (a fuzzer fills no disk)."""
 
 TRUNCATED_MARK = "…（后面太长，省略了）"
+INT64 = (-(2**63), 2**63 - 1)
+"""OneBot v11 ids are 64-bit signed integers (and so are the history stores' integers)."""
+EARLIEST = datetime(2000, 1, 1).astimezone()
+FUTURE_SLACK = timedelta(days=1)
+"""A message stamped later than now plus this (a wrong clock, a fuzzer) gets its arrival time."""
+
+QQId = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def clean_text(text: str, *, drop: bool = False) -> str:
+    """``text`` with lone UTF-16 surrogates (which no store or JSON encoder accepts) replaced by
+    U+FFFD, or dropped; a pair split into two escapes is joined into its character."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore" if drop else "replace")
 
 
 class Segment(BaseModel):
@@ -27,6 +49,11 @@ class Segment(BaseModel):
     text: str
     """How it reads in the history."""
 
+    @field_validator("type", "text", mode="after")
+    @classmethod
+    def _no_lone_surrogates(cls, value: str) -> str:
+        return clean_text(value)
+
 
 class Entry(BaseModel):
     """A message as the chat side keeps it (incoming, hers, or a proactive post)."""
@@ -36,8 +63,8 @@ class Entry(BaseModel):
     id: str
     """The platform's message id (a string), or a generated one for her own messages."""
     scene: Literal["group", "private"]
-    group_id: int | None = None
-    user_id: int
+    group_id: QQId | None = None
+    user_id: QQId
     """Sender's QQ id (hers for her own messages)."""
     sender_name: str
     """Group card, else nickname, else the id."""
@@ -55,6 +82,11 @@ class Entry(BaseModel):
     source: str = "chat"
     """'chat' for conversation, or who posted it on her behalf ('proactive', 'admin')."""
     truncated: bool = False
+
+    @field_validator("id", "sender_name", "text", mode="after")
+    @classmethod
+    def _no_lone_surrogates(cls, value: str) -> str:
+        return clean_text(value)
 
     @property
     def session_id(self) -> str:
@@ -126,8 +158,26 @@ def segment_text(seg_type: str, data: dict[str, Any], *, self_id: int | None, na
         return "[骰子]" if seg_type == "dice" else "[猜拳]"
     if seg_type == "markdown":
         return _str(data.get("content"))[:200]
-    log.info("unknown message segment type %r, kept as a marker", seg_type)
+    REPORT(logging.INFO, "unknown message segment type %.40r, kept as a marker", seg_type)
     return f"[{seg_type[:20]}]"
+
+
+def _arrival_time(stamp: Any, tz: ZoneInfo, mid: str) -> datetime:
+    """The event's timestamp, or now when it is missing or impossible (logged)."""
+    now = datetime.now(tz)
+    if isinstance(stamp, datetime) and stamp.tzinfo:
+        when: datetime | None = stamp
+    elif isinstance(stamp, int | float) and not isinstance(stamp, bool) and math.isfinite(stamp):
+        try:
+            when = datetime.fromtimestamp(stamp, tz)
+        except (OverflowError, OSError, ValueError):
+            when = None
+    else:
+        when = None if stamp is not None else now
+    if when is None or not EARLIEST <= when <= now + FUTURE_SLACK:
+        REPORT(logging.INFO, "message %s: time %.40r is impossible; using the time it arrived", mid, stamp)
+        return now
+    return when
 
 
 def normalize(
@@ -141,28 +191,30 @@ def normalize(
     """A OneBot v11 message event (JSON) as an `Entry`; None (with a log line) when it is not a
     usable message. ``payload["reply"]``, when the adapter resolved the quoted message, is
     ``{"message_id", "sender_id", "sender_name", "text"}``."""
+    mid = str(payload.get("message_id"))[:40]
     try:
         scene = payload.get("message_type")
         if scene not in ("group", "private"):
-            log.info("ignored event: message_type %r", scene)
+            REPORT(logging.INFO, "ignored event: message_type %.40r", scene)
             return None
         user_id = int(payload["user_id"])
         group_id = int(payload["group_id"]) if scene == "group" else None
+        for field, value in (("user_id", user_id), ("group_id", group_id)):
+            if value is not None and not INT64[0] <= value <= INT64[1]:
+                REPORT(logging.WARNING, "ignored message %s: %s %d is outside OneBot's 64-bit range", mid, field, value)
+                return None
         sender = payload.get("sender") if isinstance(payload.get("sender"), dict) else {}
         name = _str(sender.get("card")) or _str(sender.get("nickname")) or str(user_id)
-        stamp = payload.get("time")
-        when = (datetime.fromtimestamp(int(stamp), tz) if isinstance(stamp, int | float)
-                else stamp if isinstance(stamp, datetime) and stamp.tzinfo else datetime.now(tz))
         raw_segments = payload.get("message")
         if isinstance(raw_segments, str):
             raw_segments = [{"type": "text", "data": {"text": raw_segments}}]
         if not isinstance(raw_segments, list):
-            log.info("ignored event %r: message is %s, not a segment list", payload.get("message_id"),
-                     type(raw_segments).__name__)
+            REPORT(logging.INFO, "ignored event %s: message is %s, not a segment list", mid, type(raw_segments).__name__)
             return None
-    except (KeyError, TypeError, ValueError) as exc:
-        log.info("ignored malformed message event: %s", exc)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        REPORT(logging.INFO, "ignored malformed message event %s: %s", mid, str(exc)[:200])
         return None
+    when = _arrival_time(payload.get("time"), tz, mid)
 
     names = {"self": bot_name}
     segments: list[Segment] = []
@@ -170,7 +222,7 @@ def normalize(
     reply_id: str | None = None
     for raw in raw_segments:
         if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
-            log.info("ignored malformed segment %r", raw)
+            REPORT(logging.INFO, "message %s: ignored malformed segment %.80r", mid, raw)
             continue
         data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
         if raw["type"] == "reply":
@@ -194,8 +246,12 @@ def normalize(
     if truncated:
         text = text[:max_chars] + TRUNCATED_MARK
     if not text:
-        log.info("ignored empty message %r", payload.get("message_id"))
+        REPORT(logging.INFO, "ignored empty message %s", mid)
         return None
+    clean, clean_name = clean_text(text), clean_text(name)
+    if clean != text or clean_name != name:
+        REPORT(logging.INFO, "message %s from %d: lone surrogates replaced by U+FFFD", mid, user_id)
+        text, name = clean, clean_name
     return Entry(
         id=_str(payload.get("message_id")) or f"{user_id}-{when.timestamp():.0f}",
         scene=scene, group_id=group_id, user_id=user_id, sender_name=name[:40], time=when, text=text,

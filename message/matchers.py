@@ -8,14 +8,20 @@ from typing import Any
 from nonebot import get_bots, get_driver, get_plugin_config, on_message
 from nonebot.adapters.onebot.v11 import Bot, MessageEvent
 
+from message import frames
 from message.channel import send_text
 from message.config import Config
 from message.entry import normalize
+from message.ratelog import RateLimitedLog
 from message.runtime import RUNTIME
 
 log = logging.getLogger(__name__)
 plugin_config = get_plugin_config(Config)
 driver = get_driver()
+frames.install()
+FAILURES = RateLimitedLog(log, burst=5)
+"""A message the chat side could not handle: one line each (the first of a kind with its traceback)."""
+_seen_failures: set[str] = set()
 
 
 def current_bot() -> Any:
@@ -80,8 +86,13 @@ async def _(bot: Bot, event: MessageEvent) -> None:
     except ValueError:
         self_id = None
     service.self_id = self_id
-    entry = normalize(event_payload(event), self_id=self_id, tz=service.tz, bot_name=service.card.name,
-                      max_chars=service.cfg.max_input_chars)
-    if entry is None:
-        return
-    await service.handle(entry)
+    try:
+        entry = normalize(event_payload(event), self_id=self_id, tz=service.tz, bot_name=service.card.name,
+                          max_chars=service.cfg.max_input_chars)
+        if entry is not None:
+            await service.handle(entry)
+    except Exception as exc:  # one message must never stop the bot, nor fill the log
+        kind = type(exc).__name__
+        first = kind not in _seen_failures
+        _seen_failures.add(kind)
+        FAILURES(logging.ERROR, "message %s not handled: %s: %.200s", event.message_id, kind, exc, exc_info=first)

@@ -1,30 +1,148 @@
-"""What leaves her mouth: sanitising model output and splitting it into natural lines."""
+"""The output filter: everything between the model's text and what is sent.
+
+One filter serves chat answers and proactive posts. `OutputFilter.review` reads what the model
+wrote: reasoning blocks are dropped; JSON and other structured fragments, tool-call markup, and
+answers cut off at the token limit are not messages (the caller asks again once, or says a short
+line instead); the rest is sanitised (no CQ codes, no @all, none of our prompt's markup), cut at a
+sentence end when too long, and withheld when it quotes her prompt. `OutputFilter.lines` splits
+what may be sent into natural chat lines.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from message.entry import clean_text
+
+Problem = Literal["reasoning", "structured", "truncated"]
+"""Why a model answer is not a message."""
+
+FEEDBACK: dict[Problem, str] = {
+    "reasoning": "你刚才只写了思考过程，那不是一条聊天消息。请直接写出要对对方说的话，不要输出思考过程或标签。",
+    "structured": "你刚才的回答不是一条聊天消息（像是 JSON、代码或工具调用的格式）。请直接用自然的中文口语回复，"
+                  "一两句话，不要输出 JSON、代码或任何标记。",
+    "truncated": "你刚才的回答太长，被截断了，不是一条完整的聊天消息。请用更短的一两句话重新回复。",
+}
+"""What the model reads when its answer was not a message (Chinese: the model reads it)."""
+
+REFUSAL = "这个不能告诉你哦。"
+"""Sent instead of an answer that quotes her system prompt."""
+LOST_LINE = "诶，我刚刚想说什么来着……一下子忘了。"
+"""Sent when the model fails twice to write a message: short, in character, and true."""
+
+_REASONING_TAG = r"(?:think|thinking|reasoning|reflection|analysis)"
+_REASONING = re.compile(rf"<({_REASONING_TAG})\b[^>]*>.*?</\1\s*>", re.S | re.I)
+_REASONING_OPEN = re.compile(rf"<{_REASONING_TAG}\b[^>]*>", re.I)
+"""Opened and never closed: the answer was cut off inside its reasoning."""
+_REASONING_CLOSE = re.compile(rf"</{_REASONING_TAG}\s*>", re.I)
+"""Closed and never opened (providers that drop the opening tag): everything before it is reasoning."""
+_SPECIAL_TOKEN = re.compile(r"<\|[^|<>\n]{1,40}\|>")
+_STRUCTURED = re.compile(
+    r"```"  # a code block
+    r"""|[{\[]\s*["']\w"""  # an object or list opening with a quoted key or string
+    r'|"[A-Za-z_][\w-]*"\s*:'  # "key":
+    r'|"\s*,\s*"[A-Za-z_]'  # ", "key (a fragment cut out of an object)
+    r'|"\s*[}\]]'  # a string closing an object or list
+    r"|</?(?:tool_calls?|function_calls?|invoke|parameter)\b|\[TOOL_CALLS\]",  # tool-call markup
+    re.IGNORECASE,
+)
+"""Marks of structured output: what a chat message in Chinese never contains (Chinese words in
+ASCII quotes, "摸鱼", "划水", are prose)."""
+_PAIRS = ("“”", "（）", "「」", "『』", "《》", "【】")
 
 _CQ = re.compile(r"\[CQ:[^\]]*\]?", re.IGNORECASE)
 _AT_ALL = re.compile(r"@\s*(全体成员|全体|all|everyone|here)(?![A-Za-z0-9_])", re.IGNORECASE)
-_TAGS = re.compile(r"</?(msg|system|tool|admin|context|memory)[^>]*>", re.IGNORECASE)
+_TAGS = re.compile(r"</?(msg|system|tool|admin|context|memory|answer|reply|response|final|output)\b[^>]*>",
+                   re.IGNORECASE)
+"""Markup of our prompt, and the wrappers some models put around an answer."""
+_FORGED = re.compile(r"<msg\b[^>]*>.*?</msg\s*>", re.IGNORECASE | re.DOTALL)
+"""A whole message in the context's markup: the model writing someone else's line."""
+_MARKDOWN = re.compile(r"\*\*|__|`|^#{1,6}\s+", re.MULTILINE)
+"""Emphasis, code and heading marks: QQ shows them as they are."""
 _SENTENCE = re.compile(r"(?<=[。！？!?…~～])")
+_SENTENCE_END = re.compile(r"[。！？!?…~～]+")
 _BLANKS = re.compile(r"\n\s*\n+")
 
 
+@dataclass(frozen=True)
+class Filtered:
+    """A model answer after the filter."""
+
+    text: str
+    """What may be sent: the cleaned answer, `REFUSAL` for a leak, or "" (nothing)."""
+    problem: Problem | None = None
+    """Set when the answer is not a message: ask again (`FEEDBACK`) or say `LOST_LINE`."""
+    leaked: bool = False
+    """The answer quoted her prompt and was replaced by `REFUSAL`."""
+
+
+class OutputFilter:
+    """The one filter for her chat answers and proactive posts."""
+
+    def __init__(self, *, name: str, max_chars: int, max_lines: int = 3, secret: Callable[[], str] | str = "") -> None:
+        self.name = name
+        """Her name: a "名字：" prefix the model adds is removed."""
+        self.max_chars = max_chars
+        self.max_lines = max_lines
+        self.secret = secret
+        """What she must never quote (her system prompt); a callable is read at each review."""
+
+    def review(self, text: str, *, finish_reason: str | None = None) -> Filtered:
+        """What of the model's ``text`` may be sent, or why none of it is a message."""
+        text = _SPECIAL_TOKEN.sub("", clean_text(text, drop=True))  # a broken emoji is left out, not shown as �
+        if not text.strip():
+            return Filtered("")
+        prose = _REASONING.sub("", text)
+        if _REASONING_OPEN.search(prose):
+            return Filtered("", "reasoning")
+        *_, prose = _REASONING_CLOSE.split(prose)
+        if finish_reason == "length" or _unbalanced(prose):
+            return Filtered("", "truncated")
+        if _STRUCTURED.search(prose):
+            return Filtered("", "structured")
+        clean = sanitize(prose, max_chars=self.max_chars, name=self.name)
+        if not clean:
+            return Filtered("", "reasoning" if prose != text else None)
+        secret = self.secret() if callable(self.secret) else self.secret
+        if secret and leaks(clean, secret):
+            return Filtered(REFUSAL, leaked=True)
+        return Filtered(clean)
+
+    def lines(self, text: str) -> list[str]:
+        """``text`` (already reviewed, or ours) as chat messages."""
+        return split_lines(sanitize(clean_text(text, drop=True), max_chars=self.max_chars, name=self.name),
+                           max_lines=self.max_lines)
+
+
+def _unbalanced(text: str) -> bool:
+    """An opened Chinese quote or bracket never closed: the answer stops mid-thought."""
+    return any(text.count(a) > text.count(b) for a, b in _PAIRS)
+
+
 def sanitize(text: str, *, max_chars: int, name: str = "") -> str:
-    """No CQ codes, no @all, no markup of our prompt, no "名字：" prefix; at most ``max_chars``."""
+    """No CQ codes, no @all, no markup of our prompt, no "名字：" prefix; at most ``max_chars``,
+    cut at a sentence end when there is one."""
     previous = None
     while previous != text:  # until nothing changes: removing one code must not assemble another
         previous = text
+        text = _FORGED.sub("", text)
         text = _CQ.sub("", text)
         text = _AT_ALL.sub("", text)
         text = _TAGS.sub("", text)
-    text = text.replace("\r", "")
-    if name:
-        text = re.sub(rf"^\s*{re.escape(name)}\s*[:：]\s*", "", text)
+    text = _MARKDOWN.sub("", text.replace("\r", ""))
+    if name:  # "悠酱：" or, imitating how her lines read in the context, "悠酱（10:05）："
+        text = re.sub(rf"^\s*{re.escape(name)}\s*(?:[（(][^）)\n]{{0,20}}[）)])?\s*[:：]\s*", "", text)
     text = _BLANKS.sub("\n", text).strip()
     if len(text) > max_chars:
-        text = text[: max_chars - 1].rstrip() + "…"
+        head = text[:max_chars]
+        ends = [m.end() for m in _SENTENCE_END.finditer(head)]
+        if ends and ends[-1] >= max_chars // 3:  # a whole sentence reads better than a cut one
+            text = head[: ends[-1]].rstrip()
+        else:
+            text = text[: max_chars - 1].rstrip() + "…"
     return text
 
 

@@ -51,6 +51,7 @@ from memory.episodes import EpisodeRepo
 from memory.semantic import NewMemory, render_memories
 from memory.service import MemoryService
 from message.channel import GroupContext, Sender, SendFailed
+from message.output import OutputFilter, Problem
 from message.proactive_policy import GroupSituation, Verdict, check_policy
 from storage.history import CollectionSpec, HistoryStore
 from storage.keys import Keys
@@ -80,6 +81,12 @@ OWN_POSTS_SHOWN = 3
 STAT_LABELS = {"stamina": "体力", "satiety": "饱腹", "mood": "心情"}
 RECENT_FOR_REPLIES = 50
 """Messages read back to find the first human reply to her post."""
+NOT_A_MESSAGE: dict[Problem, str] = {
+    "reasoning": "message 里只有思考过程，不是一条聊天消息：message 只写要发到群里的话，不要写思考过程或标签。",
+    "structured": "message 不是一条聊天消息（里面像是 JSON、代码或工具调用）：message 只写自然的中文口语。",
+    "truncated": "message 不是一条完整的聊天消息（话没说完）：写一句完整、简短的话。",
+}
+"""What the model reads when its message is not one (the output filter's verdict)."""
 
 PROMPTS = Environment(
     loader=PackageLoader("message", "prompts"),
@@ -157,7 +164,7 @@ class ProactiveService:
         self, *, cfg: ProactiveConfig, character_id: str, card: CharacterCard, redis: Any, keys: Keys,
         history: HistoryStore, clock: Clock, chat_model: ChatModel | None, memory: MemoryService | None,
         sender: Sender, group_context: GroupContext, max_attempts: int = 3, block_ms: int = 1000,
-        batch: int = 20,
+        batch: int = 20, output: OutputFilter | None = None,
     ) -> None:
         self.cfg = cfg
         self.character_id = character_id
@@ -170,6 +177,8 @@ class ProactiveService:
         self.memory = memory
         self.sender = sender
         self.group_context = group_context
+        self.output = output or OutputFilter(name=card.name, max_chars=cfg.max_message_chars)
+        """The chat side's output filter: a post is a message or it is not sent."""
         self.max_attempts = max_attempts
         """Attempts per LLM answer (each failed one is shown its mistake)."""
         self.block_ms = block_ms
@@ -527,6 +536,14 @@ class ProactiveService:
         def parse(text: str) -> ProactiveAnswer:
             answer = ProactiveAnswer.model_validate_json(text)
             message = answer.message.strip()
+            if answer.shouldSend and message:
+                filtered = self.output.review(message)
+                if filtered.problem is not None:
+                    raise RetryWithFeedback(NOT_A_MESSAGE[filtered.problem])
+                if filtered.leaked:
+                    raise RetryWithFeedback("message 引用了你的设定或规则：只写要发到群里的话。")
+                message = filtered.text
+                answer = answer.model_copy(update={"message": message})
             if forced and not answer.shouldSend:
                 raise RetryWithFeedback("管理员要求现在发一条：shouldSend 必须为 true，并写好 message。")
             if answer.shouldSend and not message:
@@ -539,7 +556,7 @@ class ProactiveService:
 
         try:
             outcome = await ask_structured(self.chat_model, messages, parse, json_schema=ANSWER_SCHEMA,
-                                           max_attempts=self.max_attempts)
+                                           max_attempts=self.max_attempts, purpose="proactive")
         except StructuredOutputFailed as exc:
             raise _NoAnswer("llm_invalid", f"模型没有给出可用的回答：{exc.last_error}") from exc
         except LLMError as exc:

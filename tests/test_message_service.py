@@ -16,12 +16,15 @@ from memory.episodes import Episode
 from message.agent import Tool, ToolResult
 from message.channel import ServiceGroupContext
 from message.entry import normalize
+from message.grounding import ClaimLexicon
 from message.output import leaks, sanitize, split_lines
-from message.service import CHAT_LOG, ChatService
+from message.recorder import CHAT_LOG
+from message.service import ChatService
 from message.session import compaction_split
 from storage.keys import Keys
 from tests.conftest import TZ, at_time, make_character
 from world.clock import SimClock
+from world.loader import load_actions
 from yuiju_config import ChatConfig, GroupPolicy
 
 BOT = 10001
@@ -108,6 +111,10 @@ class Kit:
         return await self.service.handle(self.entry(*args, **kw))
 
 
+LEXICON = ClaimLexicon.build(load_actions("actions"))
+"""Her claims vocabulary from the shipped actions (built once: loading the actions takes a moment)."""
+
+
 async def make_kit(redis: Any, history: Any = None, fn: Any = None, *, world: Any = None, memory: Any = None,
                    tools: Any = None, **cfg: Any) -> Kit:
     sent: list[tuple[str, int, str]] = []
@@ -122,7 +129,7 @@ async def make_kit(redis: Any, history: Any = None, fn: Any = None, *, world: An
     service = ChatService(cfg=config, card=load_card("yuiju"), redis=redis, keys=Keys("t"),
                           clock=SimClock(at_time("2026-09-01 10:00")), model=model, history=history,
                           world=world or FakeWorld(), memory=memory, outlet=outlet, self_id=BOT,
-                          activity_names=["在水音池钓鱼", "在公园散步"], tools=tools)
+                          lexicon=LEXICON, tools=tools)
     return Kit(service, sent, model)
 
 
@@ -204,7 +211,7 @@ async def test_a_flood_from_one_user_is_rate_limited(redis: Any) -> None:
 async def test_a_flooded_group_is_recorded_but_not_answered_until_it_calms(redis: Any) -> None:
     kit = await make_kit(redis, group_messages_per_minute=4, groups={str(GROUP): GroupPolicy(), "200": GroupPolicy()})
     clock = [1000.0]
-    kit.service._monotonic = lambda: clock[0]
+    kit.service.gate.monotonic = lambda: clock[0]
     for user in range(10, 14):  # four people chatting among themselves: not a flood yet
         assert (await kit.say("哈哈哈", user=user)).reason == "not addressed to her"
     assert (await kit.say("+1", user=14)).reason == "not addressed to her"  # the fifth in a minute
@@ -351,7 +358,7 @@ async def test_injection_attempts_neither_unlock_admin_tools_nor_leak_the_prompt
     assert all("permission denied" in d for d in denials) and len(denials) == 2
     assert api_calls == []
     assert out.replies == ["这个不能告诉你哦。"]
-    assert not any(leaks(t, kit.service.stable_prompt()) for _, _, t in kit.sent)
+    assert not any(leaks(t, kit.service.context.stable_prompt()) for _, _, t in kit.sent)
     user_turn = kit.model.calls[0][-1]["content"]
     assert user_turn.count("<msg ") == 1 and user_turn.count("</msg>") == 1 and 'admin="true"' not in user_turn
 
@@ -417,7 +424,7 @@ async def test_finished_conversation_windows_become_conversation_episodes(redis:
     assert len(memory.episodes_put) == 1 and memory.episodes_put[0].type == "conversation"
     assert memory.episodes_put[0].data["message_count"] == 4
     await kit.say("晚上好", minutes=120)  # after silence: a new window
-    assert await kit.service.flush_windows() == 1
+    assert await kit.service.recorder.flush_windows() == 1
     assert len(memory.episodes_put) == 2
 
 

@@ -12,6 +12,7 @@ import pytest
 from llm import ToolCall, ToolChatResult
 from message.agent import ToolContext
 from message.channel import ServiceGroupContext
+from message.debug import AdminDebugSink
 from message.tools import file_list, file_read, file_write
 from tests.test_message_service import ADMIN, GROUP, FakeMemory, episode, make_kit, scripted
 from tests.test_proactive import FakeSender, emit, make_service
@@ -179,16 +180,24 @@ async def test_thinking_goes_privately_to_admins_only_when_enabled_never_to_the_
     sunk: list[tuple[str, str, str]] = []
     kit = await make_kit(redis, fn=thinking(), memory=FakeMemory(events=[episode("在公园散步")]),
                          admins=[ADMIN, 7], debug_to_admins=enabled)
-    kit.service.sink = lambda kind, sid, text: sunk.append((kind, sid, text))
+    admins = AdminDebugSink([ADMIN, 7], lambda: kit.service.outlet)
+
+    async def sink(kind: str, sid: str, text: str) -> None:
+        sunk.append((kind, sid, text))
+        if enabled:  # as `message.bot.build_service` connects it
+            await admins(kind, sid, text)
+
+    kit.service.sink = sink
     out = await kit.say("悠酱今天干嘛了")
     assert out.replies == ["早上去公园散步啦"]
     group_lines = [t for scene, _, t in kit.sent if scene == "group"]
     assert group_lines == ["早上去公园散步啦"]
     private = [(target, t) for scene, target, t in kit.sent if scene == "private"]
     if enabled:
-        assert private == [(ADMIN, f"[think group:{GROUP}] 先查一下今天的记录"), (7, f"[think group:{GROUP}] 先查一下今天的记录"),
-                           (ADMIN, f"[think group:{GROUP}] Use Tool: today_events"),
-                           (7, f"[think group:{GROUP}] Use Tool: today_events")]
+        assert [p for p in private if p[1].startswith("[think")] == [
+            (ADMIN, f"[think group:{GROUP}] 先查一下今天的记录"), (7, f"[think group:{GROUP}] 先查一下今天的记录"),
+            (ADMIN, f"[think group:{GROUP}] Use Tool: today_events"), (7, f"[think group:{GROUP}] Use Tool: today_events")]
+        assert all(t.startswith((f"[think group:{GROUP}]", f"[debug group:{GROUP}]")) for _, t in private)
     else:
         assert private == []
     kinds = {k for k, _, _ in sunk}
@@ -198,6 +207,7 @@ async def test_thinking_goes_privately_to_admins_only_when_enabled_never_to_the_
 async def test_an_admin_that_cannot_be_reached_does_not_stop_the_reply(redis: Any) -> None:
     kit = await make_kit(redis, fn=thinking(), memory=FakeMemory(events=[episode("在公园散步")]),
                          admins=[ADMIN, 7], debug_to_admins=True)
+    kit.service.sink = AdminDebugSink([ADMIN, 7], lambda: kit.service.outlet)
     original = kit.service.outlet
     assert original is not None
 
@@ -209,5 +219,5 @@ async def test_an_admin_that_cannot_be_reached_does_not_stop_the_reply(redis: An
     kit.service.outlet = outlet
     out = await kit.say("悠酱今天干嘛了")
     assert out.replies == ["早上去公园散步啦"]
-    assert [t for scene, target, t in kit.sent if scene == "private"] == [
+    assert [t for scene, target, t in kit.sent if scene == "private" and t.startswith("[think")] == [
         f"[think group:{GROUP}] 先查一下今天的记录", f"[think group:{GROUP}] Use Tool: today_events"]

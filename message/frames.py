@@ -1,0 +1,103 @@
+"""Malformed OneBot frames cost one log line each, never a traceback or the connection.
+
+The OneBot v11 adapter logs every frame it cannot parse as an ERROR with the whole raw frame and
+a traceback, and a frame that is not JSON at all ends the WebSocket (the implementation
+reconnects; what it sent meanwhile is lost). `install` guards the two places where the adapter
+reads a frame, both looked up when a frame arrives (its routes were registered before any plugin
+loads, so its methods cannot be swapped): the ``json`` its module reads frames with answers None
+for a frame that is not JSON (the adapter then skips it, as it skips any non-event), and its
+event parser reports an event it cannot parse instead of raising. (The same ``json`` reads the
+answers of HTTP API calls, which this plugin does not use: one that is not JSON then reads as an
+empty result instead of a `NetworkError`.) Reports are one short line per
+frame, at most a burst a minute (`message.ratelog`). Installed when the plugin loads, so it also
+holds inside an existing NoneBot project.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import ModuleType
+from typing import Any
+
+from pydantic import ValidationError
+
+from message.ratelog import RateLimitedLog
+
+log = logging.getLogger(__name__)
+REPORT = RateLimitedLog(log, burst=10)
+"""One line per bad frame, at most ten a minute."""
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "frame"
+        return f"{exc.error_count()} invalid fields, first {where}: {first.get('msg', '')}"[:160]
+    return f"{type(exc).__name__}: {exc}"[:160]
+
+
+def report(problem: str, frame: Any) -> None:
+    """One short line about a bad frame (the frame quoted to 120 characters)."""
+    REPORT(logging.WARNING, "bad OneBot frame skipped: %s; frame %.120r", problem, frame)
+
+
+def install() -> None:
+    """Guard the OneBot v11 adapter's frame reading (idempotent)."""
+    from nonebot.adapters.onebot.v11 import Adapter
+    from nonebot.adapters.onebot.v11 import adapter as adapter_module
+
+    if getattr(Adapter, "_yuiju_frames_guarded", False):
+        return
+    parse = Adapter.json_to_event.__func__  # type: ignore[attr-defined]
+
+    def json_to_event(cls: Any, json_data: Any) -> Any:
+        if json_data is None:
+            return None  # not JSON: reported by `GuardedJson`
+        if not isinstance(json_data, dict):
+            report(f"JSON {type(json_data).__name__}, not an object", json_data)
+            return None
+        if "post_type" not in json_data:
+            return parse(cls, json_data)  # an API result: the adapter's result store takes it
+        return parse_event(cls, json_data)
+
+    adapter_module.json = GuardedJson()  # type: ignore[attr-defined]
+    Adapter.json_to_event = classmethod(json_to_event)  # type: ignore[assignment]
+    Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
+
+
+class GuardedJson(ModuleType):
+    """The ``json`` module, except that ``loads`` answers None (reported) for text that is not
+    JSON instead of raising."""
+
+    def __init__(self) -> None:
+        super().__init__("json")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(json, name)
+
+    @staticmethod
+    def loads(data: Any, **kw: Any) -> Any:
+        try:
+            return json.loads(data, **kw)
+        except ValueError as exc:  # also UnicodeDecodeError: binary garbage
+            report(f"not JSON ({type(exc).__name__})", data)
+            return None
+
+
+def parse_event(adapter: Any, data: dict[str, Any]) -> Any:
+    """The adapter's own event models in its own order, then its base event; None (reported)
+    when none fits."""
+    from nonebot.adapters.onebot.v11 import Event
+    from nonebot.compat import type_validate_python
+
+    for model in adapter.get_event_model(data):
+        try:
+            return type_validate_python(model, data)
+        except Exception:
+            continue
+    try:
+        return type_validate_python(Event, data)
+    except Exception as exc:
+        report(f"not an event ({_why(exc)})", data)
+        return None

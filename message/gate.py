@@ -1,0 +1,89 @@
+"""Whether she answers a message: who may talk to her where, while she sleeps, and the flood and
+rate limits (per user, per group's replies, and a group flooded by anyone)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from typing import Any
+
+from characters import CharacterCard
+from message.entry import Entry
+
+log = logging.getLogger(__name__)
+
+
+class ReplyGate:
+    def __init__(self, cfg: Any, card: CharacterCard, is_admin: Callable[[int], bool]) -> None:
+        self.cfg = cfg
+        """The `[chat]` section."""
+        self.card = card
+        self.is_admin = is_admin
+        self.monotonic: Callable[[], float] = time.monotonic
+        """The clock of the rate limits (tests move it)."""
+        self._user_times: dict[int, deque[float]] = defaultdict(deque)
+        self._group_replies: dict[int, deque[float]] = defaultdict(deque)
+        self._group_messages: dict[int, deque[float]] = {}
+        self._flooded: set[int] = set()
+
+    def called_by_name(self, text: str) -> bool:
+        return any(n and n in text for n in (self.card.name, *self.card.nicknames))
+
+    def decide(self, entry: Entry, asleep: bool) -> tuple[bool, str]:
+        """Whether she answers ``entry``, and why (or why not)."""
+        cfg = self.cfg
+        if entry.from_bot:
+            return False, "her own message"
+        now = self.monotonic()
+        flooded = entry.group_id is not None and self._group_flooded(entry.group_id, now)
+        if entry.scene == "private":
+            if entry.user_id not in cfg.private_whitelist and not self.is_admin(entry.user_id):
+                return False, "private sender not whitelisted"
+        else:
+            policy = cfg.groups.get(str(entry.group_id), cfg.default_group)
+            if not policy.enabled or policy.reply == "off":
+                return False, "group not enabled"
+            directed = entry.mentions_me or entry.reply_to_me or (
+                policy.reply == "name" and self.called_by_name(entry.text))
+            if not directed:
+                return False, "not addressed to her"
+        if asleep:
+            if cfg.answer_while_asleep == "never":
+                return False, "asleep"
+            if entry.scene == "group" and not entry.mentions_me:
+                return False, "asleep (only a direct @ wakes her)"
+        times = self._user_times[entry.user_id]
+        while times and now - times[0] > 60:
+            times.popleft()
+        times.append(now)
+        if len(times) > cfg.user_messages_per_minute:
+            return False, "user flood"
+        if flooded:
+            return False, "group flood"
+        if entry.group_id is not None:
+            replies = self._group_replies[entry.group_id]
+            while replies and now - replies[0] > 60:
+                replies.popleft()
+            if len(replies) >= cfg.group_replies_per_minute:
+                return False, "group rate limit"
+            replies.append(now)
+        return True, "woken up" if asleep else "addressed"
+
+    def _group_flooded(self, group_id: int, now: float) -> bool:
+        """Count one incoming message of ``group_id``; True while more than
+        ``group_messages_per_minute`` arrived within the last minute (bounded memory per group)."""
+        limit = self.cfg.group_messages_per_minute
+        times = self._group_messages.get(group_id)
+        if times is None or times.maxlen != limit + 1:
+            times = self._group_messages[group_id] = deque(maxlen=limit + 1)
+        times.append(now)
+        flooded = len(times) > limit and now - times[0] <= 60
+        if flooded and group_id not in self._flooded:
+            log.info("group %s is flooded (over %d messages a minute): recording, not answering", group_id, limit)
+            self._flooded.add(group_id)
+        elif not flooded and group_id in self._flooded:
+            log.info("group %s calmed down: answering again", group_id)
+            self._flooded.discard(group_id)
+        return flooded

@@ -1,0 +1,136 @@
+"""The grounding check (issue 11 item 10): every answer that will be sent is checked, on its claims
+about today — actions, places, items, times — against today's episodes; negation is read."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from llm import ToolCall
+from memory.episodes import Episode
+from message.agent import Tool, ToolResult
+from tests.conftest import at_time, make_character
+from tests.test_message_service import FakeMemory, FakeWorld, make_kit, scripted
+from world.loader import load_actions
+from world.state import RunningAction
+from world.town import HAURA
+
+ACTIONS = {a.id: a for a in load_actions("actions")}
+
+
+def done(action_id: str, when: str, minutes: int = 30, result: str = "") -> Episode:
+    """A behavior episode as the engine writes it."""
+    action = ACTIONS[action_id]
+    place = action.at or "home"
+    start = at_time(f"2026-09-01 {when}")
+    return Episode.model_validate({
+        "_id": f"{action_id}-{when}", "character_id": "yuiju", "type": "behavior", "time": start,
+        "end_time": start + timedelta(minutes=minutes), "status": "completed",
+        "summary": f"yuiju在{HAURA.place_name(place)}开始{action.name}",
+        "data": {"action": action_id, "name": action.name, "place": place, "result": result},
+    })
+
+
+DAY = [done("wake_up", "07:00", 10), done("eat_breakfast", "07:10", 20), done("walk_in_park", "08:00", 60,
+                                                                                 "在公园捡到了野莓"),
+       done("read_at_home", "09:30", 30)]
+
+
+async def ask(redis: Any, *answers: Any, events: list[Episode] = DAY, question: str = "悠酱今天干嘛了",
+              **cfg: Any) -> Any:
+    kit = await make_kit(redis, fn=scripted(*answers), memory=FakeMemory(events=list(events)), **cfg)
+    out = await kit.say(question)
+    return kit, out
+
+
+def feedback(kit: Any, call: int = 1) -> str:
+    last = kit.model.calls[call][-1]
+    assert last["role"] == "system"
+    return str(last["content"])
+
+
+GROUNDED = [
+    "今天早上去公园散步了，还捡到了野莓！",
+    "今天没去钓鱼，在家看了会儿书",  # a negated claim that the record agrees with
+    "今天没去神社哦",
+    "早上八点去南风公园散了步",
+    "明天想去水音池钓鱼～",  # a plan, not a claim about today
+    "昨天去钓鱼了，今天在家看书",
+    "你今天去钓鱼了吗？",  # a question
+    "今天天气真好呀",
+]
+
+
+@pytest.mark.parametrize("answer", GROUNDED)
+async def test_a_grounded_answer_goes_out_unchanged_in_one_call(redis: Any, answer: str) -> None:
+    kit, out = await ask(redis, answer)
+    assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
+
+
+INVENTED = {
+    "an action": ("今天去水音池钓鱼了！", "钓鱼"),
+    "a place": ("今天下午去了结灯神社", "结灯神社"),
+    "an item": ("今天在公园捡到了海玻璃", "海玻璃"),
+    "a time": ("今天下午三点去公园散步了", "15:00"),
+    "denying what she did": ("今天没去公园哦，一直在家", "公园"),
+}
+
+
+@pytest.mark.parametrize(("answer", "named"), list(INVENTED.values()), ids=list(INVENTED))
+async def test_an_invented_claim_is_sent_back_with_todays_record(redis: Any, answer: str, named: str) -> None:
+    kit, out = await ask(redis, answer, "今天早上去公园散步了")
+    assert out.replies == ["今天早上去公园散步了"]
+    text = feedback(kit)
+    assert named in text and "08:00" in text and "生活记录" in text
+
+
+async def test_a_second_invented_answer_is_checked_too_and_never_sent(redis: Any) -> None:
+    kit, out = await ask(redis, "今天去水音池钓鱼了！", "今天还去神社参拜了呢")
+    assert len(kit.model.calls) == 2
+    sent = " ".join(t for _, _, t in kit.sent)
+    assert "钓鱼" not in sent and "参拜" not in sent and "神社" not in sent
+    assert len(out.replies) == 1 and out.replies[0]
+
+
+async def test_without_a_day_word_the_question_sets_the_day(redis: Any) -> None:
+    kit, out = await ask(redis, "去水音池钓鱼了", "去公园散步了")
+    assert out.replies == ["去公园散步了"] and "钓鱼" in feedback(kit)
+    kit, out = await ask(redis, "去水音池钓鱼了", question="悠酱上周末干嘛了")
+    assert out.replies == ["去水音池钓鱼了"]
+
+
+async def test_a_time_of_day_sets_the_day_and_one_still_ahead_is_a_plan(redis: Any) -> None:
+    kit, out = await ask(redis, "早上去水音池钓鱼了", "早上去公园散步了", question="悠酱早上干嘛了")
+    assert out.replies == ["早上去公园散步了"] and "钓鱼" in feedback(kit)
+    kit, out = await ask(redis, "下午去咖啡店打工", question="悠酱下午干嘛")  # it is 10:00
+    assert out.replies == ["下午去咖啡店打工"] and len(kit.model.calls) == 1
+
+
+async def test_a_silent_mode_reply_is_checked_before_it_goes_out(redis: Any) -> None:
+    reply = Tool("reply", "回复", lambda ctx, a: ToolResult("已发送", user_reply=a["text"]))
+    kit, out = await ask(
+        redis, ToolCall(id="1", name="reply", arguments='{"text": "今天去钓鱼了"}'),
+        ToolCall(id="2", name="reply", arguments='{"text": "今天去公园散步了"}'), "",
+        tools=[reply], mode="SILENT")
+    assert [t for _, _, t in kit.sent] == ["今天去公园散步了"] and out.replies == ["今天去公园散步了"]
+    tool_result = [m for m in kit.model.calls[1] if m["role"] == "tool"][-1]["content"]
+    assert "没有发出" in tool_result and "钓鱼" in tool_result
+
+
+async def test_what_she_is_doing_right_now_counts_before_the_record_has_it(redis: Any) -> None:
+    now = at_time("2026-09-01 10:00")
+    running = RunningAction(action_id="fish_at_pond", name="在水音池钓鱼", started_at=now - timedelta(minutes=10),
+                            ends_at=now + timedelta(minutes=50), episode_id="e-now", place="pond", reason="",
+                            decided_by="x")
+    kit = await make_kit(redis, fn=scripted("今天在水音池钓鱼呢"), memory=FakeMemory(events=list(DAY)),
+                         world=FakeWorld(make_character(running=running, location="pond")))
+    out = await kit.say("悠酱今天在干嘛")
+    assert out.replies == ["今天在水音池钓鱼呢"] and len(kit.model.calls) == 1
+
+
+
+async def test_saying_she_did_not_go_to_the_park_on_a_day_at_home_is_true(redis: Any) -> None:
+    kit, out = await ask(redis, "今天没去公园，一直在家看书", events=[done("read_at_home", "09:30")])
+    assert out.replies == ["今天没去公园，一直在家看书"] and len(kit.model.calls) == 1

@@ -1,0 +1,152 @@
+"""Bad input on the chat side (issue 11 item 9): lone surrogates, impossible timestamps and ids
+beyond 64 bits are cleaned or refused with one log line, and the rest of the conversation is kept
+and archived — on both history backends."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from memory.diary import DiaryVoice
+from memory.embeddings import HashingEmbedder
+from memory.episodes import EpisodeRepo
+from memory.semantic import SemanticMemory
+from memory.service import build_memory
+from memory.vectors import QdrantClientStore
+from message.entry import REPORT, normalize
+from message.recorder import CHAT_LOG
+from storage.keys import Keys
+from tests.conftest import TZ, at_time
+from tests.test_message_service import BOT, GROUP, FakeMemory, make_kit
+from yuiju_config import YuijuConfig
+
+
+def payload(text: str = "你好", *, user: int = 5, nickname: str = "小明", stamp: Any = 1_788_000_000,
+            mid: int = 1, at: bool = True) -> dict[str, Any]:
+    segments = ([{"type": "at", "data": {"qq": str(BOT)}}] if at else []) + [{"type": "text", "data": {"text": text}}]
+    return {"message_type": "group", "message_id": mid, "user_id": user, "group_id": GROUP, "time": stamp,
+            "sender": {"nickname": nickname}, "message": segments}
+
+
+async def test_lone_surrogates_are_replaced_and_the_message_kept_answered_and_logged(
+    redis: Any, history: Any, caplog: pytest.LogCaptureFixture,
+) -> None:
+    kit = await make_kit(redis, history)
+    caplog.set_level(logging.INFO, logger="message")
+    entry = normalize(payload("你好\ud83d，在吗\udc00", nickname="小\ud800明"), self_id=BOT, tz=TZ, bot_name="悠酱")
+    assert entry is not None and entry.text == "@悠酱你好\ufffd，在吗\ufffd" and entry.sender_name == "小\ufffd明"
+    cleaned = [r for r in caplog.records if "surrogate" in r.getMessage()]
+    assert len(cleaned) == 1  # one line per message, whatever the number of bad characters
+    out = await kit.service.handle(entry)
+    assert out.answered and kit.sent == [("group", GROUP, "嗯嗯，我在")]
+    recent = await kit.service.sessions.recent(f"group:{GROUP}", 5)
+    assert recent[0].text == "@悠酱你好\ufffd，在吗\ufffd"
+    logged = await history.find(CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"})
+    assert len(logged) == 2 and logged[0]["sender_name"] == "小\ufffd明"
+
+
+def test_a_surrogate_pair_split_across_escapes_is_joined_not_lost() -> None:
+    entry = normalize(payload("好耶\ud83d\ude00"), self_id=BOT, tz=TZ)
+    assert entry is not None and entry.text.endswith("好耶😀")
+
+
+@pytest.mark.parametrize("stamp", [10**20, -(10**20), float("inf"), float("nan"), 1e300])
+def test_a_timestamp_out_of_range_becomes_the_time_of_arrival(stamp: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="message")
+    before = datetime.now(TZ)
+    entry = normalize(payload(stamp=stamp), self_id=BOT, tz=TZ)
+    assert entry is not None and entry.text == "@我你好"
+    assert before <= entry.time <= datetime.now(TZ)
+    assert len([r for r in caplog.records if "time" in r.getMessage()]) == 1
+
+
+@pytest.mark.parametrize("field", ["user_id", "group_id"])
+def test_an_id_beyond_64_bits_is_refused_with_one_line(field: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="message")
+    raw = payload()
+    raw[field] = 2**64 + 5
+    assert normalize(raw, self_id=BOT, tz=TZ) is None
+    assert [r.getMessage() for r in caplog.records if "64" in r.getMessage()] != []
+    assert len(caplog.records) == 1
+
+
+async def test_an_id_beyond_64_bits_does_not_stop_archiving_the_conversation(redis: Any, history: Any) -> None:
+    store = await QdrantClientStore.open(collection="c", dim=64, location=":memory:")
+    try:
+        memory = await build_memory(YuijuConfig(), history, SemanticMemory(store, HashingEmbedder(64)),
+                                    character_id="yuiju", voice=DiaryVoice(name="悠酱", persona="你是悠酱。"))
+        kit = await make_kit(redis, history, memory=memory, window_messages=4, window_idle_minutes=30)
+        said = [(5, "今天好热"), (2**63, "我是谁"), (6, "去游泳吧"), (5, "好啊")]
+        for i, (user, text) in enumerate(said):
+            entry = normalize(payload(text, user=user, mid=100 + i, at=False,
+                                      stamp=int(at_time("2026-09-01 10:00").timestamp()) + i),
+                              self_id=BOT, tz=TZ, bot_name="悠酱")
+            if entry is not None:
+                await kit.service.handle(entry)
+        await kit.service.recorder.flush_windows()
+        await kit.service.drain()
+        episodes = await EpisodeRepo(history).today("yuiju", at_time("2026-09-01 12:00"), type_="conversation")
+        assert len(episodes) == 1
+        assert [m["text"] for m in episodes[0].data["messages"]] == ["今天好热", "去游泳吧", "好啊"]
+    finally:
+        await store.close()
+
+
+async def test_a_stored_message_that_no_longer_validates_costs_only_itself(redis: Any, history: Any) -> None:
+    store = await QdrantClientStore.open(collection="c", dim=64, location=":memory:")
+    try:
+        memory = await build_memory(YuijuConfig(), history, SemanticMemory(store, HashingEmbedder(64)),
+                                    character_id="yuiju", voice=DiaryVoice(name="悠酱", persona="你是悠酱。"))
+        kit = await make_kit(redis, history, memory=memory)
+        await kit.say("今天好热")
+        sid = f"group:{GROUP}"
+        old = kit.entry("旧版本存下的").model_copy(update={"user_id": 5}).model_dump(mode="json")
+        old["user_id"] = 2**64  # written before ids were bounded
+        for key in (Keys("t").chat_window("yuiju", sid), Keys("t").chat_recent("yuiju", sid)):
+            await redis.rpush(key, json.dumps(old))
+        await kit.say("去游泳吧")
+        assert [e.text for e in await kit.service.sessions.recent(sid, 10)] == ["今天好热", "去游泳吧"]
+        await kit.service.recorder.flush_windows()
+        episodes = await EpisodeRepo(history).today("yuiju", at_time("2026-09-01 12:00"), type_="conversation")
+        assert [m["text"] for m in episodes[0].data["messages"]] == ["今天好热", "去游泳吧"]
+    finally:
+        await store.close()
+
+
+class FlakyMemory(FakeMemory):
+    """Memory whose episode store is down until ``outage`` is cleared."""
+
+    outage = True
+
+    @property
+    def episodes(self) -> Any:
+        memory = self
+
+        class Repo:
+            async def put(self, ep: Any) -> None:
+                if memory.outage:
+                    raise ConnectionError("history is down")
+                memory.episodes_put.append(ep)
+        return Repo()
+
+
+async def test_a_window_that_fails_to_archive_is_kept_for_the_next_try(redis: Any) -> None:
+    memory = FlakyMemory()
+    kit = await make_kit(redis, memory=memory)
+    await kit.say("今天好热")
+    assert await kit.service.recorder.flush_windows() == 1 and memory.episodes_put == []
+    memory.outage = False
+    await kit.say("去游泳吧")
+    assert await kit.service.recorder.flush_windows() == 1
+    [archived] = memory.episodes_put
+    assert [m["text"] for m in archived.data["messages"]] == ["今天好热", "去游泳吧"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_report_budget() -> None:
+    """Each test counts its own log lines: the rate limit is per process."""
+    REPORT.reset()

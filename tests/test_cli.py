@@ -1,0 +1,117 @@
+"""The `yuiju` command as a user meets it: pipes, empty answers, and where `--config` may go."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import yuiju_cli
+
+ROOT = Path(__file__).parents[1]
+
+
+pytestmark = pytest.mark.usefixtures("clean_config_env")
+
+
+def write_config(tmp_path: Path, redis_url: str, extra: str = "") -> Path:
+    """Stores on the tests' Redis (its own prefix) and SQLite under tmp_path; offline memory."""
+    path = tmp_path / "yuiju.toml"
+    path.write_text(f"""
+[app]
+data_dir = "{(tmp_path / 'data').as_posix()}"
+[redis]
+url = "{redis_url}"
+prefix = "cli-{tmp_path.name}"
+[embeddings]
+provider = "hashing"
+{extra}""", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("argv", [["status"], ["status", "--json"], ["actions", "list"]])
+def test_output_into_a_closed_pipe_ends_quietly(argv: list[str], tmp_path: Path, redis_url: str) -> None:
+    """`yuiju status | head -3`: the reader is gone before she writes; no traceback."""
+    config = write_config(tmp_path, redis_url)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_")}
+    try:
+        done = subprocess.run([sys.executable, "-m", "yuiju_cli", "--config", str(config), *argv],
+                              stdout=write_end, stderr=subprocess.PIPE, cwd=ROOT, env=env, timeout=60,
+                              check=False)
+    finally:
+        os.close(write_end)
+    err = done.stderr.decode(errors="replace")
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
+    assert done.returncode == 128 + signal.SIGPIPE, err  # what a Unix tool killed by SIGPIPE returns
+
+
+def test_a_memory_search_that_finds_nothing_says_so(tmp_path: Path, redis_url: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path, redis_url)
+
+    assert yuiju_cli.main(["--config", str(config), "memory", "search", "海边的贝壳"]) == 0
+
+    out = capsys.readouterr().out
+    assert "no memories" in out and "海边的贝壳" in out
+
+
+SUBCOMMANDS = [["run"], ["world"], ["simulate"], ["status"], ["actions", "list"], ["actions", "check"],
+               ["memory", "search", "贝壳"], ["memory", "distill"], ["memory", "reindex"], ["bot"]]
+
+
+@pytest.mark.parametrize("argv", SUBCOMMANDS, ids=" ".join)
+@pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
+def test_config_is_read_before_or_after_the_subcommand(argv: list[str], before: bool, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "elsewhere.toml"
+    option = ["--config", str(missing)]
+
+    code = yuiju_cli.main(option + argv if before else argv + option)
+
+    err = capsys.readouterr().err
+    assert code == 2 and "elsewhere.toml" in err and "does not exist" in err, err
+
+
+def test_init_writes_where_config_points_after_the_subcommand(tmp_path: Path) -> None:
+    target = tmp_path / "conf" / "town.toml"
+    target.parent.mkdir()
+    assert yuiju_cli.main(["init", "--config", str(target)]) == 0
+    assert target.exists() and not (tmp_path / "yuiju.toml").exists()
+
+
+BAD_CHOICES = """
+from pydantic import BaseModel
+
+from world.action import Action, one_of
+
+
+class Pick(BaseModel):
+    flower: str
+
+
+pick_flowers = Action(id="pick_flowers", name="摘花", description="摘一朵花。[心情+2][10分钟]", at="park",
+                      params=Pick, choices=lambda ctx: {"flowers": one_of(["樱花", "雏菊"])}, duration=10)
+"""
+
+
+def test_actions_check_finds_choices_naming_a_field_the_params_lack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Otherwise it shows only when a decision offers the action (and then every such decision
+    falls back to the offline policy)."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "flowers.py").write_text(BAD_CHOICES, encoding="utf-8")
+    config = tmp_path / "yuiju.toml"
+    config.write_text(f'[world]\naction_dirs = ["{(tmp_path / "mine").as_posix()}"]\n', encoding="utf-8")
+
+    assert yuiju_cli.main(["--config", str(config), "actions", "check"]) == 1
+
+    out = capsys.readouterr().out
+    assert "'pick_flowers'" in out and "'flowers'" in out and "['flower']" in out, out
+    assert out.count("problem:") == 1

@@ -1,0 +1,62 @@
+"""The plugin inside someone else's NoneBot app reads her settings from its plugin config: the TOML
+file named by ``YUIJU_CONFIG``, the app's .env ``YUIJU_*`` lines, then the process environment; it
+refuses an app that lets anyone connect as the QQ side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from message import __plugin_meta__
+from message.bot import host_app_settings, host_token_problem
+from message.config import Config
+from yuiju_config import ConfigError
+
+
+def test_settings_rank_file_then_dotenv_then_process_environment(tmp_path: Path) -> None:
+    file = tmp_path / "yuiju.toml"
+    file.write_text("[chat]\nmax_lines = 2\nmax_reply_chars = 50\nmode = \"SILENT\"\n", encoding="utf-8")
+    # NoneBot nests `YUIJU_CHAT__MAX_REPLY_CHARS=80` from its .env as {"yuiju_chat": {...}}
+    host = {"yuiju_config": str(file), "yuiju_chat_enabled": True, "driver": "~fastapi",
+            "yuiju_chat": {"max_reply_chars": 80, "mode": "VERBOSE"}}
+
+    cfg = host_app_settings(str(file), host, environ={"YUIJU_CHAT__MODE": "CHAT"})
+
+    assert (cfg.chat.max_lines, cfg.chat.max_reply_chars, cfg.chat.mode) == (2, 80, "CHAT")
+
+
+def test_a_bad_dotenv_setting_names_the_key_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"chat\.max_lines.*\n.*fix"):
+        host_app_settings(None, {"yuiju_chat": {"max_lines": 0}}, environ={})
+    with pytest.raises(ConfigError, match="does not exist"):
+        host_app_settings(str(tmp_path / "missing.toml"), {}, environ={})
+
+
+@pytest.mark.parametrize(
+    ("host", "token", "allow", "refused"),
+    [
+        ("127.0.0.1", "secret", False, False),
+        ("0.0.0.0", "secret", False, False),
+        ("127.0.0.1", None, False, True),
+        ("127.0.0.1", "", False, True),
+        ("127.0.0.1", None, True, False),   # the explicit opt-out, on loopback only
+        ("0.0.0.0", None, True, True),
+    ],
+)
+def test_an_app_without_an_access_token_is_refused_unless_opted_out_on_loopback(
+    host: str, token: str | None, allow: bool, refused: bool,
+) -> None:
+    problem = host_token_problem(SimpleNamespace(host=host, onebot_access_token=token), allow_no_token=allow)
+    assert (problem is not None) == refused
+    if problem:
+        assert "ONEBOT_ACCESS_TOKEN" in problem and "admins" in problem
+
+
+def test_the_plugin_metadata_follows_nonebot_conventions() -> None:
+    meta = __plugin_meta__
+    assert meta.name and meta.description and meta.usage
+    assert meta.type == "application" and meta.config is Config
+    assert meta.supported_adapters == {"~onebot.v11"}
+    assert Config.model_fields["yuiju_config"].description  # documented where declared
