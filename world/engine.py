@@ -11,7 +11,10 @@ One asyncio task sequences everything due, in time order:
 
 The same code runs under `RealClock` (``yuiju run``) and `SimClock` (``yuiju simulate``).
 Characters are driven under a Redis lease, so two engines on the same stores never drive the
-same character; a second engine says so and waits.
+same character; a second engine says so and waits. The world tick runs under a lease of its own,
+the town lease, which any engine may hold (with all, some or none of the characters): one engine
+advances the shared world, and another takes it over within `LEASE_TTL_MS` when it stops. Leases
+expire in wall time, so every lease wait is in wall time too, whatever the world clock's speed.
 """
 
 from __future__ import annotations
