@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,19 @@ def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: An
     return "\n".join(lines)
 
 
+def clock_line(clock: Any) -> str:
+    """The panel's note when world time is not the wall clock's (after a ``--speed`` run)."""
+    from world.clock import duration_text
+
+    if (held := clock.holding_until) is not None:
+        wait = duration_text(held - datetime.now(clock.tz))
+        return f"\n  世界时间停在 {held:%H:%M}，等现实时间追上（还有 {wait}），之后与现实同步"
+    if clock.lead() > timedelta(minutes=1):
+        return (f"\n  世界时间比现实快 {duration_text(clock.lead())}"
+                + ("" if clock.speed != 1 else "（`yuiju run --resync` 回到现实时间）"))
+    return ""
+
+
 async def _status(cfg: YuijuConfig, as_json: bool) -> int:
     from storage.keys import Keys
     from world.errors import CorruptState
@@ -140,17 +153,30 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
         except CorruptState as exc:
             return _fail(str(exc))
         outbox = await store.outbox_size()
+        dead = await store.dead_letter_count()
+        dead_latest = await store.dead_letters(5) if dead else []
         if as_json:
             print(json.dumps({
                 "world": world.model_dump(mode="json") if world else None,
                 "characters": {k: v.model_dump(mode="json") if v else None for k, v in chars.items()},
                 "episode_outbox": outbox,
+                "outbox_dead_letters": {"count": dead, "key": store.keys.outbox_dead, "latest": dead_latest},
                 "stores": {"redis": redis.description, "history": history.backend},
             }, ensure_ascii=False, indent=2))
         else:
-            now = datetime.now(cfg.app.tz)
+            from world.clock import duration_text
+
+            wall = datetime.now(cfg.app.tz)
+            now = max(wall, world.time) if world is not None else wall  # world time never goes back
             print(render_panel(world, chars, now, HAURA))
+            if now - wall > timedelta(minutes=1):
+                print(f"  世界时间比现实快 {duration_text(now - wall)}（上次加速运行留下的）；"
+                      "`yuiju run` 从这里以正常速度继续，`yuiju run --resync` 等现实时间追上后回到现实时间")
             print(f"  存储：{redis.description}；历史 {history.backend}；待写入 {outbox} 条")
+            if dead:
+                latest = dead_latest[-1]
+                print(f"  死信：{dead} 条队列记录无法写入历史，已移到 {store.keys.outbox_dead}"
+                      f"（最近一条：{str(latest.get('entry'))[:60]!r} {latest.get('reason')}）")
     finally:
         await history.close()
         await redis.aclose()
@@ -165,7 +191,11 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from world.runtime import build_runtime
     from world.town import HAURA
 
-    clock = RealClock(cfg.app.tz, speed=args.speed or cfg.world.speed)
+    speed = args.speed or cfg.world.speed
+    if args.resync and speed != 1:
+        return _fail(f"--resync brings the world back to real time, so it runs at speed 1, not {speed:g}; "
+                     "drop --speed (and [world].speed) for this start")
+    clock = RealClock(cfg.app.tz, speed=speed)
     with_bot = args.cmd == "run" and cfg.onebot.enabled
     if with_bot:  # before anything imports the message package (the observer page reads its outbox)
         try:
@@ -173,6 +203,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         except RuntimeError as exc:
             return _fail(str(exc))
     runtime = await build_runtime(cfg, clock=clock)
+    await runtime.continue_world_clock(resync=args.resync)  # world time never goes backwards
     log.info("yuiju is running: %s", json.dumps(cfg.summary(), ensure_ascii=False))
     log.info("stores: redis %s, history %s", runtime.redis.description, runtime.history.backend)
     web_server, page_line = None, ""
@@ -201,7 +232,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             try:
                 world = await runtime.store.load_world()
                 chars = {cid: await runtime.store.load_character(cid) for cid in runtime.cards}
-                text = render_panel(world, chars, clock.now(), HAURA)
+                text = render_panel(world, chars, clock.now(), HAURA) + clock_line(clock)
             except Exception as exc:  # the panel must never take the daemon down
                 text = f"(panel: {exc})"
             sys.stdout.write("\x1b[H\x1b[J" + text + "\n\n" + (page_line + "\n" if page_line else "") + "(Ctrl-C 停止)\n")
@@ -511,9 +542,13 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the daemon with a live terminal panel (and the QQ bot when [onebot].enabled)")
     run.add_argument("--speed", type=float, help="world clock speed-up for demos (default [world].speed)")
     run.add_argument("--no-panel", action="store_true", help="log lines only")
+    resync_help = ("go back to real time after a --speed run left world time ahead of the wall clock: "
+                   "the world holds still until the wall clock catches up")
+    run.add_argument("--resync", action="store_true", help=resync_help)
     world = sub.add_parser("world", help="run the daemon without the QQ bot (world, memory worker, page)")
     world.add_argument("--speed", type=float)
     world.add_argument("--no-panel", action="store_true")
+    world.add_argument("--resync", action="store_true", help=resync_help)
 
     sim = sub.add_parser("simulate", help="fast-forward under a simulated clock and report")
     sim.add_argument("--days", type=int, help="simulated days (default 7, or the cassette's with --replay)")

@@ -105,6 +105,7 @@ class BehaviorLoop:
         self._perf = perf_counter or time.perf_counter
         self.lease_token: str | None = None
         self._reported: set[tuple[str, str]] = set()
+        self._clock_behind_reported = False
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -134,6 +135,14 @@ class BehaviorLoop:
             self._reported.add((action_id, stage))
             log.exception("action %r: its %s raised; it is skipped (this is reported once)", action_id, stage)
 
+    def _report_clock_behind(self, now: datetime, latest: datetime) -> None:
+        """Once per episode of it: an episode earlier than her last one would rewrite her past."""
+        if not self._clock_behind_reported:
+            self._clock_behind_reported = True
+            log.error("%s: world time %s is behind her last action (%s); she waits until then rather than "
+                      "act in her past (was this engine's clock started behind the saved world time?)",
+                      self.character_id, now.isoformat(timespec="minutes"), latest.isoformat(timespec="minutes"))
+
     def _lease(self) -> tuple[str, str] | None:
         return (self.character_id, self.lease_token) if self.lease_token else None
 
@@ -159,6 +168,12 @@ class BehaviorLoop:
         world, character = await self.store.load(self.character_id)
         if character is None:
             character = await self.ensure_character()
+        latest = max(filter(None, (character.last_acted_at, character.running and character.running.started_at)),
+                     default=None)
+        if latest is not None and now < latest:
+            self._report_clock_behind(now, latest)
+            return latest
+        self._clock_behind_reported = False
         if character.running is not None:
             if now < character.running.ends_at:
                 return character.running.ends_at
@@ -209,6 +224,7 @@ class BehaviorLoop:
                     character.location = action.moves_to
             character.running = None
             character.last_action = running.action_id
+            character.last_acted_at = now
             character.last_event = "；".join(ctx.notes) or None
             finished = min(now, running.ends_at) if now >= running.ends_at else now
             minutes = round((finished - running.started_at).total_seconds() / 60)
@@ -385,6 +401,7 @@ class BehaviorLoop:
                 start_summary=summary, share_intent=decision.share_intent, stats_before=before,
             )
             character.blocked_reason = None
+            character.last_acted_at = now
             episode = Episode(
                 id=eid, character_id=self.character_id, type="behavior", time=now, end_time=ends, status="running",
                 summary=f"{character.id}在{self.town.place_name(character.running.place)}开始{action.name}",

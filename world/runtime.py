@@ -20,7 +20,7 @@ from storage.history import HistoryStore, open_history
 from storage.keys import Keys
 from storage.redis import RedisHandle, open_redis
 from world.behavior import BehaviorLoop, LoopStats
-from world.clock import Clock
+from world.clock import Clock, RealClock
 from world.day_record import DayRecord, day_record
 from world.engine import Engine, NamedEvolution, WorldTicker
 from world.loader import Catalogue, load_actions, resolve
@@ -77,12 +77,37 @@ class Runtime:
     llm_policy: LLMPolicy | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
+    async def continue_world_clock(self, *, resync: bool = False) -> str | None:
+        """Anchor the engine's `RealClock` at the saved world time before running, so world time
+        never goes backwards (see `RealClock.continue_from`). Logs, and returns, what the user
+        must know: world time ahead of the wall clock, and what happens about it."""
+        clock = self.engine.clock
+        if not isinstance(clock, RealClock):
+            return None
+        saved = await self.store.saved_world_time(list(self.cards))
+        note = clock.continue_from(saved, resync=resync)
+        if note is not None:
+            log.warning("%s", note)
+        elif resync:
+            log.info("resync: world time is not ahead of the wall clock; it runs with real time")
+        return note
+
     async def close(self) -> None:
-        await self.engine.release()
-        if self.llm_model is not None:
-            await self.llm_model.aclose()
-        await self.history.close()
-        await self.redis.aclose()
+        """Release the leases and close every store; each step runs whatever the others did (a
+        dead Redis must not keep the history file open)."""
+        await self.engine.release()  # never raises, bounded in time
+        steps: list[tuple[str, Any]] = [
+            ("model client", self.llm_model.aclose if self.llm_model is not None else None),
+            ("history store", self.history.close),
+            ("Redis", self.redis.aclose),
+        ]
+        for what, close in steps:
+            if close is None:
+                continue
+            try:
+                await close()
+            except Exception as exc:  # closing must go on: report and close the next one
+                log.warning("closing the %s failed (%s); carrying on", what, exc)
 
 
 async def open_stores(cfg: YuijuConfig) -> tuple[RedisHandle, HistoryStore]:
