@@ -55,7 +55,8 @@ class Recorder:
         """Her QQ id, once the OneBot side told it."""
         self._background: set[asyncio.Task[Any]] = set()
         self._returned: set[str] = set()
-        """Sessions whose last window failed to archive and went back to be tried once more."""
+        """Sessions whose last window failed to archive and stays to be tried once more."""
+        self._locks: dict[str, asyncio.Lock] = {}
         self._ensured = False
 
     async def ensure(self) -> None:
@@ -127,22 +128,31 @@ class Recorder:
         return len(sids)
 
     async def _archive(self, sid: str, count: int | None) -> None:
-        entries = await self.sessions.window_take(sid, count)
-        if not entries or self.memory is None:
-            return
-        try:
-            await self.archive_window(sid, entries)
-        except Exception as exc:
-            if sid in self._returned:  # failed twice in a row: not a passing outage
-                self._returned.discard(sid)
-                log.error("conversation window of %s (%d messages) not archived: %s", sid, len(entries), exc,
-                          exc_info=True)
+        """Archive the window's first ``count`` messages. They leave the window only once their
+        episode is written: a stop or a kill in the middle (a summary takes seconds) leaves them
+        there for the next try, and archiving again writes the same records (deterministic ids)."""
+        async with self._locks.setdefault(sid, asyncio.Lock()):  # one archiving per window at a time
+            entries, stored = await self.sessions.window_peek(sid, count)
+            if self.memory is None:  # nothing to archive into: the message log keeps them
+                await self.sessions.window_drop(sid, stored)
                 return
-            self._returned.add(sid)  # a store that is down: the next window closing takes these along
-            await self.sessions.window_return(sid, entries)
-            log.warning("conversation window of %s not archived (%s); kept for the next try", sid, exc)
-        else:
+            if not entries:
+                await self.sessions.window_drop(sid, stored)
+                return
+            try:
+                await self.archive_window(sid, entries)
+            except Exception as exc:
+                if sid in self._returned:  # failed twice in a row: not a passing outage
+                    self._returned.discard(sid)
+                    log.error("conversation window of %s (%d messages) not archived: %s", sid, len(entries), exc,
+                              exc_info=True)
+                    await self.sessions.window_drop(sid, stored)
+                    return
+                self._returned.add(sid)  # a store that is down: the next window closing takes these along
+                log.warning("conversation window of %s not archived (%s); kept for the next try", sid, exc)
+                return
             self._returned.discard(sid)
+            await self.sessions.window_drop(sid, stored)
 
     async def archive_window(self, sid: str, entries: list[Entry]) -> None:
         """A finished window → a conversation episode, person profiles, chat memories. Each part

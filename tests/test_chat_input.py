@@ -4,6 +4,7 @@ and archived — on both history backends."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from datetime import datetime
@@ -142,6 +143,35 @@ async def test_a_window_that_fails_to_archive_is_kept_for_the_next_try(redis: An
     memory.outage = False
     await kit.say("去游泳吧")
     assert await kit.service.recorder.flush_windows() == 1
+    [archived] = memory.episodes_put
+    assert [m["text"] for m in archived.data["messages"]] == ["今天好热", "去游泳吧"]
+
+
+class HangingMemory(FakeMemory):
+    """Memory whose episode store never answers: archiving is in flight when the process stops."""
+
+    @property
+    def episodes(self) -> Any:
+        class Repo:
+            async def put(self, ep: Any) -> None:
+                await asyncio.Event().wait()
+        return Repo()
+
+
+async def test_a_window_whose_archiving_is_cut_short_by_a_stop_is_archived_after_the_restart(redis: Any) -> None:
+    # archiving takes seconds (a summary by the model); a stop, or a kill, in the middle of it
+    # must not cost the conversation: it stays in the window until its episode is written
+    kit = await make_kit(redis, memory=HangingMemory())
+    await kit.say("今天好热")
+    await kit.say("去游泳吧")
+    archiving = asyncio.create_task(kit.service.recorder.flush_windows())
+    await asyncio.sleep(0.05)
+    archiving.cancel()  # the stop gave up waiting (a kill -9 would not even get this far)
+    await asyncio.gather(archiving, return_exceptions=True)
+
+    memory = FakeMemory()
+    restarted = await make_kit(redis, memory=memory)
+    assert await restarted.service.recorder.flush_windows() == 1
     [archived] = memory.episodes_put
     assert [m["text"] for m in archived.data["messages"]] == ["今天好热", "去游泳吧"]
 
