@@ -43,9 +43,8 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
     from message.grounding import ClaimLexicon
     from message.service import ChatService
     from storage.keys import Keys
-    from world.clock import RealClock
     from world.loader import load_actions
-    from world.runtime import make_chat_model, metered_chat_model, open_stores
+    from world.runtime import make_chat_model, metered_chat_model, open_stores, world_clock
     from world.store import StateStore
 
     cid = cfg.chat.character_id or cfg.world.characters[0]
@@ -65,7 +64,7 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
             RUNTIME.on_stop.append(semantic.store.close)
         except Exception as exc:  # e.g. a Qdrant server that is down
             log.warning("chat runs without memory (%s)", exc)
-    clock = clock or RealClock(cfg.app.tz)
+    clock = clock or await world_clock(cfg, StateStore(redis, keys))
     if model is None and cfg.llm.configured:
         model = metered_chat_model(cfg, make_chat_model(cfg), redis=redis, keys=keys, clock=clock)
     lexicon = ClaimLexicon.build(load_actions("actions", cfg.world.action_dirs))

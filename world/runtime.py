@@ -81,16 +81,7 @@ class Runtime:
         """Anchor the engine's `RealClock` at the saved world time before running, so world time
         never goes backwards (see `RealClock.continue_from`). Logs, and returns, what the user
         must know: world time ahead of the wall clock, and what happens about it."""
-        clock = self.engine.clock
-        if not isinstance(clock, RealClock):
-            return None
-        saved = await self.store.saved_world_time(list(self.cards))
-        note = clock.continue_from(saved, resync=resync)
-        if note is not None:
-            log.warning("%s", note)
-        elif resync:
-            log.info("resync: world time is not ahead of the wall clock; it runs with real time")
-        return note
+        return await continue_world_clock(self.engine.clock, self.store, list(self.cards), resync=resync)
 
     async def close(self) -> None:
         """Release the leases and close every store; each step runs whatever the others did (a
@@ -108,6 +99,30 @@ class Runtime:
                 await close()
             except Exception as exc:  # closing must go on: report and close the next one
                 log.warning("closing the %s failed (%s); carrying on", what, exc)
+
+
+async def continue_world_clock(clock: Clock, store: StateStore, character_ids: list[str], *,
+                                resync: bool = False) -> str | None:
+    """Anchor a `RealClock` at the saved world time (`RealClock.continue_from`); logs and returns
+    what the user must know (world time ahead of the wall clock), or None."""
+    if not isinstance(clock, RealClock):
+        return None
+    saved = await store.saved_world_time(character_ids)
+    note = clock.continue_from(saved, resync=resync)
+    if note is not None:
+        log.warning("%s", note)
+    elif resync:
+        log.info("resync: world time is not ahead of the wall clock; it runs with real time")
+    return note
+
+
+async def world_clock(cfg: YuijuConfig, store: StateStore) -> RealClock:
+    """The world clock of a process that does not run the engine (a standalone `yuiju bot`):
+    ``[world].speed``, continued from the saved world time as the engine's is, so after a sped-up
+    demo she chats in the same time as she lives, not on the wall clock behind it."""
+    clock = RealClock(cfg.app.tz, speed=cfg.world.speed)
+    await continue_world_clock(clock, store, list(cfg.world.characters))
+    return clock
 
 
 async def open_stores(cfg: YuijuConfig) -> tuple[RedisHandle, HistoryStore]:
