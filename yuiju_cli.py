@@ -221,10 +221,24 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                          "set [web].port (YUIJU_WEB__PORT) to a free port, or [web].enabled = false")
         page_line = f"观察页面 observer page: {url}" + ("  (needs ?token=...)" if token else "")
         print(page_line, flush=True)
+    from yuiju_tasks import LoopLagMonitor, bounded, finish
+
+    monitor = LoopLagMonitor(cfg.app.loop_lag_warn_ms).start()
+    memory_stop, memory_task, semantic, bot = asyncio.Event(), None, None, None
+
+    def request_stop() -> None:
+        """Everything is asked to stop at once, so the slowest part bounds the stop, not the sum."""
+        runtime.engine.stop()
+        memory_stop.set()
+        if web_server is not None:
+            web_server.request_stop()
+        if bot is not None and not isinstance(bot, str):
+            bot.request_stop()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, runtime.engine.stop)
+            loop.add_signal_handler(sig, request_stop)
     panel_task = None
 
     async def panel() -> None:
@@ -239,7 +253,6 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             sys.stdout.flush()
             await asyncio.sleep(1)
 
-    memory_stop, memory_task, semantic, bot = asyncio.Event(), None, None, None
     try:
         if cfg.memory.enabled:  # one vector store for this process: the embedded one opens once
             from memory.service import open_semantic
@@ -271,19 +284,19 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             panel_task = asyncio.create_task(panel())
         await runtime.engine.run()
     finally:
+        request_stop()
         if panel_task:
             panel_task.cancel()
-            await asyncio.gather(panel_task, return_exceptions=True)
-        if bot is not None and not isinstance(bot, str):
-            await bot.stop()
-        if memory_task is not None:
-            memory_stop.set()
-            await asyncio.gather(memory_task, return_exceptions=True)
+        await asyncio.gather(
+            finish(panel_task, what="the panel"),
+            bot.stop() if bot is not None and not isinstance(bot, str) else asyncio.sleep(0),
+            finish(memory_task, what="the memory worker"),
+            web_server.stop() if web_server is not None else asyncio.sleep(0),
+        )
         if semantic is not None:
-            await semantic.store.close()
-        if web_server is not None:
-            await web_server.stop()
+            await bounded(semantic.store.close, seconds=1.0, what="closing the vector store")
         await runtime.close()
+        await monitor.stop()
         print("yuiju stopped; state is saved.", file=sys.stderr)
     return 0
 

@@ -15,6 +15,9 @@ from message.runtime import RUNTIME
 
 log = logging.getLogger(__name__)
 
+STOP_SECONDS = 1.0
+"""About the most a stop of the bot takes: open requests, then each shutdown hook, are bounded."""
+
 
 def require_nonebot() -> None:
     """nonebot must be initialised, with the OneBot v11 adapter and this plugin loaded, before the
@@ -104,8 +107,10 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
     task = asyncio.create_task(proactive.run(stop))
 
     async def halt() -> None:
+        from yuiju_tasks import finish
+
         stop.set()
-        await asyncio.gather(task, return_exceptions=True)
+        await finish(task, grace=0.25, what="proactive posts")
 
     RUNTIME.on_stop.append(halt)
 
@@ -116,7 +121,20 @@ def run_bot(cfg: Any) -> None:
 
     require_nonebot()
     RUNTIME.factory = lambda: build_service(cfg)
+    _watch_loop_lag(cfg.app.loop_lag_warn_ms)
     nonebot.run()
+
+
+def _watch_loop_lag(warn_ms: int) -> None:
+    """The event-loop lag monitor (`yuiju_tasks.LoopLagMonitor`) for the app's lifetime."""
+    import nonebot
+
+    from yuiju_tasks import LoopLagMonitor
+
+    monitor = LoopLagMonitor(warn_ms)
+    driver = nonebot.get_driver()
+    driver.on_startup(monitor.start)
+    driver.on_shutdown(monitor.stop)
 
 
 class BotServer:
@@ -127,13 +145,17 @@ class BotServer:
         self.task = task
         self.url = url
 
-    async def stop(self) -> None:
-        """Close the WebSocket, run the shutdown hooks (proactive task), release the port."""
-        import asyncio
-
+    def request_stop(self) -> None:
+        """Begin stopping (`stop` waits for it)."""
         self.server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
+
+    async def stop(self) -> None:
+        """Close the WebSocket, run the shutdown hooks (proactive task), release the port: within
+        about `STOP_SECONDS`, whatever the hooks wait on."""
+        from yuiju_tasks import finish
+
+        self.request_stop()
+        await finish(self.task, grace=STOP_SECONDS, what="the QQ bot")
 
 
 async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
@@ -168,7 +190,7 @@ async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
         raise
     port = sock.getsockname()[1]
     server = _Server(uvicorn.Config(nonebot.get_asgi(), log_config=None, access_log=False, lifespan="on",
-                                    timeout_graceful_shutdown=3, log_level="warning"))
+                                    timeout_graceful_shutdown=STOP_SECONDS / 2, log_level="warning"))
     task = asyncio.create_task(server.serve(sockets=[sock]), name="qq-bot")
     while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no started event)
         await asyncio.sleep(0.01)

@@ -7,6 +7,7 @@ from typing import Any
 
 from nonebot import get_bots, get_driver, get_plugin_config, on_message
 from nonebot.adapters.onebot.v11 import Bot, MessageEvent
+from redis.exceptions import RedisError
 
 from message import frames
 from message.channel import send_text
@@ -50,12 +51,17 @@ async def _start() -> None:
 
 @driver.on_shutdown
 async def _stop() -> None:
+    """Run the closers last-first (archiving and proactive posts end before the stores close),
+    each within `CLOSER_SECONDS`: a stop never waits on a model call or a store that hangs."""
+    from yuiju_tasks import bounded
+
     for closer in reversed(RUNTIME.on_stop):
-        try:
-            await closer()
-        except Exception as exc:
-            log.warning("shutdown step failed: %s", exc)
+        await bounded(closer, seconds=CLOSER_SECONDS, what=f"shutdown step {getattr(closer, '__qualname__', closer)}")
     RUNTIME.on_stop.clear()
+
+
+CLOSER_SECONDS = 0.5
+"""The most one shutdown step waits (archiving a conversation cut short stays in its window)."""
 
 
 def event_payload(event: MessageEvent) -> dict[str, Any]:
@@ -91,6 +97,9 @@ async def _(bot: Bot, event: MessageEvent) -> None:
                           max_chars=service.cfg.max_input_chars)
         if entry is not None:
             await service.handle(entry)
+    except (RedisError, OSError) as exc:  # a store that is down is not a bug: no traceback
+        FAILURES(logging.ERROR, "message %s not handled, a store is unavailable: %s: %.200s", event.message_id,
+                 type(exc).__name__, exc)
     except Exception as exc:  # one message must never stop the bot, nor fill the log
         kind = type(exc).__name__
         first = kind not in _seen_failures

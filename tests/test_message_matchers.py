@@ -80,3 +80,29 @@ async def test_a_message_the_service_cannot_handle_costs_one_log_line(
     lines = [r for r in caplog.records if r.name == "message.matchers"]
     assert [r.getMessage() for r in lines] == [f"message {mid} not handled: RuntimeError: redis went away" for mid in (1, 2)]
     assert lines[0].exc_info and not lines[1].exc_info  # the traceback once, then one line each
+
+
+async def test_a_message_that_meets_redis_down_costs_one_line_without_a_traceback(
+    app: App, redis: Any, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # a store outage is not a bug in the code: the log says what is down, not where in the code
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    import message.matchers as matchers
+
+    kit = await make_kit(redis)
+
+    async def down(entry: Any) -> Any:
+        raise RedisConnectionError("Error 111 connecting to redis.socket. Connection refused.")
+
+    kit.service.handle = down  # type: ignore[method-assign]
+    RUNTIME.service = kit.service
+    caplog.set_level(logging.INFO, logger="message")
+    try:
+        async with app.test_matcher(matchers.chat) as ctx:
+            bot = ctx.create_bot(base=Bot, adapter=nonebot_adapter(), self_id=str(BOT))
+            ctx.receive_event(bot, group_event(MessageSegment.at(BOT) + MessageSegment.text(" 在吗"), mid=3))
+    finally:
+        RUNTIME.service = None
+    [line] = [r for r in caplog.records if r.name == "message.matchers"]
+    assert "store is unavailable" in line.getMessage() and not line.exc_info
