@@ -1,7 +1,7 @@
 """The kill/fault/fuzz run of issue 11: real `yuiju` processes under every fault the issue lists,
 and the five counts of its bar.
 
-    python bench/faults.py                 # about 5 minutes; --kills N for a longer kill -9 loop
+    python bench/faults.py                 # about 10 minutes; --kills N for a longer kill -9 loop
     python bench/faults.py --keep DIR      # keep the data dirs and logs there
 
 Each scenario runs `yuiju run` / `yuiju world` / `yuiju bot` as a user would (own process, own
@@ -140,8 +140,9 @@ reply = "mention"
 class Daemon:
     """One `yuiju` process, its log kept; stops are timed and checked."""
 
-    def __init__(self, tally: Tally, config: Path, *args: str, name: str) -> None:
+    def __init__(self, tally: Tally, config: Path, *args: str, name: str, env: dict[str, str] | None = None) -> None:
         self.tally, self.config, self.args, self.name = tally, config, args, name
+        self.extra_env = env or {}
         self.log = config.parent / f"{name}.log"
         self.proc: asyncio.subprocess.Process | None = None
         self.runs = 0
@@ -149,12 +150,13 @@ class Daemon:
     async def start(self, *extra: str) -> None:
         self.runs += 1
         env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
+        env.update(self.extra_env)
         with self.log.open("ab") as err:
             err.write(f"\n===== start {self.runs}: {' '.join(self.args + extra)}\n".encode())
             err.flush()
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "yuiju_cli", "--config", str(self.config), *self.args, *extra,
-                cwd=ROOT, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=err)
+                cwd=ROOT, env=env, stdout=err, stderr=err)
 
     async def wait_for(self, text: str, seconds: float = 60, *, after: int = 0) -> bool:
         deadline = time.monotonic() + seconds
@@ -171,6 +173,9 @@ class Daemon:
 
     async def stop(self, what: str, sig: int = signal.SIGTERM) -> float:
         assert self.proc is not None
+        if self.proc.returncode is not None:
+            self.tally.crashes.append(f"{self.name}: {what}: it had already exited with {self.proc.returncode}")
+            return 0.0
         started = time.monotonic()
         self.proc.send_signal(sig)
         try:
@@ -360,7 +365,7 @@ async def life_under_faults(tally: Tally, work: Path, stub: OpenAIStub, kills: i
     async def start() -> bool:
         mark = daemon.mark()
         await daemon.start()
-        if not await daemon.wait_for("QQ 机器人", 90, after=mark) and not await daemon.wait_for("bot:", 5, after=mark):
+        if not await daemon.wait_for("QQ 机器人", 90, after=mark):
             tally.crashes.append(f"life: start {daemon.runs} did not come up")
             return False
         await qq.connect(ports["bot"])
@@ -521,7 +526,7 @@ async def speed_and_two_daemons(tally: Tally, work: Path, stub: OpenAIStub) -> N
     await asyncio.sleep(2)
     world_before = json.loads(redis_cli(data, "GET", "{yuiju}:world"))["time"]
     # a second daemon at 6000x on the same data dir
-    racer = Daemon(tally, config, "world", "--no-panel", name="racer")
+    racer = Daemon(tally, config, "world", "--no-panel", name="racer", env={"YUIJU_WEB__PORT": str(free_port())})
     await racer.start("--speed", "6000")
     await asyncio.sleep(10)
     world_after = json.loads(redis_cli(data, "GET", "{yuiju}:world"))["time"]
@@ -560,7 +565,7 @@ async def standalone_bot(tally: Tally, work: Path, stub: OpenAIStub) -> None:
     await world.stop("SIGTERM of the sped-up world")
     await world.start()
     await world.wait_for("ahead of the wall clock", 60)
-    bot = Daemon(tally, config, "bot", name="split-bot")
+    bot = Daemon(tally, config, "bot", name="split-bot", env={"YUIJU_WEB__PORT": str(free_port())})
     await bot.start()
     qq = FakeOneBot()
     await qq.connect(ports["bot"], 90)
@@ -611,7 +616,7 @@ def cli_checks(tally: Tally, work: Path) -> None:
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kills", type=int, default=8, help="kill -9 rounds (default 8)")
+    parser.add_argument("--kills", type=int, default=5, help="kill -9 rounds (default 5)")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--keep", help="keep data dirs and logs in this directory")
     args = parser.parse_args()
