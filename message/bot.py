@@ -132,8 +132,12 @@ def _watch_loop_lag(warn_ms: int) -> None:
     from yuiju_tasks import LoopLagMonitor
 
     monitor = LoopLagMonitor(warn_ms)
+
+    async def start() -> None:  # a coroutine: nonebot runs plain functions in a thread
+        monitor.start()
+
     driver = nonebot.get_driver()
-    driver.on_startup(monitor.start)
+    driver.on_startup(start)
     driver.on_shutdown(monitor.stop)
 
 
