@@ -7,20 +7,33 @@ Recall is hybrid and keeps relevance first::
                  fused by Qdrant. DBSF (the default): each list's scores are normalised by their
                  spread (mean +- 3 sigma -> 0..1) and summed, weighted; RRF instead: sum of
                  weight / (rrf_k + rank).
-    relevance  = DBSF: fused / 2;  RRF: fused * rrf_k / (w_dense + w_lexical)      ~ 0..1
+    own        = DBSF: fused / 2;  RRF: fused * rrf_k / (w_dense + w_lexical)      ~ 0..1
                  (1 = the best possible match in both lists)
+    relevance  = own + w_reply * max(0, own(the turn it answers) - own)           in [own, 1]
+                 (a chat turn moves toward the relevance of the turn it answers, when that is a
+                 candidate too; it never passes it)
     bonus      = w_recency * 0.5 ** (age_days / half_life_days)
-               + w_importance * importance                          in [0, w_recency + w_importance]
+               + w_importance * importance
+               + w_speaker (when the question names who said it)
+                                                       in [0, w_recency + w_importance + w_speaker]
     score      = relevance + bonus
+
+Conversation turns are read in their conversation (chat memories, `memory.distill`): a turn is
+embedded after the turn it answers ("Did you go to the support group?" / "Yes! It was so
+powerful.") and indexed with its words at a lower weight, and at recall it closes ``w_reply``
+(0.7) of the gap to that turn's relevance, so "news, question, answer" exchanges are found by
+their answer. A question that names a speaker ("What did Ann paint?") gives what that speaker
+said a bonus of ``w_speaker`` (0.15): she asked about Ann, so Ann's own lines come before others'
+lines about the same thing. bench/README.md measures each of these.
 
 DBSF, not RRF, by default: it keeps how well each list matched, so when a question's words match
 nothing in particular (a lexical list of weak, near-equal scores) the meaning decides; RRF gives
 the top of a weak list the same weight as the top of a strong one (bench/README.md).
 
-The bonus is bounded (defaults 0.04 + 0.02, half-life 30 days): recency and importance only
-re-order memories whose relevance is within 0.06 of each other, so a memory that matches the
-question clearly better is never pushed down by one that is merely newer or weightier. An old,
-exactly matching memory (relevance 1) always beats a new, unrelated one.
+The bonus is bounded (defaults 0.04 + 0.02, half-life 30 days, and 0.15 for the named speaker):
+recency and importance only re-order memories whose relevance is within 0.06 of each other, so a
+memory that matches the question clearly better is never pushed down by one that is merely newer
+or weightier. An old, exactly matching memory (relevance 1) always beats a new, unrelated one.
 
 A question that names a time ("昨天", "上周", "上个月", "3月5日", "last week", "May 7", "in 2023",
 see `memory.timeparse`) is searched twice in one call each: within that time range first, then
@@ -40,6 +53,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -83,13 +97,21 @@ class RankWeights:
     fusion: Fusion = "dbsf"
     depth: int = 100
     """Candidates each of the two lists takes before fusion."""
+    reply: float = 0.7
+    """Share of the gap to the relevance of the turn a chat turn answers that the answer closes."""
+    speaker: float = 0.15
+    """Bonus of what the person a question names said."""
 
 
-def rank_score(*, relevance: float, age_days: float, importance: float, weights: RankWeights = RankWeights()) -> float:
-    """The recall score of one memory; see the module docstring."""
+def rank_score(
+    *, relevance: float, age_days: float, importance: float, weights: RankWeights = RankWeights(), named: bool = False,
+) -> float:
+    """The recall score of one memory; see the module docstring. ``named``: the question names
+    whoever said it."""
     recency = 0.5 ** (max(0.0, age_days) / weights.half_life_days)
     importance = min(1.0, max(0.0, importance))
-    return min(1.0, max(0.0, relevance)) + weights.recency * recency + weights.importance * importance
+    return (min(1.0, max(0.0, relevance)) + weights.recency * recency + weights.importance * importance
+            + (weights.speaker if named else 0.0))
 
 
 def relevance_of(fused: float, weights: RankWeights) -> float:
@@ -97,6 +119,16 @@ def relevance_of(fused: float, weights: RankWeights) -> float:
     if weights.fusion == "dbsf":
         return fused / 2
     return fused * weights.rrf_k / (weights.dense + weights.lexical)
+
+
+def names(query: str, name: str) -> bool:
+    """Whether ``query`` names ``name``: as a whole word for Latin names ("Ann" in "What did Ann
+    say?", not in "Anna" or "planning"), anywhere for Chinese ones (小林 in 小林去哪了)."""
+    if not name or not query:
+        return False
+    if name.isascii():
+        return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", query, re.IGNORECASE) is not None
+    return name in query
 
 
 def estimate_tokens(text: str) -> int:
@@ -132,11 +164,15 @@ class NewMemory:
     """Source document id, for deleting a source's points (defaults to ``key``)."""
     embed_text: str | None = None
     """What to embed for the dense vector, if not ``text``: the text with its context (a diary
-    chunk's date, a file's title, the speaker's name before a chat line); kept in the payload as
-    ``embedded_text`` for re-embedding. The lexical vector always indexes the words of ``text``
-    alone: context words shared by many memories (every line of one speaker starts with their
-    name) would fill the word-matched candidates with memories that share only them
-    (bench/README.md: recall@5 0.78 with the name in the lexical text, 0.82 without)."""
+    chunk's date, a file's title, the turn a chat line answers and the speakers' names); kept in
+    the payload as ``embedded_text`` for re-embedding. The lexical vector indexes the words of
+    ``text`` (and of ``context``), never the names: a word shared by many memories (every line
+    of one speaker has their name) would fill the word-matched candidates with memories that
+    share only it (bench/README.md: recall@5 0.78 with the name in the lexical text, 0.82
+    without)."""
+    context: str = ""
+    """Words indexed at a lower weight with ``text`` (the turn a chat line answers); kept in the
+    payload as ``context_text`` for re-indexing."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -191,10 +227,12 @@ class SemanticMemory:
             scope = item.scope or (
                 user_scope(item.user_id) if item.user_id else group_scope(item.group_id) if item.group_id else PUBLIC
             )
-            extra = {**item.extra, "embedded_text": item.embed_text} if item.embed_text else item.extra
+            extra = {**item.extra, "embedded_text": item.embed_text} if item.embed_text else dict(item.extra)
+            if item.context:
+                extra["context_text"] = item.context
             points.append(MemoryPoint(
                 id=point_id(item.kind, item.character_id, item.key), vector=vector,
-                lexical=self.lexical.document(item.text), kind=item.kind,
+                lexical=self.lexical.document(item.text, item.context), kind=item.kind,
                 character_id=item.character_id, text=item.text, time=to_epoch(item.time),
                 importance=item.importance, scope=scope, user_id=item.user_id, group_id=item.group_id,
                 ref=item.ref or item.key, extra=extra,
@@ -232,11 +270,13 @@ class SemanticMemory:
             time_to=to_epoch(time_to) if time_to else None,
         )
 
-    def rank(self, hits: Sequence[Hit], now: datetime, *, lists: int = 2) -> list[Recalled]:
+    def rank(self, hits: Sequence[Hit], now: datetime, *, lists: int = 2, query: str = "") -> list[Recalled]:
         """Score fused hits (see the module docstring), best first. ``lists``: how many candidate
-        lists were fused (1 when the question had no searchable word)."""
+        lists were fused (1 when the question had no searchable word); ``query``: the question,
+        for the speakers it names."""
         w = self.weights
         scale = 1.0 if lists == 2 or w.fusion == "dbsf" else (w.dense + w.lexical) / w.dense
+        own = {hit.id: relevance_of(hit.score, w) * scale for hit in hits}
         out = []
         now_s = to_epoch(now)
         for hit in hits:
@@ -244,11 +284,16 @@ class SemanticMemory:
             t = float(p.get("time", now_s))
             importance = float(p.get("importance", 0.5))
             text = str(p.get("text", ""))
-            relevance = min(1.0, relevance_of(hit.score, w) * scale)
+            relevance = min(1.0, own[hit.id])
+            answered = own.get(str(p.get("reply_to", "")))
+            if answered is not None:
+                relevance += w.reply * max(0.0, min(1.0, answered) - relevance)
+            named = names(query, str(p.get("speaker", "")))
             out.append(Recalled(
                 id=hit.id, kind=str(p.get("kind", "")), text=text,
                 time=datetime.fromtimestamp(t, UTC).astimezone(now.tzinfo),
-                score=rank_score(relevance=relevance, age_days=(now_s - t) / 86400, importance=importance, weights=w),
+                score=rank_score(relevance=relevance, age_days=(now_s - t) / 86400, importance=importance, weights=w,
+                                 named=named),
                 relevance=relevance, importance=importance, user_id=str(p.get("user_id", "")),
                 group_id=str(p.get("group_id", "")), payload=p, tokens=estimate_tokens(text),
             ))
@@ -261,7 +306,7 @@ class SemanticMemory:
         query = HybridQuery(dense=vector, lexical=lexical, depth=max(w.depth, limit), fusion=w.fusion,
                             rrf_k=w.rrf_k, weights=(w.dense, w.lexical))
         hits = await self.store.hybrid(query, where, max(limit, w.depth))
-        return self.rank(hits, now, lists=2 if lexical else 1)
+        return self.rank(hits, now, lists=2 if lexical else 1, query=text)
 
     async def search(self, query: str, where: Where, *, now: datetime, limit: int = 8) -> list[Recalled]:
         """Ranked memories for ``query`` under ``where`` (a named time range first). Raises on
