@@ -51,6 +51,7 @@ the world and the chat carry on. Writes do raise, so their callers can retry.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import re
@@ -221,9 +222,16 @@ class SemanticMemory:
         or store fails."""
         if not items:
             return []
-        vectors = await self.embedder.embed_documents([i.embed_text or i.text for i in items])
+        # the lexical vectors are made here while the embedder works in its thread
+        embedding = asyncio.ensure_future(self.embedder.embed_documents([i.embed_text or i.text for i in items]))
+        try:
+            lexical = [self.lexical.document(i.text, i.context) for i in items]
+        except BaseException:
+            embedding.cancel()
+            raise
+        vectors = await embedding
         points = []
-        for item, vector in zip(items, vectors, strict=True):
+        for item, vector, sparse in zip(items, vectors, lexical, strict=True):
             scope = item.scope or (
                 user_scope(item.user_id) if item.user_id else group_scope(item.group_id) if item.group_id else PUBLIC
             )
@@ -232,7 +240,7 @@ class SemanticMemory:
                 extra["context_text"] = item.context
             points.append(MemoryPoint(
                 id=point_id(item.kind, item.character_id, item.key), vector=vector,
-                lexical=self.lexical.document(item.text, item.context), kind=item.kind,
+                lexical=sparse, kind=item.kind,
                 character_id=item.character_id, text=item.text, time=to_epoch(item.time),
                 importance=item.importance, scope=scope, user_id=item.user_id, group_id=item.group_id,
                 ref=item.ref or item.key, extra=extra,

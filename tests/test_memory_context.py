@@ -135,3 +135,39 @@ def test_a_speaker_is_named_as_a_whole_word_or_a_chinese_name_anywhere(query: st
 ])
 def test_the_end_of_a_line_is_its_last_sentences_that_fit(text: str, end: str) -> None:
     assert line_end(text) == end
+
+
+async def test_reindex_reads_old_chat_memories_in_their_conversation_re_embedding_only_replies(tmp_path) -> None:
+    from memory.reindex import reindex_store
+    from memory.semantic import NewMemory
+    from memory.vectors import EdgeVectorStore, group_scope
+
+    path = tmp_path / "qdrant-edge" / "yuiju_memory"
+    embedder = Recording()
+    store = EdgeVectorStore.open(path, 64, embedder=embedder.name)
+    said = [("Mel", "Did you go to the support group?", 0), ("Ann", "Yes! It was so powerful.", 1),
+            ("Ann", "Back again after dinner.", 300)]
+    # indexed as chat memories were before: "name: text" embedded, no speaker, no context
+    await SemanticMemory(store, embedder).remember([NewMemory(
+        kind="chat", character_id="yuiju", text=text, time=NOW + timedelta(minutes=minute), key=f"k{i}",
+        user_id=f"qq:{who}", group_id="g1", scope=group_scope("g1"), embed_text=f"{who}: {text}",
+    ) for i, (who, text, minute) in enumerate(said)])
+    await store.close()
+    embedder.seen.clear()
+
+    report = await reindex_store(url=None, api_key=None, collection="yuiju_memory", data_dir=tmp_path, engine="edge",
+                                 embedder=embedder)
+    assert (report.points, report.re_embedded, report.chat_upgraded, report.chat_re_embedded) == (3, False, 3, 1)
+    assert embedder.seen == ["Mel: Did you go to the support group?\nAnn: Yes! It was so powerful."]
+    assert "3 chat memories now read in their conversation, 1 of them re-embedded" in str(report)
+    store = EdgeVectorStore.open(path, 64, embedder=embedder.name)
+    try:
+        by_text = {h.payload["text"]: h.payload for h in await store.scroll(SemanticMemory.scope_filter("yuiju", group_id="g1"))}
+        assert by_text["Yes! It was so powerful."]["reply_to"] == point_id("chat", "yuiju", "k0")
+        assert by_text["Yes! It was so powerful."]["speaker"] == "Ann"
+        assert "reply_to" not in by_text["Back again after dinner."] and by_text["Did you go to the support group?"]["speaker"] == "Mel"
+    finally:
+        await store.close()
+    again = await reindex_store(url=None, api_key=None, collection="yuiju_memory", data_dir=tmp_path, engine="edge",
+                                embedder=embedder)
+    assert again.chat_upgraded == 0  # once is enough
