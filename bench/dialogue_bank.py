@@ -633,6 +633,37 @@ THREADS: list[Thread] = [
         infer=("Would {S} likely enjoy a craft fair?",),
         relate=("I tried pottery once and the clay flew off the wheel.", "My coworker sells ceramics on the side, they're gorgeous."),
     ),
+    Thread(  # what the other person gives or tells them: evidence said by the one not named
+        name="from_friend", topic="that",
+        events=(
+            Event(
+                slots={"gift": ["a scented candle that smells like pine|a scented candle", "a handmade mug|a mug",
+                                "a book of poems|a book of poems", "a tiny succulent in a teacup|a succulent",
+                                "the fuzziest socks in existence|fuzzy socks", "a set of vintage postcards|vintage postcards"]},
+                lines=(
+                    other("Happy birthday, {N}!! I mailed you {gift}, I saw it and thought of you.",
+                          "Happy birthday!! Check your mailbox, I sent you {gift}.", tag="detail"),
+                    subject("Aww, you didn't have to! Thank you, it's perfect.", "You're the sweetest, I love it already."),
+                ),
+                asks=(single("What birthday present was {S} sent?", "What did {S} get in the mail for {their} birthday?"),
+                      when("When was {S}'s birthday?")),
+            ),
+            Event(
+                slots={"show": ["'Northern Harbor'|'Northern Harbor'", "'The Last Orchard'|'The Last Orchard'",
+                                "'Kitchen Confidential Live'|'Kitchen Confidential Live'", "'Moon Over Maple Street'|'Moon Over Maple Street'",
+                                "'The Quiet Detective'|'The Quiet Detective'"],
+                       "about": ["a family of fishermen in Maine", "two rival bakers", "a small-town detective who hates crime",
+                                 "a widow who opens a bookshop", "astronauts training for a mission"]},
+                lines=(
+                    other("Okay, you have to watch {show}. It's about {about}, you'll love it.",
+                          "New obsession: {show}, a show about {about}. Watch it so we can talk about it!", tag="detail"),
+                    subject("Adding it to my list right now.", "Ha, fine, I'll start it tonight."),
+                ),
+                asks=(single("What show was {S} told to watch?", "Which show about {about} was recommended to {S}?"),),
+            ),
+        ),
+        multi=(("What shows have been recommended to {S}?", 1, "detail"),),
+    ),
 ]
 
 

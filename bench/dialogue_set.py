@@ -1,7 +1,7 @@
 """A harder, seeded English dialogue set for bench/recall_bench.py: long two-person chats.
 
 Modelled on the structure of long-term conversation benchmarks (two people chatting over months;
-its text is written here, bench/dialogue_bank.py): 10 conversations of 19-32 sessions, each
+its text is written here, bench/dialogue_bank.py): 10 conversations of 19-35 sessions, each
 session a real exchange — greetings, small talk, two or three pieces of news told over several
 turns, reactions, goodbyes. What makes it hard, as in real chats:
 
@@ -11,6 +11,7 @@ turns, reactions, goodbyes. What makes it hard, as in real chats:
   in March, another in May, an exhibition in June), and the other person talks about the same
   topics from their own life;
 - the two speakers address each other by name, so a name in a question matches half the chat;
+- some answers were said by the other person ("Happy birthday! I mailed you a mug.");
 - questions always name the speaker, and come in four kinds:
 
   - ``single``: one detail of one event ("What did Hannah paint with watercolors?"), its
@@ -106,7 +107,7 @@ def _say(rng: random.Random, variants: tuple[str, ...], values: dict[str, str]) 
     return rng.choice(variants).format(**values)
 
 
-def build(seed: int = 11, conversations: int = 10, threads_per_person: int = 8,
+def build(seed: int = 11, conversations: int = 10, threads_per_person: int = 9,
           ask_share: float = 0.85, temporal_share: float = 0.33, merge_share: float = 0.8,
           infer_share: float = 0.5) -> tuple[list[Conversation], list[Question]]:
     """The conversations and their questions (see the module docstring)."""
@@ -127,7 +128,7 @@ def build(seed: int = 11, conversations: int = 10, threads_per_person: int = 8,
 
 def _conversation(rng: random.Random, cid: str, people: list[Person], start: datetime, threads_per_person: int,
                   ask_share: float, temporal_share: float, merge_share: float, infer_share: float) -> tuple[Conversation, list[Question]]:
-    n_sessions = rng.randint(19, 32)
+    n_sessions = rng.randint(19, 35)
     times: list[datetime] = []
     t = start
     for _ in range(n_sessions):
@@ -175,7 +176,7 @@ def _conversation(rng: random.Random, cid: str, people: list[Person], start: dat
         rows.append((first, rng.choice(GREET).format(N=people[1 - first].short), None))
         rows.append((1 - first, rng.choice(GREET_BACK).format(N=people[first].short), None))
         for occ in per_session[s]:
-            if rng.random() < 0.5:  # small talk between pieces of news
+            if rng.random() < 0.7:  # small talk between pieces of news
                 a, b = rng.choice(SMALL_TALK)
                 speaker = rng.randrange(2)
                 rows += [(speaker, a, None), (1 - speaker, b, None)]

@@ -131,6 +131,13 @@ def _chat(doc: dict[str, Any]) -> tuple[str, str]:
     return (doc["group_id"], "") if doc.get("group_id") else ("", doc["user_id"])
 
 
+def asks(text: str) -> bool:
+    """Whether a line ends by asking something (a question mark in its last sentences): the line
+    after it is then read as its answer."""
+    end = line_end(text)
+    return "?" in end or "？" in end
+
+
 def embedded_chat_text(doc: dict[str, Any]) -> str:
     """What the dense vector of a chat memory embeds: the line with its speaker's name, after the
     end of the line it answers with that speaker's name."""
@@ -144,12 +151,15 @@ def embedded_chat_text(doc: dict[str, Any]) -> str:
 class ChatMemories:
     """Raw chat memories: store one per user message.
 
-    A line is read in its conversation: the line before it in the same chat (group, or private
-    chat), if said at most ``context_minutes`` earlier, is its context — embedded before it and
-    indexed at a lower weight with its words (`memory.semantic`), and linked (``reply_to``) so
-    recall lets the answer inherit part of the question's relevance. ``add`` is called one line at
-    a time, so the last line of each chat is kept here; after a restart it is read back from the
-    history store. Lines must come in the order they were said.
+    A line is read in its conversation: when the line before it in the same chat (group, or
+    private chat) asked something (`asks`) at most ``context_minutes`` earlier, the line is taken
+    as its answer — embedded after the end of that line and indexed at a lower weight with its
+    words (`memory.semantic`), and linked (``reply_to``) so recall lets the answer move toward the
+    question's relevance. Only answers: a line after a statement ("I went to the support group
+    yesterday!" / "Wow, how was it?") would carry the statement along and crowd it out of the first
+    places, and a line after small talk would only be blurred (bench/README.md). ``add`` is called
+    one line at a time, so the last line of each chat is kept here; after a restart it is read
+    back from the history store. Lines must come in the order they were said.
     """
 
     LAST_CHATS = 4096
@@ -192,7 +202,8 @@ class ChatMemories:
             before = self._last.get(chat)
             if before is None or before["_id"] == doc["_id"] or before["time"] > doc["time"]:
                 before = await self._line_before(doc)
-            if before is not None and before["_id"] != doc["_id"] and timedelta(0) <= doc["time"] - before["time"] <= self.context_gap:
+            if (before is not None and before["_id"] != doc["_id"] and asks(before["text"])
+                    and timedelta(0) <= doc["time"] - before["time"] <= self.context_gap):
                 doc.update(reply_to=before["_id"], context_nickname=before.get("nickname", ""),
                            context_text=before["text"])
             self._last.pop(chat, None)

@@ -8,9 +8,9 @@ re-embedded from the stored text otherwise (or with ``re_embed=True``).
 
 Chat memories indexed before lines were read in their conversation (their payload has no
 ``speaker``) get what `memory.distill.ChatMemories` gives a new line: the line before them in
-the same chat (found among the stored points by scope and time, within ``context_minutes``) as
-context for both vectors and as ``reply_to``, and their speaker's name (from the embedded
-``name: text``). Only those that get a context are re-embedded; the others keep their vector.
+the same chat (found among the stored points by scope and time, within ``context_minutes``), when
+it asked something, as context for both vectors and as ``reply_to``, and their speaker's name
+(from the embedded ``name: text``). Only those that get a context are re-embedded; the others keep their vector.
 
 Nothing is deleted before its copy is complete and counted:
 
@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from memory.distill import embedded_chat_text
+from memory.distill import asks, embedded_chat_text
 from memory.embeddings import Embedder
 from memory.lexical import LexicalEncoder
 from memory.vectors import (
@@ -100,7 +100,7 @@ async def chat_context(source: AsyncIterator[list[StoredPoint]], context_minutes
                 continue
             doc = {"nickname": _speaker(pl), "text": str(pl.get("text", ""))}
             add: dict[str, Any] = {"speaker": doc["nickname"]}
-            if context_minutes and i and t - lines[i - 1][0] <= context_minutes * 60:
+            if context_minutes and i and t - lines[i - 1][0] <= context_minutes * 60 and asks(str(lines[i - 1][2].get("text", ""))):
                 _, before_id, before = lines[i - 1]
                 doc["context_text"] = str(before.get("text", ""))
                 doc["context_nickname"] = str(before.get("speaker", _speaker(before)))
