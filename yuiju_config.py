@@ -253,7 +253,7 @@ class MemoryConfig(_Section):
     """Candidates each list (meaning, words) takes before fusion."""
     weight_reply: float = Field(0.7, ge=0, le=1)
     """At recall a chat line closes this share of the gap to the relevance of the line it answers (0 = each line on its own; 1 = a reply is as relevant as its question)."""
-    weight_speaker: float = Field(0.15, ge=0, le=0.5)
+    weight_speaker: float = Field(0.2, ge=0, le=0.5)
     """Recall bonus of what the person a question names said ("What did Ann paint?" puts Ann's own lines first)."""
     chat_context_minutes: float = Field(60.0, ge=0)
     """A chat line is embedded and indexed with the line before it in the same chat when that came at most this many minutes earlier (0 = each line alone: half the embedding cost, lower recall; bench/README.md)."""

@@ -151,15 +151,16 @@ def embedded_chat_text(doc: dict[str, Any]) -> str:
 class ChatMemories:
     """Raw chat memories: store one per user message.
 
-    A line is read in its conversation: when the line before it in the same chat (group, or
-    private chat) asked something (`asks`) at most ``context_minutes`` earlier, the line is taken
-    as its answer — embedded after the end of that line and indexed at a lower weight with its
-    words (`memory.semantic`), and linked (``reply_to``) so recall lets the answer move toward the
-    question's relevance. Only answers: a line after a statement ("I went to the support group
-    yesterday!" / "Wow, how was it?") would carry the statement along and crowd it out of the first
-    places, and a line after small talk would only be blurred (bench/README.md). ``add`` is called
-    one line at a time, so the last line of each chat is kept here; after a restart it is read
-    back from the history store. Lines must come in the order they were said.
+    A line is read in its conversation. It is linked (``reply_to``) to the line before it in the
+    same chat (group, or private chat) when that came at most ``context_minutes`` earlier. When
+    it answers that line (the line before asked something, `asks`) or asks about it (the line
+    itself asks: "Wow, how was it?" after "I went to the support group!"), it is also embedded
+    after the end of that line and indexed at a lower weight with its words (`memory.semantic`);
+    at recall an answer moves toward the relevance of what it answers. A reaction ("Glad to
+    hear.") is read alone: carrying the news along, it would crowd the news out of the first
+    places (bench/README.md). ``add`` is called one line at a time, so the last line of each chat
+    is kept here; after a restart it is read back from the history store. Lines must come in the
+    order they were said.
     """
 
     LAST_CHATS = 4096
@@ -202,10 +203,12 @@ class ChatMemories:
             before = self._last.get(chat)
             if before is None or before["_id"] == doc["_id"] or before["time"] > doc["time"]:
                 before = await self._line_before(doc)
-            if (before is not None and before["_id"] != doc["_id"] and asks(before["text"])
+            if (before is not None and before["_id"] != doc["_id"]
                     and timedelta(0) <= doc["time"] - before["time"] <= self.context_gap):
-                doc.update(reply_to=before["_id"], context_nickname=before.get("nickname", ""),
-                           context_text=before["text"])
+                doc["reply_to"] = before["_id"]
+                doc["answer"] = asks(before["text"])
+                if doc["answer"] or asks(doc["text"]):  # an answer, or a question about what was just said
+                    doc.update(context_nickname=before.get("nickname", ""), context_text=before["text"])
             self._last.pop(chat, None)
             self._last[chat] = {k: doc[k] for k in ("_id", "time", "nickname", "text")}
             if len(self._last) > self.LAST_CHATS:
@@ -234,7 +237,8 @@ class ChatMemories:
                 embed_text=embedded_chat_text(d) if d.get("nickname") or d.get("context_text") else None,
                 context=d.get("context_text", ""),
                 extra={"speaker": d.get("nickname", ""),
-                       **({"reply_to": point_id("chat", self.character_id, d["reply_to"])} if d.get("reply_to") else {})},
+                       **({"reply_to": point_id("chat", self.character_id, d["reply_to"]), "answer": bool(d.get("answer"))}
+                          if d.get("reply_to") else {})},
                 # said in a group: that group's; said in private: only her private chat with them
                 scope=group_scope(d["group_id"]) if d.get("group_id") else private_scope(d["user_id"]),
             ) for d in docs])

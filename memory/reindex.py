@@ -8,8 +8,8 @@ re-embedded from the stored text otherwise (or with ``re_embed=True``).
 
 Chat memories indexed before lines were read in their conversation (their payload has no
 ``speaker``) get what `memory.distill.ChatMemories` gives a new line: the line before them in
-the same chat (found among the stored points by scope and time, within ``context_minutes``), when
-it asked something, as context for both vectors and as ``reply_to``, and their speaker's name
+the same chat (found among the stored points by scope and time, within ``context_minutes``) as
+``reply_to``, and as context for both vectors when it asked something, and their speaker's name
 (from the embedded ``name: text``). Only those that get a context are re-embedded; the others keep their vector.
 
 Nothing is deleted before its copy is complete and counted:
@@ -100,12 +100,12 @@ async def chat_context(source: AsyncIterator[list[StoredPoint]], context_minutes
                 continue
             doc = {"nickname": _speaker(pl), "text": str(pl.get("text", ""))}
             add: dict[str, Any] = {"speaker": doc["nickname"]}
-            if context_minutes and i and t - lines[i - 1][0] <= context_minutes * 60 and asks(str(lines[i - 1][2].get("text", ""))):
+            if context_minutes and i and t - lines[i - 1][0] <= context_minutes * 60:
                 _, before_id, before = lines[i - 1]
-                doc["context_text"] = str(before.get("text", ""))
-                doc["context_nickname"] = str(before.get("speaker", _speaker(before)))
                 add["reply_to"] = before_id
-                add["context_text"] = doc["context_text"]
+                if asks(str(before.get("text", ""))):
+                    doc["context_text"] = add["context_text"] = str(before.get("text", ""))
+                    doc["context_nickname"] = str(before.get("speaker", _speaker(before)))
             embedded = embedded_chat_text(doc)
             if embedded != doc["text"]:
                 add["embedded_text"] = embedded
@@ -143,7 +143,7 @@ async def copy_points(
             vectors = await embedder.embed_documents(texts)
         else:
             vectors = [p.vector for p in batch]
-            again = [i for i, p in enumerate(batch) if "reply_to" in chat.get(p.id, {})]
+            again = [i for i, p in enumerate(batch) if "context_text" in chat.get(p.id, {})]
             if again and context_embedder is not None:
                 fresh = await context_embedder.embed_documents([str(batch[i].payload["embedded_text"]) for i in again])
                 for i, v in zip(again, fresh, strict=True):
@@ -230,12 +230,15 @@ async def _reindex_edge(
 
 def _count_upgrades(report: ReindexReport, chat: dict[str, dict[str, Any]]) -> None:
     report.chat_upgraded = len(chat)
-    report.chat_re_embedded = 0 if report.re_embedded else sum(1 for add in chat.values() if "reply_to" in add)
+    report.chat_re_embedded = 0 if report.re_embedded else sum(1 for add in chat.values() if "context_text" in add)
 
 
 def _swap(path: Path, replacement: Path) -> Path:
     """Put ``replacement`` at ``path``; the old directory is kept under a dated name (returned)."""
     backup = path.with_name(f"{path.name}.before-reindex-{datetime.now(UTC):%Y%m%d%H%M%S}")
+    n = 1
+    while backup.exists():  # re-indexed twice within a second
+        backup, n = path.with_name(f"{path.name}.before-reindex-{datetime.now(UTC):%Y%m%d%H%M%S}-{n}"), n + 1
     path.rename(backup)
     replacement.rename(path)
     return backup

@@ -9,28 +9,31 @@ Recall is hybrid and keeps relevance first::
                  weight / (rrf_k + rank).
     own        = DBSF: fused / 2;  RRF: fused * rrf_k / (w_dense + w_lexical)      ~ 0..1
                  (1 = the best possible match in both lists)
-    relevance  = own + w_reply * max(0, own(the turn it answers) - own)           in [own, 1]
-                 (a chat turn moves toward the relevance of the turn it answers, when that is a
-                 candidate too; it never passes it)
+    relevance  = own, and for an answer (a chat line after a question):
+                 own + w_reply * max(0, carried(the line it answers) - own)       in [own, 1]
+                 carried(line) = the same, from the line before it, up to reply_hops (2) back:
+                 an answer moves toward what it answers (and what that asked about) when those
+                 are candidates too, and never passes them
     bonus      = w_recency * 0.5 ** (age_days / half_life_days)
                + w_importance * importance
                + w_speaker (when the question names who said it)
                                                        in [0, w_recency + w_importance + w_speaker]
     score      = relevance + bonus
 
-Conversation turns are read in their conversation (chat memories, `memory.distill`): a turn is
-embedded after the turn it answers ("Did you go to the support group?" / "Yes! It was so
-powerful.") and indexed with its words at a lower weight, and at recall it closes ``w_reply``
-(0.7) of the gap to that turn's relevance, so "news, question, answer" exchanges are found by
-their answer. A question that names a speaker ("What did Ann paint?") gives what that speaker
-said a bonus of ``w_speaker`` (0.15): she asked about Ann, so Ann's own lines come before others'
-lines about the same thing. bench/README.md measures each of these.
+Chat lines are read in their conversation (`memory.distill.ChatMemories`): an answer or a
+follow-up question is embedded after the end of the line before it ("Did you go to the support
+group?" / "Yes! It was so powerful.") and indexed with its words at a lower weight, and at recall
+an answer closes ``w_reply`` (0.7) of the gap to the relevance carried by what it answers, so the
+answer of a "news, question, answer" exchange is found by a question about the news. A question
+that names a speaker ("What did Ann paint?") gives what that speaker said a bonus of
+``w_speaker`` (0.2): she is asked about Ann, so Ann's own lines come before others' lines about
+the same thing. bench/README.md measures each of these.
 
 DBSF, not RRF, by default: it keeps how well each list matched, so when a question's words match
 nothing in particular (a lexical list of weak, near-equal scores) the meaning decides; RRF gives
 the top of a weak list the same weight as the top of a strong one (bench/README.md).
 
-The bonus is bounded (defaults 0.04 + 0.02, half-life 30 days, and 0.15 for the named speaker):
+The bonus is bounded (defaults 0.04 + 0.02, half-life 30 days, and 0.2 for the named speaker):
 recency and importance only re-order memories whose relevance is within 0.06 of each other, so a
 memory that matches the question clearly better is never pushed down by one that is merely newer
 or weightier. An old, exactly matching memory (relevance 1) always beats a new, unrelated one.
@@ -100,8 +103,10 @@ class RankWeights:
     """Candidates each of the two lists takes before fusion."""
     reply: float = 0.7
     """Share of the gap to the relevance of the turn a chat turn answers that the answer closes."""
-    speaker: float = 0.15
+    speaker: float = 0.2
     """Bonus of what the person a question names said."""
+    reply_hops: int = 2
+    """How many lines back relevance is carried along a conversation."""
 
 
 def rank_score(
@@ -120,6 +125,24 @@ def relevance_of(fused: float, weights: RankWeights) -> float:
     if weights.fusion == "dbsf":
         return fused / 2
     return fused * weights.rrf_k / (weights.dense + weights.lexical)
+
+
+def carry(own: dict[str, float], follows: dict[str, str], answers: set[str], *, share: float, hops: int) -> dict[str, float]:
+    """Each candidate's relevance, an answer's moved toward what it answers: ``share`` of the gap
+    to the relevance carried by the line it follows (itself carried from the line before it, up
+    to ``hops`` lines back), so "It's a sunset over the lake." after "Ooh, what's it of?" after
+    "I finished a painting!" is found by a question about the painting. Only answers (lines that
+    follow a question, ``answers``) move: a reaction to news ("Wow!") keeps its own relevance and
+    stays out of the first places."""
+
+    def carried(i: str, left: int) -> float:
+        r = min(1.0, own[i])
+        before = follows.get(i)
+        if left and before in own:
+            r += share * max(0.0, carried(before, left - 1) - r)
+        return r
+
+    return {i: carried(i, hops) if i in answers else min(1.0, own[i]) for i in own}
 
 
 def names(query: str, name: str) -> bool:
@@ -285,6 +308,9 @@ class SemanticMemory:
         w = self.weights
         scale = 1.0 if lists == 2 or w.fusion == "dbsf" else (w.dense + w.lexical) / w.dense
         own = {hit.id: relevance_of(hit.score, w) * scale for hit in hits}
+        follows = {hit.id: str(hit.payload["reply_to"]) for hit in hits if hit.payload.get("reply_to")}
+        answers = {hit.id for hit in hits if hit.payload.get("answer")}
+        carried = carry(own, follows, answers, share=w.reply, hops=w.reply_hops)
         out = []
         now_s = to_epoch(now)
         for hit in hits:
@@ -292,10 +318,7 @@ class SemanticMemory:
             t = float(p.get("time", now_s))
             importance = float(p.get("importance", 0.5))
             text = str(p.get("text", ""))
-            relevance = min(1.0, own[hit.id])
-            answered = own.get(str(p.get("reply_to", "")))
-            if answered is not None:
-                relevance += w.reply * max(0.0, min(1.0, answered) - relevance)
+            relevance = carried[hit.id]
             named = names(query, str(p.get("speaker", "")))
             out.append(Recalled(
                 id=hit.id, kind=str(p.get("kind", "")), text=text,

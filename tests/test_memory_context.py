@@ -181,8 +181,10 @@ def test_a_reply_closes_part_of_the_gap_to_the_line_it_answers_and_never_passes_
     memory.weights = RankWeights(recency=0.0, importance=0.0, reply=0.7, speaker=0.15)
     t = NOW.timestamp()
     hits = [Hit(id="q", score=1.6, payload={"text": "Did you go to the support group?", "time": t, "speaker": "Mel"}),
-            Hit(id="a", score=0.4, payload={"text": "Yes! It was so powerful.", "time": t, "speaker": "Ann", "reply_to": "q"}),
-            Hit(id="b", score=1.8, payload={"text": "The support group? I went too.", "time": t, "speaker": "Bob", "reply_to": "a"})]
+            Hit(id="a", score=0.4, payload={"text": "Yes! It was so powerful.", "time": t, "speaker": "Ann", "reply_to": "q",
+                                           "answer": True}),
+            Hit(id="b", score=1.8, payload={"text": "The support group? I went too.", "time": t, "speaker": "Bob", "reply_to": "a",
+                                            "answer": True})]
     ranked = {r.id: r for r in memory.rank(hits, NOW, query="How was the support group for Ann?")}
     assert ranked["q"].relevance == pytest.approx(0.8)
     assert ranked["a"].relevance == pytest.approx(0.2 + 0.7 * (0.8 - 0.2))  # toward what it answers
@@ -191,12 +193,15 @@ def test_a_reply_closes_part_of_the_gap_to_the_line_it_answers_and_never_passes_
     assert [r.id for r in memory.rank(hits, NOW, query="How was the support group?")] == ["b", "q", "a"]
 
 
-async def test_only_an_answer_is_read_with_the_line_before_it(vector_store: VectorStore, sqlite_history) -> None:
+async def test_a_question_or_an_answer_is_read_with_the_line_before_it_a_reaction_alone(
+    vector_store: VectorStore, sqlite_history
+) -> None:
     embedder = Recording()
     chat, memory = await chat_memories(vector_store, sqlite_history, embedder)
     await chat.add_many([line("Mel", "I went to the support group yesterday!", 0), line("Ann", "Wow, how was it?", 1),
                          line("Mel", "So powerful.", 2), line("Ann", "Glad to hear.", 3)])
-    assert embedder.seen == ["Mel: I went to the support group yesterday!", "Ann: Wow, how was it?",
+    assert embedder.seen == ["Mel: I went to the support group yesterday!",
+                             "Mel: I went to the support group yesterday!\nAnn: Wow, how was it?",
                              "Ann: Wow, how was it?\nMel: So powerful.", "Ann: Glad to hear."]
-    # the reaction to the news does not carry the news along, so it cannot crowd it out
+    # "Glad to hear." does not carry what it reacts to along, so it cannot crowd it out
     assert (await ask(memory, "When did Mel go to the support group?"))[0] == "I went to the support group yesterday!"
