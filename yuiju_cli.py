@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
+    from world.action_check import problems as action_problems
     from world.errors import ConfigurationError
     from world.loader import load_actions
     from world.town import HAURA
@@ -62,10 +63,7 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
         return _fail(str(exc))
     if args.action_cmd == "check":
         problems = [f"module {m}: {e}" for m, e in catalogue.broken.items()]
-        for action in catalogue:
-            for place in filter(None, (action.at, action.moves_to)):
-                if place not in HAURA.places:
-                    problems.append(f"action {action.id!r}: unknown place {place!r}")
+        problems += action_problems(catalogue, HAURA, cfg.app.tz)
         print(f"{len(catalogue)} actions from {len(set(catalogue.origins.values()))} modules")
         for problem in problems:
             print(f"  problem: {problem}")
@@ -126,6 +124,19 @@ def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: An
     return "\n".join(lines)
 
 
+def clock_line(clock: Any) -> str:
+    """The panel's note when world time is not the wall clock's (after a ``--speed`` run)."""
+    from world.clock import duration_text
+
+    if (held := clock.holding_until) is not None:
+        wait = duration_text(held - datetime.now(clock.tz))
+        return f"\n  世界时间停在 {held:%H:%M}，等现实时间追上（还有 {wait}），之后与现实同步"
+    if clock.lead() > timedelta(minutes=1):
+        return (f"\n  世界时间比现实快 {duration_text(clock.lead())}"
+                + ("" if clock.speed != 1 else "（`yuiju run --resync` 回到现实时间）"))
+    return ""
+
+
 async def _status(cfg: YuijuConfig, as_json: bool) -> int:
     from storage.keys import Keys
     from world.errors import CorruptState
@@ -142,17 +153,30 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
         except CorruptState as exc:
             return _fail(str(exc))
         outbox = await store.outbox_size()
+        dead = await store.dead_letter_count()
+        dead_latest = await store.dead_letters(5) if dead else []
         if as_json:
             print(json.dumps({
                 "world": world.model_dump(mode="json") if world else None,
                 "characters": {k: v.model_dump(mode="json") if v else None for k, v in chars.items()},
                 "episode_outbox": outbox,
+                "outbox_dead_letters": {"count": dead, "key": store.keys.outbox_dead, "latest": dead_latest},
                 "stores": {"redis": redis.description, "history": history.backend},
             }, ensure_ascii=False, indent=2))
         else:
-            now = datetime.now(cfg.app.tz)
+            from world.clock import duration_text
+
+            wall = datetime.now(cfg.app.tz)
+            now = max(wall, world.time) if world is not None else wall  # world time never goes back
             print(render_panel(world, chars, now, HAURA))
+            if now - wall > timedelta(minutes=1):
+                print(f"  世界时间比现实快 {duration_text(now - wall)}（上次加速运行留下的）；"
+                      "`yuiju run` 从这里以正常速度继续，`yuiju run --resync` 等现实时间追上后回到现实时间")
             print(f"  存储：{redis.description}；历史 {history.backend}；待写入 {outbox} 条")
+            if dead:
+                latest = dead_latest[-1]
+                print(f"  死信：{dead} 条队列记录无法写入历史，已移到 {store.keys.outbox_dead}"
+                      f"（最近一条：{str(latest.get('entry'))[:60]!r} {latest.get('reason')}）")
     finally:
         await history.close()
         await redis.aclose()
@@ -167,7 +191,11 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from world.runtime import build_runtime
     from world.town import HAURA
 
-    clock = RealClock(cfg.app.tz, speed=args.speed or cfg.world.speed)
+    speed = args.speed or cfg.world.speed
+    if args.resync and speed != 1:
+        return _fail(f"--resync brings the world back to real time, so it runs at speed 1, not {speed:g}; "
+                     "drop --speed (and [world].speed) for this start")
+    clock = RealClock(cfg.app.tz, speed=speed)
     with_bot = args.cmd == "run" and cfg.onebot.enabled
     if with_bot:  # before anything imports the message package (the observer page reads its outbox)
         try:
@@ -175,6 +203,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         except RuntimeError as exc:
             return _fail(str(exc))
     runtime = await build_runtime(cfg, clock=clock)
+    await runtime.continue_world_clock(resync=args.resync)  # world time never goes backwards
     log.info("yuiju is running: %s", json.dumps(cfg.summary(), ensure_ascii=False))
     log.info("stores: redis %s, history %s", runtime.redis.description, runtime.history.backend)
     web_server, page_line = None, ""
@@ -203,7 +232,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             try:
                 world = await runtime.store.load_world()
                 chars = {cid: await runtime.store.load_character(cid) for cid in runtime.cards}
-                text = render_panel(world, chars, clock.now(), HAURA)
+                text = render_panel(world, chars, clock.now(), HAURA) + clock_line(clock)
             except Exception as exc:  # the panel must never take the daemon down
                 text = f"(panel: {exc})"
             sys.stdout.write("\x1b[H\x1b[J" + text + "\n\n" + (page_line + "\n" if page_line else "") + "(Ctrl-C 停止)\n")
@@ -225,7 +254,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
             memory_task = asyncio.create_task(run_memory_worker(
                 cfg, runtime.redis.client, runtime.history, clock=clock, stop_event=memory_stop,
-                chat_model=runtime.llm_policy.model if runtime.llm_policy else None, semantic=semantic,
+                chat_model=runtime.llm_model, semantic=semantic,
             ))
             memory_task.add_done_callback(
                 lambda t: t.cancelled() or t.exception() is None
@@ -272,7 +301,7 @@ async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) 
                                     character_id=cfg.chat.character_id or cfg.world.characters[0])
     try:
         return await serve_bot(cfg, redis=runtime.redis.client, history=runtime.history, memory=memory,
-                               clock=clock)
+                               clock=clock, model=runtime.llm_model)
     except OSError as exc:
         return (f"cannot serve the QQ bot on {cfg.onebot.host}:{cfg.onebot.port} ({exc}); set [onebot].port "
                 "(YUIJU_ONEBOT__PORT) to a free port, or [onebot].enabled = false")
@@ -462,14 +491,30 @@ async def _reindex_vectors(cfg: YuijuConfig, *, re_embed: bool) -> Any:
 
 
 async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
+    from llm import CassetteError, CassetteMismatch
+    from llm.cassette import read_cassette
     from world.simulate import DEFAULT_START, simulate
 
-    if args.policy == "llm" and not cfg.llm.configured:
-        return _fail("--policy llm needs [llm].base_url (and api_key); see `yuiju init`")
-    report = await simulate(
-        cfg, days=args.days, seed=args.seed, policy=args.policy, start=args.start or DEFAULT_START,
-        data_dir=Path(args.data_dir) if args.data_dir else None, progress=not args.quiet,
-    )
+    recorded: dict[str, Any] = {}
+    if args.replay:
+        if args.record:
+            return _fail("--record and --replay exclude each other: replay one cassette, or record a new one")
+        try:
+            recorded, _ = read_cassette(Path(args.replay))
+        except CassetteError as exc:
+            return _fail(str(exc))
+    elif (args.policy == "llm" or args.record) and not cfg.llm.configured:
+        return _fail("--policy llm (and --record) need [llm].base_url (and api_key); see `yuiju init`")
+    policy = "llm" if args.record or args.replay else args.policy
+    try:
+        report = await simulate(
+            cfg, days=args.days or recorded.get("days", 7), seed=recorded.get("seed", 0) if args.seed is None else args.seed,
+            policy=policy, start=args.start or recorded.get("start", DEFAULT_START),
+            data_dir=Path(args.data_dir) if args.data_dir else None, progress=not args.quiet,
+            record=Path(args.record) if args.record else None, replay=Path(args.replay) if args.replay else None,
+        )
+    except CassetteMismatch as exc:
+        return _fail(str(exc))
     if args.report:
         text = json.dumps(report, ensure_ascii=False, indent=1)
         await asyncio.to_thread(Path(args.report).write_text, text, encoding="utf-8")
@@ -498,14 +543,20 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the daemon with a live terminal panel (and the QQ bot when [onebot].enabled)")
     run.add_argument("--speed", type=float, help="world clock speed-up for demos (default [world].speed)")
     run.add_argument("--no-panel", action="store_true", help="log lines only")
+    resync_help = ("go back to real time after a --speed run left world time ahead of the wall clock: "
+                   "the world holds still until the wall clock catches up")
+    run.add_argument("--resync", action="store_true", help=resync_help)
     world = sub.add_parser("world", help="run the daemon without the QQ bot (world, memory worker, page)")
     world.add_argument("--speed", type=float)
     world.add_argument("--no-panel", action="store_true")
+    world.add_argument("--resync", action="store_true", help=resync_help)
 
     sim = sub.add_parser("simulate", help="fast-forward under a simulated clock and report")
-    sim.add_argument("--days", type=int, default=7)
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--days", type=int, help="simulated days (default 7, or the cassette's with --replay)")
+    sim.add_argument("--seed", type=int, help="world seed (default 0, or the cassette's with --replay)")
     sim.add_argument("--policy", choices=["utility", "llm"], default="utility")
+    sim.add_argument("--record", metavar="CASSETTE", help="store every LLM exchange in this JSON-lines file (implies --policy llm)")
+    sim.add_argument("--replay", metavar="CASSETTE", help="answer from a recorded cassette, no network: the same timeline again")
     sim.add_argument("--report", help="write the full JSON report here")
     sim.add_argument("--start", help="simulated start, e.g. 2026-09-01T06:00 (local time)")
     sim.add_argument("--data-dir", help="use stores under this dir instead of fresh temporary ones")

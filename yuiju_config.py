@@ -141,6 +141,12 @@ class AppConfig(_Section):
         return ZoneInfo(self.timezone)
 
 
+JSON_OBJECT_ONLY_HOSTS = frozenset({"api.deepseek.com"})
+"""Providers whose chat API accepts response_format json_object but not json_schema (DeepSeek's
+documents only json_object, and answers json_schema with "This response_format type is
+unavailable now"): `output_mode = "auto"` uses json_object there."""
+
+
 class LlmConfig(_Section):
     base_url: Annotated[str | None, *_url(HTTP_SCHEMES, "https://api.deepseek.com/v1")] = None
     """OpenAI-compatible endpoint, e.g. 'https://api.deepseek.com/v1'. Empty: no LLM, the offline utility policy decides."""
@@ -148,20 +154,51 @@ class LlmConfig(_Section):
     """API key for base_url. Prefer the environment: YUIJU_LLM__API_KEY."""
     model: str = "deepseek-chat"
     """Chat model name sent to the endpoint."""
-    output_mode: Literal["json_schema", "json_object"] = "json_schema"
-    """'json_schema' asks the provider for schema-constrained output; 'json_object' puts the schema in the prompt and validates here (for providers without json_schema, e.g. llama.cpp)."""
+    output_mode: Literal["auto", "json_schema", "json_object"] = "auto"
+    """How a decision asks for its JSON. 'json_schema': the provider enforces the schema (OpenAI, vLLM, recent llama.cpp). 'json_object': the schema is shown in the prompt and the answer validated here, for providers without json_schema (DeepSeek's API rejects it with HTTP 400, older llama.cpp servers with 500). 'auto': json_object for api.deepseek.com, json_schema elsewhere."""
     timeout_seconds: float = Field(60.0, gt=0)
-    """Per-request timeout."""
+    """Time a request may take before its answer starts (connecting, queueing, reading the prompt); each request gets max_tokens / min_tokens_per_second on top to write its answer."""
+    min_tokens_per_second: float = Field(10.0, gt=0)
+    """The slowest generation accepted: with it the timeout of every call fits its max_tokens bound, so a bounded answer is never cut off."""
+    max_tokens_decide: int = Field(400, ge=16)
+    """Output bound of a decision (the JSON: a short reason, any plan changes)."""
+    max_tokens_chat: int = Field(600, ge=16)
+    """Output bound of one chat step (a reply, or tool calls)."""
+    max_tokens_summary: int = Field(400, ge=16)
+    """Output bound of a summary in chat (context compaction, a conversation, a person's profile)."""
+    max_tokens_diary: int = Field(1200, ge=16)
+    """Output bound of a diary draft, its review, or a weekly summary."""
+    max_tokens_distill: int = Field(800, ge=16)
+    """Output bound of distilling chat memories into facts."""
+    max_tokens_proactive: int = Field(400, ge=16)
+    """Output bound of a proactive post to a group."""
+    breaker_failures: int = Field(3, ge=1)
+    """Unanswered requests in a row after which the circuit breaker stops asking: decisions go to the offline policy, chat stays quiet."""
+    breaker_cooldown_seconds: float = Field(300.0, gt=0)
+    """How long the circuit breaker stops asking before it lets one probe request through."""
     max_attempts: int = Field(3, ge=1, le=10)
     """Attempts per decision; each failed attempt shows the model its mistake."""
     temperature: float = Field(0.7, ge=0, le=2)
     """Sampling temperature for decisions."""
     daily_token_budget: int | None = Field(None, ge=1, examples=[200_000])
-    """Tokens per day (world calendar) before decisions fall back to the utility policy. Empty: unlimited."""
+    """Tokens per day (world calendar, every purpose, failed calls' estimated prompts included) before decisions fall back to the utility policy. Empty: unlimited."""
 
     @property
     def configured(self) -> bool:
         return bool(self.base_url)
+
+    @property
+    def resolved_output_mode(self) -> Literal["json_schema", "json_object"]:
+        """``output_mode``, with 'auto' decided by the provider behind ``base_url``."""
+        if self.output_mode != "auto":
+            return self.output_mode
+        host = (urlsplit(self.base_url or "").hostname or "").lower()
+        return "json_object" if host in JSON_OBJECT_ONLY_HOSTS else "json_schema"
+
+    def max_tokens(self) -> dict[str, int]:
+        """The output bound of each purpose (``max_tokens_<purpose>``)."""
+        prefix = "max_tokens_"
+        return {name[len(prefix):]: getattr(self, name) for name in type(self).model_fields if name.startswith(prefix)}
 
 
 class RedisConfig(_Section):

@@ -5,7 +5,7 @@ Files whose name starts with "_" are never loaded, so this one is only an exampl
 
 from pydantic import BaseModel, Field
 
-from world.action import Action, ActionContext, between, choose_minutes, condition
+from world.action import Action, ActionContext, between, choose_minutes, condition, one_of
 
 
 class SnackParams(BaseModel):
@@ -36,10 +36,11 @@ def _eat_snack(ctx: ActionContext) -> str:
 eat_snack = Action(
     id="eat_snack",  # stable, ASCII, unique
     name="吃零食",  # what the model and users read; unique
-    description="从背包里拿零食吃。[饱腹+8][耗时10分钟]",
+    description="从背包里拿零食吃。[饱腹+8][10分钟]",  # read by the model in every decision: keep it short
     at=None,  # anywhere; or a place id from world/town.py
     when=between("09:00", "22:00") & has_snack,
     params=SnackParams,
+    choices=lambda ctx: {"snack": one_of(n for n, q in ctx.character.inventory.items() if q > 0)},
     offline_params=_first_snack,
     run=_eat_snack,  # start effects; `complete=` for effects when the duration has passed
     duration=choose_minutes(10),

@@ -10,6 +10,7 @@ from world.action import (
     below,
     choose_minutes,
     decision_ctx,
+    one_of,
 )
 from world.items import ALL, owned
 
@@ -25,7 +26,7 @@ def _idle(ctx: ActionContext) -> str:
 idle = Action(
     id="idle",
     name="发呆",
-    description="什么也不做，放空一会儿。[体力+1~5][耗时需要给出：10/30/60分钟]",
+    description="放空一会儿。[体力+1~5][10/30/60分钟]",
     duration=choose_minutes(10, 30, 60, default=10),
     complete=_idle,
     tags=frozenset({"idle", "rest"}),
@@ -59,12 +60,13 @@ def _eat_item(ctx: ActionContext) -> str:
 eat_item = Action(
     id="eat_item",
     name="吃背包里的东西",
-    description="从背包里拿出零食或水果吃掉。[饱腹、体力、心情按食物][耗时10分钟]",
+    description="[效果看食物][10分钟]",
     when=Condition(lambda c: bool(owned(c.character.inventory, "food")), lambda _c: "背包里没有能直接吃的东西")
     & below("satiety", 90),
     params=EatItemParams,
     run=_eat_item,
     offline_params=lambda ctx: {"item": owned(ctx.character.inventory, "food")[0]},
+    choices=lambda ctx: {"item": one_of(owned(ctx.character.inventory, "food"))},
     duration=10,
     tags=frozenset({"snack"}),
     share=False,
@@ -83,7 +85,7 @@ def _use_phone(ctx: ActionContext) -> str:
 use_phone = Action(
     id="use_phone",
     name="玩手机",
-    description="拿出手机看看消息、刷刷新闻或玩小游戏，在 reason 里说要用手机做什么。[手机电量-1%/分钟][心情+2~4][耗时需要给出：10/30分钟]",
+    description="reason 里写用手机做什么。[心情+2~4][电量-1%/分钟][10/30分钟]",
     when=at_least("phone_battery", 30),
     duration=choose_minutes(10, 30, default=10),
     complete=_use_phone,

@@ -12,19 +12,16 @@ from world.action import (
     choose_minutes,
     decision_ctx,
     not_done_today,
+    one_of,
     random_event,
 )
 from world.clock import in_window, is_school_day, minutes_until
-from world.items import CAFE, DINER, WAGE_PER_HOUR, Item
-
-
-def _menu(items: dict[str, Item]) -> str:
-    return "、".join(f"{i.name}{i.price}" for i in items.values())
+from world.items import CAFE, DINER, WAGE_PER_HOUR, Item, affordable, price_list, price_range
 
 
 def _order_model(menu: dict[str, Item], what: str) -> type[BaseModel]:
     class Order(BaseModel):
-        item: str = Field(description=f"{what}，只能是：{'、'.join(menu)}")
+        item: str = Field(description=what)
 
         @model_validator(mode="after")
         def _check(self, info: ValidationInfo) -> "Order":
@@ -66,8 +63,7 @@ def _consume(menu: dict[str, Item], verb: str):
 
 def _affordable(menu: dict[str, Item]):
     def choose(ctx: ActionContext) -> dict:
-        options = [i.name for i in menu.values() if (i.price or 0) <= ctx.character.money]
-        return {"item": ctx.rng.choice(options)}
+        return {"item": ctx.rng.choice(affordable(menu, ctx.character.money))}
 
     return choose
 
@@ -75,13 +71,15 @@ def _affordable(menu: dict[str, Item]):
 eat_at_diner = Action(
     id="eat_at_diner",
     name="在日和食堂吃饭",
-    description=f"在日和食堂点一份定食。菜单：{_menu(DINER)}。[饱腹+35~56][体力+6~12][耗时30分钟]",
+    description=f"{price_range(DINER)}。[饱腹+35~56][体力+6~12][30分钟]",
+    menu=lambda ctx: price_list(affordable(DINER, ctx.character.money)),
     at="diner",
     when=at_least("money", min(i.price or 0 for i in DINER.values())) & below("satiety", 85),
     params=DinerOrder,
     run=_pay_for(DINER),
     complete=_consume(DINER, "在日和食堂吃了"),
     offline_params=_affordable(DINER),
+    choices=lambda ctx: {"item": one_of(affordable(DINER, ctx.character.money))},
     duration=30,
     tags=frozenset({"meal"}),
 )
@@ -89,13 +87,15 @@ eat_at_diner = Action(
 drink_coffee = Action(
     id="drink_coffee",
     name="在咖啡店喝咖啡",
-    description=f"在薄暮咖啡点一杯咖啡，坐着慢慢喝（一天一杯）。菜单：{_menu(CAFE)}。[心情+2~5][体力+5][耗时30分钟]",
+    description=f"一天一杯，{price_range(CAFE)}。[心情+2~5][体力+5][30分钟]",
+    menu=lambda ctx: price_list(affordable(CAFE, ctx.character.money)),
     at="cafe",
     when=at_least("money", min(i.price or 0 for i in CAFE.values())) & not_done_today("drink_coffee"),
     params=CafeOrder,
     run=_pay_for(CAFE),
     complete=_consume(CAFE, "在薄暮咖啡喝了"),
     offline_params=_affordable(CAFE),
+    choices=lambda ctx: {"item": one_of(affordable(CAFE, ctx.character.money))},
     duration=30,
     tags=frozenset({"leisure"}),
     share=False,
@@ -126,7 +126,7 @@ _work_minutes.tiers = (60, 120, 180)  # type: ignore[attr-defined]
 work_at_cafe = Action(
     id="work_at_cafe",
     name="在咖啡店打工",
-    description=f"在薄暮咖啡打工，时薪 {WAGE_PER_HOUR} 金币，上学时间不行，19:00 前开始。[体力-8/小时][心情-3/小时][耗时需要给出：60/120/180分钟]",
+    description=f"时薪{WAGE_PER_HOUR}金币，19:00前开始。[体力-8/小时][心情-3/小时][60/120/180分钟]",
     at="cafe",
     when=between("10:00", "19:00") & at_least("stamina", 25)
     & at_least("satiety", 20)

@@ -11,6 +11,7 @@ from world.action import (
     between,
     choose_minutes,
     decision_ctx,
+    some_of,
 )
 from world.clock import is_school_day, next_at
 from world.items import ALL, owned
@@ -32,7 +33,7 @@ def _sleep_minutes(ctx: ActionContext) -> int:
 sleep = Action(
     id="sleep",
     name="睡觉",
-    description="上床睡觉，一直睡到闹钟响。睡眠中体力会慢慢恢复。[体力恢复][耗时到第二天早上]",
+    description="[体力恢复][到闹钟响]",
     at="home",
     when=between("20:30", "04:00") | below("stamina", 12),
     run=_sleep,
@@ -62,7 +63,7 @@ def _wake_up(ctx: ActionContext) -> str:
 wake_up = Action(
     id="wake_up",
     name="起床",
-    description="闹钟响了，起床开始新的一天。心情受天气和温度影响。[耗时10分钟]",
+    description="[心情看天气][10分钟]",
     at="home",
     while_asleep=True,
     run=_wake_up,
@@ -74,7 +75,7 @@ wake_up = Action(
 sleep_more = Action(
     id="sleep_more",
     name="再睡一会",
-    description="关掉闹钟再睡一会儿。[心情+1][耗时需要给出：10/20/30分钟]",
+    description="[心情+1][10/20/30分钟]",
     at="home",
     while_asleep=True,
     complete=lambda ctx: f"又睡了一会儿，心情+{ctx.character.recover_mood(1):.0f}",
@@ -96,7 +97,7 @@ def _meal(satiety: int, stamina: int, mood: float, text: str):
 eat_breakfast = Action(
     id="eat_breakfast",
     name="在家吃早饭",
-    description="在家吃一顿简单的早饭（家里常备的米饭和味噌汤）。[饱腹+35][体力+5][耗时20分钟]",
+    description="[饱腹+35][体力+5][20分钟]",
     at="home",
     when=between("05:30", "10:30") & below("satiety", 90),
     complete=_meal(35, 5, 2, "吃了米饭和味噌汤"),
@@ -107,7 +108,7 @@ eat_breakfast = Action(
 rest_at_home = Action(
     id="rest_at_home",
     name="在家休息",
-    description="躺在沙发上休息。[体力+12][心情+2][耗时60分钟]",
+    description="[体力+12][心情+2][60分钟]",
     at="home",
     when=below("stamina", 85),
     complete=lambda ctx: (ctx.character.change(stamina=12), ctx.character.recover_mood(2), "在沙发上休息了一会儿")[-1],
@@ -119,7 +120,7 @@ rest_at_home = Action(
 read_at_home = Action(
     id="read_at_home",
     name="在家看书",
-    description="窝在房间里看喜欢的小说。[心情+6][耗时需要给出：30/60分钟]",
+    description="[心情+6][30/60分钟]",
     at="home",
     when=between("07:00", "23:00"),
     complete=lambda ctx: f"看了会儿小说，心情+{ctx.character.recover_mood(6):.0f}",
@@ -130,7 +131,7 @@ read_at_home = Action(
 do_homework = Action(
     id="do_homework",
     name="在家写作业",
-    description="在书桌前写今天的作业。[体力-5][心情-2][耗时60分钟]",
+    description="[体力-5][心情-2][60分钟]",
     at="home",
     when=between("15:00", "22:30") & at_least("stamina", 15),
     complete=lambda ctx: (ctx.character.change(stamina=-5, mood=-2), "把作业写完了")[-1],
@@ -183,7 +184,7 @@ def _pick_cooking(ctx: ActionContext) -> dict:
 cook_and_eat = Action(
     id="cook_and_eat",
     name="在家做饭吃",
-    description="用背包里的食材在家做一顿饭吃，食材越搭配越好吃。[饱腹+食材之和×1.2+15][耗时40分钟]",
+    description="用背包里的食材。[饱腹+食材之和×1.2+15][40分钟]",
     at="home",
     when=Condition(lambda c: bool(owned(c.character.inventory, "ingredient")), lambda _c: "没有食材")
     & below("satiety", 85),
@@ -191,6 +192,7 @@ cook_and_eat = Action(
     run=_start_cooking,
     complete=_eat_cooked,
     offline_params=_pick_cooking,
+    choices=lambda ctx: {"ingredients": some_of(owned(ctx.character.inventory, "ingredient"), at_most=3)},
     duration=40,
     tags=frozenset({"meal"}),
 )
@@ -208,7 +210,7 @@ def _charged(ctx: ActionContext) -> str:
 charge_phone = Action(
     id="charge_phone",
     name="给手机充电",
-    description="在家给手机充电，边充边整理房间。[手机电量→100%][耗时按电量，每 10% 约 3 分钟]",
+    description="[电量→100%][每充10%约3分钟]",
     at="home",
     when=below("phone_battery", 60),
     complete=_charged,

@@ -37,7 +37,7 @@ def _walk(place: str, mood: dict[int, int], minutes_per_stamina: int, what: str,
 walk_in_park = Action(
     id="walk_in_park",
     name="在公园散步",
-    description="在南风公园散步，心情会变好，还可能摘到野果。[心情+2/5/9/15][耗时需要给出：10/30/60/120分钟]",
+    description="可能摘到野果。[心情+2/5/9/15][10/30/60/120分钟]",
     at="park",
     when=between("06:00", "21:00") & at_least("stamina", 8),
     duration=choose_minutes(10, 30, 60, 120, default=30),
@@ -62,7 +62,7 @@ def _fish(ctx: ActionContext) -> str:
 fish_at_pond = Action(
     id="fish_at_pond",
     name="在水音池钓鱼",
-    description="在水音池边钓鱼，可能钓到鲫鱼、鲤鱼甚至鲶鱼，钓到的可以做菜或卖掉。[体力-3][心情+4][耗时30分钟]",
+    description="鱼能做菜或卖掉。[体力-3][心情+4][30分钟]",
     at="pond",
     when=between("06:00", "19:00") & at_least("stamina", 10),
     complete=_fish,
@@ -97,12 +97,13 @@ WISHES = ("希望考试顺利", "希望明天也是好天气", "希望大家都�
 pray_at_shrine = Action(
     id="pray_at_shrine",
     name="在神社参拜",
-    description="在结灯神社参拜许愿，可以投 5 金币香火钱。[心情+4，投香火钱+8][耗时10分钟]",
+    description="可投5金币香火钱。[心情+4，投了+8][10分钟]",
     at="shrine",
     when=between("06:00", "21:00") & not_done_today("pray_at_shrine"),
     params=PrayParams,
     run=_pray,
     offline_params=lambda ctx: {"offer": ctx.character.money >= 50, "wish": ctx.rng.choice(WISHES)},
+    choices=lambda ctx: {} if ctx.character.money >= 5 else {"offer": {"const": False}},
     duration=10,
     tags=frozenset({"leisure"}),
 )
@@ -111,7 +112,7 @@ pray_at_shrine = Action(
 walk_on_coast = Action(
     id="walk_on_coast",
     name="在海边散步",
-    description="沿着月汐海岸散步吹海风，可能捡到贝壳、海玻璃或珍珠。[心情+3/7/11/17][耗时需要给出：10/30/60/120分钟]",
+    description="可能捡到贝壳、海玻璃或珍珠。[心情+3/7/11/17][10/30/60/120分钟]",
     at="coast",
     when=between("05:30", "21:00") & at_least("stamina", 10),
     duration=choose_minutes(10, 30, 60, 120, default=60),

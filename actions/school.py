@@ -21,7 +21,7 @@ def _attend_class(ctx: ActionContext) -> str:
 attend_class = Action(
     id="attend_class",
     name="在学校上课",
-    description="去教室上课，一直上到下一个休息时间（12:00 午休或 16:30 放学）。[体力-3/小时][心情-1.5/小时]",
+    description="上到12:00午休或16:30放学。[体力-3/小时][心情-1.5/小时]",
     at="school",
     when=school_day & (between("07:30", "11:50") | between("13:00", "16:20")),
     complete=_attend_class,
@@ -40,7 +40,7 @@ def _school_lunch(ctx: ActionContext) -> str:
 school_lunch = Action(
     id="school_lunch",
     name="在学校食堂吃午饭",
-    description="午休时在学校食堂吃午饭（饭卡已含）。[饱腹+40][体力+6][心情+3][耗时30分钟]",
+    description="不花金币。[饱腹+40][体力+6][心情+3][30分钟]",
     at="school",
     when=school_day & between("11:50", "13:00") & below("satiety", 90),
     complete=_school_lunch,
@@ -51,7 +51,7 @@ school_lunch = Action(
 library_study = Action(
     id="library_study",
     name="在图书馆自习",
-    description="在学校图书馆安静地自习、看书。[体力-4][心情+2][耗时60分钟]",
+    description="[体力-4][心情+2][60分钟]",
     at="school",
     when=between("12:00", "17:30") & at_least("stamina", 10),
     complete=lambda ctx: (ctx.character.change(stamina=-4), ctx.character.recover_mood(2), "在图书馆自习了一小时")[-1],
@@ -76,7 +76,7 @@ def _break(ctx: ActionContext) -> str:
 class_break = Action(
     id="class_break",
     name="在教室等上课",
-    description="上课前或午休时待在教室里，和同学聊聊天或者趴着休息。[体力+2][耗时到下节课开始]",
+    description="[体力+2][到下节课开始]",
     at="school",
     when=school_day & (between("06:30", "07:30") | between("11:50", "13:00")),
     complete=_break,

@@ -2,16 +2,21 @@
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
-from world.action import Action, ActionContext, Condition, at_least, decision_ctx
-from world.items import ALL, SHOP, SUPERMARKET, sellable
-
-
-def _menu(items: dict) -> str:
-    return "、".join(f"{i.name}{i.price}" for i in items.values())
+from world.action import Action, ActionContext, Condition, at_least, decision_ctx, one_of, some_of
+from world.items import (
+    ALL,
+    SHOP,
+    SUPERMARKET,
+    affordable,
+    most_affordable,
+    price_list,
+    price_range,
+    sellable,
+)
 
 
 class BuySnack(BaseModel):
-    item: str = Field(description=f"商品名，只能是：{'、'.join(SHOP)}")
+    item: str = Field(description="要买的商品")
     quantity: int = Field(1, ge=1, le=3, description="数量 1-3")
 
     @model_validator(mode="after")
@@ -40,15 +45,24 @@ def _cheapest_snack(ctx: ActionContext) -> dict:
     return {"item": choice.name, "quantity": 1}
 
 
+def _snack_choices(ctx: ActionContext) -> dict:
+    money = ctx.character.money
+    names = affordable(SHOP, money)
+    dearest = max((SHOP[n].price or 1 for n in names), default=1)
+    return {"item": one_of(names), "quantity": {"maximum": max(1, min(3, money // dearest))}}
+
+
 buy_snack = Action(
     id="buy_snack",
     name="在商店买零食",
-    description=f"在小町商店买零食或饮料，放进背包随时吃。商品和价格：{_menu(SHOP)}。[耗时10分钟]",
+    description=f"放进背包随时吃，{price_range(SHOP)}。[10分钟]",
+    menu=lambda ctx: price_list(affordable(SHOP, ctx.character.money)),
     at="shop",
     when=at_least("money", min(i.price or 0 for i in SHOP.values())),
     params=BuySnack,
     run=_buy_snack,
     offline_params=_cheapest_snack,
+    choices=_snack_choices,
     utility=lambda ctx: -0.8 if sum(ctx.character.inventory.get(n, 0) for n in SHOP) >= 3 else 0.0,
     duration=10,
     tags=frozenset({"shopping"}),
@@ -56,7 +70,7 @@ buy_snack = Action(
 
 
 class BuyIngredients(BaseModel):
-    items: list[str] = Field(min_length=1, max_length=4, description=f"要买的食材（各一份，1-4 种），只能是：{'、'.join(SUPERMARKET)}")
+    items: list[str] = Field(min_length=1, max_length=4, description="要买的食材（各一份，1-4 种）")
 
     @field_validator("items")
     @classmethod
@@ -99,12 +113,15 @@ def _pick_ingredients(ctx: ActionContext) -> dict:
 buy_ingredients = Action(
     id="buy_ingredients",
     name="在超市买食材",
-    description=f"在超市买做饭用的食材。食材和价格：{_menu(SUPERMARKET)}。[耗时15分钟]",
+    description=f"做饭用，{price_range(SUPERMARKET)}。[15分钟]",
+    menu=lambda ctx: price_list(affordable(SUPERMARKET, ctx.character.money)),
     at="supermarket",
     when=at_least("money", 6),
     params=BuyIngredients,
     run=_buy_ingredients,
     offline_params=_pick_ingredients,
+    choices=lambda ctx: {"items": some_of(affordable(SUPERMARKET, ctx.character.money),
+                                          at_most=most_affordable(SUPERMARKET, ctx.character.money))},
     duration=15,
     tags=frozenset({"shopping"}),
 )
@@ -141,12 +158,14 @@ def _sell(ctx: ActionContext) -> str:
 sell_items = Action(
     id="sell_items",
     name="在超市卖东西",
-    description="把在公园、海边捡到的东西或钓到的鱼卖给超市换金币。[耗时10分钟]",
+    description="卖掉捡到的东西和钓到的鱼。[10分钟]",
+    menu=lambda ctx: price_list(sellable(ctx.character.inventory), sale=True),
     at="supermarket",
     when=Condition(lambda c: bool(sellable(c.character.inventory)), lambda _c: "背包里没有能卖的东西"),
     params=SellItems,
     run=_sell,
     offline_params=lambda ctx: {"items": [n for n in sellable(ctx.character.inventory) if "ingredient" not in ALL[n].kinds] or sellable(ctx.character.inventory)},
+    choices=lambda ctx: {"items": some_of(sellable(ctx.character.inventory))},
     duration=10,
     tags=frozenset({"shopping", "work"}),
 )

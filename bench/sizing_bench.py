@@ -38,14 +38,13 @@ from bson import encode as bson_encode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llm import FunctionChatModel
-from llm.model import ChatMessage, ChatResult, JsonSchema
-from llm.structured import Attempt
+from llm import CallRecord, FunctionChatModel, estimate_tokens
+from llm.model import ChatMessage, JsonSchema
 from memory.episodes import EPISODES, EpisodeRepo
-from memory.ledger import call_documents
+from memory.ledger import call_document
 from memory.vectors import PUBLIC, EdgeVectorStore, MemoryPoint, point_id, user_scope
 from message.entry import Entry
-from message.session import RECENT_LIMIT, SessionStore, estimate_tokens
+from message.session import RECENT_LIMIT, SessionStore
 from storage.keys import Keys
 from storage.redis import open_redis
 from storage.sqlite_history import SqliteHistory
@@ -154,7 +153,8 @@ async def llm_prompts(tmp: Path) -> dict[str, Any]:
     """One character's day with the LLM policy; the model (local) always takes the first candidate."""
     def first_candidate(messages: list[ChatMessage], schema: JsonSchema | None) -> str:
         assert schema is not None
-        action = schema.schema["properties"]["action"]["enum"][0]
+        first = schema.schema["anyOf"][0]["properties"]["action"]  # the union's first branch
+        action = first.get("const") or first["enum"][0]
         return json.dumps({"action": action, "reason": "先做眼前的事", "durationMinute": 30}, ensure_ascii=False)
 
     model = FunctionChatModel(first_candidate)
@@ -201,9 +201,9 @@ async def chat_session(tmp: Path) -> dict[str, Any]:
     entry = chat_entry(1)
     log_doc = entry.model_dump(mode="python") | {"_id": f"yuiju:{entry.session_id}:{entry.id}",
                                                  "character_id": "yuiju", "session_id": entry.session_id}
-    result = ChatResult(text='{"action": "发呆"}', model="deepseek-chat", prompt_tokens=2100,
-                        completion_tokens=60, latency_ms=900.0)
-    [ledger_doc] = call_documents(START, "decide", "deepseek-chat", [Attempt(raw=result.text, error=None, result=result)])
+    ledger_doc = call_document(START, CallRecord(
+        purpose="decide", model="deepseek-chat", ok=True, error=None, prompt_tokens=2100, completion_tokens=60,
+        estimated=False, latency_ms=900.0, max_tokens=400))
     return {"session_bytes": session_bytes, "chat_log_bson": len(bson_encode(log_doc)),
             "llm_call_bson": len(bson_encode(ledger_doc))}
 

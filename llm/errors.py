@@ -20,13 +20,25 @@ class LLMUnavailable(LLMError):
     """
 
     def __init__(
-        self, message: str, *, retryable: bool = True, result: ChatResult | None = None
+        self,
+        message: str,
+        *,
+        retryable: bool = True,
+        result: ChatResult | None = None,
+        prompt_tokens: int = 0,
+        sent: bool = True,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         """False when asking again cannot help (e.g. HTTP 401 or 404): fix the config instead."""
         self.result = result
         """The response when there was one (e.g. empty content), so its tokens can be counted."""
+        self.prompt_tokens = prompt_tokens
+        """Estimated tokens of the prompt that was sent when the provider did not count them
+        (a timeout, an HTTP error); 0 when unknown (the caller then estimates from its messages)."""
+        self.sent = sent
+        """False when no request left this process (the circuit breaker is open): nothing to
+        count, and nothing to retry."""
 
 
 class ModelRequestsBlocked(LLMError):

@@ -55,12 +55,20 @@ def redact_url(url: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class JsonSchema:
-    """A JSON schema the answer should match, e.g. from `Model.model_json_schema()`."""
+    """A JSON schema the answer should match, e.g. from `Model.model_json_schema()`.
+
+    In ``json_object`` mode the schema is shown to the model in the prompt: its ``$defs`` go with
+    the leading system message and the rest after the last message. So keep ``$defs`` byte-stable
+    from call to call (what never changes) and put what changes with the moment in the root:
+    providers cache the longest unchanged prefix of a prompt.
+    """
 
     name: str
     """Schema name sent to the provider (letters, digits, '_' and '-')."""
     schema: dict[str, Any]
-    """The JSON schema object."""
+    """The JSON schema object: self-contained, what a provider enforces in ``json_schema`` mode."""
+    prompt: dict[str, Any] | None = None
+    """An equivalent, shorter form for the prompt in ``json_object`` mode (None: ``schema``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +88,11 @@ class ChatResult:
     finish_reason: str | None = None
     """Why the provider stopped: 'stop', 'length' (cut off at the token limit: the text is a
     fragment), 'tool_calls', 'content_filter'...; None when unknown."""
+
+    @property
+    def truncated(self) -> bool:
+        """The answer was cut at ``max_tokens``."""
+        return self.finish_reason == "length"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,10 +128,14 @@ class ChatModel(Protocol):
         *,
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
+        max_tokens: int | None = None,
+        purpose: str | None = None,
     ) -> ChatResult:
         """Answer `messages`; with `json_schema`, ask for one JSON object matching it.
 
-        Raises `LLMUnavailable` when the provider gives no usable answer.
+        ``max_tokens`` bounds the answer; ``purpose`` ('decide', 'chat', 'diary'...) says what the
+        call is for (usage accounting, bounds, logs, cassettes). Raises `LLMUnavailable` when the
+        provider gives no usable answer.
         """
         ...
 
@@ -132,6 +149,8 @@ class ToolChatModel(ChatModel, Protocol):
         *,
         tools: Sequence[dict[str, Any]] = (),
         temperature: float | None = None,
+        max_tokens: int | None = None,
+        purpose: str | None = None,
     ) -> ToolChatResult:
         """Answer ``messages`` (which may hold assistant ``tool_calls`` and ``tool`` messages),
         offering ``tools`` (OpenAI ``{"type": "function", "function": {...}}`` objects).

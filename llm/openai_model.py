@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import openai
 
 from llm import model as _model
-from llm.errors import LLMError, LLMUnavailable
+from llm.errors import LLMUnavailable
 from llm.model import ChatMessage, ChatResult, JsonSchema, ToolCall, ToolChatResult, redact_url
+from llm.tokens import estimate_prompt_tokens
 
 if TYPE_CHECKING:
     import httpx2
@@ -20,11 +21,11 @@ if TYPE_CHECKING:
 
 OutputMode = Literal["json_schema", "json_object"]
 
-JSON_OBJECT_INSTRUCTION = (
-    "只输出一个符合下面 JSON Schema 的 JSON 对象，不要输出任何其他文字、解释或 Markdown 代码块。\n"
-    "JSON Schema（{name}）：\n{schema}"
-)
-"""Appended to the system prompt in "json_object" mode, where the provider never sees the schema."""
+JSON_OBJECT_INSTRUCTION = "只输出符合下面 JSON Schema（{name}）的一个 JSON 对象：\n{schema}"
+"""Appended to the request in "json_object" mode, where the provider never sees the schema."""
+
+JSON_OBJECT_DEFS = "JSON Schema 的 $defs：\n{defs}"
+"""Appended to the leading system message in "json_object" mode when the schema has ``$defs``."""
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
@@ -44,6 +45,7 @@ class OpenAIChatModel:
         model: str,
         output_mode: OutputMode = "json_schema",
         timeout_seconds: float = 60.0,
+        min_tokens_per_second: float | None = None,
         temperature: float = 0.7,
         http_client: httpx2.AsyncClient | None = None,
     ) -> None:
@@ -55,7 +57,10 @@ class OpenAIChatModel:
         """How a `json_schema` is requested: provider-enforced ("json_schema") or prompted
         ("json_object", for providers such as llama.cpp's server that reject json_schema)."""
         self.timeout_seconds = timeout_seconds
-        """Per-request timeout."""
+        """Time allowed before the answer starts (connecting, queueing, reading the prompt); a
+        request with ``max_tokens`` gets the time to write them on top (`request_timeout`)."""
+        self.min_tokens_per_second = min_tokens_per_second
+        """The slowest generation accepted; None: ``timeout_seconds`` is the whole timeout."""
         self.temperature = temperature
         """Default sampling temperature when `complete` is not given one."""
         self.name = f"{model} @ {redact_url(base_url)}"
@@ -72,12 +77,21 @@ class OpenAIChatModel:
     def __repr__(self) -> str:
         return f"OpenAIChatModel({self.name!r}, output_mode={self.output_mode!r})"
 
+    def request_timeout(self, max_tokens: int | None) -> float:
+        """Seconds one request may take: the time to start plus the time to write ``max_tokens``
+        at ``min_tokens_per_second``, so a bounded answer is never cut off by the timeout."""
+        if max_tokens is None or not self.min_tokens_per_second:
+            return self.timeout_seconds
+        return self.timeout_seconds + max_tokens / self.min_tokens_per_second
+
     async def complete(
         self,
         messages: Sequence[ChatMessage],
         *,
         json_schema: JsonSchema | None = None,
         temperature: float | None = None,
+        max_tokens: int | None = None,
+        purpose: str | None = None,
     ) -> ChatResult:
         """Send one chat-completions request; see `ChatModel.complete`."""
         _model.check_allow_model_requests(self.base_url)
@@ -87,8 +101,7 @@ class OpenAIChatModel:
             response_format = {
                 "type": "json_schema",
                 # Not strict: strict mode demands every property be required and forbids
-                # free-form objects, and our schemas have optional fields and `params: dict`.
-                # We validate the answer ourselves anyway.
+                # unions at the root. We validate the answer ourselves anyway.
                 "json_schema": {
                     "name": json_schema.name,
                     "schema": json_schema.schema,
@@ -98,30 +111,11 @@ class OpenAIChatModel:
         elif json_schema is not None:
             response_format = {"type": "json_object"}
             sent = with_schema_instruction(sent, json_schema)
-
-        started = time.perf_counter()
-        try:
-            completion = await self._client.chat.completions.create(
-                model=self.model,
-                messages=cast("list[ChatCompletionMessageParam]", sent),
-                response_format=response_format,
-                temperature=self.temperature if temperature is None else temperature,
-            )
-        except openai.APITimeoutError as exc:
-            raise LLMUnavailable(
-                f"{self.name}: timed out after {self.timeout_seconds:g} s; check that the endpoint "
-                "is up, or raise llm.timeout_seconds"
-            ) from exc
-        except openai.APIConnectionError as exc:
-            cause = exc.__cause__ or exc
-            raise LLMUnavailable(
-                f"{self.name}: connection failed ({type(cause).__name__}: {cause}); check that "
-                "llm.base_url is right and the server is running"
-            ) from exc
-        except openai.APIStatusError as exc:
-            raise self._status_error(exc, json_schema) from exc
-        latency_ms = (time.perf_counter() - started) * 1000
-
+        completion, latency_ms = await self._create(
+            sent, purpose, max_tokens, json_schema,
+            response_format=response_format,
+            temperature=self.temperature if temperature is None else temperature,
+        )
         usage = completion.usage
         choice = completion.choices[0] if completion.choices else None
         result = ChatResult(
@@ -148,23 +142,16 @@ class OpenAIChatModel:
         *,
         tools: Sequence[dict[str, Any]] = (),
         temperature: float | None = None,
+        max_tokens: int | None = None,
+        purpose: str | None = None,
     ) -> ToolChatResult:
         """One chat-completions request offering ``tools``; see `ToolChatModel.complete_tools`."""
         _model.check_allow_model_requests(self.base_url)
-        started = time.perf_counter()
-        try:
-            completion = await self._client.chat.completions.create(
-                model=self.model,
-                messages=cast("list[ChatCompletionMessageParam]", list(messages)),
-                tools=cast("Any", list(tools)) if tools else openai.omit,
-                temperature=self.temperature if temperature is None else temperature,
-            )
-        except openai.APITimeoutError as exc:
-            raise LLMUnavailable(f"{self.name}: timed out after {self.timeout_seconds:g} s") from exc
-        except openai.APIConnectionError as exc:
-            raise LLMUnavailable(f"{self.name}: connection failed ({exc.__cause__ or exc})") from exc
-        except openai.APIStatusError as exc:
-            raise self._status_error(exc, None) from exc
+        completion, latency_ms = await self._create(
+            list(messages), purpose, max_tokens, None,
+            tools=cast("Any", list(tools)) if tools else openai.omit,
+            temperature=self.temperature if temperature is None else temperature,
+        )
         usage = completion.usage
         choice = completion.choices[0] if completion.choices else None
         calls = tuple(
@@ -177,9 +164,9 @@ class OpenAIChatModel:
             model=completion.model or self.model,
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
-            latency_ms=(time.perf_counter() - started) * 1000,
-            tool_calls=calls,
+            latency_ms=latency_ms,
             finish_reason=choice.finish_reason if choice else None,
+            tool_calls=calls,
         )
         if not result.text.strip() and not calls:
             finish_reason = choice.finish_reason if choice else "no choices"
@@ -188,7 +175,49 @@ class OpenAIChatModel:
             )
         return result
 
-    def _status_error(self, exc: openai.APIStatusError, json_schema: JsonSchema | None) -> LLMError:
+    async def _create(
+        self,
+        sent: list[Any],
+        purpose: str | None,
+        max_tokens: int | None,
+        json_schema: JsonSchema | None,
+        **request: Any,
+    ) -> tuple[Any, float]:
+        """Send one request; returns the completion and its latency in ms, or raises
+        `LLMUnavailable` naming the call and the fix (with the prompt's estimated tokens)."""
+        what = f"{self.name} ({purpose} call)" if purpose else self.name
+        timeout = self.request_timeout(max_tokens)
+        started = time.perf_counter()
+        try:
+            completion = await self._client.chat.completions.create(
+                model=self.model,
+                messages=cast("list[ChatCompletionMessageParam]", sent),
+                max_tokens=openai.omit if max_tokens is None else max_tokens,
+                timeout=timeout,
+                **request,
+            )
+        except openai.APITimeoutError as exc:
+            raise LLMUnavailable(
+                f"{what}: timed out after {timeout:g} s; check that the endpoint is up, or raise "
+                "llm.timeout_seconds (or lower llm.min_tokens_per_second for a slow model)",
+                prompt_tokens=estimate_prompt_tokens(sent),
+            ) from exc
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise LLMUnavailable(
+                f"{what}: connection failed ({type(cause).__name__}: {cause}); check that "
+                "llm.base_url is right and the server is running",
+                prompt_tokens=estimate_prompt_tokens(sent),
+            ) from exc
+        except openai.APIStatusError as exc:
+            error = self._status_error(exc, json_schema, what)
+            error.prompt_tokens = estimate_prompt_tokens(sent)
+            raise error from exc
+        return completion, (time.perf_counter() - started) * 1000
+
+    def _status_error(
+        self, exc: openai.APIStatusError, json_schema: JsonSchema | None, what: str
+    ) -> LLMUnavailable:
         status = exc.status_code
         retryable = status in _RETRYABLE_STATUS or status >= 500
         if status in (401, 403):
@@ -199,16 +228,14 @@ class OpenAIChatModel:
             fix = "rate limited or out of quota; wait, or lower the request rate"
         elif json_schema is not None and self.output_mode == "json_schema":
             fix = (
-                "if this provider does not support response_format json_schema (llama.cpp's "
-                "server answers 500), set llm.output_mode = 'json_object'"
+                "if this provider does not support response_format json_schema (DeepSeek answers "
+                "400, older llama.cpp servers 500), set llm.output_mode = 'json_object'"
             )
         elif retryable:
             fix = "the provider failed; try again later"
         else:
             fix = "the provider rejected the request"
-        return LLMUnavailable(
-            f"{self.name}: HTTP {status}: {exc.message}; {fix}", retryable=retryable
-        )
+        return LLMUnavailable(f"{what}: HTTP {status}: {exc.message}; {fix}", retryable=retryable)
 
     async def aclose(self) -> None:
         """Close the HTTP connections (including a passed-in `http_client`)."""
@@ -218,16 +245,33 @@ class OpenAIChatModel:
 def with_schema_instruction(
     messages: Sequence[ChatMessage], json_schema: JsonSchema
 ) -> list[ChatMessage]:
-    """`messages` with the schema instruction appended to the leading system message.
+    """`messages` with the schema shown to the model, laid out for prompt caching.
 
-    Appended rather than sent as a second system message: several chat templates (llama.cpp's
-    among them) reject a system message that is not the first one.
+    The schema's ``$defs`` (stable by `JsonSchema`'s contract) are appended to the leading system
+    message, a new one if there is none; several chat templates (llama.cpp's among them) reject a
+    system message that is not the first. The rest of the schema, compact, is appended to the
+    end of the request proper: the last message before any assistant message, so that a retry
+    with feedback (request + wrong answer + correction) extends the first prompt instead of
+    changing it.
     """
-    instruction = JSON_OBJECT_INSTRUCTION.format(
-        name=json_schema.name,
-        schema=json.dumps(json_schema.schema, ensure_ascii=False, indent=2),
-    )
-    if messages and messages[0].get("role") == "system":
-        first = messages[0]
-        return [{**first, "content": f"{first['content']}\n\n{instruction}"}, *messages[1:]]
-    return [{"role": "system", "content": instruction}, *messages]
+    schema = dict(json_schema.prompt or json_schema.schema)
+    defs = schema.pop("$defs", None)
+    out = [dict(m) for m in messages]
+    if defs:
+        block = JSON_OBJECT_DEFS.format(defs=_compact(defs))
+        if out and out[0].get("role") == "system":
+            out[0]["content"] = f"{out[0]['content']}\n\n{block}"
+        else:
+            out.insert(0, {"role": "system", "content": block})
+    instruction = JSON_OBJECT_INSTRUCTION.format(name=json_schema.name, schema=_compact(schema))
+    first_answer = next((n for n, m in enumerate(out) if m.get("role") == "assistant"), len(out))
+    target = first_answer - 1
+    if target < 0 or out[target].get("role") == "system":
+        out.insert(target + 1, {"role": "user", "content": instruction})
+    else:
+        out[target]["content"] = f"{out[target]['content']}\n\n{instruction}"
+    return out
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -88,8 +88,14 @@ def extract_json_text(raw: str) -> str:
     return text[start:end]
 
 
-def feedback_for(error: Exception, raw: str) -> str:
+TRUNCATED = "你的回答太长，在长度上限处被截断了。请只输出一个更简短的 JSON 对象，不要附加任何其他文字。"
+"""The feedback when the wrong answer was cut at ``max_tokens``."""
+
+
+def feedback_for(error: Exception, raw: str, *, truncated: bool = False) -> str:
     """The Chinese message that tells the model what was wrong with its answer `raw`."""
+    if truncated:
+        return TRUNCATED
     if isinstance(error, RetryWithFeedback):
         return f"{error}\n{CORRECTION_REQUEST}"
     if "{" not in raw:
@@ -140,6 +146,8 @@ async def ask_structured(
     max_attempts: int = 3,
     temperature: float | None = None,
     backoff_seconds: float | None = None,
+    max_tokens: int | None = None,
+    purpose: str | None = None,
 ) -> StructuredOutcome[T]:
     """Ask `model` until `parse` accepts the answer, feeding each mistake back to it.
 
@@ -147,7 +155,9 @@ async def ask_structured(
     `ValidationError` or a `RetryWithFeedback` from it sends the original messages, the wrong
     answer and a Chinese correction request on the next attempt; any other exception is a bug and
     propagates. An `LLMUnavailable` is retried with the same messages after a backoff, unless it
-    is not retryable (e.g. HTTP 401), which ends the loop at once.
+    is not retryable (e.g. HTTP 401, or the circuit breaker opened), which ends the loop at once;
+    a request that was never sent (the breaker is open) is not an attempt. ``max_tokens`` and
+    ``purpose`` go to every request.
 
     Raises `StructuredOutputFailed` with every attempt when no attempt succeeded.
     """
@@ -161,9 +171,12 @@ async def ask_structured(
     last_error: Exception | None = None
     for _ in range(max_attempts):
         try:
-            result = await model.complete(current, json_schema=json_schema, temperature=temperature)
+            result = await model.complete(current, json_schema=json_schema, temperature=temperature,
+                                          max_tokens=max_tokens, purpose=purpose)
         except LLMUnavailable as exc:
             last_error = exc
+            if not exc.sent:
+                break
             raw = exc.result.text if exc.result else None
             attempts.append(Attempt(raw=raw, error=str(exc), result=exc.result))
             if not exc.retryable:
@@ -180,7 +193,7 @@ async def ask_structured(
             current = [
                 *original,
                 {"role": "assistant", "content": result.text},
-                {"role": "user", "content": feedback_for(exc, result.text)},
+                {"role": "user", "content": feedback_for(exc, result.text, truncated=result.truncated)},
             ]
             continue
         attempts.append(Attempt(raw=result.text, error=None, result=result))

@@ -218,7 +218,7 @@ class DiaryWriter:
         while True:
             draft = (await ask_structured(
                 self.model, messages, Draft.model_validate_json, max_attempts=self.max_attempts,
-                json_schema=JsonSchema(name="diary", schema=Draft.model_json_schema()),
+                json_schema=JsonSchema(name="diary", schema=Draft.model_json_schema()), purpose="diary",
             )).value
             flat = [s for para in draft.paragraphs for s in para]
             bad = self._uncited(flat, known)
@@ -278,6 +278,7 @@ class DiaryWriter:
         review = (await ask_structured(
             self.model, [{"role": "user", "content": prompt}], parse, max_attempts=self.max_attempts,
             json_schema=JsonSchema(name="diary_review", schema=Review.model_json_schema()), temperature=0,
+            purpose="diary",
         )).value
         return {index_map[u.index]: u.reason or "审核认为没有经历支持" for u in review.unsupported}
 
@@ -311,6 +312,7 @@ class DiaryWriter:
                     self.model, [{"role": "user", "content": prompt}], SummaryText.model_validate_json,
                     max_attempts=self.max_attempts,
                     json_schema=JsonSchema(name="diary_summary", schema=SummaryText.model_json_schema()),
+                    purpose="diary",
                 )).value.text
                 source = "llm"
             except LLMError as exc:

@@ -312,6 +312,7 @@ class Distiller:
         facts = (await ask_structured(
             self.model, [{"role": "user", "content": prompt}], Extracted.model_validate_json, max_attempts=2,
             json_schema=JsonSchema(name="facts", schema=Extracted.model_json_schema()), temperature=0.1,
+            purpose="distill",
         )).value.facts
         known = {f["_id"]: f for f in existing}
         added = updated = 0

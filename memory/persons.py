@@ -146,6 +146,7 @@ class PersonRepo:
                 proposal = (await ask_structured(
                     model, [{"role": "user", "content": prompt}], parse, max_attempts=2,
                     json_schema=JsonSchema(name="person_memory", schema=Proposal.model_json_schema()),
+                    purpose="summary",
                 )).value
                 for change in proposal.changes:
                     if change.section not in profile.corrected:

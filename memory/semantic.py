@@ -56,13 +56,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from llm.tokens import estimate_tokens
 from memory.embeddings import Embedder
 from memory.lexical import LexicalEncoder
 from memory.timeparse import time_range
@@ -153,12 +153,6 @@ def names(query: str, name: str) -> bool:
     if name.isascii():
         return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", query, re.IGNORECASE) is not None
     return name in query
-
-
-def estimate_tokens(text: str) -> int:
-    """A CJK-aware token estimate: 0.6 per CJK character, 0.3 per other character (rounded up)."""
-    cjk = sum(1 for c in text if "\u3000" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" or "\uff00" <= c <= "\uffef")
-    return math.ceil(cjk * 0.6 + (len(text) - cjk) * 0.3)
 
 
 def to_epoch(value: datetime) -> float:

@@ -45,7 +45,7 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
     from storage.keys import Keys
     from world.clock import RealClock
     from world.loader import load_actions
-    from world.runtime import make_chat_model, open_stores
+    from world.runtime import make_chat_model, metered_chat_model, open_stores
     from world.store import StateStore
 
     cid = cfg.chat.character_id or cfg.world.characters[0]
@@ -65,11 +65,12 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
             RUNTIME.on_stop.append(semantic.store.close)
         except Exception as exc:  # e.g. a Qdrant server that is down
             log.warning("chat runs without memory (%s)", exc)
+    clock = clock or RealClock(cfg.app.tz)
     if model is None and cfg.llm.configured:
-        model = make_chat_model(cfg)
+        model = metered_chat_model(cfg, make_chat_model(cfg), redis=redis, keys=keys, clock=clock)
     lexicon = ClaimLexicon.build(load_actions("actions", cfg.world.action_dirs))
     service = ChatService(cfg=cfg.chat, card=load_card(cid), redis=redis, keys=keys,
-                          clock=clock or RealClock(cfg.app.tz), model=model, history=history, memory=memory,
+                          clock=clock, model=model, history=history, memory=memory,
                           world=world or StateStore(redis, keys), lexicon=lexicon)
     if cfg.chat.debug_to_admins:
         service.sink = AdminDebugSink(cfg.chat.admins, lambda: service.outlet)

@@ -556,7 +556,7 @@ class ProactiveService:
 
         try:
             outcome = await ask_structured(self.chat_model, messages, parse, json_schema=ANSWER_SCHEMA,
-                                           max_attempts=self.max_attempts)
+                                           max_attempts=self.max_attempts, purpose="proactive")
         except StructuredOutputFailed as exc:
             raise _NoAnswer("llm_invalid", f"模型没有给出可用的回答：{exc.last_error}") from exc
         except LLMError as exc:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from redis.asyncio import Redis
 
-from llm import ChatModel
+from llm import ChatModel, estimate_prompt_tokens, estimate_tokens
 from llm.errors import LLMError
 from message.entry import Entry
 from storage.keys import Keys
@@ -24,8 +23,6 @@ RECENT_LIMIT = 200
 """Raw messages kept per session for context tools and proactive posts."""
 CONTEXT_HARD_LIMIT = 400
 """Context items kept at most even when summaries fail."""
-
-_CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
 
 SUMMARY_PROMPT = """你在帮{name}整理一段聊天记录的摘要，供她之后继续聊天时参考。
 把“之前的摘要”和“新的聊天记录”合并成一段不超过200字的中文摘要：稳定的事实、正在聊的话题、情绪变化、约好要跟进的事。
@@ -50,17 +47,10 @@ def entries(raw: Sequence[str | bytes]) -> list[Entry]:
     return out
 
 
-def estimate_tokens(text: str) -> int:
-    """CJK-aware estimate: about 0.6 tokens per CJK character, 0.3 per other character."""
-    cjk = len(_CJK.findall(text))
-    return int(cjk * 0.6 + (len(text) - cjk) * 0.3) + 1
-
-
 def item_tokens(item: dict[str, Any]) -> int:
-    total = estimate_tokens(str(item.get("content") or ""))
-    for call in item.get("tool_calls") or ():
-        total += estimate_tokens(json.dumps(call, ensure_ascii=False))
-    return total + 4
+    """One context item's tokens: its text and tool calls, plus the few a message's framing
+    (role, separators) costs."""
+    return estimate_prompt_tokens([item]) + 4
 
 
 def compaction_split(items: Sequence[dict[str, Any]], keep: int) -> int:
@@ -183,7 +173,7 @@ class SessionStore:
         if model is not None:
             prompt = SUMMARY_PROMPT.format(name=name, summary=summary or "无", transcript=transcript(old, name))
             try:
-                result = await model.complete([{"role": "user", "content": prompt}], temperature=0.0)
+                result = await model.complete([{"role": "user", "content": prompt}], temperature=0.0, purpose="summary")
                 new_summary = result.text.strip()[:600]
             except LLMError as exc:
                 log.warning("session %s: summary failed (%s)", session_id, exc)

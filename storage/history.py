@@ -17,6 +17,7 @@ fields hold scalars only.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -166,7 +167,7 @@ async def open_history(url: str | None, database: str, data_dir: Path) -> Histor
     if url is None:
         from storage.sqlite_history import SqliteHistory
 
-        return SqliteHistory.open(data_dir / "history.sqlite3")
+        return await asyncio.to_thread(SqliteHistory.open, data_dir / "history.sqlite3")  # may meet a lock
     from storage.mongo_history import MongoHistory
 
     return await MongoHistory.connect(url, database)

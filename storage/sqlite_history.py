@@ -4,20 +4,29 @@ A table is ``_id TEXT PRIMARY KEY``, one column per declared field (what queries
 use) and ``_doc``, the whole document as JSON with datetimes as ``{"$date": "<UTC ISO>"}``.
 Declared datetime fields are stored as fixed-width UTC ISO strings
 (``2026-11-30T04:00:00.123+00:00``), so they sort and compare as instants whatever zone the
-caller used. The ``sqlite3`` calls are synchronous on purpose: they take microseconds, far less
-than a thread hop.
+caller used.
+
+The ``sqlite3`` calls run off the event loop, each connection in its own thread: a statement
+usually takes microseconds, but one that meets another program's lock on the file waits up to
+`BUSY_TIMEOUT_SECONDS`, and that wait must not freeze the engine, the page and the bot. Writes
+go through one connection (SQLite has one writer anyway) and reads through another, so in WAL
+mode the page and her recall keep reading while a write waits for a lock.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import json
+import queue
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from storage.errors import CorruptValue, StoreUnavailable
 from storage.history import (
@@ -36,28 +45,93 @@ __all__ = ["SqliteHistory"]
 _META = "_yuiju_collections"
 """Table remembering each collection's declared fields, to backfill columns when they change."""
 
+BUSY_TIMEOUT_SECONDS = 5.0
+"""How long a statement waits for another program's lock on the file before the store reports
+itself unavailable (the engine keeps its episodes queued and retries)."""
+
+CLOSE_WAIT_SECONDS = 1.0
+"""How long `SqliteHistory.close` waits for writes still queued or waiting on a lock; after that
+the process may exit without them (SQLite keeps the file consistent, the engine's outbox replays)."""
+
+T = TypeVar("T")
+
+
+class _Thread:
+    """One connection and the one daemon thread that uses it: the event loop hands it calls and
+    awaits their results. A daemon thread, so a write stuck on a lock never holds up an exit."""
+
+    def __init__(self, connection: sqlite3.Connection, name: str) -> None:
+        self.connection = connection
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Callable[[Any, BaseException | None], None]] | None] = (
+            queue.SimpleQueue())
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (call := self._calls.get()) is not None:
+            fn, done = call
+            try:
+                result = fn()
+            except BaseException as exc:  # handed to the caller, whatever it is
+                done(None, exc)
+            else:
+                done(result, None)
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+
+        def settle(result: Any, exc: BaseException | None) -> None:
+            if not future.done():  # the caller may have been cancelled meanwhile
+                if exc is not None:
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+
+        def done(result: Any, exc: BaseException | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+                loop.call_soon_threadsafe(settle, result, exc)
+
+        self._calls.put((fn, done))
+        return await future
+
+    def run_blocking(self, fn: Callable[[], T]) -> T:
+        """For synchronous callers (``explain``): wait for the thread, blocking."""
+        box: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._calls.put((fn, lambda result, exc: box.set_exception(exc) if exc else box.set_result(result)))
+        return box.result()
+
+    def stop(self) -> None:
+        self._calls.put(None)
+
 
 class SqliteHistory:
     """`HistoryStore` on a SQLite file (WAL, ``synchronous=NORMAL``, every write committed)."""
 
     backend: Literal["sqlite"] = "sqlite"
 
-    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
-        self._db = connection
+    def __init__(self, writer: sqlite3.Connection, reader: sqlite3.Connection, path: Path) -> None:
         self.path = path
         """The database file."""
+        self._writer = _Thread(writer, "yuiju-sqlite-writer")
+        self._reader = _Thread(reader, "yuiju-sqlite-reader")
+        self._db = writer
         self._specs = SpecRegistry()
+        self._closed = False
 
     @classmethod
     def open(cls, path: Path) -> SqliteHistory:
-        """Open (creating if needed) the database at ``path``."""
+        """Open (creating if needed) the database at ``path``. Blocking: from async code, run it
+        in a thread (`open_history` does)."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: autocommit, each write is its own committed transaction.
-            db = sqlite3.connect(path, timeout=5.0, isolation_level=None)
+            db = _connect(path)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute(f"CREATE TABLE IF NOT EXISTS {_META} (name TEXT PRIMARY KEY, fields TEXT)")
+            reader = _connect(path)
+            reader.execute("PRAGMA query_only=ON")
         except sqlite3.DatabaseError as exc:
             raise StoreUnavailable(
                 f"cannot open the history database {path} ({exc}); check [app].data_dir is "
@@ -67,13 +141,53 @@ class SqliteHistory:
             raise StoreUnavailable(
                 f"cannot create {path.parent} ({exc}); fix [app].data_dir or its permissions"
             ) from exc
-        return cls(db, path)
+        return cls(db, reader, path)
+
+    async def _write(self, fn: Callable[[], T]) -> T:
+        self._check_open()
+        return await self._writer.run(self._guarded(fn))
+
+    async def _read(self, fn: Callable[[], T]) -> T:
+        self._check_open()
+        return await self._reader.run(self._guarded(fn))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailable(f"the history database {self.path} is closed; open the store again")
+
+    def _guarded(self, fn: Callable[[], T]) -> Callable[[], T]:
+        def call() -> T:
+            with self._guard():
+                if self._closed:
+                    raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+                return fn()
+
+        return call
 
     async def ensure(self, *specs: CollectionSpec) -> None:
-        with self._guard():
-            for spec in specs:
+        def missing() -> list[CollectionSpec]:
+            return [spec for spec in specs if not self._is_ensured(spec)]
+
+        def ensure_all(todo: list[CollectionSpec]) -> None:
+            for spec in todo:
                 self._ensure(spec)
-                self._specs.add(spec)
+
+        # Usually everything exists already: checking that only reads, so a page (re)started while
+        # another program holds the write lock still works.
+        if todo := await self._read(missing):
+            await self._write(lambda: ensure_all(todo))
+        for spec in specs:
+            self._specs.add(spec)
+
+    def _is_ensured(self, spec: CollectionSpec) -> bool:
+        db = self._reader.connection
+        row = db.execute(f"SELECT fields FROM {_META} WHERE name = ?", (spec.name,)).fetchone()
+        if row is None or json.loads(row[0]) != list(spec.fields):
+            return False
+        indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
+                                            (spec.name,))}
+        columns = {r[1] for r in db.execute(f"PRAGMA table_info({_q(spec.name)})")}
+        return all(f in columns for f in spec.fields) and all(_index_name(spec, i) in indexes for i in spec.indexes)
 
     def _ensure(self, spec: CollectionSpec) -> None:
         table = _q(spec.name)
@@ -97,7 +211,7 @@ class SqliteHistory:
                     (spec.name, json.dumps(list(spec.fields))),
                 )
             for index in spec.indexes:
-                name = _q("ix_" + spec.name + "__" + "__".join(index))
+                name = _q(_index_name(spec, index))
                 cols = ", ".join(_q(f) for f in index)
                 self._db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({cols})")
             self._db.execute("COMMIT")
@@ -121,15 +235,16 @@ class SqliteHistory:
     async def put(self, collection: str, doc: Mapping[str, Any]) -> None:
         spec = self._specs[collection]
         norm = normalize_doc(spec, doc)
-        with self._guard():
-            self._db.execute(_upsert_sql(spec), (norm["_id"], *_columns(spec, norm), _encode(norm)))
+        row = (norm["_id"], *_columns(spec, norm), _encode(norm))
+        await self._write(lambda: self._db.execute(_upsert_sql(spec), row))
 
     async def put_many(self, collection: str, docs: Sequence[Mapping[str, Any]]) -> None:
         spec = self._specs[collection]
         rows = [(n["_id"], *_columns(spec, n), _encode(n)) for n in (normalize_doc(spec, d) for d in docs)]
         if not rows:
             return
-        with self._guard():
+
+        def batch() -> None:
             self._db.execute("BEGIN IMMEDIATE")  # one transaction (and one fsync) for the batch
             try:
                 self._db.executemany(_upsert_sql(spec), rows)
@@ -138,21 +253,19 @@ class SqliteHistory:
                 raise
             self._db.execute("COMMIT")
 
+        await self._write(batch)
+
     async def insert_new(self, collection: str, doc: Mapping[str, Any]) -> bool:
         spec = self._specs[collection]
         norm = normalize_doc(spec, doc)
-        with self._guard():
-            cursor = self._db.execute(
-                _insert_sql(spec), (norm["_id"], *_columns(spec, norm), _encode(norm))
-            )
+        row = (norm["_id"], *_columns(spec, norm), _encode(norm))
+        cursor = await self._write(lambda: self._db.execute(_insert_sql(spec), row))
         return cursor.rowcount == 1
 
     async def get(self, collection: str, doc_id: str) -> dict[str, Any] | None:
         self._specs[collection]
-        with self._guard():
-            row = self._db.execute(
-                f"SELECT _doc FROM {_q(collection)} WHERE _id = ?", (doc_id,)
-            ).fetchone()
+        sql = f"SELECT _doc FROM {_q(collection)} WHERE _id = ?"
+        row = await self._read(lambda: self._reader.connection.execute(sql, (doc_id,)).fetchone())
         return None if row is None else _decode(row[0], collection, doc_id)
 
     async def find(
@@ -173,35 +286,53 @@ class SqliteHistory:
         if query.limit is not None:
             sql += " LIMIT ?"
             params.append(query.limit)
-        with self._guard():
-            rows = self._db.execute(sql, params).fetchall()
-        return [_decode(raw, collection, doc_id) for doc_id, raw in rows]
+        def rows() -> list[dict[str, Any]]:  # decoded in the thread too: a week of episodes is real work
+            found = self._reader.connection.execute(sql, params).fetchall()
+            return [_decode(raw, collection, doc_id) for doc_id, raw in found]
+
+        return await self._read(rows)
 
     async def count(
         self, collection: str, *, eq: Eq | None = None, ranges: Ranges | None = None
     ) -> int:
         query = prepare_query(self._specs[collection], eq, ranges)
         where, params = _where(query)
-        with self._guard():
-            (n,) = self._db.execute(
-                f"SELECT COUNT(*) FROM {_q(collection)}{where}", params
-            ).fetchone()
+        sql = f"SELECT COUNT(*) FROM {_q(collection)}{where}"
+        (n,) = await self._read(lambda: self._reader.connection.execute(sql, params).fetchone())
         return int(n)
 
     async def delete(self, collection: str, doc_id: str) -> bool:
         self._specs[collection]
-        with self._guard():
-            cursor = self._db.execute(f"DELETE FROM {_q(collection)} WHERE _id = ?", (doc_id,))
+        sql = f"DELETE FROM {_q(collection)} WHERE _id = ?"
+        cursor = await self._write(lambda: self._db.execute(sql, (doc_id,)))
         return cursor.rowcount == 1
 
     async def ping(self) -> None:
-        with self._guard():
-            self._db.execute("SELECT 1").fetchone()
+        await self._read(lambda: self._reader.connection.execute("SELECT 1").fetchone())
 
     async def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
-            self._db.execute("PRAGMA optimize")
-        self._db.close()
+        """Close both connections once the writes queued before are done, waiting at most
+        `CLOSE_WAIT_SECONDS` for writes stuck on another program's lock."""
+        if self._closed:
+            return
+
+        def close_writer() -> None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("PRAGMA optimize")
+            self._db.close()
+
+        def close_reader() -> None:
+            self._reader.connection.close()
+
+        try:
+            await asyncio.wait_for(asyncio.gather(self._writer.run(close_writer), self._reader.run(close_reader)),
+                                   CLOSE_WAIT_SECONDS)
+        except TimeoutError:
+            pass  # the daemon threads finish (or die with the process); SQLite keeps the file consistent
+        finally:
+            self._closed = True
+            self._writer.stop()
+            self._reader.stop()
 
     def explain(
         self,
@@ -218,7 +349,7 @@ class SqliteHistory:
         sql = f"EXPLAIN QUERY PLAN SELECT _id, _doc FROM {_q(collection)}{where}"
         if query.sort is not None:
             sql += f" ORDER BY {_q(query.sort)} {'DESC' if query.descending else 'ASC'}"
-        return [row[3] for row in self._db.execute(sql, params)]
+        return self._reader.run_blocking(lambda: [row[3] for row in self._reader.connection.execute(sql, params)])
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -246,6 +377,15 @@ class SqliteHistory:
                     "backup or move it away to start an empty history"
                 ) from exc
             raise
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # check_same_thread=False: opened here, used only by its own `_Thread` from then on
+    return sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False)
+
+
+def _index_name(spec: CollectionSpec, index: tuple[str, ...]) -> str:
+    return "ix_" + spec.name + "__" + "__".join(index)
 
 
 def _q(name: str) -> str:

@@ -10,6 +10,10 @@ Use it as a context manager::
 
 or as a pytest plugin: `pytest_plugins = ["tests.openai_stub"]` in tests/conftest.py provides the
 `openai_stub` fixture (a running stub, stopped after the test).
+
+`schema_following(seed)` is a handler that plays a model which follows the requested JSON schema
+(from ``response_format``, or from the prompt in ``json_object`` mode), deterministic for the seed
+and the request: ``OpenAIStub(handler=schema_following(7))``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
+import random
 import socket
 import threading
 import time
@@ -31,6 +37,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from llm.openai_model import JSON_OBJECT_DEFS, JSON_OBJECT_INSTRUCTION
+from llm.testing import PHRASES, follow_schema
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,8 @@ class OpenAIStub:
 
     handler: Callable[[dict[str, Any]], StubAnswer] | None = None
     """Answers a request body when the `reply` queue is empty."""
+    count_tokens: Callable[[str], int] = field(default=lambda text: len(text) // 2)
+    """The usage the stub reports for a text (prompt: every message's content joined)."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     """Every /chat/completions JSON body received, in order."""
     base_url: str = ""
@@ -170,7 +181,7 @@ class OpenAIStub:
 
     def _completion(self, body: dict[str, Any], content: str, finish_reason: str = "stop") -> dict[str, Any]:
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
-        prompt_tokens, completion_tokens = len(prompt) // 2, len(content) // 2
+        prompt_tokens, completion_tokens = self.count_tokens(prompt), self.count_tokens(content)
         return {
             "id": f"chatcmpl-stub-{next(self._ids)}",
             "object": "chat.completion",
@@ -190,6 +201,67 @@ class OpenAIStub:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+
+def schema_following(seed: int = 0, *, fill: float = 0.1) -> Callable[[dict[str, Any]], StubAnswer]:
+    """A handler that answers like a model following the requested schema: the ``json_schema`` in
+    ``response_format``, or in ``json_object`` mode the schema shown in the prompt (its ``$defs``
+    with the system message, the rest at the end of the request, as `llm.openai_model` lays them
+    out). Plain requests get a short line.
+
+    The n-th request draws from ``Random(f"{seed}|{n}")``: the same seed gives the same answers,
+    and both output modes, whose schemas say the same in two forms, live the same life (the
+    answers differ only in plan changes, which the json_object form leaves to the prompt's rules),
+    so their prompts can be compared side by side."""
+    order = itertools.count()
+
+    def answer(body: dict[str, Any]) -> StubAnswer:
+        rng = random.Random(f"{seed}|{next(order)}")
+        schema = requested_schema(body)
+        if schema is None:
+            return rng.choice(PHRASES)
+        return json.dumps(follow_schema(schema, rng, fill=fill), ensure_ascii=False)
+
+    return answer
+
+
+def requested_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a chat-completions request asks its answer to follow, if any."""
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return fmt["json_schema"]["schema"]
+    if fmt.get("type") != "json_object":
+        return None
+    text = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
+    root = _json_after(text, JSON_OBJECT_INSTRUCTION.split("（")[0])
+    if root is None:
+        raise ValueError("json_object request without a schema in its prompt")
+    defs = _json_after(text, JSON_OBJECT_DEFS.split("\n")[0])
+    return {**root, "$defs": defs} if defs else root
+
+
+def _json_after(text: str, marker: str) -> Any:
+    at = text.find(marker)
+    if at < 0:
+        return None
+    start = text.index("{", text.index("\n", at))
+    return json.JSONDecoder().raw_decode(text, start)[0]
+
+
+def flat_prompt(body: dict[str, Any]) -> str:
+    """A request's messages as a provider's prompt cache sees them: in order, role and content."""
+    return "".join(f"<{m['role']}>{m.get('content') or ''}" for m in body["messages"])
+
+
+def prefix_share(previous: str, current: str) -> float:
+    """How much of ``current`` a cache holding ``previous`` can reuse: their longest common
+    prefix over the length of ``current``."""
+    n = 0
+    for a, b in zip(previous, current, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n / len(current) if current else 1.0
 
 
 def _error_body(message: str) -> dict[str, Any]:

@@ -37,6 +37,12 @@ def test_every_action_is_described_in_chinese_at_a_real_place(action: Action) ->
     assert action.moves_to is None or action.moves_to in HAURA.places
 
 
+@pytest.mark.parametrize("action", [a for a in ACTIONS if a.asks_duration], ids=lambda a: a.id)
+def test_an_action_that_asks_a_duration_names_its_choices_in_its_description(action: Action) -> None:
+    tiers = "/".join(str(t) for t in action.duration.tiers)  # type: ignore[union-attr]
+    assert f"[{tiers}分钟]" in action.description
+
+
 @pytest.mark.parametrize("place", sorted(HAURA.places))
 def test_idle_is_available_awake_anywhere(place: str) -> None:
     for clock in ("00:30", "09:00", "15:00", "23:30"):

@@ -22,7 +22,7 @@ def test_the_readme_points_at_the_template_and_the_helpers_it_names_exist() -> N
     import world.action as api
 
     for helper in ("between", "at_least", "below", "school_day", "not_done_today", "has_item", "condition",
-                   "choose_minutes", "until", "travel"):
+                   "choose_minutes", "until", "travel", "one_of", "some_of"):
         assert helper in readme and hasattr(api, helper), helper
 
 

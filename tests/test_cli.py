@@ -83,3 +83,35 @@ def test_init_writes_where_config_points_after_the_subcommand(tmp_path: Path) ->
     target.parent.mkdir()
     assert yuiju_cli.main(["init", "--config", str(target)]) == 0
     assert target.exists() and not (tmp_path / "yuiju.toml").exists()
+
+
+BAD_CHOICES = """
+from pydantic import BaseModel
+
+from world.action import Action, one_of
+
+
+class Pick(BaseModel):
+    flower: str
+
+
+pick_flowers = Action(id="pick_flowers", name="摘花", description="摘一朵花。[心情+2][10分钟]", at="park",
+                      params=Pick, choices=lambda ctx: {"flowers": one_of(["樱花", "雏菊"])}, duration=10)
+"""
+
+
+def test_actions_check_finds_choices_naming_a_field_the_params_lack(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Otherwise it shows only when a decision offers the action (and then every such decision
+    falls back to the offline policy)."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "flowers.py").write_text(BAD_CHOICES, encoding="utf-8")
+    config = tmp_path / "yuiju.toml"
+    config.write_text(f'[world]\naction_dirs = ["{(tmp_path / "mine").as_posix()}"]\n', encoding="utf-8")
+
+    assert yuiju_cli.main(["--config", str(config), "actions", "check"]) == 1
+
+    out = capsys.readouterr().out
+    assert "'pick_flowers'" in out and "'flowers'" in out and "['flower']" in out, out
+    assert out.count("problem:") == 1

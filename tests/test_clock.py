@@ -168,3 +168,48 @@ async def test_real_clock_at_normal_speed_is_wall_time() -> None:
 def test_real_clock_refuses_a_non_positive_speed(speed: float) -> None:
     with pytest.raises(ValueError, match="speed"):
         RealClock(TZ, speed=speed)
+
+
+# -- a sped-up clock and the saved world time ---------------------------------------------------------
+
+
+def test_a_sped_up_clock_continues_from_a_saved_world_time_ahead_of_the_wall_clock() -> None:
+    wall = datetime.now(TZ)
+    clock = RealClock(TZ, speed=60)
+    note = clock.continue_from(wall + timedelta(hours=2))
+    assert clock.now() >= wall + timedelta(hours=2)
+    assert clock.now() < wall + timedelta(hours=2, minutes=5)
+    assert note is not None and "ahead" in note
+
+
+def test_a_normal_speed_start_after_a_demo_keeps_running_from_the_saved_time_and_says_so() -> None:
+    wall = datetime.now(TZ)
+    clock = RealClock(TZ)
+    note = clock.continue_from(wall + timedelta(hours=2))
+    assert clock.now() >= wall + timedelta(hours=2)  # never back to the wall clock by itself
+    assert note is not None and "--resync" in note and "2 h" in note
+    assert timedelta(hours=1, minutes=59) < clock.lead() <= timedelta(hours=2)
+
+
+async def test_resync_holds_world_time_until_the_wall_clock_catches_up() -> None:
+    wall = datetime.now(TZ)
+    clock = RealClock(TZ)
+    note = clock.continue_from(wall + timedelta(hours=2), resync=True)
+    held = clock.now()
+    await asyncio.sleep(0.05)
+    assert clock.now() == held >= wall + timedelta(hours=2)  # never backwards, never past it
+    assert note is not None and "holds" in note
+    with pytest.raises(TimeoutError):  # she waits for the wall clock: no due moment comes early
+        await asyncio.wait_for(clock.sleep_until(held + timedelta(seconds=1)), 0.1)
+
+
+def test_a_clock_behind_the_wall_clock_jumps_forward_to_it() -> None:
+    for speed, resync in ((1.0, False), (1.0, True), (60.0, False)):
+        clock = RealClock(TZ, speed=speed)
+        assert clock.continue_from(datetime.now(TZ) - timedelta(days=3), resync=resync) is None
+        assert abs(clock.now() - datetime.now(TZ)) < timedelta(seconds=5)
+
+
+def test_resync_with_a_speed_up_is_refused() -> None:
+    with pytest.raises(ValueError, match="resync"):
+        RealClock(TZ, speed=60).continue_from(datetime.now(TZ) + timedelta(hours=1), resync=True)

@@ -156,3 +156,25 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     file.write_text("[world\ntick_minutes = 5\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"yuiju\.toml: not valid TOML"):
         load_config(file, environ={})
+
+
+@pytest.mark.parametrize(
+    ("llm", "mode"),
+    [
+        ({"base_url": "https://api.deepseek.com/v1"}, "json_object"),  # the default model's provider: no json_schema
+        ({"base_url": "https://API.DeepSeek.com"}, "json_object"),
+        ({"base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"}, "json_schema"),
+        ({"base_url": "http://127.0.0.1:8080/v1"}, "json_schema"),
+        ({"base_url": "https://api.deepseek.com/v1", "output_mode": "json_schema"}, "json_schema"),  # as told
+        ({"base_url": "http://127.0.0.1:8080/v1", "output_mode": "json_object"}, "json_object"),
+    ],
+)
+async def test_the_default_output_mode_suits_the_provider(llm: dict, mode: str) -> None:
+    from world.runtime import make_chat_model
+
+    cfg = load_config(environ={}, overrides={"llm": llm})
+    model = make_chat_model(cfg)
+
+    assert cfg.llm.resolved_output_mode == mode
+    assert model.output_mode == mode  # type: ignore[attr-defined]
+    await model.aclose()  # type: ignore[attr-defined]

@@ -119,8 +119,8 @@ async def test_episodes_stay_in_the_outbox_while_history_is_down_and_are_written
 
     await kit.engine.run(until=at_time("2026-09-01 07:15"))  # idles at 06:00, 06:30, 07:00
 
-    _, queued = await kit.store.peek_outbox(1000)
-    assert [e["doc"]["status"] for e in queued] == ["running", "completed", "running", "completed", "running"]
+    queued = await kit.store.peek_outbox(1000)
+    assert [e.doc["status"] for e in queued] == ["running", "completed", "running", "completed", "running"]
     assert await history.count("episodes") == 0
     assert kit.engine.outbox_failures >= 1
     her = await kit.character()
@@ -268,3 +268,73 @@ async def test_two_engines_flushing_at_once_lose_no_episode(
     await first.engine.flush_outbox(force=True)
 
     assert {d["_id"] for d in await sqlite_history.find("episodes")} == {"bhv_1", "bhv_2"}
+
+
+# -- the town lease: one engine advances the shared world ------------------------------------------
+
+
+async def test_only_the_town_lease_holder_advances_the_world(redis: aioredis.Redis) -> None:
+    first = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 06:00")
+    await first.engine.run(max_steps=1)
+
+    # a second daemon whose clock runs far ahead (a --speed 6000 demo next to the real one)
+    second = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 14:00")
+    await second.engine.run(until=at_time("2026-09-01 22:00"))
+
+    world_state = await first.store.load_world()
+    assert world_state is not None
+    assert world_state.time == world_state.last_advanced_at == at_time("2026-09-01 06:00")
+
+    await first.engine.run(until=at_time("2026-09-01 07:00"))  # the holder goes on as before
+    world_state = await first.store.load_world()
+    assert world_state is not None and world_state.last_advanced_at == at_time("2026-09-01 07:00")
+
+    await first.engine.release()  # the holder stops: the other engine takes the town over
+    await second.engine.run(max_steps=1)
+    world_state = await first.store.load_world()
+    assert world_state is not None and world_state.last_advanced_at == at_time("2026-09-01 22:00")
+    assert await redis.get(first.keys.town_lease) == second.engine.token
+
+
+async def test_an_engine_that_lost_the_town_lease_does_not_write_the_world(redis: aioredis.Redis) -> None:
+    kit = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 06:00")
+    await kit.engine.run(max_steps=1)
+    await redis.set(kit.keys.town_lease, "someone-else")  # taken over between two renewals
+
+    await kit.clock.sleep_until(at_time("2026-09-01 09:00"))
+    await kit.engine.run_once()
+
+    world_state = await kit.store.load_world()
+    assert world_state is not None and world_state.last_advanced_at == at_time("2026-09-01 06:00")
+
+
+async def test_a_waiting_engine_polls_the_leases_in_wall_time_whatever_the_world_speed(
+    redis: aioredis.Redis,
+) -> None:
+    from tests.conftest import TZ
+    from world.clock import RealClock
+
+    first = await make_engine(redis, None, policy=idle_forever())
+    await first.engine.run(max_steps=1)  # holds the town and her
+    second = await make_engine(redis, None, policy=idle_forever())
+    second.engine.clock = RealClock(TZ, speed=600)
+    polls = Counter[str]()
+    store = second.store
+    for name in ("acquire_lease", "acquire_town_lease", "lease_holder"):
+        real = getattr(store, name, None)
+        if real is None:
+            continue
+
+        async def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            polls[_name] += 1
+            return await _real(*args)
+
+        setattr(store, name, counted)
+
+    task = asyncio.create_task(second.engine.run())
+    await asyncio.sleep(1.5)
+    second.engine.stop()
+    await asyncio.wait_for(task, 5)
+
+    assert polls["acquire_lease"] <= 2 and polls["acquire_town_lease"] <= 2, polls  # not ~75 a second
+    assert second.stats.decisions == 0

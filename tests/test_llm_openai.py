@@ -16,6 +16,7 @@ from llm import (
     ModelRequestsBlocked,
     OpenAIChatModel,
     check_allow_model_requests,
+    estimate_prompt_tokens,
 )
 from tests.openai_stub import OpenAIStub, StubDelay, StubError
 
@@ -64,27 +65,97 @@ async def test_json_schema_mode_sends_the_schema_in_response_format(
     }
 
 
-async def test_json_object_mode_puts_the_schema_in_the_system_message(stub: OpenAIStub) -> None:
-    stub.reply('{"action_id": "sleep"}', '{"action_id": "study"}')
+NESTED = JsonSchema(
+    name="decision",
+    schema={
+        "$defs": {"reason": {"type": "string", "maxLength": 40}},
+        "type": "object",
+        "properties": {"action_id": {"enum": ["sleep", "study"]}, "reason": {"$ref": "#/$defs/reason"}},
+        "required": ["action_id"],
+    },
+)
+
+
+async def test_json_object_mode_shows_the_defs_with_the_system_prompt_and_the_rest_compact_at_the_end(
+    stub: OpenAIStub,
+) -> None:
+    stub.reply('{"action_id": "sleep"}', '{"action_id": "study"}', '{"action_id": "study"}')
     chat = OpenAIChatModel(
         base_url=stub.base_url, api_key=None, model="llama", output_mode="json_object"
     )
     try:
+        await chat.complete(MESSAGES, json_schema=NESTED)
+        await chat.complete(MESSAGES[1:], json_schema=NESTED)
         await chat.complete(MESSAGES, json_schema=SCHEMA)
-        await chat.complete(MESSAGES[1:], json_schema=SCHEMA)
     finally:
         await chat.aclose()
 
-    with_system, without_system = stub.requests
+    with_system, without_system, no_defs = stub.requests
     assert with_system["response_format"] == {"type": "json_object"}
     [system, user] = with_system["messages"]
-    assert system["role"] == "system"
-    assert system["content"].startswith("你是悠酱。\n\n")
-    assert "只输出一个符合下面 JSON Schema 的 JSON 对象" in system["content"]
-    assert json.dumps(SCHEMA.schema, ensure_ascii=False, indent=2) in system["content"]
-    assert user == MESSAGES[1]
+    defs = json.dumps(NESTED.schema["$defs"], ensure_ascii=False, separators=(",", ":"))
+    assert system["content"].startswith("你是悠酱。\n\n") and system["content"].endswith(defs)
+    root = {k: v for k, v in NESTED.schema.items() if k != "$defs"}
+    assert user["content"].startswith("现在做什么？\n\n只输出符合下面 JSON Schema（decision）的一个 JSON 对象")
+    assert user["content"].endswith(json.dumps(root, ensure_ascii=False, separators=(",", ":")))
     assert [m["role"] for m in without_system["messages"]] == ["system", "user"]
-    assert "JSON Schema" in without_system["messages"][0]["content"]
+    assert without_system["messages"][0]["content"].endswith(defs)
+    assert no_defs["messages"][0] == MESSAGES[0]  # no $defs: the system prompt is left alone
+
+
+async def test_json_object_mode_puts_the_schema_before_a_wrong_answer_so_a_retry_extends_the_prompt(
+    stub: OpenAIStub,
+) -> None:
+    stub.reply('{"action_id": "sleep"}', '{"action_id": "study"}')
+    chat = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="llama", output_mode="json_object")
+    retry = [*MESSAGES, {"role": "assistant", "content": "{oops"}, {"role": "user", "content": "请修正"}]
+    try:
+        await chat.complete(MESSAGES, json_schema=NESTED)
+        await chat.complete(retry, json_schema=NESTED)
+    finally:
+        await chat.aclose()
+
+    first, second = (r["messages"] for r in stub.requests)
+    assert second[: len(first)] == first
+    assert second[len(first):] == retry[len(MESSAGES):]
+
+
+async def test_every_request_sends_its_max_tokens_and_a_timeout_that_fits_it(
+    stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub.reply("好", "好")
+    chat = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="m", timeout_seconds=30,
+                           min_tokens_per_second=10)
+    timeouts: list[object] = []
+    create = chat._client.chat.completions.create
+
+    async def spy(**kwargs: object) -> object:
+        timeouts.append(kwargs.get("timeout"))
+        return await create(**kwargs)
+
+    monkeypatch.setattr(chat._client.chat.completions, "create", spy)
+    try:
+        await chat.complete(MESSAGES, max_tokens=300)
+        await chat.complete_tools(MESSAGES, max_tokens=50)
+    finally:
+        await chat.aclose()
+
+    assert [r["max_tokens"] for r in stub.requests] == [300, 50]
+    assert timeouts == [30 + 300 / 10, 30 + 50 / 10]
+    assert chat.request_timeout(None) == 30
+
+
+async def test_a_timed_out_request_carries_the_estimated_tokens_of_its_prompt(stub: OpenAIStub) -> None:
+    stub.reply(StubDelay(2.0, "late"))
+    chat = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="m", timeout_seconds=0.2)
+    try:
+        with pytest.raises(LLMUnavailable, match=r"decide call.*timed out after 0\.2 s") as caught:
+            await chat.complete(MESSAGES, purpose="decide")
+    finally:
+        await chat.aclose()
+
+    assert caught.value.prompt_tokens == estimate_prompt_tokens(MESSAGES) > 0
+    assert caught.value.result is None
 
 
 async def test_plain_request_sends_no_response_format(

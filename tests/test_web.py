@@ -108,7 +108,11 @@ async def test_panel_is_the_live_part_of_the_page(redis: aioredis.Redis, sqlite_
 async def test_state_api_matches_the_stores(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
     kit = await lived(redis, sqlite_history, days=1.2)
     day = kit.clock.now().date().isoformat()
-    await redis.hset(kit.keys.llm_usage, mapping={f"{day}:tokens": 1234, f"{day}:calls": 5})
+    await redis.hset(kit.keys.llm_usage, mapping={
+        f"{day}:tokens": 1234, f"{day}:calls": 5, f"{day}:decide:calls": 4, f"{day}:decide:failed": 1,
+        f"{day}:decide:prompt_tokens": 1100, f"{day}:decide:estimated_prompt_tokens": 300,
+        f"{day}:decide:completion_tokens": 34, f"{day}:chat:calls": 1, f"{day}:chat:prompt_tokens": 90,
+        f"{day}:chat:completion_tokens": 10})
     her = await kit.character()
     assert her is not None
     her.plans, _ = apply_plan_changes(her.plans, [
@@ -124,7 +128,13 @@ async def test_state_api_matches_the_stores(redis: aioredis.Redis, sqlite_histor
     assert got["character"]["running"]["name"] == state.running.name
     assert got["character"]["money"] == state.money
     assert got["character"]["location_id"] == state.location
-    assert got["llm"] == {"tokens": 1234, "calls": 5, "fallbacks": 0, "failed_calls": 0}
+    decisions = len([e for e in got["timeline"] if e.get("type", "behavior") == "behavior"])
+    llm = got["llm"]
+    assert (llm["tokens"], llm["calls"], llm["fallbacks"], llm["failed_calls"]) == (1234, 5, 0, 1)
+    assert [(u["label"], u["calls"], u["prompt_tokens"], u["estimated_prompt_tokens"]) for u in llm["by_purpose"]] == [
+        ("决策", 4, 1100, 300), ("聊天", 1, 90, 0)]
+    assert llm["calls_per_decision"] == round(4 / decisions, 2)
+    assert "每次决策" in page and "决策" in page and "（估 300）" in page
     assert [p["title"] for p in got["plans"]] == ["长期计划", "短期计划"]
     assert got["timeline"] and got["world"]["weather"]
     assert "考上好大学" in page and "下午去公园" in page and "1,234" in page

@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from memory.episodes import EPISODES, Episode, EpisodeRepo
-from memory.ledger import LLM_CALLS
+from memory.ledger import LLM_CALLS, usage_fields, usage_of_day
 from storage.errors import StorageError, UndeclaredField
 from storage.history import CollectionSpec, HistoryStore
 from storage.keys import Keys
@@ -133,7 +133,8 @@ class Observer:
         world, character, plans = await self.live(character_id)
         now = self.clock_now(world)
         day = now.date().isoformat()
-        usage = await self._guard("Redis", self.redis.hmget(self.keys.llm_usage, f"{day}:tokens", f"{day}:calls"))
+        usage = await self._guard("Redis", self.redis.hmget(
+            self.keys.llm_usage, [f"{day}:tokens", f"{day}:calls", *usage_fields(day)]))
         optional = await self._guard("历史存储 history store", self._ensure())
         episodes = EpisodeRepo(self.history)
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -141,7 +142,6 @@ class Observer:
         history_name = "历史存储 history store"
         today = await self._guard(history_name, episodes.between(character_id, midnight, midnight + timedelta(days=1)))
         week = await self._guard(history_name, episodes.between(character_id, chart_start, now + timedelta(seconds=1), type_="behavior"))
-        failed_calls = await self._guard(history_name, self._failed_calls(midnight, now))
         diary = await self._guard(history_name, self._latest("diaries", optional, character_id, limit=1))
         posts = await self._guard(history_name, self._latest("outbox", optional, character_id, limit=5))
 
@@ -159,12 +159,7 @@ class Observer:
             "timeline": [self._episode_view(e) for e in today],
             "diary": diary[0] if diary else None,
             "posts": posts,
-            "llm": {
-                "tokens": int(usage[0] or 0),
-                "calls": int(usage[1] or 0),
-                "fallbacks": fallbacks,
-                "failed_calls": failed_calls,
-            },
+            "llm": _llm_view(day, usage, fallbacks, len(behavior_today)),
             "charts": self._charts(week, character, now, chart_start),
             "map": svg.town_map(
                 self.town, character.location if character else None,
@@ -172,10 +167,6 @@ class Observer:
             ),
             "stores": {"history": self.history.backend},
         }
-
-    async def _failed_calls(self, start: datetime, end: datetime) -> int:
-        docs = await self.history.find(LLM_CALLS.name, ranges={"time": (start, end + timedelta(seconds=1))})
-        return sum(1 for d in docs if d.get("ok") is False)
 
     async def _latest(self, name: str, specs: dict[str, CollectionSpec], character_id: str, *, limit: int) -> list[dict[str, Any]]:
         spec = specs.get(name)
@@ -308,3 +299,23 @@ def _plans_view(plans: PlanState | None) -> list[dict[str, Any]]:
     if plans.short_term:
         out.append({"title": "短期计划", "items": [p.title for p in plans.short_term]})
     return out
+
+
+PURPOSE_LABELS = {"decide": "决策", "chat": "聊天", "summary": "摘要", "diary": "日记", "distill": "记忆提炼",
+                  "proactive": "主动分享"}
+"""How the page names the purposes of LLM calls (`llm.PURPOSES`)."""
+
+
+def _llm_view(day: str, usage: list[str | None], fallbacks: int, decisions: int) -> dict[str, Any]:
+    """Today's LLM use: totals, by purpose, and calls per decision (``usage``: the HMGET of the
+    day's tokens, calls and `usage_fields`)."""
+    by_purpose = usage_of_day(day, usage[2:])
+    decide = by_purpose.get("decide")
+    return {
+        "tokens": int(usage[0] or 0),
+        "calls": int(usage[1] or 0),
+        "fallbacks": fallbacks,
+        "failed_calls": sum(u.failed for u in by_purpose.values()),
+        "calls_per_decision": round(decide.calls / decisions, 2) if decide and decisions else None,
+        "by_purpose": [{"purpose": p, "label": PURPOSE_LABELS.get(p, p), **vars(u)} for p, u in by_purpose.items()],
+    }

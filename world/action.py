@@ -11,7 +11,7 @@ write.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -214,6 +214,22 @@ def random_event(ctx: ActionContext, chance: float = 0.2) -> str | None:
     return note
 
 
+# -- parameter choices ----------------------------------------------------------------------
+
+
+def one_of(values: Iterable[Any]) -> dict[str, Any]:
+    """Schema keywords for a parameter that must be one of ``values`` (for `Action.choices`)."""
+    return {"enum": list(values)}
+
+
+def some_of(values: Iterable[Any], *, at_most: int | None = None) -> dict[str, Any]:
+    """Schema keywords for a list parameter of distinct ``values``, at most ``at_most`` of them
+    (for `Action.choices`)."""
+    options = list(values)
+    limit = len(options) if at_most is None else min(at_most, len(options))
+    return {"items": {"enum": options}, "uniqueItems": True, "maxItems": limit}
+
+
 # -- durations ------------------------------------------------------------------------------
 
 
@@ -247,7 +263,12 @@ class Action:
     id: str
     """Stable snake_case id, unique across all loaded modules."""
     name: str
-    """Chinese display name; the model answers with it (or the id)."""
+    """Chinese display name; the model answers with it (or the id, or the label)."""
+    label: str | None = None
+    """A shorter name the decision offers while the action is possible, e.g. '去超市' for the
+    move from wherever she is (`travel` sets one): the moment's options and schema show it, so
+    every decision prompt is shorter, and the model may answer with it. Unique among the actions
+    of one place and never another action's name; episodes and the timeline keep ``name``."""
     description: str
     """What the model reads: what it does, effects and duration, in Chinese."""
     at: str | None = None
@@ -274,6 +295,16 @@ class Action:
     """Optional hint for the offline utility policy; it adds to the needs-driven score."""
     offline_params: Callable[[ActionContext], dict[str, Any]] | None = None
     """How the offline utility policy fills ``params`` (the LLM fills them in its decision)."""
+    choices: Callable[[ActionContext], dict[str, dict[str, Any]]] | None = None
+    """What each parameter may be at this moment, as JSON-schema keywords by field name (build
+    them with `one_of` and `some_of`): what she owns, what the shop sells that she can afford.
+    The decision schema offers only these, so a model that follows it picks something possible;
+    the parameter model still validates the answer against the moment afterwards."""
+    menu: Callable[[ActionContext], str] | None = None
+    """What is on offer at this moment with its prices, one Chinese line (build it with
+    `world.items.price_list`): what she can afford, what the shop pays for what she carries.
+    The decision prompt shows it only while the action is a candidate, so long price lists are
+    not in every prompt; the description gives the range ("18~35金币")."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form data for the action's own code."""
 
@@ -305,15 +336,9 @@ class Action:
         return max(1, int(value))
 
     @property
-    def params_hint(self) -> str:
-        """The parameter fields as the model reads them: ``{"item": 要买的东西, ...}``."""
-        if self.params is None:
-            return ""
-        parts = [
-            f'"{name}": {field.description or name}'
-            for name, field in self.params.model_fields.items()
-        ]
-        return "{" + ", ".join(parts) + "}"
+    def offered_as(self) -> str:
+        """What the decision prompt calls it: the label, or the name."""
+        return self.label or self.name
 
     @property
     def asks_duration(self) -> bool:
@@ -321,10 +346,10 @@ class Action:
 
 
 def travel(
-    *, id: str, name: str, src: str, dst: str, town: Town, when: Condition = always
+    *, id: str, name: str, src: str, dst: str, town: Town, when: Condition = always, label: str | None = None
 ) -> Action:
     """A movement along a town link: costs (and any fare) come from the link; she arrives on
-    completion."""
+    completion. The decision offers it as ``label`` (default '去<destination>')."""
     link = town.link(src, dst)
     if link is None:
         raise ValueError(f"{town.name} has no link between {src!r} and {dst!r}; add one in world/town.py")
@@ -345,6 +370,7 @@ def travel(
     return Action(
         id=id,
         name=name,
+        label=label or f"去{town.place_name(dst)}",
         description=(
             f"从{town.place_name(src)}{'坐电车' if link.fare else '走'}到{town.place_name(dst)}"
             + (f"（营业 {town.places[dst].hours[0]}–{town.places[dst].hours[1]}）" if town.places[dst].hours else "")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from characters import CharacterCard
 from memory.episodes import Episode, episode_id
 from world.action import Action, ActionContext
+from world.day_record import DayRecord
 from world.errors import InvalidDecision
 from world.evolutions import Event
 from world.loader import Catalogue
@@ -63,9 +63,6 @@ class LoopStats:
     """Actions whose own code raised, and where (precondition, executor, completion)."""
     stale_starts: int = 0
     """Starts refused because the precondition no longer held on fresh state (then she re-decides)."""
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
     decision_overhead_ms: list[float] = field(default_factory=list)
     """Engine time per decision, excluding the policy's own time."""
     timeline: list[dict[str, Any]] = field(default_factory=list)
@@ -103,11 +100,12 @@ class BehaviorLoop:
         self.initial_state = initial_state
         self.card = card
         self.recent = recent
-        """async (character_id, now) -> list[str]: her latest actions, for the prompt."""
+        """async (character_id, now) -> `DayRecord`: her day so far, for the prompt."""
         self.stats = stats or LoopStats()
         self._perf = perf_counter or time.perf_counter
         self.lease_token: str | None = None
         self._reported: set[tuple[str, str]] = set()
+        self._clock_behind_reported = False
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -137,6 +135,14 @@ class BehaviorLoop:
             self._reported.add((action_id, stage))
             log.exception("action %r: its %s raised; it is skipped (this is reported once)", action_id, stage)
 
+    def _report_clock_behind(self, now: datetime, latest: datetime) -> None:
+        """Once per episode of it: an episode earlier than her last one would rewrite her past."""
+        if not self._clock_behind_reported:
+            self._clock_behind_reported = True
+            log.error("%s: world time %s is behind her last action (%s); she waits until then rather than "
+                      "act in her past (was this engine's clock started behind the saved world time?)",
+                      self.character_id, now.isoformat(timespec="minutes"), latest.isoformat(timespec="minutes"))
+
     def _lease(self) -> tuple[str, str] | None:
         return (self.character_id, self.lease_token) if self.lease_token else None
 
@@ -162,6 +168,12 @@ class BehaviorLoop:
         world, character = await self.store.load(self.character_id)
         if character is None:
             character = await self.ensure_character()
+        latest = max(filter(None, (character.last_acted_at, character.running and character.running.started_at)),
+                     default=None)
+        if latest is not None and now < latest:
+            self._report_clock_behind(now, latest)
+            return latest
+        self._clock_behind_reported = False
         if character.running is not None:
             if now < character.running.ends_at:
                 return character.running.ends_at
@@ -212,6 +224,7 @@ class BehaviorLoop:
                     character.location = action.moves_to
             character.running = None
             character.last_action = running.action_id
+            character.last_acted_at = now
             character.last_event = "；".join(ctx.notes) or None
             finished = min(now, running.ends_at) if now >= running.ends_at else now
             minutes = round((finished - running.started_at).total_seconds() / 60)
@@ -300,13 +313,14 @@ class BehaviorLoop:
                       self.character_id, now.isoformat(), character.location, NO_CANDIDATE_RETRY)
             return now + NO_CANDIDATE_RETRY
         wants_recent = getattr(self.policy, "wants_recent", True)  # the offline policy ignores history
-        recent: Sequence[str] = ()
+        record = DayRecord()
         if self.recent and wants_recent:
             try:
-                recent = await self.recent(self.character_id, now)
+                record = await self.recent(self.character_id, now)
             except Exception as exc:  # a dead history store must not stop her: decide without it
                 log.warning("%s: recent episodes unavailable (%s); deciding without them", self.character_id, exc)
-        request = DecisionRequest(ctx=view, candidates=candidates, recent=recent, card=self.card)
+        request = DecisionRequest(ctx=view, candidates=candidates, today=record.today, recent=record.recent,
+                                  card=self.card)
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)
         t1 = self._perf()
@@ -387,6 +401,7 @@ class BehaviorLoop:
                 start_summary=summary, share_intent=decision.share_intent, stats_before=before,
             )
             character.blocked_reason = None
+            character.last_acted_at = now
             episode = Episode(
                 id=eid, character_id=self.character_id, type="behavior", time=now, end_time=ends, status="running",
                 summary=f"{character.id}在{self.town.place_name(character.running.place)}开始{action.name}",

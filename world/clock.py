@@ -30,10 +30,18 @@ class Clock(Protocol):
 
 
 class RealClock:
-    """World time = wall time in ``tz``, optionally running ``speed`` times faster.
+    """World time in ``tz`` that runs with the wall clock, optionally ``speed`` times faster.
 
-    With a speed-up, world time starts at the wall time of construction and runs faster
-    from there, so a demo shows a day in minutes.
+    A new clock reads the wall clock (a sped-up one starts there and runs faster). World time
+    is shared and saved, though, and must never go backwards, so a daemon anchors its clock at
+    the saved world time before it runs (`continue_from`):
+
+    - saved time behind the wall clock (the daemon was stopped): world time jumps to the wall
+      clock, as after any downtime (the world tick converges in one step);
+    - saved time ahead of it (a ``--speed`` run left the world ahead): world time carries on
+      from the saved time at this clock's speed, ahead of the wall clock; at speed 1 it stays
+      that far ahead until ``resync``, which holds world time still until the wall clock catches
+      up and then follows it.
     """
 
     def __init__(self, tz: ZoneInfo, *, speed: float = 1.0) -> None:
@@ -41,19 +49,76 @@ class RealClock:
             raise ValueError(f"speed must be > 0, got {speed!r}")
         self.tz = tz
         self.speed = speed
-        self._origin_world = datetime.now(tz)
+        self._origin_world: datetime | None = None if speed == 1.0 else datetime.now(tz)
+        """World time at ``_origin_mono``; None: world time is the wall clock (never before ``_floor``)."""
         self._origin_mono = time.monotonic()
+        self._floor: datetime | None = None
+        """While resyncing: world time holds here until the wall clock reaches it."""
 
     def now(self) -> datetime:
-        if self.speed == 1.0:
-            return datetime.now(self.tz)
+        if self._origin_world is None:
+            wall = datetime.now(self.tz)
+            return self._floor if self._floor is not None and wall < self._floor else wall
         elapsed = (time.monotonic() - self._origin_mono) * self.speed
         return self._origin_world + timedelta(seconds=elapsed)
 
+    @property
+    def holding_until(self) -> datetime | None:
+        """While resyncing: the world time held until the wall clock reaches it; else None."""
+        if self._floor is not None and datetime.now(self.tz) < self._floor:
+            return self._floor
+        return None
+
+    def lead(self) -> timedelta:
+        """How far world time is ahead of the wall clock (zero or negative: not ahead)."""
+        return self.now() - datetime.now(self.tz)
+
     async def sleep_until(self, when: datetime) -> None:
-        delay = (when - self.now()).total_seconds() / self.speed
-        if delay > 0:
-            await asyncio.sleep(delay)
+        while (now := self.now()) < when:
+            if self._origin_world is None:  # the wall clock (or a hold that it must catch up with)
+                delay = (when - datetime.now(self.tz)).total_seconds()
+            else:
+                delay = (when - now).total_seconds() / self.speed
+            await asyncio.sleep(max(delay, 0.001))
+
+    def continue_from(self, saved: datetime | None, *, resync: bool = False) -> str | None:
+        """Anchor at the saved world time so that world time never goes backwards.
+
+        Returns what the user must be told (world time ahead of the wall clock), or None. With
+        ``resync`` (speed 1 only) world time holds at ``saved`` until the wall clock reaches it.
+        """
+        if resync and self.speed != 1.0:
+            raise ValueError(f"resync returns the world to real time; it cannot run at speed {self.speed:g}")
+        wall = datetime.now(self.tz)
+        self._floor = None
+        if saved is None or saved <= wall:
+            self._origin_world = None if self.speed == 1.0 else wall
+            self._origin_mono = time.monotonic()
+            return None
+        lead = saved - wall
+        at = f"world time {saved.astimezone(self.tz):%Y-%m-%d %H:%M} is {duration_text(lead)} ahead of the wall clock"
+        if resync:
+            self._origin_world, self._floor = None, saved
+            return (f"{at}: resync holds the world still (she starts and finishes nothing) until the wall "
+                    f"clock reaches it at {saved.astimezone(self.tz):%H:%M}, then it runs with real time")
+        self._origin_world, self._origin_mono = saved, time.monotonic()
+        if self.speed != 1.0:
+            return f"{at} (an earlier sped-up run); it carries on from there at {self.speed:g}x"
+        return (f"{at} (a sped-up run left it there); it carries on from there at real speed, staying "
+                f"{duration_text(lead)} ahead. To go back to real time, start once with `yuiju run --resync` "
+                "(the world then holds still until the wall clock catches up)")
+
+
+def duration_text(span: timedelta) -> str:
+    """``2 h 05 min`` / ``12 min`` / ``3 d 4 h``: a lead or a wait, as a user reads it."""
+    minutes = max(0, round(span.total_seconds() / 60))
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h" if not mins else f"{hours} h {mins:02d} min"
+    return f"{mins} min"
 
 
 class SimClock:

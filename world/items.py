@@ -6,6 +6,7 @@ One hour at the café pays 200 coins; a diner meal costs about 20–35, a coffee
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 WAGE_PER_HOUR = 200
@@ -111,5 +112,34 @@ def owned(inventory: dict[str, int], kind: str) -> list[str]:
     return sorted(n for n, q in inventory.items() if q > 0 and (i := ALL.get(n)) and kind in i.kinds)
 
 
+def affordable(items: dict[str, Item], money: int) -> list[str]:
+    """Names of ``items`` whose price is at most ``money``, in menu order."""
+    return [i.name for i in items.values() if i.price is not None and i.price <= money]
+
+
+def most_affordable(items: dict[str, Item], money: int) -> int:
+    """How many different ``items`` any choice of that many, one each, is sure to be paid for:
+    the largest n whose n dearest affordable items together cost at most ``money``."""
+    prices = sorted((items[n].price or 0 for n in affordable(items, money)), reverse=True)
+    total = count = 0
+    for price in prices:
+        if total + price > money:
+            break
+        total, count = total + price, count + 1
+    return count
+
+
 def sellable(inventory: dict[str, int]) -> list[str]:
     return sorted(n for n, q in inventory.items() if q > 0 and (i := ALL.get(n)) and i.sale_price)
+
+
+def price_list(names: Iterable[str], *, sale: bool = False) -> str:
+    """'乌冬面18、咖喱饭26' for the decision prompt: each item's price, or with ``sale`` what the
+    supermarket pays for it."""
+    return "、".join(f"{n}{ALL[n].sale_price if sale else ALL[n].price}" for n in names)
+
+
+def price_range(items: dict[str, Item]) -> str:
+    """'18~35金币': the cheapest and the dearest of ``items``, for an action's description."""
+    prices = [i.price for i in items.values() if i.price is not None]
+    return f"{min(prices)}~{max(prices)}金币"

@@ -125,7 +125,24 @@ def load_actions(
             catalogue.actions[obj.id] = obj
             catalogue.origins[obj.id] = origin
             names[obj.name] = obj.id
+    _check_labels(catalogue)
     return catalogue
+
+
+def _check_labels(catalogue: Catalogue) -> None:
+    """A label stands for its action among the candidates of one place: it must not be another
+    action's name, nor the label of another action at the same place."""
+    for action in catalogue:
+        if action.label is None:
+            continue
+        for other in catalogue:
+            if other is not action and (other.name == action.label
+                                        or (other.label == action.label and other.at == action.at)):
+                raise ActionLoadError(
+                    f"action {action.id!r} ({catalogue.origins[action.id]}) is offered as "
+                    f"{action.label!r}, which {other.id!r} ({catalogue.origins[other.id]}) also goes by; "
+                    "the model answers with it, so give one of them another label or name"
+                )
 
 
 def resolve(dotted: str) -> Any:

@@ -51,8 +51,11 @@ class DecisionRequest:
     ctx: ActionContext
     """A read-only view of the moment (do not mutate)."""
     candidates: Sequence[Action]
+    today: Sequence[str] = ()
+    """Today's landmarks before the last steps (meals, school, work...), one Chinese line each,
+    oldest first (`world.day_record`)."""
     recent: Sequence[str] = ()
-    """Her latest actions today, one Chinese line each, oldest first."""
+    """Her last steps, one Chinese line each, oldest first; the last with its reason."""
     card: CharacterCard | None = None
     """Who is deciding: prompts render from the card."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -72,7 +75,7 @@ class PolicyFailed(Exception):
 
 def find_candidate(candidates: Sequence[Action], key: str) -> Action | None:
     key = key.strip()
-    return next((a for a in candidates if key in (a.name, a.id)), None)
+    return next((a for a in candidates if key in (a.name, a.id, a.label)), None)
 
 
 def validate_decision(
@@ -85,7 +88,7 @@ def validate_decision(
     """
     action = find_candidate(candidates, raw.action)
     if action is None:
-        names = "、".join(a.name for a in candidates)
+        names = "、".join(a.offered_as for a in candidates)
         raise InvalidDecision(f"「{raw.action}」不在可选行为里。只能从这些里选一个：{names}")
     params: BaseModel | None = None
     if action.params is not None:
@@ -110,10 +113,3 @@ def validate_decision(
         share_intent=raw.proactiveShareIntent,
         decided_by=decided_by,
     )
-
-
-def decision_schema(candidates: Sequence[Action]) -> dict[str, Any]:
-    """JSON schema of `RawDecision` whose ``action`` is an enum of the candidates' names."""
-    schema = RawDecision.model_json_schema()
-    schema["properties"]["action"]["enum"] = [a.name for a in candidates]
-    return schema

@@ -8,31 +8,33 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from characters import CharacterCard, load_card
-from llm import ChatModel, OpenAIChatModel
-from llm.structured import Attempt
+from llm import ChatModel, CircuitBreaker, MeteredModel, OpenAIChatModel, UsageTotals
 from memory.episodes import EpisodeRepo
-from memory.ledger import LLM_CALLS, call_documents
+from memory.ledger import LLM_CALLS
 from storage.history import HistoryStore, open_history
 from storage.keys import Keys
 from storage.redis import RedisHandle, open_redis
-from world.behavior import BehaviorLoop, LoopStats, outbox_entry
-from world.clock import Clock
+from world.behavior import BehaviorLoop, LoopStats
+from world.clock import Clock, RealClock
+from world.day_record import DayRecord, day_record
 from world.engine import Engine, NamedEvolution, WorldTicker
 from world.loader import Catalogue, load_actions, resolve
 from world.policies.llm import LLMPolicy
 from world.policies.utility import UtilityPolicy
 from world.policy import Policy
 from world.state import CharacterState
-from world.store import StateStore, dumps_doc
+from world.store import StateStore
 from world.town import HAURA, Town
+from world.usage import UsageLedger
 from yuiju_config import YuijuConfig
 
 log = logging.getLogger(__name__)
+
 
 
 def character_from_card(card: CharacterCard) -> CharacterState:
@@ -67,16 +69,45 @@ class Runtime:
     cards: dict[str, CharacterCard]
     engine: Engine
     stats: LoopStats
+    usage: UsageTotals
+    """Every LLM call of this process by purpose (also in the Redis counters and the ledger)."""
+    llm_model: MeteredModel | None = None
+    """The model every part of this process calls (bounds, ledger, circuit breaker); None
+    without an LLM."""
     llm_policy: LLMPolicy | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
+    async def continue_world_clock(self, *, resync: bool = False) -> str | None:
+        """Anchor the engine's `RealClock` at the saved world time before running, so world time
+        never goes backwards (see `RealClock.continue_from`). Logs, and returns, what the user
+        must know: world time ahead of the wall clock, and what happens about it."""
+        clock = self.engine.clock
+        if not isinstance(clock, RealClock):
+            return None
+        saved = await self.store.saved_world_time(list(self.cards))
+        note = clock.continue_from(saved, resync=resync)
+        if note is not None:
+            log.warning("%s", note)
+        elif resync:
+            log.info("resync: world time is not ahead of the wall clock; it runs with real time")
+        return note
+
     async def close(self) -> None:
-        await self.engine.release()
-        model = self.llm_policy.model if self.llm_policy else None
-        if model is not None and hasattr(model, "aclose"):
-            await model.aclose()
-        await self.history.close()
-        await self.redis.aclose()
+        """Release the leases and close every store; each step runs whatever the others did (a
+        dead Redis must not keep the history file open)."""
+        await self.engine.release()  # never raises, bounded in time
+        steps: list[tuple[str, Any]] = [
+            ("model client", self.llm_model.aclose if self.llm_model is not None else None),
+            ("history store", self.history.close),
+            ("Redis", self.redis.aclose),
+        ]
+        for what, close in steps:
+            if close is None:
+                continue
+            try:
+                await close()
+            except Exception as exc:  # closing must go on: report and close the next one
+                log.warning("closing the %s failed (%s); carrying on", what, exc)
 
 
 async def open_stores(cfg: YuijuConfig) -> tuple[RedisHandle, HistoryStore]:
@@ -95,15 +126,34 @@ async def open_stores(cfg: YuijuConfig) -> tuple[RedisHandle, HistoryStore]:
 
 
 def make_chat_model(cfg: YuijuConfig) -> ChatModel:
+    """The provider's model from ``[llm]``, bare: wrap it with `metered_chat_model`."""
     assert cfg.llm.base_url is not None
     return OpenAIChatModel(
         base_url=cfg.llm.base_url,
         api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
         model=cfg.llm.model,
-        output_mode=cfg.llm.output_mode,
+        output_mode=cfg.llm.resolved_output_mode,
         timeout_seconds=cfg.llm.timeout_seconds,
+        min_tokens_per_second=cfg.llm.min_tokens_per_second,
         temperature=cfg.llm.temperature,
     )
+
+
+def metered_chat_model(
+    cfg: YuijuConfig, inner: ChatModel, *, redis: Any, keys: Keys, clock: Clock,
+    usage: UsageTotals | None = None,
+) -> MeteredModel:
+    """The model every part of a process calls: ``inner`` behind the circuit breaker (on the
+    world clock, so a simulated outage plays out in simulated time), with the ``max_tokens`` bound
+    of each purpose, and every call counted on the day and written to the ledger (``usage``, when
+    given, keeps totals in memory too)."""
+    llm = cfg.llm
+    breaker = CircuitBreaker(inner, failures=llm.breaker_failures, cooldown_seconds=llm.breaker_cooldown_seconds,
+                             now=lambda: clock.now().timestamp())
+    ledger = UsageLedger(redis, keys, clock)
+    if usage is not None:
+        usage.then = ledger
+    return MeteredModel(breaker, max_tokens=llm.max_tokens(), purpose="chat", sink=usage or ledger)
 
 
 async def build_runtime(
@@ -129,46 +179,38 @@ async def build_runtime(
     await episodes.ensure()
     await history.ensure(LLM_CALLS)
     stats = LoopStats(keep_timeline=keep_timeline)
+    usage = UsageTotals()
 
     chosen = policy or cfg.world.policy
     if chosen == "auto":
         chosen = "llm" if (cfg.llm.configured or chat_model is not None) else "utility"
     utility = UtilityPolicy(seed=cfg.world.seed, all_actions=list(catalogue))
     llm_policy: LLMPolicy | None = None
+    llm_model: MeteredModel | None = None
     primary: Policy
     if scripted is not None:
         primary = scripted
     elif chosen == "llm":
-        model = chat_model or make_chat_model(cfg)
-
-        async def record_usage(now: datetime, attempts: list[Attempt]) -> None:
-            tokens = sum((a.result.prompt_tokens + a.result.completion_tokens) for a in attempts if a.result)
-            day = now.date().isoformat()
-            async with redis.client.pipeline(transaction=True) as pipe:
-                pipe.hincrby(keys.llm_usage, f"{day}:tokens", tokens)
-                pipe.hincrby(keys.llm_usage, f"{day}:calls", len(attempts))
-                for doc in call_documents(now, "decide", model.name, attempts):
-                    pipe.rpush(keys.episode_outbox, dumps_doc(outbox_entry(LLM_CALLS.name, doc)))
-                await pipe.execute()
+        llm_model = metered_chat_model(cfg, chat_model or make_chat_model(cfg), redis=redis.client, keys=keys,
+                                       clock=clock, usage=usage)
+        ledger = UsageLedger(redis.client, keys, clock)
 
         async def budget_allows(now: datetime) -> bool:
             budget = cfg.llm.daily_token_budget
-            if budget is None:
-                return True
-            used = await redis.client.hget(keys.llm_usage, f"{now.date().isoformat()}:tokens")
-            return int(used or 0) < budget
+            return budget is None or await ledger.tokens_on(now) < budget
 
         llm_policy = LLMPolicy(
-            model, max_attempts=cfg.llm.max_attempts, temperature=cfg.llm.temperature,
-            record_usage=record_usage, budget_allows=budget_allows,
+            llm_model, actions=list(catalogue), schema_in_prompt=cfg.llm.resolved_output_mode == "json_object",
+            max_attempts=cfg.llm.max_attempts, temperature=cfg.llm.temperature, budget_allows=budget_allows,
         )
         primary = llm_policy
     else:
         primary = utility
 
-    async def recent(character_id: str, now: datetime) -> list[str]:
-        found = await episodes.recent(character_id, now, limit=10)
-        return [f"{e.time.astimezone(now.tzinfo):%H:%M} {e.data.get('name', '')}（{e.data.get('reason', '')}）" for e in found]
+    async def recent(character_id: str, now: datetime) -> DayRecord:
+        found = await episodes.between(character_id, now - timedelta(days=1), now + timedelta(seconds=1),
+                                       type_="behavior")
+        return day_record(found, now, action_of=catalogue.actions.get, town=town)
 
     loops = [
         BehaviorLoop(
@@ -182,7 +224,8 @@ async def build_runtime(
     engine = Engine(clock=clock, store=store, history=history, ticker=ticker, loops=loops,
                     tick_minutes=tick_minutes or cfg.world.tick_minutes, flush_every=flush_every)
     return Runtime(cfg=cfg, redis=redis, history=history, keys=keys, store=store, episodes=episodes,
-                   catalogue=catalogue, cards=cards, engine=engine, stats=stats, llm_policy=llm_policy)
+                   catalogue=catalogue, cards=cards, engine=engine, stats=stats, usage=usage,
+                   llm_model=llm_model, llm_policy=llm_policy)
 
 
 def data_dir_of(cfg: YuijuConfig) -> Path:

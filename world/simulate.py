@@ -1,8 +1,12 @@
 """``yuiju simulate``: the same engine under a `SimClock`, fast-forward, then a report.
 
 The report is plain JSON: totals, invariant checks with their evidence, per-day stats, an action
-histogram and the full timeline. Everything but the timing fields is a function of the seed (and,
-for the llm policy, of the model's answers).
+histogram, LLM usage by purpose and the full timeline. Everything but the timing fields is a
+function of the seed (and, for the llm policy, of the model's answers).
+
+With ``record=PATH`` every exchange with the model goes to a cassette; ``replay=PATH`` answers
+from it with no network, and the same seed then gives the same timeline byte for byte. A replay
+that asks something the recording did not stops with `llm.CassetteMismatch`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from llm import ChatModel
+from llm import ChatModel, CircuitBreaker, RecordingChatModel, ReplayChatModel
+from llm.usage import Usage
 from world.clock import SimClock, is_school_day
 from world.runtime import build_runtime
 from yuiju_config import YuijuConfig
@@ -55,7 +60,20 @@ async def simulate(
     chat_model: ChatModel | None = None,
     progress: bool = True,
     tick_minutes: int = 360,
+    record: Path | None = None,
+    replay: Path | None = None,
 ) -> dict[str, Any]:
+    replayed: ReplayChatModel | None = None
+    if replay is not None:
+        replayed = ReplayChatModel(replay)
+        chat_model, policy = replayed, "llm"
+        cfg = cfg.model_copy(update={"llm": cfg.llm.model_validate(
+            {**cfg.llm.model_dump(), **replayed.meta.get("llm", {})})})
+    elif record is not None:
+        from world.runtime import make_chat_model
+
+        meta = {"days": days, "seed": seed, "start": start, "llm": recorded_llm_settings(cfg)}
+        chat_model = RecordingChatModel(chat_model or make_chat_model(cfg), record, meta=meta)
     tz = ZoneInfo(cfg.app.timezone)
     begin = datetime.fromisoformat(start).replace(tzinfo=tz)
     end = begin + timedelta(days=days)
@@ -76,6 +94,8 @@ async def simulate(
         last_shown = [0.0]
 
         def on_step() -> None:
+            if replayed is not None and replayed.diverged is not None:
+                raise replayed.diverged  # the policy's fallback would hide it: stop the run here
             if progress:
                 done = (clock.now() - begin).total_seconds() / 86400
                 if done - last_shown[0] >= 1 or done >= days:
@@ -93,10 +113,47 @@ async def simulate(
             final = {cid: await runtime.store.load_character(cid) for cid in runtime.cards}
             episodes = await runtime.history.count("episodes")
             await runtime.close()
-    return build_report(
+    report = build_report(
         days=days, seed=seed, policy=policy, begin=begin, wall=wall, stats=stats, llm=runtime.llm_policy,
         episodes=episodes, final={k: v.stats() if v else None for k, v in final.items()},
     )
+    report["llm"] = llm_report(runtime, days)
+    if replayed is not None:
+        report["llm"]["replayed"] = {"requests": replayed.replayed, "unused": replayed.unused}
+    return report
+
+
+REPLAYED_LLM_SETTINGS = ("output_mode", "temperature", "max_attempts", "breaker_failures",
+                         "breaker_cooldown_seconds", "daily_token_budget")
+"""``[llm]`` settings that shape the requests or the decisions; a cassette keeps them (with every
+``max_tokens_*``) and a replay uses them, whatever the config says now."""
+
+
+def recorded_llm_settings(cfg: YuijuConfig) -> dict[str, Any]:
+    # The output mode as used: "auto" depends on base_url, which a replay need not have.
+    llm = {**cfg.llm.model_dump(mode="json"), "output_mode": cfg.llm.resolved_output_mode}
+    return {k: v for k, v in llm.items() if k in REPLAYED_LLM_SETTINGS or k.startswith("max_tokens_")}
+
+
+def llm_report(runtime: Any, days: int) -> dict[str, Any]:
+    """LLM usage of the run: by purpose, per simulated day, calls per decision, first-attempt
+    acceptance of decisions, and what the circuit breaker did."""
+    by_purpose: dict[str, Usage] = runtime.usage.by_purpose
+    policy = runtime.llm_policy
+    decisions = runtime.stats.decisions
+    decide = by_purpose.get("decide", Usage())
+    breaker = runtime.llm_model.inner if runtime.llm_model is not None else None
+    return {
+        "by_purpose": {p: vars(u) for p, u in sorted(by_purpose.items())},
+        "per_simulated_day": {
+            p: {k: round(v / days, 1) for k, v in vars(u).items()} for p, u in sorted(by_purpose.items())
+        },
+        "calls_per_decision": round(decide.calls / decisions, 3) if decisions else 0.0,
+        "first_attempt_acceptance": round(policy.first_attempt_ok / policy.decisions, 4)
+        if policy is not None and policy.decisions else None,
+        "breaker": {"opened": breaker.opened, "rejected": breaker.rejected}
+        if isinstance(breaker, CircuitBreaker) else None,
+    }
 
 
 def build_report(*, days: int, seed: int, policy: str, begin: datetime, wall: float, stats: Any, llm: Any,
@@ -127,8 +184,6 @@ def build_report(*, days: int, seed: int, policy: str, begin: datetime, wall: fl
             "mean": round(statistics.fmean(overhead), 3) if overhead else 0.0,
         },
         "llm_calls": llm.calls if llm else 0,
-        "prompt_tokens": llm.prompt_tokens if llm else 0,
-        "completion_tokens": llm.completion_tokens if llm else 0,
         "invalid_decisions": (llm.invalid if llm else 0) + stats.invalid_decisions,
         "fallbacks": stats.fallbacks,
         "invariant_violations": violations,

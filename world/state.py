@@ -111,6 +111,9 @@ class CharacterState(_Model):
     """Ids of actions started today (for not_done_today)."""
     running: RunningAction | None = None
     last_action: str | None = None
+    last_acted_at: AwareDatetime | None = None
+    """World time of her latest start or completion: she never acts earlier than this, whatever
+    a clock says (a clock restarted behind the saved world time waits instead, and says so)."""
     last_event: str | None = None
     """What the last completion reported; shown to the next decision as 当前事件."""
     plans: PlanState = Field(default_factory=PlanState)

@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -148,20 +148,51 @@ return 1
 """
 
 
-# Trim the outbox head only if it is still what was written and the flush lock is still ours.
-# KEYS: outbox, lock. ARGV: token, lock ttl ms, the written entries in order.
+# Trim the outbox head only if it is still what was read and the flush lock is still ours; in the
+# same step append the dead letters found in it. KEYS: outbox, lock, dead-letter list. ARGV:
+# token, lock ttl ms, n (entries to trim), the n entries in order, then the dead-letter records.
 _TRIM_OUTBOX = """
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
-local n = #ARGV - 2
+local n = tonumber(ARGV[3])
 local head = redis.call('LRANGE', KEYS[1], 0, n - 1)
 if #head ~= n then return 0 end
 for i = 1, n do
-  if head[i] ~= ARGV[i + 2] then return 0 end
+  if head[i] ~= ARGV[i + 3] then return 0 end
 end
 redis.call('LTRIM', KEYS[1], n, -1)
+for i = n + 4, #ARGV do
+  redis.call('RPUSH', KEYS[3], ARGV[i])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 """
+
+
+@dataclass(frozen=True)
+class OutboxEntry:
+    """One queued outbox entry as read: the raw string (to trim exactly it) and what it holds."""
+
+    raw: str
+    collection: str = ""
+    doc: dict[str, Any] = field(default_factory=dict)
+    problem: str | None = None
+    """Why no history store can ever take this entry (it is dead-lettered), or None."""
+
+
+def parse_outbox_entry(raw: str) -> OutboxEntry:
+    """Decode an entry ``{"collection": name, "doc": {"_id": str, ...}}``; say what is wrong if not."""
+    try:
+        value = decode_doc(json.loads(raw))
+    except (ValueError, TypeError, RecursionError) as exc:  # bad JSON, bad {"$date": ...}, absurd nesting
+        return OutboxEntry(raw, problem=f"cannot be decoded ({type(exc).__name__}: {exc})")
+    if not isinstance(value, dict):
+        return OutboxEntry(raw, problem=f"is a JSON {type(value).__name__}, not an object {{collection, doc}}")
+    collection, doc = value.get("collection"), value.get("doc")
+    if not isinstance(collection, str) or not collection:
+        return OutboxEntry(raw, problem="names no collection (a non-empty string 'collection')")
+    if not isinstance(doc, dict) or not isinstance(doc.get("_id"), str) or not doc["_id"]:
+        return OutboxEntry(raw, problem="holds no document with a non-empty string '_id' ('doc')")
+    return OutboxEntry(raw, collection, doc)
 
 
 class StateStore:
@@ -189,6 +220,23 @@ class StateStore:
         raw_world, raw_char = await self.redis.mget([self.keys.world, ckey])
         return parse_model(WorldState, self.keys.world, raw_world), parse_model(CharacterState, ckey, raw_char)
 
+    async def saved_world_time(self, character_ids: Sequence[str]) -> datetime | None:
+        """The latest world time the stores have seen (the world's, her last action's), or None on
+        a first start. Values that do not validate are left out (the engine reports them)."""
+        keys = [self.keys.world, *(self.keys.character(c) for c in character_ids)]
+        raws = await self.redis.mget(keys)
+        times: list[datetime] = []
+        for key, raw in zip(keys, raws, strict=True):
+            try:
+                if key == self.keys.world:
+                    if (world := parse_model(WorldState, key, raw)) is not None:
+                        times += [world.time, world.last_advanced_at]
+                elif (character := parse_model(CharacterState, key, raw)) is not None:
+                    times += [t for t in (character.last_acted_at, character.running and character.running.started_at) if t]
+            except CorruptState:
+                continue
+        return max(times, default=None)
+
     # -- the one way to write -----------------------------------------------------------------
 
     async def transact(
@@ -198,18 +246,21 @@ class StateStore:
         characters: Sequence[str] = (),
         take_commands: bool = False,
         lease: tuple[str, str] | None = None,
+        town_lease: str | None = None,
         now: datetime | None = None,
         skip_corrupt_characters: bool = False,
     ) -> R:
         """Run ``fn`` on a fresh snapshot and write its `Commit` atomically; retry on conflict.
 
         ``lease=(character_id, token)`` fences the write: if this engine no longer holds the
-        character's lease, nothing is written and `LeaseLost` is raised.
+        character's lease, nothing is written and `LeaseLost` is raised. ``town_lease=token``
+        fences it on the town lease the same way (the world tick).
         """
         keys = self.keys
         state_keys = [keys.world, *(keys.character(c) for c in characters)]
-        lease_key = keys.lease(lease[0]) if lease is not None else None
-        read_keys = [*state_keys, *([lease_key] if lease_key else [])]
+        fences = ([(keys.lease(lease[0]), lease[1], f"the lease on {lease[0]!r}")] if lease is not None else []) + (
+            [(keys.town_lease, town_lease, "the town lease")] if town_lease is not None else [])
+        read_keys = [*state_keys, *(key for key, _, _ in fences)]
         for _ in range(MAX_CONFLICT_RETRIES):
             # One GET per key, not MGET: redis-py's cluster pipeline refuses multi-key commands
             # (even within one slot). Still one round trip; the commit script checks every value.
@@ -221,8 +272,9 @@ class StateStore:
                 replies = await pipe.execute()
             raw = replies[: len(read_keys)]
             commands = replies[len(read_keys)] if take_commands else []
-            if lease is not None and raw[-1] != lease[1]:
-                raise LeaseLost(f"this engine no longer holds the lease on {lease[0]!r}")
+            for (_, token, what), held in zip(fences, raw[len(state_keys):], strict=True):
+                if held != token:
+                    raise LeaseLost(f"this engine no longer holds {what}")
             parsed: dict[str, CharacterState | None] = {}
             corrupt: list[CorruptState] = []
             for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True):
@@ -294,13 +346,13 @@ class StateStore:
         payload = json.dumps({"checks": checks, "head": head, "ops": ops}, ensure_ascii=False)
         return bool(await self._cas(keys=key_list, args=[payload]))
 
-    # -- leases (one engine drives a character at a time) ---------------------------------------
+    # -- leases (one engine drives a character, one advances the town, at a time) ----------------
 
     async def acquire_lease(self, character_id: str, token: str, ttl_ms: int) -> bool:
-        return bool(await self.redis.set(self.keys.lease(character_id), token, nx=True, px=ttl_ms))
+        return await self._acquire(self.keys.lease(character_id), token, ttl_ms)
 
     async def renew_lease(self, character_id: str, token: str, ttl_ms: int) -> bool:
-        return bool(await self.redis.eval(_RENEW, 1, self.keys.lease(character_id), token, ttl_ms))
+        return await self._renew(self.keys.lease(character_id), token, ttl_ms)
 
     async def release_lease(self, character_id: str, token: str) -> None:
         await self.redis.eval(_RELEASE, 1, self.keys.lease(character_id), token)
@@ -308,18 +360,55 @@ class StateStore:
     async def lease_holder(self, character_id: str) -> str | None:
         return await self.redis.get(self.keys.lease(character_id))
 
+    async def acquire_town_lease(self, token: str, ttl_ms: int) -> bool:
+        return await self._acquire(self.keys.town_lease, token, ttl_ms)
+
+    async def renew_town_lease(self, token: str, ttl_ms: int) -> bool:
+        return await self._renew(self.keys.town_lease, token, ttl_ms)
+
+    async def release_town_lease(self, token: str) -> None:
+        await self.redis.eval(_RELEASE, 1, self.keys.town_lease, token)
+
+    async def town_lease_holder(self) -> str | None:
+        return await self.redis.get(self.keys.town_lease)
+
+    async def _acquire(self, key: str, token: str, ttl_ms: int) -> bool:
+        return bool(await self.redis.set(key, token, nx=True, px=ttl_ms))
+
+    async def _renew(self, key: str, token: str, ttl_ms: int) -> bool:
+        return bool(await self.redis.eval(_RENEW, 1, key, token, ttl_ms))
+
     # -- the episode outbox -----------------------------------------------------------------------
 
-    async def peek_outbox(self, limit: int = 100) -> tuple[list[str], list[dict[str, Any]]]:
-        """The oldest queued entries: raw (to trim them safely later) and decoded."""
+    async def peek_outbox(self, limit: int = 100) -> list[OutboxEntry]:
+        """The oldest queued entries, decoded; a malformed one says why (`OutboxEntry.problem`)."""
         raw = await self.redis.lrange(self.keys.episode_outbox, 0, limit - 1)
-        return raw, [decode_doc(json.loads(r)) for r in raw]
+        return [parse_outbox_entry(r) for r in raw]
 
-    async def drop_outbox(self, written: list[str], token: str, lock_ms: int) -> bool:
-        """Remove the entries just written, only if they are still the head of the outbox and this
-        engine still holds the flush lock (renewed here); False if not (nothing removed)."""
-        return bool(await self._trim(keys=[self.keys.episode_outbox, self.keys.outbox_lock],
-                                     args=[token, lock_ms, *written]))
+    async def drop_outbox(
+        self, written: Sequence[str], token: str, lock_ms: int, *, dead: Sequence[tuple[str, str]] = ()
+    ) -> bool:
+        """Remove the entries just handled, only if they are still the head of the outbox and this
+        engine still holds the flush lock (renewed here), and in the same atomic step move
+        ``dead`` ``(entry, reason)`` pairs to the dead-letter list; False if not (nothing changed)."""
+        at = datetime.now(UTC).isoformat(timespec="seconds")  # for the human reading the list
+        records = [json.dumps({"entry": e, "reason": r, "at": at}, ensure_ascii=False) for e, r in dead]
+        return bool(await self._trim(keys=[self.keys.episode_outbox, self.keys.outbox_lock, self.keys.outbox_dead],
+                                     args=[token, lock_ms, len(written), *written, *records]))
+
+    async def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest ``limit`` dead-lettered outbox entries, oldest first: ``{entry, reason, at}``."""
+        out = []
+        for raw in await self.redis.lrange(self.keys.outbox_dead, -limit, -1):
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                record = None
+            out.append(record if isinstance(record, dict) else {"entry": raw, "reason": "(a record not written by yuiju)"})
+        return out
+
+    async def dead_letter_count(self) -> int:
+        return int(await self.redis.llen(self.keys.outbox_dead))
 
     async def acquire_outbox_lock(self, token: str, ttl_ms: int) -> bool:
         return bool(await self.redis.set(self.keys.outbox_lock, token, nx=True, px=ttl_ms))

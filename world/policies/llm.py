@@ -1,33 +1,39 @@
 """The LLM policy: render the decision prompt, ask for the decision JSON, validate, retry.
 
-The JSON schema's ``action`` is an enum of the candidates' names, so a provider with
-json_schema support cannot even answer with something else; for ``json_object`` providers the
-same schema goes into the prompt and `validate_decision` checks it here. Every mistake goes back
-to the model with the reason (``ask_structured``). After the last attempt, or when the daily
-token budget is spent, it raises `PolicyFailed` and the engine falls back to the utility policy.
+The prompt is laid out for providers' prompt caches, which reuse the longest unchanged prefix:
+the system message (who she is, the town, the whole action catalogue and the rules) is
+byte-stable for a character, and the user message describes the moment, ordered from what
+changes least (plans, the day, today's landmarks) to what changes at every decision (the last
+steps, the time, her stats, the options).
+
+Every word of it is paid for at every decision, 30–80 times a day, cached or not: the catalogue
+gives each action's effects and durations and at most a price range, a price list is shown only
+where its action is offered (`Action.menu`), a move is offered by where it goes (`Action.label`),
+and her day is told by its landmarks and last two steps (`world.day_record`).
+
+The JSON schema is a union over this moment's candidates (`world.decision_schema`), so a model
+that follows it can only answer with something possible; `validate_decision` still checks the
+answer, and every mistake goes back to the model with the reason (``ask_structured``). After
+the last attempt, or when the daily token budget is spent, it raises `PolicyFailed` and the
+engine falls back to the utility policy.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from characters import CharacterCard
-from llm import ChatModel, JsonSchema, RetryWithFeedback, StructuredOutputFailed, ask_structured
+from llm import ChatMessage, ChatModel, RetryWithFeedback, StructuredOutputFailed, ask_structured
 from llm.structured import Attempt
-from world.action import ActionContext
+from world.action import Action, ActionContext
+from world.decision_schema import decision_schema
 from world.errors import InvalidDecision
-from world.policy import (
-    Decision,
-    DecisionRequest,
-    PolicyFailed,
-    RawDecision,
-    decision_schema,
-    validate_decision,
-)
+from world.policy import Decision, DecisionRequest, PolicyFailed, RawDecision, validate_decision
+from world.town import Town
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +46,11 @@ PROMPTS = Environment(
     keep_trailing_newline=True,
 )
 
-UsageSink = Callable[[datetime, list[Attempt]], Awaitable[None]]
-"""Records every attempt's tokens and latency (the ledger)."""
 BudgetCheck = Callable[[datetime], Awaitable[bool]]
 """True while today's token budget allows another call."""
 
+PURPOSE = "decide"
+"""The purpose of every call this policy makes (usage accounting and ``max_tokens`` bounds)."""
 
 DEFAULT_CARD = CharacterCard(id="someone", name="她", persona="一个生活在羽浦町的人。")
 """Used when a request carries no card (tests, tools)."""
@@ -57,19 +63,78 @@ def _place_line(ctx: ActionContext) -> str:
     return f"{place.area}-{place.name}"
 
 
-def render_decision_prompt(request: DecisionRequest) -> str:
+def catalogue_sections(actions: Sequence[Action], town: Town) -> list[tuple[str, list[Action]]]:
+    """The catalogue by place, for the system prompt: actions possible anywhere first, then each
+    place in town order, with its opening hours. Movements along the town's links are left out:
+    the route line in the prompt describes them, and each one's name says where it goes."""
+    by_place: dict[str | None, list[Action]] = {}
+    for action in actions:
+        if action.moves_to is not None and action.at is not None and town.link(action.at, action.moves_to):
+            continue
+        by_place.setdefault(action.at, []).append(action)
+    order = [None, *town.places, *sorted(p for p in by_place if p is not None and p not in town.places)]
+    return [("随处" if at is None else _place_with_hours(town, at), by_place[at]) for at in order if at in by_place]
+
+
+def _place_with_hours(town: Town, place_id: str) -> str:
+    place = town.places.get(place_id)
+    hours = f"（{place.hours[0]}–{place.hours[1]}）" if place is not None and place.hours else ""
+    return f"{town.place_name(place_id)}{hours}"
+
+
+def routes_line(town: Town) -> str:
+    """How she gets around, in one line: the moves' names say where they go, so only the range
+    of walking times and the fares are spelled out."""
+    walks = [link.minutes for link in town.links if not link.fare]
+    fares = [f"{town.place_name(link.a)}和{town.place_name(link.b)}之间坐电车{link.minutes}分钟、车费{link.fare}"
+             for link in town.links if link.fare]
+    line = f"相邻地点之间走路{min(walks)}–{max(walks)}分钟，消耗少量体力和饱腹" if walks else ""
+    return "；".join([line, *fares]) + "。"
+
+
+def render_system_prompt(card: CharacterCard, actions: Sequence[Action], town: Town) -> str:
+    """The stable part: the same bytes for every decision of this character."""
+    # Likes the persona already names would be said twice in every prompt.
+    likes = [like for like in card.likes if like not in card.persona]
+    return PROMPTS.get_template("decide_system.md.j2").render(
+        card=card, likes=likes, town=town, catalogue=catalogue_sections(actions, town), routes=routes_line(town)
+    )
+
+
+def menus(request: DecisionRequest) -> list[tuple[str, str]]:
+    """What the candidates offer right now with prices (`Action.menu`), by action name; a menu
+    that fails is left out (the action can still be chosen: its params are in the schema)."""
+    out = []
+    for action in request.candidates:
+        if action.menu is None:
+            continue
+        try:
+            text = action.menu(request.ctx)
+        except Exception as exc:  # an author's bug: `yuiju actions check` finds it before this
+            log.warning("action %r: its menu failed (%s: %s); the prompt goes without it",
+                        action.id, type(exc).__name__, exc)
+            continue
+        if text:
+            out.append((action.offered_as, text))
+    return out
+
+
+def render_moment_prompt(request: DecisionRequest, *, list_options: bool = True) -> str:
+    """The moment; ``list_options=False`` leaves out the candidates' names when the schema in
+    the prompt lists them anyway (``json_object`` mode)."""
     ctx = request.ctx
     weather = ctx.world.weather
-    return PROMPTS.get_template("decide.md.j2").render(
-        card=request.card or DEFAULT_CARD,
+    return PROMPTS.get_template("decide_moment.md.j2").render(
         last_event=ctx.character.last_event,
         now=ctx.now,
         calendar=ctx.world.calendar,
-        weather=f"{weather.type} / {weather.temperature}" if weather else "未知",
+        weather=f"{weather.type}，{weather.temperature}" if weather else "未知",
         place=_place_line(ctx),
         character=ctx.character,
+        today=list(request.today),
         recent=list(request.recent),
-        candidates=list(request.candidates),
+        options=[a.offered_as for a in request.candidates] if list_options else [],
+        menus=menus(request),
     )
 
 
@@ -80,42 +145,60 @@ class LLMPolicy:
         self,
         model: ChatModel,
         *,
+        actions: Sequence[Action] | None = None,
+        schema_in_prompt: bool = False,
         max_attempts: int = 3,
         temperature: float | None = None,
-        record_usage: UsageSink | None = None,
         budget_allows: BudgetCheck | None = None,
     ) -> None:
         self.model = model
+        if actions is None:
+            from world.loader import load_actions
+
+            actions = list(load_actions())
+        self.actions = list(actions)
+        """The whole catalogue, described once in the stable system prompt."""
+        self.schema_in_prompt = schema_in_prompt
+        """The model shows the schema in the prompt (``llm.output_mode = "json_object"``), so the
+        moment need not list the candidates' names a second time."""
         self.max_attempts = max_attempts
         self.temperature = temperature
-        self.record_usage = record_usage
         self.budget_allows = budget_allows
+        self._system: dict[tuple[str, str], str] = {}
+        self.decisions = 0
+        """Decisions for which a request was sent."""
+        self.first_attempt_ok = 0
+        """Decisions accepted at the first attempt."""
         self.calls = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
+        """Requests sent (attempts)."""
         self.invalid = 0
         """Attempts whose answer was rejected (bad JSON, unknown action, bad params)."""
+        self.failed = 0
+        """Decisions that ended in `PolicyFailed` (then the utility policy decided)."""
 
-    async def _account(self, now: datetime, attempts: list[Attempt]) -> None:
+    def messages(self, request: DecisionRequest) -> list[ChatMessage]:
+        """The decision prompt: the stable system message, then the moment."""
+        card = request.card or DEFAULT_CARD
+        key = (card.id, request.ctx.town.name)
+        if key not in self._system:
+            self._system[key] = render_system_prompt(card, self.actions, request.ctx.town)
+        return [
+            {"role": "system", "content": self._system[key]},
+            {"role": "user", "content": render_moment_prompt(request, list_options=not self.schema_in_prompt)},
+        ]
+
+    def _account(self, attempts: Sequence[Attempt]) -> None:
         self.calls += len(attempts)
-        for attempt in attempts:
-            if attempt.result is not None:
-                self.prompt_tokens += attempt.result.prompt_tokens
-                self.completion_tokens += attempt.result.completion_tokens
-            if attempt.error is not None and attempt.raw is not None:
-                self.invalid += 1
-        if self.record_usage is not None:
-            await self.record_usage(now, attempts)
+        self.invalid += sum(1 for a in attempts if a.error is not None and a.raw is not None)
+        if attempts:
+            self.decisions += 1
+            self.first_attempt_ok += attempts[0].error is None
 
     async def decide(self, request: DecisionRequest) -> Decision:
         now = request.ctx.now
         if self.budget_allows is not None and not await self.budget_allows(now):
             raise PolicyFailed("today's LLM token budget is spent")
         candidates = request.candidates
-        messages = [
-            {"role": "system", "content": "你是一个生活在羽浦町的角色，只输出 JSON。"},
-            {"role": "user", "content": render_decision_prompt(request)},
-        ]
 
         def parse(text: str) -> Decision:
             raw = RawDecision.model_validate_json(text)
@@ -127,14 +210,16 @@ class LLMPolicy:
         try:
             outcome = await ask_structured(
                 self.model,
-                messages,
+                self.messages(request),
                 parse,
-                json_schema=JsonSchema(name="decision", schema=decision_schema(candidates)),
+                json_schema=decision_schema(candidates, request.ctx),
                 max_attempts=self.max_attempts,
                 temperature=self.temperature,
+                purpose=PURPOSE,
             )
         except StructuredOutputFailed as exc:
-            await self._account(now, exc.attempts)
+            self._account(exc.attempts)
+            self.failed += 1
             raise PolicyFailed(str(exc)) from exc
-        await self._account(now, outcome.attempts)
+        self._account(outcome.attempts)
         return outcome.value

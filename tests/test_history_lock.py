@@ -1,0 +1,113 @@
+"""The SQLite history works off the event loop: a file locked by another program never freezes
+the process (engine, page, bot); writes wait in the store's own thread, reads go on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+import storage.sqlite_history
+from memory.episodes import EpisodeRepo
+from storage.errors import StoreUnavailable
+from storage.sqlite_history import SqliteHistory
+from tests.conftest import at_time
+from tests.test_web import client_of, lived, observer_of
+from web import create_app
+
+LOCK_WAIT_SECONDS = 1.0
+
+
+@pytest.fixture(autouse=True)
+def short_lock_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A statement gives up on another program's lock after 1 s (5 s in production): same behaviour,
+    faster tests."""
+    monkeypatch.setattr(storage.sqlite_history, "BUSY_TIMEOUT_SECONDS", LOCK_WAIT_SECONDS, raising=False)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Another program holds the file's write lock (``BEGIN EXCLUSIVE``, a DB browser editing it, say);
+    in WAL mode others may still read."""
+    other = sqlite3.connect(path, isolation_level=None, timeout=10)
+    other.execute("BEGIN EXCLUSIVE")
+    other.execute("CREATE TABLE IF NOT EXISTS other_program (x)")
+    other.execute("INSERT INTO other_program VALUES (1)")
+    try:
+        yield
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+class LoopLag:
+    """The longest time a 10 ms sleep overslept: how long the event loop could not run anything."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _measure(self) -> None:
+        while True:
+            started = time.monotonic()
+            await asyncio.sleep(0.01)
+            self.worst = max(self.worst, time.monotonic() - started - 0.01)
+
+    def __enter__(self) -> LoopLag:
+        self._task = asyncio.get_running_loop().create_task(self._measure())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+def episode(n: int) -> dict[str, object]:
+    return {"_id": f"bhv_{n}", "character_id": "yuiju", "type": "behavior", "time": at_time("2026-09-01 06:00"),
+            "status": "completed", "summary": f"第{n}件事"}
+
+
+async def test_a_locked_history_file_never_stalls_the_event_loop(tmp_path: Path) -> None:
+    history = SqliteHistory.open(tmp_path / "history.sqlite3")
+    await EpisodeRepo(history).ensure()
+    try:
+        with locked(history.path), LoopLag() as lag:
+            write, read = await asyncio.gather(
+                history.put_many("episodes", [episode(1)]), history.find("episodes"), return_exceptions=True)
+            await asyncio.sleep(0.05)
+        assert lag.worst < 0.2, f"the event loop stalled {lag.worst:.2f} s"
+        assert isinstance(write, StoreUnavailable) and "locked" in str(write)  # names the problem
+        assert read == []  # readers are not blocked by a writer (WAL)
+
+        await history.put_many("episodes", [episode(1)])  # the lock is gone: it works again
+        assert [d["_id"] for d in await history.find("episodes")] == ["bhv_1"]
+    finally:
+        await history.close()
+
+
+async def test_the_page_answers_while_the_engine_waits_on_a_locked_history_file(
+    redis: aioredis.Redis, sqlite_history: SqliteHistory
+) -> None:
+    kit = await lived(redis, sqlite_history, days=0.3)
+    await redis.rpush(kit.keys.episode_outbox, '{"collection": "episodes", "doc": {"_id": "bhv_late"}}')
+    app = create_app(observer_of(kit, redis, sqlite_history))
+    async with client_of(app) as client:
+        assert (await client.get("/")).status_code == 200  # the page was up before the lock
+        with locked(sqlite_history.path), LoopLag() as lag:
+            flush = asyncio.create_task(kit.engine.flush_outbox(force=True))  # waits on the lock
+            await asyncio.sleep(0.05)
+            started = time.monotonic()
+            page = await client.get("/")
+            answered = time.monotonic() - started
+            assert await flush == 0
+        assert page.status_code == 200 and answered < LOCK_WAIT_SECONDS, f"{page.status_code} in {answered:.2f} s"
+        assert lag.worst < 0.2, f"the event loop stalled {lag.worst:.2f} s"
+        assert await kit.store.outbox_size() == 1  # kept for the next flush
+
+    assert await kit.engine.flush_outbox(force=True) == 1

@@ -1,0 +1,158 @@
+"""The episode outbox under bad input: a malformed entry is dead-lettered, the rest flows."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from storage.history import HistoryStore
+from tests.conftest import at_time, make_engine
+from tests.test_engine import FlakyHistory, idle_forever
+from world.behavior import outbox_entry
+from world.store import dumps_doc
+from yuiju_config import load_config
+
+POISON = {
+    "not JSON": "not json",
+    "a JSON object of the wrong shape": '{"foo": 1}',
+    "a JSON list": "[1, 2]",
+    "JSON null": "null",
+    "no document": '{"collection": "episodes"}',
+    "a document without an id": '{"collection": "episodes", "doc": {"summary": "没有 id"}}',
+    "an unknown collection": '{"collection": "nope", "doc": {"_id": "x"}}',
+    "a field the store refuses": '{"collection": "episodes", "doc": {"_id": "x", "$where": 1}}',
+    "an integer past 64 bits": '{"collection": "episodes", "doc": {"_id": "x", "n": 9223372036854775808}}',
+    "a date that is not a date": '{"collection": "episodes", "doc": {"_id": "x", "time": {"$date": "昨天"}}}',
+}
+
+
+def episode(n: int) -> str:
+    return dumps_doc(outbox_entry("episodes", {
+        "_id": f"bhv_{n}", "character_id": "yuiju", "type": "behavior", "time": at_time("2026-09-01 06:00"),
+        "status": "completed", "summary": f"第{n}件事",
+    }))
+
+
+def dead_letter_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if "dead-letter" in r.getMessage()]
+
+
+@pytest.mark.parametrize("poison", list(POISON.values()), ids=list(POISON))
+async def test_a_malformed_outbox_entry_is_dead_lettered_once_and_the_episodes_behind_it_are_written(
+    redis: aioredis.Redis, history: HistoryStore, caplog: pytest.LogCaptureFixture, poison: str
+) -> None:
+    kit = await make_engine(redis, history, policy=idle_forever(), start="2026-09-01 06:00")
+    await redis.rpush(kit.keys.episode_outbox, episode(1), poison, episode(2))
+
+    with caplog.at_level(logging.WARNING, logger="world.engine"):
+        await kit.engine.run(until=at_time("2026-09-01 07:15"))  # idles at 06:00, 06:30, 07:00
+
+    assert await kit.store.outbox_size() == 0
+    ids = {d["_id"] for d in await history.find("episodes")}
+    assert {"bhv_1", "bhv_2"} <= ids and len(ids) == 5  # 2 queued by hand + her 3 episodes
+    dead = await kit.store.dead_letters()
+    assert [d["entry"] for d in dead] == [poison]
+    assert dead[0]["reason"]
+    logged = dead_letter_logs(caplog)
+    assert len(logged) == 1, [r.getMessage() for r in logged]  # reported once, not on every flush
+    assert kit.keys.outbox_dead in logged[0].getMessage()
+
+
+async def test_a_history_store_that_is_down_keeps_a_malformed_entry_queued_with_the_rest(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    flaky = FlakyHistory(sqlite_history, down=True)
+    kit = await make_engine(redis, flaky, policy=idle_forever())  # type: ignore[arg-type]
+    await redis.rpush(kit.keys.episode_outbox, "not json", episode(1))
+
+    assert await kit.engine.flush_outbox(force=True) == 0
+    assert await kit.store.outbox_size() == 2  # nothing moves while the store cannot take the good ones
+    assert await kit.store.dead_letters() == []
+
+    flaky.down = False
+    assert await kit.engine.flush_outbox(force=True) == 1
+    assert await kit.store.outbox_size() == 0
+    assert [d["entry"] for d in await kit.store.dead_letters()] == ["not json"]
+
+
+async def test_a_store_that_refuses_one_document_dead_letters_only_that_one(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    class RefusesOne(FlakyHistory):
+        """Up, but refuses bhv_2 with an error no one planned for (a backend limit, say)."""
+
+        async def put(self, collection: str, doc: Mapping[str, Any]) -> None:
+            if doc["_id"] == "bhv_2":
+                raise RuntimeError("document too large (test)")
+            await self.inner.put(collection, doc)
+
+    kit = await make_engine(redis, RefusesOne(sqlite_history, down=False))  # type: ignore[arg-type]
+    await redis.rpush(kit.keys.episode_outbox, episode(1), episode(2), episode(3))
+
+    assert await kit.engine.flush_outbox(force=True) == 2
+
+    assert {d["_id"] for d in await sqlite_history.find("episodes")} == {"bhv_1", "bhv_3"}
+    dead = await kit.store.dead_letters()
+    assert [d["entry"] for d in dead] == [episode(2)] and "too large" in dead[0]["reason"]
+
+
+async def test_a_flush_whose_lock_ran_out_dead_letters_nothing_twice(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    first = await make_engine(redis, sqlite_history)
+    await redis.rpush(first.keys.episode_outbox, "not json", episode(1))
+
+    class SlowWrite(FlakyHistory):
+        async def put(self, collection: str, document: Mapping[str, Any]) -> None:
+            if not self.puts:  # this write outlives the flush lock; the other engine flushes meanwhile
+                self.puts.append("-")
+                await redis.delete(first.keys.outbox_lock)
+                await first.engine.flush_outbox(force=True)
+                await redis.rpush(first.keys.episode_outbox, "also not json", episode(2))
+            await self.inner.put(collection, document)
+
+    second = await make_engine(redis, SlowWrite(sqlite_history, down=False))  # type: ignore[arg-type]
+    await second.engine.flush_outbox(force=True)  # its compare-and-trim fails: it moves nothing
+    await first.engine.flush_outbox(force=True)
+
+    assert {d["_id"] for d in await sqlite_history.find("episodes")} == {"bhv_1", "bhv_2"}
+    assert [d["entry"] for d in await first.store.dead_letters()] == ["not json", "also not json"]
+    assert await first.store.outbox_size() == 0
+
+
+async def test_yuiju_status_reports_dead_lettered_outbox_entries(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yuiju_cli
+
+    cfg = load_config(environ={"YUIJU_REDIS__URL": redis_url, "YUIJU_APP__DATA_DIR": str(tmp_path)})
+    kit = await make_engine(redis, None)
+    await redis.rpush(kit.keys.episode_outbox, "not json")
+    history = await _sqlite(tmp_path)
+    kit.engine.history = history
+    await kit.engine.flush_outbox(force=True)
+    await history.close()
+
+    assert await yuiju_cli._status(cfg, as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["outbox_dead_letters"]["count"] == 1
+    assert report["outbox_dead_letters"]["latest"][0]["entry"] == "not json"
+
+    assert await yuiju_cli._status(cfg, as_json=False) == 0
+    text = capsys.readouterr().out
+    assert "1" in text and kit.keys.outbox_dead in text
+
+
+async def _sqlite(data_dir: Path) -> HistoryStore:
+    from memory.episodes import EpisodeRepo
+    from storage.history import open_history
+
+    history = await open_history(None, "yuiju", data_dir)
+    await EpisodeRepo(history).ensure()
+    return history

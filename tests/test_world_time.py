@@ -1,0 +1,151 @@
+"""World time never goes backwards or stalls silently: restarts after a sped-up run, resync, and
+her own episodes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from memory.episodes import EpisodeRepo
+from tests.conftest import TZ, at_time, make_character, make_engine
+from tests.test_engine import idle_forever
+from world.clock import RealClock, SimClock
+from world.runtime import build_runtime
+from yuiju_config import YuijuConfig, load_config
+
+
+def config(redis_url: str, data_dir: Path) -> YuijuConfig:
+    return load_config(environ={"YUIJU_REDIS__URL": redis_url, "YUIJU_APP__DATA_DIR": str(data_dir),
+                                "YUIJU_WORLD__POLICY": "utility", "YUIJU_MEMORY__ENABLED": "false"})
+
+
+async def a_demo_left_the_world_ahead(cfg: YuijuConfig, ahead: timedelta) -> datetime:
+    """What `yuiju run --speed 60` for a while leaves behind: world and her action ahead of the wall
+    clock. Returns the saved world time."""
+    saved = (datetime.now(TZ) + ahead).replace(microsecond=0)
+    demo = await build_runtime(cfg, clock=SimClock(saved))
+    try:
+        await demo.engine.run(max_steps=1)
+    finally:
+        await demo.close()
+    return saved
+
+
+async def test_a_normal_start_after_a_demo_continues_from_the_saved_world_time_and_says_so(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = config(redis_url, tmp_path)
+    saved = await a_demo_left_the_world_ahead(cfg, timedelta(hours=2))
+
+    clock = RealClock(TZ)
+    runtime = await build_runtime(cfg, clock=clock)
+    try:
+        with caplog.at_level(logging.WARNING):
+            await runtime.continue_world_clock()
+        assert clock.now() >= saved  # not back at the wall clock, 2 h earlier
+        assert "--resync" in caplog.text and "ahead" in caplog.text
+        task = asyncio.create_task(runtime.engine.run())
+        await asyncio.sleep(0.5)
+        runtime.engine.stop()
+        await asyncio.wait_for(task, 5)
+        world = await runtime.store.load_world()
+        assert world is not None and world.last_advanced_at >= saved
+    finally:
+        await runtime.close()
+
+
+async def test_a_sped_up_restart_carries_on_from_the_saved_world_time(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    cfg = config(redis_url, tmp_path)
+    saved = await a_demo_left_the_world_ahead(cfg, timedelta(hours=2))
+    first = await first_episode_time(cfg)
+
+    clock = RealClock(TZ, speed=12_000)  # her first action (at most 2 h) ends within a second
+    runtime = await build_runtime(cfg, clock=clock)
+    try:
+        await runtime.continue_world_clock()
+        task = asyncio.create_task(runtime.engine.run())
+        for _ in range(60):
+            if runtime.stats.completions:
+                break
+            await asyncio.sleep(0.1)
+        runtime.engine.stop()
+        await asyncio.wait_for(task, 5)
+        assert runtime.stats.completions >= 1  # she did not freeze until the wall clock caught up
+        episodes = await EpisodeRepo(runtime.history).recent("yuiju", clock.now(), limit=50)
+        assert episodes and min(e.time for e in episodes) == first == saved
+    finally:
+        await runtime.close()
+
+
+async def first_episode_time(cfg: YuijuConfig) -> datetime:
+    """The start of her first episode, from the history the demo wrote."""
+    from storage.history import open_history
+
+    history = await open_history(None, cfg.mongo.database, cfg.data_path())
+    try:
+        repo = EpisodeRepo(history)
+        await repo.ensure()
+        found = await repo.recent("yuiju", datetime.now(TZ) + timedelta(days=1), limit=5)
+        return min(e.time for e in found)
+    finally:
+        await history.close()
+
+
+async def test_after_a_pause_she_never_acts_earlier_than_her_last_action(
+    redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    from world.commands import enqueue_command
+
+    kit = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 14:00",
+                            characters={"yuiju": make_character()})
+    await kit.engine.run(max_steps=1)  # she idles from 14:00 to 14:30
+    await enqueue_command(redis, kit.keys, {"type": "pause"})
+    await kit.engine.run(until=at_time("2026-09-01 14:45"))  # her idle ends; paused, she starts nothing
+    await kit.engine.release()
+    her = await kit.character()
+    assert her is not None and her.running is None and her.last_action == "idle"
+
+    # resumed under an engine whose clock is behind her (it restarted at an earlier time)
+    await enqueue_command(redis, kit.keys, {"type": "resume"})
+    behind = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 12:00")
+    with caplog.at_level(logging.ERROR, logger="world.behavior"):
+        await behind.engine.run(until=at_time("2026-09-01 14:29"))
+
+    assert behind.stats.decisions == 0  # nothing earlier than 14:30, when her last action ended
+    await behind.engine.run(until=at_time("2026-09-01 14:50"))
+    her = await behind.character()
+    assert her is not None and her.running is not None and her.running.started_at >= at_time("2026-09-01 14:30")
+    logged = [r for r in caplog.records if "behind her last action" in r.getMessage()]
+    assert len(logged) == 1, [r.getMessage() for r in logged]  # said once, not on every retry
+
+
+async def test_yuiju_status_says_how_far_world_time_is_ahead(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yuiju_cli
+
+    cfg = config(redis_url, tmp_path)
+    await a_demo_left_the_world_ahead(cfg, timedelta(hours=2))
+
+    assert await yuiju_cli._status(cfg, as_json=False) == 0
+    out = capsys.readouterr().out
+    assert "世界时间比现实快 2 h" in out and "--resync" in out
+
+
+def test_resync_with_a_speed_up_is_refused_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yuiju_cli
+
+    config_file = tmp_path / "yuiju.toml"
+    config_file.write_text(f'[app]\ndata_dir = "{(tmp_path / "data").as_posix()}"\n', encoding="utf-8")
+    assert yuiju_cli.main(["--config", str(config_file), "run", "--resync", "--speed", "60"]) == 2
+    assert "--resync" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()  # refused before any store was opened
