@@ -55,6 +55,7 @@ the world and the chat carry on. Writes do raise, so their callers can retry.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -151,8 +152,18 @@ def names(query: str, name: str) -> bool:
     if not name or not query:
         return False
     if name.isascii():
+        if _LATIN_WORD.fullmatch(name):
+            return name.lower() in _latin_words(query)
         return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", query, re.IGNORECASE) is not None
     return name in query
+
+
+_LATIN_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+@functools.lru_cache(maxsize=256)
+def _latin_words(query: str) -> frozenset[str]:
+    return frozenset(_LATIN_WORD.findall(query.lower()))
 
 
 def to_epoch(value: datetime) -> float:
@@ -295,34 +306,40 @@ class SemanticMemory:
             time_to=to_epoch(time_to) if time_to else None,
         )
 
-    def rank(self, hits: Sequence[Hit], now: datetime, *, lists: int = 2, query: str = "") -> list[Recalled]:
+    def rank(self, hits: Sequence[Hit], now: datetime, *, lists: int = 2, query: str = "",
+             limit: int | None = None) -> list[Recalled]:
         """Score fused hits (see the module docstring), best first. ``lists``: how many candidate
         lists were fused (1 when the question had no searchable word); ``query``: the question,
-        for the speakers it names."""
+        for the speakers it names; ``limit``: only the best so many are returned (and built)."""
         w = self.weights
         scale = 1.0 if lists == 2 or w.fusion == "dbsf" else (w.dense + w.lexical) / w.dense
         own = {hit.id: relevance_of(hit.score, w) * scale for hit in hits}
         follows = {hit.id: str(hit.payload["reply_to"]) for hit in hits if hit.payload.get("reply_to")}
         answers = {hit.id for hit in hits if hit.payload.get("answer")}
         carried = carry(own, follows, answers, share=w.reply, hops=w.reply_hops)
-        out = []
+        named: dict[str, bool] = {}  # a few speakers among many candidates
         now_s = to_epoch(now)
+        scored = []
         for hit in hits:
             p = hit.payload
             t = float(p.get("time", now_s))
-            importance = float(p.get("importance", 0.5))
+            speaker = str(p.get("speaker", ""))
+            if speaker not in named:
+                named[speaker] = names(query, speaker)
+            score = rank_score(relevance=carried[hit.id], age_days=(now_s - t) / 86400,
+                               importance=float(p.get("importance", 0.5)), weights=w, named=named[speaker])
+            scored.append((-score, -t, hit.id, score, t, hit))
+        scored.sort(key=lambda x: x[:3])
+        out = []
+        for _, _, _, score, t, hit in scored[:limit]:
+            p = hit.payload
             text = str(p.get("text", ""))
-            relevance = carried[hit.id]
-            named = names(query, str(p.get("speaker", "")))
             out.append(Recalled(
                 id=hit.id, kind=str(p.get("kind", "")), text=text,
-                time=datetime.fromtimestamp(t, UTC).astimezone(now.tzinfo),
-                score=rank_score(relevance=relevance, age_days=(now_s - t) / 86400, importance=importance, weights=w,
-                                 named=named),
-                relevance=relevance, importance=importance, user_id=str(p.get("user_id", "")),
+                time=datetime.fromtimestamp(t, UTC).astimezone(now.tzinfo), score=score,
+                relevance=carried[hit.id], importance=float(p.get("importance", 0.5)), user_id=str(p.get("user_id", "")),
                 group_id=str(p.get("group_id", "")), payload=p, tokens=estimate_tokens(text),
             ))
-        out.sort(key=lambda r: (-r.score, -r.time.timestamp(), r.id))
         return out
 
     async def _hybrid(self, text: str, vector: Sequence[float], where: Where, limit: int, now: datetime) -> list[Recalled]:
@@ -331,7 +348,7 @@ class SemanticMemory:
         query = HybridQuery(dense=vector, lexical=lexical, depth=max(w.depth, limit), fusion=w.fusion,
                             rrf_k=w.rrf_k, weights=(w.dense, w.lexical))
         hits = await self.store.hybrid(query, where, max(limit, w.depth))
-        return self.rank(hits, now, lists=2 if lexical else 1, query=text)
+        return self.rank(hits, now, lists=2 if lexical else 1, query=text, limit=limit)
 
     async def search(self, query: str, where: Where, *, now: datetime, limit: int = 8) -> list[Recalled]:
         """Ranked memories for ``query`` under ``where`` (a named time range first). Raises on
