@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from llm import ChatModel, JsonSchema, ask_structured
 from llm.errors import LLMError
+from llm.tokens import estimate_tokens
 from memory.semantic import NewMemory, SemanticMemory
 from memory.vectors import Where, group_scope, point_id, private_scope, user_scope
 from storage.history import CollectionSpec, HistoryStore
@@ -105,25 +106,28 @@ class ChatLine:
     """The speaker's display name: indexed with the line, so a question naming them finds it."""
 
 
-CONTEXT_CHARS = 80
-"""How much of the line before a line is embedded with: its last sentences, up to this many
-characters (a reply answers the end of a line, where a question usually is; more dilutes the
-line's own meaning and costs embedding time; bench/README.md)."""
+CONTEXT_TOKENS = 24
+"""How much of the line before a line is embedded with: its last sentences, up to about this many
+tokens (`llm.tokens.estimate_tokens`: some 80 Latin or 40 Chinese characters). A reply answers the
+end of a line, where a question usually is; more would blur the line's own meaning and cost
+embedding time (bench/README.md)."""
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？…~])\s*")
 
 
-def line_end(text: str, limit: int = CONTEXT_CHARS) -> str:
-    """The last sentences of ``text`` that fit in ``limit`` characters (at least the last one,
-    cut to its last ``limit`` characters)."""
+def line_end(text: str, limit: int = CONTEXT_TOKENS) -> str:
+    """The last sentences of ``text`` that fit in about ``limit`` tokens (at least the last one,
+    cut to its end)."""
     sentences = [s for s in _SENTENCE_END.split(text.strip()) if s]
     out = ""
     for sentence in reversed(sentences):
         joined = f"{sentence} {out}".strip() if sentence.isascii() else sentence + out
-        if out and len(joined) > limit:
+        if out and estimate_tokens(joined) > limit:
             break
         out = joined
-    return out[-limit:]
+    while estimate_tokens(out) > limit:  # one long sentence: its end
+        out = out[max(1, len(out) - int(len(out) * limit / estimate_tokens(out))):]
+    return out
 
 
 def _chat(doc: dict[str, Any]) -> tuple[str, str]:

@@ -132,6 +132,7 @@ def test_a_speaker_is_named_as_a_whole_word_or_a_chinese_name_anywhere(query: st
      "You're seriously talented. So what did you paint this time, was it the lake?"),
     ("我去了公园。你呢？", "我去了公园。你呢？"),
     ("x" * 200, "x" * 80),
+    ("周六接回来的，已经把我拖鞋咬坏了。" * 4, "周六接回来的，已经把我拖鞋咬坏了。" * 2),
 ])
 def test_the_end_of_a_line_is_its_last_sentences_that_fit(text: str, end: str) -> None:
     assert line_end(text) == end
