@@ -150,7 +150,10 @@ class BotServer:
         self.url = url
 
     def request_stop(self) -> None:
-        """Begin stopping (`stop` waits for it)."""
+        """Begin stopping (`stop` waits for it): replies in flight are given up now."""
+        from message.matchers import STOPPING
+
+        STOPPING.set()
         self.server.should_exit = True
 
     async def stop(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -23,6 +24,9 @@ frames.install()
 FAILURES = RateLimitedLog(log, burst=5)
 """A message the chat side could not handle: one line each (the first of a kind with its traceback)."""
 _seen_failures: set[str] = set()
+STOPPING = asyncio.Event()
+"""Set when the bot begins to stop: a reply in flight is given up. nonebot runs matchers shielded
+from cancellation, so without it a turn waiting on the model held the stop until it finished."""
 
 
 def current_bot() -> Any:
@@ -42,11 +46,28 @@ async def _api(action: str, **params: Any) -> Any:
 
 @driver.on_startup
 async def _start() -> None:
+    STOPPING.clear()  # a new start of the app in this process
     if RUNTIME.service is None and RUNTIME.factory is not None:
         RUNTIME.service = await RUNTIME.factory()
     if RUNTIME.service is not None:
         RUNTIME.service.outlet = RUNTIME.service.outlet or _outlet
         RUNTIME.service.api = RUNTIME.service.api or _api
+
+
+async def _unless_stopping(work: Any) -> bool:
+    """Run ``work`` unless the bot stops first (then it is cancelled); True when it finished."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(STOPPING.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+        return False
+    task.result()  # what it raised, for the handler's own reporting
+    return True
 
 
 @driver.on_shutdown
@@ -55,6 +76,7 @@ async def _stop() -> None:
     each within `CLOSER_SECONDS`: a stop never waits on a model call or a store that hangs."""
     from yuiju_tasks import bounded
 
+    STOPPING.set()
     for closer in reversed(RUNTIME.on_stop):
         await bounded(closer, seconds=CLOSER_SECONDS, what=f"shutdown step {getattr(closer, '__qualname__', closer)}")
     RUNTIME.on_stop.clear()
@@ -95,8 +117,8 @@ async def _(bot: Bot, event: MessageEvent) -> None:
     try:
         entry = normalize(event_payload(event), self_id=self_id, tz=service.tz, bot_name=service.card.name,
                           max_chars=service.cfg.max_input_chars)
-        if entry is not None:
-            await service.handle(entry)
+        if entry is not None and not await _unless_stopping(service.handle(entry)):
+            log.info("message %s: reply given up, the bot is stopping (the message is recorded)", event.message_id)
     except (RedisError, OSError) as exc:  # a store that is down is not a bug: no traceback
         FAILURES(logging.ERROR, "message %s not handled, a store is unavailable: %s: %.200s", event.message_id,
                  type(exc).__name__, exc)

@@ -184,7 +184,11 @@ class ChatService:
         self._latest[sid] = entry.id
         task = asyncio.create_task(self._turn(entry, char, asleep=asleep, stateless=stateless))
         self._inflight[sid] = task
-        await asyncio.wait([task])
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError:  # the caller gave up (the bot is stopping): so does the turn
+            task.cancel()
+            raise
         if self._inflight.get(sid) is task:
             del self._inflight[sid]
         if task.cancelled():

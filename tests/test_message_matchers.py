@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -106,3 +108,32 @@ async def test_a_message_that_meets_redis_down_costs_one_line_without_a_tracebac
         RUNTIME.service = None
     [line] = [r for r in caplog.records if r.name == "message.matchers"]
     assert "store is unavailable" in line.getMessage() and not line.exc_info
+
+
+async def test_a_reply_in_flight_is_given_up_when_the_bot_stops(app: App, redis: Any) -> None:
+    # nonebot runs matchers shielded from cancellation, so a turn waiting on the model (or on a
+    # locked history file) held every stop until it finished; found by bench/faults.py
+    import message.matchers as matchers
+
+    kit = await make_kit(redis)
+    cancelled = asyncio.Event()
+
+    async def slow(entry: Any) -> Any:
+        try:
+            await asyncio.sleep(60)  # a model call
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    kit.service.handle = slow  # type: ignore[method-assign]
+    RUNTIME.service = kit.service
+    started = time.monotonic()
+    try:
+        async with app.test_matcher(matchers.chat) as ctx:
+            bot = ctx.create_bot(base=Bot, adapter=nonebot_adapter(), self_id=str(BOT))
+            asyncio.get_running_loop().call_later(0.2, matchers.STOPPING.set)
+            ctx.receive_event(bot, group_event(MessageSegment.at(BOT) + MessageSegment.text(" 在吗"), mid=4))
+    finally:
+        RUNTIME.service = None
+        matchers.STOPPING.clear()
+    assert time.monotonic() - started < 5 and cancelled.is_set()
