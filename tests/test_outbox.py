@@ -64,6 +64,22 @@ async def test_a_malformed_outbox_entry_is_dead_lettered_once_and_the_episodes_b
     assert kit.keys.outbox_dead in logged[0].getMessage()
 
 
+async def test_an_outbox_entry_that_is_not_utf8_is_dead_lettered_and_the_rest_flows(
+    redis: aioredis.Redis, history: HistoryStore,
+) -> None:
+    # bytes no client of ours writes (a hand-edited list, a corrupt restore): reading them as text
+    # raised on every flush, so the outbox stayed blocked behind them for good
+    kit = await make_engine(redis, history, policy=idle_forever(), start="2026-09-01 06:00")
+    await redis.rpush(kit.keys.episode_outbox, episode(1), b"\xff\xfe{not utf-8", episode(2))
+
+    await kit.engine.run(until=at_time("2026-09-01 07:15"))
+
+    assert await kit.store.outbox_size() == 0
+    assert {"bhv_1", "bhv_2"} <= {d["_id"] for d in await history.find("episodes")}
+    [dead] = await kit.store.dead_letters()
+    assert "not UTF-8" in dead["reason"] and "{not utf-8" in dead["entry"]
+
+
 async def test_a_history_store_that_is_down_keeps_a_malformed_entry_queued_with_the_rest(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:
