@@ -93,7 +93,10 @@ class Recorder:
             return
         await self.ensure()
         doc = entry.model_dump(mode="python")
-        doc.update(_id=f"{self.card.id}:{entry.session_id}:{entry.id}", character_id=self.card.id,
+        # the platform's id alone is not unique for good (a reconnected implementation, 32-bit
+        # hashes): with who said what, a redelivered event is the same record, another message not
+        said = hashlib.sha1(f"{entry.user_id}|{entry.text}".encode("utf-8", "replace")).hexdigest()[:10]
+        doc.update(_id=f"{self.card.id}:{entry.session_id}:{entry.id}:{said}", character_id=self.card.id,
                    session_id=entry.session_id)
         doc["segments"] = [s.model_dump() for s in entry.segments]
         try:

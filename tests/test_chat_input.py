@@ -180,3 +180,16 @@ async def test_a_window_whose_archiving_is_cut_short_by_a_stop_is_archived_after
 def _fresh_report_budget() -> None:
     """Each test counts its own log lines: the rate limit is per process."""
     REPORT.reset()
+
+
+async def test_two_messages_that_share_a_platform_id_are_both_kept_in_the_message_log(redis: Any, history: Any) -> None:
+    # platform message ids are not unique forever (a reconnected implementation, a fuzzer, 32-bit
+    # hashes): found by bench/faults.py, a later message overwrote an earlier one's log record
+    kit = await make_kit(redis, history)
+    for text, user in (("今天好热", 5), ("去游泳吧", 6)):
+        entry = normalize(payload(text, user=user, mid=777, at=False), self_id=BOT, tz=TZ, bot_name="悠酱")
+        assert entry is not None
+        await kit.service.handle(entry)
+        await kit.service.handle(entry)  # the same event delivered twice is logged once
+    logged = await history.find(CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"})
+    assert sorted(d["text"] for d in logged) == ["今天好热", "去游泳吧"]
