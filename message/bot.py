@@ -117,11 +117,18 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
 
 def run_bot(cfg: Any) -> None:
     """`yuiju bot`: the nonebot app in this process until interrupted."""
+    import signal
+    import sys
+
     import nonebot
 
     require_nonebot()
     RUNTIME.factory = lambda: build_service(cfg)
     _watch_loop_lag(cfg.app.loop_lag_warn_ms)
+    # uvicorn stops the app on SIGTERM and then raises the signal again for the handler it found
+    # installed: with the default one the process would die of it (status -15, a crash to a
+    # supervisor). This one ends the process with 0, as `yuiju run` does, also before uvicorn runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     nonebot.run()
 
 
