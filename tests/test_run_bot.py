@@ -119,13 +119,10 @@ enabled = true
 port = {port}
 access_token = "t"
 """, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
+    from tests.test_daemon_faults import start_yuiju
+
     err_path = tmp_path / "bot.log"
-    with err_path.open("wb") as err:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "yuiju_cli", "--config", str(config), "bot", cwd=ROOT, env=env,
-            stdout=err, stderr=err,
-        )
+    proc = await start_yuiju(config, "bot", log=err_path, stdout=None)
     try:
         ws = await connect(f"ws://127.0.0.1:{port}/onebot/v11/ws",
                            {"X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": "Bearer t"})
