@@ -88,6 +88,12 @@ fails and the caller's own retry loop (the engine's backoff, the page's 503, a w
 takes over. Above the longest blocking read (the page's XREAD, `web.app.SSE_BLOCK_MS`)."""
 DAEMON_CONNECT_TIMEOUT_S = 2.0
 """Connect timeout of the daemon's clients to a single server (a host that drops packets)."""
+POOL_CONNECTIONS = 100
+"""Connections one daemon client opens at most (redis-py's default pool size)."""
+POOL_WAIT_S = 10.0
+"""How long a command waits for a free connection when all are busy. redis-py's default pool
+raises at once instead: a burst of messages (a flooded group, 2000 frames in a second) ran a
+handler each, and those over the pool's size were lost with MaxConnectionsError."""
 
 
 def _daemon_retry() -> Retry:
@@ -101,11 +107,14 @@ def _daemon_retry() -> Retry:
 
 def daemon_client(url: str, **options: Any) -> redis.asyncio.Redis:
     """An asyncio client for one server (a URL or the embedded server's socket) with the daemon's
-    timeouts and retries (`SOCKET_TIMEOUT_S`, `_daemon_retry`); ``options`` as redis-py's."""
-    return redis.asyncio.Redis.from_url(
-        url, decode_responses=True, socket_timeout=SOCKET_TIMEOUT_S,
-        socket_connect_timeout=DAEMON_CONNECT_TIMEOUT_S, retry=_daemon_retry(), **options,
+    timeouts and retries (`SOCKET_TIMEOUT_S`, `_daemon_retry`) and a pool that makes a burst wait
+    for a connection (`POOL_WAIT_S`); ``options`` as redis-py's."""
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_S, decode_responses=True,
+        socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=DAEMON_CONNECT_TIMEOUT_S,
+        retry=_daemon_retry(), **options,
     )
+    return redis.asyncio.Redis.from_pool(pool)
 
 _STOP_TIMEOUT_S = 10.0
 _WATCH_EVERY_S = 0.5

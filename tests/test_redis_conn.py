@@ -314,3 +314,16 @@ async def test_the_longest_blocking_read_fits_the_socket_timeout(tmp_path: Path)
         started = time.monotonic()
         assert await handle.client.xread({"quiet": "0-0"}, block=SSE_BLOCK_MS) == []
         assert time.monotonic() - started >= SSE_BLOCK_MS / 1000 - 0.1
+
+
+async def test_a_burst_of_more_commands_than_the_pool_holds_waits_for_a_connection(redis_url: str) -> None:
+    # 2000 fuzzed OneBot frames in a second ran ~1000 message handlers at once: redis-py's pool
+    # (100 connections) raised MaxConnectionsError for the rest, and those messages were lost
+    from storage.redis import POOL_CONNECTIONS, daemon_client
+
+    client = daemon_client(redis_url)
+    try:
+        burst = [client.blpop([f"burst:{i}"], timeout=0.2) for i in range(POOL_CONNECTIONS * 3)]
+        assert await asyncio.gather(*burst) == [None] * (POOL_CONNECTIONS * 3)  # each held a connection 0.2 s
+    finally:
+        await client.aclose()
