@@ -169,7 +169,12 @@ class Recorder:
         who = "、".join(humans.values()) or "大家"
         summary = summary[:300] or f"和{who}聊天：{entries[0].text[:40]}"
         start, end = entries[0].time, entries[-1].time
-        digest = hashlib.sha1(f"{self.card.id}|{sid}|{start.isoformat()}".encode()).hexdigest()[:20]
+        # the window's first message names the episode (archiving it again writes the same one);
+        # its time alone does not: platforms stamp to the second, and a busy group starts two
+        # windows in one second
+        first = entries[0]
+        digest = hashlib.sha1(f"{self.card.id}|{sid}|{start.isoformat()}|{first.id}|{first.user_id}|{first.text}"
+                              .encode("utf-8", "replace")).hexdigest()[:20]
         await self.memory.episodes.put(Episode.model_validate({
             "_id": f"conv_{digest}", "character_id": self.card.id, "type": "conversation", "time": start,
             "end_time": end, "status": "logged", "summary": summary,

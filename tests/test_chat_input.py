@@ -193,3 +193,16 @@ async def test_two_messages_that_share_a_platform_id_are_both_kept_in_the_messag
         await kit.service.handle(entry)  # the same event delivered twice is logged once
     logged = await history.find(CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"})
     assert sorted(d["text"] for d in logged) == ["今天好热", "去游泳吧"]
+
+
+async def test_two_windows_that_start_in_the_same_second_are_two_episodes(redis: Any) -> None:
+    # platforms stamp messages to the second: in a busy group two windows can start in the same
+    # second, and found by bench/faults.py, the second episode overwrote the first (one id)
+    memory = FakeMemory()
+    kit = await make_kit(redis, memory=memory)
+    for n, text in enumerate(("今天好热", "去游泳吧")):
+        entry = normalize(payload(text, user=5 + n, mid=100 + n, at=False), self_id=BOT, tz=TZ, bot_name="悠酱")
+        assert entry is not None
+        await kit.service.handle(entry)
+        assert await kit.service.recorder.flush_windows() == 1  # one window each, both started at 1_788_000_000
+    assert len({ep.id for ep in memory.episodes_put}) == 2
