@@ -73,8 +73,8 @@ class Recorder:
             item = ({"role": "assistant", "content": entry.text} if entry.from_bot
                     else {"role": "user", "content": self.render(entry)})
         await self.sessions.record(entry, item)
+        await self._feed(entry)  # Redis first: a stop that cuts the history write short loses nothing
         await self._log(entry)
-        await self._feed(entry)
 
     async def record_bot_message(self, scene: str, target: int, text: str, *, source: str,
                                  message_id: int | None = None, context: bool = True) -> Entry:

@@ -206,3 +206,32 @@ async def test_two_windows_that_start_in_the_same_second_are_two_episodes(redis:
         await kit.service.handle(entry)
         assert await kit.service.recorder.flush_windows() == 1  # one window each, both started at 1_788_000_000
     assert len({ep.id for ep in memory.episodes_put}) == 2
+
+
+class LockedHistory:
+    """A history file another program holds locked: a write waits on it until the stop."""
+
+    async def ensure(self, *a: Any, **kw: Any) -> None:
+        return None
+
+    async def put(self, *a: Any, **kw: Any) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_message_whose_log_write_is_cut_short_by_a_stop_is_still_archived_after_the_restart(
+        redis: Any) -> None:
+    # found by bench/faults.py: messages that arrived while the history file was locked, then a
+    # SIGTERM, reached neither the message log nor a conversation (the window came after the log)
+    kit = await make_kit(redis, LockedHistory(), memory=FakeMemory())
+    entry = normalize(payload("锁住的时候说的话", at=False), self_id=BOT, tz=TZ, bot_name="悠酱")
+    assert entry is not None
+    handling = asyncio.create_task(kit.service.handle(entry))
+    await asyncio.sleep(0.05)
+    handling.cancel()  # the bot stops: the reply, and the write still waiting, are given up
+    await asyncio.gather(handling, return_exceptions=True)
+
+    memory = FakeMemory()
+    restarted = await make_kit(redis, memory=memory)
+    assert await restarted.service.recorder.flush_windows() == 1
+    [archived] = memory.episodes_put
+    assert [m["text"] for m in archived.data["messages"]] == ["锁住的时候说的话"]
