@@ -16,6 +16,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from characters import CharacterCard
 from llm import ChatModel
 from llm.errors import LLMError
@@ -135,27 +137,30 @@ class Recorder:
         episode is written: a stop or a kill in the middle (a summary takes seconds) leaves them
         there for the next try, and archiving again writes the same records (deterministic ids)."""
         async with self._locks.setdefault(sid, asyncio.Lock()):  # one archiving per window at a time
-            entries, stored = await self.sessions.window_peek(sid, count)
-            if self.memory is None:  # nothing to archive into: the message log keeps them
-                await self.sessions.window_drop(sid, stored)
-                return
-            if not entries:
-                await self.sessions.window_drop(sid, stored)
-                return
             try:
-                await self.archive_window(sid, entries)
-            except Exception as exc:
-                if sid in self._returned:  # failed twice in a row: not a passing outage
-                    self._returned.discard(sid)
-                    log.error("conversation window of %s (%d messages) not archived: %s", sid, len(entries), exc,
-                              exc_info=True)
-                    await self.sessions.window_drop(sid, stored)
-                    return
-                self._returned.add(sid)  # a store that is down: the next window closing takes these along
-                log.warning("conversation window of %s not archived (%s); kept for the next try", sid, exc)
-                return
-            self._returned.discard(sid)
+                await self._archive_locked(sid, count)
+            except (RedisError, OSError) as exc:  # Redis down (or restarting): the window waits there
+                log.warning("conversation window of %s not archived now (Redis: %s); kept for the next try", sid, exc)
+
+    async def _archive_locked(self, sid: str, count: int | None) -> None:
+        entries, stored = await self.sessions.window_peek(sid, count)
+        if self.memory is None or not entries:  # nothing to archive (into): the message log keeps them
             await self.sessions.window_drop(sid, stored)
+            return
+        try:
+            await self.archive_window(sid, entries)
+        except Exception as exc:
+            if sid in self._returned:  # failed twice in a row: not a passing outage
+                self._returned.discard(sid)
+                log.error("conversation window of %s (%d messages) not archived: %s", sid, len(entries), exc,
+                          exc_info=True)
+                await self.sessions.window_drop(sid, stored)
+                return
+            self._returned.add(sid)  # a store that is down: the next window closing takes these along
+            log.warning("conversation window of %s not archived (%s); kept for the next try", sid, exc)
+            return
+        self._returned.discard(sid)
+        await self.sessions.window_drop(sid, stored)
 
     async def archive_window(self, sid: str, entries: list[Entry]) -> None:
         """A finished window → a conversation episode, person profiles, chat memories. Each part

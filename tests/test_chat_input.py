@@ -235,3 +235,30 @@ async def test_a_message_whose_log_write_is_cut_short_by_a_stop_is_still_archive
     assert await restarted.service.recorder.flush_windows() == 1
     [archived] = memory.episodes_put
     assert [m["text"] for m in archived.data["messages"]] == ["锁住的时候说的话"]
+
+
+async def test_a_window_that_meets_redis_down_when_archiving_costs_one_line_and_stays(
+        redis: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # found by bench/faults.py: the embedded Redis killed while a window closed; the background
+    # archiving task died with the ConnectionError ("Task exception was never retrieved", a traceback)
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    memory = FakeMemory()
+    kit = await make_kit(redis, memory=memory)
+    await kit.say("今天好热")
+    sessions = kit.service.recorder.sessions
+    peek = sessions.window_peek
+
+    async def down(*a: Any, **kw: Any) -> Any:
+        raise RedisConnectionError("Error 111 connecting to redis.sock. Connection refused.")
+
+    sessions.window_peek = down  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING):
+        await kit.service.recorder.flush_windows()
+    assert [r.levelno for r in caplog.records if "not archived" in r.getMessage()] == [logging.WARNING]
+    assert not any(r.exc_info for r in caplog.records)
+
+    sessions.window_peek = peek  # type: ignore[method-assign]  # Redis is back
+    assert await kit.service.recorder.flush_windows() == 1
+    [archived] = memory.episodes_put
+    assert [m["text"] for m in archived.data["messages"]] == ["今天好热"]
