@@ -172,3 +172,35 @@ async def _sqlite(data_dir: Path) -> HistoryStore:
     history = await open_history(None, "yuiju", data_dir)
     await EpisodeRepo(history).ensure()
     return history
+
+
+async def test_entries_queued_by_other_writers_are_written_while_she_is_busy(
+    redis: aioredis.Redis, history: HistoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # found by bench/faults.py: the chat's LLM ledger entries, queued by another StateStore, stayed
+    # in Redis until her next own episode (an hour at real speed, or the next start)
+    import asyncio
+    from datetime import timedelta
+
+    import world.engine
+
+    monkeypatch.setattr(world.engine, "LEASE_RENEW", timedelta(seconds=0.2))
+    kit = await make_engine(redis, history, policy=idle_forever(), start="2026-09-01 06:00")
+
+    async def busy(_when: Any) -> None:  # her action never ends during the test
+        await asyncio.Event().wait()
+
+    kit.clock.sleep_until = busy  # type: ignore[method-assign]
+    running = asyncio.create_task(kit.engine.run())
+    try:
+        await asyncio.sleep(0.3)  # her first step is done and written
+        await redis.rpush(kit.keys.episode_outbox, episode(1))  # another writer's entry
+        for _ in range(40):
+            if "bhv_1" in {d["_id"] for d in await history.find("episodes")}:
+                break
+            await asyncio.sleep(0.1)
+        assert "bhv_1" in {d["_id"] for d in await history.find("episodes")}
+        assert await kit.store.outbox_size() == 0
+    finally:
+        kit.engine.stop()
+        await asyncio.wait_for(running, 5)

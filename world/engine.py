@@ -277,6 +277,14 @@ class Engine:
         finally:
             await self.store.release_outbox_lock(self.token)
 
+    async def flush_queued(self) -> int:
+        """Write what other writers queued (the chat's LLM ledger and conversation episodes, another
+        process): they do not count in this engine's `outbox_writes`, so they waited for her next
+        own episode, an hour at real speed. Checked on every lease check (one LLEN)."""
+        if self.history is None or not await self.store.outbox_size():
+            return 0
+        return await self.flush_outbox(force=True)
+
     async def _flush_locked(self) -> int:
         assert self.history is not None
         written = 0
@@ -460,6 +468,7 @@ class Engine:
             try:
                 if time.monotonic() >= next_lease_check:
                     run_now = await self._refresh_leases() or run_now
+                    await self.flush_queued()
                     # waiting for a lease: ask every LEASE_POLL; holding all: renew (the keeper does too)
                     next_lease_check = time.monotonic() + (
                         LEASE_RENEW if self.holds_everything else LEASE_POLL).total_seconds()
