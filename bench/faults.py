@@ -475,17 +475,18 @@ async def life_under_faults(tally: Tally, work: Path, stub: OpenAIStub, kills: i
     await qq.close()
     await daemon.stop("SIGTERM with Redis just killed")
 
-    # 9. last run: the outbox flows (nothing stays queued for 8 s), every open window is archived
+    # 9. last run: the outbox flows (nothing stays queued past the engine's next lease check, 10 s
+    # apart), every open window is archived
     # (/distill), then a clean stop
     mark = daemon.mark()
     await start()
     await daemon.wait_for("driving character", 45, after=mark)
     await chat(3)
     queued = set(redis_cli_list(data, outbox))
-    await asyncio.sleep(8)
+    await asyncio.sleep(12)
     stuck = queued & set(redis_cli_list(data, outbox))
     if stuck:
-        tally.blocked_outbox.append(f"life: {len(stuck)} outbox entries still queued after 8 s: {sorted(stuck)[:3]}")
+        tally.blocked_outbox.append(f"life: {len(stuck)} outbox entries still queued after 12 s: {sorted(stuck)[:3]}")
     await qq.say("/distill", user=ADMIN)
     await asyncio.sleep(6)
     await qq.close()
