@@ -282,7 +282,7 @@ class Engine:
             log.info("advancing the world of town %s (town lease %s)", prefix, self.token[:8])
         for prefix in change.towns_lost:
             log.error("lost the town lease of %s; another engine advances that world now", prefix)
-        if change.waiting and not self._waiting_logged:
+        if change.waiting and self.leases.held_count < self.leases.share and not self._waiting_logged:
             # normal while a fleet rebalances; a second daemon by mistake shows here too
             log.info("room for %d more, but %s %s driven by another engine; this one takes characters over as "
                      "other engines give them up or stop", self.leases.share - self.leases.held_count,
