@@ -463,6 +463,10 @@ class Engine:
                 dues.append(await self._tick(town, now))
         speed = getattr(self.clock, "speed", 1.0)
         for cid in self.leases.held():  # a copy: the lease keeper may change the set meanwhile
+            if self.leases.over_share:  # a worker joined: between two steps is a safe point
+                await self._give_up_extras()
+            if not self.leases.holds(cid):
+                continue
             loop = self.loops[cid]
             due = self._due.get(cid)
             if due is not None and due > now:

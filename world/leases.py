@@ -39,7 +39,7 @@ POLL_SECONDS = 2.0
 extras), and a waiting engine asks again for a lease that may have been released."""
 WAKE_MARGIN_SECONDS = 0.02
 """Wake this long after a heartbeat or lease is due to run out, so it has."""
-EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
 
 
 @dataclass(eq=False)
@@ -199,13 +199,13 @@ class Leases:
 
     async def give_up_extras(self, due: Mapping[str, datetime]) -> tuple[list[str], list[str]]:
         """Release what is above the fair share (call it between steps only); the characters and
-        towns given up. The characters whose next step is furthest away go first, so the worker
+        towns given up. Those this engine has not stepped yet go first (a fleet starting together
+        shares the first steps out), then those whose next step is furthest away, so the worker
         taking them over has the most time before it must act."""
         extra = self.held_count - self.share
         given: list[str] = []
         if extra > 0:
-            ordered = sorted(self.held(), key=lambda cid: (cid in due, due.get(cid) or EARLIEST), reverse=True)
-            given = ordered[:extra]
+            given = sorted(self.held(), key=lambda cid: due.get(cid, LATEST), reverse=True)[:extra]
         towns = self.towns_held()[: max(0, len(self.towns_held()) - self.town_share)]
         for town in self.towns:
             mine = [cid for cid in given if cid in town.held]
