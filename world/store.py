@@ -113,12 +113,6 @@ def parse_model(model: type[M], key: str, raw: str | None) -> M | None:
         raise CorruptState(key, problems) from None
 
 
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
@@ -448,26 +442,8 @@ class StateStore:
 
     # -- leases (one engine drives a character, one advances the town, at a time) ----------------
 
-    async def acquire_lease(self, character_id: str, token: str, ttl_ms: int) -> bool:
-        return await self._acquire(self.keys.lease(character_id), token, ttl_ms)
-
-    async def renew_lease(self, character_id: str, token: str, ttl_ms: int) -> bool:
-        return await self._renew(self.keys.lease(character_id), token, ttl_ms)
-
-    async def release_lease(self, character_id: str, token: str) -> None:
-        await self.redis.eval(_RELEASE, 1, self.keys.lease(character_id), token)
-
     async def lease_holder(self, character_id: str) -> str | None:
         return await self.redis.get(self.keys.lease(character_id))
-
-    async def acquire_town_lease(self, token: str, ttl_ms: int) -> bool:
-        return await self._acquire(self.keys.town_lease, token, ttl_ms)
-
-    async def renew_town_lease(self, token: str, ttl_ms: int) -> bool:
-        return await self._renew(self.keys.town_lease, token, ttl_ms)
-
-    async def release_town_lease(self, token: str) -> None:
-        await self.redis.eval(_RELEASE, 1, self.keys.town_lease, token)
 
     async def town_lease_holder(self) -> str | None:
         return await self.redis.get(self.keys.town_lease)
@@ -522,12 +498,6 @@ class StateStore:
                 info = {}
             out[token] = (left, info if isinstance(info, dict) else {})
         return out
-
-    async def _acquire(self, key: str, token: str, ttl_ms: int) -> bool:
-        return bool(await self.redis.set(key, token, nx=True, px=ttl_ms))
-
-    async def _renew(self, key: str, token: str, ttl_ms: int) -> bool:
-        return bool(await self.redis.eval(_RENEW, 1, key, token, ttl_ms))
 
     # -- the episode outbox -----------------------------------------------------------------------
 
