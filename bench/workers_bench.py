@@ -168,8 +168,8 @@ async def run_setup(setup: Setup, *, seconds: float, kills: int) -> dict[str, An
         if kills and setup.workers > 1:
             result["takeovers"] = await kill_and_take_over(setup, stores, registry, kills)
     finally:
+        await handle.aclose()  # first: the last worker to stop then stops an embedded server
         setup.stop()
-        await handle.aclose()
     return result
 
 
@@ -268,5 +268,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
 
 
 if __name__ == "__main__":
+    # SIGTERM as Ctrl-C: the workers, the cluster and the temp dirs are cleaned up either way
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with contextlib.suppress(KeyboardInterrupt):
         raise SystemExit(main())

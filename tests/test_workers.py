@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,16 @@ async def stop(kit: EngineKit, task: asyncio.Task[None], *, release: bool = True
         await kit.engine.release()
 
 
+@pytest.fixture(autouse=True)
+async def no_engine_outlives_its_test() -> AsyncIterator[None]:
+    """The tests share one event loop: an engine a failed test left running would write on."""
+    yield
+    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and "Engine.run" in repr(t.get_coro())]
+    for task in running:
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+
+
 async def test_a_lease_check_is_one_script_per_town_whatever_the_number_of_characters(redis: aioredis.Redis) -> None:
     kit = await worker(redis, 200)
     calls: list[str] = []
@@ -221,11 +231,14 @@ async def test_a_worker_that_joins_never_takes_a_character_in_the_middle_of_a_st
     assert first.engine.leases.over_share
     assert set((await holders(first)).values()) == {first.engine.token}  # nothing taken mid-step
 
-    gated.gate.set()  # the step ends; between two steps the first gives one up
+    gated.gate.set()  # the step ends; before the next one the first gives up the one it has not stepped
     await until(lambda: holds(second, 1), 5)
     assert await holds(first, 1)
-    assert first.stats.decisions == 2 and first.stats.stale_starts == 0  # both of her steps were written
-    assert second.stats.decisions == 0  # the one it took is busy with what the first started
+    assert first.stats.decisions == second.stats.decisions == 1  # each started one, once
+    assert first.stats.stale_starts == second.stats.stale_starts == 0
+    for cid in first.loops:
+        her = await first.character(cid)
+        assert her is not None and her.running is not None
     await stop(second, second_run)
     await stop(first, first_run)
 
@@ -315,3 +328,25 @@ async def test_status_says_which_worker_drives_which_character_and_advances_the_
     await stop(first, first_run, release=False)  # died: its characters show as driven until the ttl
     assert await yuiju_cli._status(cfg, as_json=False) == 0
     assert "[由 north 驱动]" in capsys.readouterr().out
+
+
+async def test_a_step_within_a_world_minute_of_the_last_tick_does_not_tick_the_whole_town_again(
+    redis: aioredis.Redis,
+) -> None:
+    """A town's tick rewrites every character: redone before each of a big town's steps, it would
+    cost the town's size per decision. Decisions see the world as of its last tick instead, at
+    most a world minute old."""
+    kit = await make_engine(redis, None, characters=population(30), policy=ScriptedPolicy(lambda _r: IDLE_30),
+                            tick_minutes=5, start="2026-09-05 10:00")
+    await kit.engine.run(max_steps=1)  # the tick at 10:00, then each starts idling until 10:30
+    ticks = kit.ticker.ticks
+    for moment in ("2026-09-05 10:00:20", "2026-09-05 10:00:50"):
+        await kit.clock.sleep_until(at_time(moment))
+        await kit.engine.run_once()
+    assert kit.ticker.ticks == ticks
+
+    await kit.clock.sleep_until(at_time("2026-09-05 10:01:10"))  # a minute on: the next step catches up
+    await kit.engine.run_once()
+    world_state = await kit.store.load_world()
+    assert kit.ticker.ticks == ticks + 1
+    assert world_state is not None and world_state.last_advanced_at == at_time("2026-09-05 10:01:10")

@@ -6,7 +6,8 @@ One asyncio task sequences everything due, in time order, for every town it driv
   evolutions in config order → atomic save → events (a tick from ``last_advanced_at`` straight
   to now converges after downtime);
 - each **character's behavior step** when her running action ends (a world tick catches the
-  world up to the same instant first, so decisions always see the present);
+  world up to the same instant first, unless the last one is under a world minute old, so decisions
+  always see the present);
 - each town's **outbox flush** that writes committed episodes to the history store.
 
 The same code runs under `RealClock` (``yuiju run``) and `SimClock` (``yuiju simulate``).
@@ -66,6 +67,11 @@ FIGURES_EVERY_SECONDS = 10.0
 """How often the figures a worker publishes in the registry (for `yuiju status`) are recomputed."""
 FIGURES_SAMPLES = 10_000
 """Recent decisions and steps the published percentiles are computed over."""
+CATCH_UP = timedelta(minutes=1)
+"""A step ticks the world up to its moment first only when the last tick is this old (world time):
+a tick rewrites every character of the town, so a big town ticking before each of its steps would
+spend its size on every decision. Decisions see the world at most this stale (and needs drift on at
+their usual pace); under `SimClock`, where steps fall on whole minutes, every step still catches up."""
 CORRUPT_RETRY = timedelta(minutes=1)
 MAX_BACKOFF_SECONDS = 10.0
 STOP_GRACE_SECONDS = 1.0
@@ -75,6 +81,9 @@ OUTBOX_LOCK_MS = 30_000
 """The flush lock's TTL at most; never longer than the lease TTL, so the flush lock of a worker that
 died in the middle of a flush runs out with its leases and the others flush that town again."""
 OUTBOX_BATCH = 200
+FLUSH_RETRY = timedelta(seconds=1)
+"""Wall time before flushing again when another worker held the town's flush lock, so an episode
+never waits for this engine's next step to be written."""
 HISTORY_DOWN_LOG_EVERY_SECONDS = 300.0
 HISTORY_DOWN = (StoreUnavailable, OSError)
 """Errors that mean the history store is unreachable (entries stay queued), not that it refuses
@@ -172,6 +181,10 @@ class TownRun:
     flushed_at: int = -1
     flush_pending: bool = True
     """Flush at start-up: episodes left in the outbox by a crash are written first."""
+    lock_busy: bool = False
+    """Another worker held the flush lock at the last try: this engine tries again soon."""
+    ticked_at: datetime | None = None
+    """World time of this engine's last tick of the town."""
 
     @property
     def prefix(self) -> str:
@@ -188,6 +201,8 @@ class EngineFigures:
 
 
 class Engine:
+    """Drives the towns' worlds and characters it holds leases for, in one asyncio loop."""
+
     def __init__(
         self,
         *,
@@ -216,7 +231,6 @@ class Engine:
         self.loops = {loop.character_id: loop for town in self.towns for loop in town.loops}
         if len(self.loops) != sum(len(town.loops) for town in self.towns):
             raise ValueError("a character id may live in one town of an engine only")
-        self._town_of = {loop.character_id: town for town in self.towns for loop in town.loops}
         self.tick = timedelta(minutes=tick_minutes)
         self.on_step = on_step
         self.flush_every = flush_every
@@ -355,10 +369,10 @@ class Engine:
         if not force and not town.flush_pending and (pending == 0 or pending < self.flush_every):
             return 0
         town.flushed_at = store.outbox_writes
-        town.flush_pending = False
+        town.flush_pending = town.lock_busy = False
         # One flusher at a time: peek-write-trim by two engines at once could drop an entry.
         if not await store.acquire_outbox_lock(self.token, self._outbox_lock_ms):
-            town.flush_pending = True
+            town.flush_pending = town.lock_busy = True
             return 0
         try:
             return await self._flush_locked(town)
@@ -460,7 +474,10 @@ class Engine:
         dues: list[datetime] = []
         for town in self.towns:
             if self.leases.holds_town(town.prefix):
-                dues.append(await self._tick(town, now))
+                if town.ticked_at is None or not town.ticked_at <= now < town.ticked_at + min(self.tick, CATCH_UP):
+                    await self._tick(town, now)
+                    town.ticked_at = now
+                dues.append(town.ticked_at + self.tick)
         speed = getattr(self.clock, "speed", 1.0)
         for cid in self.leases.held():  # a copy: the lease keeper may change the set meanwhile
             if self.leases.over_share:  # a worker joined: between two steps is a safe point
@@ -487,12 +504,14 @@ class Engine:
                 continue
             dues.append(self._due[cid])
         await self.flush_outbox()
+        if any(town.lock_busy for town in self.towns):  # another worker was flushing: soon again
+            dues.append(now + FLUSH_RETRY * getattr(self.clock, "speed", 1.0))
         if self.on_step is not None:
             self.on_step()
         return min(dues, default=None)
 
-    async def _tick(self, town: TownRun, now: datetime) -> datetime:
-        """The town's world tick (fenced on its town lease); when the next one is due."""
+    async def _tick(self, town: TownRun, now: datetime) -> None:
+        """The town's world tick, fenced on its town lease."""
         try:
             await town.ticker.tick(now, lease_token=self.token)
         except CorruptState as exc:  # characters whose own state is fine go on
@@ -502,7 +521,6 @@ class Engine:
             self.leases.drop_town(town.prefix)
         for exc in town.ticker.corrupt:
             self._log_corrupt("left out of the world tick", exc)
-        return now + self.tick
 
     async def run(self, *, until: datetime | None = None, max_steps: int | None = None) -> None:
         """Run until `stop()`, ``until`` (world time) or ``max_steps`` steps.
