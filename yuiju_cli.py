@@ -169,7 +169,7 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
                 ticker = await town.town_lease_holder()
                 towns[prefix] = {
                     "world": await town.load_world(),
-                    "characters": {cid: await town.load_character(cid) for cid in spec.characters},
+                    "characters": await town.load_characters(spec.characters),
                     "driven_by": {cid: names.get(tok, tok[:8]) if tok else None for cid, tok in holders.items()},
                     "ticked_by": names.get(ticker, ticker[:8]) if ticker else None,
                     "episode_outbox": await town.outbox_size(),

@@ -221,6 +221,7 @@ async def test_the_worker_registry_lists_live_workers_and_forgets_stopped_ones(
     store: StateStore, redis: aioredis.Redis
 ) -> None:
     assert set(await store.heartbeat("a", 10_000, '{"name": "north"}')) == {"a"}
+    assert (await store.heartbeat("a", 60_000, renew_below_ms=5_000))["a"] <= 10_000  # 10 s left: not yet
     live = await store.heartbeat("b", 50, '{"name": "south"}')
     assert set(live) == {"a", "b"} and 9_000 < live["a"] <= 10_000 and live["b"] <= 50
     await asyncio.sleep(0.12)  # b stops without a word

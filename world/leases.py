@@ -100,6 +100,7 @@ class Leases:
         """The live workers at the last check (token -> ms its heartbeat had left), this one included."""
         self.next_check = 0.0
         """`time.monotonic()` of the next check."""
+        self._info_written, self._info_written_at = "", 0.0
 
     # -- what this engine holds ---------------------------------------------------------------
 
@@ -149,14 +150,14 @@ class Leases:
     async def refresh(self) -> LeaseChange:
         """Heartbeat, then per town: renew what is ours, take free leases up to the fair share,
         notice what was lost; schedule the next check (`next_check`)."""
-        info = json.dumps(dict(self.info()), default=str) if self.info else ""
-        self.live = await self.registry.heartbeat(self.token, self.ttl_ms, info)
+        renew_below = self.ttl_ms * 2 // 3
+        info = self._info_if_changed()
+        self.live = await self.registry.heartbeat(self.token, self.ttl_ms, info, renew_below_ms=renew_below)
         soonest = [self.poll_seconds]
         # another worker's heartbeat running out changes the shares: look again right then
         soonest += [left / 1000 + WAKE_MARGIN_SECONDS for tok, left in self.live.items() if tok != self.token]
         budget = self.share - self.held_count
         town_budget = self.town_share - len(self.towns_held())
-        renew_below = self.ttl_ms * 2 // 3
         change = LeaseChange()
         for town in self.towns:
             wants = budget > 0
@@ -192,10 +193,21 @@ class Leases:
                     change.waiting.append(cid)
                     soonest.append(status / 1000 + WAKE_MARGIN_SECONDS)
         self.next_check = time.monotonic() + min(soonest)
-        if self.info and (change.taken or change.lost or change.towns_taken or change.towns_lost):
-            # what `yuiju status` shows changed: say so now, not at the next check
-            await self.registry.heartbeat(self.token, self.ttl_ms, json.dumps(dict(self.info()), default=str))
+        changed = change.taken or change.lost or change.towns_taken or change.towns_lost
+        if changed and (info := self._info_if_changed()):  # what `yuiju status` shows: now, not next time
+            await self.registry.heartbeat(self.token, self.ttl_ms, info, renew_below_ms=renew_below)
         return change
+
+    def _info_if_changed(self) -> str:
+        """This worker's info JSON for the registry, or '' when it is what was written last (it is
+        written again every third of the TTL anyway, in case the registry forgot this worker)."""
+        if self.info is None:
+            return ""
+        info = json.dumps(dict(self.info()), default=str)
+        if info == self._info_written and time.monotonic() - self._info_written_at < self.ttl_ms / 3000:
+            return ""
+        self._info_written, self._info_written_at = info, time.monotonic()
+        return info
 
     async def give_up_extras(self, due: Mapping[str, datetime]) -> tuple[list[str], list[str]]:
         """Release what is above the fair share (call it between steps only); the characters and
@@ -229,3 +241,4 @@ class Leases:
             if characters or holds_town:
                 await town.store.release_leases(self.token, characters, town=holds_town)
         await self.registry.leave_registry(self.token)
+        self._info_written = ""

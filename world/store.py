@@ -161,7 +161,9 @@ return 1
 
 # The worker registry, in one step: drop workers whose heartbeat ran out, (re)register this one
 # with its info unless ttl is 0 (a reader), and list the live ones. KEYS: registry zset, info
-# hash. ARGV: token, ttl ms, info JSON ('' keeps the stored one). Returns [token, ms left, ...].
+# hash. ARGV: token, ttl ms, info JSON ('' keeps the stored one), renew below (ms: a heartbeat
+# with more left is not rewritten, so the registry is written every third of the ttl, not at every
+# check). Returns [token, ms left, ...].
 # Times come from Redis's clock (scripts are replicated by effects since Redis 5), so workers on
 # machines whose clocks disagree still agree on who is alive.
 _HEARTBEAT = """
@@ -173,7 +175,10 @@ for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
 end
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then
-  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+  local expires = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if not expires or tonumber(expires) - now < tonumber(ARGV[4]) then
+    redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+  end
   if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) end
 end
 local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
@@ -307,6 +312,15 @@ class StateStore:
     async def load_character(self, character_id: str) -> CharacterState | None:
         key = self.keys.character(character_id)
         return parse_model(CharacterState, key, await self.redis.get(key))
+
+    async def load_characters(self, character_ids: Sequence[str]) -> dict[str, CharacterState | None]:
+        """Many characters in one round trip (`yuiju status` of a town of thousands)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for cid in character_ids:
+                pipe.get(self.keys.character(cid))
+            raws = await pipe.execute()
+        return {cid: parse_model(CharacterState, self.keys.character(cid), raw)
+                for cid, raw in zip(character_ids, raws, strict=True)}
 
     async def load(self, character_id: str) -> tuple[WorldState | None, CharacterState | None]:
         """The world and one character in one round trip."""
@@ -476,10 +490,13 @@ class StateStore:
 
     # -- the worker registry (in the default town's keys) -------------------------------------
 
-    async def heartbeat(self, token: str, ttl_ms: int, info: str = "") -> dict[str, int]:
-        """Say this worker is alive for ``ttl_ms`` more (with its ``info`` JSON when given); the
-        live workers, this one included, with the ms each has left."""
-        found = await self._heartbeat(keys=[self.keys.workers, self.keys.worker_info], args=[token, ttl_ms, info])
+    async def heartbeat(self, token: str, ttl_ms: int, info: str = "", *, renew_below_ms: int | None = None) -> dict[str, int]:
+        """Say this worker is alive for ``ttl_ms`` more (when it has less than ``renew_below_ms``
+        left; default: always), with its ``info`` JSON when given; the live workers, this one
+        included, with the ms each has left."""
+        below = ttl_ms + 1 if renew_below_ms is None else renew_below_ms
+        found = await self._heartbeat(keys=[self.keys.workers, self.keys.worker_info],
+                                      args=[token, ttl_ms, info, below])
         return {str(found[i]): int(found[i + 1]) for i in range(0, len(found), 2)}
 
     async def leave_registry(self, token: str) -> None:
