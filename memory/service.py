@@ -182,6 +182,7 @@ def rank_weights(cfg: Any) -> RankWeights:
     return RankWeights(
         recency=m.weight_recency, importance=m.weight_importance, half_life_days=m.recency_half_life_days,
         dense=m.weight_dense, lexical=m.weight_lexical, rrf_k=m.rrf_k, fusion=m.fusion, depth=m.recall_depth,
+        reply=m.weight_reply, speaker=m.weight_speaker,
     )
 
 
@@ -198,7 +199,7 @@ async def build_memory(
         diary=DiaryWriter(history, episodes, model=chat_model, voice=voice, tz=cfg.app.tz, semantic=semantic,
                           review_rounds=m.diary_review_rounds),
         persons=PersonRepo(history, character_id),
-        chat=ChatMemories(history, semantic, character_id),
+        chat=ChatMemories(history, semantic, character_id, context_minutes=m.chat_context_minutes),
         distiller=Distiller(history, semantic, chat_model, character_id=character_id, name=voice.name,
                             keep_distilled_days=m.keep_distilled_chat_days,
                             keep_undistilled_days=m.keep_undistilled_chat_days),

@@ -156,7 +156,8 @@ async def test_chat_lines_are_indexed_with_the_speakers_name(store: VectorStore,
     await chat.ensure()
     ids = await chat.add_many([
         ChatLine(user_id="qq:1", text="I started pottery classes", time=NOW, group_id="g1", nickname="Caroline"),
-        ChatLine(user_id="qq:2", text="I started violin classes", time=NOW, group_id="g1", nickname="Melanie"),
+        # a day apart: not one the other's context (tests/test_memory_context.py)
+        ChatLine(user_id="qq:2", text="I started violin classes", time=NOW - timedelta(days=1), group_id="g1", nickname="Melanie"),
     ])
     found = await memory.recall("What classes did Caroline start?", character_id="yuiju", now=NOW, group_id="g1")
     assert found[0].text == "I started pottery classes" and found[0].payload["ref"] == ids[0]
