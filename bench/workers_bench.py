@@ -19,6 +19,9 @@ lag p50/p95/max (how late steps ran after they were due; first steps excluded), 
 over the steady window, RSS. Then, on the cluster, ``--kills`` times: kill -9 a worker, the time
 until every one of its characters is driven by another (target: lease TTL + 1 s), a replacement
 worker, and the time until the shares are even again.
+
+Copies of one card live in near lockstep: the first seeded actions end at 09:05 world time, so at
+speed 1 a window shorter than about 300 s sees no decision at all (the table says so).
 """
 
 from __future__ import annotations
@@ -260,6 +263,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
             print(f"| {r['setup']} | {w['worker']} | {w['characters']} | {r['startup_seconds']} | {w['decisions']} | "
                   f"{o.get('p50')} / {o.get('p95')} | {lag.get('p50')} / {lag.get('p95')} / {lag.get('max')} | "
                   f"{w['cpu_percent']} | {w['rss_mib']} |")
+    if any(not w["decisions"] for r in results for w in r.get("per_worker", [])):
+        print("no decisions in the window: the seeded actions first end at 09:05 world time; use --seconds 360")
     for r in results:
         for t in r.get("takeovers", []):
             print(f"kill -9 {t['killed']} ({t['characters']} characters): taken over in {t['takeover_seconds']} s; "
