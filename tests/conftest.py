@@ -230,6 +230,7 @@ async def make_engine(
     catalogue: Catalogue | None = None,
     tick_minutes: int = 60,
     prefix: str = "yuiju",
+    lease_ttl_ms: int | None = None,
 ) -> EngineKit:
     """A `SimClock` engine on real Redis (and the given history store), no CLI, no config.
 
@@ -260,7 +261,7 @@ async def make_engine(
         seed=seed, character_ids=list(states),
     )
     engine = Engine(clock=clock, store=store, history=history, ticker=ticker,
-                    loops=list(loops.values()), tick_minutes=tick_minutes)
+                    loops=list(loops.values()), tick_minutes=tick_minutes, lease_ttl_ms=lease_ttl_ms)
     return EngineKit(clock=clock, keys=keys, store=store, ticker=ticker, loops=loops,
                      engine=engine, stats=stats, history=history)
 

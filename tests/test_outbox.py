@@ -180,11 +180,10 @@ async def test_entries_queued_by_other_writers_are_written_while_she_is_busy(
     # found by bench/faults.py: the chat's LLM ledger entries, queued by another StateStore, stayed
     # in Redis until her next own episode (an hour at real speed, or the next start)
     import asyncio
-    from datetime import timedelta
 
     import world.engine
 
-    monkeypatch.setattr(world.engine, "LEASE_RENEW", timedelta(seconds=0.2))
+    monkeypatch.setattr(world.engine, "QUEUED_FLUSH_SECONDS", 0.2)
     kit = await make_engine(redis, history, policy=idle_forever(), start="2026-09-01 06:00")
 
     async def busy(_when: Any) -> None:  # her action never ends during the test

@@ -1,10 +1,11 @@
 """Everything yuiju does in Redis, on a real 3-master Redis Cluster (`storage.testcluster`).
 
-Each Lua script (the state store's compare-and-set and outbox trim, the lease renew/release), each
-stream and consumer-group call (XADD inside the commit; the memory worker's XGROUP CREATE /
-XREADGROUP / XACK; the proactive consumer's XAUTOCLAIM; the observer's XREVRANGE / XREAD) and each
-MULTI/EXEC pipeline (chat sessions, LLM usage) runs here through `redis.asyncio.RedisCluster`,
-selected by config, and every key written lands in the town's one hash slot.
+Each Lua script (the state store's compare-and-set and outbox trim, the lease sync and release, the
+worker registry's heartbeat and leave), each stream and consumer-group call (XADD inside the
+commit; the memory worker's XGROUP CREATE / XREADGROUP / XACK; the proactive consumer's XAUTOCLAIM;
+the observer's XREVRANGE / XREAD) and each MULTI/EXEC pipeline (chat sessions, LLM usage) runs here
+through `redis.asyncio.RedisCluster`, selected by config, and every key written lands in the town's
+one hash slot.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from world.clock import SimClock
 from world.commands import enqueue_command
 from world.evolutions import Event
 from world.runtime import build_runtime
-from world.store import Commit, Snapshot, StateStore
+from world.store import LEASE_FREE, LEASE_MINE, Commit, LeaseView, Snapshot, StateStore
 from yuiju_config import ConfigError, YuijuConfig, load_config
 
 KEYS = Keys("yuiju")
@@ -278,14 +279,22 @@ async def test_a_concurrent_write_makes_the_script_refuse_and_the_transaction_re
 
 async def test_lease_and_outbox_lock_scripts_work_on_a_cluster(cluster_redis: aioredis.RedisCluster) -> None:
     store = StateStore(cluster_redis, KEYS)
-    assert await store.acquire_lease("yuiju", "a", 10_000)
-    assert not await store.renew_lease("yuiju", "b", 60_000)  # _RENEW via EVAL
-    assert await store.renew_lease("yuiju", "a", 60_000)
+    # _SYNC_LEASES: the town lease and every character lease of a town in one script
+    view = await store.sync_leases("a", 10_000, characters=["yuiju", "kaede"], take=1, take_town=True)
+    assert view == LeaseView(town=LEASE_MINE, characters={"yuiju": LEASE_MINE, "kaede": LEASE_FREE})
+    view = await store.sync_leases("b", 10_000, characters=["yuiju"], take=1, take_town=True)
+    assert view.town > 0 and view.characters["yuiju"] > 0  # a's, with the ms they have left
+    await store.sync_leases("a", 60_000, characters=["yuiju"])  # renewed
     assert await cluster_redis.pttl(KEYS.lease("yuiju")) > 10_000
-    await store.release_lease("yuiju", "b")  # _RELEASE via EVAL: not the holder
-    assert await store.lease_holder("yuiju") == "a"
-    await store.release_lease("yuiju", "a")
-    assert await store.lease_holder("yuiju") is None
+    await store.release_leases("b", ["yuiju"], town=True)  # _RELEASE_MANY: not the holder
+    assert await store.lease_holders(["yuiju"]) == {"yuiju": "a"} and await store.town_lease_holder() == "a"
+    await store.release_leases("a", ["yuiju"], town=True)
+    assert await store.lease_holder("yuiju") is None and await store.town_lease_holder() is None
+    # _HEARTBEAT and _LEAVE: the worker registry (its zset and hash share the town's slot)
+    assert set(await store.heartbeat("a", 10_000, '{"name": "w1"}')) == {"a"}
+    assert (await store.workers())["a"][1] == {"name": "w1"}
+    await store.leave_registry("a")
+    assert await store.workers() == {}
 
     await cluster_redis.rpush(KEYS.episode_outbox, "e1", "e2")
     raw = await cluster_redis.lrange(KEYS.episode_outbox, 0, -1)
@@ -302,11 +311,6 @@ async def test_lease_and_outbox_lock_scripts_work_on_a_cluster(cluster_redis: ai
     assert await store.acquire_outbox_lock("t", 1000)
     assert await store.drop_outbox(["newer"], "t", 1000, dead=[("newer", "not JSON (test)")])
     assert [(d["entry"], d["reason"]) for d in await store.dead_letters()] == [("newer", "not JSON (test)")]
-    # the town lease: who advances the shared world
-    assert await store.acquire_town_lease("a", 10_000) and not await store.acquire_town_lease("b", 10_000)
-    assert await store.renew_town_lease("a", 60_000) and not await store.renew_town_lease("b", 60_000)
-    await store.release_town_lease("a")
-    assert await store.town_lease_holder() is None
 
 
 async def test_the_scripts_reload_themselves_after_a_script_flush_on_every_master(

@@ -15,7 +15,16 @@ from tests.conftest import at_time, make_character, make_world
 from world.errors import CorruptState, LeaseLost
 from world.evolutions import Event
 from world.state import CharacterState
-from world.store import Commit, Snapshot, StateStore, decode_doc, dumps_doc
+from world.store import (
+    LEASE_FREE,
+    LEASE_MINE,
+    Commit,
+    LeaseView,
+    Snapshot,
+    StateStore,
+    decode_doc,
+    dumps_doc,
+)
 
 KEYS = Keys("yuiju")
 CHAR_KEY = KEYS.character("yuiju")
@@ -161,7 +170,7 @@ async def test_a_write_under_someone_elses_lease_raises_lease_lost_and_writes_no
     store: StateStore,
 ) -> None:
     await save(store, make_character(money=5))
-    assert await store.acquire_lease("yuiju", "engine-a", 10_000)
+    assert (await store.sync_leases("engine-a", 10_000, characters=["yuiju"], take=1)).characters["yuiju"] == LEASE_MINE
 
     def spend(snap: Snapshot) -> tuple[Commit, None]:
         her = snap.characters["yuiju"]
@@ -185,29 +194,47 @@ async def test_a_write_under_an_expired_lease_raises_lease_lost(store: StateStor
         await store.transact(lambda _s: (Commit(), None), characters=["yuiju"], lease=("yuiju", "gone"))
 
 
-async def test_lease_acquire_renew_and_release(store: StateStore, redis: aioredis.Redis) -> None:
-    assert await store.acquire_lease("yuiju", "a", 10_000)
-    assert not await store.acquire_lease("yuiju", "b", 10_000)  # held
-    assert not await store.acquire_lease("yuiju", "a", 10_000)  # not re-entrant either
-    assert await store.lease_holder("yuiju") == "a"
+async def test_one_script_takes_renews_and_reports_a_towns_leases(store: StateStore, redis: aioredis.Redis) -> None:
+    both = ["yuiju", "kaede"]
+    view = await store.sync_leases("a", 10_000, characters=both, take=1, take_town=True)
+    assert view == LeaseView(town=LEASE_MINE, characters={"yuiju": LEASE_MINE, "kaede": LEASE_FREE})  # a budget of one
+    assert await store.lease_holder("yuiju") == await store.town_lease_holder() == "a"
 
-    assert not await store.renew_lease("yuiju", "b", 60_000)  # only the holder renews
+    view = await store.sync_leases("b", 10_000, characters=both, take=5, take_town=True)
+    assert 9_000 < view.town <= 10_000 and 9_000 < view.characters["yuiju"] <= 10_000  # a's, with the ms it has left
+    assert view.characters["kaede"] == LEASE_MINE  # the free one
+
+    await store.sync_leases("a", 60_000, characters=["yuiju"], renew_below_ms=5_000)  # 10 s left: not yet
     assert await redis.pttl(KEYS.lease("yuiju")) <= 10_000
-    assert await store.renew_lease("yuiju", "a", 60_000)
+    await store.sync_leases("a", 60_000, characters=["yuiju"])  # by default every held lease is renewed
     assert await redis.pttl(KEYS.lease("yuiju")) > 10_000
+    assert await redis.pttl(KEYS.town_lease) > 10_000  # the town lease too, in the same script
 
-    await store.release_lease("yuiju", "b")  # not the holder: no effect
-    assert await store.lease_holder("yuiju") == "a"
-    await store.release_lease("yuiju", "a")
-    assert await store.lease_holder("yuiju") is None
+    await store.release_leases("b", ["yuiju"], town=True)  # not b's: nothing happens
+    assert await store.lease_holder("yuiju") == await store.town_lease_holder() == "a"
+    await store.release_leases("a", ["yuiju", "kaede"], town=True)  # kaede is b's: kept
+    assert await store.lease_holders(both) == {"yuiju": None, "kaede": "b"}
+    assert await store.town_lease_holder() is None
 
-    assert await store.acquire_lease("yuiju", "b", 10_000)
-    assert not await store.renew_lease("yuiju", "a", 10_000)
+
+async def test_the_worker_registry_lists_live_workers_and_forgets_stopped_ones(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
+    assert set(await store.heartbeat("a", 10_000, '{"name": "north"}')) == {"a"}
+    assert (await store.heartbeat("a", 60_000, renew_below_ms=5_000))["a"] <= 10_000  # 10 s left: not yet
+    live = await store.heartbeat("b", 50, '{"name": "south"}')
+    assert set(live) == {"a", "b"} and 9_000 < live["a"] <= 10_000 and live["b"] <= 50
+    await asyncio.sleep(0.12)  # b stops without a word
+    assert set(await store.heartbeat("a", 10_000)) == {"a"}  # an empty info keeps a's
+    assert await redis.hkeys(KEYS.worker_info) == ["a"]
+    assert {tok: info for tok, (_, info) in (await store.workers()).items()} == {"a": {"name": "north"}}
+    await store.leave_registry("a")  # a clean stop
+    assert await store.workers() == {} and await redis.exists(KEYS.workers, KEYS.worker_info) == 0
 
 
 async def test_an_expired_lease_can_be_taken_over(store: StateStore) -> None:
-    assert await store.acquire_lease("yuiju", "a", 50)
+    await store.sync_leases("a", 50, characters=["yuiju"], take=1)
     await asyncio.sleep(0.12)
-    assert not await store.renew_lease("yuiju", "a", 10_000)
-    assert await store.acquire_lease("yuiju", "b", 10_000)
+    assert (await store.sync_leases("a", 10_000, characters=["yuiju"])).characters["yuiju"] == LEASE_FREE  # gone
+    assert (await store.sync_leases("b", 10_000, characters=["yuiju"], take=1)).characters["yuiju"] == LEASE_MINE
     assert await store.lease_holder("yuiju") == "b"

@@ -1,20 +1,26 @@
 """The engine: owns the loop, the clock and the single writer per character.
 
-One asyncio task sequences everything due, in time order:
+One asyncio task sequences everything due, in time order, for every town it drives:
 
-- the **world tick** every ``tick_minutes`` of world time: load → apply queued commands →
+- each town's **world tick** every ``tick_minutes`` of world time: load → apply queued commands →
   evolutions in config order → atomic save → events (a tick from ``last_advanced_at`` straight
   to now converges after downtime);
 - each **character's behavior step** when her running action ends (a world tick catches the
-  world up to the same instant first, so decisions always see the present);
-- the **outbox flush** that writes committed episodes to the history store.
+  world up to the same instant first, unless the last one is under a world minute old, so decisions
+  always see the present);
+- each town's **outbox flush** that writes committed episodes to the history store.
 
 The same code runs under `RealClock` (``yuiju run``) and `SimClock` (``yuiju simulate``).
-Characters are driven under a Redis lease, so two engines on the same stores never drive the
-same character; a second engine says so and waits. The world tick runs under a lease of its own,
-the town lease, which any engine may hold (with all, some or none of the characters): one engine
-advances the shared world, and another takes it over within `LEASE_TTL_MS` when it stops. Leases
-expire in wall time, so every lease wait is in wall time too, whatever the world clock's speed.
+
+Engines are workers (world/leases.py). A town is a key prefix (one Redis Cluster slot) with its
+world and characters; an engine can drive several towns, and several engines (``yuiju world
+--worker`` processes, on one machine or many) share the towns' characters out evenly under Redis
+leases: one engine drives a character at a time, and one, the town lease holder, advances each
+town's world. A background task keeps the leases (one script per town, whatever the number of
+characters) and takes over the characters of a worker that died within the lease TTL; the main
+loop gives up extras when a worker joins only between two steps. Every write is fenced on its lease,
+so an engine that lost one writes nothing. Leases expire in wall time, so every lease wait is in
+wall time too, whatever the world clock's speed.
 """
 
 from __future__ import annotations
@@ -23,10 +29,13 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
+import socket
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -44,24 +53,39 @@ from world.clock import Clock
 from world.commands import CommandRejected, apply_command, parse_command
 from world.errors import CorruptState, LeaseLost
 from world.evolutions import Event, Evolution, TickContext
+from world.leases import LeaseChange, Leases
 from world.state import WorldState
 from world.store import Commit, OutboxEntry, Snapshot, StateStore
 from world.town import Town
+from yuiju_config import compact_character_ids
 
 log = logging.getLogger(__name__)
 
 LEASE_TTL_MS = 30_000
-LEASE_RENEW = timedelta(seconds=10)
-LEASE_POLL = timedelta(seconds=2)
-"""Wall time between two tries at a lease another engine holds (its holder may stop any time)."""
-TOWN = "<town>"
+"""Default lease TTL (``[world] lease_ttl_seconds``): how long a dead engine's leases outlive it."""
+FIGURES_EVERY_SECONDS = 10.0
+"""How often the figures a worker publishes in the registry (for `yuiju status`) are recomputed."""
+FIGURES_SAMPLES = 10_000
+"""Recent decisions and steps the published percentiles are computed over."""
+CATCH_UP = timedelta(minutes=1)
+"""A step ticks the world up to its moment first only when the last tick is this old (world time):
+a tick rewrites every character of the town, so a big town ticking before each of its steps would
+spend its size on every decision. Decisions see the world at most this stale (and needs drift on at
+their usual pace); under `SimClock`, where steps fall on whole minutes, every step still catches up."""
 CORRUPT_RETRY = timedelta(minutes=1)
 MAX_BACKOFF_SECONDS = 10.0
 STOP_GRACE_SECONDS = 1.0
 RELEASE_TIMEOUT_SECONDS = 0.5
 CORRUPT_LOG_EVERY_SECONDS = 300.0
 OUTBOX_LOCK_MS = 30_000
+"""The flush lock's TTL at most; never longer than the lease TTL, so the flush lock of a worker that
+died in the middle of a flush runs out with its leases and the others flush that town again."""
 OUTBOX_BATCH = 200
+FLUSH_RETRY = timedelta(seconds=1)
+"""Wall time before flushing again when another worker held the town's flush lock, so an episode
+never waits for this engine's next step to be written."""
+QUEUED_FLUSH_SECONDS = 10.0
+"""How often the engine writes what other writers queued in the outbox (`Engine.flush_queued`)."""
 HISTORY_DOWN_LOG_EVERY_SECONDS = 300.0
 HISTORY_DOWN = (StoreUnavailable, OSError)
 """Errors that mean the history store is unreachable (entries stay queued), not that it refuses
@@ -149,147 +173,232 @@ class WorldTicker:
         return advanced
 
 
+@dataclass(eq=False)
+class TownRun:
+    """One town as an engine drives it: its store (its keys), its world ticker, its characters."""
+
+    store: StateStore
+    ticker: WorldTicker
+    loops: Sequence[BehaviorLoop]
+    flushed_at: int = -1
+    flush_pending: bool = True
+    """Flush at start-up: episodes left in the outbox by a crash are written first."""
+    lock_busy: bool = False
+    """Another worker held the flush lock at the last try: this engine tries again soon."""
+    ticked_at: datetime | None = None
+    """World time of this engine's last tick of the town."""
+
+    @property
+    def prefix(self) -> str:
+        return self.store.keys.prefix
+
+
+@dataclass
+class EngineFigures:
+    """How the engine keeps up, for the worker registry (`yuiju status`) and benchmarks."""
+
+    lag_ms: deque[float] = field(default_factory=lambda: deque(maxlen=FIGURES_SAMPLES))
+    """How late each step ran after it was due (wall ms; 0 under a simulated clock)."""
+    steps: int = 0
+
+
 class Engine:
+    """Drives the towns' worlds and characters it holds leases for, in one asyncio loop."""
+
     def __init__(
         self,
         *,
         clock: Clock,
-        store: StateStore,
         history: HistoryStore | None,
-        ticker: WorldTicker,
-        loops: Sequence[BehaviorLoop],
+        store: StateStore | None = None,
+        ticker: WorldTicker | None = None,
+        loops: Sequence[BehaviorLoop] = (),
+        towns: Sequence[TownRun] = (),
         tick_minutes: int = 1,
         on_step: Callable[[], Any] | None = None,
         flush_every: int = 1,
+        lease_ttl_ms: int | None = None,
+        worker_name: str | None = None,
     ) -> None:
+        """One town from ``store``, ``ticker`` and ``loops``, and/or more as ``towns``; the first
+        town is the default one, whose keys hold the worker registry."""
+        self.towns = ([TownRun(store=store, ticker=ticker, loops=list(loops))] if store is not None and ticker is not None
+                      else []) + list(towns)
+        if not self.towns:
+            raise ValueError("an engine needs a town: store and ticker, or towns")
         self.clock = clock
-        self.store = store
+        self.store = self.towns[0].store
+        self.ticker = self.towns[0].ticker
         self.history = history
-        self.ticker = ticker
-        self.loops = {loop.character_id: loop for loop in loops}
+        self.loops = {loop.character_id: loop for town in self.towns for loop in town.loops}
+        if len(self.loops) != sum(len(town.loops) for town in self.towns):
+            raise ValueError("a character id may live in one town of an engine only")
         self.tick = timedelta(minutes=tick_minutes)
         self.on_step = on_step
         self.flush_every = flush_every
         """Flush the outbox after this many committing steps (1 = at once; simulate batches)."""
         self.token = uuid.uuid4().hex
-        self.holds_town = False
-        """Whether this engine holds the town lease, and so advances the shared world."""
+        self.lease_ttl_ms = lease_ttl_ms or LEASE_TTL_MS
+        self._outbox_lock_ms = max(1_000, min(OUTBOX_LOCK_MS, self.lease_ttl_ms))
+        self.name = worker_name or f"{socket.gethostname()}:{os.getpid()}"
+        """How `yuiju status` names this worker."""
+        self.started_at = time.time()
+        self.figures = EngineFigures()
+        self._published: tuple[float, dict[str, Any]] = (-1e9, {})
+        self.leases = Leases([(t.store, [loop.character_id for loop in t.loops]) for t in self.towns],
+                             token=self.token, ttl_ms=self.lease_ttl_ms, info=self._worker_info)
+        self._lease_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        """Set when the lease keeper took characters or a town: the main loop runs at once."""
         self._stop = asyncio.Event()
         self._failing_since: float | None = None
         self._failing_logged = 0.0
         self._due: dict[str, datetime] = {}
-        self._held: set[str] = set()
-        self._waiting_logged: set[str] = set()
+        self._waiting_logged = False
+        self._lease_trouble_since: float | None = None
         self.outbox_failures = 0
         self._corrupt_logged: dict[str, float] = {}
         self._history_down_since: float | None = None
         self._history_down_logged = 0.0
-        self._flushed_at = -1
-        self._flush_pending = True
-        """Flush at start-up: episodes left in the outbox by a crash are written first."""
 
     def stop(self) -> None:
         self._stop.set()
 
+    @property
+    def holds_town(self) -> bool:
+        """Whether this engine advances the default town's world (holds its town lease)."""
+        return self.leases.holds_town(self.towns[0].prefix)
+
     # -- leases ---------------------------------------------------------------------------------
-    # Leases expire in wall time, whatever the world clock does: every lease wait is in wall time.
+    # world/leases.py decides what to hold; here the loops follow it and the log says what changed.
 
     async def _refresh_leases(self) -> bool:
-        """Renew what this engine holds, try to take what it does not; True if it took something."""
-        took = False
-        if self.holds_town:
-            if not await self.store.renew_town_lease(self.token, LEASE_TTL_MS):
-                self._lost_town()
-        elif await self.store.acquire_town_lease(self.token, LEASE_TTL_MS):
-            self.holds_town = took = True
-            self._waiting_logged.discard(TOWN)
-            log.info("advancing the world (town lease %s)", self.token[:8])
-        elif TOWN not in self._waiting_logged:
-            holder = await self.store.town_lease_holder()
-            log.warning("the world is advanced by another engine (lease %s); this one waits to take it "
-                        "over when that one stops", (holder or "?")[:8])
-            self._waiting_logged.add(TOWN)
-        for cid, loop in self.loops.items():
-            if cid in self._held:
-                if not await self.store.renew_lease(cid, self.token, LEASE_TTL_MS):
-                    self._lost(cid)
-            elif await self.store.acquire_lease(cid, self.token, LEASE_TTL_MS):
-                self._held.add(cid)
-                loop.lease_token = self.token
-                self._waiting_logged.discard(cid)
-                took = True
-                log.info("driving character %s", cid)
-            elif cid not in self._waiting_logged:
-                holder = await self.store.lease_holder(cid)
-                log.warning("character %s is driven by another engine (lease %s); waiting for it to stop",
-                            cid, (holder or "?")[:8])
-                self._waiting_logged.add(cid)
-        return took
+        """One lease check; True if it took a character or a town."""
+        async with self._lease_lock:
+            change = await self.leases.refresh()
+        self._follow(change)
+        return bool(change.taken or change.towns_taken)
 
-    def _lost(self, cid: str) -> None:
-        log.error("lost the lease on %s; another engine drives her now", cid)
-        self._held.discard(cid)
-        self.loops[cid].lease_token = None
+    def _follow(self, change: LeaseChange) -> None:
+        """Point the loops at what the leases say, and say what changed (one line each)."""
+        for cid in change.taken:
+            self.loops[cid].lease_token = self.token
+            self._due.pop(cid, None)  # due now: her state in Redis says what she is doing
+        for cid in change.lost:
+            self.loops[cid].lease_token = None
+        share = f"{self.leases.held_count} of {self.leases.total} (fair share {self.leases.share} with " \
+                f"{len(self.leases.live)} worker{'s' if len(self.leases.live) != 1 else ''})"
+        if change.taken:
+            log.info("driving %d more: %s; now %s", len(change.taken), compact_character_ids(change.taken), share)
+            self._waiting_logged = False
+        if change.lost:
+            log.error("lost the lease on %s; another engine drives %s now; now %s",
+                      compact_character_ids(change.lost), "her" if len(change.lost) == 1 else "them", share)
+        for prefix in change.towns_taken:
+            log.info("advancing the world of town %s (town lease %s)", prefix, self.token[:8])
+        for prefix in change.towns_lost:
+            log.error("lost the town lease of %s; another engine advances that world now", prefix)
+        if change.waiting and self.leases.held_count < self.leases.share and not self._waiting_logged:
+            # normal while a fleet rebalances; a second daemon by mistake shows here too
+            log.info("room for %d more, but %s %s driven by another engine; this one takes characters over as "
+                     "other engines give them up or stop", self.leases.share - self.leases.held_count,
+                     compact_character_ids(change.waiting), "is" if len(change.waiting) == 1 else "are")
+            self._waiting_logged = True
 
-    def _lost_town(self) -> None:
-        log.error("lost the town lease; another engine advances the world now")
-        self.holds_town = False
-
-    @property
-    def holds_everything(self) -> bool:
-        return self.holds_town and len(self._held) == len(self.loops)
+    async def _give_up_extras(self) -> None:
+        """Between two steps only: release what is above the fair share (a worker joined)."""
+        async with self._lease_lock:
+            given, towns = await self.leases.give_up_extras(self._due)
+        for cid in given:
+            self.loops[cid].lease_token = None
+        if given:
+            log.info("gave up %d (%s) to share them with the %d workers; now %d", len(given),
+                     compact_character_ids(given), len(self.leases.live), self.leases.held_count)
+        for prefix in towns:
+            log.info("gave up the town lease of %s to share the towns with the other workers", prefix)
 
     async def release(self) -> None:
-        """Give up every lease so another engine can take over at once. Never raises: with Redis
-        unreachable the leases simply expire (`LEASE_TTL_MS`) and the stop goes on."""
-        held, town = list(self._held), self.holds_town
-        self._held.clear()
-        self.holds_town = False
+        """Give up every lease and leave the registry, so the other workers take over at once.
+        Never raises: with Redis unreachable the leases simply expire (the lease TTL) and the
+        stop goes on."""
         for loop in self.loops.values():
             loop.lease_token = None
         try:
             async with asyncio.timeout(RELEASE_TIMEOUT_SECONDS):
-                for cid in held:
-                    await self.store.release_lease(cid, self.token)
-                if town:
-                    await self.store.release_town_lease(self.token)
+                await self.leases.release_all()
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("could not release the leases (%s); they expire by themselves within %d s",
-                        exc or type(exc).__name__, LEASE_TTL_MS // 1000)
+                        exc or type(exc).__name__, self.lease_ttl_ms // 1000)
+
+    def _worker_info(self) -> dict[str, Any]:
+        """What the registry shows about this worker (`yuiju status`); the figures are recomputed
+        every `FIGURES_EVERY_SECONDS` at most."""
+        at, figures = self._published
+        if time.monotonic() - at >= FIGURES_EVERY_SECONDS:
+            figures = self._figures()
+            self._published = (time.monotonic(), figures)
+        return {
+            "name": self.name, "pid": os.getpid(), "host": socket.gethostname(), "started": self.started_at,
+            "characters": self.leases.held_count, "driving": compact_character_ids(self.leases.held()),
+            "towns": self.leases.towns_held(), **figures,
+        }
+
+    def _figures(self) -> dict[str, Any]:
+        stats = {id(loop.stats): loop.stats for loop in self.loops.values()}.values()
+        overhead = sorted(x for s in stats for x in s.decision_overhead_ms[-FIGURES_SAMPLES:])
+        lag = sorted(self.figures.lag_ms)
+        return {
+            "decisions": sum(s.decisions for s in stats), "steps": self.figures.steps,
+            "overhead_ms": {"p50": _pct(overhead, 50), "p95": _pct(overhead, 95)},
+            "lag_ms": {"p50": _pct(lag, 50), "p95": _pct(lag, 95), "max": round(lag[-1], 1) if lag else None},
+            "cpu_seconds": round(time.process_time(), 2),
+        }
 
     # -- outbox -----------------------------------------------------------------------------
 
     async def flush_outbox(self, *, force: bool = False) -> int:
         """Write committed episodes to the history store; keep them queued if it is down."""
+        written = 0
+        for town in self.towns:
+            written += await self._flush_town(town, force=force)
+        return written
+
+    async def _flush_town(self, town: TownRun, *, force: bool) -> int:
         if self.history is None:
             return 0
-        pending = self.store.outbox_writes - self._flushed_at
-        if not force and not self._flush_pending and (pending == 0 or pending < self.flush_every):
+        store = town.store
+        pending = store.outbox_writes - town.flushed_at
+        if not force and not town.flush_pending and (pending == 0 or pending < self.flush_every):
             return 0
-        self._flushed_at = self.store.outbox_writes
-        self._flush_pending = False
+        town.flushed_at = store.outbox_writes
+        town.flush_pending = town.lock_busy = False
         # One flusher at a time: peek-write-trim by two engines at once could drop an entry.
-        if not await self.store.acquire_outbox_lock(self.token, OUTBOX_LOCK_MS):
-            self._flush_pending = True
+        if not await store.acquire_outbox_lock(self.token, self._outbox_lock_ms):
+            town.flush_pending = town.lock_busy = True
             return 0
         try:
-            return await self._flush_locked()
+            return await self._flush_locked(town)
         finally:
-            await self.store.release_outbox_lock(self.token)
+            await store.release_outbox_lock(self.token)
 
     async def flush_queued(self) -> int:
-        """Write what other writers queued (the chat's LLM ledger and conversation episodes, another
-        process): they do not count in this engine's `outbox_writes`, so they waited for her next
-        own episode, an hour at real speed. Checked on every lease check (one LLEN)."""
-        if self.history is None or not await self.store.outbox_size():
+        """Write what other writers queued (the ledger of the chat's LLM calls, another process):
+        they do not count in this engine's `outbox_writes`, so they waited for her next own
+        episode, an hour at real speed. Every `QUEUED_FLUSH_SECONDS` (one LLEN a town)."""
+        if self.history is None:
             return 0
-        return await self.flush_outbox(force=True)
+        written = 0
+        for town in self.towns:
+            if await town.store.outbox_size():
+                written += await self._flush_town(town, force=True)
+        return written
 
-    async def _flush_locked(self) -> int:
+    async def _flush_locked(self, town: TownRun) -> int:
         assert self.history is not None
+        store = town.store
         written = 0
         while True:
-            entries = await self.store.peek_outbox(OUTBOX_BATCH)
+            entries = await store.peek_outbox(OUTBOX_BATCH)
             if not entries:
                 self._history_is_up(written)
                 return written
@@ -298,17 +407,17 @@ class Engine:
             try:
                 refused = await self._write(good)
             except Exception as exc:  # the store is down or slow: every entry stays queued
-                await self._history_is_down(exc)
-                self._flush_pending = True
+                await self._history_is_down(exc, store)
+                town.flush_pending = True
                 return written
             dead += refused
-            if not await self.store.drop_outbox([e.raw for e in entries], self.token, OUTBOX_LOCK_MS, dead=dead):
+            if not await store.drop_outbox([e.raw for e in entries], self.token, self._outbox_lock_ms, dead=dead):
                 # our lock expired during a slow write and someone else flushed: the upserts were
                 # idempotent, so leave the outbox to them rather than trim what we did not write
                 log.warning("outbox changed under a slow flush; leaving it to the current flusher")
                 return written
             if dead:
-                self._report_dead_letters(dead)
+                self._report_dead_letters(dead, store)
             written += len(good) - len(refused)
 
     async def _write(self, entries: Sequence[OutboxEntry]) -> list[tuple[str, str]]:
@@ -343,23 +452,23 @@ class Engine:
                     refused += [(e.raw, reason) for e in group if e.doc["_id"] == doc_id]
         return refused
 
-    def _report_dead_letters(self, dead: Sequence[tuple[str, str]]) -> None:
+    def _report_dead_letters(self, dead: Sequence[tuple[str, str]], store: StateStore) -> None:
         """One error line per batch moved: these entries are out of the way for good, so each is
         reported exactly once (and stays listed by ``yuiju status``)."""
         shown = "; ".join(f"{entry[:120]!r} {reason}" for entry, reason in dead[:5])
         more = f" (and {len(dead) - 5} more)" if len(dead) > 5 else ""
         log.error("moved %d malformed outbox entr%s to the dead-letter list %s: %s%s; the episodes behind "
                   "%s are written as usual (see `yuiju status`)", len(dead), "y" if len(dead) == 1 else "ies",
-                  self.store.keys.outbox_dead, shown, more, "it" if len(dead) == 1 else "them")
+                  store.keys.outbox_dead, shown, more, "it" if len(dead) == 1 else "them")
 
-    async def _history_is_down(self, exc: Exception) -> None:
+    async def _history_is_down(self, exc: Exception, store: StateStore) -> None:
         """Say the history store is down once, then every few minutes, not on every retry."""
         self.outbox_failures += 1
         wall = time.monotonic()
         if self._history_down_since is None or wall - self._history_down_logged >= HISTORY_DOWN_LOG_EVERY_SECONDS:
             still = "still " if self._history_down_since is not None else ""
             log.warning("history store %sunavailable (%s); %d episode(s) stay queued in Redis and will be retried",
-                        still, exc, await self.store.outbox_size())
+                        still, exc, await store.outbox_size())
             self._history_down_logged = wall
         if self._history_down_since is None:
             self._history_down_since = wall
@@ -377,23 +486,26 @@ class Engine:
         is taken)."""
         now = self.clock.now()
         dues: list[datetime] = []
-        if self.holds_town:
-            try:
-                await self.ticker.tick(now, lease_token=self.token)
-            except CorruptState as exc:  # characters whose own state is fine go on
-                self._log_corrupt("world tick skipped", exc)
-            except LeaseLost:
-                self._lost_town()
-            for exc in self.ticker.corrupt:
-                self._log_corrupt("left out of the world tick", exc)
-            dues.append(now + self.tick)
-        for cid, loop in self.loops.items():
-            if cid not in self._held:
+        for town in self.towns:
+            if self.leases.holds_town(town.prefix):
+                if town.ticked_at is None or not town.ticked_at <= now < town.ticked_at + min(self.tick, CATCH_UP):
+                    await self._tick(town, now)
+                    town.ticked_at = now
+                dues.append(town.ticked_at + self.tick)
+        speed = getattr(self.clock, "speed", 1.0)
+        for cid in self.leases.held():  # a copy: the lease keeper may change the set meanwhile
+            if self.leases.over_share:  # a worker joined: between two steps is a safe point
+                await self._give_up_extras()
+            if not self.leases.holds(cid):
                 continue
-            due = self._due.get(cid, now)
-            if due > now:
+            loop = self.loops[cid]
+            due = self._due.get(cid)
+            if due is not None and due > now:
                 dues.append(due)
                 continue
+            if due is not None:  # her first step here has no due time to be late for
+                self.figures.lag_ms.append(max(0.0, (self.clock.now() - due).total_seconds() * 1000 / speed))
+            self.figures.steps += 1
             try:
                 self._due[cid] = await loop.step(now)
             except CorruptState as exc:
@@ -401,14 +513,28 @@ class Engine:
                 self._due[cid] = now + CORRUPT_RETRY
             except LeaseLost as exc:
                 log.error("%s", exc)
-                self._held.discard(cid)
+                self.leases.drop(cid)
                 loop.lease_token = None
                 continue
             dues.append(self._due[cid])
         await self.flush_outbox()
+        if any(town.lock_busy for town in self.towns):  # another worker was flushing: soon again
+            dues.append(now + FLUSH_RETRY * getattr(self.clock, "speed", 1.0))
         if self.on_step is not None:
             self.on_step()
         return min(dues, default=None)
+
+    async def _tick(self, town: TownRun, now: datetime) -> None:
+        """The town's world tick, fenced on its town lease."""
+        try:
+            await town.ticker.tick(now, lease_token=self.token)
+        except CorruptState as exc:  # characters whose own state is fine go on
+            self._log_corrupt("world tick skipped", exc)
+        except LeaseLost:
+            log.error("lost the town lease of %s; another engine advances that world now", town.prefix)
+            self.leases.drop_town(town.prefix)
+        for exc in town.ticker.corrupt:
+            self._log_corrupt("left out of the world tick", exc)
 
     async def run(self, *, until: datetime | None = None, max_steps: int | None = None) -> None:
         """Run until `stop()`, ``until`` (world time) or ``max_steps`` steps.
@@ -442,36 +568,47 @@ class Engine:
             raise exc
 
     async def _keep_leases(self, halt: asyncio.Event) -> None:
-        """Renew held leases in the background, so a long sleep or a slow LLM call never lets one
-        expire while this engine still drives the character."""
+        """Check the leases in the background (`Leases.refresh`: renew, take free ones up to the
+        fair share, notice lost ones), so a long sleep or a slow LLM call neither lets a lease
+        expire nor delays taking over a dead worker's characters."""
         while not halt.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(halt.wait(), min(LEASE_RENEW.total_seconds(), LEASE_TTL_MS / 3000))
+                await asyncio.wait_for(halt.wait(), max(0.0, self.leases.next_check - time.monotonic()))
             if halt.is_set():
                 return
             try:
-                if self.holds_town and not await self.store.renew_town_lease(self.token, LEASE_TTL_MS):
-                    self._lost_town()
-                for cid in list(self._held):
-                    if not await self.store.renew_lease(cid, self.token, LEASE_TTL_MS):
-                        self._lost(cid)
+                # the main loop steps what was taken, or gives extras up between two steps
+                if await self._refresh_leases() or self.leases.over_share:
+                    self._wake.set()
+                if self._lease_trouble_since is not None:
+                    log.info("leases checked again after %.0f s", time.monotonic() - self._lease_trouble_since)
+                    self._lease_trouble_since = None
             except (RedisError, OSError) as exc:
-                log.warning("could not renew the leases (%s); retrying", exc)
+                if self._lease_trouble_since is None:
+                    self._lease_trouble_since = time.monotonic()
+                    log.warning("could not check the leases (%s); retrying every %.1f s", exc, self.leases.poll_seconds)
+                self.leases.next_check = time.monotonic() + self.leases.poll_seconds
 
     async def _run(self, *, until: datetime | None, max_steps: int | None, halt: asyncio.Event) -> None:
         steps = 0
         backoff = 1.0
-        next_lease_check = 0.0  # time.monotonic()
         due: datetime | None = None  # world time the next step is due; None: only a lease can bring work
         run_now = True
+        checked = False  # this run's first lease check is here, before its first step
+        next_queued_flush = 0.0  # time.monotonic()
         while not (self._stop.is_set() or halt.is_set()):
             try:
-                if time.monotonic() >= next_lease_check:
-                    run_now = await self._refresh_leases() or run_now
+                if not checked:
+                    await self._refresh_leases()
+                    checked = True
+                elif self.leases.over_share:  # here, between two steps, and never in the middle of one
+                    await self._give_up_extras()
+                if self._wake.is_set():
+                    self._wake.clear()
+                    run_now = True
+                if time.monotonic() >= next_queued_flush:
                     await self.flush_queued()
-                    # waiting for a lease: ask every LEASE_POLL; holding all: renew (the keeper does too)
-                    next_lease_check = time.monotonic() + (
-                        LEASE_RENEW if self.holds_everything else LEASE_POLL).total_seconds()
+                    next_queued_flush = time.monotonic() + QUEUED_FLUSH_SECONDS
                 now = self.clock.now()
                 at_end = until is not None and now >= until
                 if run_now or at_end or (due is not None and now >= due):
@@ -500,7 +637,7 @@ class Engine:
             if max_steps is not None and steps >= max_steps:
                 break
             wake = due if until is None else min(until, due or until)
-            await self._sleep_or_stop(wake, wall_seconds=max(0.0, next_lease_check - time.monotonic()))
+            await self._sleep_or_stop(wake, wall_seconds=max(0.0, next_queued_flush - time.monotonic()))
 
     def _step_failed(self, exc: Exception, backoff: float) -> None:
         """Say what stopped the step once, then every few minutes while it lasts; not per retry."""
@@ -523,8 +660,8 @@ class Engine:
 
     async def _sleep_or_stop(self, wake: datetime | None, *, wall_seconds: float | None = None) -> None:
         """Sleep until world time ``wake`` or ``wall_seconds`` of real time, whichever comes first
-        (either may be None), or until `stop()`."""
-        waits = [asyncio.ensure_future(self._stop.wait())]
+        (either may be None), or until `stop()` or the lease keeper brings work."""
+        waits = [asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(self._wake.wait())]
         if wake is not None:
             waits.append(asyncio.ensure_future(self.clock.sleep_until(wake)))
         if wall_seconds is not None:
@@ -536,3 +673,10 @@ class Engine:
                 if not task.done():
                     task.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
+
+
+def _pct(ordered: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile of sorted values, rounded for a human (None if there are none)."""
+    if not ordered:
+        return None
+    return round(ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))], 2)

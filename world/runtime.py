@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from characters import CharacterCard, load_card
+from characters import CharacterCard, card_of, copy_of, load_card
 from llm import ChatModel, CircuitBreaker, MeteredModel, OpenAIChatModel, UsageTotals
 from memory.episodes import EpisodeRepo
 from memory.ledger import LLM_CALLS
@@ -22,13 +22,13 @@ from storage.redis import RedisHandle, open_redis
 from world.behavior import BehaviorLoop, LoopStats
 from world.clock import Clock, RealClock
 from world.day_record import DayRecord, day_record
-from world.engine import Engine, NamedEvolution, WorldTicker
+from world.engine import Engine, NamedEvolution, TownRun, WorldTicker
 from world.loader import Catalogue, load_actions, resolve
 from world.policies.llm import LLMPolicy
 from world.policies.utility import UtilityPolicy
 from world.policy import Policy
 from world.state import CharacterState
-from world.store import StateStore
+from world.store import StateStore, stream_maxlen
 from world.town import HAURA, Town
 from world.usage import UsageLedger
 from yuiju_config import YuijuConfig
@@ -67,6 +67,7 @@ class Runtime:
     episodes: EpisodeRepo
     catalogue: Catalogue
     cards: dict[str, CharacterCard]
+    """Every character the engine may drive, in every town."""
     engine: Engine
     stats: LoopStats
     usage: UsageTotals
@@ -75,13 +76,26 @@ class Runtime:
     """The model every part of this process calls (bounds, ledger, circuit breaker); None
     without an LLM."""
     llm_policy: LLMPolicy | None = None
+    stores: dict[str, StateStore] = field(default_factory=dict)
+    """Every town's store by key prefix, the default one (`store`) first."""
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def town_characters(self) -> list[str]:
+        """The default town's characters (those the observer page, chat and memory serve)."""
+        return [loop.character_id for loop in self.engine.towns[0].loops]
 
     async def continue_world_clock(self, *, resync: bool = False) -> str | None:
         """Anchor the engine's `RealClock` at the saved world time before running, so world time
         never goes backwards (see `RealClock.continue_from`). Logs, and returns, what the user
         must know: world time ahead of the wall clock, and what happens about it."""
-        return await continue_world_clock(self.engine.clock, self.store, list(self.cards), resync=resync)
+        clock = self.engine.clock
+        if not isinstance(clock, RealClock):
+            return None
+        times = [await town.store.saved_world_time([loop.character_id for loop in town.loops])
+                 for town in self.engine.towns]
+        saved = max(filter(None, times), default=None)  # one clock for every town: the latest
+        return continue_from_saved(clock, saved, resync=resync)
 
     async def close(self) -> None:
         """Release the leases and close every store; each step runs whatever the others did (a
@@ -101,13 +115,9 @@ class Runtime:
                 log.warning("closing the %s failed (%s); carrying on", what, exc)
 
 
-async def continue_world_clock(clock: Clock, store: StateStore, character_ids: list[str], *,
-                                resync: bool = False) -> str | None:
-    """Anchor a `RealClock` at the saved world time (`RealClock.continue_from`); logs and returns
-    what the user must know (world time ahead of the wall clock), or None."""
-    if not isinstance(clock, RealClock):
-        return None
-    saved = await store.saved_world_time(character_ids)
+def continue_from_saved(clock: RealClock, saved: datetime | None, *, resync: bool = False) -> str | None:
+    """Anchor ``clock`` at the saved world time (`RealClock.continue_from`); logs and returns what
+    the user must know (world time ahead of the wall clock), or None."""
     note = clock.continue_from(saved, resync=resync)
     if note is not None:
         log.warning("%s", note)
@@ -121,7 +131,7 @@ async def world_clock(cfg: YuijuConfig, store: StateStore) -> RealClock:
     ``[world].speed``, continued from the saved world time as the engine's is, so after a sped-up
     demo she chats in the same time as she lives, not on the wall clock behind it."""
     clock = RealClock(cfg.app.tz, speed=cfg.world.speed)
-    await continue_world_clock(clock, store, list(cfg.world.characters))
+    continue_from_saved(clock, await store.saved_world_time(list(cfg.world.characters)))
     return clock
 
 
@@ -182,14 +192,19 @@ async def build_runtime(
     keep_timeline: bool = False,
     tick_minutes: int | None = None,
     flush_every: int = 1,
+    worker_name: str | None = None,
 ) -> Runtime:
-    """Open the stores and wire the engine. ``policy`` overrides ``[world].policy``."""
+    """Open the stores and wire the engine, for every town of the config (`YuijuConfig.towns`).
+    ``policy`` overrides ``[world].policy``."""
     catalogue = load_actions("actions", cfg.world.action_dirs)
-    cards = {cid: load_card(cid) for cid in cfg.world.characters}
+    towns = cfg.towns()
+    cards = load_cards([cid for town in towns.values() for cid in town.characters])
     evolutions = resolve_evolutions(cfg.world.evolutions)
     redis, history = await open_stores(cfg)
-    keys = Keys(cfg.redis.prefix)
-    store = StateStore(redis.client, keys)
+    stores = {prefix: StateStore(redis.client, Keys(prefix), stream_maxlen=stream_maxlen(len(town.characters)))
+              for prefix, town in towns.items()}
+    store = stores[cfg.redis.prefix]
+    keys = store.keys
     episodes = EpisodeRepo(history)
     await episodes.ensure()
     await history.ensure(LLM_CALLS)
@@ -227,20 +242,36 @@ async def build_runtime(
                                        type_="behavior")
         return day_record(found, now, action_of=catalogue.actions.get, town=town)
 
-    loops = [
-        BehaviorLoop(
-            character_id=cid, store=store, catalogue=catalogue, policy=primary,
-            fallback=utility if primary is not utility else None, town=town, seed=cfg.world.seed,
-            initial_state=character_from_card(card), card=card, recent=recent, stats=stats,
-        )
-        for cid, card in cards.items()
-    ]
-    ticker = WorldTicker(store=store, evolutions=evolutions, town=town, seed=cfg.world.seed, character_ids=list(cards))
-    engine = Engine(clock=clock, store=store, history=history, ticker=ticker, loops=loops,
-                    tick_minutes=tick_minutes or cfg.world.tick_minutes, flush_every=flush_every)
+    runs = []
+    for prefix, spec in towns.items():
+        seed = cfg.world.seed if spec.seed is None else spec.seed
+        loops = [
+            BehaviorLoop(
+                character_id=cid, store=stores[prefix], catalogue=catalogue, policy=primary,
+                fallback=utility if primary is not utility else None, town=town, seed=seed,
+                initial_state=character_from_card(cards[cid]), card=cards[cid], recent=recent, stats=stats,
+            )
+            for cid in spec.characters
+        ]
+        # every engine ticks with all of the town's characters: whichever holds the town lease
+        ticker = WorldTicker(store=stores[prefix], evolutions=evolutions, town=town, seed=seed,
+                             character_ids=list(spec.characters))
+        runs.append(TownRun(store=stores[prefix], ticker=ticker, loops=loops))
+    engine = Engine(clock=clock, history=history, towns=runs, tick_minutes=tick_minutes or cfg.world.tick_minutes,
+                    flush_every=flush_every, lease_ttl_ms=round(cfg.world.lease_ttl_seconds * 1000),
+                    worker_name=worker_name)
     return Runtime(cfg=cfg, redis=redis, history=history, keys=keys, store=store, episodes=episodes,
                    catalogue=catalogue, cards=cards, engine=engine, stats=stats, usage=usage,
-                   llm_model=llm_model, llm_policy=llm_policy)
+                   llm_model=llm_model, llm_policy=llm_policy, stores=stores)
+
+
+def load_cards(character_ids: list[str]) -> dict[str, CharacterCard]:
+    """Each character's card; a card's file is read once however many copies of it there are."""
+    read: dict[str, CharacterCard] = {}
+    for cid in character_ids:
+        if card_of(cid) not in read:
+            read[card_of(cid)] = load_card(card_of(cid))
+    return {cid: copy_of(read[card_of(cid)], cid) for cid in character_ids}
 
 
 def data_dir_of(cfg: YuijuConfig) -> Path:

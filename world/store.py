@@ -33,6 +33,8 @@ M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
 
 STREAM_MAXLEN = 20_000
+EVENTS_KEPT_PER_CHARACTER = 200
+"""A character makes about 61 events a day: a town's stream keeps at least 3 days of each one's."""
 REJECTED_KEEP = 200
 MAX_CONFLICT_RETRIES = 50
 
@@ -64,6 +66,13 @@ class Commit:
     @property
     def is_empty(self) -> bool:
         return not (self.world or self.characters or self.events or self.outbox or self.commands_taken or self.rejected)
+
+
+def stream_maxlen(characters: int) -> int:
+    """Events a town's stream keeps: `STREAM_MAXLEN`, or 3 days of every character's if more
+    (200 characters: 40,000 entries, about 12 MiB), so a stopped bot or memory worker can catch
+    up after a long weekend whatever the town's size."""
+    return max(STREAM_MAXLEN, EVENTS_KEPT_PER_CHARACTER * characters)
 
 
 def encode_doc(value: Any) -> Any:
@@ -105,17 +114,86 @@ def parse_model(model: type[M], key: str, raw: str | None) -> M | None:
         raise CorruptState(key, problems) from None
 
 
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
+"""
+
+
+# Every lease of one town in one step: renew ours, take free ones up to a budget, report the rest.
+# KEYS[1]: the town lease, KEYS[2..]: character leases. ARGV: token, ttl ms, renew below (ms: ours
+# are renewed only when they have less left, so a renewal writes every third of the ttl, not at
+# every call), characters to take at most, town ("1": take the town lease if free). Returns one
+# integer per key: -1 ours (renewed or taken now), 0 free (not taken), > 0 ms until another
+# engine's lease runs out.
+_SYNC_LEASES = """
+local token, ttl, below = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local budget, take_town = tonumber(ARGV[4]), ARGV[5] == '1'
+local out = {}
+for i, key in ipairs(KEYS) do
+  local cur = redis.call('GET', key)
+  if cur == token then
+    if redis.call('PTTL', key) < below then redis.call('PEXPIRE', key, ttl) end
+    out[i] = -1
+  elseif not cur then
+    if (i == 1 and take_town) or (i > 1 and budget > 0) then
+      redis.call('SET', key, token, 'PX', ttl)
+      if i > 1 then budget = budget - 1 end
+      out[i] = -1
+    else
+      out[i] = 0
+    end
+  else
+    local left = redis.call('PTTL', key)
+    if left <= 0 then left = ttl end  -- set by hand without an expiry: held, as far as we know
+    out[i] = left
+  end
+end
+return out
+"""
+_RELEASE_MANY = """
+for _, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
+end
+return 1
+"""
+
+# The worker registry, in one step: drop workers whose heartbeat ran out, (re)register this one
+# with its info unless ttl is 0 (a reader), and list the live ones. KEYS: registry zset, info
+# hash. ARGV: token, ttl ms, info JSON ('' keeps the stored one), renew below (ms: a heartbeat
+# with more left is not rewritten, so the registry is written every third of the ttl, not at every
+# check). Returns [token, ms left, ...].
+# Times come from Redis's clock (scripts are replicated by effects since Redis 5), so workers on
+# machines whose clocks disagree still agree on who is alive.
+_HEARTBEAT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
+  redis.call('ZREM', KEYS[1], gone)
+  redis.call('HDEL', KEYS[2], gone)
+end
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+  local expires = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if not expires or tonumber(expires) - now < tonumber(ARGV[4]) then
+    redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+  end
+  if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) end
+end
+local live = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local out = {}
+for i = 1, #live, 2 do
+  out[#out + 1] = live[i]
+  out[#out + 1] = tonumber(live[i + 1]) - now
+end
+return out
+"""
+_LEAVE = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1
 """
 
 
@@ -210,12 +288,33 @@ def _readable(raw: str) -> str:
     return raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+LEASE_MINE = -1
+"""`StateStore.sync_leases`: the lease is this engine's (renewed or taken in that call)."""
+LEASE_FREE = 0
+"""`StateStore.sync_leases`: nobody holds the lease (and this call did not take it)."""
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    """One town's leases as `StateStore.sync_leases` found (and left) them: for the town lease
+    and for each character, `LEASE_MINE`, `LEASE_FREE` or the ms left on another engine's lease."""
+
+    town: int
+    characters: dict[str, int]
+
+
 class StateStore:
-    def __init__(self, redis: RedisClient, keys: Keys) -> None:
+    def __init__(self, redis: RedisClient, keys: Keys, *, stream_maxlen: int = STREAM_MAXLEN) -> None:
         self.redis = redis
         self.keys = keys
+        self.stream_maxlen = stream_maxlen
+        """Events the town's stream keeps (approximately): the backlog a stopped consumer can catch up on."""
         self._cas = redis.register_script(_CAS)
         self._trim = redis.register_script(_TRIM_OUTBOX)
+        self._sync_leases = redis.register_script(_SYNC_LEASES)
+        self._release_many = redis.register_script(_RELEASE_MANY)
+        self._heartbeat = redis.register_script(_HEARTBEAT)
+        self._leave = redis.register_script(_LEAVE)
         self.outbox_writes = 0
         """Commits that queued episodes; lets the engine skip flushing when nothing was queued."""
 
@@ -228,6 +327,15 @@ class StateStore:
     async def load_character(self, character_id: str) -> CharacterState | None:
         key = self.keys.character(character_id)
         return parse_model(CharacterState, key, await self.redis.get(key))
+
+    async def load_characters(self, character_ids: Sequence[str]) -> dict[str, CharacterState | None]:
+        """Many characters in one round trip (`yuiju status` of a town of thousands)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for cid in character_ids:
+                pipe.get(self.keys.character(cid))
+            raws = await pipe.execute()
+        return {cid: parse_model(CharacterState, self.keys.character(cid), raw)
+                for cid, raw in zip(character_ids, raws, strict=True)}
 
     async def load(self, character_id: str) -> tuple[WorldState | None, CharacterState | None]:
         """The world and one character in one round trip."""
@@ -352,7 +460,7 @@ class StateStore:
             ops.append(["RPUSH", k(keys.episode_outbox), dumps_doc(doc)])
         for event in commit.events:
             ops.append([
-                "XADD", k(keys.events), "MAXLEN", "~", str(STREAM_MAXLEN), "*",
+                "XADD", k(keys.events), "MAXLEN", "~", str(self.stream_maxlen), "*",
                 "type", event.type,
                 "character_id", event.character_id or "",
                 "time", now.isoformat() if now else "",
@@ -363,35 +471,65 @@ class StateStore:
 
     # -- leases (one engine drives a character, one advances the town, at a time) ----------------
 
-    async def acquire_lease(self, character_id: str, token: str, ttl_ms: int) -> bool:
-        return await self._acquire(self.keys.lease(character_id), token, ttl_ms)
-
-    async def renew_lease(self, character_id: str, token: str, ttl_ms: int) -> bool:
-        return await self._renew(self.keys.lease(character_id), token, ttl_ms)
-
-    async def release_lease(self, character_id: str, token: str) -> None:
-        await self.redis.eval(_RELEASE, 1, self.keys.lease(character_id), token)
-
     async def lease_holder(self, character_id: str) -> str | None:
         return await self.redis.get(self.keys.lease(character_id))
-
-    async def acquire_town_lease(self, token: str, ttl_ms: int) -> bool:
-        return await self._acquire(self.keys.town_lease, token, ttl_ms)
-
-    async def renew_town_lease(self, token: str, ttl_ms: int) -> bool:
-        return await self._renew(self.keys.town_lease, token, ttl_ms)
-
-    async def release_town_lease(self, token: str) -> None:
-        await self.redis.eval(_RELEASE, 1, self.keys.town_lease, token)
 
     async def town_lease_holder(self) -> str | None:
         return await self.redis.get(self.keys.town_lease)
 
-    async def _acquire(self, key: str, token: str, ttl_ms: int) -> bool:
-        return bool(await self.redis.set(key, token, nx=True, px=ttl_ms))
+    async def sync_leases(
+        self, token: str, ttl_ms: int, *, characters: Sequence[str], take: int = 0, take_town: bool = False,
+        renew_below_ms: int | None = None,
+    ) -> LeaseView:
+        """The town's leases in one atomic script (one round trip, whatever the number of
+        characters): renew this engine's (those with less than ``renew_below_ms`` left; default:
+        all), take up to ``take`` free character leases in the order given, and the town lease when
+        ``take_town`` and it is free; report the others (see `LeaseView`)."""
+        keys = [self.keys.town_lease, *(self.keys.lease(c) for c in characters)]
+        below = ttl_ms + 1 if renew_below_ms is None else renew_below_ms
+        found = await self._sync_leases(keys=keys, args=[token, ttl_ms, below, take, "1" if take_town else "0"])
+        return LeaseView(town=int(found[0]), characters=dict(zip(characters, map(int, found[1:]), strict=True)))
 
-    async def _renew(self, key: str, token: str, ttl_ms: int) -> bool:
-        return bool(await self.redis.eval(_RENEW, 1, key, token, ttl_ms))
+    async def release_leases(self, token: str, characters: Sequence[str], *, town: bool = False) -> None:
+        """Give up these character leases (and the town lease) if this engine holds them, at once."""
+        keys = [*(self.keys.lease(c) for c in characters), *([self.keys.town_lease] if town else [])]
+        if keys:
+            await self._release_many(keys=keys, args=[token])
+
+    async def lease_holders(self, characters: Sequence[str]) -> dict[str, str | None]:
+        """Who holds each character's lease (an engine token), in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for cid in characters:
+                pipe.get(self.keys.lease(cid))
+            return dict(zip(characters, await pipe.execute(), strict=True))
+
+    # -- the worker registry (in the default town's keys) -------------------------------------
+
+    async def heartbeat(self, token: str, ttl_ms: int, info: str = "", *, renew_below_ms: int | None = None) -> dict[str, int]:
+        """Say this worker is alive for ``ttl_ms`` more (when it has less than ``renew_below_ms``
+        left; default: always), with its ``info`` JSON when given; the live workers, this one
+        included, with the ms each has left."""
+        below = ttl_ms + 1 if renew_below_ms is None else renew_below_ms
+        found = await self._heartbeat(keys=[self.keys.workers, self.keys.worker_info],
+                                      args=[token, ttl_ms, info, below])
+        return {str(found[i]): int(found[i + 1]) for i in range(0, len(found), 2)}
+
+    async def leave_registry(self, token: str) -> None:
+        """A clean stop: the others share this worker's characters out at once."""
+        await self._leave(keys=[self.keys.workers, self.keys.worker_info], args=[token])
+
+    async def workers(self) -> dict[str, tuple[int, dict[str, Any]]]:
+        """The live workers: token -> (ms left on its heartbeat, its info), for `yuiju status`."""
+        live = await self.heartbeat("", 0)
+        raw = await self.redis.hgetall(self.keys.worker_info)
+        out: dict[str, tuple[int, dict[str, Any]]] = {}
+        for token, left in live.items():
+            try:
+                info = json.loads(raw.get(token) or "{}")
+            except ValueError:
+                info = {}
+            out[token] = (left, info if isinstance(info, dict) else {})
+        return out
 
     # -- the episode outbox -----------------------------------------------------------------------
 

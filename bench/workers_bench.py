@@ -1,0 +1,279 @@
+"""Workers sharing the characters in real time: one worker on the embedded Redis, three on a local
+3-master Redis Cluster, side by side; then kill -9 on the cluster and the takeover time.
+
+    python bench/workers_bench.py [--characters 200 1000] [--seconds 180] [--kills 3] [--ttl 30]
+
+For each N (characters per worker), real `yuiju world --worker` processes with the offline policy:
+
+- embedded: one worker, one town of N copies of her card (``yuiju@1..N``), on the embedded Redis
+  (unix socket) with the SQLite history under a temp dir;
+- cluster: three workers, three towns of N copies each whose keys live on the three different
+  masters of a local cluster (`storage.testcluster`, loopback TCP), one SQLite history.
+
+The towns are first lived in this process under a simulated clock from 07:00 to 09:00 next
+Saturday, so at 09:00 everyone is awake, free and in the middle of something (world time ahead of
+the wall clock: the workers carry on from it at speed 1, whenever the benchmark runs). Then the
+workers start (start-up: s from launch until every character is driven and the shares are even)
+and run ``--seconds``. Per worker: characters, decisions, engine overhead per decision p50/p95 (the engine's own time, without the policy's),
+lag p50/p95/max (how late steps ran after they were due; first steps excluded), CPU % of one core
+over the steady window, RSS. Then, on the cluster, ``--kills`` times: kill -9 a worker, the time
+until every one of its characters is driven by another (target: lease TTL + 1 s), a replacement
+worker, and the time until the shares are even again.
+
+Copies of one card live in near lockstep: the first seeded actions end at 09:05 world time, so at
+speed 1 a window shorter than about 300 s sees no decision at all (the table says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from storage.keys import Keys  # noqa: E402
+from storage.testcluster import LocalCluster, start_cluster  # noqa: E402
+from world.clock import SimClock  # noqa: E402
+from world.runtime import build_runtime  # noqa: E402
+from world.store import StateStore  # noqa: E402
+from yuiju_config import load_config  # noqa: E402
+
+TZ = ZoneInfo("Asia/Shanghai")
+
+
+@dataclass
+class Setup:
+    label: str
+    directory: Path
+    workers: int
+    towns: dict[str, list[str]]
+    redis_url: str | None
+    ttl: float
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    launched: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def config(self) -> Path:
+        return self.directory / "yuiju.toml"
+
+    def write_config(self) -> None:
+        prefixes = list(self.towns)
+        lines = [
+            "[app]", f'data_dir = "{(self.directory / "data").as_posix()}"', 'log_level = "WARNING"',
+            "[redis]", f'prefix = "{prefixes[0]}"', *([f'url = "{self.redis_url}"'] if self.redis_url else []),
+            "[memory]", "enabled = false",
+            "[world]", f"characters = {json.dumps(self.towns[prefixes[0]])}", 'policy = "utility"',
+            f"lease_ttl_seconds = {self.ttl}",
+        ]
+        for prefix in prefixes[1:]:
+            lines += [f"[world.towns.{prefix}]", f"characters = {json.dumps(self.towns[prefix])}"]
+        self.config.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def launch(self, name: str) -> None:
+        log = (self.directory / f"{name}.log").open("ab")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_")}
+        self.processes[name] = subprocess.Popen(
+            [sys.executable, "-m", "yuiju_cli", "--config", str(self.config), "world", "--worker", "--name", name],
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        self.launched[name] = time.monotonic()
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def next_saturday(hour: int) -> datetime:
+    today = datetime.now(TZ)
+    return (today + timedelta(days=(5 - today.weekday()) % 7 or 7)).replace(hour=hour, minute=0, second=0, microsecond=0)
+
+
+async def seed_a_running_town(setup: Setup) -> None:
+    """The towns as a fleet leaves them after running since 07:00 next Saturday: at 09:00 every
+    character is in the middle of something that ends some time in the next hour or two (a
+    simulated run, in this process)."""
+    runtime = await build_runtime(load_config(setup.config, environ={}), clock=SimClock(next_saturday(7)),
+                                  tick_minutes=60)
+    try:
+        await runtime.engine.run(until=next_saturday(9))
+    finally:
+        await runtime.close()
+
+
+async def holders(stores: list[StateStore], towns: dict[str, list[str]]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for store in stores:
+        out.update(await store.lease_holders(towns[store.keys.prefix]))
+    return out
+
+
+async def run_setup(setup: Setup, *, seconds: float, kills: int) -> dict[str, Any]:
+    from storage.redis import open_redis
+
+    setup.write_config()
+    seeded = time.monotonic()
+    await seed_a_running_town(setup)
+    print(f"{setup.label}: seeded in {time.monotonic() - seeded:.0f} s", file=sys.stderr, flush=True)
+    handle = await open_redis(setup.redis_url, setup.directory / "data")
+    stores = [StateStore(handle.client, Keys(prefix)) for prefix in setup.towns]
+    registry = stores[0]
+    total = sum(len(c) for c in setup.towns.values())
+    result: dict[str, Any] = {"setup": setup.label, "workers": setup.workers, "characters": total,
+                              "load_before": [round(x, 2) for x in os.getloadavg()]}
+    try:
+        launched = time.monotonic()
+        for i in range(1, setup.workers + 1):
+            setup.launch(f"w{i}")
+        await even_shares(setup, stores, registry)
+        result["startup_seconds"] = round(time.monotonic() - launched, 1)
+        procs = {name: psutil.Process(p.pid) for name, p in setup.processes.items()}
+        cpu0 = {name: sum(p.cpu_times()[:2]) for name, p in procs.items()}
+        wall0 = time.monotonic()
+        await asyncio.sleep(seconds)
+        wall = time.monotonic() - wall0
+        cpu = {name: (sum(p.cpu_times()[:2]) - cpu0[name]) / wall * 100 for name, p in procs.items()}
+        await asyncio.sleep(11)  # the published figures are recomputed every 10 s
+        workers = await registry.workers()
+        rows = []
+        for _token, (_left, info) in sorted(workers.items(), key=lambda kv: kv[1][1].get("name", "")):
+            name = info.get("name", "?")
+            rows.append({
+                "worker": name, "characters": info.get("characters"), "decisions": info.get("decisions"),
+                "overhead_ms": info.get("overhead_ms"), "lag_ms": info.get("lag_ms"),
+                "cpu_percent": round(cpu.get(name, float("nan")), 1),
+                "rss_mib": round(procs[name].memory_info().rss / 2**20) if name in procs else None,
+            })
+        result["per_worker"] = rows
+        result["load_after"] = [round(x, 2) for x in os.getloadavg()]
+        if kills and setup.workers > 1:
+            result["takeovers"] = await kill_and_take_over(setup, stores, registry, kills)
+    finally:
+        await handle.aclose()  # first: the last worker to stop then stops an embedded server
+        setup.stop()
+    return result
+
+
+async def kill_and_take_over(setup: Setup, stores: list[StateStore], registry: StateStore, kills: int) -> list[dict[str, Any]]:
+    out = []
+    for k in range(kills):
+        live = {info["name"]: token for token, (_, info) in (await registry.workers()).items() if "name" in info}
+        name = sorted(live)[k % len(live)]
+        token = live[name]
+        theirs = [cid for cid, tok in (await holders(stores, setup.towns)).items() if tok == token]
+        os.kill(setup.processes[name].pid, signal.SIGKILL)
+        setup.processes[name].wait()
+        killed = time.monotonic()
+        while True:
+            held = await holders(stores, setup.towns)
+            if all(held[cid] not in (None, token) for cid in theirs):
+                break
+            await asyncio.sleep(0.05)
+        took = time.monotonic() - killed
+        setup.launch(name)  # a replacement under the same name
+        await even_shares(setup, stores, registry)
+        rebalanced = time.monotonic() - killed - took
+        out.append({"killed": name, "characters": len(theirs), "takeover_seconds": round(took, 2),
+                    "replacement_even_after_seconds": round(rebalanced, 1)})
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
+async def even_shares(setup: Setup, stores: list[StateStore], registry: StateStore) -> None:
+    """Wait until every worker runs, every character is driven and each worker drives its share."""
+    share = -(-sum(len(c) for c in setup.towns.values()) // setup.workers)
+    while True:
+        if any(p.poll() is not None for p in setup.processes.values()):
+            raise RuntimeError(f"a worker exited; see the logs in {setup.directory}")
+        found = await registry.workers()
+        counts = Counter((await holders(stores, setup.towns)).values())
+        if len(found) == setup.workers and None not in counts and all(counts[t] in (share, share - 1) for t in found):
+            return
+        await asyncio.sleep(0.2)
+
+
+def spread_prefixes(cluster: LocalCluster, n: int) -> list[str]:
+    """Town prefixes whose keys land on ``n`` different masters."""
+    chosen: dict[int, str] = {}
+    for i in range(1, 1000):
+        prefix = f"town{i}"
+        chosen.setdefault(cluster.node_of(Keys(prefix).world), prefix)
+        if len(chosen) == n:
+            break
+    return list(chosen.values())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--characters", type=int, nargs="+", default=[200, 1000], help="per worker")
+    parser.add_argument("--seconds", type=float, default=300.0, help="steady window per run")
+    parser.add_argument("--kills", type=int, default=3, help="kill -9 rounds on the cluster (after the last size)")
+    parser.add_argument("--ttl", type=float, default=30.0, help="[world] lease_ttl_seconds")
+    parser.add_argument("--only", choices=["embedded", "cluster"])
+    args = parser.parse_args()
+
+    results = []
+    for i, n in enumerate(args.characters):
+        last = i == len(args.characters) - 1
+        if args.only in (None, "embedded"):
+            with tempfile.TemporaryDirectory(prefix="yuiju-workers-bench-") as tmp:
+                setup = Setup(f"embedded, 1 worker × {n}", Path(tmp), 1, {"yuiju": [f"yuiju@{j}" for j in range(1, n + 1)]},
+                              None, args.ttl)
+                results.append(asyncio.run(run_setup(setup, seconds=args.seconds, kills=0)))
+                print(json.dumps(results[-1], ensure_ascii=False), flush=True)
+        if args.only in (None, "cluster"):
+            with tempfile.TemporaryDirectory(prefix="yuiju-workers-bench-") as tmp, start_cluster(3) as cluster:
+                towns = {p: [f"yuiju@{k * n + j}" for j in range(1, n + 1)]
+                         for k, p in enumerate(spread_prefixes(cluster, 3))}
+                setup = Setup(f"cluster, 3 workers × {n}", Path(tmp), 3, towns, cluster.url, args.ttl)
+                results.append(asyncio.run(run_setup(setup, seconds=args.seconds, kills=args.kills if last else 0)))
+                print(json.dumps(results[-1], ensure_ascii=False), flush=True)
+    print_table(results)
+    return 0
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    print("\n| setup | worker | characters | start-up (s) | decisions | overhead p50 / p95 (ms) | lag p50 / p95 / max (ms) | CPU % | RSS (MiB) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        for w in r.get("per_worker", []):
+            o, lag = w["overhead_ms"] or {}, w["lag_ms"] or {}
+            print(f"| {r['setup']} | {w['worker']} | {w['characters']} | {r['startup_seconds']} | {w['decisions']} | "
+                  f"{o.get('p50')} / {o.get('p95')} | {lag.get('p50')} / {lag.get('p95')} / {lag.get('max')} | "
+                  f"{w['cpu_percent']} | {w['rss_mib']} |")
+    if any(not w["decisions"] for r in results for w in r.get("per_worker", [])):
+        print("no decisions in the window: the seeded actions first end at 09:05 world time; use --seconds 360")
+    for r in results:
+        for t in r.get("takeovers", []):
+            print(f"kill -9 {t['killed']} ({t['characters']} characters): taken over in {t['takeover_seconds']} s; "
+                  f"shares even again {t['replacement_even_after_seconds']} s later")
+        print(f"{r['setup']}: load average {r['load_before']} before, {r.get('load_after')} after")
+
+
+if __name__ == "__main__":
+    # SIGTERM as Ctrl-C: the workers, the cluster and the temp dirs are cleaned up either way
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with contextlib.suppress(KeyboardInterrupt):
+        raise SystemExit(main())
