@@ -125,6 +125,8 @@ class AppConfig(_Section):
     """Where the embedded stores keep their files (Redis dump, SQLite history, Qdrant). Relative paths are relative to the working directory."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Logging level for the daemon."""
+    loop_lag_warn_ms: int = Field(1000, ge=0)
+    """Log a warning whenever the event loop was held this long (a call that blocked the world, the page and the bot, which share it); 0: off. A diagnostic: `bench/faults.py` sets it lower to count stalls."""
 
     @field_validator("timezone")
     @classmethod

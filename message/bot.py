@@ -15,6 +15,9 @@ from message.runtime import RUNTIME
 
 log = logging.getLogger(__name__)
 
+STOP_SECONDS = 1.0
+"""About the most a stop of the bot takes: open requests, then each shutdown hook, are bounded."""
+
 
 def require_nonebot() -> None:
     """nonebot must be initialised, with the OneBot v11 adapter and this plugin loaded, before the
@@ -43,9 +46,8 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
     from message.grounding import ClaimLexicon
     from message.service import ChatService
     from storage.keys import Keys
-    from world.clock import RealClock
     from world.loader import load_actions
-    from world.runtime import make_chat_model, metered_chat_model, open_stores
+    from world.runtime import make_chat_model, metered_chat_model, open_stores, world_clock
     from world.store import StateStore
 
     cid = cfg.chat.character_id or cfg.world.characters[0]
@@ -65,7 +67,7 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
             RUNTIME.on_stop.append(semantic.store.close)
         except Exception as exc:  # e.g. a Qdrant server that is down
             log.warning("chat runs without memory (%s)", exc)
-    clock = clock or RealClock(cfg.app.tz)
+    clock = clock or await world_clock(cfg, StateStore(redis, keys))
     if model is None and cfg.llm.configured:
         model = metered_chat_model(cfg, make_chat_model(cfg), redis=redis, keys=keys, clock=clock)
     lexicon = ClaimLexicon.build(load_actions("actions", cfg.world.action_dirs))
@@ -105,19 +107,45 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
     task = asyncio.create_task(proactive.run(stop))
 
     async def halt() -> None:
+        from yuiju_tasks import finish
+
         stop.set()
-        await asyncio.gather(task, return_exceptions=True)
+        await finish(task, grace=0.25, what="proactive posts")
 
     RUNTIME.on_stop.append(halt)
 
 
 def run_bot(cfg: Any) -> None:
     """`yuiju bot`: the nonebot app in this process until interrupted."""
+    import signal
+    import sys
+
     import nonebot
 
     require_nonebot()
     RUNTIME.factory = lambda: build_service(cfg)
+    _watch_loop_lag(cfg.app.loop_lag_warn_ms)
+    # uvicorn stops the app on SIGTERM and then raises the signal again for the handler it found
+    # installed: with the default one the process would die of it (status -15, a crash to a
+    # supervisor). This one ends the process with 0, as `yuiju run` does, also before uvicorn runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     nonebot.run()
+
+
+def _watch_loop_lag(warn_ms: int) -> None:
+    """The event-loop lag monitor (`yuiju_tasks.LoopLagMonitor`) for the app's lifetime."""
+    import nonebot
+
+    from yuiju_tasks import LoopLagMonitor
+
+    monitor = LoopLagMonitor(warn_ms)
+
+    async def start() -> None:  # a coroutine: nonebot runs plain functions in a thread
+        monitor.start()
+
+    driver = nonebot.get_driver()
+    driver.on_startup(start)
+    driver.on_shutdown(monitor.stop)
 
 
 class BotServer:
@@ -128,13 +156,20 @@ class BotServer:
         self.task = task
         self.url = url
 
-    async def stop(self) -> None:
-        """Close the WebSocket, run the shutdown hooks (proactive task), release the port."""
-        import asyncio
+    def request_stop(self) -> None:
+        """Begin stopping (`stop` waits for it): replies in flight are given up now."""
+        from message.matchers import STOPPING
 
+        STOPPING.set()
         self.server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
+
+    async def stop(self) -> None:
+        """Close the WebSocket, run the shutdown hooks (proactive task), release the port: within
+        about `STOP_SECONDS`, whatever the hooks wait on."""
+        from yuiju_tasks import finish
+
+        self.request_stop()
+        await finish(self.task, grace=STOP_SECONDS, what="the QQ bot")
 
 
 async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
@@ -169,7 +204,7 @@ async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
         raise
     port = sock.getsockname()[1]
     server = _Server(uvicorn.Config(nonebot.get_asgi(), log_config=None, access_log=False, lifespan="on",
-                                    timeout_graceful_shutdown=3, log_level="warning"))
+                                    timeout_graceful_shutdown=STOP_SECONDS / 2, log_level="warning"))
     task = asyncio.create_task(server.serve(sockets=[sock]), name="qq-bot")
     while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no started event)
         await asyncio.sleep(0.01)

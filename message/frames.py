@@ -87,15 +87,28 @@ class GuardedJson(ModuleType):
 
 def parse_event(adapter: Any, data: dict[str, Any]) -> Any:
     """The adapter's own event models in its own order, then its base event; None (reported)
-    when none fits."""
-    from nonebot.adapters.onebot.v11 import Event
+    when none fits. A frame that says it is a message but fits no message model is skipped too:
+    as a base event it would reach nonebot's command parsing, which asks it for its message."""
+    from nonebot.adapters.onebot.v11 import Event, MessageEvent
     from nonebot.compat import type_validate_python
 
-    for model in adapter.get_event_model(data):
+    try:
+        models = list(adapter.get_event_model(data))
+        if data.get("post_type") == "message":  # the lookup ends with the base events
+            models = [m for m in models if issubclass(m, MessageEvent)]
+    except Exception as exc:  # the lookup joins the type fields: a field of the wrong type raises
+        report(f"not an event ({_why(exc)})", data)
+        return None
+    problem: Exception | None = None
+    for model in models:
         try:
             return type_validate_python(model, data)
-        except Exception:
+        except Exception as exc:
+            problem = problem or exc
             continue
+    if data.get("post_type") == "message":
+        report(f"not a message event ({_why(problem) if problem else 'no model fits'})", data)
+        return None
     try:
         return type_validate_python(Event, data)
     except Exception as exc:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from nonebot import get_bots, get_driver, get_plugin_config, on_message
 from nonebot.adapters.onebot.v11 import Bot, MessageEvent
+from redis.exceptions import RedisError
 
 from message import frames
 from message.channel import send_text
@@ -22,6 +24,9 @@ frames.install()
 FAILURES = RateLimitedLog(log, burst=5)
 """A message the chat side could not handle: one line each (the first of a kind with its traceback)."""
 _seen_failures: set[str] = set()
+STOPPING = asyncio.Event()
+"""Set when the bot begins to stop: a reply in flight is given up. nonebot runs matchers shielded
+from cancellation, so without it a turn waiting on the model held the stop until it finished."""
 
 
 def current_bot() -> Any:
@@ -41,6 +46,7 @@ async def _api(action: str, **params: Any) -> Any:
 
 @driver.on_startup
 async def _start() -> None:
+    STOPPING.clear()  # a new start of the app in this process
     if RUNTIME.service is None and RUNTIME.factory is not None:
         RUNTIME.service = await RUNTIME.factory()
     if RUNTIME.service is not None:
@@ -48,14 +54,36 @@ async def _start() -> None:
         RUNTIME.service.api = RUNTIME.service.api or _api
 
 
+async def _unless_stopping(work: Any) -> bool:
+    """Run ``work`` unless the bot stops first (then it is cancelled); True when it finished."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(STOPPING.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.5)
+        return False
+    task.result()  # what it raised, for the handler's own reporting
+    return True
+
+
 @driver.on_shutdown
 async def _stop() -> None:
+    """Run the closers last-first (archiving and proactive posts end before the stores close),
+    each within `CLOSER_SECONDS`: a stop never waits on a model call or a store that hangs."""
+    from yuiju_tasks import bounded
+
+    STOPPING.set()
     for closer in reversed(RUNTIME.on_stop):
-        try:
-            await closer()
-        except Exception as exc:
-            log.warning("shutdown step failed: %s", exc)
+        await bounded(closer, seconds=CLOSER_SECONDS, what=f"shutdown step {getattr(closer, '__qualname__', closer)}")
     RUNTIME.on_stop.clear()
+
+
+CLOSER_SECONDS = 0.5
+"""The most one shutdown step waits (archiving a conversation cut short stays in its window)."""
 
 
 def event_payload(event: MessageEvent) -> dict[str, Any]:
@@ -89,8 +117,11 @@ async def _(bot: Bot, event: MessageEvent) -> None:
     try:
         entry = normalize(event_payload(event), self_id=self_id, tz=service.tz, bot_name=service.card.name,
                           max_chars=service.cfg.max_input_chars)
-        if entry is not None:
-            await service.handle(entry)
+        if entry is not None and not await _unless_stopping(service.handle(entry)):
+            log.info("message %s: reply given up, the bot is stopping (the message is recorded)", event.message_id)
+    except (RedisError, OSError) as exc:  # a store that is down is not a bug: no traceback
+        FAILURES(logging.ERROR, "message %s not handled, a store is unavailable: %s: %.200s", event.message_id,
+                 type(exc).__name__, exc)
     except Exception as exc:  # one message must never stop the bot, nor fill the log
         kind = type(exc).__name__
         first = kind not in _seen_failures

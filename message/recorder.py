@@ -16,6 +16,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from characters import CharacterCard
 from llm import ChatModel
 from llm.errors import LLMError
@@ -55,7 +57,8 @@ class Recorder:
         """Her QQ id, once the OneBot side told it."""
         self._background: set[asyncio.Task[Any]] = set()
         self._returned: set[str] = set()
-        """Sessions whose last window failed to archive and went back to be tried once more."""
+        """Sessions whose last window failed to archive and stays to be tried once more."""
+        self._locks: dict[str, asyncio.Lock] = {}
         self._ensured = False
 
     async def ensure(self) -> None:
@@ -72,8 +75,8 @@ class Recorder:
             item = ({"role": "assistant", "content": entry.text} if entry.from_bot
                     else {"role": "user", "content": self.render(entry)})
         await self.sessions.record(entry, item)
+        await self._feed(entry)  # Redis first: a stop that cuts the history write short loses nothing
         await self._log(entry)
-        await self._feed(entry)
 
     async def record_bot_message(self, scene: str, target: int, text: str, *, source: str,
                                  message_id: int | None = None, context: bool = True) -> Entry:
@@ -92,7 +95,10 @@ class Recorder:
             return
         await self.ensure()
         doc = entry.model_dump(mode="python")
-        doc.update(_id=f"{self.card.id}:{entry.session_id}:{entry.id}", character_id=self.card.id,
+        # the platform's id alone is not unique for good (a reconnected implementation, 32-bit
+        # hashes): with who said what, a redelivered event is the same record, another message not
+        said = hashlib.sha1(f"{entry.user_id}|{entry.text}".encode("utf-8", "replace")).hexdigest()[:10]
+        doc.update(_id=f"{self.card.id}:{entry.session_id}:{entry.id}:{said}", character_id=self.card.id,
                    session_id=entry.session_id)
         doc["segments"] = [s.model_dump() for s in entry.segments]
         try:
@@ -127,8 +133,19 @@ class Recorder:
         return len(sids)
 
     async def _archive(self, sid: str, count: int | None) -> None:
-        entries = await self.sessions.window_take(sid, count)
-        if not entries or self.memory is None:
+        """Archive the window's first ``count`` messages. They leave the window only once their
+        episode is written: a stop or a kill in the middle (a summary takes seconds) leaves them
+        there for the next try, and archiving again writes the same records (deterministic ids)."""
+        async with self._locks.setdefault(sid, asyncio.Lock()):  # one archiving per window at a time
+            try:
+                await self._archive_locked(sid, count)
+            except (RedisError, OSError) as exc:  # Redis down (or restarting): the window waits there
+                log.warning("conversation window of %s not archived now (Redis: %s); kept for the next try", sid, exc)
+
+    async def _archive_locked(self, sid: str, count: int | None) -> None:
+        entries, stored = await self.sessions.window_peek(sid, count)
+        if self.memory is None or not entries:  # nothing to archive (into): the message log keeps them
+            await self.sessions.window_drop(sid, stored)
             return
         try:
             await self.archive_window(sid, entries)
@@ -137,12 +154,13 @@ class Recorder:
                 self._returned.discard(sid)
                 log.error("conversation window of %s (%d messages) not archived: %s", sid, len(entries), exc,
                           exc_info=True)
+                await self.sessions.window_drop(sid, stored)
                 return
             self._returned.add(sid)  # a store that is down: the next window closing takes these along
-            await self.sessions.window_return(sid, entries)
             log.warning("conversation window of %s not archived (%s); kept for the next try", sid, exc)
-        else:
-            self._returned.discard(sid)
+            return
+        self._returned.discard(sid)
+        await self.sessions.window_drop(sid, stored)
 
     async def archive_window(self, sid: str, entries: list[Entry]) -> None:
         """A finished window → a conversation episode, person profiles, chat memories. Each part
@@ -156,7 +174,12 @@ class Recorder:
         who = "、".join(humans.values()) or "大家"
         summary = summary[:300] or f"和{who}聊天：{entries[0].text[:40]}"
         start, end = entries[0].time, entries[-1].time
-        digest = hashlib.sha1(f"{self.card.id}|{sid}|{start.isoformat()}".encode()).hexdigest()[:20]
+        # the window's first message names the episode (archiving it again writes the same one);
+        # its time alone does not: platforms stamp to the second, and a busy group starts two
+        # windows in one second
+        first = entries[0]
+        digest = hashlib.sha1(f"{self.card.id}|{sid}|{start.isoformat()}|{first.id}|{first.user_id}|{first.text}"
+                              .encode("utf-8", "replace")).hexdigest()[:20]
         await self.memory.episodes.put(Episode.model_validate({
             "_id": f"conv_{digest}", "character_id": self.card.id, "type": "conversation", "time": start,
             "end_time": end, "status": "logged", "summary": summary,

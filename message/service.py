@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from redis.asyncio import Redis
@@ -157,6 +157,7 @@ class ChatService:
         cancels this reply (the outcome is then 'superseded')."""
         if self.self_id is not None and entry.user_id == self.self_id:
             entry = entry.model_copy(update={"from_bot": True})
+        entry = self._in_world_time(entry)
         if len(entry.text) > self.cfg.max_input_chars:
             entry = entry.model_copy(update={"text": entry.text[: self.cfg.max_input_chars] + "…", "truncated": True})
         command = self._admin_command(entry)
@@ -183,12 +184,29 @@ class ChatService:
         self._latest[sid] = entry.id
         task = asyncio.create_task(self._turn(entry, char, asleep=asleep, stateless=stateless))
         self._inflight[sid] = task
-        await asyncio.wait([task])
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError:  # the caller gave up (the bot is stopping): so does the turn
+            task.cancel()
+            raise
         if self._inflight.get(sid) is task:
             del self._inflight[sid]
         if task.cancelled():
             return Outcome(False, "superseded by a newer message")
         return task.result()
+
+    def _in_world_time(self, entry: Entry) -> Entry:
+        """The platform stamps a message in wall time; her life, her replies and her timeline run
+        in world time, which a `--speed` demo leaves ahead of the wall clock. Shifted by the
+        clock's lead, the message sorts where it happened in her day (a conversation episode is
+        never placed hours before her last action) and the gap to her reply is the real one."""
+        lead = getattr(self.clock, "lead", None)
+        if lead is None:  # a simulated clock: the caller stamps in world time
+            return entry
+        ahead = lead()
+        if abs(ahead) < timedelta(seconds=1):
+            return entry
+        return entry.model_copy(update={"time": entry.time + ahead})
 
     def _admin_command(self, entry: Entry) -> str | None:
         if not self.is_admin(entry.user_id) or entry.from_bot:

@@ -199,22 +199,17 @@ class SessionStore:
             raw, _ = await pipe.execute()
         return entries(raw)
 
-    async def window_take(self, session_id: str, count: int | None = None) -> list[Entry]:
-        """Remove and return the first ``count`` window messages (all when None)."""
-        key = self._k("window", session_id)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.lrange(key, 0, -1 if count is None else count - 1)
-            if count is None:
-                pipe.delete(key)
-            else:
-                pipe.ltrim(key, count, -1)
-            raw, _ = await pipe.execute()
-        return entries(raw)
+    async def window_peek(self, session_id: str, count: int | None = None) -> tuple[list[Entry], int]:
+        """The first ``count`` window messages (all when None), left in place, and how many stored
+        items that was (what `window_drop` removes once they are archived; an item that no longer
+        validates counts too)."""
+        raw = await self.redis.lrange(self._k("window", session_id), 0, -1 if count is None else count - 1)
+        return entries(raw), len(raw)
 
-    async def window_return(self, session_id: str, taken: Sequence[Entry]) -> None:
-        """Put messages taken by `window_take` back at the front of the window, in order."""
-        if taken:
-            await self.redis.lpush(self._k("window", session_id), *(e.model_dump_json() for e in reversed(taken)))
+    async def window_drop(self, session_id: str, count: int) -> None:
+        """Remove the first ``count`` window messages (archived, or given up on)."""
+        if count > 0:
+            await self.redis.ltrim(self._k("window", session_id), count, -1)
 
     async def window_sessions(self) -> list[str]:
         out = []

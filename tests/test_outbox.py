@@ -64,6 +64,22 @@ async def test_a_malformed_outbox_entry_is_dead_lettered_once_and_the_episodes_b
     assert kit.keys.outbox_dead in logged[0].getMessage()
 
 
+async def test_an_outbox_entry_that_is_not_utf8_is_dead_lettered_and_the_rest_flows(
+    redis: aioredis.Redis, history: HistoryStore,
+) -> None:
+    # bytes no client of ours writes (a hand-edited list, a corrupt restore): reading them as text
+    # raised on every flush, so the outbox stayed blocked behind them for good
+    kit = await make_engine(redis, history, policy=idle_forever(), start="2026-09-01 06:00")
+    await redis.rpush(kit.keys.episode_outbox, episode(1), b"\xff\xfe{not utf-8", episode(2))
+
+    await kit.engine.run(until=at_time("2026-09-01 07:15"))
+
+    assert await kit.store.outbox_size() == 0
+    assert {"bhv_1", "bhv_2"} <= {d["_id"] for d in await history.find("episodes")}
+    [dead] = await kit.store.dead_letters()
+    assert "not UTF-8" in dead["reason"] and "{not utf-8" in dead["entry"]
+
+
 async def test_a_history_store_that_is_down_keeps_a_malformed_entry_queued_with_the_rest(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:
@@ -156,3 +172,34 @@ async def _sqlite(data_dir: Path) -> HistoryStore:
     history = await open_history(None, "yuiju", data_dir)
     await EpisodeRepo(history).ensure()
     return history
+
+
+async def test_entries_queued_by_other_writers_are_written_while_she_is_busy(
+    redis: aioredis.Redis, history: HistoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # found by bench/faults.py: the chat's LLM ledger entries, queued by another StateStore, stayed
+    # in Redis until her next own episode (an hour at real speed, or the next start)
+    import asyncio
+
+    import world.engine
+
+    monkeypatch.setattr(world.engine, "QUEUED_FLUSH_SECONDS", 0.2)
+    kit = await make_engine(redis, history, policy=idle_forever(), start="2026-09-01 06:00")
+
+    async def busy(_when: Any) -> None:  # her action never ends during the test
+        await asyncio.Event().wait()
+
+    kit.clock.sleep_until = busy  # type: ignore[method-assign]
+    running = asyncio.create_task(kit.engine.run())
+    try:
+        await asyncio.sleep(0.3)  # her first step is done and written
+        await redis.rpush(kit.keys.episode_outbox, episode(1))  # another writer's entry
+        for _ in range(40):
+            if "bhv_1" in {d["_id"] for d in await history.find("episodes")}:
+                break
+            await asyncio.sleep(0.1)
+        assert "bhv_1" in {d["_id"] for d in await history.find("episodes")}
+        assert await kit.store.outbox_size() == 0
+    finally:
+        kit.engine.stop()
+        await asyncio.wait_for(running, 5)

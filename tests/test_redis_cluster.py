@@ -487,8 +487,10 @@ async def test_chat_sessions_keep_context_windows_and_summaries_on_a_cluster(
     assert await sessions.compact(sid, budget=50, keep=2, model=None, name="悠酱")  # MULTI: SET, LTRIM
     summary, items = await sessions.context(sid)
     assert summary and len(items) == 2
-    assert [e.id for e in await sessions.window_take(sid, 4)] == ["0", "1", "2", "3"]
-    assert [e.id for e in await sessions.window_take(sid)] == ["4", "5"]  # MULTI: LRANGE, DEL
+    taken, stored = await sessions.window_peek(sid, 4)
+    assert [e.id for e in taken] == ["0", "1", "2", "3"] and stored == 4
+    await sessions.window_drop(sid, stored)  # LTRIM
+    assert [e.id for e in (await sessions.window_peek(sid))[0]] == ["4", "5"]
     await sessions.clear(sid)  # DEL of two keys, one slot
     assert await sessions.context(sid) == ("", [])
     assert await sessions.sessions() == [sid]

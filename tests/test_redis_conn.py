@@ -281,3 +281,49 @@ async def test_the_engine_carries_on_after_the_embedded_server_is_killed(tmp_pat
         await asyncio.wait_for(task, 3)
     finally:
         await runtime.close()
+
+
+
+async def test_a_command_to_a_hung_redis_gives_up_within_three_seconds() -> None:
+    # a server that accepts and never answers (stopped, or a network partition): redis-py's
+    # default socket timeout kept every command, the page's and a stop's too, 5 s on it
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(8)
+    port = hung.getsockname()[1]
+    from storage.redis import daemon_client
+
+    client = daemon_client(f"redis://127.0.0.1:{port}/0")
+    try:
+        started = time.monotonic()
+        with pytest.raises(Exception, match=r"(?i)timeout"):
+            await client.get("k")
+        took = time.monotonic() - started
+    finally:
+        await client.aclose()
+        hung.close()
+    assert took < 3.5, f"a command on a hung Redis took {took:.1f} s to give up"
+
+
+async def test_the_longest_blocking_read_fits_the_socket_timeout(tmp_path: Path) -> None:
+    from storage.redis import SOCKET_TIMEOUT_S
+    from web.app import SSE_BLOCK_MS
+
+    assert SSE_BLOCK_MS / 1000 + 0.5 <= SOCKET_TIMEOUT_S
+    async with await open_redis(None, tmp_path / "data") as handle:
+        started = time.monotonic()
+        assert await handle.client.xread({"quiet": "0-0"}, block=SSE_BLOCK_MS) == []
+        assert time.monotonic() - started >= SSE_BLOCK_MS / 1000 - 0.1
+
+
+async def test_a_burst_of_more_commands_than_the_pool_holds_waits_for_a_connection(redis_url: str) -> None:
+    # 2000 fuzzed OneBot frames in a second ran ~1000 message handlers at once: redis-py's pool
+    # (100 connections) raised MaxConnectionsError for the rest, and those messages were lost
+    from storage.redis import POOL_CONNECTIONS, daemon_client
+
+    client = daemon_client(redis_url)
+    try:
+        burst = [client.blpop([f"burst:{i}"], timeout=0.2) for i in range(POOL_CONNECTIONS * 3)]
+        assert await asyncio.gather(*burst) == [None] * (POOL_CONNECTIONS * 3)  # each held a connection 0.2 s
+    finally:
+        await client.aclose()

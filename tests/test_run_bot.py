@@ -101,3 +101,38 @@ reply = "mention"
     log = err_path.read_text(errors="replace")
     assert "yuiju stopped" in log
     assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.mark.slow
+async def test_sigterm_stops_a_standalone_bot_with_exit_status_zero(tmp_path: Path) -> None:
+    # uvicorn re-raises the signal it caught once the app has stopped: `yuiju bot` died of it
+    # (status -15, a crash to a supervisor) where `yuiju run` ends with 0; found by bench/faults.py
+    port = free_port()
+    config = tmp_path / "yuiju.toml"
+    config.write_text(f"""
+[app]
+data_dir = "{(tmp_path / 'data').as_posix()}"
+[memory]
+enabled = false
+[onebot]
+enabled = true
+port = {port}
+access_token = "t"
+""", encoding="utf-8")
+    from tests.test_daemon_faults import start_yuiju
+
+    err_path = tmp_path / "bot.log"
+    proc = await start_yuiju(config, "bot", log=err_path, stdout=None)
+    try:
+        ws = await connect(f"ws://127.0.0.1:{port}/onebot/v11/ws",
+                           {"X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": "Bearer t"})
+        await ws.close()
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    log = err_path.read_text(errors="replace")
+    assert code == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]

@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 TEMPLATES = Path(__file__).with_name("templates")
 SSE_BLOCK_MS = 2000
 """How long one XREAD waits; also how often a quiet stream sends a keep-alive comment."""
+STOP_SECONDS = 1.0
+"""The most a stop waits for the page's requests and streams to end."""
 _STREAM_ID = re.compile(r"\d+-\d+\Z")
 
 _env = Environment(
@@ -216,7 +218,7 @@ class ObserverServer:
         sock.set_inheritable(True)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=3, log_level="warning")
+                                timeout_graceful_shutdown=STOP_SECONDS / 2, log_level="warning")
         self._server = _Server(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="observer-web")
         # uvicorn offers no started event to wait on
@@ -226,10 +228,15 @@ class ObserverServer:
             self._task.result()  # raise what stopped it
         return self.url
 
-    async def stop(self) -> None:
-        self.app.state.stopping.set()  # ends the event streams
+    def request_stop(self) -> None:
+        """Begin stopping: end the event streams, close the port (`stop` waits for it)."""
+        self.app.state.stopping.set()
         if self._server is not None:
             self._server.should_exit = True
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+
+    async def stop(self) -> None:
+        """Stop serving within `STOP_SECONDS`: a request still waiting on a store is cancelled."""
+        from yuiju_tasks import finish
+
+        self.request_stop()
+        await finish(self._task, grace=STOP_SECONDS / 2, what="the observer page")

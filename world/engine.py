@@ -84,6 +84,8 @@ OUTBOX_BATCH = 200
 FLUSH_RETRY = timedelta(seconds=1)
 """Wall time before flushing again when another worker held the town's flush lock, so an episode
 never waits for this engine's next step to be written."""
+QUEUED_FLUSH_SECONDS = 10.0
+"""How often the engine writes what other writers queued in the outbox (`Engine.flush_queued`)."""
 HISTORY_DOWN_LOG_EVERY_SECONDS = 300.0
 HISTORY_DOWN = (StoreUnavailable, OSError)
 """Errors that mean the history store is unreachable (entries stay queued), not that it refuses
@@ -379,6 +381,18 @@ class Engine:
         finally:
             await store.release_outbox_lock(self.token)
 
+    async def flush_queued(self) -> int:
+        """Write what other writers queued (the ledger of the chat's LLM calls, another process):
+        they do not count in this engine's `outbox_writes`, so they waited for her next own
+        episode, an hour at real speed. Every `QUEUED_FLUSH_SECONDS` (one LLEN a town)."""
+        if self.history is None:
+            return 0
+        written = 0
+        for town in self.towns:
+            if await town.store.outbox_size():
+                written += await self._flush_town(town, force=True)
+        return written
+
     async def _flush_locked(self, town: TownRun) -> int:
         assert self.history is not None
         store = town.store
@@ -581,6 +595,7 @@ class Engine:
         due: datetime | None = None  # world time the next step is due; None: only a lease can bring work
         run_now = True
         checked = False  # this run's first lease check is here, before its first step
+        next_queued_flush = 0.0  # time.monotonic()
         while not (self._stop.is_set() or halt.is_set()):
             try:
                 if not checked:
@@ -591,6 +606,9 @@ class Engine:
                 if self._wake.is_set():
                     self._wake.clear()
                     run_now = True
+                if time.monotonic() >= next_queued_flush:
+                    await self.flush_queued()
+                    next_queued_flush = time.monotonic() + QUEUED_FLUSH_SECONDS
                 now = self.clock.now()
                 at_end = until is not None and now >= until
                 if run_now or at_end or (due is not None and now >= due):
@@ -619,7 +637,7 @@ class Engine:
             if max_steps is not None and steps >= max_steps:
                 break
             wake = due if until is None else min(until, due or until)
-            await self._sleep_or_stop(wake)
+            await self._sleep_or_stop(wake, wall_seconds=max(0.0, next_queued_flush - time.monotonic()))
 
     def _step_failed(self, exc: Exception, backoff: float) -> None:
         """Say what stopped the step once, then every few minutes while it lasts; not per retry."""

@@ -95,12 +95,7 @@ class Runtime:
         times = [await town.store.saved_world_time([loop.character_id for loop in town.loops])
                  for town in self.engine.towns]
         saved = max(filter(None, times), default=None)  # one clock for every town: the latest
-        note = clock.continue_from(saved, resync=resync)
-        if note is not None:
-            log.warning("%s", note)
-        elif resync:
-            log.info("resync: world time is not ahead of the wall clock; it runs with real time")
-        return note
+        return continue_from_saved(clock, saved, resync=resync)
 
     async def close(self) -> None:
         """Release the leases and close every store; each step runs whatever the others did (a
@@ -118,6 +113,26 @@ class Runtime:
                 await close()
             except Exception as exc:  # closing must go on: report and close the next one
                 log.warning("closing the %s failed (%s); carrying on", what, exc)
+
+
+def continue_from_saved(clock: RealClock, saved: datetime | None, *, resync: bool = False) -> str | None:
+    """Anchor ``clock`` at the saved world time (`RealClock.continue_from`); logs and returns what
+    the user must know (world time ahead of the wall clock), or None."""
+    note = clock.continue_from(saved, resync=resync)
+    if note is not None:
+        log.warning("%s", note)
+    elif resync:
+        log.info("resync: world time is not ahead of the wall clock; it runs with real time")
+    return note
+
+
+async def world_clock(cfg: YuijuConfig, store: StateStore) -> RealClock:
+    """The world clock of a process that does not run the engine (a standalone `yuiju bot`):
+    ``[world].speed``, continued from the saved world time as the engine's is, so after a sped-up
+    demo she chats in the same time as she lives, not on the wall clock behind it."""
+    clock = RealClock(cfg.app.tz, speed=cfg.world.speed)
+    continue_from_saved(clock, await store.saved_world_time(list(cfg.world.characters)))
+    return clock
 
 
 async def open_stores(cfg: YuijuConfig) -> tuple[RedisHandle, HistoryStore]:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from redis.client import NEVER_DECODE
 
 from storage.keys import Keys
 from storage.redis import RedisClient
@@ -273,6 +274,20 @@ def parse_outbox_entry(raw: str) -> OutboxEntry:
     return OutboxEntry(raw, collection, doc)
 
 
+def _parse_stored(stored: bytes) -> OutboxEntry:
+    """An entry read as bytes: text as usual, or (not UTF-8) dead-lettered. Its ``raw`` keeps the
+    exact bytes (undecodable ones as surrogate escapes) so that the entry can be trimmed."""
+    try:
+        return parse_outbox_entry(stored.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return OutboxEntry(stored.decode("utf-8", "surrogateescape"), problem=f"is not UTF-8 text ({exc.reason})")
+
+
+def _readable(raw: str) -> str:
+    """An entry as a person can read it in the dead-letter list (undecodable bytes as U+FFFD)."""
+    return raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 LEASE_MINE = -1
 """`StateStore.sync_leases`: the lease is this engine's (renewed or taken in that call)."""
 LEASE_FREE = 0
@@ -520,7 +535,12 @@ class StateStore:
 
     async def peek_outbox(self, limit: int = 100) -> list[OutboxEntry]:
         """The oldest queued entries, decoded; a malformed one says why (`OutboxEntry.problem`)."""
-        raw = await self.redis.lrange(self.keys.episode_outbox, 0, limit - 1)
+        try:
+            raw = await self.redis.lrange(self.keys.episode_outbox, 0, limit - 1)
+        except UnicodeDecodeError:  # bytes no client of ours wrote: read them as they are
+            stored = await self.redis.execute_command("LRANGE", self.keys.episode_outbox, 0, limit - 1,
+                                                      **{NEVER_DECODE: True})
+            return [_parse_stored(b) for b in stored]
         return [parse_outbox_entry(r) for r in raw]
 
     async def drop_outbox(
@@ -530,9 +550,10 @@ class StateStore:
         engine still holds the flush lock (renewed here), and in the same atomic step move
         ``dead`` ``(entry, reason)`` pairs to the dead-letter list; False if not (nothing changed)."""
         at = datetime.now(UTC).isoformat(timespec="seconds")  # for the human reading the list
-        records = [json.dumps({"entry": e, "reason": r, "at": at}, ensure_ascii=False) for e, r in dead]
+        records = [json.dumps({"entry": _readable(e), "reason": r, "at": at}, ensure_ascii=False) for e, r in dead]
+        exact = [e.encode("utf-8", "surrogateescape") for e in written]  # the stored bytes, whatever they are
         return bool(await self._trim(keys=[self.keys.episode_outbox, self.keys.outbox_lock, self.keys.outbox_dead],
-                                     args=[token, lock_ms, len(written), *written, *records]))
+                                     args=[token, lock_ms, len(written), *exact, *records]))
 
     async def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest ``limit`` dead-lettered outbox entries, oldest first: ``{entry, reason, at}``."""
