@@ -224,3 +224,14 @@ async def test_a_day_with_the_utility_policy_keeps_her_alive(
     assert kit.clock.now() == at_time("2026-09-02 06:00")
     assert min(r["after"]["satiety"] for r in kit.stats.timeline) > 0
     assert her.running.ends_at == at_time("2026-09-02 06:40")  # the school-day alarm
+
+
+def test_a_long_running_loop_keeps_a_bounded_number_of_overhead_samples() -> None:
+    # one list shared by every character of a daemon grew by ~30 floats per character per day, forever
+    from world.behavior import OVERHEAD_SAMPLES, LoopStats
+
+    stats = LoopStats()
+    for i in range(OVERHEAD_SAMPLES + 5):
+        stats.decision_overhead_ms.append(float(i))
+    assert len(stats.decision_overhead_ms) == OVERHEAD_SAMPLES
+    assert stats.decision_overhead_ms[-1] == OVERHEAD_SAMPLES + 4  # the newest are kept

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -48,6 +49,11 @@ class ActionCrashed(Exception):
 PAUSED_RETRY = timedelta(minutes=1)
 
 
+OVERHEAD_SAMPLES = 100_000
+"""Decisions whose engine overhead `LoopStats` keeps: a simulated year of nine characters; a
+daemon's stats are shared by all its characters and live as long as it does."""
+
+
 @dataclass
 class LoopStats:
     """Counters the engine and ``simulate`` report."""
@@ -63,8 +69,8 @@ class LoopStats:
     """Actions whose own code raised, and where (precondition, executor, completion)."""
     stale_starts: int = 0
     """Starts refused because the precondition no longer held on fresh state (then she re-decides)."""
-    decision_overhead_ms: list[float] = field(default_factory=list)
-    """Engine time per decision, excluding the policy's own time."""
+    decision_overhead_ms: deque[float] = field(default_factory=lambda: deque(maxlen=OVERHEAD_SAMPLES))
+    """Engine time per decision, excluding the policy's own time (the latest `OVERHEAD_SAMPLES`)."""
     timeline: list[dict[str, Any]] = field(default_factory=list)
     keep_timeline: bool = False
 

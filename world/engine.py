@@ -345,7 +345,7 @@ class Engine:
 
     def _figures(self) -> dict[str, Any]:
         stats = {id(loop.stats): loop.stats for loop in self.loops.values()}.values()
-        overhead = sorted(x for s in stats for x in s.decision_overhead_ms[-FIGURES_SAMPLES:])
+        overhead = sorted(x for s in stats for x in itertools.islice(reversed(s.decision_overhead_ms), FIGURES_SAMPLES))
         lag = sorted(self.figures.lag_ms)
         return {
             "decisions": sum(s.decisions for s in stats), "steps": self.figures.steps,

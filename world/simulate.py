@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ def _progress(done: float, total: float, decisions: int) -> None:
     sys.stderr.flush()
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: Collection[float], q: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
