@@ -43,6 +43,14 @@ async def start_yuiju(config: Path, *args: str, log: Path, stdout: int | None = 
         )
 
 
+def assert_stopped_cleanly(code: int | None, took: float, log_text: str) -> None:
+    """Status 0 within two seconds of SIGTERM, no traceback, the last words said."""
+    assert code == 0, log_text[-3000:]
+    assert took <= 2.0, f"stopping took {took:.1f} s\n" + log_text[-3000:]
+    assert "Traceback" not in log_text, log_text[-3000:]
+    assert "yuiju stopped" in log_text
+
+
 async def wait_for_text(path: Path, text: str, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while text not in (logged := await asyncio.to_thread(path.read_text, errors="replace")):
@@ -92,11 +100,8 @@ provider = "hashing"
             await proc.wait()
         stop_server(server)
     text = log.read_text(errors="replace")
-    assert code == 0, text[-3000:]
     print(f"stopped in {took:.2f} s")
-    assert took <= 2.0, f"stopping took {took:.1f} s\n" + text[-3000:]
-    assert "Traceback" not in text, text[-3000:]
-    assert "yuiju stopped" in text
+    assert_stopped_cleanly(code, took, text)
     assert not (data / "history.sqlite3-wal").exists()  # SQLite closed: its last connection removed the WAL
 
 
@@ -175,7 +180,4 @@ reply = "mention"
                 await proc.wait()
             stop_server(server)
     text = log.read_text(errors="replace")
-    assert code == 0, text[-3000:]
-    assert took <= 2.0, f"stopping took {took:.1f} s\n" + text[-3000:]
-    assert "Traceback" not in text, text[-3000:]
-    assert "yuiju stopped" in text
+    assert_stopped_cleanly(code, took, text)
