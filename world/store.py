@@ -5,7 +5,9 @@ compute the change, then commit the new values together with the events (stream)
 outbox and the consumed commands in one compare-and-set Lua script, which Redis runs atomically:
 if anyone wrote a key we read in between, nothing is written and the function runs again on fresh
 values (optimistic concurrency, like arq's WATCH/MULTI ``enqueue_job``, in one round trip). So a state
-change, its running-action record, its episode and its events land together or not at all.
+change, its running-action record, its episode and its events land together or not at all. Values
+this store has just read or written are not read again: the script checks them all the same (a
+step of the behavior loop is one read and one script per write).
 """
 
 from __future__ import annotations
@@ -378,7 +380,7 @@ class StateStore:
         now: datetime | None = None,
         skip_corrupt_characters: bool = False,
     ) -> R:
-        """Run ``fn`` on a fresh snapshot and write its `Commit` atomically; retry on conflict.
+        """Run ``fn`` on a snapshot and write its `Commit` atomically; retry on conflict.
 
         ``lease=(character_id, token)`` fences the write: if this engine no longer holds the
         character's lease, nothing is written and `LeaseLost` is raised. ``town_lease=token``
