@@ -84,11 +84,12 @@ class PackedE5:
         p += n_pieces * 4
         blob = buf[p : p + bloblen]
         p += bloblen
-        self.pieces: dict[str, tuple[int, float]] = {}
+        self.scores: list[float] = scores
+        self.pieces: dict[str, int] = {}  # piece -> id (250k pieces: an int, not a tuple, saves ~20 MB)
         for i in range(n_pieces):
             piece = blob[offs[i] : offs[i + 1]].decode("utf-8", "surrogatepass")
             if piece:  # the C hash table finds the first of equal pieces
-                self.pieces.setdefault(piece, (i, scores[i]))
+                self.pieces.setdefault(piece, i)
         self.unk_score = float(scores_arr.min()) - 10.0
         self.max_piece_bytes = max(len(s.encode("utf-8", "surrogatepass")) for s in self.pieces)
         n_norm, nm_bytes = struct.unpack_from("<iI", buf, p)
@@ -167,7 +168,8 @@ class Tokenizer:
         best[0] = 0.0
         piece = [self.m.unk] * (n + 1)
         start = [0] * (n + 1)
-        pieces, unk, max_bytes, unk_score = self.m.pieces, self.m.unk, self.m.max_piece_bytes, self.m.unk_score
+        pieces, scores, unk = self.m.pieces, self.m.scores, self.m.unk
+        max_bytes, unk_score = self.m.max_piece_bytes, self.m.unk_score
         for i in range(n):
             here = best[i]
             nbytes = 0
@@ -176,8 +178,8 @@ class Tokenizer:
                 if nbytes > max_bytes:
                     break
                 hit = pieces.get(s[i:e])
-                if hit is not None and hit[0] != unk and here + hit[1] > best[e]:
-                    best[e], piece[e], start[e] = here + hit[1], hit[0], i
+                if hit is not None and hit != unk and here + scores[hit] > best[e]:
+                    best[e], piece[e], start[e] = here + scores[hit], hit, i
             if here + unk_score > best[i + 1]:
                 best[i + 1], piece[i + 1], start[i + 1] = here + unk_score, unk, i
         out = []
