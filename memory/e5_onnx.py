@@ -13,7 +13,7 @@ on ONNX Runtime, whose int8 GEMM is far better tuned:
 - every linear layer is an int8 x int8 matmul (``MatMulIntegerToFloat``): the
   4-bit weights are widened to int8 with one scale per output column, the activations are
   quantised per token (each token's row scaled to [-1, 1] by its own largest value), so a text's
-  vector does not depend on the other texts of its batch; inputs that come from a layer norm are
+  vector does not depend on the other texts of its batch (beyond float rounding); inputs that come from a layer norm are
   smoothed first (see ``linear`` in `build_graph`);
 - attention, GELU, layer norms and mean pooling run in float32; texts of similar length are
   batched together (padding masked out); texts longer than the model's 512 positions are split

