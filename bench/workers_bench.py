@@ -1,7 +1,7 @@
 """Workers sharing the characters in real time: one worker on the embedded Redis, three on a local
 3-master Redis Cluster, side by side; then kill -9 on the cluster and the takeover time.
 
-    python bench/workers_bench.py [--characters 200 1000] [--seconds 180] [--kills 3] [--ttl 30]
+    python bench/workers_bench.py [--characters 200 1000] [--seconds 360] [--kills 3] [--ttl 30] [--lockstep]
 
 For each N (characters per worker), real `yuiju world --worker` processes with the offline policy:
 
@@ -12,16 +12,28 @@ For each N (characters per worker), real `yuiju world --worker` processes with t
 
 The towns are first lived in this process under a simulated clock from 07:00 to 09:00 next
 Saturday, so at 09:00 everyone is awake, free and in the middle of something (world time ahead of
-the wall clock: the workers carry on from it at speed 1, whenever the benchmark runs). Then the
-workers start (start-up: s from launch until every character is driven and the shares are even)
-and run ``--seconds``. Per worker: characters, decisions, engine overhead per decision p50/p95 (the engine's own time, without the policy's),
-lag p50/p95/max (how late steps ran after they were due; first steps excluded), CPU % of one core
-over the steady window, RSS. Then, on the cluster, ``--kills`` times: kill -9 a worker, the time
-until every one of its characters is driven by another (target: lease TTL + 1 s), a replacement
-worker, and the time until the shares are even again.
+the wall clock: the workers carry on from it at speed 1, whenever the benchmark runs).
 
-Copies of one card live in near lockstep: the first seeded actions end at 09:05 world time, so at
-speed 1 a window shorter than about 300 s sees no decision at all (the table says so).
+Copies of one card live in lockstep: the same state makes the same choices, so a whole town's
+copies (and the three towns) would decide in the same second, every time. Unless ``--lockstep``,
+the bench then staggers them, as characters of different cards would be: in each town, in its own
+shuffled order, the copies' current actions are made to end evenly spread over the ``--seconds``
+of the window (from 15 s after 09:00 world time, written through `StateStore.transact`), so every
+character decides at least once in the window: N / ``--seconds`` decisions a second per worker,
+2.8/s for 1,000 in 360 s, about 8 times the steady rate of a town of 1,000 (a character decides
+about 30 times a day). ``--lockstep`` keeps the copies as the simulation left them: the first
+seeded actions end at 09:05 world time, so a window shorter than about 300 s sees no decision at
+all (the table says so), and then each town's N copies decide within a second or two, on all
+three workers at once (the worst case: 3 workers and 3 Redis servers busy at once on the
+machine's cores).
+
+Then the workers start (start-up: s from launch until every character is driven and the shares
+are even) and run ``--seconds``. Per worker: characters, decisions, engine overhead per decision
+p50/p95 (the engine's own time, without the policy's), lag p50/p95/max (how late steps ran after
+they were due; first steps excluded), CPU % of one core over the steady window, RSS. Then, on the
+cluster, ``--kills`` times: kill -9 a worker, the time until every one of its characters is driven
+by another (target: lease TTL + 1 s), a replacement worker, and the time until the shares are
+even again.
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -52,7 +65,7 @@ from storage.keys import Keys  # noqa: E402
 from storage.testcluster import LocalCluster, start_cluster  # noqa: E402
 from world.clock import SimClock  # noqa: E402
 from world.runtime import build_runtime  # noqa: E402
-from world.store import StateStore  # noqa: E402
+from world.store import Commit, Snapshot, StateStore  # noqa: E402
 from yuiju_config import load_config  # noqa: E402
 
 TZ = ZoneInfo("Asia/Shanghai")
@@ -123,6 +136,29 @@ async def seed_a_running_town(setup: Setup) -> None:
         await runtime.close()
 
 
+STAGGER_FROM = timedelta(seconds=15)
+"""The first staggered action ends this long after 09:00 world time (the workers' start-up)."""
+
+
+async def stagger(stores: list[StateStore], towns: dict[str, list[str]], seconds: float) -> None:
+    """Each town's copies, in the town's own shuffled order, end their current action evenly
+    spread over ``seconds`` from `STAGGER_FROM` after 09:00 world time (see the module docstring)."""
+    first = next_saturday(9) + STAGGER_FROM
+    for store in stores:
+        order = random.Random(store.keys.prefix).sample(towns[store.keys.prefix], len(towns[store.keys.prefix]))
+        ends = {cid: first + timedelta(seconds=seconds * i / len(order)) for i, cid in enumerate(order)}
+
+        def spread(snap: Snapshot, ends: dict[str, datetime] = ends) -> tuple[Commit, None]:
+            changed = {}
+            for cid, character in snap.characters.items():
+                if character is not None and character.running is not None:
+                    character.running.ends_at = max(ends[cid], character.running.started_at)
+                    changed[cid] = character
+            return Commit(characters=changed), None
+
+        await store.transact(spread, characters=order)
+
+
 async def holders(stores: list[StateStore], towns: dict[str, list[str]]) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for store in stores:
@@ -130,7 +166,7 @@ async def holders(stores: list[StateStore], towns: dict[str, list[str]]) -> dict
     return out
 
 
-async def run_setup(setup: Setup, *, seconds: float, kills: int) -> dict[str, Any]:
+async def run_setup(setup: Setup, *, seconds: float, kills: int, lockstep: bool) -> dict[str, Any]:
     from storage.redis import open_redis
 
     setup.write_config()
@@ -140,8 +176,11 @@ async def run_setup(setup: Setup, *, seconds: float, kills: int) -> dict[str, An
     handle = await open_redis(setup.redis_url, setup.directory / "data")
     stores = [StateStore(handle.client, Keys(prefix)) for prefix in setup.towns]
     registry = stores[0]
+    if not lockstep:
+        await stagger(stores, setup.towns, seconds)
     total = sum(len(c) for c in setup.towns.values())
     result: dict[str, Any] = {"setup": setup.label, "workers": setup.workers, "characters": total,
+                              "copies": "lockstep" if lockstep else f"staggered over {seconds:.0f} s",
                               "load_before": [round(x, 2) for x in os.getloadavg()]}
     try:
         launched = time.monotonic()
@@ -228,10 +267,12 @@ def spread_prefixes(cluster: LocalCluster, n: int) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--characters", type=int, nargs="+", default=[200, 1000], help="per worker")
-    parser.add_argument("--seconds", type=float, default=300.0, help="steady window per run")
+    parser.add_argument("--seconds", type=float, default=360.0, help="steady window per run")
     parser.add_argument("--kills", type=int, default=3, help="kill -9 rounds on the cluster (after the last size)")
     parser.add_argument("--ttl", type=float, default=30.0, help="[world] lease_ttl_seconds")
     parser.add_argument("--only", choices=["embedded", "cluster"])
+    parser.add_argument("--lockstep", action="store_true",
+                        help="leave the copies of her card in lockstep (no stagger): bursts of whole towns")
     args = parser.parse_args()
 
     results = []
@@ -241,14 +282,15 @@ def main() -> int:
             with tempfile.TemporaryDirectory(prefix="yuiju-workers-bench-") as tmp:
                 setup = Setup(f"embedded, 1 worker × {n}", Path(tmp), 1, {"yuiju": [f"yuiju@{j}" for j in range(1, n + 1)]},
                               None, args.ttl)
-                results.append(asyncio.run(run_setup(setup, seconds=args.seconds, kills=0)))
+                results.append(asyncio.run(run_setup(setup, seconds=args.seconds, kills=0, lockstep=args.lockstep)))
                 print(json.dumps(results[-1], ensure_ascii=False), flush=True)
         if args.only in (None, "cluster"):
             with tempfile.TemporaryDirectory(prefix="yuiju-workers-bench-") as tmp, start_cluster(3) as cluster:
                 towns = {p: [f"yuiju@{k * n + j}" for j in range(1, n + 1)]
                          for k, p in enumerate(spread_prefixes(cluster, 3))}
                 setup = Setup(f"cluster, 3 workers × {n}", Path(tmp), 3, towns, cluster.url, args.ttl)
-                results.append(asyncio.run(run_setup(setup, seconds=args.seconds, kills=args.kills if last else 0)))
+                results.append(asyncio.run(run_setup(setup, seconds=args.seconds, kills=args.kills if last else 0,
+                                                     lockstep=args.lockstep)))
                 print(json.dumps(results[-1], ensure_ascii=False), flush=True)
     print_table(results)
     return 0
@@ -264,12 +306,13 @@ def print_table(results: list[dict[str, Any]]) -> None:
                   f"{o.get('p50')} / {o.get('p95')} | {lag.get('p50')} / {lag.get('p95')} / {lag.get('max')} | "
                   f"{w['cpu_percent']} | {w['rss_mib']} |")
     if any(not w["decisions"] for r in results for w in r.get("per_worker", [])):
-        print("no decisions in the window: the seeded actions first end at 09:05 world time; use --seconds 360")
+        print("no decisions in the window: with --lockstep the seeded actions first end at 09:05 world time; "
+              "use --seconds 360")
     for r in results:
         for t in r.get("takeovers", []):
             print(f"kill -9 {t['killed']} ({t['characters']} characters): taken over in {t['takeover_seconds']} s; "
                   f"shares even again {t['replacement_even_after_seconds']} s later")
-        print(f"{r['setup']}: load average {r['load_before']} before, {r.get('load_after')} after")
+        print(f"{r['setup']} (copies {r['copies']}): load average {r['load_before']} before, {r.get('load_after')} after")
 
 
 if __name__ == "__main__":

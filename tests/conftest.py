@@ -6,6 +6,7 @@ import contextlib
 import os
 import random
 import shutil
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -101,6 +102,13 @@ async def history(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         store = MongoHistory(client["yuiju_test"], client=client, description="mongomock")
     yield store
     await store.close()
+
+
+async def redis_calls(redis: Any) -> Counter[str]:
+    """How many times the server has run each command (``INFO commandstats``): what a piece of
+    code sent, as the server saw it (the delta of two calls; ``info`` itself left out)."""
+    stats = await redis.info("commandstats")
+    return Counter({name.removeprefix("cmdstat_"): v["calls"] for name, v in stats.items() if name != "cmdstat_info"})
 
 
 # == end storage ==============================================================================

@@ -9,7 +9,7 @@ import redis.asyncio as aioredis
 
 from memory.episodes import EpisodeRepo
 from storage.history import HistoryStore
-from tests.conftest import at_time, make_character, make_engine
+from tests.conftest import at_time, make_character, make_engine, redis_calls
 from world.errors import InvalidDecision
 from world.policies.scripted import ScriptedPolicy
 from world.policy import DecisionRequest
@@ -76,6 +76,22 @@ async def test_at_ends_at_the_action_completes_into_the_same_episode(
     assert await sqlite_history.count("episodes") == 1 + (next_one is not None)  # replaced, not added
     assert kit.stats.completions == 1
     assert "action_completed" in await event_types(redis, kit.keys.events)
+
+
+async def test_a_step_that_completes_and_starts_reads_her_state_once(redis: aioredis.Redis) -> None:
+    # Every Redis round trip of a decision is engine overhead, and on a busy machine each one can
+    # wait for a core: the completion and the start commit on the values the step's load read.
+    kit = await make_engine(redis, None, policy=always(IDLE_30), start="2026-09-01 06:00")
+    await kit.engine.run(max_steps=1)
+    before = await redis_calls(redis)
+
+    await kit.loop.step(at_time("2026-09-01 06:30"))
+
+    ran = await redis_calls(redis) - before
+    assert kit.stats.completions == 1 and kit.stats.decisions == 2
+    # one MGET (the world and her), then one script to complete and one to start, each checking
+    # the world, her and her lease inside the script (the GETs there), with no read in between
+    assert (ran["mget"], ran["evalsha"], ran["get"]) == (1, 2, 2 * 3)
 
 
 async def test_idle_completion_reports_and_rewards_the_minutes_she_idled(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -11,7 +13,7 @@ import redis as sync_redis
 import redis.asyncio as aioredis
 
 from storage.keys import Keys
-from tests.conftest import at_time, make_character, make_world
+from tests.conftest import at_time, make_character, make_world, redis_calls
 from world.errors import CorruptState, LeaseLost
 from world.evolutions import Event
 from world.state import CharacterState
@@ -116,6 +118,76 @@ async def test_transact_reruns_on_a_concurrent_write_and_loses_no_update(
     assert seen[1].mood == 90
     final = await store.load_character("yuiju")
     assert final is not None and (final.stamina, final.mood) == (40, 90)
+
+
+def tire(seen: list[CharacterState]) -> Callable[[Snapshot], tuple[Commit, None]]:
+    """A transaction function that takes 10 stamina off her and keeps what it saw."""
+    def fn(snap: Snapshot) -> tuple[Commit, None]:
+        her = snap.characters["yuiju"]
+        assert her is not None
+        seen.append(her.model_copy())
+        her.change(stamina=-10)
+        return Commit(characters={"yuiju": her}), None
+    return fn
+
+
+async def test_a_write_right_after_a_load_or_a_write_is_one_round_trip(store: StateStore, redis: aioredis.Redis) -> None:
+    # the engine loads her, completes her action and starts the next: it already knows the values
+    await save(store, make_character(stamina=50))
+    await store.load("yuiju")
+    before = await redis_calls(redis)
+
+    await store.transact(tire([]), characters=["yuiju"])
+    await store.transact(tire([]), characters=["yuiju"])  # on the values the first one wrote
+
+    # one script each and no read (the GETs checking the world and her run inside the script)
+    assert await redis_calls(redis) - before == Counter({"evalsha": 2, "get": 2 * 2, "set": 2})
+    final = await store.load_character("yuiju")
+    assert final is not None and final.stamina == 30
+
+
+async def test_known_values_another_writer_changed_are_read_again_before_anything_is_written(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
+    await save(store, make_character(stamina=50, mood=50))
+    await store.load("yuiju")
+    await redis.set(CHAR_KEY, make_character(stamina=50, mood=90).model_dump_json())  # after our load
+    seen: list[CharacterState] = []
+
+    await store.transact(tire(seen), characters=["yuiju"])
+
+    assert [s.mood for s in seen] == [50, 90]  # the script refused the write on the old values
+    final = await store.load_character("yuiju")
+    assert final is not None and (final.stamina, final.mood) == (40, 90)
+
+
+async def test_a_transaction_writing_nothing_answers_from_values_read_not_known(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
+    # nothing to write means no script checks the values: the answer must rest on a read
+    await save(store, make_character(money=5))
+    await store.load("yuiju")
+    await redis.set(CHAR_KEY, make_character(money=7).model_dump_json())
+
+    def money(snap: Snapshot) -> tuple[Commit, int]:
+        her = snap.characters["yuiju"]
+        assert her is not None
+        return Commit(), her.money
+
+    assert await store.transact(money, characters=["yuiju"]) == 7
+
+
+async def test_a_lost_lease_is_noticed_on_known_values_and_nothing_is_written(store: StateStore) -> None:
+    await save(store, make_character(money=5))
+    await store.sync_leases("engine-a", 10_000, characters=["yuiju"], take=1)
+    await store.load("yuiju")
+    spent: list[CharacterState] = []
+
+    with pytest.raises(LeaseLost, match="yuiju"):
+        await store.transact(tire(spent), characters=["yuiju"], lease=("yuiju", "engine-b"))
+
+    after = await store.load_character("yuiju")
+    assert after is not None and after.stamina == make_character().stamina
 
 
 async def test_concurrent_transactions_on_one_key_all_apply(store: StateStore, redis: aioredis.Redis) -> None:

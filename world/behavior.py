@@ -384,10 +384,9 @@ class BehaviorLoop:
             ctx = self._ctx(now, snap.world, character, rng=self._rng(now.isoformat(), action.id, "start"),
                             params=decision.params, duration_minute=decision.duration_minute, reason=decision.reason)
             why_not = action.why_not(ctx)
+            stale[:] = [why_not] if why_not is not None else []  # said once, after the transaction
             if why_not is not None:
                 # The world changed between the decision and now (or a policy bug): never run it.
-                log.warning("%s: %s is no longer possible (%s); deciding again", self.character_id, action.id, why_not)
-                stale.append(why_not)
                 return Commit(), None
             before = character.stats()
             try:
@@ -427,6 +426,8 @@ class BehaviorLoop:
 
         ends = await self.store.transact(start, characters=[self.character_id], lease=self._lease(), now=now)
         if ends is None:
+            if stale:
+                log.warning("%s: %s is no longer possible (%s); deciding again", self.character_id, action.id, stale[0])
             self.stats.stale_starts += bool(stale)
             # decide again almost at once; the small step keeps a simulated clock moving even if a
             # precondition were inconsistent between the decision and the start

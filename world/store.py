@@ -5,7 +5,9 @@ compute the change, then commit the new values together with the events (stream)
 outbox and the consumed commands in one compare-and-set Lua script, which Redis runs atomically:
 if anyone wrote a key we read in between, nothing is written and the function runs again on fresh
 values (optimistic concurrency, like arq's WATCH/MULTI ``enqueue_job``, in one round trip). So a state
-change, its running-action record, its episode and its events land together or not at all.
+change, its running-action record, its episode and its events land together or not at all. Values
+this store has just read or written are not read again: the script checks them all the same (a
+step of the behavior loop is one read and one script per write).
 """
 
 from __future__ import annotations
@@ -317,6 +319,10 @@ class StateStore:
         self._leave = redis.register_script(_LEAVE)
         self.outbox_writes = 0
         """Commits that queued episodes; lets the engine skip flushing when nothing was queued."""
+        self._known: dict[str, str | None] = {}
+        """The raw value of each state key (the world, a character) as this store last read or wrote
+        it: `transact` computes on these and lets the commit script check them, instead of reading
+        them again (see there). One entry per key of the town at most."""
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -341,6 +347,7 @@ class StateStore:
         """The world and one character in one round trip."""
         ckey = self.keys.character(character_id)
         raw_world, raw_char = await self.redis.mget([self.keys.world, ckey])
+        self._known.update({self.keys.world: raw_world, ckey: raw_char})
         return parse_model(WorldState, self.keys.world, raw_world), parse_model(CharacterState, ckey, raw_char)
 
     async def saved_world_time(self, character_ids: Sequence[str]) -> datetime | None:
@@ -373,65 +380,106 @@ class StateStore:
         now: datetime | None = None,
         skip_corrupt_characters: bool = False,
     ) -> R:
-        """Run ``fn`` on a fresh snapshot and write its `Commit` atomically; retry on conflict.
+        """Run ``fn`` on a snapshot and write its `Commit` atomically; retry on conflict.
 
         ``lease=(character_id, token)`` fences the write: if this engine no longer holds the
         character's lease, nothing is written and `LeaseLost` is raised. ``town_lease=token``
         fences it on the town lease the same way (the world tick).
+
+        When this store already knows every value (it just loaded or wrote them: a step loads her,
+        completes her action, then starts the next), ``fn`` runs on those without reading them
+        again, and the commit script checks them as it checks read ones (and the fence against the
+        token): one round trip instead of two. Nothing is ever decided on an unchecked value: if
+        the script finds one changed, or ``fn`` writes nothing or raises on them, the values are
+        read and ``fn`` runs again, as after any conflict.
         """
         keys = self.keys
         state_keys = [keys.world, *(keys.character(c) for c in characters)]
         fences = ([(keys.lease(lease[0]), lease[1], f"the lease on {lease[0]!r}")] if lease is not None else []) + (
             [(keys.town_lease, town_lease, "the town lease")] if town_lease is not None else [])
         read_keys = [*state_keys, *(key for key, _, _ in fences)]
+        may_reuse = not take_commands  # queued commands are always read
         for _ in range(MAX_CONFLICT_RETRIES):
-            # One GET per key, not MGET: redis-py's cluster pipeline refuses multi-key commands
-            # (even within one slot). Still one round trip; the commit script checks every value.
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for key in read_keys:
-                    pipe.get(key)
-                if take_commands:
-                    pipe.lrange(keys.commands, 0, 99)
-                replies = await pipe.execute()
-            raw = replies[: len(read_keys)]
-            commands = replies[len(read_keys)] if take_commands else []
-            for (_, token, what), held in zip(fences, raw[len(state_keys):], strict=True):
-                if held != token:
-                    raise LeaseLost(f"this engine no longer holds {what}")
-            parsed: dict[str, CharacterState | None] = {}
-            corrupt: list[CorruptState] = []
-            for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True):
-                try:
-                    parsed[c] = parse_model(CharacterState, keys.character(c), r)
-                except CorruptState as exc:
-                    if not skip_corrupt_characters:
-                        raise
-                    parsed[c] = None  # left out of the commit: nobody overwrites it
-                    corrupt.append(exc)
-            snapshot = Snapshot(
-                world=parse_model(WorldState, keys.world, raw[0]),
-                characters=parsed,
-                commands=list(commands),
-                corrupt=corrupt,
-            )
-            commit, result = fn(snapshot)
+            reused = may_reuse and all(key in self._known for key in state_keys)
+            commands: list[str] = []
+            if reused:
+                raw = [*(self._known[key] for key in state_keys), *(token for _, token, _ in fences)]
+            else:
+                raw, commands = await self._read(read_keys, take_commands)
+                for (_, token, what), held in zip(fences, raw[len(state_keys):], strict=True):
+                    if held != token:
+                        raise LeaseLost(f"this engine no longer holds {what}")
+                self._known.update(zip(state_keys, raw, strict=False))
+            try:
+                parsed: dict[str, CharacterState | None] = {}
+                corrupt: list[CorruptState] = []
+                for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True):
+                    try:
+                        parsed[c] = parse_model(CharacterState, keys.character(c), r)
+                    except CorruptState as exc:
+                        if not skip_corrupt_characters:
+                            raise
+                        parsed[c] = None  # left out of the commit: nobody overwrites it
+                        corrupt.append(exc)
+                snapshot = Snapshot(
+                    world=parse_model(WorldState, keys.world, raw[0]),
+                    characters=parsed,
+                    commands=list(commands),
+                    corrupt=corrupt,
+                )
+                commit, result = fn(snapshot)
+            except Exception:
+                if not reused:
+                    raise
+                self._forget(state_keys)  # decide nothing on unchecked values: read them, run it again
+                continue
             if commit.is_empty:
-                return result
-            expected = list(zip(read_keys, raw, strict=True))
+                if not reused:
+                    return result
+                self._forget(state_keys)  # its answer rests on unchecked values: read them, run it again
+                continue
+            written = self._new_values(commit)
             taken = commands[: commit.commands_taken]
-            if await self._commit(expected, taken, commit, now):
+            if await self._commit(list(zip(read_keys, raw, strict=True)), taken, commit, written, now):
+                self._known.update(written)
                 if commit.outbox:
                     self.outbox_writes += 1
                 return result
+            self._forget(state_keys)
         raise RuntimeError(f"state kept changing under {read_keys}; gave up after retries")
 
+    async def _read(self, read_keys: list[str], take_commands: bool) -> tuple[list[str | None], list[str]]:
+        """The values of ``read_keys`` (and the queued commands) in one round trip."""
+        if not take_commands:
+            return list(await self.redis.mget(read_keys)), []
+        # One GET per key, not MGET: redis-py's cluster pipeline refuses multi-key commands
+        # (even within one slot). Still one round trip; the commit script checks every value.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for key in read_keys:
+                pipe.get(key)
+            pipe.lrange(self.keys.commands, 0, 99)
+            replies = await pipe.execute()
+        return replies[: len(read_keys)], replies[len(read_keys)]
+
+    def _forget(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self._known.pop(key, None)
+
+    def _new_values(self, commit: Commit) -> dict[str, str]:
+        """The state keys a commit writes, with their new JSON."""
+        values = {self.keys.world: commit.world.model_dump_json()} if commit.world is not None else {}
+        values.update({self.keys.character(cid): state.model_dump_json() for cid, state in commit.characters.items()})
+        return values
+
     async def _commit(
-        self, expected: list[tuple[str, str | None]], taken: list[str], commit: Commit, now: datetime | None
+        self, expected: list[tuple[str, str | None]], taken: list[str], commit: Commit, written: dict[str, str],
+        now: datetime | None,
     ) -> bool:
         """Compare-and-set in one Lua script: write everything only if nothing we read changed.
 
         Redis runs a script atomically, so this is WATCH/MULTI/EXEC in one round trip instead of
-        three or four. Returns False on a conflict (the caller re-reads and recomputes).
+        three or four. ``written`` holds the new world and character values (`_new_values`).
+        Returns False on a conflict (the caller re-reads and recomputes).
         """
         keys = self.keys
         key_list: list[str] = []
@@ -445,11 +493,7 @@ class StateStore:
 
         checks = [[k(key), None if value is None else hashlib.sha1(value.encode()).hexdigest()] for key, value in expected]
         head = {"key": k(keys.commands), "items": taken} if taken else None
-        ops: list[list[Any]] = []
-        if commit.world is not None:
-            ops.append(["SET", k(keys.world), commit.world.model_dump_json()])
-        for cid, state in commit.characters.items():
-            ops.append(["SET", k(keys.character(cid)), state.model_dump_json()])
+        ops: list[list[Any]] = [["SET", k(key), value] for key, value in written.items()]
         if commit.commands_taken:
             ops.append(["LTRIM", k(keys.commands), str(commit.commands_taken), "-1"])
         for rejected in commit.rejected:
