@@ -758,6 +758,10 @@ def _main(args: argparse.Namespace) -> int:
             logging.getLogger("uvicorn").propagate = False  # nonebot logs uvicorn itself: no doubled lines
             from message.bot import run_bot
 
+            if cfg.memory.enabled:
+                from memory.service import preload_embedder
+
+                preload_embedder(cfg)
             run_bot(cfg)
             return 0
         if args.cmd == "memory":
