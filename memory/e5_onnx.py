@@ -177,11 +177,12 @@ class Tokenizer:
         start = [0] * (n + 1)
         pieces, scores, unk = self.m.pieces, self.m.scores, self.m.unk
         max_bytes, unk_score = self.m.max_piece_bytes, self.m.unk_score
+        sizes = [len(c.encode("utf-8", "surrogatepass")) for c in s]  # each character's UTF-8 bytes, once
         for i in range(n):
             here = best[i]
             nbytes = 0
             for e in range(i + 1, n + 1):
-                nbytes += len(s[e - 1].encode("utf-8", "surrogatepass"))
+                nbytes += sizes[e - 1]
                 if nbytes > max_bytes:
                     break
                 hit = pieces.get(s[i:e])

