@@ -234,15 +234,15 @@ def _bindable(port: int) -> bool:
 
 
 def _answers(port: int, process: subprocess.Popen[bytes]) -> bool:
-    """Wait until the node answers PING; False if it exited (e.g. the port was taken)."""
+    """Wait until the node answers; False if it exited (e.g. the port was taken) or if another
+    server answers on that port (one another test started there first: its process id tells)."""
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline:
         if process.poll() is not None:
             return False
         client = _admin(port)
         try:
-            if client.ping():
-                return True
+            return int(client.info("server")["process_id"]) == process.pid
         except redis.exceptions.ConnectionError:
             time.sleep(0.005)
         finally:

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from memory.service import build_memory
 from memory.vectors import QdrantClientStore, Where
 from message.entry import Entry
 from message.session import SessionStore
-from storage import StoreUnavailable, open_redis
+from storage import StoreUnavailable, open_redis, testcluster
 from storage.history import HistoryStore
 from storage.keys import Keys
 from storage.redis import cluster_client
@@ -118,6 +119,32 @@ def test_the_cluster_helper_runs_from_a_shell_and_stops_on_sigterm(tmp_path: Pat
         helper.send_signal(signal.SIGTERM)
         assert helper.wait(timeout=15) == 0
     assert [p.name for p in (tmp_path / "c").iterdir()] == ["notes.txt"]  # only its own files removed
+
+
+def test_a_node_never_adopts_another_server_already_answering_on_its_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two suites on one machine: a port found free may be taken before the node binds it; the
+    server answering there then is not the node (it exits), and the node goes elsewhere."""
+    taken = free_port()
+    other = subprocess.Popen([str(redis_server_binary()), "--port", str(taken), "--bind", "127.0.0.1", "--save", "",
+                              "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(500):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", taken), timeout=1):
+                break
+            time.sleep(0.01)
+        ports = iter([taken])
+        real_free_port = testcluster.free_port
+        monkeypatch.setattr(testcluster, "free_port", lambda used=(): next(ports, None) or real_free_port(used))
+        with start_cluster(1, directory=tmp_path / "c") as cluster:
+            assert cluster.ports != [taken]
+            node = sync_redis.Redis(host="127.0.0.1", port=cluster.ports[0], decode_responses=True)
+            assert node.execute_command("CLUSTER INFO")["cluster_state"] == "ok"
+            node.close()
+    finally:
+        other.terminate()
+        other.wait()
 
 
 def test_every_key_of_a_town_lives_in_the_towns_one_slot() -> None:
