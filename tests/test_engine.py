@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -338,3 +339,116 @@ async def test_a_waiting_engine_polls_the_leases_in_wall_time_whatever_the_world
 
     assert 1 <= polls["sync_leases"] <= 2 and polls["heartbeat"] <= 2, polls  # not ~75 a second
     assert second.stats.decisions == 0
+
+
+# -- characters due together ---------------------------------------------------------------------
+
+def count_round_trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Every request redis-py sends (a command, or a whole pipeline) is one round trip."""
+    from redis.asyncio.connection import AbstractConnection
+
+    sent: Counter[str] = Counter()
+    send = AbstractConnection.send_packed_command
+
+    async def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        sent["round trips"] += 1
+        await send(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
+    return sent
+
+
+async def test_characters_due_together_cost_round_trips_that_do_not_grow_with_their_number(
+    redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a burst (a town waking, everyone's meal) must not wait for Redis once per character: their
+    # state is read together and their writes sent together
+    sent = count_round_trips(monkeypatch)
+    trips = {}
+    for n in (2, 12):
+        kit = await make_engine(redis, None, policy=ScriptedPolicy(lambda _r: IDLE_30), prefix=f"burst{n}",
+                                characters={f"c{i}": make_character() for i in range(n)})
+        await kit.engine.run(max_steps=1)  # everyone starts idling until 06:30
+        await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
+        before = sent["round trips"]
+        await kit.engine.run_once()  # everyone completes and starts again
+        trips[n] = sent["round trips"] - before
+        assert (kit.stats.completions, kit.stats.decisions) == (n, 2 * n)
+        for cid in kit.loops:
+            her = await kit.character(cid)
+            assert her is not None and her.running is not None
+            assert her.running.started_at == at_time("2026-09-01 06:30")
+
+    assert trips[12] == trips[2], trips
+
+
+async def test_a_write_sent_with_others_that_meets_another_writer_is_redone_once_on_fresh_values(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    import redis as sync_redis
+
+    kits: list[Any] = []
+    rival = sync_redis.Redis.from_url(redis_url_of(redis), decode_responses=True)
+
+    def decide(request: Any) -> dict[str, Any]:
+        # while c0 decides, another writer changes c1 (read already, written not yet)
+        if request.ctx.character.id == "c0" and request.ctx.now == at_time("2026-09-01 06:30"):
+            key = kits[0].keys.character("c1")
+            her = json.loads(rival.get(key))
+            her["mood"] = 99.0
+            rival.set(key, json.dumps(her))
+        return IDLE_30
+
+    kit = await make_engine(redis, sqlite_history, policy=ScriptedPolicy(decide), prefix="clash",
+                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    kits.append(kit)
+    try:
+        await kit.engine.run(max_steps=1)
+        await kit.engine.run(until=at_time("2026-09-01 06:31"))
+    finally:
+        rival.close()
+
+    c1 = await kit.character("c1")
+    assert c1 is not None and c1.running is not None and c1.running.started_at == at_time("2026-09-01 06:30")
+    assert c1.mood >= 90  # the other writer's change was kept, not overwritten
+    assert kit.stats.completions == 2  # each counted once, when written
+    episodes = await EpisodeRepo(sqlite_history).today("c1", at_time("2026-09-01 06:31"))
+    assert [(e.time, e.status) for e in episodes] == [
+        (at_time("2026-09-01 06:00"), "completed"), (at_time("2026-09-01 06:30"), "running")]
+
+
+def redis_url_of(redis: aioredis.Redis) -> str:
+    kwargs = redis.connection_pool.connection_kwargs
+    return f"unix://{kwargs['path']}" if "path" in kwargs else f"redis://{kwargs['host']}:{kwargs['port']}"
+
+
+async def test_a_policy_that_is_not_instant_is_asked_after_her_completion_is_written(
+    redis: aioredis.Redis
+) -> None:
+    # an LLM call takes seconds: what she finished is written (and shown) before it, as a lone step does
+    import redis as sync_redis
+
+    seen: list[Any] = []
+    kits: list[Any] = []
+    reader = sync_redis.Redis.from_url(redis_url_of(redis), decode_responses=True)
+
+    class SlowPolicy(ScriptedPolicy):
+        instant = False
+
+    def decide(request: Any) -> dict[str, Any]:
+        if kits:
+            stored = json.loads(reader.get(kits[0].keys.character(request.ctx.character.id)))
+            seen.append((request.ctx.character.id, stored["running"]))
+        return IDLE_30
+
+    kit = await make_engine(redis, None, policy=SlowPolicy(decide), prefix="slow",
+                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    try:
+        await kit.engine.run(max_steps=1)
+        kits.append(kit)
+        await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
+        await kit.engine.run_once()
+    finally:
+        reader.close()
+
+    assert seen == [("c0", None), ("c1", None)]

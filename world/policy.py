@@ -62,6 +62,10 @@ class DecisionRequest:
 
 
 class Policy(Protocol):
+    """Decides for one character. A policy whose ``instant`` attribute is true decides in the
+    engine's own time, with no I/O (the offline utility policy): the engine then sends the writes of
+    characters due together at once. Without it (an LLM), her writes are sent before each call."""
+
     name: str
 
     async def decide(self, request: DecisionRequest) -> Decision:

@@ -8,20 +8,30 @@ values (optimistic concurrency, like arq's WATCH/MULTI ``enqueue_job``, in one r
 change, its running-action record, its episode and its events land together or not at all. Values
 this store has just read or written are not read again: the script checks them all the same (a
 step of the behavior loop is one read and one script per write).
+
+Characters due together are stepped in a `StateStore.batched` block: their state is read in one
+round trip at its start, and the scripts of their writes are sent together (one pipeline, in
+order) instead of one round trip each, so a burst (a town waking up) waits for Redis once, not once
+per character. Each script still checks what it was computed on; one that finds a change writes
+nothing and its character is stepped again, alone (`WriteBatch.redo`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from redis.client import NEVER_DECODE
+from redis.exceptions import ResponseError
 
 from storage.keys import Keys
 from storage.redis import RedisClient
@@ -305,6 +315,37 @@ class LeaseView:
     characters: dict[str, int]
 
 
+BATCH_PIPELINE = 256
+"""Writes of a `StateStore.batched` block the engine lets queue before it sends them (a pipeline of
+this many scripts is a few hundred KiB)."""
+
+
+@dataclass
+class _Queued:
+    """A write waiting in a batch: the commit script's keys and payload, and what follows it."""
+
+    keys: list[str]
+    payload: str
+    characters: tuple[str, ...]
+    written: dict[str, str]
+    outbox: bool
+    then: Callable[[], None] | None
+
+
+@dataclass
+class WriteBatch:
+    """What a `StateStore.batched` block did, for the engine."""
+
+    redo: set[str] = field(default_factory=set)
+    """Characters one of whose writes did not land (a value changed since it was read, or the lease
+    is gone): the engine steps them again, alone, on values read fresh."""
+    sent: int = 0
+    """Writes sent."""
+    write_ms: float = 0.0
+    """Wall time spent sending them and waiting for the replies."""
+    queued: list[_Queued] = field(default_factory=list)
+
+
 class StateStore:
     def __init__(self, redis: RedisClient, keys: Keys, *, stream_maxlen: int = STREAM_MAXLEN) -> None:
         self.redis = redis
@@ -323,19 +364,24 @@ class StateStore:
         """The raw value of each state key (the world, a character) as this store last read or wrote
         it: `transact` computes on these and lets the commit script check them, instead of reading
         them again (see there). One entry per key of the town at most."""
+        self._batch: WriteBatch | None = None
+        """The open `batched` block, if any."""
 
     # -- reads ------------------------------------------------------------------------------
 
     async def load_world(self) -> WorldState | None:
+        await self.send_queued()
         key = self.keys.world
         return parse_model(WorldState, key, await self.redis.get(key))
 
     async def load_character(self, character_id: str) -> CharacterState | None:
+        await self.send_queued()
         key = self.keys.character(character_id)
         return parse_model(CharacterState, key, await self.redis.get(key))
 
     async def load_characters(self, character_ids: Sequence[str]) -> dict[str, CharacterState | None]:
         """Many characters in one round trip (`yuiju status` of a town of thousands)."""
+        await self.send_queued()
         async with self.redis.pipeline(transaction=False) as pipe:
             for cid in character_ids:
                 pipe.get(self.keys.character(cid))
@@ -344,10 +390,15 @@ class StateStore:
                 for cid, raw in zip(character_ids, raws, strict=True)}
 
     async def load(self, character_id: str) -> tuple[WorldState | None, CharacterState | None]:
-        """The world and one character in one round trip."""
+        """The world and one character in one round trip (in a `batched` block: as read at its
+        start, or as written since, with no round trip; the writes' scripts check them)."""
         ckey = self.keys.character(character_id)
-        raw_world, raw_char = await self.redis.mget([self.keys.world, ckey])
-        self._known.update({self.keys.world: raw_world, ckey: raw_char})
+        if self._batch is not None and self.keys.world in self._known and ckey in self._known:
+            raw_world, raw_char = self._known[self.keys.world], self._known[ckey]
+        else:
+            await self.send_queued()
+            raw_world, raw_char = await self.redis.mget([self.keys.world, ckey])
+            self._known.update({self.keys.world: raw_world, ckey: raw_char})
         return parse_model(WorldState, self.keys.world, raw_world), parse_model(CharacterState, ckey, raw_char)
 
     async def saved_world_time(self, character_ids: Sequence[str]) -> datetime | None:
@@ -369,6 +420,59 @@ class StateStore:
 
     # -- the one way to write -----------------------------------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def batched(self, character_ids: Sequence[str]) -> AsyncIterator[WriteBatch]:
+        """Step these characters together: the world and their state are read here in one round
+        trip, and in the block `transact` queues the writes it computes on known values instead of
+        sending each (`send_queued` sends them, in order, in one pipeline; the block's end too).
+
+        Every queued script checks the values it was computed on, as a lone one does; one that
+        finds a change writes nothing, and its character goes to `WriteBatch.redo`. Whatever
+        follows a write (``then`` of `transact`) runs once it landed. Any read in the block sends
+        the queued writes first, so it sees them. If the block raises, queued writes are dropped
+        (nothing of theirs was written: the steps are simply redone).
+        """
+        if self._batch is not None:
+            raise RuntimeError("StateStore.batched blocks do not nest")
+        keys = [self.keys.world, *(self.keys.character(c) for c in character_ids)]
+        self._known.update(zip(keys, await self.redis.mget(keys), strict=True))
+        batch = self._batch = WriteBatch()
+        try:
+            yield batch
+            await self.send_queued()
+        finally:
+            for dropped in batch.queued:  # only if the block raised: their values were never written
+                self._forget([*dropped.written, *(self.keys.character(c) for c in dropped.characters)])
+            batch.queued.clear()
+            self._batch = None
+
+    async def send_queued(self) -> None:
+        """Send the writes queued in the open `batched` block, in order, in one round trip."""
+        batch = self._batch
+        if batch is None or not batch.queued:
+            return
+        t0 = time.perf_counter()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for queued in batch.queued:
+                # EVAL, not EVALSHA: a pipeline cannot load a script a restarted server forgot
+                pipe.eval(_CAS, len(queued.keys), *queued.keys, queued.payload)
+            replies = await pipe.execute(raise_on_error=False)
+        batch.write_ms += (time.perf_counter() - t0) * 1000
+        batch.sent += len(replies)
+        queued, batch.queued = batch.queued, []
+        for write, reply in zip(queued, replies, strict=True):
+            if reply == 1:
+                self.outbox_writes += write.outbox
+                if write.then is not None:
+                    write.then()
+                continue
+            if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
+                raise reply
+            if isinstance(reply, Exception):
+                log.error("a queued write of %s failed in Redis (%s); stepping again", ", ".join(write.characters), reply)
+            batch.redo.update(write.characters)
+            self._forget([*write.written, *(self.keys.character(c) for c in write.characters), self.keys.world])
+
     async def transact(
         self,
         fn: Callable[[Snapshot], tuple[Commit, R]],
@@ -379,8 +483,12 @@ class StateStore:
         town_lease: str | None = None,
         now: datetime | None = None,
         skip_corrupt_characters: bool = False,
+        then: Callable[[R], None] | None = None,
     ) -> R:
         """Run ``fn`` on a snapshot and write its `Commit` atomically; retry on conflict.
+
+        ``then(result)`` runs once the commit landed (what must not be said or counted for a write
+        that did not happen: in a `batched` block that is when the queued write is sent).
 
         ``lease=(character_id, token)`` fences the write: if this engine no longer holds the
         character's lease, nothing is written and `LeaseLost` is raised. ``town_lease=token``
@@ -440,16 +548,25 @@ class StateStore:
                 continue
             written = self._new_values(commit)
             taken = commands[: commit.commands_taken]
-            if await self._commit(list(zip(read_keys, raw, strict=True)), taken, commit, written, now):
+            key_list, payload = self._payload(list(zip(read_keys, raw, strict=True)), taken, commit, written, now)
+            after = None if then is None else functools.partial(then, result)
+            if reused and self._batch is not None and characters:  # sent with the others (`send_queued`)
+                self._batch.queued.append(_Queued(key_list, payload, tuple(characters), written, bool(commit.outbox), after))
+                self._known.update(written)
+                return result
+            if await self._cas(keys=key_list, args=[payload]):
                 self._known.update(written)
                 if commit.outbox:
                     self.outbox_writes += 1
+                if after is not None:
+                    after()
                 return result
             self._forget(state_keys)
         raise RuntimeError(f"state kept changing under {read_keys}; gave up after retries")
 
     async def _read(self, read_keys: list[str], take_commands: bool) -> tuple[list[str | None], list[str]]:
         """The values of ``read_keys`` (and the queued commands) in one round trip."""
+        await self.send_queued()
         if not take_commands:
             return list(await self.redis.mget(read_keys)), []
         # One GET per key, not MGET: redis-py's cluster pipeline refuses multi-key commands
@@ -471,15 +588,16 @@ class StateStore:
         values.update({self.keys.character(cid): state.model_dump_json() for cid, state in commit.characters.items()})
         return values
 
-    async def _commit(
+    def _payload(
         self, expected: list[tuple[str, str | None]], taken: list[str], commit: Commit, written: dict[str, str],
         now: datetime | None,
-    ) -> bool:
-        """Compare-and-set in one Lua script: write everything only if nothing we read changed.
+    ) -> tuple[list[str], str]:
+        """The keys and argument of the compare-and-set script (`_CAS`) that writes ``commit`` only
+        if nothing in ``expected`` changed.
 
         Redis runs a script atomically, so this is WATCH/MULTI/EXEC in one round trip instead of
-        three or four. ``written`` holds the new world and character values (`_new_values`).
-        Returns False on a conflict (the caller re-reads and recomputes).
+        three or four. ``written`` holds the new world and character values (`_new_values`). The
+        script returns 1 when written, 0 on a conflict (the caller re-reads and recomputes).
         """
         keys = self.keys
         key_list: list[str] = []
@@ -510,8 +628,7 @@ class StateStore:
                 "time", now.isoformat() if now else "",
                 "data", json.dumps(event.data, ensure_ascii=False, default=str),
             ])
-        payload = json.dumps({"checks": checks, "head": head, "ops": ops}, ensure_ascii=False)
-        return bool(await self._cas(keys=key_list, args=[payload]))
+        return key_list, json.dumps({"checks": checks, "head": head, "ops": ops}, ensure_ascii=False)
 
     # -- leases (one engine drives a character, one advances the town, at a time) ----------------
 

@@ -18,6 +18,7 @@ class ScriptedPolicy:
     """
 
     name = "scripted"
+    instant = True
 
     def __init__(self, script: Script | Sequence[dict[str, Any] | str]) -> None:
         self._fn = script if callable(script) else None

@@ -140,6 +140,8 @@ class UtilityPolicy:
     name = "utility"
     wants_recent = False
     """It decides from needs alone, so the loop skips fetching recent episodes for it."""
+    instant = True
+    """It decides in microseconds, with no I/O (see `world.policy.Policy`)."""
 
     def __init__(self, *, seed: int = 0, all_actions: list[Action] | None = None) -> None:
         self.seed = seed
