@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import re
@@ -354,6 +355,43 @@ async def test_server_stops_promptly_with_a_client_listening(redis: aioredis.Red
         started = loop.time()
         await asyncio.wait_for(server.stop(), 10)
         assert loop.time() - started < 5
+
+
+async def test_a_read_that_swallows_its_cancellation_at_the_stop_leaves_no_unretrieved_error(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    # redis-py can swallow a cancellation and end the command with an error later (a dead Redis
+    # at the stop): asyncio then logs "Task exception was never retrieved" with a traceback
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    class StubbornRedis:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(redis, name)
+
+        async def xread(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.05)
+                raise RedisConnectionError("Connection closed by server.") from None
+
+    kit = await make_engine(redis, sqlite_history)
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: unhandled.append(context))
+    try:
+        server = ObserverServer(create_app(observer_of(kit, StubbornRedis(), sqlite_history)), "127.0.0.1", 0)  # type: ignore[arg-type]
+        url = await server.start()
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client, client.stream("GET", "/events") as response:
+            assert response.status_code == 200
+            await asyncio.wait_for(server.stop(), 10)
+        await asyncio.sleep(0.2)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(previous)
+    assert [c.get("message") for c in unhandled] == []
 
 
 # -- drawings ----------------------------------------------------------------------------------------

@@ -161,6 +161,9 @@ def create_app(observer: Observer, *, token: str | None = None) -> FastAPI:
                 stopping.cancel()
                 if read is not None and not read.done():
                     read.cancel()
+                    # redis-py may swallow the cancellation and end the read with an error later
+                    # (redis/redis-py#2028): take it, so asyncio does not log it as never retrieved
+                    read.add_done_callback(lambda f: f.cancelled() or f.exception())
 
         return StreamingResponse(feed(last), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

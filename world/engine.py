@@ -7,7 +7,9 @@ One asyncio task sequences everything due, in time order, for every town it driv
   to now converges after downtime);
 - each **character's behavior step** when her running action ends (a world tick catches the
   world up to the same instant first, unless the last one is under a world minute old, so decisions
-  always see the present);
+  always see the present); a town's characters due at the same moment are stepped one after
+  another in one `StateStore.batched` block (their state read in one round trip, their writes
+  sent together), so a burst waits for Redis once, not once per character;
 - each town's **outbox flush** that writes committed episodes to the history store.
 
 The same code runs under `RealClock` (``yuiju run``) and `SimClock` (``yuiju simulate``).
