@@ -249,6 +249,11 @@ async def start_in_host_app() -> None:
     if not (cfg.chat.groups or cfg.chat.default_group.enabled or cfg.chat.private_whitelist or cfg.chat.admins):
         log.warning("no [chat.groups] entry, private_whitelist or admin: she answers no one")
 
+    if cfg.memory.enabled:  # importing ONNX Runtime holds the GIL ~1 s: now, not at her first recall
+        from memory.service import preload_embedder
+
+        preload_embedder(cfg)
+
     async def factory() -> Any:
         return await build_service(cfg)
 

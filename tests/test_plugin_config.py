@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -60,3 +61,30 @@ def test_the_plugin_metadata_follows_nonebot_conventions() -> None:
     assert meta.type == "application" and meta.config is Config
     assert meta.supported_adapters == {"~onebot.v11"}
     assert Config.model_fields["yuiju_config"].description  # documented where declared
+
+
+async def test_the_plugin_imports_the_offline_embedders_libraries_at_the_apps_start_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # not at her first recall, in the middle of the host app's work (a ~1 s stall of its loop)
+    import nonebot
+
+    import memory.service
+    from message import bot
+    from message.runtime import RUNTIME
+
+    config = tmp_path / "yuiju.toml"
+    config.write_text(f'[app]\ndata_dir = "{(tmp_path / "data").as_posix()}"\n', encoding="utf-8")
+    host = SimpleNamespace(host="127.0.0.1", onebot_access_token="t", model_dump=dict)
+    monkeypatch.setattr(nonebot, "get_plugin_config", lambda _model: Config(yuiju_config=str(config)))
+    monkeypatch.setattr(nonebot, "get_driver", lambda: SimpleNamespace(config=host))
+    preloaded: list[Any] = []
+    monkeypatch.setattr(memory.service, "preload_embedder", preloaded.append)
+    monkeypatch.setattr(RUNTIME, "service", None)
+    monkeypatch.setattr(RUNTIME, "factory", None)
+    monkeypatch.setattr(bot, "_log_through_nonebot", lambda _level: None)
+
+    await bot.start_in_host_app()
+
+    assert len(preloaded) == 1 and preloaded[0].memory.enabled
+    assert RUNTIME.factory is not None
