@@ -451,4 +451,70 @@ async def test_a_policy_that_is_not_instant_is_asked_after_her_completion_is_wri
     finally:
         reader.close()
 
-    assert seen == [("c0", None), ("c1", None)]
+    assert sorted(seen) == [("c0", None), ("c1", None)]
+
+
+async def test_a_batch_cut_short_by_redis_leaves_nobody_waiting_on_a_write_that_never_landed(
+    redis: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from world.store import StateStore
+
+    kit = await make_engine(redis, None, policy=ScriptedPolicy(lambda _r: IDLE_30), prefix="blip",
+                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    await kit.engine.run(max_steps=1)  # both idle until 06:30
+    await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
+    send = StateStore.send_queued
+    blips: list[int] = []
+
+    async def blip_once(self: StateStore) -> None:
+        if self._batch is not None and self._batch.queued and not blips:
+            blips.append(1)
+            raise RedisConnectionError("Redis blip (test)")
+        await send(self)
+
+    monkeypatch.setattr(StateStore, "send_queued", blip_once)
+    with pytest.raises(RedisConnectionError):
+        await kit.engine.run_once()  # the daemon logs it and runs again at once
+    await kit.engine.run_once()
+
+    for cid in ("c0", "c1"):
+        her = await kit.character(cid)
+        assert her is not None and her.running is not None
+        assert her.running.started_at == at_time("2026-09-01 06:30"), cid  # not left in the 06:00 action
+
+
+@pytest.mark.parametrize("changed", ["herself", "the other"])
+async def test_a_policy_that_is_not_instant_is_asked_once_per_decision_when_another_writer_meddles(
+    redis: aioredis.Redis, changed: str
+) -> None:
+    # an LLM call costs money: a write that did not land must not ask it again
+    import redis as sync_redis
+
+    asked: Counter[tuple[str, str]] = Counter()
+    kits: list[Any] = []
+    rival = sync_redis.Redis.from_url(redis_url_of(redis), decode_responses=True)
+
+    class SlowPolicy(ScriptedPolicy):
+        instant = False
+
+    def decide(request: Any) -> dict[str, Any]:
+        cid, now = request.ctx.character.id, request.ctx.now
+        asked[(cid, now.strftime("%H:%M"))] += 1
+        if kits and now == at_time("2026-09-01 06:30") and sum(n for (_, t), n in asked.items() if t == "06:30") == 1:
+            key = kits[0].keys.character(cid if changed == "herself" else {"c0": "c1", "c1": "c0"}[cid])
+            her = json.loads(rival.get(key))
+            her["mood"] = 99.0
+            rival.set(key, json.dumps(her))
+        return IDLE_30
+
+    kit = await make_engine(redis, None, policy=SlowPolicy(decide), prefix=f"meddle-{changed[-1]}",
+                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    try:
+        await kit.engine.run(max_steps=1)
+        kits.append(kit)
+        await kit.engine.run(until=at_time("2026-09-01 06:31"))
+    finally:
+        rival.close()
+    assert asked[("c0", "06:30")] == 1 and asked[("c1", "06:30")] == 1, dict(asked)

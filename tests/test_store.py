@@ -310,3 +310,79 @@ async def test_an_expired_lease_can_be_taken_over(store: StateStore) -> None:
     assert (await store.sync_leases("a", 10_000, characters=["yuiju"])).characters["yuiju"] == LEASE_FREE  # gone
     assert (await store.sync_leases("b", 10_000, characters=["yuiju"], take=1)).characters["yuiju"] == LEASE_MINE
     assert await store.lease_holder("yuiju") == "b"
+
+
+# -- writes sent together (`StateStore.batched`) -------------------------------------------------
+
+
+def cheer(cid: str, mood: float = 77.0) -> Callable[[Snapshot], tuple[Commit, None]]:
+    def fn(snap: Snapshot) -> tuple[Commit, None]:
+        her = snap.characters[cid]
+        assert her is not None
+        her.mood = mood
+        return Commit(characters={cid: her}, outbox=[{"collection": "episodes", "doc": {"_id": f"{cid}-{mood}"}}]), None
+    return fn
+
+
+async def test_writes_in_a_batch_are_sent_together_when_it_ends(store: StateStore, redis: aioredis.Redis) -> None:
+    await save(store, make_character(id="c0"), make_character(id="c1"))
+    before = await redis_calls(redis)
+    async with store.batched(["c0", "c1"]) as batch:
+        await store.transact(cheer("c0"), characters=["c0"])
+        await store.transact(cheer("c1"), characters=["c1"])
+        assert len(batch.queued) == 2
+    ran = await redis_calls(redis) - before
+    assert (ran["mget"], ran["eval"], ran["evalsha"]) == (1, 2, 0)
+    assert batch.sent == 2 and batch.redo == set()
+    for cid in ("c0", "c1"):
+        her = await store.load_character(cid)
+        assert her is not None and her.mood == 77.0
+    assert await redis.llen(KEYS.episode_outbox) == 2
+
+
+async def test_a_reader_in_another_task_neither_sends_nor_loses_the_batchs_writes(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
+    # the terminal panel reads the engine's own store every second, from its own task
+    await save(store, make_character(id="c0"), make_character(id="c1"))
+    async with store.batched(["c0", "c1"]) as batch:
+        await store.transact(cheer("c0"), characters=["c0"])
+        reader = asyncio.create_task(store.load_world())
+        await asyncio.sleep(0)  # the panel's read is in flight
+        await store.transact(cheer("c1"), characters=["c1"])  # the engine queues meanwhile
+        await reader
+        panel_view = await asyncio.create_task(store.load("c0"))
+        assert panel_view[1] is not None and panel_view[1].mood != 77.0  # Redis as it is: not sent yet
+        assert len(batch.queued) == 2
+    assert batch.sent == 2 and batch.redo == set()
+    for cid in ("c0", "c1"):
+        her = await store.load_character(cid)
+        assert her is not None and her.mood == 77.0
+
+
+async def test_a_batched_write_another_writer_beat_lands_nothing_and_names_her_for_a_new_step(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
+    await save(store, make_character(id="c0"), make_character(id="c1"))
+    followed: list[str] = []
+    async with store.batched(["c0", "c1"]) as batch:
+        await store.transact(cheer("c0"), characters=["c0"], then=lambda _r: followed.append("c0"))
+        await redis.set(KEYS.character("c1"), make_character(id="c1", mood=5).model_dump_json())  # after the batch read
+        await store.transact(cheer("c1"), characters=["c1"], then=lambda _r: followed.append("c1"))
+    assert batch.redo == {"c1"} and followed == ["c0"]
+    c1 = await store.load_character("c1")
+    assert c1 is not None and c1.mood == 5  # the other writer's value stands
+    assert [json.loads(e)["doc"]["_id"] for e in await redis.lrange(KEYS.episode_outbox, 0, -1)] == ["c0-77.0"]
+
+
+async def test_a_write_that_fails_midway_writes_no_state_without_its_episode(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
+    # Redis does not undo a script's earlier writes when a later one fails: a hand-set key of the
+    # wrong type must not leave her state advanced and her episode lost
+    await save(store, make_character(id="c0"))
+    await redis.set(KEYS.episode_outbox, "not a list")
+    with pytest.raises(aioredis.ResponseError, match="WRONGTYPE"):
+        await store.transact(cheer("c0"), characters=["c0"])
+    her = await store.load_character("c0")
+    assert her is not None and her.mood != 77.0

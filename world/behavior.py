@@ -345,8 +345,6 @@ class BehaviorLoop:
         request = DecisionRequest(ctx=view, candidates=candidates, today=record.today, recent=record.recent,
                                   card=self.card)
         engine_ms = (self._perf() - t0) * 1000
-        if not getattr(self.policy, "instant", False):
-            await self.store.send_queued()  # her completion is written before a slow call, not after
         decision = await self._choose(request)
         t1 = self._perf()
         self.stats.decisions += 1
@@ -393,6 +391,7 @@ class BehaviorLoop:
         stale: list[str] = []
 
         def start(snap: Snapshot) -> tuple[Commit, datetime | None]:
+            stale.clear()  # of this run only
             character = snap.characters[self.character_id]
             assert snap.world is not None and character is not None
             if character.running is not None:

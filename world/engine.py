@@ -515,9 +515,11 @@ class Engine:
 
     async def _step_town(self, town: TownRun, cids: list[str], now: datetime, dues: list[datetime]) -> None:
         """Step a town's characters due now. Together (`StateStore.batched`): their state read in
-        one round trip, their writes sent together; one whose write did not land is stepped again
-        at once, alone, on values read fresh (so a lost lease or a conflict shows as usual)."""
-        alone = [cid for cid in cids if cid in self._redo]
+        one round trip, their writes sent together. Alone, as before: one whose write did not land
+        (stepped again at once on values read fresh, so a lost lease or a conflict shows as usual),
+        and one whose policy is not instant (an LLM call takes seconds: nothing is held meanwhile,
+        and a write that did not land never costs a second call)."""
+        alone = [cid for cid in cids if cid in self._redo or not getattr(self.loops[cid].policy, "instant", False)]
         for cid in alone:
             self._redo.discard(cid)
             await self._step(cid, now, dues)
@@ -526,14 +528,16 @@ class Engine:
             return
         stats = {id(loop.stats): loop.stats for loop in town.loops}.values()
         measured = [s.measured for s in stats]
-        async with town.store.batched(together) as batch:
-            for cid in together:
-                if self.leases.over_share:  # a worker joined: between two steps is a safe point
-                    await town.store.send_queued()
-                    await self._give_up_extras()
-                await self._step(cid, now, dues)
-                if len(batch.queued) >= BATCH_PIPELINE:
-                    await town.store.send_queued()
+        try:
+            async with town.store.batched(together) as batch:
+                for cid in together:
+                    await self._step(cid, now, dues)
+                    if len(batch.queued) >= BATCH_PIPELINE:
+                        await town.store.send_queued()
+        except BaseException:
+            for cid in together:  # writes may not have landed: her state in Redis says when she is due
+                self._due.pop(cid, None)
+            raise
         for cid in batch.redo:
             if cid in self.loops:
                 self._redo.add(cid)
@@ -546,9 +550,12 @@ class Engine:
 
     async def _step(self, cid: str, now: datetime, dues: list[datetime]) -> None:
         """One character's step, if this engine still drives her; her next due time joins ``dues``."""
+        loop = self.loops[cid]
+        if self.leases.over_share:  # a worker joined: between two steps is a safe point
+            await loop.store.send_queued()  # what the batch's steps wrote lands before leases go
+            await self._give_up_extras()
         if not self.leases.holds(cid):
             return
-        loop = self.loops[cid]
         due = self._due.get(cid)
         if due is not None:  # her first step here has no due time to be late for
             speed = getattr(self.clock, "speed", 1.0)

@@ -63,8 +63,8 @@ class DecisionRequest:
 
 class Policy(Protocol):
     """Decides for one character. A policy whose ``instant`` attribute is true decides in the
-    engine's own time, with no I/O (the offline utility policy): the engine then sends the writes of
-    characters due together at once. Without it (an LLM), her writes are sent before each call."""
+    engine's own time, with no I/O (the offline utility policy): the engine then steps characters
+    due together in one batch (`StateStore.batched`). Without it (an LLM), each is stepped alone."""
 
     name: str
 

@@ -18,6 +18,7 @@ nothing and its character is stepped again, alone (`WriteBatch.redo`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import hashlib
@@ -366,6 +367,9 @@ class StateStore:
         them again (see there). One entry per key of the town at most."""
         self._batch: WriteBatch | None = None
         """The open `batched` block, if any."""
+        self._batch_task: asyncio.Task[Any] | None = None
+        """The task that opened it: only its reads use the batch's values and only its writes queue
+        (the terminal panel reads the engine's store from another task)."""
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -393,12 +397,13 @@ class StateStore:
         """The world and one character in one round trip (in a `batched` block: as read at its
         start, or as written since, with no round trip; the writes' scripts check them)."""
         ckey = self.keys.character(character_id)
-        if self._batch is not None and self.keys.world in self._known and ckey in self._known:
+        if self._own_batch() is not None and self.keys.world in self._known and ckey in self._known:
             raw_world, raw_char = self._known[self.keys.world], self._known[ckey]
         else:
             await self.send_queued()
             raw_world, raw_char = await self.redis.mget([self.keys.world, ckey])
-            self._known.update({self.keys.world: raw_world, ckey: raw_char})
+            if self._batch is None or self._own_batch() is not None:  # not under another task's writes
+                self._known.update({self.keys.world: raw_world, ckey: raw_char})
         return parse_model(WorldState, self.keys.world, raw_world), parse_model(CharacterState, ckey, raw_char)
 
     async def saved_world_time(self, character_ids: Sequence[str]) -> datetime | None:
@@ -437,39 +442,59 @@ class StateStore:
         keys = [self.keys.world, *(self.keys.character(c) for c in character_ids)]
         self._known.update(zip(keys, await self.redis.mget(keys), strict=True))
         batch = self._batch = WriteBatch()
+        self._batch_task = asyncio.current_task()
         try:
             yield batch
             await self.send_queued()
         finally:
-            for dropped in batch.queued:  # only if the block raised: their values were never written
-                self._forget([*dropped.written, *(self.keys.character(c) for c in dropped.characters)])
-            batch.queued.clear()
-            self._batch = None
+            self._not_landed(batch, batch.queued)  # only if the block raised: never sent
+            batch.queued = []
+            self._batch = self._batch_task = None
+
+    def _own_batch(self) -> WriteBatch | None:
+        """The open `batched` block if the running task opened it, else None."""
+        return self._batch if self._batch is not None and asyncio.current_task() is self._batch_task else None
 
     async def send_queued(self) -> None:
-        """Send the writes queued in the open `batched` block, in order, in one round trip."""
-        batch = self._batch
+        """Send the writes the running task queued in its `batched` block, in order, in one round
+        trip. Each reply is handled before an error is raised: what landed is followed up, what
+        did not goes to `WriteBatch.redo` (and a write whose fate is unknown, too)."""
+        batch = self._own_batch()
         if batch is None or not batch.queued:
             return
-        t0 = time.perf_counter()
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for queued in batch.queued:
-                # EVAL, not EVALSHA: a pipeline cannot load a script a restarted server forgot
-                pipe.eval(_CAS, len(queued.keys), *queued.keys, queued.payload)
-            replies = await pipe.execute(raise_on_error=False)
-        batch.write_ms += (time.perf_counter() - t0) * 1000
-        batch.sent += len(replies)
         queued, batch.queued = batch.queued, []
+        t0 = time.perf_counter()
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for write in queued:
+                    # EVAL, not EVALSHA: a pipeline cannot load a script a restarted server forgot
+                    pipe.eval(_CAS, len(write.keys), *write.keys, write.payload)
+                replies = await pipe.execute(raise_on_error=False)
+        except BaseException:
+            self._not_landed(batch, queued)
+            raise
+        finally:
+            batch.write_ms += (time.perf_counter() - t0) * 1000
+        batch.sent += len(queued)
+        failure: BaseException | None = None
         for write, reply in zip(queued, replies, strict=True):
             if reply == 1:
                 self.outbox_writes += write.outbox
                 if write.then is not None:
                     write.then()
                 continue
-            if isinstance(reply, Exception) and not isinstance(reply, ResponseError):
-                raise reply
-            if isinstance(reply, Exception):
-                log.error("a queued write of %s failed in Redis (%s); stepping again", ", ".join(write.characters), reply)
+            if isinstance(reply, ResponseError):
+                log.error("a write of %s failed in Redis (%s); she is stepped again", ", ".join(write.characters), reply)
+            elif isinstance(reply, BaseException):  # a cluster pipeline returns a node's connection error here
+                failure = failure or reply
+            self._not_landed(batch, [write])
+        if failure is not None:
+            raise failure
+
+    def _not_landed(self, batch: WriteBatch, writes: Sequence[_Queued]) -> None:
+        """Writes that did not land (or may not have): their characters are stepped again on values
+        read fresh."""
+        for write in writes:
             batch.redo.update(write.characters)
             self._forget([*write.written, *(self.keys.character(c) for c in write.characters), self.keys.world])
 
@@ -506,7 +531,9 @@ class StateStore:
         fences = ([(keys.lease(lease[0]), lease[1], f"the lease on {lease[0]!r}")] if lease is not None else []) + (
             [(keys.town_lease, town_lease, "the town lease")] if town_lease is not None else [])
         read_keys = [*state_keys, *(key for key, _, _ in fences)]
-        may_reuse = not take_commands  # queued commands are always read
+        # queued commands are always read; so is everything under another task's `batched` block
+        foreign = self._batch is not None and self._own_batch() is None
+        may_reuse = not (take_commands or foreign)
         for _ in range(MAX_CONFLICT_RETRIES):
             reused = may_reuse and all(key in self._known for key in state_keys)
             commands: list[str] = []
@@ -517,7 +544,8 @@ class StateStore:
                 for (_, token, what), held in zip(fences, raw[len(state_keys):], strict=True):
                     if held != token:
                         raise LeaseLost(f"this engine no longer holds {what}")
-                self._known.update(zip(state_keys, raw, strict=False))
+                if not foreign:
+                    self._known.update(zip(state_keys, raw, strict=False))
             try:
                 parsed: dict[str, CharacterState | None] = {}
                 corrupt: list[CorruptState] = []
@@ -550,18 +578,20 @@ class StateStore:
             taken = commands[: commit.commands_taken]
             key_list, payload = self._payload(list(zip(read_keys, raw, strict=True)), taken, commit, written, now)
             after = None if then is None else functools.partial(then, result)
-            if reused and self._batch is not None and characters:  # sent with the others (`send_queued`)
-                self._batch.queued.append(_Queued(key_list, payload, tuple(characters), written, bool(commit.outbox), after))
+            if reused and (batch := self._own_batch()) is not None and characters:  # sent with others (`send_queued`)
+                batch.queued.append(_Queued(key_list, payload, tuple(characters), written, bool(commit.outbox), after))
                 self._known.update(written)
                 return result
             if await self._cas(keys=key_list, args=[payload]):
-                self._known.update(written)
+                if not foreign:
+                    self._known.update(written)
                 if commit.outbox:
                     self.outbox_writes += 1
                 if after is not None:
                     after()
                 return result
-            self._forget(state_keys)
+            if not foreign:
+                self._forget(state_keys)
         raise RuntimeError(f"state kept changing under {read_keys}; gave up after retries")
 
     async def _read(self, read_keys: list[str], take_commands: bool) -> tuple[list[str | None], list[str]]:
@@ -611,15 +641,11 @@ class StateStore:
 
         checks = [[k(key), None if value is None else hashlib.sha1(value.encode()).hexdigest()] for key, value in expected]
         head = {"key": k(keys.commands), "items": taken} if taken else None
-        ops: list[list[Any]] = [["SET", k(key), value] for key, value in written.items()]
-        if commit.commands_taken:
-            ops.append(["LTRIM", k(keys.commands), str(commit.commands_taken), "-1"])
-        for rejected in commit.rejected:
-            ops.append(["LPUSH", k(keys.rejected_commands), json.dumps(rejected, ensure_ascii=False, default=str)])
-        if commit.rejected:
-            ops.append(["LTRIM", k(keys.rejected_commands), "0", str(REJECTED_KEEP - 1)])
-        for doc in commit.outbox:
-            ops.append(["RPUSH", k(keys.episode_outbox), dumps_doc(doc)])
+        # Episodes and events first, what consumes or decides last: Redis does not undo a script's
+        # earlier writes when a later one fails (a key set by hand to the wrong type), and an episode
+        # or event written twice on the retry is harmless (episode ids are deterministic), while a
+        # state or a taken command written without its episode would lose it. SET never fails.
+        ops: list[list[Any]] = [["RPUSH", k(keys.episode_outbox), dumps_doc(doc)] for doc in commit.outbox]
         for event in commit.events:
             ops.append([
                 "XADD", k(keys.events), "MAXLEN", "~", str(self.stream_maxlen), "*",
@@ -628,6 +654,13 @@ class StateStore:
                 "time", now.isoformat() if now else "",
                 "data", json.dumps(event.data, ensure_ascii=False, default=str),
             ])
+        for rejected in commit.rejected:
+            ops.append(["LPUSH", k(keys.rejected_commands), json.dumps(rejected, ensure_ascii=False, default=str)])
+        if commit.rejected:
+            ops.append(["LTRIM", k(keys.rejected_commands), "0", str(REJECTED_KEEP - 1)])
+        if commit.commands_taken:
+            ops.append(["LTRIM", k(keys.commands), str(commit.commands_taken), "-1"])
+        ops += [["SET", k(key), value] for key, value in written.items()]
         return key_list, json.dumps({"checks": checks, "head": head, "ops": ops}, ensure_ascii=False)
 
     # -- leases (one engine drives a character, one advances the town, at a time) ----------------
