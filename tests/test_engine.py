@@ -518,3 +518,90 @@ async def test_a_policy_that_is_not_instant_is_asked_once_per_decision_when_anot
     finally:
         rival.close()
     assert asked[("c0", "06:30")] == 1 and asked[("c1", "06:30")] == 1, dict(asked)
+
+
+def crashing_for(victim: str) -> ScriptedPolicy:
+    """Idles, but raises for ``victim`` at 06:30 (a bug in a policy or an action)."""
+    def decide(request: Any) -> dict[str, Any]:
+        if request.ctx.character.id == victim and request.ctx.now == at_time("2026-09-01 06:30"):
+            raise RuntimeError("a bug (test)")
+        return IDLE_30
+    return ScriptedPolicy(decide)
+
+
+@pytest.mark.parametrize("victim", ["c0", "c1"])
+async def test_one_characters_bug_in_a_batch_does_not_drop_what_the_others_before_her_wrote(
+    redis: aioredis.Redis, victim: str
+) -> None:
+    kit = await make_engine(redis, None, policy=crashing_for(victim), fallback=None, prefix=f"bug-{victim}",
+                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    await kit.engine.run(max_steps=1)  # both idle until 06:30
+    await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
+    order = list(kit.engine.leases.held())
+    with pytest.raises(RuntimeError, match="a bug"):  # simulate and tests: a bug stops the run
+        await kit.engine.run_once()
+    for cid in order[: order.index(victim)]:  # stepped before her
+        her = await kit.character(cid)
+        assert her is not None and her.running is not None and her.running.started_at == at_time("2026-09-01 06:30")
+
+
+async def test_in_the_daemon_one_characters_bug_is_logged_and_the_others_go_on(
+    redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    kit = await make_engine(redis, None, policy=crashing_for("c0"), fallback=None, prefix="bug-daemon",
+                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    await kit.engine.run(max_steps=1)
+    await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
+    kit.engine.strict = False  # as `run` without a bound sets it
+    with caplog.at_level(logging.ERROR, logger="world.engine"):
+        await kit.engine.run_once()
+        await kit.engine.run_once()  # not again: she waits her retry
+
+    c1 = await kit.character("c1")
+    assert c1 is not None and c1.running is not None and c1.running.started_at == at_time("2026-09-01 06:30")
+    assert kit.engine._due["c0"] == at_time("2026-09-01 06:31")
+    assert caplog.text.count("c0: her step failed (RuntimeError: a bug (test))") == 1
+    assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records)
+
+
+async def test_a_start_that_finds_her_busy_on_fresh_values_counts_no_stale_start(redis: aioredis.Redis) -> None:
+    # on the known value her decision is impossible; on the value read fresh, someone else already
+    # started her: nothing was stale about her decision
+    from datetime import timedelta
+
+    from world.policy import Decision
+    from world.state import RunningAction
+
+    kit = await make_engine(redis, None, prefix="stale-reason", characters={"c0": make_character(id="c0")})
+    await kit.engine.run(max_steps=1)
+    loop, now = kit.loops["c0"], kit.clock.now()
+    loop.lease_token = None
+    go = loop.catalogue.actions["go_to_school"]
+    busy = make_character(id="c0", running=RunningAction(
+        action_id="idle", name="发呆", started_at=now, ends_at=now + timedelta(minutes=30), episode_id="ep_x",
+        place="home", reason="累了", decided_by="test"))
+    await redis.set(kit.keys.character("c0"), busy.model_dump_json())
+    kit.store._known[kit.keys.character("c0")] = make_character(id="c0", location="school").model_dump_json()
+    before = loop.stats.stale_starts
+
+    await loop._start(now, Decision(action=go, reason="上学"))
+
+    assert loop.stats.stale_starts == before
+
+
+async def test_a_tick_whose_rejected_list_was_set_by_hand_writes_nothing_and_names_the_key(redis: aioredis.Redis) -> None:
+    import redis.asyncio as aioredis_
+
+    kit = await make_engine(redis, None, prefix="rejected-broken", characters={"c0": make_character(id="c0")})
+    await kit.engine.run(max_steps=1)
+    await redis.set(kit.keys.rejected_commands, "not a list")
+    await redis.rpush(kit.keys.commands, "not json")  # to be rejected
+    events, world = await redis.xlen(kit.keys.events), await redis.get(kit.keys.world)
+
+    for minute in ("07:00", "08:00"):  # every retry: nothing written, the key named
+        with pytest.raises(aioredis_.ResponseError, match=f"WRONGTYPE {kit.keys.rejected_commands} holds a string"):
+            await kit.ticker.tick(at_time(f"2026-09-01 {minute}"))
+
+    assert await redis.xlen(kit.keys.events) == events  # no event written twice (or at all)
+    assert await redis.get(kit.keys.world) == world
+    assert await redis.lrange(kit.keys.commands, 0, -1) == ["not json"]  # still there, not lost

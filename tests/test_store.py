@@ -375,14 +375,25 @@ async def test_a_batched_write_another_writer_beat_lands_nothing_and_names_her_f
     assert [json.loads(e)["doc"]["_id"] for e in await redis.lrange(KEYS.episode_outbox, 0, -1)] == ["c0-77.0"]
 
 
-async def test_a_write_that_fails_midway_writes_no_state_without_its_episode(
-    store: StateStore, redis: aioredis.Redis
+@pytest.mark.parametrize("broken", ["episode_outbox", "events"])
+async def test_a_key_of_the_wrong_type_makes_a_write_write_nothing_and_name_the_key(
+    store: StateStore, redis: aioredis.Redis, broken: str
 ) -> None:
-    # Redis does not undo a script's earlier writes when a later one fails: a hand-set key of the
-    # wrong type must not leave her state advanced and her episode lost
+    # Redis does not undo a script's earlier writes when a later one fails: a key set by hand to
+    # the wrong type must not leave her state advanced without her episode, or an event doubled
     await save(store, make_character(id="c0"))
-    await redis.set(KEYS.episode_outbox, "not a list")
-    with pytest.raises(aioredis.ResponseError, match="WRONGTYPE"):
-        await store.transact(cheer("c0"), characters=["c0"])
+    key = getattr(KEYS, broken)
+    await redis.delete(KEYS.episode_outbox, KEYS.events)
+    await redis.set(key, "not a list")
+
+    def cheer_and_say(snap: Snapshot) -> tuple[Commit, None]:
+        commit, _ = cheer("c0")(snap)
+        commit.events.append(Event("cheered", {}, "c0"))
+        return commit, None
+
+    with pytest.raises(aioredis.ResponseError, match=rf"WRONGTYPE {key} holds a string where yuiju keeps a .*delete the key"):
+        await store.transact(cheer_and_say, characters=["c0"])
     her = await store.load_character("c0")
     assert her is not None and her.mood != 77.0
+    assert {k: await redis.type(k) for k in (KEYS.episode_outbox, KEYS.events)} == {
+        k: ("string" if k == key else "none") for k in (KEYS.episode_outbox, KEYS.events)}

@@ -75,6 +75,8 @@ a tick rewrites every character of the town, so a big town ticking before each o
 spend its size on every decision. Decisions see the world at most this stale (and needs drift on at
 their usual pace); under `SimClock`, where steps fall on whole minutes, every step still catches up."""
 CORRUPT_RETRY = timedelta(minutes=1)
+STEP_BUG_RETRY = timedelta(minutes=1)
+"""World time before a character whose step raised (a bug) is stepped again by the daemon."""
 MAX_BACKOFF_SECONDS = 10.0
 STOP_GRACE_SECONDS = 1.0
 RELEASE_TIMEOUT_SECONDS = 0.5
@@ -256,6 +258,9 @@ class Engine:
         self._failing_since: float | None = None
         self._failing_logged = 0.0
         self._due: dict[str, datetime] = {}
+        self.strict = True
+        """A step that raises stops the run (simulate, tests); `run` without a bound (the daemon)
+        logs it and steps her again later instead, while the others go on."""
         self._redo: set[str] = set()
         """Characters whose write sent with others' did not land: stepped next on their own."""
         self._waiting_logged = False
@@ -530,10 +535,15 @@ class Engine:
         measured = [s.measured for s in stats]
         try:
             async with town.store.batched(together) as batch:
-                for cid in together:
-                    await self._step(cid, now, dues)
-                    if len(batch.queued) >= BATCH_PIPELINE:
+                try:
+                    for cid in together:
+                        await self._step(cid, now, dues)
+                        if len(batch.queued) >= BATCH_PIPELINE:
+                            await town.store.send_queued()
+                except Exception as exc:
+                    if not isinstance(exc, RedisError | OSError):  # one step's bug: the others' writes stand
                         await town.store.send_queued()
+                    raise
         except BaseException:
             for cid in together:  # writes may not have landed: her state in Redis says when she is due
                 self._due.pop(cid, None)
@@ -571,6 +581,13 @@ class Engine:
             self.leases.drop(cid)
             loop.lease_token = None
             return
+        except (RedisError, OSError):
+            raise
+        except Exception as exc:
+            if self.strict:
+                raise
+            self._log_step_bug(cid, exc)  # the daemon: her bug does not stop the others
+            self._due[cid] = now + STEP_BUG_RETRY
         dues.append(self._due[cid])
 
     async def _tick(self, town: TownRun, now: datetime) -> None:
@@ -639,6 +656,7 @@ class Engine:
                 self.leases.next_check = time.monotonic() + self.leases.poll_seconds
 
     async def _run(self, *, until: datetime | None, max_steps: int | None, halt: asyncio.Event) -> None:
+        self.strict = until is not None or max_steps is not None
         steps = 0
         backoff = 1.0
         due: datetime | None = None  # world time the next step is due; None: only a lease can bring work
@@ -699,6 +717,16 @@ class Engine:
         elif wall - self._failing_logged >= CORRUPT_LOG_EVERY_SECONDS:
             self._failing_logged = wall
             log.error("still failing after %.0f s: %s; retrying in %.0f s", wall - self._failing_since, what, backoff)
+
+    def _log_step_bug(self, cid: str, exc: Exception) -> None:
+        """A step that raised (a bug in an action or a policy), with its traceback, once per
+        character every few minutes."""
+        wall = time.monotonic()
+        key = f"step of {cid}"
+        if wall - self._corrupt_logged.get(key, -1e9) >= CORRUPT_LOG_EVERY_SECONDS:
+            self._corrupt_logged[key] = wall
+            log.error("%s: her step failed (%s: %s); the others go on, she is stepped again in %s",
+                      cid, type(exc).__name__, exc, STEP_BUG_RETRY, exc_info=exc)
 
     def _log_corrupt(self, what: str, exc: CorruptState) -> None:
         """Log a corrupt value once per key every few minutes, not on every retry."""

@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from redis.client import NEVER_DECODE
-from redis.exceptions import ResponseError
 
 from storage.keys import Keys
 from storage.redis import RedisClient
@@ -212,7 +211,10 @@ return 1
 
 # Compare-and-set commit. ARGV[1] is JSON {checks: [[key_index, sha1 of the expected value|null]], head:
 # {key, items}|null (the commands taken must still be the head of the queue), ops: [[CMD,
-# key_index, args...]]}. Returns 1 when written, 0 on a conflict (nothing written).
+# key_index, args...]]}. Returns 1 when written, 0 on a conflict (nothing written). Redis does not
+# undo a script's earlier writes when a later one fails, so the type of every list and stream it
+# writes is checked before anything is written: a key set by hand to another type makes it write
+# nothing and name the key (an error reply).
 _CAS = """
 local p = cjson.decode(ARGV[1])
 for _, c in ipairs(p.checks) do
@@ -229,6 +231,18 @@ if p.head ~= cjson.null then
   if #cur ~= n then return 0 end
   for i = 1, n do
     if cur[i] ~= p.head.items[i] then return 0 end
+  end
+end
+local kinds, seen = {RPUSH = 'list', LPUSH = 'list', LTRIM = 'list', XADD = 'stream'}, {}
+for _, op in ipairs(p.ops) do
+  local want, key = kinds[op[1]], KEYS[op[2]]
+  if want and not seen[key] then
+    seen[key] = true
+    local t = redis.call('TYPE', key).ok
+    if t ~= 'none' and t ~= want then
+      return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. t .. ' where yuiju keeps a ' .. want ..
+        '; nothing was written: delete the key (or restore it) so that she can go on')
+    end
   end
 end
 for _, op in ipairs(p.ops) do
@@ -481,14 +495,15 @@ class StateStore:
             if reply == 1:
                 self.outbox_writes += write.outbox
                 if write.then is not None:
-                    write.then()
+                    try:
+                        write.then()
+                    except Exception:  # a follow-up's bug must not cost the other replies
+                        log.exception("after a write of %s", ", ".join(write.characters))
                 continue
-            if isinstance(reply, ResponseError):
-                log.error("a write of %s failed in Redis (%s); she is stepped again", ", ".join(write.characters), reply)
-            elif isinstance(reply, BaseException):  # a cluster pipeline returns a node's connection error here
+            if isinstance(reply, BaseException):  # a wrong-type key, a node down (a cluster pipeline's replies)
                 failure = failure or reply
             self._not_landed(batch, [write])
-        if failure is not None:
+        if failure is not None:  # raised once, after every reply was handled; the engine says it
             raise failure
 
     def _not_landed(self, batch: WriteBatch, writes: Sequence[_Queued]) -> None:
@@ -641,10 +656,8 @@ class StateStore:
 
         checks = [[k(key), None if value is None else hashlib.sha1(value.encode()).hexdigest()] for key, value in expected]
         head = {"key": k(keys.commands), "items": taken} if taken else None
-        # Episodes and events first, what consumes or decides last: Redis does not undo a script's
-        # earlier writes when a later one fails (a key set by hand to the wrong type), and an episode
-        # or event written twice on the retry is harmless (episode ids are deterministic), while a
-        # state or a taken command written without its episode would lose it. SET never fails.
+        # The script checks the types of what it writes first (see `_CAS`); the state goes last all
+        # the same, after everything it must never be written without.
         ops: list[list[Any]] = [["RPUSH", k(keys.episode_outbox), dumps_doc(doc)] for doc in commit.outbox]
         for event in commit.events:
             ops.append([
