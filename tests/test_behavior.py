@@ -251,3 +251,14 @@ def test_a_long_running_loop_keeps_a_bounded_number_of_overhead_samples() -> Non
         stats.decision_overhead_ms.append(float(i))
     assert len(stats.decision_overhead_ms) == OVERHEAD_SAMPLES
     assert stats.decision_overhead_ms[-1] == OVERHEAD_SAMPLES + 4  # the newest are kept
+
+
+def test_a_batch_send_is_shared_equally_by_the_decisions_it_carried() -> None:
+    from world.behavior import LoopStats
+
+    stats = LoopStats()
+    for ms in (1.0, 2.0, 3.0, 4.0):
+        stats.add_overhead(ms)
+    stats.spread_overhead(3.0, 3)  # the last three decisions' writes were sent together in 3 ms
+
+    assert list(stats.decision_overhead_ms) == [1.0, 3.0, 4.0, 5.0] and stats.measured == 4

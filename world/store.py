@@ -416,7 +416,7 @@ class StateStore:
         else:
             await self.send_queued()
             raw_world, raw_char = await self.redis.mget([self.keys.world, ckey])
-            if self._batch is None or self._own_batch() is not None:  # not under another task's writes
+            if not self._foreign():
                 self._known.update({self.keys.world: raw_world, ckey: raw_char})
         return parse_model(WorldState, self.keys.world, raw_world), parse_model(CharacterState, ckey, raw_char)
 
@@ -468,6 +468,11 @@ class StateStore:
     def _own_batch(self) -> WriteBatch | None:
         """The open `batched` block if the running task opened it, else None."""
         return self._batch if self._batch is not None and asyncio.current_task() is self._batch_task else None
+
+    def _foreign(self) -> bool:
+        """Whether another task has a `batched` block open: its values are not this task's to use
+        or to keep (they may be writes not sent yet)."""
+        return self._batch is not None and self._own_batch() is None
 
     async def send_queued(self) -> None:
         """Send the writes the running task queued in its `batched` block, in order, in one round
@@ -547,7 +552,7 @@ class StateStore:
             [(keys.town_lease, town_lease, "the town lease")] if town_lease is not None else [])
         read_keys = [*state_keys, *(key for key, _, _ in fences)]
         # queued commands are always read; so is everything under another task's `batched` block
-        foreign = self._batch is not None and self._own_batch() is None
+        foreign = self._foreign()
         may_reuse = not (take_commands or foreign)
         for _ in range(MAX_CONFLICT_RETRIES):
             reused = may_reuse and all(key in self._known for key in state_keys)
