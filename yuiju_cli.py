@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.util
 import json
 import logging
 import os
@@ -15,7 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from yuiju_config import ConfigError, YuijuConfig, default_toml, load_config, resolve_path
+from yuiju.config import ConfigError, YuijuConfig, default_toml, load_config, resolve_path
 
 log = logging.getLogger("yuiju")
 
@@ -52,13 +51,13 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
-    from world.action_check import problems as action_problems
-    from world.errors import ConfigurationError
-    from world.loader import load_actions
-    from world.town import HAURA
+    from yuiju.world.action_check import problems as action_problems
+    from yuiju.world.errors import ConfigurationError
+    from yuiju.world.loader import load_actions
+    from yuiju.world.town import HAURA
 
     try:
-        catalogue = load_actions("actions", cfg.world.action_dirs)
+        catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
     except ConfigurationError as exc:
         return _fail(str(exc))
     if args.action_cmd == "check":
@@ -137,7 +136,7 @@ def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: An
 
 def clock_line(clock: Any) -> str:
     """The panel's note when world time is not the wall clock's (after a ``--speed`` run)."""
-    from world.clock import duration_text
+    from yuiju.world.clock import duration_text
 
     if (held := clock.holding_until) is not None:
         wait = duration_text(held - datetime.now(clock.tz))
@@ -149,11 +148,11 @@ def clock_line(clock: Any) -> str:
 
 
 async def _status(cfg: YuijuConfig, as_json: bool) -> int:
-    from storage.keys import Keys
-    from world.errors import CorruptState
-    from world.runtime import open_stores
-    from world.store import StateStore
-    from world.town import HAURA
+    from yuiju.storage.keys import Keys
+    from yuiju.world.errors import CorruptState
+    from yuiju.world.runtime import open_stores
+    from yuiju.world.store import StateStore
+    from yuiju.world.town import HAURA
 
     redis, history = await open_stores(cfg)
     try:
@@ -195,7 +194,7 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
                           for prefix, t in towns.items()},
             }, ensure_ascii=False, indent=2))
         else:
-            from world.clock import duration_text
+            from yuiju.world.clock import duration_text
 
             wall = datetime.now(cfg.app.tz)
             now = max(wall, world.time) if world is not None else wall  # world time never goes back
@@ -217,7 +216,7 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
 
 def _fleet_lines(towns: dict[str, dict[str, Any]], workers: dict[str, tuple[int, dict[str, Any]]]) -> str:
     """Who drives what: each town's world tick and undriven characters, then each live worker."""
-    from yuiju_config import compact_character_ids
+    from yuiju.config import compact_character_ids
 
     lines = []
     for prefix, town in towns.items():
@@ -242,9 +241,9 @@ def _fleet_lines(towns: dict[str, dict[str, Any]], workers: dict[str, tuple[int,
 
 
 async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
-    from world.clock import RealClock
-    from world.runtime import build_runtime
-    from world.town import HAURA
+    from yuiju.world.clock import RealClock
+    from yuiju.world.runtime import build_runtime
+    from yuiju.world.town import HAURA
 
     speed = args.speed or cfg.world.speed
     if args.resync and speed != 1:
@@ -265,7 +264,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     log.info("stores: redis %s, history %s", runtime.redis.description, runtime.history.backend)
     web_server, page_line = None, ""
     if cfg.web.enabled and not worker:
-        from web import ObserverServer, create_app, observer_for_runtime
+        from yuiju.web import ObserverServer, create_app, observer_for_runtime
 
         token = cfg.web.token.get_secret_value() if cfg.web.token else None
         app = create_app(observer_for_runtime(runtime, clock), token=token)
@@ -278,7 +277,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                          "set [web].port (YUIJU_WEB__PORT) to a free port, or [web].enabled = false")
         page_line = f"观察页面 observer page: {url}" + ("  (needs ?token=...)" if token else "")
         print(page_line, flush=True)
-    from yuiju_tasks import LoopLagMonitor, bounded, finish
+    from yuiju.tasks import LoopLagMonitor, bounded, finish
 
     monitor = LoopLagMonitor(cfg.app.loop_lag_warn_ms).start()
     memory_stop, memory_task, semantic, bot = asyncio.Event(), None, None, None
@@ -312,15 +311,15 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
     try:
         if cfg.memory.enabled and not worker:  # one vector store for this process: the embedded one opens once
-            from memory.service import open_semantic
-            from memory.vectors import VectorStoreError
+            from yuiju.memory.service import open_semantic
+            from yuiju.memory.vectors import VectorStoreError
 
             try:
                 semantic = await open_semantic(cfg)
             except VectorStoreError as exc:
                 log.error("memory is off for this run (the world carries on): %s", exc)
         if semantic is not None:  # episodes into Qdrant, the diary at bedtime, nightly distillation
-            from memory.indexer import run_memory_worker
+            from yuiju.memory.indexer import run_memory_worker
 
             memory_task = asyncio.create_task(run_memory_worker(
                 cfg, runtime.redis.client, runtime.history, clock=clock, stop_event=memory_stop,
@@ -361,11 +360,11 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) -> Any:
     """The QQ bot inside the daemon, sharing its Redis, history store, vector store and clock;
     a `message.bot.BotServer`, or why it could not start. nonebot is initialised already."""
-    from message.bot import serve_bot
+    from yuiju.message.bot import serve_bot
 
     memory = None
     if semantic is not None:
-        from memory.service import build_memory
+        from yuiju.memory.service import build_memory
 
         memory = await build_memory(cfg, runtime.history, semantic,
                                     character_id=cfg.chat.character_id or cfg.world.characters[0])
@@ -398,7 +397,7 @@ def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
     import nonebot
     from nonebot.adapters.onebot.v11 import Adapter
 
-    from characters import load_card
+    from yuiju.characters import load_card
 
     if problem := cfg.onebot.token_problem():
         raise RuntimeError(problem)
@@ -415,14 +414,8 @@ def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
         kwargs["onebot_access_token"] = token
     nonebot.init(**kwargs)
     nonebot.get_driver().register_adapter(Adapter)
-    # nonebot's loader finds plugins on sys.path only, not through the editable install's finder
-    spec = importlib.util.find_spec("message")
-    if spec is not None and spec.submodule_search_locations:
-        root = str(Path(next(iter(spec.submodule_search_locations))).parent)
-        if root not in sys.path:
-            sys.path.append(root)
-    if nonebot.load_plugin("message") is None:
-        raise RuntimeError("the message plugin did not load (see the log above)")
+    if nonebot.load_plugin("nonebot_plugin_yuiju") is None:
+        raise RuntimeError("the plugin nonebot_plugin_yuiju did not load (see the log above)")
 
 
 async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
@@ -430,8 +423,8 @@ async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
     one process at a time can open — and a running `yuiju run`/`yuiju world` holds it."""
     if not cfg.memory.enabled or cfg.qdrant.url:
         return None
-    from memory.service import open_semantic
-    from memory.vectors import VectorStoreError
+    from yuiju.memory.service import open_semantic
+    from yuiju.memory.vectors import VectorStoreError
 
     try:
         semantic = await open_semantic(cfg)
@@ -447,9 +440,9 @@ async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
 
 
 async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
-    from memory.service import build_memory, open_semantic
-    from memory.vectors import VectorStoreError
-    from world.runtime import open_stores
+    from yuiju.memory.service import build_memory, open_semantic
+    from yuiju.memory.vectors import VectorStoreError
+    from yuiju.world.runtime import open_stores
 
     if args.memory_cmd == "import":
         problem, lines, skipped = await asyncio.to_thread(_read_chat_log, args)
@@ -503,7 +496,7 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 def _read_chat_log(args: argparse.Namespace) -> tuple[str | None, list[Any], int]:
     """The checked lines of ``yuiju memory import FILE`` and how many bad ones are skipped, or
     why nothing is imported."""
-    from memory.chatlog import parse_chat_log
+    from yuiju.memory.chatlog import parse_chat_log
 
     path = Path(args.file)
     if not path.is_file():
@@ -522,7 +515,7 @@ def _read_chat_log(args: argparse.Namespace) -> tuple[str | None, list[Any], int
 async def _import_chat_log(service: Any, lines: list[Any], args: argparse.Namespace, skipped: int) -> None:
     from tqdm import tqdm
 
-    from memory.chatlog import import_chat_log
+    from yuiju.memory.chatlog import import_chat_log
 
     with tqdm(total=len(lines), unit="line", desc="import", disable=args.quiet) as bar:
         report = await import_chat_log(service.chat, lines, batch=args.batch, progress=bar.update)
@@ -536,8 +529,8 @@ async def _reindex_vectors(cfg: YuijuConfig, *, re_embed: bool) -> Any:
     """Rewrite the vector store in the current layout (memory/reindex.py), with a progress bar."""
     from tqdm import tqdm
 
-    from memory.reindex import reindex_store
-    from memory.service import make_embedder
+    from yuiju.memory.reindex import reindex_store
+    from yuiju.memory.service import make_embedder
 
     bars: list[Any] = []
 
@@ -561,9 +554,9 @@ async def _reindex_vectors(cfg: YuijuConfig, *, re_embed: bool) -> Any:
 
 
 async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
-    from llm import CassetteError, CassetteMismatch
-    from llm.cassette import read_cassette
-    from world.simulate import DEFAULT_START, simulate
+    from yuiju.llm import CassetteError, CassetteMismatch
+    from yuiju.llm.cassette import read_cassette
+    from yuiju.world.simulate import DEFAULT_START, simulate
 
     recorded: dict[str, Any] = {}
     if args.replay:
@@ -734,9 +727,9 @@ def _main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _fail(str(exc))
     _setup_logging(cfg.app.log_level if args.cmd != "simulate" else "WARNING")
-    from characters import CardError
-    from storage.errors import StorageError
-    from world.errors import ConfigurationError
+    from yuiju.characters import CardError
+    from yuiju.storage.errors import StorageError
+    from yuiju.world.errors import ConfigurationError
 
     try:
         if args.cmd == "actions":
@@ -745,7 +738,7 @@ def _main(args: argparse.Namespace) -> int:
             return asyncio.run(_status(cfg, args.json))
         if args.cmd in ("run", "world"):
             if cfg.memory.enabled and not (args.cmd == "world" and args.worker):  # as `_run` opens memory
-                from memory.service import preload_embedder
+                from yuiju.memory.service import preload_embedder
 
                 preload_embedder(cfg)
             return asyncio.run(_run(cfg, args))
@@ -756,10 +749,10 @@ def _main(args: argparse.Namespace) -> int:
                 return _fail(problem)
             init_nonebot(cfg)
             logging.getLogger("uvicorn").propagate = False  # nonebot logs uvicorn itself: no doubled lines
-            from message.bot import run_bot
+            from yuiju.message.bot import run_bot
 
             if cfg.memory.enabled:
-                from memory.service import preload_embedder
+                from yuiju.memory.service import preload_embedder
 
                 preload_embedder(cfg)
             run_bot(cfg)

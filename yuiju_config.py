@@ -406,11 +406,11 @@ def _is_hhmm(value: str) -> bool:
 
 
 DEFAULT_EVOLUTIONS = (
-    "world.evolutions:advance_calendar",
-    "world.evolutions:update_weather",
-    "world.evolutions:update_opening_hours",
-    "world.evolutions:refresh_daily_resources",
-    "world.evolutions:drift_needs",
+    "yuiju.world.evolutions:advance_calendar",
+    "yuiju.world.evolutions:update_weather",
+    "yuiju.world.evolutions:update_opening_hours",
+    "yuiju.world.evolutions:refresh_daily_resources",
+    "yuiju.world.evolutions:drift_needs",
 )
 
 
@@ -530,7 +530,7 @@ class WorldConfig(_Section):
             module, sep, attr = item.partition(":")
             if not (module and sep and attr):
                 raise ValueError(
-                    f"{item!r} is not 'module:attr'; write e.g. 'world.evolutions:drift_needs'"
+                    f"{item!r} is not 'module:attr'; write e.g. 'yuiju.world.evolutions:drift_needs'"
                 )
         return value
 

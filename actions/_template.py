@@ -5,7 +5,7 @@ Files whose name starts with "_" are never loaded, so this one is only an exampl
 
 from pydantic import BaseModel, Field
 
-from world.action import Action, ActionContext, between, choose_minutes, condition, one_of
+from yuiju.world.action import Action, ActionContext, between, choose_minutes, condition, one_of
 
 
 class SnackParams(BaseModel):

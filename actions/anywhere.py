@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from world.action import (
+from yuiju.world.action import (
     Action,
     ActionContext,
     Condition,
@@ -12,7 +12,7 @@ from world.action import (
     decision_ctx,
     one_of,
 )
-from world.items import ALL, owned
+from yuiju.world.items import ALL, owned
 
 
 def _idle(ctx: ActionContext) -> str:

@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, Field, ValidationInfo, model_validator
 
-from world.action import (
+from yuiju.world.action import (
     Action,
     ActionContext,
     Condition,
@@ -15,8 +15,8 @@ from world.action import (
     one_of,
     random_event,
 )
-from world.clock import in_window, is_school_day, minutes_until
-from world.items import CAFE, DINER, WAGE_PER_HOUR, Item, affordable, price_list, price_range
+from yuiju.world.clock import in_window, is_school_day, minutes_until
+from yuiju.world.items import CAFE, DINER, WAGE_PER_HOUR, Item, affordable, price_list, price_range
 
 
 def _order_model(menu: dict[str, Item], what: str) -> type[BaseModel]:

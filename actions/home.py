@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
-from world.action import (
+from yuiju.world.action import (
     Action,
     ActionContext,
     Condition,
@@ -13,8 +13,8 @@ from world.action import (
     decision_ctx,
     some_of,
 )
-from world.clock import is_school_day, next_at
-from world.items import ALL, owned
+from yuiju.world.clock import is_school_day, next_at
+from yuiju.world.items import ALL, owned
 
 
 def _sleep(ctx: ActionContext) -> str:

@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel, Field, ValidationInfo, model_validator
 
-from world.action import (
+from yuiju.world.action import (
     Action,
     ActionContext,
     at_least,
@@ -12,7 +12,7 @@ from world.action import (
     not_done_today,
     random_event,
 )
-from world.items import FISH_WEIGHTS
+from yuiju.world.items import FISH_WEIGHTS
 
 
 def _walk(place: str, mood: dict[int, int], minutes_per_stamina: int, what: str, found_verb: str):

@@ -1,7 +1,7 @@
 """星见丘高校: getting there and back, classes, lunch, the library."""
 
-from world.action import Action, ActionContext, at_least, below, between, school_day
-from world.clock import in_window, minutes_until
+from yuiju.world.action import Action, ActionContext, at_least, below, between, school_day
+from yuiju.world.clock import in_window, minutes_until
 
 
 def _class_minutes(ctx: ActionContext) -> int:

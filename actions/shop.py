@@ -2,8 +2,16 @@
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
-from world.action import Action, ActionContext, Condition, at_least, decision_ctx, one_of, some_of
-from world.items import (
+from yuiju.world.action import (
+    Action,
+    ActionContext,
+    Condition,
+    at_least,
+    decision_ctx,
+    one_of,
+    some_of,
+)
+from yuiju.world.items import (
     ALL,
     SHOP,
     SUPERMARKET,

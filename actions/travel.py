@@ -5,8 +5,8 @@ come from the link. She may walk past closed shops (the commercial district's st
 the station to home); a closed place simply offers none of its own actions when she arrives.
 """
 
-from world.action import Action, Condition, always, between, school_day, travel
-from world.town import HAURA
+from yuiju.world.action import Action, Condition, always, between, school_day, travel
+from yuiju.world.town import HAURA
 
 OUTDOORS = {"park", "pond", "shrine", "coast"}
 """Places she does not set out for at night."""

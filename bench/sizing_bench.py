@@ -38,26 +38,26 @@ from bson import encode as bson_encode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llm import CallRecord, FunctionChatModel, estimate_tokens
-from llm.model import ChatMessage, JsonSchema
-from memory.episodes import EPISODES, EpisodeRepo
-from memory.ledger import call_document
-from memory.vectors import PUBLIC, EdgeVectorStore, MemoryPoint, point_id, user_scope
-from message.entry import Entry
-from message.session import RECENT_LIMIT, SessionStore
-from storage.keys import Keys
-from storage.redis import open_redis
-from storage.sqlite_history import SqliteHistory
-from world.behavior import BehaviorLoop, LoopStats
-from world.clock import SimClock
-from world.engine import Engine, WorldTicker
-from world.loader import load_actions
-from world.policies.utility import UtilityPolicy
-from world.runtime import build_runtime, resolve_evolutions
-from world.state import CharacterState
-from world.store import STREAM_MAXLEN, StateStore
-from world.town import HAURA
-from yuiju_config import DEFAULT_EVOLUTIONS, ChatConfig, YuijuConfig
+from yuiju.config import DEFAULT_EVOLUTIONS, ChatConfig, YuijuConfig
+from yuiju.llm import CallRecord, FunctionChatModel, estimate_tokens
+from yuiju.llm.model import ChatMessage, JsonSchema
+from yuiju.memory.episodes import EPISODES, EpisodeRepo
+from yuiju.memory.ledger import call_document
+from yuiju.memory.vectors import PUBLIC, EdgeVectorStore, MemoryPoint, point_id, user_scope
+from yuiju.message.entry import Entry
+from yuiju.message.session import RECENT_LIMIT, SessionStore
+from yuiju.storage.keys import Keys
+from yuiju.storage.redis import open_redis
+from yuiju.storage.sqlite_history import SqliteHistory
+from yuiju.world.behavior import BehaviorLoop, LoopStats
+from yuiju.world.clock import SimClock
+from yuiju.world.engine import Engine, WorldTicker
+from yuiju.world.loader import load_actions
+from yuiju.world.policies.utility import UtilityPolicy
+from yuiju.world.runtime import build_runtime, resolve_evolutions
+from yuiju.world.state import CharacterState
+from yuiju.world.store import STREAM_MAXLEN, StateStore
+from yuiju.world.town import HAURA
 
 TZ = ZoneInfo("Asia/Shanghai")
 START = datetime(2026, 9, 1, 6, 0, tzinfo=TZ)

@@ -61,12 +61,12 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from storage.keys import Keys  # noqa: E402
-from storage.testcluster import LocalCluster, start_cluster  # noqa: E402
-from world.clock import SimClock  # noqa: E402
-from world.runtime import build_runtime  # noqa: E402
-from world.store import Commit, Snapshot, StateStore  # noqa: E402
-from yuiju_config import load_config  # noqa: E402
+from yuiju.config import load_config  # noqa: E402
+from yuiju.storage.keys import Keys  # noqa: E402
+from yuiju.storage.testcluster import LocalCluster, start_cluster  # noqa: E402
+from yuiju.world.clock import SimClock  # noqa: E402
+from yuiju.world.runtime import build_runtime  # noqa: E402
+from yuiju.world.store import Commit, Snapshot, StateStore  # noqa: E402
 
 TZ = ZoneInfo("Asia/Shanghai")
 
@@ -103,7 +103,7 @@ class Setup:
         log = (self.directory / f"{name}.log").open("ab")
         env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_")}
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", "yuiju_cli", "--config", str(self.config), "world", "--worker", "--name", name],
+            [sys.executable, "-m", "yuiju.cli", "--config", str(self.config), "world", "--worker", "--name", name],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         self.launched[name] = time.monotonic()
 
@@ -167,7 +167,7 @@ async def holders(stores: list[StateStore], towns: dict[str, list[str]]) -> dict
 
 
 async def run_setup(setup: Setup, *, seconds: float, kills: int, lockstep: bool) -> dict[str, Any]:
-    from storage.redis import open_redis
+    from yuiju.storage.redis import open_redis
 
     setup.write_config()
     seeded = time.monotonic()

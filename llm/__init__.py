@@ -6,10 +6,10 @@ per purpose, every call counted), `CircuitBreaker` (stop asking during an outage
 optionally `RecordingChatModel` (a cassette that `ReplayChatModel` replays with no network).
 """
 
-from llm.breaker import CircuitBreaker
-from llm.cassette import CassetteError, CassetteMismatch, RecordingChatModel, ReplayChatModel
-from llm.errors import LLMError, LLMUnavailable, ModelRequestsBlocked, StructuredOutputFailed
-from llm.model import (
+from yuiju.llm.breaker import CircuitBreaker
+from yuiju.llm.cassette import CassetteError, CassetteMismatch, RecordingChatModel, ReplayChatModel
+from yuiju.llm.errors import LLMError, LLMUnavailable, ModelRequestsBlocked, StructuredOutputFailed
+from yuiju.llm.model import (
     ChatMessage,
     ChatModel,
     ChatResult,
@@ -19,17 +19,17 @@ from llm.model import (
     ToolChatResult,
     check_allow_model_requests,
 )
-from llm.openai_model import OpenAIChatModel
-from llm.structured import (
+from yuiju.llm.openai_model import OpenAIChatModel
+from yuiju.llm.structured import (
     Attempt,
     RetryWithFeedback,
     StructuredOutcome,
     ask_structured,
     extract_json_text,
 )
-from llm.testing import FunctionChatModel
-from llm.tokens import estimate_prompt_tokens, estimate_tokens
-from llm.usage import PURPOSES, CallRecord, MeteredModel, Usage, UsageSink, UsageTotals
+from yuiju.llm.testing import FunctionChatModel
+from yuiju.llm.tokens import estimate_prompt_tokens, estimate_tokens
+from yuiju.llm.usage import PURPOSES, CallRecord, MeteredModel, Usage, UsageSink, UsageTotals
 
 __all__ = [
     "PURPOSES",

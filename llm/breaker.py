@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llm.errors import LLMUnavailable
-from llm.model import ChatModel
-from llm.wrapper import ChatModelWrapper
+from yuiju.llm.errors import LLMUnavailable
+from yuiju.llm.model import ChatModel
+from yuiju.llm.wrapper import ChatModelWrapper
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from llm.errors import LLMError, LLMUnavailable
-from llm.model import ChatModel, ChatResult, JsonSchema, ToolCall, ToolChatResult
-from llm.wrapper import ChatModelWrapper, RoutedChatModel
+from yuiju.llm.errors import LLMError, LLMUnavailable
+from yuiju.llm.model import ChatModel, ChatResult, JsonSchema, ToolCall, ToolChatResult
+from yuiju.llm.wrapper import ChatModelWrapper, RoutedChatModel
 
 FORMAT = "yuiju-llm"
 VERSION = 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llm.model import ChatResult
-    from llm.structured import Attempt
+    from yuiju.llm.model import ChatResult
+    from yuiju.llm.structured import Attempt
 
 
 class LLMError(Exception):

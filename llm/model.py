@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from llm.errors import ModelRequestsBlocked
+from yuiju.llm.errors import ModelRequestsBlocked
 
 ALLOW_MODEL_REQUESTS: bool = True
 """Tests set this False: then any request to a host that is not loopback (127.0.0.0/8, localhost,

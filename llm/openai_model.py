@@ -9,10 +9,17 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import openai
 
-from llm import model as _model
-from llm.errors import LLMUnavailable
-from llm.model import ChatMessage, ChatResult, JsonSchema, ToolCall, ToolChatResult, redact_url
-from llm.tokens import estimate_prompt_tokens
+from yuiju.llm import model as _model
+from yuiju.llm.errors import LLMUnavailable
+from yuiju.llm.model import (
+    ChatMessage,
+    ChatResult,
+    JsonSchema,
+    ToolCall,
+    ToolChatResult,
+    redact_url,
+)
+from yuiju.llm.tokens import estimate_prompt_tokens
 
 if TYPE_CHECKING:
     import httpx2

@@ -12,8 +12,8 @@ from typing import Generic, TypeVar
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from llm.errors import LLMUnavailable, StructuredOutputFailed
-from llm.model import ChatMessage, ChatModel, ChatResult, JsonSchema
+from yuiju.llm.errors import LLMUnavailable, StructuredOutputFailed
+from yuiju.llm.model import ChatMessage, ChatModel, ChatResult, JsonSchema
 
 T = TypeVar("T")
 

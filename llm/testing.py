@@ -9,8 +9,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from llm.model import ChatMessage, ChatResult, JsonSchema, ToolCall, ToolChatResult
-from llm.tokens import estimate_prompt_tokens, estimate_tokens
+from yuiju.llm.model import ChatMessage, ChatResult, JsonSchema, ToolCall, ToolChatResult
+from yuiju.llm.tokens import estimate_prompt_tokens, estimate_tokens
 
 ChatFunc = Callable[[list[ChatMessage], JsonSchema | None], str | Awaitable[str]]
 """Plays the model: gets the messages and the requested schema, returns the answer text.

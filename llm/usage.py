@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm.errors import LLMUnavailable
-from llm.model import ChatModel, ChatResult
-from llm.tokens import estimate_prompt_tokens, estimate_tokens
-from llm.wrapper import ChatModelWrapper
+from yuiju.llm.errors import LLMUnavailable
+from yuiju.llm.model import ChatModel, ChatResult
+from yuiju.llm.tokens import estimate_prompt_tokens, estimate_tokens
+from yuiju.llm.wrapper import ChatModelWrapper
 
 PURPOSES = ("decide", "chat", "summary", "diary", "distill", "proactive")
 """What calls are for; each has its own ``max_tokens`` bound (``[llm].max_tokens_<purpose>``)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llm.model import ChatMessage, ChatModel, ChatResult, JsonSchema, ToolChatResult
+from yuiju.llm.model import ChatMessage, ChatModel, ChatResult, JsonSchema, ToolChatResult
 
 
 class RoutedChatModel:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from memory.distill import CHAT_MEMORIES, ChatLine, ChatMemories
+from yuiju.memory.distill import CHAT_MEMORIES, ChatLine, ChatMemories
 
 
 class LogLine(BaseModel):

@@ -24,11 +24,11 @@ from typing import Any, Literal
 import jinja2
 from pydantic import BaseModel, Field
 
-from llm import ChatModel, JsonSchema, RetryWithFeedback, ask_structured
-from llm.errors import LLMError
-from memory.episodes import Episode, EpisodeRepo
-from memory.semantic import NewMemory, SemanticMemory
-from storage.history import CollectionSpec, HistoryStore
+from yuiju.llm import ChatModel, JsonSchema, RetryWithFeedback, ask_structured
+from yuiju.llm.errors import LLMError
+from yuiju.memory.episodes import Episode, EpisodeRepo
+from yuiju.memory.semantic import NewMemory, SemanticMemory
+from yuiju.storage.history import CollectionSpec, HistoryStore
 
 log = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from llm import ChatModel, JsonSchema, ask_structured
-from llm.errors import LLMError
-from llm.tokens import estimate_tokens
-from memory.semantic import NewMemory, SemanticMemory
-from memory.vectors import Where, group_scope, point_id, private_scope, user_scope
-from storage.history import CollectionSpec, HistoryStore
+from yuiju.llm import ChatModel, JsonSchema, ask_structured
+from yuiju.llm.errors import LLMError
+from yuiju.llm.tokens import estimate_tokens
+from yuiju.memory.semantic import NewMemory, SemanticMemory
+from yuiju.memory.vectors import Where, group_scope, point_id, private_scope, user_scope
+from yuiju.storage.history import CollectionSpec, HistoryStore
 
 log = logging.getLogger(__name__)
 

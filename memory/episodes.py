@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from storage.history import CollectionSpec, HistoryStore
+from yuiju.storage.history import CollectionSpec, HistoryStore
 
 EpisodeType = Literal["behavior", "plan", "conversation", "weather", "system"]
 

@@ -24,10 +24,10 @@ import time
 from datetime import datetime
 from typing import Any
 
-from memory.diary import DiaryVoice, diary_date
-from memory.distill import schedule_distillation
-from memory.semantic import NewMemory, SemanticMemory
-from memory.service import MemoryService, build_memory, open_semantic
+from yuiju.memory.diary import DiaryVoice, diary_date
+from yuiju.memory.distill import schedule_distillation
+from yuiju.memory.semantic import NewMemory, SemanticMemory
+from yuiju.memory.service import MemoryService, build_memory, open_semantic
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ async def run_memory_worker(
 ) -> None:
     """Run until ``stop_event`` is set: the stream consumer, knowledge sync and the nightly
     distillation (APScheduler). ``cfg`` is the `YuijuConfig`; ``redis`` an asyncio client."""
-    from storage.keys import Keys
+    from yuiju.storage.keys import Keys
 
     own_semantic = semantic is None
     if semantic is None:
@@ -252,7 +252,7 @@ async def run_memory_worker(
 
 def _voice(character_id: str) -> DiaryVoice:
     try:
-        from characters import load_card
+        from yuiju.characters import load_card
 
         card = load_card(character_id)
         return DiaryVoice(name=card.name, persona=card.persona, speaking_style=card.speaking_style)

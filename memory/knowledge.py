@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from memory.semantic import NewMemory, SemanticMemory
-from storage.history import CollectionSpec, HistoryStore
+from yuiju.memory.semantic import NewMemory, SemanticMemory
+from yuiju.storage.history import CollectionSpec, HistoryStore
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from llm.usage import PURPOSES, CallRecord, Usage
-from storage.history import CollectionSpec
+from yuiju.llm.usage import PURPOSES, CallRecord, Usage
+from yuiju.storage.history import CollectionSpec
 
 LLM_CALLS = CollectionSpec(
     name="llm_calls",

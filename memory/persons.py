@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from llm import ChatModel, JsonSchema, RetryWithFeedback, ask_structured
-from llm.errors import LLMError
-from storage.history import CollectionSpec, HistoryStore
+from yuiju.llm import ChatModel, JsonSchema, RetryWithFeedback, ask_structured
+from yuiju.llm.errors import LLMError
+from yuiju.storage.history import CollectionSpec, HistoryStore
 
 log = logging.getLogger(__name__)
 

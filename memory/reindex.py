@@ -32,10 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from memory.distill import asks, embedded_chat_text
-from memory.embeddings import Embedder
-from memory.lexical import LexicalEncoder
-from memory.vectors import (
+from yuiju.memory.distill import asks, embedded_chat_text
+from yuiju.memory.embeddings import Embedder
+from yuiju.memory.lexical import LexicalEncoder
+from yuiju.memory.vectors import (
     DENSE,
     META_FILE,
     EdgeVectorStore,

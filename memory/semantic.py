@@ -63,11 +63,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from llm.tokens import estimate_tokens
-from memory.embeddings import Embedder
-from memory.lexical import LexicalEncoder
-from memory.timeparse import time_range
-from memory.vectors import (
+from yuiju.llm.tokens import estimate_tokens
+from yuiju.memory.embeddings import Embedder
+from yuiju.memory.lexical import LexicalEncoder
+from yuiju.memory.timeparse import time_range
+from yuiju.memory.vectors import (
     PUBLIC,
     Fusion,
     Hit,
@@ -235,7 +235,7 @@ class SemanticMemory:
         lexical: LexicalEncoder | None = None,
     ) -> None:
         if store.dim != embedder.dim:
-            from memory.vectors import VectorSizeMismatch
+            from yuiju.memory.vectors import VectorSizeMismatch
 
             raise VectorSizeMismatch(f"store {store.name} has size {store.dim}, embedder {embedder.name} {embedder.dim}")
         self.store = store

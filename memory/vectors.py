@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from memory.lexical import SparseVector
+from yuiju.memory.lexical import SparseVector
 
 MemoryKind = Literal["episode", "diary", "chat", "fact", "file"]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from world.commands import CommandRejected, enqueue_command
+from yuiju.world.commands import CommandRejected, enqueue_command
 
 if TYPE_CHECKING:
-    from message.entry import Entry
-    from message.service import ChatService
+    from yuiju.message.entry import Entry
+    from yuiju.message.service import ChatService
 
 log = logging.getLogger(__name__)
 

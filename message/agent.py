@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from llm import ToolChatModel, ToolChatResult
+from yuiju.llm import ToolChatModel, ToolChatResult
 
 log = logging.getLogger(__name__)
 

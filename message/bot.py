@@ -11,7 +11,7 @@ import json
 import logging
 from typing import Any
 
-from message.runtime import RUNTIME
+from yuiju.message.runtime import RUNTIME
 
 log = logging.getLogger(__name__)
 
@@ -22,17 +22,15 @@ STOP_SECONDS = 1.0
 def require_nonebot() -> None:
     """nonebot must be initialised, with the OneBot v11 adapter and this plugin loaded, before the
     `message` package is first imported (nonebot's loader refuses a module imported earlier):
-    `yuiju_cli.init_nonebot` does that; tests do it in conftest."""
+    `yuiju.cli.init_nonebot` does that; tests do it in conftest."""
     import nonebot
 
     try:
         nonebot.get_driver()
     except ValueError:
-        raise RuntimeError("nonebot is not initialised: call yuiju_cli.init_nonebot(cfg) before "
-                           "importing the message package") from None
-    if nonebot.get_plugin("message") is None:
-        raise RuntimeError("the message plugin is not loaded: call yuiju_cli.init_nonebot(cfg) before "
-                           "importing the message package")
+        raise RuntimeError("nonebot is not initialised: call yuiju.cli.init_nonebot(cfg) first") from None
+    if nonebot.get_plugin("nonebot_plugin_yuiju") is None:
+        raise RuntimeError("the plugin nonebot_plugin_yuiju is not loaded: call yuiju.cli.init_nonebot(cfg) first")
 
 
 async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, memory: Any = None,
@@ -41,14 +39,14 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
     otherwise stores, memory and model are opened here and closed at shutdown. With shared stores
     the caller owns memory too: ``memory=None`` then means none (the embedded vector store is
     opened once per process, by the caller)."""
-    from characters import load_card
-    from message.debug import AdminDebugSink
-    from message.grounding import ClaimLexicon
-    from message.service import ChatService
-    from storage.keys import Keys
-    from world.loader import load_actions
-    from world.runtime import make_chat_model, metered_chat_model, open_stores, world_clock
-    from world.store import StateStore
+    from yuiju.characters import load_card
+    from yuiju.message.debug import AdminDebugSink
+    from yuiju.message.grounding import ClaimLexicon
+    from yuiju.message.service import ChatService
+    from yuiju.storage.keys import Keys
+    from yuiju.world.loader import load_actions
+    from yuiju.world.runtime import make_chat_model, metered_chat_model, open_stores, world_clock
+    from yuiju.world.store import StateStore
 
     cid = cfg.chat.character_id or cfg.world.characters[0]
     keys = Keys(cfg.redis.prefix)
@@ -60,7 +58,7 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
         RUNTIME.on_stop.append(history.close)
     if memory is None and cfg.memory.enabled and not shared:
         try:
-            from memory.service import build_memory, open_semantic
+            from yuiju.memory.service import build_memory, open_semantic
 
             semantic = await open_semantic(cfg)
             memory = await build_memory(cfg, history, semantic, character_id=cid)
@@ -70,7 +68,7 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
     clock = clock or await world_clock(cfg, StateStore(redis, keys))
     if model is None and cfg.llm.configured:
         model = metered_chat_model(cfg, make_chat_model(cfg), redis=redis, keys=keys, clock=clock)
-    lexicon = ClaimLexicon.build(load_actions("actions", cfg.world.action_dirs))
+    lexicon = ClaimLexicon.build(load_actions("yuiju.actions", cfg.world.action_dirs))
     service = ChatService(cfg=cfg.chat, card=load_card(cid), redis=redis, keys=keys,
                           clock=clock, model=model, history=history, memory=memory,
                           world=world or StateStore(redis, keys), lexicon=lexicon)
@@ -89,12 +87,12 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
     section = getattr(cfg, "proactive", None)
     if section is None or not getattr(section, "enabled", False) or not getattr(section, "groups", None):
         return
-    if importlib.util.find_spec("message.proactive") is None:
+    if importlib.util.find_spec("yuiju.message.proactive") is None:
         return
-    from characters import load_card
-    from message.channel import OneBotSender, ServiceGroupContext
-    from message.matchers import current_bot
-    from message.proactive import ProactiveService
+    from yuiju.characters import load_card
+    from yuiju.message.channel import OneBotSender, ServiceGroupContext
+    from yuiju.message.matchers import current_bot
+    from yuiju.message.proactive import ProactiveService
 
     cid = section.character_id or cfg.world.characters[0]
     proactive = ProactiveService(cfg=section, character_id=cid, card=load_card(cid), redis=service.redis,
@@ -107,7 +105,7 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
     task = asyncio.create_task(proactive.run(stop))
 
     async def halt() -> None:
-        from yuiju_tasks import finish
+        from yuiju.tasks import finish
 
         stop.set()
         await finish(task, grace=0.25, what="proactive posts")
@@ -136,7 +134,7 @@ def _watch_loop_lag(warn_ms: int) -> None:
     """The event-loop lag monitor (`yuiju_tasks.LoopLagMonitor`) for the app's lifetime."""
     import nonebot
 
-    from yuiju_tasks import LoopLagMonitor
+    from yuiju.tasks import LoopLagMonitor
 
     monitor = LoopLagMonitor(warn_ms)
 
@@ -158,7 +156,7 @@ class BotServer:
 
     def request_stop(self) -> None:
         """Begin stopping (`stop` waits for it): replies in flight are given up now."""
-        from message.matchers import STOPPING
+        from yuiju.message.matchers import STOPPING
 
         STOPPING.set()
         self.server.should_exit = True
@@ -166,7 +164,7 @@ class BotServer:
     async def stop(self) -> None:
         """Close the WebSocket, run the shutdown hooks (proactive task), release the port: within
         about `STOP_SECONDS`, whatever the hooks wait on."""
-        from yuiju_tasks import finish
+        from yuiju.tasks import finish
 
         self.request_stop()
         await finish(self.task, grace=STOP_SECONDS, what="the QQ bot")
@@ -218,7 +216,7 @@ async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
 
 # -- the plugin inside someone else's NoneBot app ---------------------------------------------------
 
-YUIJU_LOGGERS = ("message", "memory", "world", "llm", "storage", "characters")
+YUIJU_LOGGERS = ("yuiju", "nonebot_plugin_yuiju")
 """Our top-level loggers, sent into the app's log when the plugin runs inside a NoneBot app."""
 
 
@@ -229,7 +227,7 @@ async def start_in_host_app() -> None:
     with the app; the world engine does not (`yuiju world` runs it, on the same stores)."""
     import nonebot
 
-    from message.config import Config
+    from yuiju.message.config import Config
 
     if RUNTIME.service is not None or RUNTIME.factory is not None:
         return
@@ -250,7 +248,7 @@ async def start_in_host_app() -> None:
         log.warning("no [chat.groups] entry, private_whitelist or admin: she answers no one")
 
     if cfg.memory.enabled:  # importing ONNX Runtime holds the GIL ~1 s: now, not at her first recall
-        from memory.service import preload_embedder
+        from yuiju.memory.service import preload_embedder
 
         preload_embedder(cfg)
 
@@ -264,8 +262,8 @@ def host_app_settings(path: str | None, host_config: dict[str, Any],
                       environ: dict[str, str] | None = None) -> Any:
     """Her `YuijuConfig` inside a NoneBot app: the TOML file at ``path``, then the app's .env lines
     ``YUIJU_<SECTION>__<FIELD>`` (NoneBot keeps them as ``yuiju_<section>`` dicts in its config),
-    then the process environment; raises `yuiju_config.ConfigError` naming the key and the fix."""
-    from yuiju_config import load_config
+    then the process environment; raises `yuiju.config.ConfigError` naming the key and the fix."""
+    from yuiju.config import load_config
 
     dotenv = {name.removeprefix("yuiju_"): value for name, value in host_config.items()
               if name.startswith("yuiju_") and isinstance(value, dict)}
@@ -275,7 +273,7 @@ def host_app_settings(path: str | None, host_config: dict[str, Any],
 def host_token_problem(host_config: Any, *, allow_no_token: bool) -> str | None:
     """Why her chat must not start in this NoneBot app, or None: without ONEBOT_ACCESS_TOKEN
     whoever reaches its port connects as the QQ side and speaks as any QQ user, her admins included."""
-    from yuiju_config import LOOPBACK_HOSTS
+    from yuiju.config import LOOPBACK_HOSTS
 
     if getattr(host_config, "onebot_access_token", None):
         return None

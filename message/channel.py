@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from message.service import ChatService
+    from yuiju.message.service import ChatService
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-from message.ratelog import RateLimitedLog
+from yuiju.message.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 REPORT = RateLimitedLog(log, burst=30)

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from message.ratelog import RateLimitedLog
+from yuiju.message.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 REPORT = RateLimitedLog(log, burst=10)

@@ -9,8 +9,8 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any
 
-from characters import CharacterCard
-from message.entry import Entry
+from yuiju.characters import CharacterCard
+from yuiju.message.entry import Entry
 
 log = logging.getLogger(__name__)
 

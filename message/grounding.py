@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from world.items import ALL as ALL_ITEMS
-from world.town import HAURA, Town
+from yuiju.world.items import ALL as ALL_ITEMS
+from yuiju.world.town import HAURA, Town
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +238,7 @@ def problems(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> lis
 
 def _episode_of(running: Any) -> Any:
     """Her running action as the episode the engine writes for it."""
-    from memory.episodes import Episode
+    from yuiju.memory.episodes import Episode
 
     return Episode.model_validate({
         "_id": running.episode_id, "character_id": "", "type": "behavior", "time": running.started_at,

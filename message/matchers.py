@@ -10,12 +10,12 @@ from nonebot import get_bots, get_driver, get_plugin_config, on_message
 from nonebot.adapters.onebot.v11 import Bot, MessageEvent
 from redis.exceptions import RedisError
 
-from message import frames
-from message.channel import send_text
-from message.config import Config
-from message.entry import normalize
-from message.ratelog import RateLimitedLog
-from message.runtime import RUNTIME
+from yuiju.message import frames
+from yuiju.message.channel import send_text
+from yuiju.message.config import Config
+from yuiju.message.entry import normalize
+from yuiju.message.ratelog import RateLimitedLog
+from yuiju.message.runtime import RUNTIME
 
 log = logging.getLogger(__name__)
 plugin_config = get_plugin_config(Config)
@@ -74,7 +74,7 @@ async def _unless_stopping(work: Any) -> bool:
 async def _stop() -> None:
     """Run the closers last-first (archiving and proactive posts end before the stores close),
     each within `CLOSER_SECONDS`: a stop never waits on a model call or a store that hangs."""
-    from yuiju_tasks import bounded
+    from yuiju.tasks import bounded
 
     STOPPING.set()
     for closer in reversed(RUNTIME.on_stop):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from message.entry import clean_text
+from yuiju.message.entry import clean_text
 
 Problem = Literal["reasoning", "structured", "truncated"]
 """Why a model answer is not a message."""

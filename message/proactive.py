@@ -38,8 +38,9 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import BaseModel
 
-from characters import CharacterCard
-from llm import (
+from yuiju.characters import CharacterCard
+from yuiju.config import ProactiveConfig, ProactiveGroup
+from yuiju.llm import (
     ChatModel,
     JsonSchema,
     LLMError,
@@ -47,18 +48,17 @@ from llm import (
     StructuredOutputFailed,
     ask_structured,
 )
-from memory.episodes import EpisodeRepo
-from memory.semantic import NewMemory, render_memories
-from memory.service import MemoryService
-from message.channel import GroupContext, Sender, SendFailed
-from message.output import OutputFilter, Problem
-from message.proactive_policy import GroupSituation, Verdict, check_policy
-from storage.history import CollectionSpec, HistoryStore
-from storage.keys import Keys
-from world.clock import Clock
-from world.store import StateStore
-from world.town import HAURA
-from yuiju_config import ProactiveConfig, ProactiveGroup
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.memory.semantic import NewMemory, render_memories
+from yuiju.memory.service import MemoryService
+from yuiju.message.channel import GroupContext, Sender, SendFailed
+from yuiju.message.output import OutputFilter, Problem
+from yuiju.message.proactive_policy import GroupSituation, Verdict, check_policy
+from yuiju.storage.history import CollectionSpec, HistoryStore
+from yuiju.storage.keys import Keys
+from yuiju.world.clock import Clock
+from yuiju.world.store import StateStore
+from yuiju.world.town import HAURA
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ NOT_A_MESSAGE: dict[Problem, str] = {
 """What the model reads when its message is not one (the output filter's verdict)."""
 
 PROMPTS = Environment(
-    loader=PackageLoader("message", "prompts"),
+    loader=PackageLoader("yuiju.message", "prompts"),
     undefined=StrictUndefined,
     autoescape=False,
     trim_blocks=True,

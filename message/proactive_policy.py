@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from world.clock import in_window
-from yuiju_config import ProactiveGroup
+from yuiju.config import ProactiveGroup
+from yuiju.world.clock import in_window
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,12 +18,12 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from characters import CharacterCard
-from llm import ChatModel
-from llm.errors import LLMError
-from message.entry import Entry
-from message.session import SessionStore
-from storage.history import CollectionSpec, HistoryStore
+from yuiju.characters import CharacterCard
+from yuiju.llm import ChatModel
+from yuiju.llm.errors import LLMError
+from yuiju.message.entry import Entry
+from yuiju.message.session import SessionStore
+from yuiju.storage.history import CollectionSpec, HistoryStore
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class Recorder:
     async def archive_window(self, sid: str, entries: list[Entry]) -> None:
         """A finished window → a conversation episode, person profiles, chat memories. Each part
         is written on its own: a failing profile or memory costs only itself."""
-        from memory.episodes import Episode
+        from yuiju.memory.episodes import Episode
 
         now = self.clock.now()
         humans = {e.user_id: e.sender_name for e in entries if not e.from_bot}

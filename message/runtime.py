@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from message.service import ChatService
+from yuiju.message.service import ChatService
 
 
 @dataclass

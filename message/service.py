@@ -19,10 +19,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from characters import CharacterCard
-from llm import ToolChatModel
-from llm.errors import LLMError
-from message.agent import (
+from yuiju.characters import CharacterCard
+from yuiju.llm import ToolChatModel
+from yuiju.llm.errors import LLMError
+from yuiju.message.agent import (
     MODES,
     AdminAuthorizer,
     Agent,
@@ -32,17 +32,17 @@ from message.agent import (
     ToolContext,
     ToolRegistry,
 )
-from message.context import ChatContext
-from message.entry import Entry
-from message.gate import ReplyGate
-from message.grounding import UNSURE_LINE, ClaimLexicon, GroundingCheck
-from message.output import FEEDBACK, LOST_LINE, OutputFilter
-from message.prompt import SECURITY
-from message.recorder import Recorder
-from message.session import SessionStore
-from message.tools import builtin_tools
-from storage.history import HistoryStore
-from storage.keys import Keys
+from yuiju.message.context import ChatContext
+from yuiju.message.entry import Entry
+from yuiju.message.gate import ReplyGate
+from yuiju.message.grounding import UNSURE_LINE, ClaimLexicon, GroundingCheck
+from yuiju.message.output import FEEDBACK, LOST_LINE, OutputFilter
+from yuiju.message.prompt import SECURITY
+from yuiju.message.recorder import Recorder
+from yuiju.message.session import SessionStore
+from yuiju.message.tools import builtin_tools
+from yuiju.storage.history import HistoryStore
+from yuiju.storage.keys import Keys
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class ChatService:
         proactive: Any = None, redis_for_commands: Redis | None = None,
     ) -> None:
         self.cfg = cfg
-        """The `[chat]` section (`yuiju_config.ChatConfig`)."""
+        """The `[chat]` section (`yuiju.config.ChatConfig`)."""
         self.card = card
         self.redis = redis
         self.keys = keys
@@ -162,7 +162,7 @@ class ChatService:
             entry = entry.model_copy(update={"text": entry.text[: self.cfg.max_input_chars] + "…", "truncated": True})
         command = self._admin_command(entry)
         if command is not None:
-            from message.admin import run_admin
+            from yuiju.message.admin import run_admin
 
             await self.recorder.record(entry, context=False)
             answer = await run_admin(self, entry, command)

@@ -12,10 +12,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from llm import ChatModel, estimate_prompt_tokens, estimate_tokens
-from llm.errors import LLMError
-from message.entry import Entry
-from storage.keys import Keys
+from yuiju.llm import ChatModel, estimate_prompt_tokens, estimate_tokens
+from yuiju.llm.errors import LLMError
+from yuiju.message.entry import Entry
+from yuiju.storage.keys import Keys
 
 log = logging.getLogger(__name__)
 

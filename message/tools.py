@@ -8,9 +8,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from memory.semantic import render_memories
-from message.admin import distill_text
-from message.agent import Tool, ToolContext, ToolResult, tool
+from yuiju.memory.semantic import render_memories
+from yuiju.message.admin import distill_text
+from yuiju.message.agent import Tool, ToolContext, ToolResult, tool
 
 _INT = {"type": "integer"}
 _STR = {"type": "string"}

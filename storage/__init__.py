@@ -5,7 +5,7 @@
   declared collections and indexes (`CollectionSpec`).
 """
 
-from storage.errors import (
+from yuiju.storage.errors import (
     CorruptValue,
     InvalidDocument,
     StorageError,
@@ -13,8 +13,8 @@ from storage.errors import (
     UndeclaredField,
     redact_url,
 )
-from storage.history import CollectionSpec, HistoryStore, open_history
-from storage.redis import RedisHandle, open_redis
+from yuiju.storage.history import CollectionSpec, HistoryStore, open_history
+from yuiju.storage.redis import RedisHandle, open_redis
 
 __all__ = [
     "CollectionSpec",

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from storage.errors import InvalidDocument, UndeclaredField
+from yuiju.storage.errors import InvalidDocument, UndeclaredField
 
 __all__ = [
     "CollectionSpec",
@@ -165,10 +165,10 @@ async def open_history(url: str | None, database: str, data_dir: Path) -> Histor
     Raises `StoreUnavailable` when the store cannot be reached or opened.
     """
     if url is None:
-        from storage.sqlite_history import SqliteHistory
+        from yuiju.storage.sqlite_history import SqliteHistory
 
         return await asyncio.to_thread(SqliteHistory.open, data_dir / "history.sqlite3")  # may meet a lock
-    from storage.mongo_history import MongoHistory
+    from yuiju.storage.mongo_history import MongoHistory
 
     return await MongoHistory.connect(url, database)
 

@@ -22,8 +22,8 @@ from pymongo.errors import (
     OperationFailure,
 )
 
-from storage.errors import StoreUnavailable, redact_url
-from storage.history import (
+from yuiju.storage.errors import StoreUnavailable, redact_url
+from yuiju.storage.history import (
     CollectionSpec,
     Eq,
     Query,

@@ -54,7 +54,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry as SyncRetry
 
-from storage.errors import StoreUnavailable, redact_url
+from yuiju.storage.errors import StoreUnavailable, redact_url
 
 __all__ = [
     "CLUSTER_SCHEMES",

@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from storage.errors import CorruptValue, StoreUnavailable
-from storage.history import (
+from yuiju.storage.errors import CorruptValue, StoreUnavailable
+from yuiju.storage.history import (
     CollectionSpec,
     Eq,
     Query,

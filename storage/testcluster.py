@@ -50,7 +50,7 @@ import redis as sync_redis
 import redis.exceptions
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from storage.errors import StoreUnavailable
+from yuiju.storage.errors import StoreUnavailable
 
 __all__ = ["LocalCluster", "free_port", "redis_server_binary", "start_cluster"]
 

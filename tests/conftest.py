@@ -22,34 +22,34 @@ from mongomock_motor import AsyncMongoMockClient
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-import llm.model
-import llm.structured
-from memory.episodes import EpisodeRepo
-from storage.history import HistoryStore
-from storage.keys import Keys
-from storage.mongo_history import MongoHistory
-from storage.redis import cluster_client, is_cluster_url
-from storage.sqlite_history import SqliteHistory
-from storage.testcluster import LocalCluster, start_cluster
-from world.action import ActionContext
-from world.behavior import BehaviorLoop, LoopStats
-from world.clock import SimClock
-from world.engine import Engine, WorldTicker
-from world.evolutions import (
+import yuiju.llm.model
+import yuiju.llm.structured
+from yuiju.config import DEFAULT_EVOLUTIONS
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.storage.history import HistoryStore
+from yuiju.storage.keys import Keys
+from yuiju.storage.mongo_history import MongoHistory
+from yuiju.storage.redis import cluster_client, is_cluster_url
+from yuiju.storage.sqlite_history import SqliteHistory
+from yuiju.storage.testcluster import LocalCluster, start_cluster
+from yuiju.world.action import ActionContext
+from yuiju.world.behavior import BehaviorLoop, LoopStats
+from yuiju.world.clock import SimClock
+from yuiju.world.engine import Engine, WorldTicker
+from yuiju.world.evolutions import (
     TickContext,
     advance_calendar,
     refresh_daily_resources,
     update_opening_hours,
     update_weather,
 )
-from world.loader import Catalogue, load_actions
-from world.policies.utility import UtilityPolicy
-from world.policy import Policy
-from world.runtime import resolve_evolutions
-from world.state import CharacterState, WorldState
-from world.store import StateStore
-from world.town import HAURA
-from yuiju_config import DEFAULT_EVOLUTIONS
+from yuiju.world.loader import Catalogue, load_actions
+from yuiju.world.policies.utility import UtilityPolicy
+from yuiju.world.policy import Policy
+from yuiju.world.runtime import resolve_evolutions
+from yuiju.world.state import CharacterState, WorldState
+from yuiju.world.store import StateStore
+from yuiju.world.town import HAURA
 
 # == storage: Redis and history stores ========================================================
 
@@ -154,8 +154,8 @@ def clean_config_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # == llm: request switch and the OpenAI-compatible HTTP stub ==================================
 
 pytest_plugins = ["tests.openai_stub"]  # provides the `openai_stub` fixture
-llm.model.ALLOW_MODEL_REQUESTS = False  # only loopback endpoints in tests
-llm.structured.BACKOFF_SECONDS = 0
+yuiju.llm.model.ALLOW_MODEL_REQUESTS = False  # only loopback endpoints in tests
+yuiju.llm.structured.BACKOFF_SECONDS = 0
 
 # == end llm ==================================================================================
 
@@ -300,9 +300,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[NONEBOT_INIT_KWARGS] = kwargs
     nonebot.init(**kwargs)
     nonebot.get_driver().register_adapter(OneBotV11Adapter)
-    nonebot.load_plugin("message")
+    nonebot.load_plugin("nonebot_plugin_yuiju")
 
-    from message.runtime import RUNTIME
+    from yuiju.message.runtime import RUNTIME
 
     async def tests_set_the_service() -> None:
         return None
@@ -321,7 +321,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(params=["edge", "client"])
 async def vector_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
     """A fresh 64-dim memory store: qdrant-edge (the embedded default), then qdrant-client."""
-    from memory.vectors import EdgeVectorStore, QdrantClientStore
+    from yuiju.memory.vectors import EdgeVectorStore, QdrantClientStore
 
     if request.param == "edge":
         store: Any = EdgeVectorStore.open(tmp_path / "edge", 64)

@@ -38,8 +38,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from llm.openai_model import JSON_OBJECT_DEFS, JSON_OBJECT_INSTRUCTION
-from llm.testing import PHRASES, follow_schema
+from yuiju.llm.openai_model import JSON_OBJECT_DEFS, JSON_OBJECT_INSTRUCTION
+from yuiju.llm.testing import PHRASES, follow_schema
 
 
 @dataclass(frozen=True)

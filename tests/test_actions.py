@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from characters import CARDS_DIR, CardError, load_card
 from tests.conftest import at_time, make_ctx
-from world.action import Action, ActionContext
-from world.loader import load_actions
-from world.state import CharacterState, RunningAction
-from world.town import HAURA
+from yuiju.characters import CARDS_DIR, CardError, load_card
+from yuiju.world.action import Action, ActionContext
+from yuiju.world.loader import load_actions
+from yuiju.world.state import CharacterState, RunningAction
+from yuiju.world.town import HAURA
 
 CATALOGUE = load_actions()
 ACTIONS = list(CATALOGUE)

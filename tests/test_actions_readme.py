@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_ctx
-from world.errors import InvalidDecision
-from world.loader import load_actions
-from world.policies.utility import UtilityPolicy
-from world.policy import DecisionRequest, RawDecision, validate_decision
+from yuiju.world.errors import InvalidDecision
+from yuiju.world.loader import load_actions
+from yuiju.world.policies.utility import UtilityPolicy
+from yuiju.world.policy import DecisionRequest, RawDecision, validate_decision
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_the_readme_points_at_the_template_and_the_helpers_it_names_exist() -> None:
     readme = (ROOT / "actions" / "README.md").read_text(encoding="utf-8")
     assert "_template.py" in readme
-    import world.action as api
+    import yuiju.world.action as api
 
     for helper in ("between", "at_least", "below", "school_day", "not_done_today", "has_item", "condition",
                    "choose_minutes", "until", "travel", "one_of", "some_of"):

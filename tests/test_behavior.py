@@ -7,12 +7,12 @@ import json
 import pytest
 import redis.asyncio as aioredis
 
-from memory.episodes import EpisodeRepo
-from storage.history import HistoryStore
 from tests.conftest import at_time, make_character, make_engine, redis_calls
-from world.errors import InvalidDecision
-from world.policies.scripted import ScriptedPolicy
-from world.policy import DecisionRequest
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.storage.history import HistoryStore
+from yuiju.world.errors import InvalidDecision
+from yuiju.world.policies.scripted import ScriptedPolicy
+from yuiju.world.policy import DecisionRequest
 
 IDLE_30 = {"action": "发呆", "reason": "想放空一会儿", "durationMinute": 30}
 
@@ -161,8 +161,8 @@ class RoguePolicy:
     name = "rogue"
 
     async def decide(self, request):
-        from world.loader import load_actions
-        from world.policy import Decision
+        from yuiju.world.loader import load_actions
+        from yuiju.world.policy import Decision
 
         sleep = load_actions().actions["sleep"]
         assert sleep not in request.candidates
@@ -244,7 +244,7 @@ async def test_a_day_with_the_utility_policy_keeps_her_alive(
 
 def test_a_long_running_loop_keeps_a_bounded_number_of_overhead_samples() -> None:
     # one list shared by every character of a daemon grew by ~30 floats per character per day, forever
-    from world.behavior import OVERHEAD_SAMPLES, LoopStats
+    from yuiju.world.behavior import OVERHEAD_SAMPLES, LoopStats
 
     stats = LoopStats()
     for i in range(OVERHEAD_SAMPLES + 5):
@@ -254,7 +254,7 @@ def test_a_long_running_loop_keeps_a_bounded_number_of_overhead_samples() -> Non
 
 
 def test_a_batch_send_is_shared_equally_by_the_decisions_it_carried() -> None:
-    from world.behavior import LoopStats
+    from yuiju.world.behavior import LoopStats
 
     stats = LoopStats()
     for ms in (1.0, 2.0, 3.0, 4.0):

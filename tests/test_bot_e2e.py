@@ -28,18 +28,18 @@ from nonebot.adapters.onebot.v11 import Adapter
 nonebot.init(driver="~fastapi", host="127.0.0.1", port=int(os.environ["E2E_PORT"]),
              onebot_access_token=os.environ["E2E_TOKEN"], nickname=["悠酱"])
 nonebot.get_driver().register_adapter(Adapter)
-nonebot.load_plugin("message")
-from message.runtime import RUNTIME
+nonebot.load_plugin("nonebot_plugin_yuiju")
+from yuiju.message.runtime import RUNTIME
 
 async def factory():
     from zoneinfo import ZoneInfo
     import redis.asyncio as aioredis
-    from characters import load_card
-    from llm import OpenAIChatModel
-    from message.service import ChatService
-    from storage.keys import Keys
-    from world.clock import RealClock
-    from yuiju_config import ChatConfig, GroupPolicy
+    from yuiju.characters import load_card
+    from yuiju.llm import OpenAIChatModel
+    from yuiju.message.service import ChatService
+    from yuiju.storage.keys import Keys
+    from yuiju.world.clock import RealClock
+    from yuiju.config import ChatConfig, GroupPolicy
     cfg = ChatConfig(groups={os.environ["E2E_GROUP"]: GroupPolicy()}, max_pause_seconds=0, mode="CHAT")
     return ChatService(cfg=cfg, card=load_card("yuiju"), keys=Keys("e2e"), clock=RealClock(ZoneInfo("Asia/Shanghai")),
                        redis=aioredis.Redis.from_url(os.environ["E2E_REDIS"], decode_responses=True),

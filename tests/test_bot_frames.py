@@ -101,7 +101,7 @@ def test_a_message_event_with_a_mangled_field_is_skipped_with_one_line(mangled: 
     # event without a message that nonebot's command parsing then failed on (another traceback)
     from nonebot.adapters.onebot.v11 import Adapter
 
-    from message import frames
+    from yuiju.message import frames
 
     frames.REPORT.reset()
     reported: list[str] = []
@@ -117,7 +117,7 @@ def test_a_message_event_with_a_mangled_field_is_skipped_with_one_line(mangled: 
 def test_a_well_formed_message_still_parses() -> None:
     from nonebot.adapters.onebot.v11 import Adapter, GroupMessageEvent
 
-    from message import frames
+    from yuiju.message import frames
 
     event = frames.parse_event(Adapter, group_message(8, [{"type": "text", "data": {"text": "在吗"}}]))
     assert isinstance(event, GroupMessageEvent)

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from characters import CARDS_DIR, CardError, load_card
-from storage.history import HistoryStore
 from tests.conftest import at_time, make_engine
-from world.loader import Catalogue, load_actions
-from world.policies.scripted import ScriptedPolicy
-from world.policy import DecisionRequest
+from yuiju.characters import CARDS_DIR, CardError, load_card
+from yuiju.storage.history import HistoryStore
+from yuiju.world.loader import Catalogue, load_actions
+from yuiju.world.policies.scripted import ScriptedPolicy
+from yuiju.world.policy import DecisionRequest
 
 HEADER = """
-from world.action import Action, Condition
+from yuiju.world.action import Action, Condition
 
 
 def _nap(ctx):
@@ -100,7 +100,7 @@ def alternate(action_id: str, otherwise: str = "nap") -> ScriptedPolicy:
 
 
 def reports(caplog: pytest.LogCaptureFixture, action_id: str) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "world.behavior" and f"action {action_id!r}" in r.getMessage()]
+    return [r for r in caplog.records if r.name == "yuiju.world.behavior" and f"action {action_id!r}" in r.getMessage()]
 
 
 async def test_an_action_whose_precondition_raises_is_skipped_and_reported_once(
@@ -110,7 +110,7 @@ async def test_an_action_whose_precondition_raises_is_skipped_and_reported_once(
     kit = await make_engine(redis, sqlite_history, policy=script, catalogue=catalogue(tmp_path, "bad_precondition"),
                             start="2026-09-01 06:00")
 
-    with caplog.at_level(logging.ERROR, logger="world.behavior"):
+    with caplog.at_level(logging.ERROR, logger="yuiju.world.behavior"):
         await kit.engine.run(until=at_time("2026-09-01 09:00"))
 
     assert kit.stats.decisions >= 15 and kit.stats.completions >= 15  # she carries on
@@ -128,7 +128,7 @@ async def test_with_the_real_catalogue_a_broken_precondition_does_not_stop_her_d
     kit = await make_engine(redis, sqlite_history, catalogue=catalogue(tmp_path, "bad_precondition", real=True),
                             start="2026-09-05 06:00")
 
-    with caplog.at_level(logging.ERROR, logger="world.behavior"):
+    with caplog.at_level(logging.ERROR, logger="yuiju.world.behavior"):
         await kit.engine.run(until=at_time("2026-09-06 09:00"))
 
     assert len(reports(caplog, "bad_precondition")) == 1
@@ -144,7 +144,7 @@ async def test_an_action_whose_executor_raises_is_skipped_for_that_decision_and_
     kit = await make_engine(redis, sqlite_history, policy=script, catalogue=catalogue(tmp_path, "bad_executor"),
                             start="2026-09-01 06:00")
 
-    with caplog.at_level(logging.ERROR, logger="world.behavior"):
+    with caplog.at_level(logging.ERROR, logger="yuiju.world.behavior"):
         await kit.engine.run(until=at_time("2026-09-01 07:00"))
 
     her = await kit.character()
@@ -171,7 +171,7 @@ async def test_a_completion_that_raises_ends_the_action_without_its_effects_and_
     assert running.money == 290  # the start effect stands
     eid = running.running.episode_id
 
-    with caplog.at_level(logging.ERROR, logger="world.behavior"):
+    with caplog.at_level(logging.ERROR, logger="yuiju.world.behavior"):
         await kit.loop.step(at_time("2026-09-01 06:10"))  # no world tick in between: no needs drift
         after = await kit.character()
         world_after = await kit.store.load_world()

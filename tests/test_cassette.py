@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-import yuiju_cli
-from llm import CassetteError, CassetteMismatch
-from llm.cassette import read_cassette
 from tests.openai_stub import OpenAIStub, StubError, schema_following
-from world.simulate import simulate
-from yuiju_config import load_config
+from yuiju import cli as yuiju_cli
+from yuiju.config import load_config
+from yuiju.llm import CassetteError, CassetteMismatch
+from yuiju.llm.cassette import read_cassette
+from yuiju.world.simulate import simulate
 
 
 def timeline_bytes(report: dict) -> bytes:

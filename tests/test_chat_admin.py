@@ -6,14 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from llm import FunctionChatModel
-from memory.distill import DistillReport
-from message.bot import build_service
 from tests.conftest import at_time, make_character
 from tests.test_message_service import ADMIN, BOT, GROUP, FakeMemory, FakeWorld, make_kit
-from world.clock import SimClock
-from world.state import RunningAction
-from yuiju_config import ChatConfig, GroupPolicy, YuijuConfig
+from yuiju.config import ChatConfig, GroupPolicy, YuijuConfig
+from yuiju.llm import FunctionChatModel
+from yuiju.memory.distill import DistillReport
+from yuiju.message.bot import build_service
+from yuiju.world.clock import SimClock
+from yuiju.world.state import RunningAction
 
 
 async def test_debug_output_reaches_admins_privately_in_the_production_build(redis: Any, sqlite_history: Any) -> None:

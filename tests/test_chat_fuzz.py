@@ -8,11 +8,11 @@ import json
 import random
 from typing import Any
 
-from llm import ToolCall, ToolChatResult
-from message.entry import REPORT, normalize
-from storage.keys import Keys
 from tests.conftest import TZ, at_time
 from tests.test_message_service import BOT, GROUP, FakeMemory, episode, make_kit
+from yuiju.llm import ToolCall, ToolChatResult
+from yuiju.message.entry import REPORT, normalize
+from yuiju.storage.keys import Keys
 
 BAD_ANSWERS = [
     '{"action": "eat", "reason": "肚子饿', '", "confiden', "<think>想想怎么回答</think>", "<think>嗯……",

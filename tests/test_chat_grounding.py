@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from llm import ToolCall
-from memory.episodes import Episode
-from message.agent import Tool, ToolResult
 from tests.conftest import at_time, make_character
 from tests.test_message_service import FakeMemory, FakeWorld, make_kit, scripted
-from world.loader import load_actions
-from world.state import RunningAction
-from world.town import HAURA
+from yuiju.llm import ToolCall
+from yuiju.memory.episodes import Episode
+from yuiju.message.agent import Tool, ToolResult
+from yuiju.world.loader import load_actions
+from yuiju.world.state import RunningAction
+from yuiju.world.town import HAURA
 
-ACTIONS = {a.id: a for a in load_actions("actions")}
+ACTIONS = {a.id: a for a in load_actions("yuiju.actions")}
 
 
 def done(action_id: str, when: str, minutes: int = 30, result: str = "") -> Episode:

@@ -12,18 +12,18 @@ from typing import Any
 
 import pytest
 
-from memory.diary import DiaryVoice
-from memory.embeddings import HashingEmbedder
-from memory.episodes import EpisodeRepo
-from memory.semantic import SemanticMemory
-from memory.service import build_memory
-from memory.vectors import QdrantClientStore
-from message.entry import REPORT, normalize
-from message.recorder import CHAT_LOG
-from storage.keys import Keys
 from tests.conftest import TZ, at_time
 from tests.test_message_service import BOT, GROUP, FakeMemory, make_kit
-from yuiju_config import YuijuConfig
+from yuiju.config import YuijuConfig
+from yuiju.memory.diary import DiaryVoice
+from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.memory.semantic import SemanticMemory
+from yuiju.memory.service import build_memory
+from yuiju.memory.vectors import QdrantClientStore
+from yuiju.message.entry import REPORT, normalize
+from yuiju.message.recorder import CHAT_LOG
+from yuiju.storage.keys import Keys
 
 
 def payload(text: str = "你好", *, user: int = 5, nickname: str = "小明", stamp: Any = 1_788_000_000,
@@ -37,7 +37,7 @@ async def test_lone_surrogates_are_replaced_and_the_message_kept_answered_and_lo
     redis: Any, history: Any, caplog: pytest.LogCaptureFixture,
 ) -> None:
     kit = await make_kit(redis, history)
-    caplog.set_level(logging.INFO, logger="message")
+    caplog.set_level(logging.INFO, logger="yuiju.message")
     entry = normalize(payload("你好\ud83d，在吗\udc00", nickname="小\ud800明"), self_id=BOT, tz=TZ, bot_name="悠酱")
     assert entry is not None and entry.text == "@悠酱你好\ufffd，在吗\ufffd" and entry.sender_name == "小\ufffd明"
     cleaned = [r for r in caplog.records if "surrogate" in r.getMessage()]
@@ -57,7 +57,7 @@ def test_a_surrogate_pair_split_across_escapes_is_joined_not_lost() -> None:
 
 @pytest.mark.parametrize("stamp", [10**20, -(10**20), float("inf"), float("nan"), 1e300])
 def test_a_timestamp_out_of_range_becomes_the_time_of_arrival(stamp: Any, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="message")
+    caplog.set_level(logging.INFO, logger="yuiju.message")
     before = datetime.now(TZ)
     entry = normalize(payload(stamp=stamp), self_id=BOT, tz=TZ)
     assert entry is not None and entry.text == "@我你好"
@@ -67,7 +67,7 @@ def test_a_timestamp_out_of_range_becomes_the_time_of_arrival(stamp: Any, caplog
 
 @pytest.mark.parametrize("field", ["user_id", "group_id"])
 def test_an_id_beyond_64_bits_is_refused_with_one_line(field: str, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="message")
+    caplog.set_level(logging.INFO, logger="yuiju.message")
     raw = payload()
     raw[field] = 2**64 + 5
     assert normalize(raw, self_id=BOT, tz=TZ) is None

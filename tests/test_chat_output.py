@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from llm import FunctionChatModel, OpenAIChatModel, ToolCall, ToolChatResult
-from llm.model import ChatMessage, JsonSchema
-from message.agent import Tool, ToolResult
-from message.output import Filtered, OutputFilter
 from tests.conftest import at_time
 from tests.openai_stub import OpenAIStub, StubCut
 from tests.test_message_service import GROUP, make_kit, scripted
 from tests.test_proactive import G, make_service, post_at
-from world.clock import SimClock
+from yuiju.llm import FunctionChatModel, OpenAIChatModel, ToolCall, ToolChatResult
+from yuiju.llm.model import ChatMessage, JsonSchema
+from yuiju.message.agent import Tool, ToolResult
+from yuiju.message.output import Filtered, OutputFilter
+from yuiju.world.clock import SimClock
 
 STRUCTURED = re.compile(r'[{}\[\]"`<>]|confiden|action')
 """What no line she sends may contain: JSON/markup punctuation or leaked field names."""

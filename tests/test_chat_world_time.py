@@ -8,17 +8,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from memory.episodes import EpisodeRepo
-from message.entry import normalize
-from message.runtime import RUNTIME
-from storage.keys import Keys
 from tests.conftest import TZ
 from tests.test_chat_input import payload
 from tests.test_message_service import BOT, FakeMemory, make_kit
-from world.clock import RealClock
-from world.state import WorldState
-from world.store import StateStore
-from yuiju_config import YuijuConfig
+from yuiju.config import YuijuConfig
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.message.entry import normalize
+from yuiju.message.runtime import RUNTIME
+from yuiju.storage.keys import Keys
+from yuiju.world.clock import RealClock
+from yuiju.world.state import WorldState
+from yuiju.world.store import StateStore
 
 
 async def save_world_ahead(redis: Any, keys: Keys, lead: timedelta) -> datetime:
@@ -28,7 +28,7 @@ async def save_world_ahead(redis: Any, keys: Keys, lead: timedelta) -> datetime:
 
 
 async def test_a_standalone_bot_continues_from_the_saved_world_time(redis: Any, sqlite_history: Any) -> None:
-    from message.bot import build_service
+    from yuiju.message.bot import build_service
 
     cfg = YuijuConfig()
     saved = await save_world_ahead(redis, Keys(cfg.redis.prefix), timedelta(hours=2))
@@ -62,7 +62,7 @@ async def test_messages_are_stamped_in_world_time_and_archived_after_her_last_ac
 
 async def test_episodes_of_a_conversation_sort_after_the_action_they_followed(redis: Any, sqlite_history: Any) -> None:
     """The same through the real episode store: her day, read back in order, ends with the chat."""
-    from memory.episodes import Episode
+    from yuiju.memory.episodes import Episode
 
     keys = Keys("t")
     saved = await save_world_ahead(redis, keys, timedelta(hours=2))

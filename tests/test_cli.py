@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import yuiju_cli
+from yuiju import cli as yuiju_cli
 
 ROOT = Path(__file__).parents[1]
 
@@ -41,7 +41,7 @@ def test_output_into_a_closed_pipe_ends_quietly(argv: list[str], tmp_path: Path,
     os.close(read_end)
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_")}
     try:
-        done = subprocess.run([sys.executable, "-m", "yuiju_cli", "--config", str(config), *argv],
+        done = subprocess.run([sys.executable, "-m", "yuiju.cli", "--config", str(config), *argv],
                               stdout=write_end, stderr=subprocess.PIPE, cwd=ROOT, env=env, timeout=60,
                               check=False)
     finally:
@@ -88,7 +88,7 @@ def test_init_writes_where_config_points_after_the_subcommand(tmp_path: Path) ->
 BAD_CHOICES = """
 from pydantic import BaseModel
 
-from world.action import Action, one_of
+from yuiju.world.action import Action, one_of
 
 
 class Pick(BaseModel):

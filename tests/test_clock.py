@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.conftest import TZ, at_time
-from world.clock import (
+from yuiju.world.clock import (
     RealClock,
     SimClock,
     holiday_name,

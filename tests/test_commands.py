@@ -8,8 +8,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.conftest import at_time, make_character, make_engine
-from world.commands import CommandRejected, apply_command, enqueue_command, parse_command
-from world.state import WorldState
+from yuiju.world.commands import CommandRejected, apply_command, enqueue_command, parse_command
+from yuiju.world.state import WorldState
 
 
 async def started(redis: aioredis.Redis):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from yuiju_config import (
+from yuiju.config import (
     DEFAULT_EVOLUTIONS,
     ConfigError,
     YuijuConfig,
@@ -170,7 +170,7 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     ],
 )
 async def test_the_default_output_mode_suits_the_provider(llm: dict, mode: str) -> None:
-    from world.runtime import make_chat_model
+    from yuiju.world.runtime import make_chat_model
 
     cfg = load_config(environ={}, overrides={"llm": llm})
     model = make_chat_model(cfg)

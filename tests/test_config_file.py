@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-import yuiju_cli
-from yuiju_config import ConfigError, YuijuConfig, load_config
+from yuiju import cli as yuiju_cli
+from yuiju.config import ConfigError, YuijuConfig, load_config
 
 README = Path(__file__).parents[1] / "README.md"
 SETTING = re.compile(r"^# ([a-z_]+) = ")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from yuiju_config import ConfigError, YuijuConfig, load_config
+from yuiju.config import ConfigError, YuijuConfig, load_config
 
 SECRET = "pw-very-secret-77"
 

@@ -38,7 +38,7 @@ async def start_yuiju(config: Path, *args: str, log: Path, stdout: int | None = 
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
     with log.open("wb") as err:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "yuiju_cli", "--config", str(config), *args, cwd=ROOT, env=env,
+            sys.executable, "-m", "yuiju.cli", "--config", str(config), *args, cwd=ROOT, env=env,
             stdout=err if stdout is None else stdout, stderr=err,
         )
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from memory.episodes import Episode
 from tests.conftest import at_time
-from world.day_record import REASON_CHARS, day_record
-from world.loader import load_actions
-from world.town import HAURA
+from yuiju.memory.episodes import Episode
+from yuiju.world.day_record import REASON_CHARS, day_record
+from yuiju.world.loader import load_actions
+from yuiju.world.town import HAURA
 
 CATALOGUE = load_actions()
 

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from characters import load_card
-from llm import FunctionChatModel, estimate_prompt_tokens
-from llm.openai_model import with_schema_instruction
 from tests.conftest import make_ctx
 from tests.openai_stub import OpenAIStub, flat_prompt, prefix_share, schema_following
-from world.decision_schema import decision_schema
-from world.loader import load_actions
-from world.policies.llm import LLMPolicy
-from world.policy import DecisionRequest
-from world.simulate import simulate
-from yuiju_config import load_config
+from yuiju.characters import load_card
+from yuiju.config import load_config
+from yuiju.llm import FunctionChatModel, estimate_prompt_tokens
+from yuiju.llm.openai_model import with_schema_instruction
+from yuiju.world.decision_schema import decision_schema
+from yuiju.world.loader import load_actions
+from yuiju.world.policies.llm import LLMPolicy
+from yuiju.world.policy import DecisionRequest
+from yuiju.world.simulate import simulate
 
 ACTIONS = list(load_actions())
 CARD = load_card("yuiju")

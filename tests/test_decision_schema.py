@@ -10,15 +10,15 @@ from typing import Any
 import jsonschema
 import pytest
 
-from llm.testing import FunctionChatModel, follow_schema, schema_following
 from tests.conftest import make_ctx
 from tests.test_params import PARAMETERISED, sampled_states
-from world.action import ActionContext
-from world.decision_schema import decision_schema
-from world.errors import InvalidDecision
-from world.loader import load_actions
-from world.policies.llm import LLMPolicy
-from world.policy import DecisionRequest, RawDecision, validate_decision
+from yuiju.llm.testing import FunctionChatModel, follow_schema, schema_following
+from yuiju.world.action import ActionContext
+from yuiju.world.decision_schema import decision_schema
+from yuiju.world.errors import InvalidDecision
+from yuiju.world.loader import load_actions
+from yuiju.world.policies.llm import LLMPolicy
+from yuiju.world.policy import DecisionRequest, RawDecision, validate_decision
 
 ACTIONS = list(load_actions())
 

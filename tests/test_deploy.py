@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from storage.redis import cluster_client
-from yuiju_cli import build_parser
-from yuiju_config import ENV_PREFIX, YuijuConfig
+from yuiju.cli import build_parser
+from yuiju.config import ENV_PREFIX, YuijuConfig
+from yuiju.storage.redis import cluster_client
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 COMPOSE: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))

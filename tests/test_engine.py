@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-import world.engine
-from memory.episodes import EpisodeRepo
-from storage.errors import StoreUnavailable
-from storage.history import HistoryStore
+import yuiju.world.engine
 from tests.conftest import at_time, make_character, make_engine
-from world.behavior import outbox_entry
-from world.policies.scripted import ScriptedPolicy
-from world.store import dumps_doc
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.storage.errors import StoreUnavailable
+from yuiju.storage.history import HistoryStore
+from yuiju.world.behavior import outbox_entry
+from yuiju.world.policies.scripted import ScriptedPolicy
+from yuiju.world.store import dumps_doc
 
 IDLE_30 = {"action": "发呆", "reason": "想放空一会儿", "durationMinute": 30}
 
@@ -60,7 +60,7 @@ class FlakyHistory:
 @pytest.fixture
 def short_leases(monkeypatch: pytest.MonkeyPatch) -> int:
     """Leases that expire after 100 ms of wall time, so a crashed engine's lease runs out fast."""
-    monkeypatch.setattr(world.engine, "LEASE_TTL_MS", 100)
+    monkeypatch.setattr(yuiju.world.engine, "LEASE_TTL_MS", 100)
     return 100
 
 
@@ -170,7 +170,7 @@ async def test_a_second_engine_does_not_drive_a_character_the_first_holds(
 
     script = idle_forever()
     second = await make_engine(redis, sqlite_history, policy=script, start="2026-09-01 06:00")
-    with caplog.at_level(logging.INFO, logger="world.engine"):
+    with caplog.at_level(logging.INFO, logger="yuiju.world.engine"):
         await second.engine.run(until=at_time("2026-09-01 08:00"))
 
     assert script.requests == []
@@ -209,7 +209,7 @@ async def test_a_corrupt_character_is_logged_and_the_engine_keeps_running(
     bad_key = kit.keys.character("yuiju")
     await redis.set(bad_key, '{"id": "yuiju", "stamina": 500}')
 
-    with caplog.at_level(logging.ERROR, logger="world.engine"):
+    with caplog.at_level(logging.ERROR, logger="yuiju.world.engine"):
         await asyncio.wait_for(kit.engine.run(until=at_time("2026-09-01 09:00")), timeout=10)
 
     assert bad_key in caplog.text and "stamina" in caplog.text
@@ -313,7 +313,7 @@ async def test_a_waiting_engine_polls_the_leases_in_wall_time_whatever_the_world
     redis: aioredis.Redis,
 ) -> None:
     from tests.conftest import TZ
-    from world.clock import RealClock
+    from yuiju.world.clock import RealClock
 
     first = await make_engine(redis, None, policy=idle_forever())
     await first.engine.run(max_steps=1)  # holds the town and her
@@ -459,7 +459,7 @@ async def test_a_batch_cut_short_by_redis_leaves_nobody_waiting_on_a_write_that_
 ) -> None:
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from world.store import StateStore
+    from yuiju.world.store import StateStore
 
     kit = await make_engine(redis, None, policy=ScriptedPolicy(lambda _r: IDLE_30), prefix="blip",
                             characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
@@ -553,7 +553,7 @@ async def test_in_the_daemon_one_characters_bug_is_logged_and_the_others_go_on(
     await kit.engine.run(max_steps=1)
     await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
     kit.engine.strict = False  # as `run` without a bound sets it
-    with caplog.at_level(logging.ERROR, logger="world.engine"):
+    with caplog.at_level(logging.ERROR, logger="yuiju.world.engine"):
         await kit.engine.run_once()
         await kit.engine.run_once()  # not again: she waits her retry
 
@@ -569,8 +569,8 @@ async def test_a_start_that_finds_her_busy_on_fresh_values_counts_no_stale_start
     # started her: nothing was stale about her decision
     from datetime import timedelta
 
-    from world.policy import Decision
-    from world.state import RunningAction
+    from yuiju.world.policy import Decision
+    from yuiju.world.state import RunningAction
 
     kit = await make_engine(redis, None, prefix="stale-reason", characters={"c0": make_character(id="c0")})
     await kit.engine.run(max_steps=1)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import at_time, make_character
-from world.clock import season_of, weather_period_start
-from world.evolutions import (
+from yuiju.world.clock import season_of, weather_period_start
+from yuiju.world.evolutions import (
     ASLEEP_RATES,
     AWAKE_RATES,
     TickContext,
@@ -21,8 +21,8 @@ from world.evolutions import (
     update_opening_hours,
     update_weather,
 )
-from world.state import CharacterState, Weather, WorldState
-from world.town import HAURA
+from yuiju.world.state import CharacterState, Weather, WorldState
+from yuiju.world.town import HAURA
 
 
 def tick(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import (
+from yuiju.storage import (
     CollectionSpec,
     CorruptValue,
     HistoryStore,
@@ -18,7 +18,7 @@ from storage import (
     UndeclaredField,
     open_history,
 )
-from storage.sqlite_history import SqliteHistory
+from yuiju.storage.sqlite_history import SqliteHistory
 
 EPISODES = CollectionSpec(
     name="episodes",

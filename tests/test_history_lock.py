@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-import storage.sqlite_history
-from memory.episodes import EpisodeRepo
-from storage.errors import StoreUnavailable
-from storage.sqlite_history import SqliteHistory
+import yuiju.storage.sqlite_history
 from tests.conftest import at_time
 from tests.test_web import client_of, lived, observer_of
-from web import create_app
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.storage.errors import StoreUnavailable
+from yuiju.storage.sqlite_history import SqliteHistory
+from yuiju.web import create_app
 
 LOCK_WAIT_SECONDS = 1.0
 
@@ -28,7 +28,7 @@ LOCK_WAIT_SECONDS = 1.0
 def short_lock_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """A statement gives up on another program's lock after 1 s (5 s in production): same behaviour,
     faster tests."""
-    monkeypatch.setattr(storage.sqlite_history, "BUSY_TIMEOUT_SECONDS", LOCK_WAIT_SECONDS, raising=False)
+    monkeypatch.setattr(yuiju.storage.sqlite_history, "BUSY_TIMEOUT_SECONDS", LOCK_WAIT_SECONDS, raising=False)
 
 
 @contextlib.contextmanager
@@ -117,7 +117,7 @@ async def test_closing_with_writes_stuck_on_a_lock_waits_half_a_second_at_most(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # found by bench/faults.py: SIGTERM with messages waiting on a locked file took 2.3 s, 1 s
     # of it this wait for writes that could not finish before the 5 s lock timeout anyway
-    monkeypatch.setattr(storage.sqlite_history, "BUSY_TIMEOUT_SECONDS", 5.0)
+    monkeypatch.setattr(yuiju.storage.sqlite_history, "BUSY_TIMEOUT_SECONDS", 5.0)
     history = SqliteHistory.open(tmp_path / "history.sqlite3")
     await EpisodeRepo(history).ensure()
     with locked(history.path):

@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from storage.history import HistoryStore
 from tests.conftest import make_ctx, make_engine
-from world.action import NEGATIVE_EVENTS, POSITIVE_EVENTS, random_event
-from world.clock import is_school_day
-from world.loader import load_actions
-from world.policies.scripted import ScriptedPolicy
-from world.policy import DecisionRequest
-from world.simulate import simulate
-from world.state import Weather
-from yuiju_config import load_config
+from yuiju.config import load_config
+from yuiju.storage.history import HistoryStore
+from yuiju.world.action import NEGATIVE_EVENTS, POSITIVE_EVENTS, random_event
+from yuiju.world.clock import is_school_day
+from yuiju.world.loader import load_actions
+from yuiju.world.policies.scripted import ScriptedPolicy
+from yuiju.world.policy import DecisionRequest
+from yuiju.world.simulate import simulate
+from yuiju.world.state import Weather
 
 SEEDS = (1, 2, 3)
 DAYS = 60

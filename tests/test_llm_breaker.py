@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from llm import CircuitBreaker, FunctionChatModel, LLMUnavailable, ask_structured
-from llm.structured import StructuredOutputFailed
 from tests.openai_stub import OpenAIStub, StubError
-from world.simulate import simulate
-from yuiju_config import load_config
+from yuiju.config import load_config
+from yuiju.llm import CircuitBreaker, FunctionChatModel, LLMUnavailable, ask_structured
+from yuiju.llm.structured import StructuredOutputFailed
+from yuiju.world.simulate import simulate
 
 MESSAGES = [{"role": "user", "content": "现在做什么？"}]
 

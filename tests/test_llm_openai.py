@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-import llm.model
-from llm import (
+import yuiju.llm.model
+from tests.openai_stub import OpenAIStub, StubDelay, StubError
+from yuiju.llm import (
     JsonSchema,
     LLMUnavailable,
     ModelRequestsBlocked,
@@ -18,7 +19,6 @@ from llm import (
     check_allow_model_requests,
     estimate_prompt_tokens,
 )
-from tests.openai_stub import OpenAIStub, StubDelay, StubError
 
 SCHEMA = JsonSchema(
     name="decision",
@@ -253,7 +253,7 @@ async def test_refused_connection_is_unavailable() -> None:
 async def test_blocked_requests_raise_before_any_network_io(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(llm.model, "ALLOW_MODEL_REQUESTS", False)
+    monkeypatch.setattr(yuiju.llm.model, "ALLOW_MODEL_REQUESTS", False)
 
     def no_network(*args: object, **kwargs: object) -> None:
         raise AssertionError("network I/O attempted")
@@ -289,7 +289,7 @@ async def test_blocked_requests_raise_before_any_network_io(
 def test_only_loopback_is_allowed_when_requests_are_off(
     monkeypatch: pytest.MonkeyPatch, base_url: str, blocked: bool
 ) -> None:
-    monkeypatch.setattr(llm.model, "ALLOW_MODEL_REQUESTS", False)
+    monkeypatch.setattr(yuiju.llm.model, "ALLOW_MODEL_REQUESTS", False)
 
     if blocked:
         with pytest.raises(ModelRequestsBlocked):
@@ -299,7 +299,7 @@ def test_only_loopback_is_allowed_when_requests_are_off(
 
 
 def test_any_host_is_allowed_when_requests_are_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(llm.model, "ALLOW_MODEL_REQUESTS", True)
+    monkeypatch.setattr(yuiju.llm.model, "ALLOW_MODEL_REQUESTS", True)
 
     check_allow_model_requests("https://api.deepseek.com/v1")
 

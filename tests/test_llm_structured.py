@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 from pydantic import BaseModel, Field
 
-from llm import (
+from tests.openai_stub import OpenAIStub
+from yuiju.llm import (
     FunctionChatModel,
     JsonSchema,
     LLMUnavailable,
@@ -19,8 +20,7 @@ from llm import (
     ask_structured,
     extract_json_text,
 )
-from llm.model import ChatMessage
-from tests.openai_stub import OpenAIStub
+from yuiju.llm.model import ChatMessage
 
 MESSAGES: list[ChatMessage] = [
     {"role": "system", "content": "你是悠酱。"},
@@ -172,14 +172,15 @@ async def test_unavailable_is_retried_with_the_same_messages() -> None:
 
 
 async def test_unavailable_backs_off_per_module_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    import llm.structured
+
+    import yuiju.llm.structured
 
     slept: list[float] = []
 
     async def fake_sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr(llm.structured, "BACKOFF_SECONDS", 0.5)
+    monkeypatch.setattr(yuiju.llm.structured, "BACKOFF_SECONDS", 0.5)
     monkeypatch.setattr(asyncio, "sleep", fake_sleep)
     model = scripted(
         LLMUnavailable("timeout"), LLMUnavailable("timeout"), LLMUnavailable("timeout")

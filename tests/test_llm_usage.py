@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from llm import (
+from tests.conftest import at_time, make_ctx
+from tests.openai_stub import OpenAIStub, StubDelay
+from yuiju.config import load_config
+from yuiju.llm import (
     CallRecord,
     FunctionChatModel,
     LLMUnavailable,
@@ -20,18 +23,15 @@ from llm import (
     UsageTotals,
     estimate_prompt_tokens,
 )
-from llm.testing import schema_following
-from memory.ledger import usage_fields, usage_of_day
-from storage.keys import Keys
-from tests.conftest import at_time, make_ctx
-from tests.openai_stub import OpenAIStub, StubDelay
-from world.clock import SimClock
-from world.decision_schema import decision_schema
-from world.loader import load_actions
-from world.simulate import simulate
-from world.store import decode_doc
-from world.usage import UsageLedger
-from yuiju_config import load_config
+from yuiju.llm.testing import schema_following
+from yuiju.memory.ledger import usage_fields, usage_of_day
+from yuiju.storage.keys import Keys
+from yuiju.world.clock import SimClock
+from yuiju.world.decision_schema import decision_schema
+from yuiju.world.loader import load_actions
+from yuiju.world.simulate import simulate
+from yuiju.world.store import decode_doc
+from yuiju.world.usage import UsageLedger
 
 ROOT = Path(__file__).resolve().parent.parent
 MESSAGES = [{"role": "system", "content": "你是悠酱。"}, {"role": "user", "content": "现在做什么？"}]

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-from world.errors import ActionLoadError, ConfigurationError
-from world.evolutions import drift_needs
-from world.loader import load_actions, resolve
+from yuiju.world.errors import ActionLoadError, ConfigurationError
+from yuiju.world.evolutions import drift_needs
+from yuiju.world.loader import load_actions, resolve
 
 HERE = Path(__file__).parent
+ROOT = HERE.parent
 FIXTURES = HERE / "fixture_actions"
 DUPLICATES = HERE / "fixture_actions_dup"
 
@@ -51,9 +53,26 @@ def test_a_duplicate_id_stops_loading_and_names_both_modules() -> None:
     assert str(DUPLICATES / "a.py") in message and str(DUPLICATES / "b.py") in message
 
 
+@pytest.mark.parametrize("path_entry", [False, True], ids=["elsewhere", "in the project folder"])
+def test_an_action_module_importing_the_api_by_its_old_name_is_reported_with_the_fix(
+    tmp_path: Path, path_entry: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "old.py").write_text(
+        "from world.action import Action\n"
+        "nap = Action(id='nap_on_desk', name='趴着', description='趴在桌上。', duration=10)\n",
+        encoding="utf-8",
+    )
+    if not path_entry:  # tests run from the project folder, where `world` is importable
+        monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != ROOT])
+        monkeypatch.delitem(sys.modules, "world", raising=False)
+    catalogue = load_actions(extra_dirs=[tmp_path])
+    [why] = catalogue.broken.values()
+    assert "from yuiju.world.action import" in why and "nap_on_desk" not in catalogue.actions
+
+
 def test_a_duplicate_chinese_name_stops_loading(tmp_path: Path) -> None:
     (tmp_path / "mine.py").write_text(
-        "from world.action import Action\n"
+        "from yuiju.world.action import Action\n"
         "nap = Action(id='nap_on_desk', name='发呆', description='趴在桌上。', duration=10)\n",
         encoding="utf-8",
     )
@@ -63,7 +82,7 @@ def test_a_duplicate_chinese_name_stops_loading(tmp_path: Path) -> None:
 
 def test_an_action_id_clashing_with_a_built_in_one_names_both(tmp_path: Path) -> None:
     (tmp_path / "mine.py").write_text(
-        "from world.action import Action\n"
+        "from yuiju.world.action import Action\n"
         "idle2 = Action(id='idle', name='放空', description='放空。', duration=10)\n",
         encoding="utf-8",
     )
@@ -73,7 +92,7 @@ def test_an_action_id_clashing_with_a_built_in_one_names_both(tmp_path: Path) ->
 
 def test_a_label_that_is_another_actions_name_stops_loading(tmp_path: Path) -> None:
     (tmp_path / "mine.py").write_text(
-        "from world.action import Action\n"
+        "from yuiju.world.action import Action\n"
         "stroll = Action(id='stroll', name='在家附近转转', label='发呆', description='转一圈。', duration=10)\n",
         encoding="utf-8",
     )
@@ -83,7 +102,7 @@ def test_a_label_that_is_another_actions_name_stops_loading(tmp_path: Path) -> N
 
 def test_two_actions_of_one_place_cannot_share_a_label(tmp_path: Path) -> None:
     (tmp_path / "mine.py").write_text(
-        "from world.action import Action\n"
+        "from yuiju.world.action import Action\n"
         "a = Action(id='tidy_desk', name='收拾书桌', label='收拾', at='home', description='收拾。', duration=10)\n"
         "b = Action(id='tidy_room', name='收拾房间', label='收拾', at='home', description='收拾。', duration=10)\n"
         "c = Action(id='tidy_locker', name='收拾储物柜', label='收拾', at='school', description='收拾。', duration=10)\n",
@@ -101,14 +120,21 @@ def test_a_missing_action_folder_is_a_configuration_error(tmp_path: Path) -> Non
 
 
 def test_resolve_finds_an_evolution_by_dotted_name() -> None:
+    assert resolve("yuiju.world.evolutions:drift_needs") is drift_needs
+
+
+def test_an_evolution_named_before_the_yuiju_namespace_still_resolves_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     assert resolve("world.evolutions:drift_needs") is drift_needs
+    assert "write 'yuiju.world.evolutions:drift_needs'" in caplog.text
 
 
 @pytest.mark.parametrize(
     ("dotted", "says"),
     [
-        ("world.evolutions:no_such_thing", "has no 'no_such_thing'"),
-        ("world.no_such_module:drift_needs", "cannot import 'world.no_such_module'"),
+        ("yuiju.world.evolutions:no_such_thing", "has no 'no_such_thing'"),
+        ("yuiju.world.no_such_module:drift_needs", "cannot import 'yuiju.world.no_such_module'"),
         ("nowhere_at_all:f", "cannot import 'nowhere_at_all'"),
     ],
 )

@@ -9,10 +9,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory.distill import CHAT_MEMORIES, ChatLine, ChatMemories, line_end
-from memory.embeddings import HashingEmbedder
-from memory.semantic import SemanticMemory, names
-from memory.vectors import VectorStore, point_id
+from yuiju.memory.distill import CHAT_MEMORIES, ChatLine, ChatMemories, line_end
+from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.semantic import SemanticMemory, names
+from yuiju.memory.vectors import VectorStore, point_id
 
 TZ = ZoneInfo("Asia/Shanghai")
 NOW = datetime(2026, 9, 10, 21, 0, tzinfo=TZ)
@@ -139,9 +139,9 @@ def test_the_end_of_a_line_is_its_last_sentences_that_fit(text: str, end: str) -
 
 
 async def test_reindex_reads_old_chat_memories_in_their_conversation_re_embedding_only_replies(tmp_path) -> None:
-    from memory.reindex import reindex_store
-    from memory.semantic import NewMemory
-    from memory.vectors import EdgeVectorStore, group_scope
+    from yuiju.memory.reindex import reindex_store
+    from yuiju.memory.semantic import NewMemory
+    from yuiju.memory.vectors import EdgeVectorStore, group_scope
 
     path = tmp_path / "qdrant-edge" / "yuiju_memory"
     embedder = Recording()
@@ -175,8 +175,8 @@ async def test_reindex_reads_old_chat_memories_in_their_conversation_re_embeddin
 
 
 def test_a_reply_closes_part_of_the_gap_to_the_line_it_answers_and_never_passes_it() -> None:
-    from memory.semantic import RankWeights
-    from memory.vectors import Hit
+    from yuiju.memory.semantic import RankWeights
+    from yuiju.memory.vectors import Hit
 
     memory = SemanticMemory.__new__(SemanticMemory)
     memory.weights = RankWeights(recency=0.0, importance=0.0, reply=0.7, speaker=0.15)

@@ -8,14 +8,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from llm import FunctionChatModel, LLMUnavailable
-from llm.model import ChatMessage, JsonSchema
-from memory.diary import DiaryVoice, DiaryWriter, diary_date
-from memory.embeddings import HashingEmbedder
-from memory.episodes import Episode, EpisodeRepo
-from memory.semantic import SemanticMemory
-from memory.vectors import QdrantClientStore
-from storage.history import HistoryStore
+from yuiju.llm import FunctionChatModel, LLMUnavailable
+from yuiju.llm.model import ChatMessage, JsonSchema
+from yuiju.memory.diary import DiaryVoice, DiaryWriter, diary_date
+from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.episodes import Episode, EpisodeRepo
+from yuiju.memory.semantic import SemanticMemory
+from yuiju.memory.vectors import QdrantClientStore
+from yuiju.storage.history import HistoryStore
 
 TZ = ZoneInfo("Asia/Shanghai")
 DAY = date(2026, 9, 6)  # a Sunday

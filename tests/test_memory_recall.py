@@ -11,11 +11,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory.embeddings import HashingEmbedder
-from memory.reindex import reindex_store
-from memory.semantic import NewMemory, SemanticMemory
-from memory.timeparse import time_range
-from memory.vectors import (
+from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.reindex import reindex_store
+from yuiju.memory.semantic import NewMemory, SemanticMemory
+from yuiju.memory.timeparse import time_range
+from yuiju.memory.vectors import (
     EdgeVectorStore,
     EmbedderChanged,
     LegacyLayout,
@@ -132,8 +132,8 @@ async def test_no_budget_means_no_budget_and_a_cut_says_so(store: VectorStore) -
 
 
 async def test_memory_search_defaults_come_from_the_config_and_none_lifts_the_budget(store: VectorStore, sqlite_history) -> None:
-    from memory.distill import ChatMemories
-    from memory.service import MemoryService
+    from yuiju.memory.distill import ChatMemories
+    from yuiju.memory.service import MemoryService
 
     memory = SemanticMemory(store, HashingEmbedder(64))
     chat = ChatMemories(sqlite_history, memory, "yuiju")
@@ -149,7 +149,7 @@ async def test_memory_search_defaults_come_from_the_config_and_none_lifts_the_bu
 
 
 async def test_chat_lines_are_indexed_with_the_speakers_name(store: VectorStore, sqlite_history) -> None:
-    from memory.distill import ChatLine, ChatMemories
+    from yuiju.memory.distill import ChatLine, ChatMemories
 
     memory = SemanticMemory(store, HashingEmbedder(64))
     chat = ChatMemories(sqlite_history, memory, "yuiju")
@@ -295,8 +295,7 @@ provider = "hashing"
 def test_memory_import_checks_every_line_first_and_imports_once(
     tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import yuiju_cli
-
+    from yuiju import cli as yuiju_cli
     config = str(_config(tmp_path, redis_url))
     log = tmp_path / "chat.jsonl"
     good = [
@@ -328,8 +327,7 @@ def test_memory_import_checks_every_line_first_and_imports_once(
 def test_memory_reindex_converts_an_old_store_that_start_up_names(
     tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import yuiju_cli
-
+    from yuiju import cli as yuiju_cli
     config = str(_config(tmp_path, redis_url))
     path = tmp_path / "data" / "qdrant-edge" / "yuiju_memory"
     path.parent.mkdir(parents=True)

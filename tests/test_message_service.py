@@ -10,22 +10,22 @@ from typing import Any
 
 import pytest
 
-from characters import load_card
-from llm import FunctionChatModel, LLMUnavailable, ToolCall
-from memory.episodes import Episode
-from message.agent import Tool, ToolResult
-from message.channel import ServiceGroupContext
-from message.entry import normalize
-from message.grounding import ClaimLexicon
-from message.output import leaks, sanitize, split_lines
-from message.recorder import CHAT_LOG
-from message.service import ChatService
-from message.session import compaction_split
-from storage.keys import Keys
 from tests.conftest import TZ, at_time, make_character
-from world.clock import SimClock
-from world.loader import load_actions
-from yuiju_config import ChatConfig, GroupPolicy
+from yuiju.characters import load_card
+from yuiju.config import ChatConfig, GroupPolicy
+from yuiju.llm import FunctionChatModel, LLMUnavailable, ToolCall
+from yuiju.memory.episodes import Episode
+from yuiju.message.agent import Tool, ToolResult
+from yuiju.message.channel import ServiceGroupContext
+from yuiju.message.entry import normalize
+from yuiju.message.grounding import ClaimLexicon
+from yuiju.message.output import leaks, sanitize, split_lines
+from yuiju.message.recorder import CHAT_LOG
+from yuiju.message.service import ChatService
+from yuiju.message.session import compaction_split
+from yuiju.storage.keys import Keys
+from yuiju.world.clock import SimClock
+from yuiju.world.loader import load_actions
 
 BOT = 10001
 GROUP = 100
@@ -111,7 +111,7 @@ class Kit:
         return await self.service.handle(self.entry(*args, **kw))
 
 
-LEXICON = ClaimLexicon.build(load_actions("actions"))
+LEXICON = ClaimLexicon.build(load_actions("yuiju.actions"))
 """Her claims vocabulary from the shipped actions (built once: loading the actions takes a moment)."""
 
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from llm import ToolCall, ToolChatResult
-from message.agent import ToolContext
-from message.channel import ServiceGroupContext
-from message.debug import AdminDebugSink
-from message.tools import file_list, file_read, file_write
 from tests.test_message_service import ADMIN, GROUP, FakeMemory, episode, make_kit, scripted
 from tests.test_proactive import FakeSender, emit, make_service
+from yuiju.llm import ToolCall, ToolChatResult
+from yuiju.message.agent import ToolContext
+from yuiju.message.channel import ServiceGroupContext
+from yuiju.message.debug import AdminDebugSink
+from yuiju.message.tools import file_list, file_read, file_write
 
 # -- files, confined to one folder ------------------------------------------------------------------
 

@@ -15,9 +15,9 @@ import pytest
 import tomlkit
 import websockets
 
-import yuiju_cli
 from tests.test_bot_e2e import BOT, connect, free_port
-from yuiju_config import ConfigError, load_config
+from yuiju import cli as yuiju_cli
+from yuiju.config import ConfigError, load_config
 
 ROOT = Path(__file__).parents[1]
 
@@ -95,7 +95,7 @@ async def test_the_bot_refuses_a_connection_without_its_token(tmp_path: Path, re
     err_path = tmp_path / "bot.log"
     with err_path.open("wb") as err:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "yuiju_cli", "--config", str(config), "bot", cwd=ROOT, env=env,
+            sys.executable, "-m", "yuiju.cli", "--config", str(config), "bot", cwd=ROOT, env=env,
             stdout=asyncio.subprocess.DEVNULL, stderr=err)
     try:
         url = f"ws://127.0.0.1:{port}/onebot/v11/ws"

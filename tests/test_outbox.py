@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from storage.history import HistoryStore
 from tests.conftest import at_time, make_engine
 from tests.test_engine import FlakyHistory, idle_forever
-from world.behavior import outbox_entry
-from world.store import dumps_doc
-from yuiju_config import load_config
+from yuiju.config import load_config
+from yuiju.storage.history import HistoryStore
+from yuiju.world.behavior import outbox_entry
+from yuiju.world.store import dumps_doc
 
 POISON = {
     "not JSON": "not json",
@@ -50,7 +50,7 @@ async def test_a_malformed_outbox_entry_is_dead_lettered_once_and_the_episodes_b
     kit = await make_engine(redis, history, policy=idle_forever(), start="2026-09-01 06:00")
     await redis.rpush(kit.keys.episode_outbox, episode(1), poison, episode(2))
 
-    with caplog.at_level(logging.WARNING, logger="world.engine"):
+    with caplog.at_level(logging.WARNING, logger="yuiju.world.engine"):
         await kit.engine.run(until=at_time("2026-09-01 07:15"))  # idles at 06:00, 06:30, 07:00
 
     assert await kit.store.outbox_size() == 0
@@ -145,8 +145,7 @@ async def test_a_flush_whose_lock_ran_out_dead_letters_nothing_twice(
 async def test_yuiju_status_reports_dead_lettered_outbox_entries(
     redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import yuiju_cli
-
+    from yuiju import cli as yuiju_cli
     cfg = load_config(environ={"YUIJU_REDIS__URL": redis_url, "YUIJU_APP__DATA_DIR": str(tmp_path)})
     kit = await make_engine(redis, None)
     await redis.rpush(kit.keys.episode_outbox, "not json")
@@ -166,8 +165,8 @@ async def test_yuiju_status_reports_dead_lettered_outbox_entries(
 
 
 async def _sqlite(data_dir: Path) -> HistoryStore:
-    from memory.episodes import EpisodeRepo
-    from storage.history import open_history
+    from yuiju.memory.episodes import EpisodeRepo
+    from yuiju.storage.history import open_history
 
     history = await open_history(None, "yuiju", data_dir)
     await EpisodeRepo(history).ensure()
@@ -181,9 +180,9 @@ async def test_entries_queued_by_other_writers_are_written_while_she_is_busy(
     # in Redis until her next own episode (an hour at real speed, or the next start)
     import asyncio
 
-    import world.engine
+    import yuiju.world.engine
 
-    monkeypatch.setattr(world.engine, "QUEUED_FLUSH_SECONDS", 0.2)
+    monkeypatch.setattr(yuiju.world.engine, "QUEUED_FLUSH_SECONDS", 0.2)
     kit = await make_engine(redis, history, policy=idle_forever(), start="2026-09-01 06:00")
 
     async def busy(_when: Any) -> None:  # her action never ends during the test

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from llm.testing import FunctionChatModel
 from tests.conftest import make_ctx
-from world.action import Action, ActionContext
-from world.errors import InvalidDecision
-from world.items import ALL
-from world.loader import load_actions
-from world.policies.llm import LLMPolicy
-from world.policy import DecisionRequest, RawDecision, validate_decision
-from world.state import RunningAction
+from yuiju.llm.testing import FunctionChatModel
+from yuiju.world.action import Action, ActionContext
+from yuiju.world.errors import InvalidDecision
+from yuiju.world.items import ALL
+from yuiju.world.loader import load_actions
+from yuiju.world.policies.llm import LLMPolicy
+from yuiju.world.policy import DecisionRequest, RawDecision, validate_decision
+from yuiju.world.state import RunningAction
 
 CATALOGUE = load_actions()
 ACTIONS = list(CATALOGUE)

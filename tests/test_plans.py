@@ -7,12 +7,19 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from storage.history import HistoryStore
 from tests.conftest import at_time, make_character, make_ctx, make_engine
-from world.plans import MAX_SHORT_TERM, PlanError, PlanItem, PlanState, apply_plan_changes, plan_id
-from world.policies.llm import render_moment_prompt
-from world.policies.scripted import ScriptedPolicy
-from world.policy import DecisionRequest
+from yuiju.storage.history import HistoryStore
+from yuiju.world.plans import (
+    MAX_SHORT_TERM,
+    PlanError,
+    PlanItem,
+    PlanState,
+    apply_plan_changes,
+    plan_id,
+)
+from yuiju.world.policies.llm import render_moment_prompt
+from yuiju.world.policies.scripted import ScriptedPolicy
+from yuiju.world.policy import DecisionRequest
 
 NOW = at_time("2026-09-01 10:00")
 

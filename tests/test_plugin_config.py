@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from message import __plugin_meta__
-from message.bot import host_app_settings, host_token_problem
-from message.config import Config
-from yuiju_config import ConfigError
+from nonebot_plugin_yuiju import __plugin_meta__
+from yuiju.config import ConfigError
+from yuiju.message.bot import host_app_settings, host_token_problem
+from yuiju.message.config import Config
 
 
 def test_settings_rank_file_then_dotenv_then_process_environment(tmp_path: Path) -> None:
@@ -69,9 +69,9 @@ async def test_the_plugin_imports_the_offline_embedders_libraries_at_the_apps_st
     # not at her first recall, in the middle of the host app's work (a ~1 s stall of its loop)
     import nonebot
 
-    import memory.service
-    from message import bot
-    from message.runtime import RUNTIME
+    import yuiju.memory.service
+    from yuiju.message import bot
+    from yuiju.message.runtime import RUNTIME
 
     config = tmp_path / "yuiju.toml"
     config.write_text(f'[app]\ndata_dir = "{(tmp_path / "data").as_posix()}"\n', encoding="utf-8")
@@ -79,7 +79,7 @@ async def test_the_plugin_imports_the_offline_embedders_libraries_at_the_apps_st
     monkeypatch.setattr(nonebot, "get_plugin_config", lambda _model: Config(yuiju_config=str(config)))
     monkeypatch.setattr(nonebot, "get_driver", lambda: SimpleNamespace(config=host))
     preloaded: list[Any] = []
-    monkeypatch.setattr(memory.service, "preload_embedder", preloaded.append)
+    monkeypatch.setattr(yuiju.memory.service, "preload_embedder", preloaded.append)
     monkeypatch.setattr(RUNTIME, "service", None)
     monkeypatch.setattr(RUNTIME, "factory", None)
     monkeypatch.setattr(bot, "_log_through_nonebot", lambda _level: None)

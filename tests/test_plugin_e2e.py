@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from message.proactive import consumer_group
-from storage.keys import Keys
 from tests.openai_stub import OpenAIStub
 from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, free_port, group_message
+from yuiju.message.proactive import consumer_group
+from yuiju.storage.keys import Keys
 
 ROOT = Path(__file__).parents[1]
 PREFIX = "e2eplugin"
@@ -51,7 +51,7 @@ builtin_plugins = []
 nonebot-adapter-onebot = [{ name = "OneBot V11", module_name = "nonebot.adapters.onebot.v11" }]
 
 [tool.nonebot.plugins]
-yuiju = ["message"]
+yuiju = ["nonebot_plugin_yuiju"]
 """
 
 

@@ -9,13 +9,13 @@ from datetime import datetime
 import pytest
 import redis.asyncio as aioredis
 
-from characters import load_card
-from llm import MeteredModel, OpenAIChatModel, UsageTotals, estimate_prompt_tokens
 from tests.conftest import make_ctx, make_engine
 from tests.openai_stub import OpenAIStub, StubAnswer, StubDelay, StubError
-from world.loader import load_actions
-from world.policies.llm import LLMPolicy
-from world.policy import DecisionRequest, PolicyFailed
+from yuiju.characters import load_card
+from yuiju.llm import MeteredModel, OpenAIChatModel, UsageTotals, estimate_prompt_tokens
+from yuiju.world.loader import load_actions
+from yuiju.world.policies.llm import LLMPolicy
+from yuiju.world.policy import DecisionRequest, PolicyFailed
 
 CATALOGUE = load_actions()
 

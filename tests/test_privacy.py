@@ -8,13 +8,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory.episodes import Episode, EpisodeRepo
-from memory.service import MemoryService
-from message.agent import ToolContext
-from message.output import sanitize
-from message.proactive import memory_group_id
-from message.tools import person_profile
-from storage.history import HistoryStore
+from yuiju.memory.episodes import Episode, EpisodeRepo
+from yuiju.memory.service import MemoryService
+from yuiju.message.agent import ToolContext
+from yuiju.message.output import sanitize
+from yuiju.message.proactive import memory_group_id
+from yuiju.message.tools import person_profile
+from yuiju.storage.history import HistoryStore
 
 NOW = datetime(2026, 9, 6, 21, 0, tzinfo=ZoneInfo("Asia/Shanghai"))
 
@@ -74,7 +74,7 @@ def test_output_never_carries_cq_codes_or_at_all(text: str, expected: str) -> No
 
 
 def test_the_bot_never_listens_beyond_loopback_without_a_token() -> None:
-    from yuiju_config import ConfigError, load_config
+    from yuiju.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match="access_token"):
         load_config(environ={"YUIJU_ONEBOT__ENABLED": "true", "YUIJU_ONEBOT__HOST": "0.0.0.0"})

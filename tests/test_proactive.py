@@ -12,24 +12,24 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from characters import load_card
-from llm import FunctionChatModel, LLMUnavailable, OpenAIChatModel
-from llm.model import ChatMessage, JsonSchema
-from memory.diary import DiaryVoice
-from memory.embeddings import HashingEmbedder
-from memory.semantic import SemanticMemory
-from memory.service import build_memory
-from memory.vectors import QdrantClientStore
-from message.channel import SendFailed
-from message.proactive import OUTBOX, ProactiveService, SharedEvent, memory_group_id
-from message.proactive_policy import GroupSituation, check_policy, effective_interval
-from storage.history import HistoryStore
-from storage.keys import Keys
 from tests.conftest import at_time, make_character, make_engine, make_world
 from tests.openai_stub import OpenAIStub
-from world.clock import SimClock
-from world.policies.scripted import ScriptedPolicy
-from yuiju_config import ProactiveConfig, ProactiveGroup, YuijuConfig
+from yuiju.characters import load_card
+from yuiju.config import ProactiveConfig, ProactiveGroup, YuijuConfig
+from yuiju.llm import FunctionChatModel, LLMUnavailable, OpenAIChatModel
+from yuiju.llm.model import ChatMessage, JsonSchema
+from yuiju.memory.diary import DiaryVoice
+from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.semantic import SemanticMemory
+from yuiju.memory.service import build_memory
+from yuiju.memory.vectors import QdrantClientStore
+from yuiju.message.channel import SendFailed
+from yuiju.message.proactive import OUTBOX, ProactiveService, SharedEvent, memory_group_id
+from yuiju.message.proactive_policy import GroupSituation, check_policy, effective_interval
+from yuiju.storage.history import HistoryStore
+from yuiju.storage.keys import Keys
+from yuiju.world.clock import SimClock
+from yuiju.world.policies.scripted import ScriptedPolicy
 
 G = 100
 """The default target group."""
@@ -319,7 +319,7 @@ async def test_a_group_that_cannot_be_sent_to_is_reported_once_and_skipped(
     service, _, ctx = await make_service(
         redis, sqlite_history, clock=clock, sender=sender, ctx=FakeGroups(clock, auto_reply=True),
         groups={G: settings(min_interval_minutes=0, daily_cap=5), 200: settings(min_interval_minutes=0)})
-    caplog.set_level(logging.WARNING, logger="message.proactive")
+    caplog.set_level(logging.WARNING, logger="yuiju.message.proactive")
     codes = []
     for hour in ("09:00", "10:00", "11:00"):
         await clock.sleep_until(at_time(f"2026-09-01 {hour}"))

@@ -20,15 +20,15 @@ from zoneinfo import ZoneInfo
 import pytest
 import redis.asyncio as aioredis
 
-from message.proactive import consumer_group
-from storage.keys import Keys
-from storage.sqlite_history import SqliteHistory
 from tests.conftest import make_character, make_engine
 from tests.openai_stub import OpenAIStub
 from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, free_port
-from world.action import always
-from world.loader import load_actions
-from world.policies.scripted import ScriptedPolicy
+from yuiju.message.proactive import consumer_group
+from yuiju.storage.keys import Keys
+from yuiju.storage.sqlite_history import SqliteHistory
+from yuiju.world.action import always
+from yuiju.world.loader import load_actions
+from yuiju.world.policies.scripted import ScriptedPolicy
 
 ROOT = Path(__file__).parents[1]
 PREFIX = "e2eproactive"
@@ -94,7 +94,7 @@ quiet_hours = ""
         env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
         with (tmp_path / "bot.log").open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "yuiju_cli", "--config", str(config), "bot", cwd=ROOT, env=env,
+                sys.executable, "-m", "yuiju.cli", "--config", str(config), "bot", cwd=ROOT, env=env,
                 stdout=asyncio.subprocess.DEVNULL, stderr=err)
         try:
             ws = await connect(f"ws://127.0.0.1:{port}/onebot/v11/ws",

@@ -31,27 +31,27 @@ from redis.backoff import NoBackoff
 from redis.crc import key_slot
 from redis.retry import Retry
 
-from llm import FunctionChatModel
-from memory.embeddings import HashingEmbedder
-from memory.episodes import Episode
-from memory.indexer import GROUP, MemoryWorker
-from memory.semantic import SemanticMemory
-from memory.service import build_memory
-from memory.vectors import QdrantClientStore, Where
-from message.entry import Entry
-from message.session import SessionStore
-from storage import StoreUnavailable, open_redis, testcluster
-from storage.history import HistoryStore
-from storage.keys import Keys
-from storage.redis import cluster_client
-from storage.testcluster import LocalCluster, free_port, redis_server_binary, start_cluster
 from tests.conftest import at_time, make_character, make_engine, make_world
-from world.clock import SimClock
-from world.commands import enqueue_command
-from world.evolutions import Event
-from world.runtime import build_runtime
-from world.store import LEASE_FREE, LEASE_MINE, Commit, LeaseView, Snapshot, StateStore
-from yuiju_config import ConfigError, YuijuConfig, load_config
+from yuiju.config import ConfigError, YuijuConfig, load_config
+from yuiju.llm import FunctionChatModel
+from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.episodes import Episode
+from yuiju.memory.indexer import GROUP, MemoryWorker
+from yuiju.memory.semantic import SemanticMemory
+from yuiju.memory.service import build_memory
+from yuiju.memory.vectors import QdrantClientStore, Where
+from yuiju.message.entry import Entry
+from yuiju.message.session import SessionStore
+from yuiju.storage import StoreUnavailable, open_redis, testcluster
+from yuiju.storage.history import HistoryStore
+from yuiju.storage.keys import Keys
+from yuiju.storage.redis import cluster_client
+from yuiju.storage.testcluster import LocalCluster, free_port, redis_server_binary, start_cluster
+from yuiju.world.clock import SimClock
+from yuiju.world.commands import enqueue_command
+from yuiju.world.evolutions import Event
+from yuiju.world.runtime import build_runtime
+from yuiju.world.store import LEASE_FREE, LEASE_MINE, Commit, LeaseView, Snapshot, StateStore
 
 KEYS = Keys("yuiju")
 
@@ -104,7 +104,7 @@ def test_the_cluster_helper_runs_from_a_shell_and_stops_on_sigterm(tmp_path: Pat
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "notes.txt").write_text("not the helper's")
     helper = subprocess.Popen(
-        [sys.executable, "-m", "storage.testcluster", "start", "--masters", "1", "--dir", str(tmp_path / "c")],
+        [sys.executable, "-m", "yuiju.storage.testcluster", "start", "--masters", "1", "--dir", str(tmp_path / "c")],
         cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -472,10 +472,10 @@ async def test_the_memory_worker_consumes_and_retries_the_event_stream_on_a_clus
 async def test_proactive_posts_reclaim_a_dead_consumers_entry_on_a_cluster(
     cluster_redis: aioredis.RedisCluster, sqlite_history: HistoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import message.proactive
+    import yuiju.message.proactive
     from tests.test_proactive import G, emit, make_service
 
-    monkeypatch.setattr(message.proactive, "CLAIM_IDLE_MS", 0)
+    monkeypatch.setattr(yuiju.message.proactive, "CLAIM_IDLE_MS", 0)
     clock = SimClock(at_time("2026-09-01 10:00"))
     service, sender, _ = await make_service(cluster_redis, sqlite_history, clock=clock)  # XGROUP CREATE $
     await emit(cluster_redis, clock.now())
@@ -530,7 +530,7 @@ async def test_the_observer_streams_her_actions_from_a_cluster(
     cluster_redis: aioredis.RedisCluster, sqlite_history: HistoryStore
 ) -> None:
     from tests.test_web import observer_of, read_events, running, served
-    from web import create_app
+    from yuiju.web import create_app
 
     kit = await make_engine(cluster_redis, sqlite_history, start="2026-09-01 06:00")
     await kit.engine.run(until=at_time("2026-09-01 13:12"))
@@ -560,7 +560,7 @@ async def test_the_engine_waits_out_a_cluster_outage_and_goes_on(
             kit = await make_engine(client, sqlite_history, start="2026-09-01 06:00")
             await kit.engine.run(max_steps=1)
             node.execute_command("CLUSTER DELSLOTS", town_slot())
-            with caplog.at_level(logging.ERROR, logger="world.engine"):
+            with caplog.at_level(logging.ERROR, logger="yuiju.world.engine"):
                 running_engine = asyncio.create_task(kit.engine.run(max_steps=1))
                 await asyncio.sleep(0.3)
                 assert not running_engine.done()  # not crashed: retrying

@@ -17,14 +17,14 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
-from storage import StoreUnavailable, open_redis
+from yuiju.storage import StoreUnavailable, open_redis
 
 REPO = Path(__file__).resolve().parents[1]
 
 # Opens the embedded server under argv[1], writes a key, reports, then waits to be killed.
 OWNER_SCRIPT = """
 import asyncio, json, sys, pathlib
-from storage.redis import open_redis
+from yuiju.storage.redis import open_redis
 
 async def main():
     handle = await open_redis(None, pathlib.Path(sys.argv[1]))
@@ -254,9 +254,9 @@ async def test_a_killed_embedded_server_is_restarted_from_its_append_only_file(t
 
 async def test_the_engine_carries_on_after_the_embedded_server_is_killed(tmp_path: Path) -> None:
     from tests.conftest import TZ
-    from world.clock import RealClock
-    from world.runtime import build_runtime
-    from yuiju_config import load_config
+    from yuiju.config import load_config
+    from yuiju.world.clock import RealClock
+    from yuiju.world.runtime import build_runtime
 
     cfg = load_config(environ={"YUIJU_APP__DATA_DIR": str(tmp_path), "YUIJU_WORLD__POLICY": "utility"})
     runtime = await build_runtime(cfg, clock=RealClock(TZ, speed=6000))
@@ -291,7 +291,7 @@ async def test_a_command_to_a_hung_redis_gives_up_within_three_seconds() -> None
     hung.bind(("127.0.0.1", 0))
     hung.listen(8)
     port = hung.getsockname()[1]
-    from storage.redis import daemon_client
+    from yuiju.storage.redis import daemon_client
 
     client = daemon_client(f"redis://127.0.0.1:{port}/0")
     try:
@@ -306,8 +306,8 @@ async def test_a_command_to_a_hung_redis_gives_up_within_three_seconds() -> None
 
 
 async def test_the_longest_blocking_read_fits_the_socket_timeout(tmp_path: Path) -> None:
-    from storage.redis import SOCKET_TIMEOUT_S
-    from web.app import SSE_BLOCK_MS
+    from yuiju.storage.redis import SOCKET_TIMEOUT_S
+    from yuiju.web.app import SSE_BLOCK_MS
 
     assert SSE_BLOCK_MS / 1000 + 0.5 <= SOCKET_TIMEOUT_S
     async with await open_redis(None, tmp_path / "data") as handle:
@@ -319,7 +319,7 @@ async def test_the_longest_blocking_read_fits_the_socket_timeout(tmp_path: Path)
 async def test_a_burst_of_more_commands_than_the_pool_holds_waits_for_a_connection(redis_url: str) -> None:
     # 2000 fuzzed OneBot frames in a second ran ~1000 message handlers at once: redis-py's pool
     # (100 connections) raised MaxConnectionsError for the rest, and those messages were lost
-    from storage.redis import POOL_CONNECTIONS, daemon_client
+    from yuiju.storage.redis import POOL_CONNECTIONS, daemon_client
 
     client = daemon_client(redis_url)
     try:

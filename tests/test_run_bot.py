@@ -52,7 +52,7 @@ reply = "mention"
         err_path = tmp_path / "run.log"
         with err_path.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "yuiju_cli", "--config", str(config), "run", "--no-panel", cwd=ROOT, env=env,
+                sys.executable, "-m", "yuiju.cli", "--config", str(config), "run", "--no-panel", cwd=ROOT, env=env,
                 stdout=asyncio.subprocess.PIPE, stderr=err,
             )
         try:
@@ -81,7 +81,7 @@ reply = "mention"
 
             # a second process would need the embedded vector store the daemon holds
             other = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "yuiju_cli", "--config", str(config), "bot", cwd=ROOT, env=env,
+                sys.executable, "-m", "yuiju.cli", "--config", str(config), "bot", cwd=ROOT, env=env,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             )
             _, other_err = await asyncio.wait_for(other.communicate(), 60)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from world.simulate import TIMING_FIELDS, simulate
-from yuiju_config import load_config
+from yuiju.config import load_config
+from yuiju.world.simulate import TIMING_FIELDS, simulate
 
 
 def without_timing(report: dict[str, Any]) -> dict[str, Any]:
@@ -71,8 +71,8 @@ async def test_a_weekend_has_no_class(tmp_path: Path, monkeypatch: pytest.Monkey
 async def test_the_report_counts_llm_tokens_per_simulated_day_by_purpose_and_calls_per_decision(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llm import FunctionChatModel
-    from llm.testing import schema_following
+    from yuiju.llm import FunctionChatModel
+    from yuiju.llm.testing import schema_following
 
     monkeypatch.chdir(tmp_path)
     model = FunctionChatModel(schema_following(seed=1))

@@ -12,12 +12,12 @@ import pytest
 import redis as sync_redis
 import redis.asyncio as aioredis
 
-from storage.keys import Keys
 from tests.conftest import at_time, make_character, make_world, redis_calls
-from world.errors import CorruptState, LeaseLost
-from world.evolutions import Event
-from world.state import CharacterState
-from world.store import (
+from yuiju.storage.keys import Keys
+from yuiju.world.errors import CorruptState, LeaseLost
+from yuiju.world.evolutions import Event
+from yuiju.world.state import CharacterState
+from yuiju.world.store import (
     LEASE_FREE,
     LEASE_MINE,
     Commit,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from yuiju_tasks import LoopLagMonitor, finish
+from yuiju.tasks import LoopLagMonitor, finish
 
 
 async def test_a_task_that_swallows_its_cancellation_does_not_hold_the_stop() -> None:

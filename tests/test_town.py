@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-import yuiju_cli
 from tests.conftest import make_ctx
-from world.action import Action
-from world.loader import load_actions
-from world.policies.utility import UtilityPolicy
-from world.policy import DecisionRequest
-from world.state import RunningAction
-from world.town import HAURA, Link
+from yuiju import cli as yuiju_cli
+from yuiju.world.action import Action
+from yuiju.world.loader import load_actions
+from yuiju.world.policies.utility import UtilityPolicy
+from yuiju.world.policy import DecisionRequest
+from yuiju.world.state import RunningAction
+from yuiju.world.town import HAURA, Link
 
 CATALOGUE = load_actions()
 ACTIONS = list(CATALOGUE)
@@ -227,7 +227,7 @@ def test_every_kind_of_action_yuiju_has_is_present(kind: str) -> None:
     [("walk_in_park", "park", "food"), ("walk_on_coast", "coast", "valuable")],
 )
 def test_walks_collect_what_lies_at_the_place(action_id: str, place_id: str, kind: str) -> None:
-    from world.items import ALL
+    from yuiju.world.items import ALL
 
     action = CATALOGUE.actions[action_id]
     resource = HAURA.places[place_id].resources[0]

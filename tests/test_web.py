@@ -22,13 +22,13 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from memory.episodes import EPISODES
-from storage.history import HistoryStore
-from storage.keys import Keys
-from web import Observer, ObserverServer, create_app, svg
-from world.plans import apply_plan_changes
-from world.policies.scripted import ScriptedPolicy
-from world.town import HAURA
+from yuiju.memory.episodes import EPISODES
+from yuiju.storage.history import HistoryStore
+from yuiju.storage.keys import Keys
+from yuiju.web import Observer, ObserverServer, create_app, svg
+from yuiju.world.plans import apply_plan_changes
+from yuiju.world.policies.scripted import ScriptedPolicy
+from yuiju.world.town import HAURA
 
 from .conftest import TZ, EngineKit, at_time, make_engine
 
@@ -278,7 +278,7 @@ async def test_redis_down_gives_503_and_the_page_recovers(redis: aioredis.Redis,
 
 
 async def test_history_down_gives_503(redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path) -> None:
-    from storage.sqlite_history import SqliteHistory
+    from yuiju.storage.sqlite_history import SqliteHistory
 
     kit = await lived(redis, sqlite_history, days=0.3)
     broken = SqliteHistory.open(tmp_path / "gone.sqlite3")
@@ -445,7 +445,7 @@ async def test_yuiju_world_serves_the_page_and_stops_on_ctrl_c(tmp_path: Path) -
     (tmp_path / "none.toml").write_text("", encoding="utf-8")
     env.pop("REDIS_URL", None)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "yuiju_cli", "world", "--no-panel", cwd=Path(__file__).parents[1], env=env,
+        sys.executable, "-m", "yuiju.cli", "world", "--no-panel", cwd=Path(__file__).parents[1], env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     try:
@@ -507,7 +507,7 @@ async def test_chromium_renders_her_action_and_the_charts(redis: aioredis.Redis,
 
 
 async def test_latest_diary_entry_is_shown_once_diaries_exist(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
-    diary = pytest.importorskip("memory.diary")
+    diary = pytest.importorskip("yuiju.memory.diary")
     kit = await lived(redis, sqlite_history, days=0.3)
     await sqlite_history.ensure(diary.DIARIES)
     await sqlite_history.put(diary.DIARIES.name, {"_id": "d1", "character_id": "yuiju", "period": "daily",

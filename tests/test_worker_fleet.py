@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from memory.episodes import EpisodeRepo
-from storage.history import open_history
-from storage.keys import Keys
-from storage.testcluster import LocalCluster
 from tests.conftest import TZ
-from world.clock import SimClock
-from world.runtime import build_runtime
-from world.store import StateStore, parse_outbox_entry
-from yuiju_config import load_config
+from yuiju.config import load_config
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.storage.history import open_history
+from yuiju.storage.keys import Keys
+from yuiju.storage.testcluster import LocalCluster
+from yuiju.world.clock import SimClock
+from yuiju.world.runtime import build_runtime
+from yuiju.world.store import StateStore, parse_outbox_entry
 
 ROOT = Path(__file__).resolve().parents[1]
 TTL_SECONDS = 2.0
@@ -82,7 +82,7 @@ def start_worker(config: Path, name: str) -> subprocess.Popen[bytes]:
     log = (config.parent / f"{name}.log").open("wb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_")}
     return subprocess.Popen(
-        [sys.executable, "-m", "yuiju_cli", "--config", str(config), "world", "--worker", "--name", name,
+        [sys.executable, "-m", "yuiju.cli", "--config", str(config), "world", "--worker", "--name", name,
          "--speed", str(SPEED)],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
     )

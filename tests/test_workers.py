@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-import world.leases
-from characters import load_card
+import yuiju.world.leases
 from tests.conftest import TZ, EngineKit, at_time, make_character, make_engine
 from tests.test_engine import IDLE_30
-from world.clock import RealClock, SimClock
-from world.policies.scripted import ScriptedPolicy
-from world.policy import Decision, DecisionRequest
-from world.runtime import build_runtime
-from yuiju_config import ConfigError, compact_character_ids, load_config
+from yuiju.characters import load_card
+from yuiju.config import ConfigError, compact_character_ids, load_config
+from yuiju.world.clock import RealClock, SimClock
+from yuiju.world.policies.scripted import ScriptedPolicy
+from yuiju.world.policy import Decision, DecisionRequest
+from yuiju.world.runtime import build_runtime
 
 # -- the config: copies of a card, several towns ---------------------------------------------------
 
@@ -250,7 +250,7 @@ async def test_the_lease_ttl_and_the_poll_follow_the_config(redis_url: str, tmp_
     try:
         assert runtime.engine.lease_ttl_ms == 1_500
         assert runtime.engine.leases.poll_seconds == 0.5  # renewed every third of the ttl
-        assert world.leases.POLL_SECONDS == 2.0  # and never waits longer than that to look again
+        assert yuiju.world.leases.POLL_SECONDS == 2.0  # and never waits longer than that to look again
     finally:
         await runtime.close()
 
@@ -294,8 +294,7 @@ async def test_one_engine_drives_several_towns_each_with_its_own_world_keys_and_
 async def test_status_says_which_worker_drives_which_character_and_advances_the_town(
     redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import yuiju_cli
-
+    from yuiju import cli as yuiju_cli
     cfg = load_config(environ={"YUIJU_REDIS__URL": redis_url, "YUIJU_APP__DATA_DIR": str(tmp_path),
                                "YUIJU_WORLD__CHARACTERS": '["yuiju@1..4"]', "YUIJU_MEMORY__ENABLED": "false"})
     first, second = await worker(redis, 4), await worker(redis, 4)

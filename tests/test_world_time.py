@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from memory.episodes import EpisodeRepo
 from tests.conftest import TZ, at_time, make_character, make_engine
 from tests.test_engine import idle_forever
-from world.clock import RealClock, SimClock
-from world.runtime import build_runtime
-from yuiju_config import YuijuConfig, load_config
+from yuiju.config import YuijuConfig, load_config
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.world.clock import RealClock, SimClock
+from yuiju.world.runtime import build_runtime
 
 
 def config(redis_url: str, data_dir: Path) -> YuijuConfig:
@@ -86,7 +86,7 @@ async def test_a_sped_up_restart_carries_on_from_the_saved_world_time(
 
 async def first_episode_time(cfg: YuijuConfig) -> datetime:
     """The start of her first episode, from the history the demo wrote."""
-    from storage.history import open_history
+    from yuiju.storage.history import open_history
 
     history = await open_history(None, cfg.mongo.database, cfg.data_path())
     try:
@@ -101,7 +101,7 @@ async def first_episode_time(cfg: YuijuConfig) -> datetime:
 async def test_after_a_pause_she_never_acts_earlier_than_her_last_action(
     redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from world.commands import enqueue_command
+    from yuiju.world.commands import enqueue_command
 
     kit = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 14:00",
                             characters={"yuiju": make_character()})
@@ -115,7 +115,7 @@ async def test_after_a_pause_she_never_acts_earlier_than_her_last_action(
     # resumed under an engine whose clock is behind her (it restarted at an earlier time)
     await enqueue_command(redis, kit.keys, {"type": "resume"})
     behind = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 12:00")
-    with caplog.at_level(logging.ERROR, logger="world.behavior"):
+    with caplog.at_level(logging.ERROR, logger="yuiju.world.behavior"):
         await behind.engine.run(until=at_time("2026-09-01 14:29"))
 
     assert behind.stats.decisions == 0  # nothing earlier than 14:30, when her last action ended
@@ -129,8 +129,7 @@ async def test_after_a_pause_she_never_acts_earlier_than_her_last_action(
 async def test_yuiju_status_says_how_far_world_time_is_ahead(
     redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import yuiju_cli
-
+    from yuiju import cli as yuiju_cli
     cfg = config(redis_url, tmp_path)
     await a_demo_left_the_world_ahead(cfg, timedelta(hours=2))
 
@@ -142,8 +141,7 @@ async def test_yuiju_status_says_how_far_world_time_is_ahead(
 def test_resync_with_a_speed_up_is_refused_before_anything_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import yuiju_cli
-
+    from yuiju import cli as yuiju_cli
     config_file = tmp_path / "yuiju.toml"
     config_file.write_text(f'[app]\ndata_dir = "{(tmp_path / "data").as_posix()}"\n', encoding="utf-8")
     assert yuiju_cli.main(["--config", str(config_file), "run", "--resync", "--speed", "60"]) == 2

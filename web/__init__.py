@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from web.app import ObserverServer, create_app
-from web.view import Observer, StoresDown
+from yuiju.web.app import ObserverServer, create_app
+from yuiju.web.view import Observer, StoresDown
 
 if TYPE_CHECKING:
-    from world.clock import Clock
-    from world.runtime import Runtime
+    from yuiju.world.clock import Clock
+    from yuiju.world.runtime import Runtime
 
 __all__ = ["Observer", "ObserverServer", "StoresDown", "create_app", "observer_for_runtime"]
 
 
 def observer_for_runtime(runtime: Runtime, clock: Clock | None = None) -> Observer:
     """An `Observer` on a running world's stores, labelled from its cards and catalogue."""
-    from world.town import HAURA
+    from yuiju.world.town import HAURA
 
     cfg = runtime.cfg
     return Observer(

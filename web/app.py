@@ -34,7 +34,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from redis.exceptions import RedisError
 
-from web.view import Observer, StoresDown
+from yuiju.web.view import Observer, StoresDown
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ class ObserverServer:
 
     async def stop(self) -> None:
         """Stop serving within `STOP_SECONDS`: a request still waiting on a store is cancelled."""
-        from yuiju_tasks import finish
+        from yuiju.tasks import finish
 
         self.request_stop()
         await finish(self._task, grace=STOP_SECONDS / 2, what="the observer page")

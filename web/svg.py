@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from markupsafe import escape
 
-from world.town import Town
+from yuiju.world.town import Town
 
 WEEKDAYS = "一二三四五六日"
 

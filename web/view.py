@@ -20,18 +20,18 @@ from zoneinfo import ZoneInfo
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from memory.episodes import EPISODES, Episode, EpisodeRepo
-from memory.ledger import LLM_CALLS, usage_fields, usage_of_day
-from storage.errors import StorageError, UndeclaredField
-from storage.history import CollectionSpec, HistoryStore
-from storage.keys import Keys
-from web import svg
-from world.errors import CorruptState
-from world.loader import Catalogue
-from world.plans import PlanState
-from world.state import CharacterState, WorldState
-from world.store import StateStore
-from world.town import Town
+from yuiju.memory.episodes import EPISODES, Episode, EpisodeRepo
+from yuiju.memory.ledger import LLM_CALLS, usage_fields, usage_of_day
+from yuiju.storage.errors import StorageError, UndeclaredField
+from yuiju.storage.history import CollectionSpec, HistoryStore
+from yuiju.storage.keys import Keys
+from yuiju.web import svg
+from yuiju.world.errors import CorruptState
+from yuiju.world.loader import Catalogue
+from yuiju.world.plans import PlanState
+from yuiju.world.state import CharacterState, WorldState
+from yuiju.world.store import StateStore
+from yuiju.world.town import Town
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ STORE_TIMEOUT_S = 5.0
 """A store that does not answer within this is reported as down (MongoDB waits 30 s by default)."""
 
 _OPTIONAL_COLLECTIONS = {
-    "diaries": ("memory.diary", "memory.diaries"),
-    "outbox": ("message.proactive", "message.outbox"),
+    "diaries": ("yuiju.memory.diary",),
+    "outbox": ("yuiju.message.proactive",),
 }
 """Collections other packages will add (diary: issue 4, proactive posts: issue 6), looked up
 by name in the modules that would declare them; until they exist, the page shows 暂无."""

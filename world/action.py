@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationInfo
 
-from world.clock import in_window, is_school_day, is_weekend, minutes_until
-from world.state import CharacterState, RunningAction, WorldState
-from world.town import Town
+from yuiju.world.clock import in_window, is_school_day, is_weekend, minutes_until
+from yuiju.world.state import CharacterState, RunningAction, WorldState
+from yuiju.world.town import Town
 
 
 @dataclass(kw_only=True)

@@ -13,18 +13,18 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from world.action import Action, ActionContext
-from world.decision_schema import params_schema
-from world.evolutions import (
+from yuiju.world.action import Action, ActionContext
+from yuiju.world.decision_schema import params_schema
+from yuiju.world.evolutions import (
     TickContext,
     advance_calendar,
     refresh_daily_resources,
     update_opening_hours,
     update_weather,
 )
-from world.items import ALL
-from world.state import CharacterState, WorldState
-from world.town import Town
+from yuiju.world.items import ALL
+from yuiju.world.state import CharacterState, WorldState
+from yuiju.world.town import Town
 
 SAMPLE_TIMES = ("2026-09-01 06:50", "2026-09-01 10:00", "2026-09-01 12:10", "2026-09-05 15:00", "2026-09-05 22:00")
 """A school day's morning, class and lunch break, a Saturday afternoon, a night."""

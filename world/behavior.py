@@ -20,18 +20,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from characters import CharacterCard
-from memory.episodes import Episode, episode_id
-from world.action import Action, ActionContext
-from world.day_record import DayRecord
-from world.errors import InvalidDecision
-from world.evolutions import Event
-from world.loader import Catalogue
-from world.plans import PlanError, apply_plan_changes
-from world.policy import Decision, DecisionRequest, Policy, PolicyFailed
-from world.state import CharacterState, RunningAction, WorldState
-from world.store import Commit, Snapshot, StateStore
-from world.town import Town
+from yuiju.characters import CharacterCard
+from yuiju.memory.episodes import Episode, episode_id
+from yuiju.world.action import Action, ActionContext
+from yuiju.world.day_record import DayRecord
+from yuiju.world.errors import InvalidDecision
+from yuiju.world.evolutions import Event
+from yuiju.world.loader import Catalogue
+from yuiju.world.plans import PlanError, apply_plan_changes
+from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed
+from yuiju.world.state import CharacterState, RunningAction, WorldState
+from yuiju.world.store import Commit, Snapshot, StateStore
+from yuiju.world.town import Town
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from redis.asyncio import Redis
 
-from storage.keys import Keys
-from world.state import CharacterState, TemperatureLevel, Weather, WeatherType, WorldState
+from yuiju.storage.keys import Keys
+from yuiju.world.state import CharacterState, TemperatureLevel, Weather, WeatherType, WorldState
 
 
 class _Command(BaseModel):

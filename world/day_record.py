@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from memory.episodes import Episode
-from world.action import Action
-from world.town import Town
+from yuiju.memory.episodes import Episode
+from yuiju.world.action import Action
+from yuiju.world.town import Town
 
 LANDMARK_TAGS = frozenset({"wake", "meal", "school", "study", "work", "shopping"})
 """Kinds of action that shape her day: whether she has eaten, been to school, worked..."""

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llm import JsonSchema
-from world.action import Action, ActionContext
+from yuiju.llm import JsonSchema
+from yuiju.world.action import Action, ActionContext
 
 REASON = {"type": "string", "minLength": 1, "maxLength": 400}
 """Why she chose it, first person (matches `RawDecision.reason`)."""

@@ -48,18 +48,18 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from storage.errors import StoreUnavailable
-from storage.history import HistoryStore
-from world.behavior import BehaviorLoop
-from world.clock import Clock
-from world.commands import CommandRejected, apply_command, parse_command
-from world.errors import CorruptState, LeaseLost
-from world.evolutions import Event, Evolution, TickContext
-from world.leases import LeaseChange, Leases
-from world.state import WorldState
-from world.store import BATCH_PIPELINE, Commit, OutboxEntry, Snapshot, StateStore
-from world.town import Town
-from yuiju_config import compact_character_ids
+from yuiju.config import compact_character_ids
+from yuiju.storage.errors import StoreUnavailable
+from yuiju.storage.history import HistoryStore
+from yuiju.world.behavior import BehaviorLoop
+from yuiju.world.clock import Clock
+from yuiju.world.commands import CommandRejected, apply_command, parse_command
+from yuiju.world.errors import CorruptState, LeaseLost
+from yuiju.world.evolutions import Event, Evolution, TickContext
+from yuiju.world.leases import LeaseChange, Leases
+from yuiju.world.state import WorldState
+from yuiju.world.store import BATCH_PIPELINE, Commit, OutboxEntry, Snapshot, StateStore
+from yuiju.world.town import Town
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from world.clock import (
+from yuiju.world.clock import (
     WEEKDAYS_ZH,
     holiday_name,
     in_window,
@@ -27,8 +27,8 @@ from world.clock import (
     season_of,
     weather_period_start,
 )
-from world.state import Calendar, CharacterState, PlaceState, Weather, WorldState
-from world.town import Town
+from yuiju.world.state import Calendar, CharacterState, PlaceState, Weather, WorldState
+from yuiju.world.town import Town
 
 
 @dataclass(frozen=True)

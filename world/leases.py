@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from world.store import LEASE_MINE, StateStore
+from yuiju.world.store import LEASE_MINE, StateStore
 
 POLL_SECONDS = 2.0
 """Wall time between two checks at most: how soon a worker notices a newcomer (and gives up its

@@ -22,8 +22,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from world.action import Action
-from world.errors import ActionLoadError, ConfigurationError
+from yuiju.world.action import Action
+from yuiju.world.errors import ActionLoadError, ConfigurationError
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,19 @@ class Catalogue:
 
     def __len__(self) -> int:
         return len(self.actions)
+
+
+_OLD_TOP_LEVEL = ("world.", "memory.", "message.", "llm.", "storage.", "web.", "actions.")
+"""Our packages' names before they moved under ``yuiju.``."""
+_OLD_IMPORT_FIX = "yuiju's packages are now under yuiju.: write `from yuiju.world.action import ...`"
+
+
+def _check_imports_yuiju(module: ModuleType) -> None:
+    """An action module that imported the author API by its old name (``from world.action import``,
+    which resolves only from the project folder) made actions of another class: say so."""
+    for value in vars(module).values():
+        if type(value).__name__ == "Action" and f"{type(value).__module__}.".startswith(_OLD_TOP_LEVEL):
+            raise ActionLoadError(f"{module.__name__} uses {type(value).__module__}; {_OLD_IMPORT_FIX}")
 
 
 def _modules_in_package(package: str) -> Iterable[tuple[str, Callable[[], ModuleType]]]:
@@ -86,7 +99,7 @@ def _modules_in_dir(folder: Path) -> Iterable[tuple[str, Callable[[], ModuleType
 
 
 def load_actions(
-    package: str | None = "actions", extra_dirs: Iterable[Path] = ()
+    package: str | None = "yuiju.actions", extra_dirs: Iterable[Path] = ()
 ) -> Catalogue:
     """Import every action module and collect the `Action` objects at their top level."""
     catalogue = Catalogue()
@@ -99,8 +112,11 @@ def load_actions(
     for origin, load in sources:
         try:
             module = load()
+            _check_imports_yuiju(module)
         except Exception as exc:  # a user module may raise anything; report and go on
             catalogue.broken[origin] = "".join(traceback.format_exception_only(exc)).strip()
+            if isinstance(exc, ModuleNotFoundError) and f"{exc.name}.".startswith(_OLD_TOP_LEVEL):
+                catalogue.broken[origin] += f"; {_OLD_IMPORT_FIX}"
             log.error("action module %s failed to load and is skipped: %s", origin, catalogue.broken[origin])
             continue
         found: list[Action] = []
@@ -145,9 +161,17 @@ def _check_labels(catalogue: Catalogue) -> None:
                 )
 
 
+
+
 def resolve(dotted: str) -> Any:
-    """``"world.evolutions:drift_needs"`` → the object; a clear error when it is not there."""
+    """``"yuiju.world.evolutions:drift_needs"`` → the object; a clear error when it is not there.
+
+    A name from before the ``yuiju.`` namespace (``world.evolutions:drift_needs``) still resolves,
+    with a warning that says how to write it now."""
     module_name, _, attr = dotted.partition(":")
+    if module_name.startswith(_OLD_TOP_LEVEL):
+        log.warning("[world].evolutions: %r is an old name; write %r", dotted, f"yuiju.{dotted}")
+        module_name = f"yuiju.{module_name}"
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -14,10 +14,10 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from characters import CharacterCard
-from world.action import Action, ActionContext
-from world.errors import InvalidDecision
-from world.state import ShareIntent
+from yuiju.characters import CharacterCard
+from yuiju.world.action import Action, ActionContext
+from yuiju.world.errors import InvalidDecision
+from yuiju.world.state import ShareIntent
 
 
 class RawDecision(BaseModel):

@@ -12,26 +12,26 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from characters import CharacterCard, card_of, copy_of, load_card
-from llm import ChatModel, CircuitBreaker, MeteredModel, OpenAIChatModel, UsageTotals
-from memory.episodes import EpisodeRepo
-from memory.ledger import LLM_CALLS
-from storage.history import HistoryStore, open_history
-from storage.keys import Keys
-from storage.redis import RedisHandle, open_redis
-from world.behavior import BehaviorLoop, LoopStats
-from world.clock import Clock, RealClock
-from world.day_record import DayRecord, day_record
-from world.engine import Engine, NamedEvolution, TownRun, WorldTicker
-from world.loader import Catalogue, load_actions, resolve
-from world.policies.llm import LLMPolicy
-from world.policies.utility import UtilityPolicy
-from world.policy import Policy
-from world.state import CharacterState
-from world.store import StateStore, stream_maxlen
-from world.town import HAURA, Town
-from world.usage import UsageLedger
-from yuiju_config import YuijuConfig
+from yuiju.characters import CharacterCard, card_of, copy_of, load_card
+from yuiju.config import YuijuConfig
+from yuiju.llm import ChatModel, CircuitBreaker, MeteredModel, OpenAIChatModel, UsageTotals
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.memory.ledger import LLM_CALLS
+from yuiju.storage.history import HistoryStore, open_history
+from yuiju.storage.keys import Keys
+from yuiju.storage.redis import RedisHandle, open_redis
+from yuiju.world.behavior import BehaviorLoop, LoopStats
+from yuiju.world.clock import Clock, RealClock
+from yuiju.world.day_record import DayRecord, day_record
+from yuiju.world.engine import Engine, NamedEvolution, TownRun, WorldTicker
+from yuiju.world.loader import Catalogue, load_actions, resolve
+from yuiju.world.policies.llm import LLMPolicy
+from yuiju.world.policies.utility import UtilityPolicy
+from yuiju.world.policy import Policy
+from yuiju.world.state import CharacterState
+from yuiju.world.store import StateStore, stream_maxlen
+from yuiju.world.town import HAURA, Town
+from yuiju.world.usage import UsageLedger
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def resolve_evolutions(names: list[str]) -> list[NamedEvolution]:
     for name in names:
         fn = resolve(name)
         if not callable(fn):
-            from world.errors import ConfigurationError
+            from yuiju.world.errors import ConfigurationError
 
             raise ConfigurationError(f"evolution {name!r} is not a function; check [world].evolutions")
         out.append(NamedEvolution(name=name, fn=fn))
@@ -196,7 +196,7 @@ async def build_runtime(
 ) -> Runtime:
     """Open the stores and wire the engine, for every town of the config (`YuijuConfig.towns`).
     ``policy`` overrides ``[world].policy``."""
-    catalogue = load_actions("actions", cfg.world.action_dirs)
+    catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
     towns = cfg.towns()
     cards = load_cards([cid for town in towns.values() for cid in town.characters])
     evolutions = resolve_evolutions(cfg.world.evolutions)

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from llm import ChatModel, CircuitBreaker, RecordingChatModel, ReplayChatModel
-from llm.usage import Usage
-from world.clock import SimClock, is_school_day
-from world.runtime import build_runtime
-from yuiju_config import YuijuConfig
+from yuiju.config import YuijuConfig
+from yuiju.llm import ChatModel, CircuitBreaker, RecordingChatModel, ReplayChatModel
+from yuiju.llm.usage import Usage
+from yuiju.world.clock import SimClock, is_school_day
+from yuiju.world.runtime import build_runtime
 
 DEFAULT_START = "2026-09-01T06:00"
 """A fixed default start (a school day), so the same seed gives the same report on any day."""
@@ -71,7 +71,7 @@ async def simulate(
         cfg = cfg.model_copy(update={"llm": cfg.llm.model_validate(
             {**cfg.llm.model_dump(), **replayed.meta.get("llm", {})})})
     elif record is not None:
-        from world.runtime import make_chat_model
+        from yuiju.world.runtime import make_chat_model
 
         meta = {"days": days, "seed": seed, "start": start, "llm": recorded_llm_settings(cfg)}
         chat_model = RecordingChatModel(chat_model or make_chat_model(cfg), record, meta=meta)
@@ -202,7 +202,7 @@ def _life_of(timeline: list[dict[str, Any]], begin: datetime, days: int, stats: 
     histogram = Counter(r["id"] for r in timeline)
     per_day: dict[str, dict[str, Any]] = defaultdict(lambda: {"actions": 0, "meals": 0, "school_minutes": 0})
     violations: list[str] = []
-    from world.loader import load_actions
+    from yuiju.world.loader import load_actions
 
     meal_ids = {a.id for a in load_actions() if "meal" in a.tags}
     tz = begin.tzinfo

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from world.plans import PlanState
+from yuiju.world.plans import PlanState
 
 WeatherType = Literal["晴", "多云", "阴", "小雨", "雨", "雷雨", "雪", "雾"]
 TemperatureLevel = Literal["严寒", "寒冷", "清凉", "舒适", "温暖", "炎热"]

@@ -33,11 +33,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from redis.client import NEVER_DECODE
 
-from storage.keys import Keys
-from storage.redis import RedisClient
-from world.errors import CorruptState, LeaseLost
-from world.evolutions import Event
-from world.state import CharacterState, WorldState
+from yuiju.storage.keys import Keys
+from yuiju.storage.redis import RedisClient
+from yuiju.world.errors import CorruptState, LeaseLost
+from yuiju.world.evolutions import Event
+from yuiju.world.state import CharacterState, WorldState
 
 log = logging.getLogger(__name__)
 

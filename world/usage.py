@@ -9,12 +9,12 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from llm.usage import CallRecord
-from memory.ledger import LLM_CALLS, call_document, usage_increments
-from storage.keys import Keys
-from world.behavior import outbox_entry
-from world.clock import Clock
-from world.store import dumps_doc
+from yuiju.llm.usage import CallRecord
+from yuiju.memory.ledger import LLM_CALLS, call_document, usage_increments
+from yuiju.storage.keys import Keys
+from yuiju.world.behavior import outbox_entry
+from yuiju.world.clock import Clock
+from yuiju.world.store import dumps_doc
 
 log = logging.getLogger(__name__)
 

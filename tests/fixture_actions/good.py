@@ -1,6 +1,6 @@
 """A well-formed user action module (loaded by tests/test_loader.py)."""
 
-from world.action import Action
+from yuiju.world.action import Action
 
 water_plants = Action(
     id="water_plants",

@@ -26,19 +26,31 @@ from datetime import datetime
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from characters import CharacterCard
-from llm import ChatMessage, ChatModel, RetryWithFeedback, StructuredOutputFailed, ask_structured
-from llm.structured import Attempt
-from world.action import Action, ActionContext
-from world.decision_schema import decision_schema
-from world.errors import InvalidDecision
-from world.policy import Decision, DecisionRequest, PolicyFailed, RawDecision, validate_decision
-from world.town import Town
+from yuiju.characters import CharacterCard
+from yuiju.llm import (
+    ChatMessage,
+    ChatModel,
+    RetryWithFeedback,
+    StructuredOutputFailed,
+    ask_structured,
+)
+from yuiju.llm.structured import Attempt
+from yuiju.world.action import Action, ActionContext
+from yuiju.world.decision_schema import decision_schema
+from yuiju.world.errors import InvalidDecision
+from yuiju.world.policy import (
+    Decision,
+    DecisionRequest,
+    PolicyFailed,
+    RawDecision,
+    validate_decision,
+)
+from yuiju.world.town import Town
 
 log = logging.getLogger(__name__)
 
 PROMPTS = Environment(
-    loader=PackageLoader("world", "prompts"),
+    loader=PackageLoader("yuiju.world", "prompts"),
     undefined=StrictUndefined,
     autoescape=False,
     trim_blocks=True,
@@ -153,7 +165,7 @@ class LLMPolicy:
     ) -> None:
         self.model = model
         if actions is None:
-            from world.loader import load_actions
+            from yuiju.world.loader import load_actions
 
             actions = list(load_actions())
         self.actions = list(actions)

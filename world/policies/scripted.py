@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from world.policy import Decision, DecisionRequest, PolicyFailed, RawDecision, validate_decision
+from yuiju.world.policy import (
+    Decision,
+    DecisionRequest,
+    PolicyFailed,
+    RawDecision,
+    validate_decision,
+)
 
 Script = Callable[[DecisionRequest], dict[str, Any] | str]
 

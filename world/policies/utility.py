@@ -13,10 +13,16 @@ import random
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from world.action import Action, ActionContext
-from world.clock import is_school_day, minute_of_day
-from world.items import owned, sellable
-from world.policy import Decision, DecisionRequest, PolicyFailed, RawDecision, validate_decision
+from yuiju.world.action import Action, ActionContext
+from yuiju.world.clock import is_school_day, minute_of_day
+from yuiju.world.items import owned, sellable
+from yuiju.world.policy import (
+    Decision,
+    DecisionRequest,
+    PolicyFailed,
+    RawDecision,
+    validate_decision,
+)
 
 MEAL_WINDOWS = (("breakfast", 6 * 60, 9 * 60 + 30), ("lunch", 11 * 60 + 30, 13 * 60 + 30), ("dinner", 17 * 60 + 30, 20 * 60))
 

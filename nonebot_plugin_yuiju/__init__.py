@@ -1,0 +1,60 @@
+"""悠酱 as a NoneBot2 plugin: the thin entry (store name ``nonebot_plugin_yuiju``) over her chat side.
+
+The matchers (``yuiju.message.matchers``) are thin: they normalise an event and hand it to the plain
+Python `yuiju.message.service.ChatService`. Loaded into someone else's NoneBot app (``nb run`` with
+``nonebot_plugin_yuiju`` in ``[tool.nonebot] plugins``, or ``nonebot.load_plugin("nonebot_plugin_yuiju")``),
+the plugin starts her chat and proactive posts with the app, from the plugin config
+(`yuiju.message.config`).
+"""
+
+from importlib.metadata import PackageNotFoundError, metadata
+
+from nonebot.plugin import PluginMetadata
+
+from yuiju.message.config import Config
+
+
+def _homepage() -> str | None:
+    """The project's homepage from the installed package's metadata (pyproject's [project.urls])."""
+    try:
+        urls = metadata("yuiju").get_all("Project-URL") or []
+    except PackageNotFoundError:
+        return None
+    return next((url.strip() for label, _, url in (u.partition(",") for u in urls)
+                 if label.strip().lower() in ("homepage", "home", "repository", "source")), None)
+
+
+__plugin_meta__ = PluginMetadata(
+    name="悠酱 yuiju",
+    description="悠酱在 QQ 群和私聊里聊天，也会主动分享她在羽浦町的生活：回答都来自她真实的生活记录、日记和记忆，不编造。",
+    usage=(
+        "在群里 @她、叫她的名字或回复她的消息（群需在 [chat.groups] 里开启）；白名单里的人可以私聊。\n"
+        "管理员：/status /weather /give /pause /resume /distill /clear /proactive /tools\n"
+        "配置：.env 里的 YUIJU_CONFIG=yuiju.toml（`yuiju init` 生成）与 YUIJU_<SECTION>__<FIELD>；"
+        "她的生活由 `yuiju world` 驱动。"
+    ),
+    type="application",
+    homepage=_homepage(),
+    config=Config,
+    supported_adapters={"~onebot.v11"},
+)
+
+
+def _nonebot_ready() -> bool:
+    try:
+        import nonebot
+
+        nonebot.get_driver()
+    except ValueError:
+        return False
+    return True
+
+
+if _nonebot_ready():  # importing it without an initialised nonebot registers nothing
+    import nonebot
+
+    from yuiju.message.bot import start_in_host_app
+
+    # before the matchers' own start-up hook, which builds the service this one configures
+    nonebot.get_driver().on_startup(start_in_host_app)
+    from yuiju.message import matchers as matchers

@@ -1,0 +1,1 @@
+../../yuiju_config.py
