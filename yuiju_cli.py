@@ -42,8 +42,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     if path.exists() and not args.force:
         return _fail(f"{path} already exists; pass --force to overwrite it")
     path.write_text(default_toml(), encoding="utf-8")
-    print(f"wrote {path}: every setting with its default and a comment, and a random [onebot] access_token "
-          "for NapCat/Lagrange. Edit it, then `yuiju run`.")
+    print(
+        f"wrote {path}: every setting with its default and a comment, and a random [onebot] access_token "
+        "for NapCat/Lagrange. Edit it, then `yuiju run`."
+    )
     return 0
 
 
@@ -96,8 +98,13 @@ PANEL_CHARACTERS = 12
 """Characters the status panel shows in full; past that it says how many more (``--json`` lists all)."""
 
 
-def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: Any,
-                 drivers: dict[str, str | None] | None = None) -> str:
+def render_panel(
+    world: Any,
+    characters: dict[str, Any],
+    now: datetime,
+    town: Any,
+    drivers: dict[str, str | None] | None = None,
+) -> str:
     """The live terminal panel: world time, weather, and per character place, action, stats (and
     which worker drives her, when ``drivers`` is given)."""
     lines = []
@@ -105,8 +112,14 @@ def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: An
         return "世界还没有开始运行。"
     weather = f"{world.weather.type} {world.weather.temperature}" if world.weather else "未知"
     cal = world.calendar
-    day = f"{cal.weekday} {cal.period}{'（' + cal.holiday + '）' if cal and cal.holiday else ''}" if cal else ""
-    lines.append(f"羽浦町  {now:%Y-%m-%d %H:%M}  {day}  天气 {weather}{'  [已暂停]' if world.paused else ''}")
+    day = (
+        f"{cal.weekday} {cal.period}{'（' + cal.holiday + '）' if cal and cal.holiday else ''}"
+        if cal
+        else ""
+    )
+    lines.append(
+        f"羽浦町  {now:%Y-%m-%d %H:%M}  {day}  天气 {weather}{'  [已暂停]' if world.paused else ''}"
+    )
     for cid, c in list(characters.items())[:PANEL_CHARACTERS]:
         driver = ""
         if drivers is not None:
@@ -114,13 +127,17 @@ def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: An
         if c is None:
             lines.append(f"  {cid}: （尚未创建）{driver}")
             continue
-        lines.append(f"  {cid} @ {town.place_name(c.location)}{'（睡着）' if c.asleep else ''}{driver}")
+        lines.append(
+            f"  {cid} @ {town.place_name(c.location)}{'（睡着）' if c.asleep else ''}{driver}"
+        )
         if c.running:
             r = c.running
             total = max(1.0, (r.ends_at - r.started_at).total_seconds())
             done = min(1.0, max(0.0, (now - r.started_at).total_seconds() / total))
             bar = "#" * int(done * 20) + "." * (20 - int(done * 20))
-            lines.append(f"    正在：{r.name}  [{bar}] {done:4.0%}  到 {r.ends_at.astimezone(now.tzinfo):%H:%M}")
+            lines.append(
+                f"    正在：{r.name}  [{bar}] {done:4.0%}  到 {r.ends_at.astimezone(now.tzinfo):%H:%M}"
+            )
             lines.append(f"    原因：{r.reason}")
         elif c.blocked_reason:
             lines.append(f"    受阻：{c.blocked_reason}")
@@ -130,7 +147,9 @@ def render_panel(world: Any, characters: dict[str, Any], now: datetime, town: An
         )
         lines.append("    " + "；".join(c.plans.lines()))
     if len(characters) > PANEL_CHARACTERS:
-        lines.append(f"  ……还有 {len(characters) - PANEL_CHARACTERS} 个角色（`yuiju status --json` 列出全部）")
+        lines.append(
+            f"  ……还有 {len(characters) - PANEL_CHARACTERS} 个角色（`yuiju status --json` 列出全部）"
+        )
     return "\n".join(lines)
 
 
@@ -142,8 +161,9 @@ def clock_line(clock: Any) -> str:
         wait = duration_text(held - datetime.now(clock.tz))
         return f"\n  世界时间停在 {held:%H:%M}，等现实时间追上（还有 {wait}），之后与现实同步"
     if clock.lead() > timedelta(minutes=1):
-        return (f"\n  世界时间比现实快 {duration_text(clock.lead())}"
-                + ("" if clock.speed != 1 else "（`yuiju run --resync` 回到现实时间）"))
+        return f"\n  世界时间比现实快 {duration_text(clock.lead())}" + (
+            "" if clock.speed != 1 else "（`yuiju run --resync` 回到现实时间）"
+        )
     return ""
 
 
@@ -169,7 +189,10 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
                 towns[prefix] = {
                     "world": await town.load_world(),
                     "characters": await town.load_characters(spec.characters),
-                    "driven_by": {cid: names.get(tok, tok[:8]) if tok else None for cid, tok in holders.items()},
+                    "driven_by": {
+                        cid: names.get(tok, tok[:8]) if tok else None
+                        for cid, tok in holders.items()
+                    },
                     "ticked_by": names.get(ticker, ticker[:8]) if ticker else None,
                     "episode_outbox": await town.outbox_size(),
                 }
@@ -180,33 +203,59 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
         dead = await store.dead_letter_count()
         dead_latest = await store.dead_letters(5) if dead else []
         if as_json:
+
             def dump(value: Any) -> Any:
                 return value.model_dump(mode="json") if value is not None else None
 
-            print(json.dumps({
-                "world": dump(world),
-                "characters": {k: dump(v) for k, v in chars.items()},
-                "episode_outbox": outbox,
-                "outbox_dead_letters": {"count": dead, "key": store.keys.outbox_dead, "latest": dead_latest},
-                "stores": {"redis": redis.description, "history": history.backend},
-                "workers": [{"token": token, "heartbeat_left_ms": left, **info} for token, (left, info) in workers.items()],
-                "towns": {prefix: {**t, "world": dump(t["world"]), "characters": {k: dump(v) for k, v in t["characters"].items()}}
-                          for prefix, t in towns.items()},
-            }, ensure_ascii=False, indent=2))
+            print(
+                json.dumps(
+                    {
+                        "world": dump(world),
+                        "characters": {k: dump(v) for k, v in chars.items()},
+                        "episode_outbox": outbox,
+                        "outbox_dead_letters": {
+                            "count": dead,
+                            "key": store.keys.outbox_dead,
+                            "latest": dead_latest,
+                        },
+                        "stores": {"redis": redis.description, "history": history.backend},
+                        "workers": [
+                            {"token": token, "heartbeat_left_ms": left, **info}
+                            for token, (left, info) in workers.items()
+                        ],
+                        "towns": {
+                            prefix: {
+                                **t,
+                                "world": dump(t["world"]),
+                                "characters": {k: dump(v) for k, v in t["characters"].items()},
+                            }
+                            for prefix, t in towns.items()
+                        },
+                    },
+                    ensure_ascii=False,
+                    indent=2,
+                )
+            )
         else:
             from yuiju.world.clock import duration_text
 
             wall = datetime.now(cfg.app.tz)
             now = max(wall, world.time) if world is not None else wall  # world time never goes back
-            print(render_panel(world, chars, now, HAURA, drivers=towns[cfg.redis.prefix]["driven_by"]))
+            print(
+                render_panel(world, chars, now, HAURA, drivers=towns[cfg.redis.prefix]["driven_by"])
+            )
             if now - wall > timedelta(minutes=1):
-                print(f"  世界时间比现实快 {duration_text(now - wall)}（上次加速运行留下的）；"
-                      "`yuiju run` 从这里以正常速度继续，`yuiju run --resync` 等现实时间追上后回到现实时间")
+                print(
+                    f"  世界时间比现实快 {duration_text(now - wall)}（上次加速运行留下的）；"
+                    "`yuiju run` 从这里以正常速度继续，`yuiju run --resync` 等现实时间追上后回到现实时间"
+                )
             print(f"  存储：{redis.description}；历史 {history.backend}；待写入 {outbox} 条")
             if dead:
                 latest = dead_latest[-1]
-                print(f"  死信：{dead} 条队列记录无法写入历史，已移到 {store.keys.outbox_dead}"
-                      f"（最近一条：{str(latest.get('entry'))[:60]!r} {latest.get('reason')}）")
+                print(
+                    f"  死信：{dead} 条队列记录无法写入历史，已移到 {store.keys.outbox_dead}"
+                    f"（最近一条：{str(latest.get('entry'))[:60]!r} {latest.get('reason')}）"
+                )
             print(_fleet_lines(towns, workers))
     finally:
         await history.close()
@@ -214,7 +263,9 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
     return 0
 
 
-def _fleet_lines(towns: dict[str, dict[str, Any]], workers: dict[str, tuple[int, dict[str, Any]]]) -> str:
+def _fleet_lines(
+    towns: dict[str, dict[str, Any]], workers: dict[str, tuple[int, dict[str, Any]]]
+) -> str:
     """Who drives what: each town's world tick and undriven characters, then each live worker."""
     from yuiju.config import compact_character_ids
 
@@ -222,10 +273,14 @@ def _fleet_lines(towns: dict[str, dict[str, Any]], workers: dict[str, tuple[int,
     for prefix, town in towns.items():
         world = town["world"]
         idle = [cid for cid, who in town["driven_by"].items() if who is None]
-        lines.append(f"  小镇 {prefix}：{len(town['characters'])} 个角色，世界由 {town['ticked_by'] or '（无人）'} 推进"
-                     + (f"，世界时间 {world.time:%m-%d %H:%M}" if world is not None else "")
-                     + (f"；无人驱动：{compact_character_ids(idle)}" if idle else ""))
-    lines.append(f"  工作进程 workers：{len(workers)} 个在运行" + ("" if workers else "（没有引擎在运行）"))
+        lines.append(
+            f"  小镇 {prefix}：{len(town['characters'])} 个角色，世界由 {town['ticked_by'] or '（无人）'} 推进"
+            + (f"，世界时间 {world.time:%m-%d %H:%M}" if world is not None else "")
+            + (f"；无人驱动：{compact_character_ids(idle)}" if idle else "")
+        )
+    lines.append(
+        f"  工作进程 workers：{len(workers)} 个在运行" + ("" if workers else "（没有引擎在运行）")
+    )
     for _, (left, info) in workers.items():
         overhead, lag = info.get("overhead_ms") or {}, info.get("lag_ms") or {}
         lines.append(
@@ -233,7 +288,8 @@ def _fleet_lines(towns: dict[str, dict[str, Any]], workers: dict[str, tuple[int,
             f"{info.get('characters', 0)} 个 {info.get('driving') or ''}"
             + (f"；推进 {', '.join(info['towns'])}" if info.get("towns") else "")
             + f"；决策 {info.get('decisions', 0)} 次，引擎开销 p95 {overhead.get('p95')} ms，"
-            f"延迟 p95 {lag.get('p95')} ms，CPU {info.get('cpu_seconds')} s；心跳剩 {left / 1000:.0f} s")
+            f"延迟 p95 {lag.get('p95')} ms，CPU {info.get('cpu_seconds')} s；心跳剩 {left / 1000:.0f} s"
+        )
     return "\n".join(lines)
 
 
@@ -247,8 +303,10 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
     speed = args.speed or cfg.world.speed
     if args.resync and speed != 1:
-        return _fail(f"--resync brings the world back to real time, so it runs at speed 1, not {speed:g}; "
-                     "drop --speed (and [world].speed) for this start")
+        return _fail(
+            f"--resync brings the world back to real time, so it runs at speed 1, not {speed:g}; "
+            "drop --speed (and [world].speed) for this start"
+        )
     clock = RealClock(cfg.app.tz, speed=speed)
     with_bot = args.cmd == "run" and cfg.onebot.enabled
     if with_bot:  # before anything imports the message package (the observer page reads its outbox)
@@ -259,8 +317,11 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     worker = args.cmd == "world" and args.worker  # a fleet member: the engine only
     runtime = await build_runtime(cfg, clock=clock, worker_name=getattr(args, "name", None))
     await runtime.continue_world_clock(resync=args.resync)  # world time never goes backwards
-    log.info("yuiju is running%s: %s", f" as worker {runtime.engine.name}" if worker else "",
-             json.dumps(cfg.summary(), ensure_ascii=False))
+    log.info(
+        "yuiju is running%s: %s",
+        f" as worker {runtime.engine.name}" if worker else "",
+        json.dumps(cfg.summary(), ensure_ascii=False),
+    )
     log.info("stores: redis %s, history %s", runtime.redis.description, runtime.history.backend)
     web_server, page_line = None, ""
     if cfg.web.enabled and not worker:
@@ -273,8 +334,10 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             url = await web_server.start()
         except OSError as exc:
             await runtime.close()
-            return _fail(f"cannot serve the observer page on {cfg.web.host}:{cfg.web.port} ({exc}); "
-                         "set [web].port (YUIJU_WEB__PORT) to a free port, or [web].enabled = false")
+            return _fail(
+                f"cannot serve the observer page on {cfg.web.host}:{cfg.web.port} ({exc}); "
+                "set [web].port (YUIJU_WEB__PORT) to a free port, or [web].enabled = false"
+            )
         page_line = f"观察页面 observer page: {url}" + ("  (needs ?token=...)" if token else "")
         print(page_line, flush=True)
     from yuiju.tasks import LoopLagMonitor, bounded, finish
@@ -305,12 +368,20 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                 text = render_panel(world, chars, clock.now(), HAURA) + clock_line(clock)
             except Exception as exc:  # the panel must never take the daemon down
                 text = f"(panel: {exc})"
-            sys.stdout.write("\x1b[H\x1b[J" + text + "\n\n" + (page_line + "\n" if page_line else "") + "(Ctrl-C 停止)\n")
+            sys.stdout.write(
+                "\x1b[H\x1b[J"
+                + text
+                + "\n\n"
+                + (page_line + "\n" if page_line else "")
+                + "(Ctrl-C 停止)\n"
+            )
             sys.stdout.flush()
             await asyncio.sleep(1)
 
     try:
-        if cfg.memory.enabled and not worker:  # one vector store for this process: the embedded one opens once
+        if (
+            cfg.memory.enabled and not worker
+        ):  # one vector store for this process: the embedded one opens once
             from yuiju.memory.service import open_semantic
             from yuiju.memory.vectors import VectorStoreError
 
@@ -321,13 +392,23 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         if semantic is not None:  # episodes into Qdrant, the diary at bedtime, nightly distillation
             from yuiju.memory.indexer import run_memory_worker
 
-            memory_task = asyncio.create_task(run_memory_worker(
-                cfg, runtime.redis.client, runtime.history, clock=clock, stop_event=memory_stop,
-                chat_model=runtime.llm_model, semantic=semantic,
-            ))
+            memory_task = asyncio.create_task(
+                run_memory_worker(
+                    cfg,
+                    runtime.redis.client,
+                    runtime.history,
+                    clock=clock,
+                    stop_event=memory_stop,
+                    chat_model=runtime.llm_model,
+                    semantic=semantic,
+                )
+            )
             memory_task.add_done_callback(
-                lambda t: t.cancelled() or t.exception() is None
-                or log.error("memory worker stopped (the world carries on): %s", t.exception())
+                lambda t: (
+                    t.cancelled()
+                    or t.exception() is None
+                    or log.error("memory worker stopped (the world carries on): %s", t.exception())
+                )
             )
         if with_bot:  # the QQ bot, on the same stores and memory
             bot = await _start_bot(cfg, runtime, semantic, clock)
@@ -366,14 +447,26 @@ async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) 
     if semantic is not None:
         from yuiju.memory.service import build_memory
 
-        memory = await build_memory(cfg, runtime.history, semantic,
-                                    character_id=cfg.chat.character_id or cfg.world.characters[0])
+        memory = await build_memory(
+            cfg,
+            runtime.history,
+            semantic,
+            character_id=cfg.chat.character_id or cfg.world.characters[0],
+        )
     try:
-        return await serve_bot(cfg, redis=runtime.redis.client, history=runtime.history, memory=memory,
-                               clock=clock, model=runtime.llm_model)
+        return await serve_bot(
+            cfg,
+            redis=runtime.redis.client,
+            history=runtime.history,
+            memory=memory,
+            clock=clock,
+            model=runtime.llm_model,
+        )
     except OSError as exc:
-        return (f"cannot serve the QQ bot on {cfg.onebot.host}:{cfg.onebot.port} ({exc}); set [onebot].port "
-                "(YUIJU_ONEBOT__PORT) to a free port, or [onebot].enabled = false")
+        return (
+            f"cannot serve the QQ bot on {cfg.onebot.host}:{cfg.onebot.port} ({exc}); set [onebot].port "
+            "(YUIJU_ONEBOT__PORT) to a free port, or [onebot].enabled = false"
+        )
     except Exception as exc:
         log.exception("QQ bot start-up failed")
         return f"the QQ bot did not start: {exc}"
@@ -392,8 +485,13 @@ def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
 
         with contextlib.suppress(ValueError):  # already moved
             logger.remove(logger_id)
-            logger.add(sys.stderr, level=0, diagnose=False, filter=default_filter,
-                       format="{time:HH:mm:ss} {level: <7} nonebot: {message}")
+            logger.add(
+                sys.stderr,
+                level=0,
+                diagnose=False,
+                filter=default_filter,
+                format="{time:HH:mm:ss} {level: <7} nonebot: {message}",
+            )
     import nonebot
     from nonebot.adapters.onebot.v11 import Adapter
 
@@ -404,12 +502,20 @@ def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
     card = load_card(cfg.chat.character_id or cfg.world.characters[0])
     token = cfg.onebot.access_token.get_secret_value() if cfg.onebot.access_token else None
     if token is None:
-        log.warning("the OneBot WebSocket on %s:%s accepts connections without an access token "
-                    "([onebot] allow_no_token = true): any process on this machine can connect as the QQ "
-                    "side and speak as any QQ user, admins included. Set [onebot] access_token for real use.",
-                    cfg.onebot.host, cfg.onebot.port)
-    kwargs: dict[str, Any] = {"driver": "~fastapi", "host": cfg.onebot.host, "port": cfg.onebot.port,
-                              "nickname": [card.name, *card.nicknames], "command_start": ["/"]}
+        log.warning(
+            "the OneBot WebSocket on %s:%s accepts connections without an access token "
+            "([onebot] allow_no_token = true): any process on this machine can connect as the QQ "
+            "side and speak as any QQ user, admins included. Set [onebot] access_token for real use.",
+            cfg.onebot.host,
+            cfg.onebot.port,
+        )
+    kwargs: dict[str, Any] = {
+        "driver": "~fastapi",
+        "host": cfg.onebot.host,
+        "port": cfg.onebot.port,
+        "nickname": [card.name, *card.nicknames],
+        "command_start": ["/"],
+    }
     if token:
         kwargs["onebot_access_token"] = token
     nonebot.init(**kwargs)
@@ -429,9 +535,11 @@ async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
     try:
         semantic = await open_semantic(cfg)
     except VectorStoreError as exc:
-        return (f"{exc}.\n`yuiju run` already serves the QQ bot when [onebot].enabled = true, sharing its "
-                "memory; run `yuiju bot` as a separate process only with [qdrant].url set to a Qdrant "
-                "server that both use (or with [memory].enabled = false)")
+        return (
+            f"{exc}.\n`yuiju run` already serves the QQ bot when [onebot].enabled = true, sharing its "
+            "memory; run `yuiju bot` as a separate process only with [qdrant].url set to a Qdrant "
+            "server that both use (or with [memory].enabled = false)"
+        )
     await semantic.store.close()
     return None
 
@@ -456,7 +564,9 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     characters = list(cfg.world.characters)
     if args.memory_cmd == "import":
         if (args.character or characters[0]) not in characters:
-            return _fail(f"--character {args.character!r} is not configured; [world].characters = {characters}")
+            return _fail(
+                f"--character {args.character!r} is not configured; [world].characters = {characters}"
+            )
         characters = [args.character or characters[0]]
     redis, history = await open_stores(cfg)
     try:
@@ -470,8 +580,9 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         for cid in characters:
             service = await build_memory(cfg, history, semantic, character_id=cid)
             if args.memory_cmd == "search":
-                found = await service.memory_search(args.text, now=now, user_id=args.user, group_id=args.group,
-                                                    limit=args.limit)
+                found = await service.memory_search(
+                    args.text, now=now, user_id=args.user, group_id=args.group, limit=args.limit
+                )
                 if len(cfg.world.characters) > 1:
                     print(f"{cid}:")
                 if not found:
@@ -500,19 +611,31 @@ def _read_chat_log(args: argparse.Namespace) -> tuple[str | None, list[Any], int
 
     path = Path(args.file)
     if not path.is_file():
-        return f"{path}: no such file (a JSON Lines chat log, see `yuiju memory import --help`)", [], 0
+        return (
+            f"{path}: no such file (a JSON Lines chat log, see `yuiju memory import --help`)",
+            [],
+            0,
+        )
     parsed = parse_chat_log(path)
     for error in parsed.errors[:20]:
         print(f"{path}: {error}", file=sys.stderr)
     if len(parsed.errors) > 20:
         print(f"{path}: ... and {len(parsed.errors) - 20} more bad lines", file=sys.stderr)
     if parsed.errors and not args.skip_bad:
-        return (f"{path}: {len(parsed.errors)} bad line(s), nothing imported; fix them, or pass --skip-bad "
-                "to import the good lines only"), [], 0
+        return (
+            (
+                f"{path}: {len(parsed.errors)} bad line(s), nothing imported; fix them, or pass --skip-bad "
+                "to import the good lines only"
+            ),
+            [],
+            0,
+        )
     return None, parsed.lines, len(parsed.errors)
 
 
-async def _import_chat_log(service: Any, lines: list[Any], args: argparse.Namespace, skipped: int) -> None:
+async def _import_chat_log(
+    service: Any, lines: list[Any], args: argparse.Namespace, skipped: int
+) -> None:
     from tqdm import tqdm
 
     from yuiju.memory.chatlog import import_chat_log
@@ -520,8 +643,12 @@ async def _import_chat_log(service: Any, lines: list[Any], args: argparse.Namesp
     with tqdm(total=len(lines), unit="line", desc="import", disable=args.quiet) as bar:
         report = await import_chat_log(service.chat, lines, batch=args.batch, progress=bar.update)
     skipped_text = f", {skipped} bad line(s) skipped" if skipped else ""
-    pending = (f"; {report.not_indexed} stored but not yet searchable (embedder or vector store failed): "
-               "the memory worker of `yuiju run` indexes them" if report.not_indexed else "")
+    pending = (
+        f"; {report.not_indexed} stored but not yet searchable (embedder or vector store failed): "
+        "the memory worker of `yuiju run` indexes them"
+        if report.not_indexed
+        else ""
+    )
     print(f"{service.character_id}: {report.imported} chat lines imported{skipped_text}{pending}")
 
 
@@ -540,9 +667,14 @@ async def _reindex_vectors(cfg: YuijuConfig, *, re_embed: bool) -> Any:
 
     try:
         return await reindex_store(
-            url=cfg.qdrant.url, api_key=cfg.qdrant.api_key.get_secret_value() if cfg.qdrant.api_key else None,
-            collection=cfg.qdrant.collection, data_dir=cfg.data_path(), engine=cfg.memory.engine,
-            embedder=make_embedder(cfg), re_embed=re_embed, progress=progress,
+            url=cfg.qdrant.url,
+            api_key=cfg.qdrant.api_key.get_secret_value() if cfg.qdrant.api_key else None,
+            collection=cfg.qdrant.collection,
+            data_dir=cfg.data_path(),
+            engine=cfg.memory.engine,
+            embedder=make_embedder(cfg),
+            re_embed=re_embed,
+            progress=progress,
             context_minutes=cfg.memory.chat_context_minutes,
         )
     finally:
@@ -561,27 +693,38 @@ async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     recorded: dict[str, Any] = {}
     if args.replay:
         if args.record:
-            return _fail("--record and --replay exclude each other: replay one cassette, or record a new one")
+            return _fail(
+                "--record and --replay exclude each other: replay one cassette, or record a new one"
+            )
         try:
             recorded, _ = read_cassette(Path(args.replay))
         except CassetteError as exc:
             return _fail(str(exc))
     elif (args.policy == "llm" or args.record) and not cfg.llm.configured:
-        return _fail("--policy llm (and --record) need [llm].base_url (and api_key); see `yuiju init`")
+        return _fail(
+            "--policy llm (and --record) need [llm].base_url (and api_key); see `yuiju init`"
+        )
     policy = "llm" if args.record or args.replay else args.policy
     try:
         report = await simulate(
-            cfg, days=args.days or recorded.get("days", 7), seed=recorded.get("seed", 0) if args.seed is None else args.seed,
-            policy=policy, start=args.start or recorded.get("start", DEFAULT_START),
-            data_dir=Path(args.data_dir) if args.data_dir else None, progress=not args.quiet,
-            record=Path(args.record) if args.record else None, replay=Path(args.replay) if args.replay else None,
+            cfg,
+            days=args.days or recorded.get("days", 7),
+            seed=recorded.get("seed", 0) if args.seed is None else args.seed,
+            policy=policy,
+            start=args.start or recorded.get("start", DEFAULT_START),
+            data_dir=Path(args.data_dir) if args.data_dir else None,
+            progress=not args.quiet,
+            record=Path(args.record) if args.record else None,
+            replay=Path(args.replay) if args.replay else None,
         )
     except CassetteMismatch as exc:
         return _fail(str(exc))
     if args.report:
         text = json.dumps(report, ensure_ascii=False, indent=1)
         await asyncio.to_thread(Path(args.report).write_text, text, encoding="utf-8")
-    summary = {k: v for k, v in report.items() if k not in ("timeline", "per_day", "action_histogram")}
+    summary = {
+        k: v for k, v in report.items() if k not in ("timeline", "per_day", "action_histogram")
+    }
     print(json.dumps(summary, ensure_ascii=False, indent=1))
     top = list(report["action_histogram"].items())[:12]
     print("most frequent actions: " + ", ".join(f"{k} {v}" for k, v in top))
@@ -595,7 +738,9 @@ async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     config_help = "TOML config file (default: ./yuiju.toml or $YUIJU_CONFIG)"
-    parser = argparse.ArgumentParser(prog="yuiju", description="悠酱's life in 羽浦町: the world daemon and tools.")
+    parser = argparse.ArgumentParser(
+        prog="yuiju", description="悠酱's life in 羽浦町: the world daemon and tools."
+    )
     parser.add_argument("--config", help=config_help)
     # --config also after the subcommand (`yuiju status --config x.toml`); SUPPRESS keeps a
     # subcommand that was not given it from overwriting the one given before it
@@ -603,27 +748,53 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--config", default=argparse.SUPPRESS, help=config_help)
     sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_subparser_class(common))
 
-    run = sub.add_parser("run", help="run the daemon with a live terminal panel (and the QQ bot when [onebot].enabled)")
-    run.add_argument("--speed", type=float, help="world clock speed-up for demos (default [world].speed)")
+    run = sub.add_parser(
+        "run",
+        help="run the daemon with a live terminal panel (and the QQ bot when [onebot].enabled)",
+    )
+    run.add_argument(
+        "--speed", type=float, help="world clock speed-up for demos (default [world].speed)"
+    )
     run.add_argument("--no-panel", action="store_true", help="log lines only")
-    resync_help = ("go back to real time after a --speed run left world time ahead of the wall clock: "
-                   "the world holds still until the wall clock catches up")
+    resync_help = (
+        "go back to real time after a --speed run left world time ahead of the wall clock: "
+        "the world holds still until the wall clock catches up"
+    )
     run.add_argument("--resync", action="store_true", help=resync_help)
-    world = sub.add_parser("world", help="run the daemon without the QQ bot (world, memory worker, page)")
+    world = sub.add_parser(
+        "world", help="run the daemon without the QQ bot (world, memory worker, page)"
+    )
     world.add_argument("--speed", type=float)
     world.add_argument("--no-panel", action="store_true")
     world.add_argument("--resync", action="store_true", help=resync_help)
-    world.add_argument("--worker", action="store_true", help=(
-        "run as one of several workers sharing the characters: the engine only (no observer page, panel "
-        "or memory worker); start as many as you like with the same config, on one machine or several"))
+    world.add_argument(
+        "--worker",
+        action="store_true",
+        help=(
+            "run as one of several workers sharing the characters: the engine only (no observer page, panel "
+            "or memory worker); start as many as you like with the same config, on one machine or several"
+        ),
+    )
     world.add_argument("--name", help="how `yuiju status` names this worker (default: host:pid)")
 
     sim = sub.add_parser("simulate", help="fast-forward under a simulated clock and report")
-    sim.add_argument("--days", type=int, help="simulated days (default 7, or the cassette's with --replay)")
-    sim.add_argument("--seed", type=int, help="world seed (default 0, or the cassette's with --replay)")
+    sim.add_argument(
+        "--days", type=int, help="simulated days (default 7, or the cassette's with --replay)"
+    )
+    sim.add_argument(
+        "--seed", type=int, help="world seed (default 0, or the cassette's with --replay)"
+    )
     sim.add_argument("--policy", choices=["utility", "llm"], default="utility")
-    sim.add_argument("--record", metavar="CASSETTE", help="store every LLM exchange in this JSON-lines file (implies --policy llm)")
-    sim.add_argument("--replay", metavar="CASSETTE", help="answer from a recorded cassette, no network: the same timeline again")
+    sim.add_argument(
+        "--record",
+        metavar="CASSETTE",
+        help="store every LLM exchange in this JSON-lines file (implies --policy llm)",
+    )
+    sim.add_argument(
+        "--replay",
+        metavar="CASSETTE",
+        help="answer from a recorded cassette, no network: the same timeline again",
+    )
     sim.add_argument("--report", help="write the full JSON report here")
     sim.add_argument("--start", help="simulated start, e.g. 2026-09-01T06:00 (local time)")
     sim.add_argument("--data-dir", help="use stores under this dir instead of fresh temporary ones")
@@ -638,7 +809,9 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--json", action="store_true")
     asub.add_parser("check")
 
-    mem = sub.add_parser("memory", help="search her memory, distil chat memories, re-index knowledge files")
+    mem = sub.add_parser(
+        "memory", help="search her memory, distil chat memories, re-index knowledge files"
+    )
     msub = mem.add_subparsers(dest="memory_cmd", required=True)
     search = msub.add_parser("search", help="ranked recall (relevance + recency + importance)")
     search.add_argument("text")
@@ -646,22 +819,43 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--group", help="platform-qualified group id")
     search.add_argument("--limit", type=int, help="default: [memory].recall_limit")
     msub.add_parser("distill", help="distil raw chat memories into facts now")
-    reindex = msub.add_parser("reindex", help="rewrite the memory store in the current layout (keeping stored "
-                              "vectors when the embedder is unchanged), then index changed knowledge files")
-    reindex.add_argument("--re-embed", action="store_true", help="embed every memory again from its text")
-    imp = msub.add_parser("import", help="import a JSON Lines chat log into her chat memories", description=(
-        'One JSON object per line: {"time": "2026-03-05T20:15:00+08:00", "user_id": "qq:12345", '
-        '"text": "...", "group_id": "qq:67890", "nickname": "小明"}; group_id and nickname optional '
-        "(no group_id: said in private). Every line is checked first; with a bad line nothing is "
-        "imported unless --skip-bad. Importing the same file again adds nothing twice."))
+    reindex = msub.add_parser(
+        "reindex",
+        help="rewrite the memory store in the current layout (keeping stored "
+        "vectors when the embedder is unchanged), then index changed knowledge files",
+    )
+    reindex.add_argument(
+        "--re-embed", action="store_true", help="embed every memory again from its text"
+    )
+    imp = msub.add_parser(
+        "import",
+        help="import a JSON Lines chat log into her chat memories",
+        description=(
+            'One JSON object per line: {"time": "2026-03-05T20:15:00+08:00", "user_id": "qq:12345", '
+            '"text": "...", "group_id": "qq:67890", "nickname": "小明"}; group_id and nickname optional '
+            "(no group_id: said in private). Every line is checked first; with a bad line nothing is "
+            "imported unless --skip-bad. Importing the same file again adds nothing twice."
+        ),
+    )
     imp.add_argument("file")
-    imp.add_argument("--character", help="whose memories (default: the first of [world].characters)")
-    imp.add_argument("--skip-bad", action="store_true", help="import the good lines, skipping (and listing) bad ones")
-    imp.add_argument("--batch", type=int, default=256, help="lines per history write and embedding call")
+    imp.add_argument(
+        "--character", help="whose memories (default: the first of [world].characters)"
+    )
+    imp.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="import the good lines, skipping (and listing) bad ones",
+    )
+    imp.add_argument(
+        "--batch", type=int, default=256, help="lines per history write and embedding call"
+    )
     imp.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    sub.add_parser("bot", help="run only the QQ bot (OneBot v11 reverse WebSocket, [onebot] and [chat]); "
-                   "next to a running daemon it needs [qdrant].url")
+    sub.add_parser(
+        "bot",
+        help="run only the QQ bot (OneBot v11 reverse WebSocket, [onebot] and [chat]); "
+        "next to a running daemon it needs [qdrant].url",
+    )
     init = sub.add_parser("init", help="write a commented default config file")
     init.add_argument("--force", action="store_true")
     return parser
@@ -737,7 +931,9 @@ def _main(args: argparse.Namespace) -> int:
         if args.cmd == "status":
             return asyncio.run(_status(cfg, args.json))
         if args.cmd in ("run", "world"):
-            if cfg.memory.enabled and not (args.cmd == "world" and args.worker):  # as `_run` opens memory
+            if cfg.memory.enabled and not (
+                args.cmd == "world" and args.worker
+            ):  # as `_run` opens memory
                 from yuiju.memory.service import preload_embedder
 
                 preload_embedder(cfg)
@@ -748,7 +944,9 @@ def _main(args: argparse.Namespace) -> int:
             if problem := cfg.onebot.token_problem() or asyncio.run(_embedded_memory_problem(cfg)):
                 return _fail(problem)
             init_nonebot(cfg)
-            logging.getLogger("uvicorn").propagate = False  # nonebot logs uvicorn itself: no doubled lines
+            logging.getLogger(
+                "uvicorn"
+            ).propagate = False  # nonebot logs uvicorn itself: no doubled lines
             from yuiju.message.bot import run_bot
 
             if cfg.memory.enabled:

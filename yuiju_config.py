@@ -83,11 +83,15 @@ def _url_checker(schemes: tuple[str, ...], example: str) -> Callable[[Any], Any]
         parts = urlsplit(raw.strip())
         if parts.scheme not in schemes:
             rest = shown.split("://", 1)[1]
-            raise ValueError(f"the scheme {parts.scheme + '://'!r} is not one of "
-                             f"{', '.join(s + '://' for s in schemes)}; e.g. {f'{schemes[0]}://{rest}'!r}")
+            raise ValueError(
+                f"the scheme {parts.scheme + '://'!r} is not one of "
+                f"{', '.join(s + '://' for s in schemes)}; e.g. {f'{schemes[0]}://{rest}'!r}"
+            )
         if parts.scheme == "unix":
             if not parts.path:
-                raise ValueError("unix:// needs the socket's path, e.g. 'unix:///run/redis/redis.sock'")
+                raise ValueError(
+                    "unix:// needs the socket's path, e.g. 'unix:///run/redis/redis.sock'"
+                )
             return value
         if not parts.netloc.rpartition("@")[2]:
             raise ValueError(f"no host; write e.g. {example!r}")
@@ -95,7 +99,9 @@ def _url_checker(schemes: tuple[str, ...], example: str) -> Callable[[Any], Any]
             try:
                 parts.port  # noqa: B018 (parsing the port is the check)
             except ValueError:
-                raise ValueError(f"the port in {shown!r} is not a number; write e.g. {example!r}") from None
+                raise ValueError(
+                    f"the port in {shown!r} is not a number; write e.g. {example!r}"
+                ) from None
             if not parts.hostname:
                 raise ValueError(f"no host; write e.g. {example!r}")
         return value
@@ -106,7 +112,11 @@ def _url_checker(schemes: tuple[str, ...], example: str) -> Callable[[Any], Any]
 def _url(schemes: tuple[str, ...], example: str) -> tuple[Any, ...]:
     """``Annotated`` metadata of an optional URL setting: empty means unset, the URL is checked,
     and ``example`` is what `yuiju init` shows (commented out)."""
-    return BeforeValidator(_unset_if_empty), AfterValidator(_url_checker(schemes, example)), Field(examples=[example])
+    return (
+        BeforeValidator(_unset_if_empty),
+        AfterValidator(_url_checker(schemes, example)),
+        Field(examples=[example]),
+    )
 
 
 OptionalSecret = Annotated[SecretStr | None, BeforeValidator(_unset_if_empty)]
@@ -201,15 +211,21 @@ class LlmConfig(_Section):
     def max_tokens(self) -> dict[str, int]:
         """The output bound of each purpose (``max_tokens_<purpose>``)."""
         prefix = "max_tokens_"
-        return {name[len(prefix):]: getattr(self, name) for name in type(self).model_fields if name.startswith(prefix)}
+        return {
+            name[len(prefix) :]: getattr(self, name)
+            for name in type(self).model_fields
+            if name.startswith(prefix)
+        }
 
 
 def _check_prefix(value: str) -> str:
     # Keys are "{prefix}:...": empty or with braces, the tag breaks and a town's keys scatter
     # over a cluster's slots, where its multi-key scripts then fail.
     if not value or "{" in value or "}" in value:
-        raise ValueError(f"{value!r} cannot be a key prefix: use a non-empty name without "
-                         "braces, e.g. 'yuiju' or 'town-2' (keys become {prefix}:...)")
+        raise ValueError(
+            f"{value!r} cannot be a key prefix: use a non-empty name without "
+            "braces, e.g. 'yuiju' or 'town-2' (keys become {prefix}:...)"
+        )
     return value
 
 
@@ -233,7 +249,11 @@ class RedisConfig(_Section):
                 "cluster = true needs url = 'redis+cluster://host:port' (any node of the "
                 "cluster); the embedded Redis is a single server, so leave cluster = false"
             )
-        if self.cluster and self.url is not None and self.url.get_secret_value().startswith("unix:"):
+        if (
+            self.cluster
+            and self.url is not None
+            and self.url.get_secret_value().startswith("unix:")
+        ):
             raise ValueError(
                 "cluster = true needs a TCP url such as 'redis+cluster://host:port': cluster nodes "
                 "are reached over the network, not a unix socket"
@@ -321,8 +341,10 @@ class MemoryConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _replaced_keys(cls, data: Any) -> Any:
-        gone = {"weight_relevance": "relevance is always the first criterion now; remove the key",
-                "recency_decay": "use recency_half_life_days (days, default 30)"}
+        gone = {
+            "weight_relevance": "relevance is always the first criterion now; remove the key",
+            "recency_decay": "use recency_half_life_days (days, default 30)",
+        }
         for key, fix in gone.items():
             if isinstance(data, dict) and key in data:
                 raise ValueError(f"[memory].{key} was replaced with hybrid recall: {fix}")
@@ -332,7 +354,9 @@ class MemoryConfig(_Section):
     @classmethod
     def _hhmm(cls, value: str) -> str:
         hour, sep, minute = value.partition(":")
-        if not (sep and hour.isdigit() and minute.isdigit() and int(hour) < 24 and int(minute) < 60):
+        if not (
+            sep and hour.isdigit() and minute.isdigit() and int(hour) < 24 and int(minute) < 60
+        ):
             raise ValueError(f"{value!r} is not HH:MM; write e.g. '02:00'")
         return value
 
@@ -369,7 +393,9 @@ class ProactiveGroup(_Section):
             return value
         start, sep, end = value.partition("-")
         if not (sep and _is_hhmm(start) and _is_hhmm(end)):
-            raise ValueError(f"{value!r} is not 'HH:MM-HH:MM'; write e.g. '23:00-08:00', or '' for none")
+            raise ValueError(
+                f"{value!r} is not 'HH:MM-HH:MM'; write e.g. '23:00-08:00', or '' for none"
+            )
         return value
 
 
@@ -392,7 +418,9 @@ class ProactiveConfig(_Section):
     def _group_ids(cls, value: dict[str, ProactiveGroup]) -> dict[str, ProactiveGroup]:
         for key in value:
             if not (key.isdigit() and int(key) > 0):
-                raise ValueError(f"{key!r} is not a QQ group number; write e.g. [proactive.groups.123456]")
+                raise ValueError(
+                    f"{key!r} is not a QQ group number; write e.g. [proactive.groups.123456]"
+                )
         return value
 
     def group(self, group_id: int) -> ProactiveGroup | None:
@@ -429,14 +457,18 @@ def expand_character_ids(items: list[str]) -> list[str]:
         if copies := COPIES.fullmatch(item):
             card, first, last = copies.group(1), int(copies.group(2)), int(copies.group(3))
             if not 0 < last - first + 1 <= MAX_COPIES:
-                raise ValueError(f"{item!r} is not a range of 1 to {MAX_COPIES:,} copies; write e.g. "
-                                 f"'{card}@1..200'")
+                raise ValueError(
+                    f"{item!r} is not a range of 1 to {MAX_COPIES:,} copies; write e.g. "
+                    f"'{card}@1..200'"
+                )
             out += [f"{card}@{n}" for n in range(first, last + 1)]
         elif CHARACTER_ID.fullmatch(item):
             out.append(item)
         else:
-            raise ValueError(f"{item!r} is not a character id: use a card's folder name ('yuiju'), a "
-                             "copy of it ('yuiju@2') or a range of copies ('yuiju@1..200'), lower case")
+            raise ValueError(
+                f"{item!r} is not a character id: use a card's folder name ('yuiju'), a "
+                "copy of it ('yuiju@2') or a range of copies ('yuiju@1..200'), lower case"
+            )
     if twice := [cid for cid, n in Counter(out).items() if n > 1]:
         raise ValueError(f"{compact_character_ids(twice)} listed twice; list each character once")
     return out
@@ -519,8 +551,10 @@ class WorldConfig(_Section):
         if twice := {cid: towns for cid, towns in owners.items() if len(towns) > 1}:
             cid, towns = next(iter(twice.items()))
             more = f" (and {len(twice) - 1} more)" if len(twice) > 1 else ""
-            raise ValueError(f"character {cid!r}{more} lives in {' and '.join(towns)}; a character lives in one "
-                             "town: keep her in one, or put a copy of her card in the other ('yuiju@2')")
+            raise ValueError(
+                f"character {cid!r}{more} lives in {' and '.join(towns)}; a character lives in one "
+                "town: keep her in one, or put a copy of her card in the other ('yuiju@2')"
+            )
         return self
 
     @field_validator("evolutions")
@@ -571,17 +605,23 @@ class OnebotConfig(_Section):
         starts, which serves whatever `enabled` says)."""
         if self.access_token is not None:
             return None
-        fix = ("Set [onebot] access_token (`yuiju init` writes a random one; or YUIJU_ONEBOT__ACCESS_TOKEN), "
-               f'e.g. access_token = "{new_access_token()}", and give NapCat/Lagrange the same token')
+        fix = (
+            "Set [onebot] access_token (`yuiju init` writes a random one; or YUIJU_ONEBOT__ACCESS_TOKEN), "
+            f'e.g. access_token = "{new_access_token()}", and give NapCat/Lagrange the same token'
+        )
         if self.host not in LOOPBACK_HOSTS:
             # never open that to a network, opt-out or not
-            return (f"onebot.host is {self.host!r} but no onebot.access_token is set: anyone who can reach "
-                    f"the port could pose as an admin. {fix}; or listen on 127.0.0.1")
+            return (
+                f"onebot.host is {self.host!r} but no onebot.access_token is set: anyone who can reach "
+                f"the port could pose as an admin. {fix}; or listen on 127.0.0.1"
+            )
         if self.allow_no_token:
             return None
-        return ("no onebot.access_token is set: any process on this machine could connect as the QQ side "
-                f"and speak as any QQ user, admins included. {fix}. For a local experiment only, set "
-                "[onebot] allow_no_token = true instead")
+        return (
+            "no onebot.access_token is set: any process on this machine could connect as the QQ side "
+            f"and speak as any QQ user, admins included. {fix}. For a local experiment only, set "
+            "[onebot] allow_no_token = true instead"
+        )
 
 
 def new_access_token() -> str:
@@ -662,16 +702,20 @@ class YuijuConfig(_Section):
     @model_validator(mode="after")
     def _towns_apart(self) -> YuijuConfig:
         if self.redis.prefix in self.world.towns:
-            raise ValueError(f"[world.towns.{self.redis.prefix}] is the default town ([redis].prefix): list its "
-                             "characters in [world].characters, or give the extra town another prefix")
+            raise ValueError(
+                f"[world.towns.{self.redis.prefix}] is the default town ([redis].prefix): list its "
+                "characters in [world].characters, or give the extra town another prefix"
+            )
         return self
 
     def towns(self) -> dict[str, TownConfig]:
         """Every town by key prefix, the default one ([redis].prefix, [world].characters) first;
         each with its seed resolved."""
         default = TownConfig(characters=self.world.characters, seed=self.world.seed)
-        extra = {p: t.model_copy(update={"seed": self.world.seed if t.seed is None else t.seed})
-                 for p, t in self.world.towns.items()}
+        extra = {
+            p: t.model_copy(update={"seed": self.world.seed if t.seed is None else t.seed})
+            for p, t in self.world.towns.items()
+        }
         return {self.redis.prefix: default, **extra}
 
     def data_path(self, *parts: str) -> Path:
@@ -747,8 +791,12 @@ def _describe(errors: ValidationError, source: str) -> str:
         key = ".".join(str(p) for p in err["loc"])
         value = err.get("input")
         message = err["msg"].removeprefix("Value error, ")
-        if isinstance(value, dict):  # a whole section failed a cross-field check: never print it (secrets)
-            lines.append(f"  [{key}]: {message}" if key else f"  {message}")  # no key: across sections
+        if isinstance(
+            value, dict
+        ):  # a whole section failed a cross-field check: never print it (secrets)
+            lines.append(
+                f"  [{key}]: {message}" if key else f"  {message}"
+            )  # no key: across sections
             continue
         if "url" in key and isinstance(value, str):
             shown = repr(redact_url(value))
@@ -759,9 +807,13 @@ def _describe(errors: ValidationError, source: str) -> str:
         env = ENV_PREFIX + "__".join(str(p) for p in err["loc"]).upper()
         if err["type"] == "extra_forbidden":
             fix = f"remove {key!r}: it is not a known setting (see `yuiju init` for the full list)"
-            if homes := _sections_with(str(err["loc"][-1]), besides=tuple(str(p) for p in err["loc"][:-1])):
-                fix = (f"move it under {' or '.join(f'[{h}]' for h in homes)}: it is a setting of that section "
-                       "(in a file from `yuiju init`, uncomment the section's line too: '# [name]' → '[name]')")
+            if homes := _sections_with(
+                str(err["loc"][-1]), besides=tuple(str(p) for p in err["loc"][:-1])
+            ):
+                fix = (
+                    f"move it under {' or '.join(f'[{h}]' for h in homes)}: it is a setting of that section "
+                    "(in a file from `yuiju init`, uncomment the section's line too: '# [name]' → '[name]')"
+                )
         else:
             fix = f"set {key} in the TOML file (or {env}) to a valid value"
         lines.append(f"  {key} = {shown}: {message}\n    fix: {fix}")
@@ -770,20 +822,29 @@ def _describe(errors: ValidationError, source: str) -> str:
 
 def _sections_with(name: str, *, besides: tuple[str, ...]) -> list[str]:
     """The sections that have a setting called ``name`` (other than the one it was found in)."""
-    return [section for section, field in YuijuConfig.model_fields.items()
-            if (section,) != besides and name in _model_of(field.annotation).model_fields]
+    return [
+        section
+        for section, field in YuijuConfig.model_fields.items()
+        if (section,) != besides and name in _model_of(field.annotation).model_fields
+    ]
 
 
 def _model_of(annotation: Any) -> type[BaseModel]:
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else _Section
+    return (
+        annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        else _Section
+    )
 
 
 def _describe_toml_error(file: Path, exc: tomllib.TOMLDecodeError) -> str:
     text = f"{file}: not valid TOML: {exc}. Fix the syntax at that line."
     if twice := re.match(r"Cannot declare (\(.*?\)) twice", str(exc)):
         table = ".".join(ast.literal_eval(twice.group(1)))
-        text += (f" [{table}] appears twice: each section may appear once in a file, so merge the two "
-                 f"into one (a file from `yuiju init` may already have [{table}] active).")
+        text += (
+            f" [{table}] appears twice: each section may appear once in a file, so merge the two "
+            f"into one (a file from `yuiju init` may already have [{table}] active)."
+        )
     return text
 
 
@@ -839,8 +900,10 @@ FILE_HEADER = """\
 
 ACTIVE_SECTION = "onebot"
 """The one section the file writes active: it holds the access token generated for this install."""
-ACTIVE_NOTE = ("The QQ bot. Active, because `yuiju init` generated this install's access token below: set "
-               "enabled = true here to serve the bot, and give NapCat/Lagrange the same token.")
+ACTIVE_NOTE = (
+    "The QQ bot. Active, because `yuiju init` generated this install's access token below: set "
+    "enabled = true here to serve the bot, and give NapCat/Lagrange the same token."
+)
 
 
 def default_toml(*, access_token: str | None = None) -> str:
@@ -861,7 +924,9 @@ def default_toml(*, access_token: str | None = None) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _table_lines(table: str, section: BaseModel, active: dict[str, Any], doc: str | None = None) -> list[str]:
+def _table_lines(
+    table: str, section: BaseModel, active: dict[str, Any], doc: str | None = None
+) -> list[str]:
     """``[table]`` with a commented setting per field (``active`` ones uncommented), then its
     sub-tables: a nested model (``[chat.default_group]``) and a table of models
     (``[chat.groups.123456]``, from the field's example key), so those can be pasted as tables."""
@@ -880,12 +945,18 @@ def _table_lines(table: str, section: BaseModel, active: dict[str, Any], doc: st
             value = active[name]
         elif value is None:
             if not field.examples:
-                raise TypeError(f"{table}.{name} defaults to None: give it Field(examples=[...]) so "
-                                "`yuiju init` can show a value that works once uncommented")
+                raise TypeError(
+                    f"{table}.{name} defaults to None: give it Field(examples=[...]) so "
+                    "`yuiju init` can show a value that works once uncommented"
+                )
             value = field.examples[0]
         rendered = f"{name} = {_toml_value(value)}"
         lines += _comment(field.description)
-        lines += rendered.splitlines() if name in active else [f"# {line}" for line in rendered.splitlines()]
+        lines += (
+            rendered.splitlines()
+            if name in active
+            else [f"# {line}" for line in rendered.splitlines()]
+        )
         lines.append("")
     return lines + later
 

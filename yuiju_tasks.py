@@ -22,8 +22,13 @@ STOP_GRACE_SECONDS = 0.5
 """How long a stop waits at each step (asked, then cancelled) for one background task."""
 
 
-async def finish(task: asyncio.Future[Any] | None, *, grace: float = STOP_GRACE_SECONDS,
-                 cancel_grace: float | None = None, what: str = "task") -> bool:
+async def finish(
+    task: asyncio.Future[Any] | None,
+    *,
+    grace: float = STOP_GRACE_SECONDS,
+    cancel_grace: float | None = None,
+    what: str = "task",
+) -> bool:
     """Wait up to ``grace`` for ``task`` (already asked to stop), then cancel it and wait up to
     ``cancel_grace`` (default: ``grace``). True when it ended; never raises what the task raised
     (it is logged)."""
@@ -65,7 +70,9 @@ class LoopLagMonitor:
 
     def start(self) -> LoopLagMonitor:
         if self.warn_ms > 0 and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._watch(), name="loop-lag-monitor")
+            self._task = asyncio.get_running_loop().create_task(
+                self._watch(), name="loop-lag-monitor"
+            )
         return self
 
     async def stop(self) -> None:
@@ -83,4 +90,7 @@ class LoopLagMonitor:
             self.worst_ms = max(self.worst_ms, lag_ms)
             if lag_ms >= self.warn_ms:
                 self.stalls += 1
-                log.warning("event loop stalled for %.0f ms (something blocked it; [app] loop_lag_warn_ms)", lag_ms)
+                log.warning(
+                    "event loop stalled for %.0f ms (something blocked it; [app] loop_lag_warn_ms)",
+                    lag_ms,
+                )

@@ -61,7 +61,9 @@ eat_item = Action(
     id="eat_item",
     name="吃背包里的东西",
     description="[效果看食物][10分钟]",
-    when=Condition(lambda c: bool(owned(c.character.inventory, "food")), lambda _c: "背包里没有能直接吃的东西")
+    when=Condition(
+        lambda c: bool(owned(c.character.inventory, "food")), lambda _c: "背包里没有能直接吃的东西"
+    )
     & below("satiety", 90),
     params=EatItemParams,
     run=_eat_item,
@@ -72,11 +74,21 @@ eat_item = Action(
     share=False,
 )
 
-PHONE_APPS = ("看了一会儿同学群里的聊天", "刷了刷羽浦町的本地新闻", "玩了一局消除小游戏", "听了几首喜欢的歌", "看了几个猫咪视频")
+PHONE_APPS = (
+    "看了一会儿同学群里的聊天",
+    "刷了刷羽浦町的本地新闻",
+    "玩了一局消除小游戏",
+    "听了几首喜欢的歌",
+    "看了几个猫咪视频",
+)
 
 
 def _use_phone(ctx: ActionContext) -> str:
-    minutes = round((ctx.running.ends_at - ctx.running.started_at).total_seconds() / 60) if ctx.running else 10
+    minutes = (
+        round((ctx.running.ends_at - ctx.running.started_at).total_seconds() / 60)
+        if ctx.running
+        else 10
+    )
     ctx.character.phone_battery = max(0.0, ctx.character.phone_battery - minutes)
     gain = ctx.character.recover_mood(2 if minutes <= 10 else 4)
     return f"玩了{minutes}分钟手机，{ctx.rng.choice(PHONE_APPS)}，心情+{gain:.0f}"

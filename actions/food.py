@@ -90,7 +90,8 @@ drink_coffee = Action(
     description=f"一天一杯，{price_range(CAFE)}。[心情+2~5][体力+5][30分钟]",
     menu=lambda ctx: price_list(affordable(CAFE, ctx.character.money)),
     at="cafe",
-    when=at_least("money", min(i.price or 0 for i in CAFE.values())) & not_done_today("drink_coffee"),
+    when=at_least("money", min(i.price or 0 for i in CAFE.values()))
+    & not_done_today("drink_coffee"),
     params=CafeOrder,
     run=_pay_for(CAFE),
     complete=_consume(CAFE, "在薄暮咖啡喝了"),
@@ -128,7 +129,8 @@ work_at_cafe = Action(
     name="在咖啡店打工",
     description=f"时薪{WAGE_PER_HOUR}金币，19:00前开始。[体力-8/小时][心情-3/小时][60/120/180分钟]",
     at="cafe",
-    when=between("10:00", "19:00") & at_least("stamina", 25)
+    when=between("10:00", "19:00")
+    & at_least("stamina", 25)
     & at_least("satiety", 20)
     & Condition(_not_in_class, lambda _c: "现在要上课"),
     duration=_work_minutes,

@@ -111,7 +111,11 @@ rest_at_home = Action(
     description="[体力+12][心情+2][60分钟]",
     at="home",
     when=below("stamina", 85),
-    complete=lambda ctx: (ctx.character.change(stamina=12), ctx.character.recover_mood(2), "在沙发上休息了一会儿")[-1],
+    complete=lambda ctx: (
+        ctx.character.change(stamina=12),
+        ctx.character.recover_mood(2),
+        "在沙发上休息了一会儿",
+    )[-1],
     duration=60,
     tags=frozenset({"rest"}),
     share=False,
@@ -141,7 +145,9 @@ do_homework = Action(
 
 
 class CookParams(BaseModel):
-    ingredients: list[str] = Field(min_length=1, max_length=3, description="要用的食材（背包里有的，1-3 种，各用一份）")
+    ingredients: list[str] = Field(
+        min_length=1, max_length=3, description="要用的食材（背包里有的，1-3 种，各用一份）"
+    )
     dish: str = Field("家常菜", max_length=20, description="给这道菜起个名字")
 
     @field_validator("ingredients")
@@ -154,7 +160,9 @@ class CookParams(BaseModel):
             have = owned(ctx.character.inventory, "ingredient")
             missing = [i for i in ingredients if i not in have]
             if missing:
-                raise ValueError(f"背包里没有 {'、'.join(missing)}；现有食材：{'、'.join(have) or '无'}")
+                raise ValueError(
+                    f"背包里没有 {'、'.join(missing)}；现有食材：{'、'.join(have) or '无'}"
+                )
         return ingredients
 
 
@@ -186,13 +194,17 @@ cook_and_eat = Action(
     name="在家做饭吃",
     description="用背包里的食材。[饱腹+食材之和×1.2+15][40分钟]",
     at="home",
-    when=Condition(lambda c: bool(owned(c.character.inventory, "ingredient")), lambda _c: "没有食材")
+    when=Condition(
+        lambda c: bool(owned(c.character.inventory, "ingredient")), lambda _c: "没有食材"
+    )
     & below("satiety", 85),
     params=CookParams,
     run=_start_cooking,
     complete=_eat_cooked,
     offline_params=_pick_cooking,
-    choices=lambda ctx: {"ingredients": some_of(owned(ctx.character.inventory, "ingredient"), at_most=3)},
+    choices=lambda ctx: {
+        "ingredients": some_of(owned(ctx.character.inventory, "ingredient"), at_most=3)
+    },
     duration=40,
     tags=frozenset({"meal"}),
 )

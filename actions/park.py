@@ -28,7 +28,9 @@ def _walk(place: str, mood: dict[int, int], minutes_per_stamina: int, what: str,
         for item, count in found.items():
             ctx.character.add_item(item, count)
         random_event(ctx, 0.2)
-        picked = f"，还{found_verb}" + "、".join(f"{n}个{k}" for k, n in found.items()) if found else ""
+        picked = (
+            f"，还{found_verb}" + "、".join(f"{n}个{k}" for k, n in found.items()) if found else ""
+        )
         return f"在{what}散步{minutes}分钟，心情+{gain:.0f}{picked}"
 
     return complete
@@ -92,7 +94,13 @@ def _pray(ctx: ActionContext) -> str:
     return f"在结灯神社参拜{'，投了香火钱' if p.offer else ''}，许愿「{p.wish}」，心情+{gain:.0f}"
 
 
-WISHES = ("希望考试顺利", "希望明天也是好天气", "希望大家都平平安安", "希望能钓到大鱼", "希望打工顺利")
+WISHES = (
+    "希望考试顺利",
+    "希望明天也是好天气",
+    "希望大家都平平安安",
+    "希望能钓到大鱼",
+    "希望打工顺利",
+)
 
 pray_at_shrine = Action(
     id="pray_at_shrine",

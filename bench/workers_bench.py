@@ -89,10 +89,17 @@ class Setup:
     def write_config(self) -> None:
         prefixes = list(self.towns)
         lines = [
-            "[app]", f'data_dir = "{(self.directory / "data").as_posix()}"', 'log_level = "WARNING"',
-            "[redis]", f'prefix = "{prefixes[0]}"', *([f'url = "{self.redis_url}"'] if self.redis_url else []),
-            "[memory]", "enabled = false",
-            "[world]", f"characters = {json.dumps(self.towns[prefixes[0]])}", 'policy = "utility"',
+            "[app]",
+            f'data_dir = "{(self.directory / "data").as_posix()}"',
+            'log_level = "WARNING"',
+            "[redis]",
+            f'prefix = "{prefixes[0]}"',
+            *([f'url = "{self.redis_url}"'] if self.redis_url else []),
+            "[memory]",
+            "enabled = false",
+            "[world]",
+            f"characters = {json.dumps(self.towns[prefixes[0]])}",
+            'policy = "utility"',
             f"lease_ttl_seconds = {self.ttl}",
         ]
         for prefix in prefixes[1:]:
@@ -103,8 +110,23 @@ class Setup:
         log = (self.directory / f"{name}.log").open("ab")
         env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_")}
         self.processes[name] = subprocess.Popen(
-            [sys.executable, "-m", "yuiju.cli", "--config", str(self.config), "world", "--worker", "--name", name],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+            [
+                sys.executable,
+                "-m",
+                "yuiju.cli",
+                "--config",
+                str(self.config),
+                "world",
+                "--worker",
+                "--name",
+                name,
+            ],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
         self.launched[name] = time.monotonic()
 
     def stop(self) -> None:
@@ -121,15 +143,18 @@ class Setup:
 
 def next_saturday(hour: int) -> datetime:
     today = datetime.now(TZ)
-    return (today + timedelta(days=(5 - today.weekday()) % 7 or 7)).replace(hour=hour, minute=0, second=0, microsecond=0)
+    return (today + timedelta(days=(5 - today.weekday()) % 7 or 7)).replace(
+        hour=hour, minute=0, second=0, microsecond=0
+    )
 
 
 async def seed_a_running_town(setup: Setup) -> None:
     """The towns as a fleet leaves them after running since 07:00 next Saturday: at 09:00 every
     character is in the middle of something that ends some time in the next hour or two (a
     simulated run, in this process)."""
-    runtime = await build_runtime(load_config(setup.config, environ={}), clock=SimClock(next_saturday(7)),
-                                  tick_minutes=60)
+    runtime = await build_runtime(
+        load_config(setup.config, environ={}), clock=SimClock(next_saturday(7)), tick_minutes=60
+    )
     try:
         await runtime.engine.run(until=next_saturday(9))
     finally:
@@ -145,8 +170,12 @@ async def stagger(stores: list[StateStore], towns: dict[str, list[str]], seconds
     spread over ``seconds`` from `STAGGER_FROM` after 09:00 world time (see the module docstring)."""
     first = next_saturday(9) + STAGGER_FROM
     for store in stores:
-        order = random.Random(store.keys.prefix).sample(towns[store.keys.prefix], len(towns[store.keys.prefix]))
-        ends = {cid: first + timedelta(seconds=seconds * i / len(order)) for i, cid in enumerate(order)}
+        order = random.Random(store.keys.prefix).sample(
+            towns[store.keys.prefix], len(towns[store.keys.prefix])
+        )
+        ends = {
+            cid: first + timedelta(seconds=seconds * i / len(order)) for i, cid in enumerate(order)
+        }
 
         def spread(snap: Snapshot, ends: dict[str, datetime] = ends) -> tuple[Commit, None]:
             changed = {}
@@ -172,16 +201,22 @@ async def run_setup(setup: Setup, *, seconds: float, kills: int, lockstep: bool)
     setup.write_config()
     seeded = time.monotonic()
     await seed_a_running_town(setup)
-    print(f"{setup.label}: seeded in {time.monotonic() - seeded:.0f} s", file=sys.stderr, flush=True)
+    print(
+        f"{setup.label}: seeded in {time.monotonic() - seeded:.0f} s", file=sys.stderr, flush=True
+    )
     handle = await open_redis(setup.redis_url, setup.directory / "data")
     stores = [StateStore(handle.client, Keys(prefix)) for prefix in setup.towns]
     registry = stores[0]
     if not lockstep:
         await stagger(stores, setup.towns, seconds)
     total = sum(len(c) for c in setup.towns.values())
-    result: dict[str, Any] = {"setup": setup.label, "workers": setup.workers, "characters": total,
-                              "copies": "lockstep" if lockstep else f"staggered over {seconds:.0f} s",
-                              "load_before": [round(x, 2) for x in os.getloadavg()]}
+    result: dict[str, Any] = {
+        "setup": setup.label,
+        "workers": setup.workers,
+        "characters": total,
+        "copies": "lockstep" if lockstep else f"staggered over {seconds:.0f} s",
+        "load_before": [round(x, 2) for x in os.getloadavg()],
+    }
     try:
         launched = time.monotonic()
         for i in range(1, setup.workers + 1):
@@ -193,18 +228,29 @@ async def run_setup(setup: Setup, *, seconds: float, kills: int, lockstep: bool)
         wall0 = time.monotonic()
         await asyncio.sleep(seconds)
         wall = time.monotonic() - wall0
-        cpu = {name: (sum(p.cpu_times()[:2]) - cpu0[name]) / wall * 100 for name, p in procs.items()}
+        cpu = {
+            name: (sum(p.cpu_times()[:2]) - cpu0[name]) / wall * 100 for name, p in procs.items()
+        }
         await asyncio.sleep(11)  # the published figures are recomputed every 10 s
         workers = await registry.workers()
         rows = []
-        for _token, (_left, info) in sorted(workers.items(), key=lambda kv: kv[1][1].get("name", "")):
+        for _token, (_left, info) in sorted(
+            workers.items(), key=lambda kv: kv[1][1].get("name", "")
+        ):
             name = info.get("name", "?")
-            rows.append({
-                "worker": name, "characters": info.get("characters"), "decisions": info.get("decisions"),
-                "overhead_ms": info.get("overhead_ms"), "lag_ms": info.get("lag_ms"),
-                "cpu_percent": round(cpu.get(name, float("nan")), 1),
-                "rss_mib": round(procs[name].memory_info().rss / 2**20) if name in procs else None,
-            })
+            rows.append(
+                {
+                    "worker": name,
+                    "characters": info.get("characters"),
+                    "decisions": info.get("decisions"),
+                    "overhead_ms": info.get("overhead_ms"),
+                    "lag_ms": info.get("lag_ms"),
+                    "cpu_percent": round(cpu.get(name, float("nan")), 1),
+                    "rss_mib": round(procs[name].memory_info().rss / 2**20)
+                    if name in procs
+                    else None,
+                }
+            )
         result["per_worker"] = rows
         result["load_after"] = [round(x, 2) for x in os.getloadavg()]
         if kills and setup.workers > 1:
@@ -215,10 +261,16 @@ async def run_setup(setup: Setup, *, seconds: float, kills: int, lockstep: bool)
     return result
 
 
-async def kill_and_take_over(setup: Setup, stores: list[StateStore], registry: StateStore, kills: int) -> list[dict[str, Any]]:
+async def kill_and_take_over(
+    setup: Setup, stores: list[StateStore], registry: StateStore, kills: int
+) -> list[dict[str, Any]]:
     out = []
     for k in range(kills):
-        live = {info["name"]: token for token, (_, info) in (await registry.workers()).items() if "name" in info}
+        live = {
+            info["name"]: token
+            for token, (_, info) in (await registry.workers()).items()
+            if "name" in info
+        }
         name = sorted(live)[k % len(live)]
         token = live[name]
         theirs = [cid for cid, tok in (await holders(stores, setup.towns)).items() if tok == token]
@@ -234,8 +286,14 @@ async def kill_and_take_over(setup: Setup, stores: list[StateStore], registry: S
         setup.launch(name)  # a replacement under the same name
         await even_shares(setup, stores, registry)
         rebalanced = time.monotonic() - killed - took
-        out.append({"killed": name, "characters": len(theirs), "takeover_seconds": round(took, 2),
-                    "replacement_even_after_seconds": round(rebalanced, 1)})
+        out.append(
+            {
+                "killed": name,
+                "characters": len(theirs),
+                "takeover_seconds": round(took, 2),
+                "replacement_even_after_seconds": round(rebalanced, 1),
+            }
+        )
         print(json.dumps(out[-1]), flush=True)
     return out
 
@@ -248,7 +306,11 @@ async def even_shares(setup: Setup, stores: list[StateStore], registry: StateSto
             raise RuntimeError(f"a worker exited; see the logs in {setup.directory}")
         found = await registry.workers()
         counts = Counter((await holders(stores, setup.towns)).values())
-        if len(found) == setup.workers and None not in counts and all(counts[t] in (share, share - 1) for t in found):
+        if (
+            len(found) == setup.workers
+            and None not in counts
+            and all(counts[t] in (share, share - 1) for t in found)
+        ):
             return
         await asyncio.sleep(0.2)
 
@@ -268,11 +330,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--characters", type=int, nargs="+", default=[200, 1000], help="per worker")
     parser.add_argument("--seconds", type=float, default=360.0, help="steady window per run")
-    parser.add_argument("--kills", type=int, default=3, help="kill -9 rounds on the cluster (after the last size)")
+    parser.add_argument(
+        "--kills", type=int, default=3, help="kill -9 rounds on the cluster (after the last size)"
+    )
     parser.add_argument("--ttl", type=float, default=30.0, help="[world] lease_ttl_seconds")
     parser.add_argument("--only", choices=["embedded", "cluster"])
-    parser.add_argument("--lockstep", action="store_true",
-                        help="leave the copies of her card in lockstep (no stagger): bursts of whole towns")
+    parser.add_argument(
+        "--lockstep",
+        action="store_true",
+        help="leave the copies of her card in lockstep (no stagger): bursts of whole towns",
+    )
     args = parser.parse_args()
 
     results = []
@@ -280,39 +347,74 @@ def main() -> int:
         last = i == len(args.characters) - 1
         if args.only in (None, "embedded"):
             with tempfile.TemporaryDirectory(prefix="yuiju-workers-bench-") as tmp:
-                setup = Setup(f"embedded, 1 worker × {n}", Path(tmp), 1, {"yuiju": [f"yuiju@{j}" for j in range(1, n + 1)]},
-                              None, args.ttl)
-                results.append(asyncio.run(run_setup(setup, seconds=args.seconds, kills=0, lockstep=args.lockstep)))
+                setup = Setup(
+                    f"embedded, 1 worker × {n}",
+                    Path(tmp),
+                    1,
+                    {"yuiju": [f"yuiju@{j}" for j in range(1, n + 1)]},
+                    None,
+                    args.ttl,
+                )
+                results.append(
+                    asyncio.run(
+                        run_setup(setup, seconds=args.seconds, kills=0, lockstep=args.lockstep)
+                    )
+                )
                 print(json.dumps(results[-1], ensure_ascii=False), flush=True)
         if args.only in (None, "cluster"):
-            with tempfile.TemporaryDirectory(prefix="yuiju-workers-bench-") as tmp, start_cluster(3) as cluster:
-                towns = {p: [f"yuiju@{k * n + j}" for j in range(1, n + 1)]
-                         for k, p in enumerate(spread_prefixes(cluster, 3))}
-                setup = Setup(f"cluster, 3 workers × {n}", Path(tmp), 3, towns, cluster.url, args.ttl)
-                results.append(asyncio.run(run_setup(setup, seconds=args.seconds, kills=args.kills if last else 0,
-                                                     lockstep=args.lockstep)))
+            with (
+                tempfile.TemporaryDirectory(prefix="yuiju-workers-bench-") as tmp,
+                start_cluster(3) as cluster,
+            ):
+                towns = {
+                    p: [f"yuiju@{k * n + j}" for j in range(1, n + 1)]
+                    for k, p in enumerate(spread_prefixes(cluster, 3))
+                }
+                setup = Setup(
+                    f"cluster, 3 workers × {n}", Path(tmp), 3, towns, cluster.url, args.ttl
+                )
+                results.append(
+                    asyncio.run(
+                        run_setup(
+                            setup,
+                            seconds=args.seconds,
+                            kills=args.kills if last else 0,
+                            lockstep=args.lockstep,
+                        )
+                    )
+                )
                 print(json.dumps(results[-1], ensure_ascii=False), flush=True)
     print_table(results)
     return 0
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    print("\n| setup | worker | characters | start-up (s) | decisions | overhead p50 / p95 (ms) | lag p50 / p95 / max (ms) | CPU % | RSS (MiB) |")
+    print(
+        "\n| setup | worker | characters | start-up (s) | decisions | overhead p50 / p95 (ms) | lag p50 / p95 / max (ms) | CPU % | RSS (MiB) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for w in r.get("per_worker", []):
             o, lag = w["overhead_ms"] or {}, w["lag_ms"] or {}
-            print(f"| {r['setup']} | {w['worker']} | {w['characters']} | {r['startup_seconds']} | {w['decisions']} | "
-                  f"{o.get('p50')} / {o.get('p95')} | {lag.get('p50')} / {lag.get('p95')} / {lag.get('max')} | "
-                  f"{w['cpu_percent']} | {w['rss_mib']} |")
+            print(
+                f"| {r['setup']} | {w['worker']} | {w['characters']} | {r['startup_seconds']} | {w['decisions']} | "
+                f"{o.get('p50')} / {o.get('p95')} | {lag.get('p50')} / {lag.get('p95')} / {lag.get('max')} | "
+                f"{w['cpu_percent']} | {w['rss_mib']} |"
+            )
     if any(not w["decisions"] for r in results for w in r.get("per_worker", [])):
-        print("no decisions in the window: with --lockstep the seeded actions first end at 09:05 world time; "
-              "use --seconds 360")
+        print(
+            "no decisions in the window: with --lockstep the seeded actions first end at 09:05 world time; "
+            "use --seconds 360"
+        )
     for r in results:
         for t in r.get("takeovers", []):
-            print(f"kill -9 {t['killed']} ({t['characters']} characters): taken over in {t['takeover_seconds']} s; "
-                  f"shares even again {t['replacement_even_after_seconds']} s later")
-        print(f"{r['setup']} (copies {r['copies']}): load average {r['load_before']} before, {r.get('load_after')} after")
+            print(
+                f"kill -9 {t['killed']} ({t['characters']} characters): taken over in {t['takeover_seconds']} s; "
+                f"shares even again {t['replacement_even_after_seconds']} s later"
+            )
+        print(
+            f"{r['setup']} (copies {r['copies']}): load average {r['load_before']} before, {r.get('load_after')} after"
+        )
 
 
 if __name__ == "__main__":

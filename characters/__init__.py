@@ -64,7 +64,9 @@ def load_card(character_id: str, folder: Path = CARDS_DIR) -> CharacterCard:
 
 def copy_of(card: CharacterCard, character_id: str) -> CharacterCard:
     """``card`` as the character ``character_id`` (itself or one of its copies)."""
-    return card if card.id == character_id else card.model_copy(update={"id": character_id}, deep=True)
+    return (
+        card if card.id == character_id else card.model_copy(update={"id": character_id}, deep=True)
+    )
 
 
 def _read_card(character_id: str, folder: Path) -> CharacterCard:
@@ -86,5 +88,7 @@ def _read_card(character_id: str, folder: Path) -> CharacterCard:
         )
         raise CardError(f"{path}: invalid card: {problems}. Fix these fields.") from None
     if card.id != character_id:
-        raise CardError(f"{path}: id is {card.id!r} but the folder is {character_id!r}; make them equal")
+        raise CardError(
+            f"{path}: id is {card.id!r} but the folder is {character_id!r}; make them equal"
+        )
     return card

@@ -72,8 +72,12 @@ class CircuitBreaker(ChatModelWrapper):
             if exc.sent:
                 if self._failed():
                     # This failure opened the circuit: asking again now is pointless.
-                    raise LLMUnavailable(f"{exc} (circuit breaker open for {self.cooldown_seconds:g} s)",
-                                         retryable=False, result=exc.result, prompt_tokens=exc.prompt_tokens) from exc
+                    raise LLMUnavailable(
+                        f"{exc} (circuit breaker open for {self.cooldown_seconds:g} s)",
+                        retryable=False,
+                        result=exc.result,
+                        prompt_tokens=exc.prompt_tokens,
+                    ) from exc
             elif self.probing:
                 self.probing = False
             raise
@@ -93,11 +97,16 @@ class CircuitBreaker(ChatModelWrapper):
             log.info("%s: circuit breaker lets one probe request through", self.name)
             return
         self.rejected += 1
-        reason = "a probe request is under way" if self.probing else f"{self.open_until - now:.0f} s left"
+        reason = (
+            "a probe request is under way"
+            if self.probing
+            else f"{self.open_until - now:.0f} s left"
+        )
         raise LLMUnavailable(
             f"{self.name}: not asked, the provider failed {self.failures} time(s) in a row and the "
             f"circuit breaker is open ({reason}); deciding offline meanwhile",
-            retryable=False, sent=False,
+            retryable=False,
+            sent=False,
         )
 
     def _failed(self) -> bool:
@@ -107,9 +116,12 @@ class CircuitBreaker(ChatModelWrapper):
             was_probe, self.probing = self.probing, False
             self.open_until = self.now() + self.cooldown_seconds
             self.opened += 1
-            log.warning("%s: %s; circuit breaker open for %g s", self.name,
-                        "the probe failed" if was_probe else f"{self.consecutive} failures in a row",
-                        self.cooldown_seconds)
+            log.warning(
+                "%s: %s; circuit breaker open for %g s",
+                self.name,
+                "the probe failed" if was_probe else f"{self.consecutive} failures in a row",
+                self.cooldown_seconds,
+            )
             return True
         return False
 

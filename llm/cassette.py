@@ -43,9 +43,16 @@ class CassetteMismatch(LLMError):
         """Position of the first request not found (0-based)."""
 
 
-def request_of(kind: str, messages: Sequence[Any], *, json_schema: JsonSchema | None = None,
-               tools: Sequence[dict[str, Any]] = (), temperature: float | None = None,
-               max_tokens: int | None = None, purpose: str | None = None) -> dict[str, Any]:
+def request_of(
+    kind: str,
+    messages: Sequence[Any],
+    *,
+    json_schema: JsonSchema | None = None,
+    tools: Sequence[dict[str, Any]] = (),
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    purpose: str | None = None,
+) -> dict[str, Any]:
     """A request as stored: plain JSON, everything that can change the answer."""
     return {
         "kind": kind,
@@ -59,7 +66,9 @@ def request_of(kind: str, messages: Sequence[Any], *, json_schema: JsonSchema | 
 
 
 def request_key(request: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(request, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(request, ensure_ascii=False, sort_keys=True).encode()
+    ).hexdigest()
 
 
 def _result_doc(result: ChatResult) -> dict[str, Any]:
@@ -80,7 +89,9 @@ class RecordingChatModel(ChatModelWrapper):
     """Passes every call to ``inner`` and appends the exchange to the cassette at ``path``
     (a new file; the header carries ``meta``)."""
 
-    def __init__(self, inner: ChatModel, path: str | Path, *, meta: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, inner: ChatModel, path: str | Path, *, meta: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(inner)
         self.path = Path(path)
         self.recorded = 0
@@ -96,13 +107,20 @@ class RecordingChatModel(ChatModelWrapper):
         self._file.flush()
 
     async def around(self, kind: str, messages: Sequence[Any], options: dict[str, Any]) -> Any:
-        entry: dict[str, Any] = {"n": self.recorded, "request": request_of(kind, messages, **options)}
+        entry: dict[str, Any] = {
+            "n": self.recorded,
+            "request": request_of(kind, messages, **options),
+        }
         try:
             result = await self.call(kind, messages, options)
         except LLMUnavailable as exc:
-            entry["error"] = {"message": str(exc), "retryable": exc.retryable, "sent": exc.sent,
-                              "prompt_tokens": exc.prompt_tokens,
-                              "result": _result_doc(exc.result) if exc.result else None}
+            entry["error"] = {
+                "message": str(exc),
+                "retryable": exc.retryable,
+                "sent": exc.sent,
+                "prompt_tokens": exc.prompt_tokens,
+                "result": _result_doc(exc.result) if exc.result else None,
+            }
             self._write(entry)
             self.recorded += 1
             raise
@@ -154,21 +172,30 @@ class ReplayChatModel(RoutedChatModel):
         if "error" in entry:
             error = entry["error"]
             result = _result_of(error["result"], request["kind"]) if error.get("result") else None
-            raise LLMUnavailable(error["message"], retryable=error["retryable"], result=result,
-                                 prompt_tokens=error.get("prompt_tokens", 0), sent=error.get("sent", True))
+            raise LLMUnavailable(
+                error["message"],
+                retryable=error["retryable"],
+                result=result,
+                prompt_tokens=error.get("prompt_tokens", 0),
+                sent=error.get("sent", True),
+            )
         return _result_of(entry["response"], request["kind"])
 
     def _describe_miss(self, index: int, request: dict[str, Any]) -> str:
-        head = (f"{self.path}: request #{index + 1} ({request['kind']}, purpose {request['purpose']!r}) is not "
-                "in the cassette, so this run diverged from the recorded one here")
+        head = (
+            f"{self.path}: request #{index + 1} ({request['kind']}, purpose {request['purpose']!r}) is not "
+            "in the cassette, so this run diverged from the recorded one here"
+        )
         if index >= len(self.entries):
             return f"{head}: the recording has only {len(self.entries)} request(s). Record the run again."
         recorded = self.entries[index]["request"]
         where, was, now = first_difference(recorded, request)
-        return (f"{head}. Request #{index + 1} of the recording differs at {where}:\n"
-                f"  recorded: {was}\n  now:      {now}\n"
-                "Same seed, days, start and config as the recording? A changed prompt, action or "
-                "character card changes the requests too: then record the run again.")
+        return (
+            f"{head}. Request #{index + 1} of the recording differs at {where}:\n"
+            f"  recorded: {was}\n  now:      {now}\n"
+            "Same seed, days, start and config as the recording? A changed prompt, action or "
+            "character card changes the requests too: then record the run again."
+        )
 
 
 def first_difference(recorded: Any, now: Any, where: str = "request") -> tuple[str, str, str]:
@@ -183,25 +210,35 @@ def first_difference(recorded: Any, now: Any, where: str = "request") -> tuple[s
                 return first_difference(a, b, f"{where}[{n}]")
         return f"{where} (length {len(recorded)} recorded, {len(now)} now)", "", ""
     elif isinstance(recorded, str) and isinstance(now, str):
-        at = next((n for n, (a, b) in enumerate(zip(recorded, now, strict=False)) if a != b),
-                  min(len(recorded), len(now)))
+        at = next(
+            (n for n, (a, b) in enumerate(zip(recorded, now, strict=False)) if a != b),
+            min(len(recorded), len(now)),
+        )
         start = max(0, at - 30)
-        return f"{where}, character {at}", repr(recorded[start:at + 50]), repr(now[start:at + 50])
+        return (
+            f"{where}, character {at}",
+            repr(recorded[start : at + 50]),
+            repr(now[start : at + 50]),
+        )
     return where, repr(recorded)[:120], repr(now)[:120]
 
 
 def read_cassette(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header's meta and the exchanges of the cassette at ``path``."""
     if not path.exists():
-        raise CassetteError(f"cassette {str(path)!r} does not exist; record one with "
-                            "`yuiju simulate --policy llm --record PATH`")
+        raise CassetteError(
+            f"cassette {str(path)!r} does not exist; record one with "
+            "`yuiju simulate --policy llm --record PATH`"
+        )
     lines = path.read_text(encoding="utf-8").splitlines()
     try:
         header = json.loads(lines[0]) if lines else {}
     except json.JSONDecodeError as exc:
         raise CassetteError(f"{path}:1: not JSON ({exc}); is this a cassette?") from exc
     if header.get("cassette") != FORMAT or header.get("version") != VERSION:
-        raise CassetteError(f"{path}:1: not a {FORMAT} cassette of version {VERSION} (header {lines[0][:80]!r})")
+        raise CassetteError(
+            f"{path}:1: not a {FORMAT} cassette of version {VERSION} (header {lines[0][:80]!r})"
+        )
     entries = []
     for number, line in enumerate(lines[1:], start=2):
         try:
@@ -209,7 +246,9 @@ def read_cassette(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             if "request" not in entry or ("response" not in entry and "error" not in entry):
                 raise ValueError("needs 'request' and 'response' or 'error'")
         except (json.JSONDecodeError, ValueError) as exc:
-            raise CassetteError(f"{path}:{number}: not an exchange ({exc}); a cassette cut short by a "
-                                "crash can be replayed after deleting its last line") from exc
+            raise CassetteError(
+                f"{path}:{number}: not an exchange ({exc}); a cassette cut short by a "
+                "crash can be replayed after deleting its last line"
+            ) from exc
         entries.append(entry)
     return header.get("meta", {}), entries

@@ -119,7 +119,10 @@ class OpenAIChatModel:
             response_format = {"type": "json_object"}
             sent = with_schema_instruction(sent, json_schema)
         completion, latency_ms = await self._create(
-            sent, purpose, max_tokens, json_schema,
+            sent,
+            purpose,
+            max_tokens,
+            json_schema,
             response_format=response_format,
             temperature=self.temperature if temperature is None else temperature,
         )
@@ -155,7 +158,10 @@ class OpenAIChatModel:
         """One chat-completions request offering ``tools``; see `ToolChatModel.complete_tools`."""
         _model.check_allow_model_requests(self.base_url)
         completion, latency_ms = await self._create(
-            list(messages), purpose, max_tokens, None,
+            list(messages),
+            purpose,
+            max_tokens,
+            None,
             tools=cast("Any", list(tools)) if tools else openai.omit,
             temperature=self.temperature if temperature is None else temperature,
         )

@@ -88,7 +88,9 @@ def extract_json_text(raw: str) -> str:
     return text[start:end]
 
 
-TRUNCATED = "你的回答太长，在长度上限处被截断了。请只输出一个更简短的 JSON 对象，不要附加任何其他文字。"
+TRUNCATED = (
+    "你的回答太长，在长度上限处被截断了。请只输出一个更简短的 JSON 对象，不要附加任何其他文字。"
+)
 """The feedback when the wrong answer was cut at ``max_tokens``."""
 
 
@@ -171,8 +173,13 @@ async def ask_structured(
     last_error: Exception | None = None
     for _ in range(max_attempts):
         try:
-            result = await model.complete(current, json_schema=json_schema, temperature=temperature,
-                                          max_tokens=max_tokens, purpose=purpose)
+            result = await model.complete(
+                current,
+                json_schema=json_schema,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                purpose=purpose,
+            )
         except LLMUnavailable as exc:
             last_error = exc
             if not exc.sent:
@@ -193,7 +200,10 @@ async def ask_structured(
             current = [
                 *original,
                 {"role": "assistant", "content": result.text},
-                {"role": "user", "content": feedback_for(exc, result.text, truncated=result.truncated)},
+                {
+                    "role": "user",
+                    "content": feedback_for(exc, result.text, truncated=result.truncated),
+                },
             ]
             continue
         attempts.append(Attempt(raw=result.text, error=None, result=result))

@@ -103,8 +103,14 @@ class FunctionChatModel:
             tool_calls=calls,
         )
 
-    def _record(self, sent: list[Any], schema: JsonSchema | None, tools: list[dict[str, Any]],
-                max_tokens: int | None, purpose: str | None) -> None:
+    def _record(
+        self,
+        sent: list[Any],
+        schema: JsonSchema | None,
+        tools: list[dict[str, Any]],
+        max_tokens: int | None,
+        purpose: str | None,
+    ) -> None:
         self.calls.append(sent)
         self.schemas.append(schema)
         self.tools.append(tools)
@@ -114,8 +120,15 @@ class FunctionChatModel:
 
 # -- a model that follows the schema ------------------------------------------------------------
 
-PHRASES = ("现在正好想这样做", "有点累了，先照顾一下自己", "天气不错，想出去走走", "想把今天过得充实一点",
-           "肚子有点饿", "想换换心情", "先把该做的事做完")
+PHRASES = (
+    "现在正好想这样做",
+    "有点累了，先照顾一下自己",
+    "天气不错，想出去走走",
+    "想把今天过得充实一点",
+    "肚子有点饿",
+    "想换换心情",
+    "先把该做的事做完",
+)
 """What a schema-following fake writes into free-text fields (Chinese, like a real answer)."""
 
 
@@ -170,10 +183,16 @@ class _Follower:
         if branches:
             rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
             nullable = [b for b in branches if self.resolve(b).get("type") == "null"]
-            if nullable and len(nullable) < len(branches) and self.rng(f"{path}#null").random() >= self.fill:
+            if (
+                nullable
+                and len(nullable) < len(branches)
+                and self.rng(f"{path}#null").random() >= self.fill
+            ):
                 return None
             options = [b for b in branches if b not in nullable] or branches
-            chosen = self.rng(f"{path}#anyOf").choices(options, weights=[self.weight(b) for b in options])[0]
+            chosen = self.rng(f"{path}#anyOf").choices(
+                options, weights=[self.weight(b) for b in options]
+            )[0]
             return self.instance(_merge(rest, self.resolve(chosen)), path)
         if "const" in schema:
             return schema["const"]

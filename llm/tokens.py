@@ -13,7 +13,11 @@ def estimate_tokens(text: str) -> int:
     DeepSeek's documented rule of thumb (api-docs.deepseek.com, "Token & Token Usage"); other
     tokenizers differ by a few tens of percent, which is fine for budgets and failed calls.
     """
-    cjk = sum(1 for c in text if "\u3000" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" or "\uff00" <= c <= "\uffef")
+    cjk = sum(
+        1
+        for c in text
+        if "\u3000" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" or "\uff00" <= c <= "\uffef"
+    )
     return math.ceil(cjk * 0.6 + (len(text) - cjk) * 0.3)
 
 
@@ -24,5 +28,7 @@ def estimate_prompt_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
         total += estimate_tokens(str(message.get("content") or ""))
         for call in message.get("tool_calls") or ():
             function = call.get("function", {}) if isinstance(call, Mapping) else {}
-            total += estimate_tokens(str(function.get("name", "")) + str(function.get("arguments", "")))
+            total += estimate_tokens(
+                str(function.get("name", "")) + str(function.get("arguments", ""))
+            )
     return total

@@ -132,8 +132,15 @@ class MeteredModel(ChatModelWrapper):
         await self._record(purpose, bound, messages, result, None, started)
         return result
 
-    async def _record(self, purpose: str, bound: int, messages: Sequence[Any], result: ChatResult | None,
-                      error: LLMUnavailable | None, started: float) -> None:
+    async def _record(
+        self,
+        purpose: str,
+        bound: int,
+        messages: Sequence[Any],
+        result: ChatResult | None,
+        error: LLMUnavailable | None,
+        started: float,
+    ) -> None:
         if self.sink is None:
             return
         counted = result is not None and result.prompt_tokens > 0
@@ -141,12 +148,21 @@ class MeteredModel(ChatModelWrapper):
             assert result is not None
             prompt, completion = result.prompt_tokens, result.completion_tokens
         else:  # the provider did not count: estimate what was sent (and any text that came back)
-            prompt = (error.prompt_tokens if error is not None else 0) or estimate_prompt_tokens(messages)
+            prompt = (error.prompt_tokens if error is not None else 0) or estimate_prompt_tokens(
+                messages
+            )
             completion = estimate_tokens(result.text) if result is not None else 0
-        await self.sink(CallRecord(
-            purpose=purpose, model=result.model if result else self.name, ok=error is None,
-            error=str(error) if error is not None else None, prompt_tokens=prompt,
-            completion_tokens=completion, estimated=not counted,
-            latency_ms=result.latency_ms if result else (time.perf_counter() - started) * 1000,
-            max_tokens=bound, truncated=bool(result and result.truncated),
-        ))
+        await self.sink(
+            CallRecord(
+                purpose=purpose,
+                model=result.model if result else self.name,
+                ok=error is None,
+                error=str(error) if error is not None else None,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                estimated=not counted,
+                latency_ms=result.latency_ms if result else (time.perf_counter() - started) * 1000,
+                max_tokens=bound,
+                truncated=bool(result and result.truncated),
+            )
+        )

@@ -24,8 +24,16 @@ class RoutedChatModel:
         max_tokens: int | None = None,
         purpose: str | None = None,
     ) -> ChatResult:
-        return await self.around("complete", messages, {
-            "json_schema": json_schema, "temperature": temperature, "max_tokens": max_tokens, "purpose": purpose})
+        return await self.around(
+            "complete",
+            messages,
+            {
+                "json_schema": json_schema,
+                "temperature": temperature,
+                "max_tokens": max_tokens,
+                "purpose": purpose,
+            },
+        )
 
     async def complete_tools(
         self,
@@ -36,8 +44,16 @@ class RoutedChatModel:
         max_tokens: int | None = None,
         purpose: str | None = None,
     ) -> ToolChatResult:
-        return await self.around("complete_tools", messages, {
-            "tools": tools, "temperature": temperature, "max_tokens": max_tokens, "purpose": purpose})
+        return await self.around(
+            "complete_tools",
+            messages,
+            {
+                "tools": tools,
+                "temperature": temperature,
+                "max_tokens": max_tokens,
+                "purpose": purpose,
+            },
+        )
 
     async def around(self, kind: str, messages: Sequence[Any], options: dict[str, Any]) -> Any:
         """Answer the call ``kind`` ('complete' or 'complete_tools') with its keyword ``options``."""

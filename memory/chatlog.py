@@ -64,11 +64,20 @@ def parse_chat_log(path: Path) -> ParsedLog:
                 out.errors.append(f"line {number}: not JSON ({exc.msg} at column {exc.colno})")
                 continue
             except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors())
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in exc.errors()
+                )
                 out.errors.append(f"line {number}: {problems}")
                 continue
-            out.lines.append(ChatLine(user_id=line.user_id, text=line.text, time=line.time,
-                                      group_id=line.group_id, nickname=line.nickname))
+            out.lines.append(
+                ChatLine(
+                    user_id=line.user_id,
+                    text=line.text,
+                    time=line.time,
+                    group_id=line.group_id,
+                    nickname=line.nickname,
+                )
+            )
     return out
 
 
@@ -82,7 +91,11 @@ class ImportReport:
 
 
 async def import_chat_log(
-    chat: ChatMemories, lines: list[ChatLine], *, batch: int = 256, progress: Callable[[int], object] | None = None,
+    chat: ChatMemories,
+    lines: list[ChatLine],
+    *,
+    batch: int = 256,
+    progress: Callable[[int], object] | None = None,
 ) -> ImportReport:
     """Store ``lines`` as chat memories, ``batch`` at a time."""
     report = ImportReport()
@@ -93,5 +106,6 @@ async def import_chat_log(
         if progress:
             progress(len(part))
     report.not_indexed = await chat.history.count(
-        CHAT_MEMORIES.name, eq={"character_id": chat.character_id, "indexed": False})
+        CHAT_MEMORIES.name, eq={"character_id": chat.character_id, "indexed": False}
+    )
     return report

@@ -41,7 +41,10 @@ Period = Literal["day", "week", "month"]
 
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "prompts"),
-    undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, autoescape=False,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    autoescape=False,
 )
 
 
@@ -128,9 +131,17 @@ def factual_summary(day: date, episodes: Sequence[Episode], tz: Any) -> str:
 
 class DiaryWriter:
     def __init__(
-        self, history: HistoryStore, episodes: EpisodeRepo, *, model: ChatModel | None,
-        voice: DiaryVoice, tz: Any, semantic: SemanticMemory | None = None, review_rounds: int = 3,
-        max_attempts: int = 2, max_episodes: int = 200,
+        self,
+        history: HistoryStore,
+        episodes: EpisodeRepo,
+        *,
+        model: ChatModel | None,
+        voice: DiaryVoice,
+        tz: Any,
+        semantic: SemanticMemory | None = None,
+        review_rounds: int = 3,
+        max_attempts: int = 2,
+        max_episodes: int = 200,
     ) -> None:
         self.history = history
         self.episodes = episodes
@@ -150,40 +161,71 @@ class DiaryWriter:
         return Diary.model_validate(doc) if doc else None
 
     async def find(
-        self, character_id: str, *, period: Period = "day", start: date | None = None,
-        end: date | None = None, limit: int | None = None, newest_first: bool = True,
+        self,
+        character_id: str,
+        *,
+        period: Period = "day",
+        start: date | None = None,
+        end: date | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
     ) -> list[Diary]:
         """Entries with ``start <= date < end`` (ISO dates compare as strings)."""
         docs = await self.history.find(
-            DIARIES.name, eq={"character_id": character_id, "period": period},
-            ranges={"date": (start.isoformat() if start else None, end.isoformat() if end else None)},
-            sort="date", descending=newest_first, limit=limit,
+            DIARIES.name,
+            eq={"character_id": character_id, "period": period},
+            ranges={
+                "date": (start.isoformat() if start else None, end.isoformat() if end else None)
+            },
+            sort="date",
+            descending=newest_first,
+            limit=limit,
         )
         return [Diary.model_validate(d) for d in docs]
 
     # -- the daily entry --------------------------------------------------------------------------
 
-    async def write_day(self, character_id: str, day: date, now: datetime, *, overwrite: bool = False) -> Diary:
+    async def write_day(
+        self, character_id: str, day: date, now: datetime, *, overwrite: bool = False
+    ) -> Diary:
         """Write (or return the existing) diary of ``day``; then the week/month summaries it closes."""
         if not overwrite and (existing := await self.get(character_id, "day", day)) is not None:
             return existing
         start = datetime(day.year, day.month, day.day, tzinfo=self.tz)
-        found = await self.episodes.between(character_id, start, start + timedelta(days=1), limit=self.max_episodes)
+        found = await self.episodes.between(
+            character_id, start, start + timedelta(days=1), limit=self.max_episodes
+        )
         # Private chats stay private: the diary is indexed as a public memory.
-        found = [e for e in found if e.type != "conversation"
-                 or (e.summary and not str(e.data.get("session_id", "")).startswith("private"))]
+        found = [
+            e
+            for e in found
+            if e.type != "conversation"
+            or (e.summary and not str(e.data.get("session_id", "")).startswith("private"))
+        ]
         diary = await self._compose(character_id, day, found, now)
         await self._save(diary)
         await self.write_summaries(character_id, day, now)
         return diary
 
-    async def _compose(self, character_id: str, day: date, found: list[Episode], now: datetime) -> Diary:
-        base = {"_id": diary_id(character_id, "day", day), "character_id": character_id, "period": "day",
-                "date": day.isoformat(), "end_date": day.isoformat(), "written_at": now}
-        factual = Diary.model_validate({
-            **base, "text": factual_summary(day, found, self.tz), "episode_ids": [e.id for e in found],
-            "source": "factual",
-        })
+    async def _compose(
+        self, character_id: str, day: date, found: list[Episode], now: datetime
+    ) -> Diary:
+        base = {
+            "_id": diary_id(character_id, "day", day),
+            "character_id": character_id,
+            "period": "day",
+            "date": day.isoformat(),
+            "end_date": day.isoformat(),
+            "written_at": now,
+        }
+        factual = Diary.model_validate(
+            {
+                **base,
+                "text": factual_summary(day, found, self.tz),
+                "episode_ids": [e.id for e in found],
+                "source": "factual",
+            }
+        )
         if self.model is None or not found:
             return factual
         try:
@@ -192,15 +234,28 @@ class DiaryWriter:
             log.warning("diary for %s: the LLM failed (%s); writing the factual summary", day, exc)
             return factual
         if not sentences:
-            log.warning("diary for %s: no sentence survived the review; writing the factual summary", day)
+            log.warning(
+                "diary for %s: no sentence survived the review; writing the factual summary", day
+            )
             return factual.model_copy(update={"rejected": rejected, "rounds": rounds})
         text = "\n\n".join("".join(s.text for s in para) for para in sentences if para)
         cited = sorted({i for para in sentences for s in para for i in s.episode_ids})
-        return Diary.model_validate({**base, "text": text, "episode_ids": cited, "source": "llm",
-                                     "rejected": rejected, "rounds": rounds})
+        return Diary.model_validate(
+            {
+                **base,
+                "text": text,
+                "episode_ids": cited,
+                "source": "llm",
+                "rejected": rejected,
+                "rounds": rounds,
+            }
+        )
 
     def _episode_view(self, found: Sequence[Episode]) -> list[dict[str, str]]:
-        return [{"id": e.id, "time": f"{e.time.astimezone(self.tz):%H:%M}", "summary": e.summary} for e in found]
+        return [
+            {"id": e.id, "time": f"{e.time.astimezone(self.tz):%H:%M}", "summary": e.summary}
+            for e in found
+        ]
 
     async def _grounded_draft(
         self, day: date, found: list[Episode]
@@ -209,24 +264,36 @@ class DiaryWriter:
         known = {e.id for e in found}
         view = self._episode_view(found)
         prompt = _ENV.get_template("diary.md.j2").render(
-            persona=self.voice.persona, name=self.voice.name, speaking_style=self.voice.speaking_style,
-            date=day.isoformat(), episodes=view,
+            persona=self.voice.persona,
+            name=self.voice.name,
+            speaking_style=self.voice.speaking_style,
+            date=day.isoformat(),
+            episodes=view,
         )
         messages = [{"role": "user", "content": prompt}]
         rejected_log: list[dict[str, Any]] = []
         rounds = 0
         while True:
-            draft = (await ask_structured(
-                self.model, messages, Draft.model_validate_json, max_attempts=self.max_attempts,
-                json_schema=JsonSchema(name="diary", schema=Draft.model_json_schema()), purpose="diary",
-            )).value
+            draft = (
+                await ask_structured(
+                    self.model,
+                    messages,
+                    Draft.model_validate_json,
+                    max_attempts=self.max_attempts,
+                    json_schema=JsonSchema(name="diary", schema=Draft.model_json_schema()),
+                    purpose="diary",
+                )
+            ).value
             flat = [s for para in draft.paragraphs for s in para]
             bad = self._uncited(flat, known)
             bad.update(await self._review(view, flat, skip=set(bad)))
             if not bad:
                 return draft.paragraphs, rejected_log, rounds
             if rounds >= self.review_rounds:
-                rejected_log += [{"text": flat[i].text, "reason": r, "round": rounds} for i, r in sorted(bad.items())]
+                rejected_log += [
+                    {"text": flat[i].text, "reason": r, "round": rounds}
+                    for i, r in sorted(bad.items())
+                ]
                 kept: list[list[Sentence]] = []
                 n = 0
                 for para in draft.paragraphs:
@@ -239,13 +306,18 @@ class DiaryWriter:
                         kept.append(keep)
                 return kept, rejected_log, rounds
             rounds += 1
-            rejected_log += [{"text": flat[i].text, "reason": r, "round": rounds} for i, r in sorted(bad.items())]
+            rejected_log += [
+                {"text": flat[i].text, "reason": r, "round": rounds} for i, r in sorted(bad.items())
+            ]
             feedback = "\n".join(f"- 「{flat[i].text}」：{r}" for i, r in sorted(bad.items()))
             messages = [
                 *messages[:1],
                 {"role": "assistant", "content": draft.model_dump_json()},
-                {"role": "user", "content": f"审核没有通过，下面的句子没有当天经历的支持：\n{feedback}\n"
-                                             "请删掉或改写这些句子，只写列出的经历，重新输出完整的 JSON。"},
+                {
+                    "role": "user",
+                    "content": f"审核没有通过，下面的句子没有当天经历的支持：\n{feedback}\n"
+                    "请删掉或改写这些句子，只写列出的经历，重新输出完整的 JSON。",
+                },
             ]
 
     @staticmethod
@@ -258,7 +330,9 @@ class DiaryWriter:
                 bad[i] = f"引用了不存在的经历编号 {unknown}"
         return bad
 
-    async def _review(self, view: list[dict[str, str]], flat: Sequence[Sentence], skip: set[int]) -> dict[int, str]:
+    async def _review(
+        self, view: list[dict[str, str]], flat: Sequence[Sentence], skip: set[int]
+    ) -> dict[int, str]:
         assert self.model is not None
         to_check = [s for i, s in enumerate(flat) if i not in skip]
         if not to_check:
@@ -272,14 +346,22 @@ class DiaryWriter:
             review = Review.model_validate_json(raw)
             wrong = [u.index for u in review.unsupported if not 0 <= u.index < len(to_check)]
             if wrong:
-                raise RetryWithFeedback(f"句子编号 {wrong} 不存在，编号范围是 0 到 {len(to_check) - 1}")
+                raise RetryWithFeedback(
+                    f"句子编号 {wrong} 不存在，编号范围是 0 到 {len(to_check) - 1}"
+                )
             return review
 
-        review = (await ask_structured(
-            self.model, [{"role": "user", "content": prompt}], parse, max_attempts=self.max_attempts,
-            json_schema=JsonSchema(name="diary_review", schema=Review.model_json_schema()), temperature=0,
-            purpose="diary",
-        )).value
+        review = (
+            await ask_structured(
+                self.model,
+                [{"role": "user", "content": prompt}],
+                parse,
+                max_attempts=self.max_attempts,
+                json_schema=JsonSchema(name="diary_review", schema=Review.model_json_schema()),
+                temperature=0,
+                purpose="diary",
+            )
+        ).value
         return {index_map[u.index]: u.reason or "审核认为没有经历支持" for u in review.unsupported}
 
     # -- weekly and monthly summaries -------------------------------------------------------------
@@ -288,40 +370,76 @@ class DiaryWriter:
         """The week's summary on a Sunday, the month's on its last day (existing ones are kept)."""
         out = []
         if day.weekday() == 6:
-            out.append(await self.write_summary(character_id, "week", day - timedelta(days=6), day, now))
+            out.append(
+                await self.write_summary(character_id, "week", day - timedelta(days=6), day, now)
+            )
         if day.day == calendar.monthrange(day.year, day.month)[1]:
-            out.append(await self.write_summary(character_id, "month", day.replace(day=1), day, now))
+            out.append(
+                await self.write_summary(character_id, "month", day.replace(day=1), day, now)
+            )
         return out
 
     async def write_summary(
-        self, character_id: str, period: Literal["week", "month"], start: date, end: date, now: datetime
+        self,
+        character_id: str,
+        period: Literal["week", "month"],
+        start: date,
+        end: date,
+        now: datetime,
     ) -> Diary:
         if (existing := await self.get(character_id, period, start)) is not None:
             return existing
-        dailies = await self.find(character_id, start=start, end=end + timedelta(days=1), newest_first=False)
-        text = "\n".join(d.text.replace("\n\n", " ").replace("\n", "；")[:160] for d in dailies) or "这段时间没有日记。"
+        dailies = await self.find(
+            character_id, start=start, end=end + timedelta(days=1), newest_first=False
+        )
+        text = (
+            "\n".join(d.text.replace("\n\n", " ").replace("\n", "；")[:160] for d in dailies)
+            or "这段时间没有日记。"
+        )
         source: Literal["llm", "factual"] = "factual"
         if self.model is not None and dailies:
             prompt = _ENV.get_template("summary.md.j2").render(
-                persona=self.voice.persona, name=self.voice.name, start=start.isoformat(), end=end.isoformat(),
+                persona=self.voice.persona,
+                name=self.voice.name,
+                start=start.isoformat(),
+                end=end.isoformat(),
                 period_name="一周" if period == "week" else "一个月",
                 diaries=[{"date": d.date, "text": d.text} for d in dailies],
             )
             try:
-                text = (await ask_structured(
-                    self.model, [{"role": "user", "content": prompt}], SummaryText.model_validate_json,
-                    max_attempts=self.max_attempts,
-                    json_schema=JsonSchema(name="diary_summary", schema=SummaryText.model_json_schema()),
-                    purpose="diary",
-                )).value.text
+                text = (
+                    await ask_structured(
+                        self.model,
+                        [{"role": "user", "content": prompt}],
+                        SummaryText.model_validate_json,
+                        max_attempts=self.max_attempts,
+                        json_schema=JsonSchema(
+                            name="diary_summary", schema=SummaryText.model_json_schema()
+                        ),
+                        purpose="diary",
+                    )
+                ).value.text
                 source = "llm"
             except LLMError as exc:
-                log.warning("%s summary from %s: the LLM failed (%s); writing the factual one", period, start, exc)
-        diary = Diary.model_validate({
-            "_id": diary_id(character_id, period, start), "character_id": character_id, "period": period,
-            "date": start.isoformat(), "end_date": end.isoformat(), "text": text,
-            "episode_ids": [d.id for d in dailies], "source": source, "written_at": now,
-        })
+                log.warning(
+                    "%s summary from %s: the LLM failed (%s); writing the factual one",
+                    period,
+                    start,
+                    exc,
+                )
+        diary = Diary.model_validate(
+            {
+                "_id": diary_id(character_id, period, start),
+                "character_id": character_id,
+                "period": period,
+                "date": start.isoformat(),
+                "end_date": end.isoformat(),
+                "text": text,
+                "episode_ids": [d.id for d in dailies],
+                "source": source,
+                "written_at": now,
+            }
+        )
         await self._save(diary)
         return diary
 
@@ -341,11 +459,21 @@ class DiaryWriter:
         when = datetime(end.year, end.month, end.day, 21, tzinfo=self.tz)
         try:
             await self.semantic.forget(ref=diary.id, kind="diary")
-            await self.semantic.remember([
-                NewMemory(kind="diary", character_id=diary.character_id, text=chunk, time=when,
-                          key=f"{diary.id}:{n}", ref=diary.id, importance=0.7 if diary.period == "day" else 0.8,
-                          embed_text=f"{diary.date}\n{chunk}", extra={"period": diary.period, "date": diary.date})
-                for n, chunk in enumerate(chunks)
-            ])
+            await self.semantic.remember(
+                [
+                    NewMemory(
+                        kind="diary",
+                        character_id=diary.character_id,
+                        text=chunk,
+                        time=when,
+                        key=f"{diary.id}:{n}",
+                        ref=diary.id,
+                        importance=0.7 if diary.period == "day" else 0.8,
+                        embed_text=f"{diary.date}\n{chunk}",
+                        extra={"period": diary.period, "date": diary.date},
+                    )
+                    for n, chunk in enumerate(chunks)
+                ]
+            )
         except Exception as exc:
             log.warning("diary %s is saved but not indexed for recall: %s", diary.id, exc)

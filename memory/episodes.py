@@ -44,7 +44,9 @@ class Episode(BaseModel):
 
 
 def episode_id(character_id: str, started_at: datetime, action_id: str) -> str:
-    digest = hashlib.sha1(f"{character_id}|{started_at.isoformat()}|{action_id}".encode()).hexdigest()
+    digest = hashlib.sha1(
+        f"{character_id}|{started_at.isoformat()}|{action_id}".encode()
+    ).hexdigest()
     return f"bhv_{digest[:20]}"
 
 
@@ -88,15 +90,21 @@ class EpisodeRepo:
         )
         return [Episode.model_validate(d) for d in docs]
 
-    async def today(self, character_id: str, now: datetime, *, type_: EpisodeType | None = None) -> list[Episode]:
+    async def today(
+        self, character_id: str, now: datetime, *, type_: EpisodeType | None = None
+    ) -> list[Episode]:
         start = now.replace(hour=0, minute=0, second=0, microsecond=0)
         return await self.between(character_id, start, start + timedelta(days=1), type_=type_)
 
     async def recent(self, character_id: str, now: datetime, limit: int = 10) -> list[Episode]:
         """Her latest behavior episodes of the last day, oldest first."""
         found = await self.between(
-            character_id, now - timedelta(days=1), now + timedelta(seconds=1),
-            type_="behavior", limit=limit, newest_first=True,
+            character_id,
+            now - timedelta(days=1),
+            now + timedelta(seconds=1),
+            type_="behavior",
+            limit=limit,
+            newest_first=True,
         )
         return list(reversed(found))
 
@@ -113,5 +121,9 @@ class EpisodeRepo:
         """
         needle = keyword.casefold()
         found = await self.between(character_id, start, end, newest_first=True)
-        hits = [e for e in found if needle in e.summary.casefold() or needle in str(e.data.get("name", "")).casefold()]
+        hits = [
+            e
+            for e in found
+            if needle in e.summary.casefold() or needle in str(e.data.get("name", "")).casefold()
+        ]
         return hits[:limit]

@@ -44,9 +44,17 @@ DEFAULT_IMPORTANCE = 0.4
 
 class MemoryWorker:
     def __init__(
-        self, redis: Any, stream: str, services: dict[str, MemoryService], *, clock: Any,
-        block_ms: int = 1000, batch: int = 50, max_backoff: float = 60.0,
-        outbox: str | None = None, drain_seconds: float = 10.0,
+        self,
+        redis: Any,
+        stream: str,
+        services: dict[str, MemoryService],
+        *,
+        clock: Any,
+        block_ms: int = 1000,
+        batch: int = 50,
+        max_backoff: float = 60.0,
+        outbox: str | None = None,
+        drain_seconds: float = 10.0,
     ) -> None:
         self.redis = redis
         self.stream = stream
@@ -73,7 +81,10 @@ class MemoryWorker:
         acked = 0
         for start in ("0", ">"):
             answer = await self.redis.xreadgroup(
-                GROUP, CONSUMER, {self.stream: start}, count=self.batch,
+                GROUP,
+                CONSUMER,
+                {self.stream: start},
+                count=self.batch,
                 block=self.block_ms if (block and start == ">") else None,
             )
             for _stream, entries in answer or []:
@@ -106,7 +117,9 @@ class MemoryWorker:
             text = _text(fields)
             service = self.services.get(text.get("character_id", ""))
             if service is not None and text.get("type") == "action_completed":
-                when = datetime.fromisoformat(text["time"]) if text.get("time") else self.clock.now()
+                when = (
+                    datetime.fromisoformat(text["time"]) if text.get("time") else self.clock.now()
+                )
                 item = await episode_memory(service, json.loads(text.get("data") or "{}"), when)
                 if item is not None:
                     episodes.append((entry_id, service, item))
@@ -129,7 +142,10 @@ class MemoryWorker:
         when = datetime.fromisoformat(fields["time"]) if fields.get("time") else self.clock.now()
         if kind == "action_completed":
             await index_episode(service, data, when)
-        elif data.get("action") in SLEEP_ACTIONS and (day := diary_date(when.astimezone(self.clock.tz))) is not None:
+        elif (
+            data.get("action") in SLEEP_ACTIONS
+            and (day := diary_date(when.astimezone(self.clock.tz))) is not None
+        ):
             await self._wait_for_outbox()
             await service.diary.write_day(service.character_id, day, when)
 
@@ -148,13 +164,18 @@ class MemoryWorker:
         """
         if self.outbox is None:
             return
-        for _ in range(max(1, int(self.drain_seconds / DRAIN_POLL_SECONDS))):  # polling another process's list
+        for _ in range(
+            max(1, int(self.drain_seconds / DRAIN_POLL_SECONDS))
+        ):  # polling another process's list
             if not await self.redis.llen(self.outbox):
                 return
             await asyncio.sleep(DRAIN_POLL_SECONDS)
         if await self.redis.llen(self.outbox):
-            log.warning("diary: episodes still queued after %.0f s (history store slow or down); "
-                        "writing from what history has", self.drain_seconds)
+            log.warning(
+                "diary: episodes still queued after %.0f s (history store slow or down); "
+                "writing from what history has",
+                self.drain_seconds,
+            )
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.ensure_group()
@@ -171,14 +192,19 @@ class MemoryWorker:
                 raise
             except Exception as exc:
                 self.failures += 1
-                log.warning("memory worker: %s; retrying in %.0f s (the entry stays pending)", exc, pause)
+                log.warning(
+                    "memory worker: %s; retrying in %.0f s (the entry stays pending)", exc, pause
+                )
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), pause)
                 pause = min(pause * 2, self.max_backoff)
 
 
 def _text(fields: dict[Any, Any]) -> dict[str, str]:
-    return {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in fields.items()}
+    return {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+        for k, v in fields.items()
+    }
 
 
 async def index_episode(service: MemoryService, data: dict[str, Any], when: datetime) -> None:
@@ -188,7 +214,9 @@ async def index_episode(service: MemoryService, data: dict[str, Any], when: date
         await service.semantic.remember([item])
 
 
-async def episode_memory(service: MemoryService, data: dict[str, Any], when: datetime) -> NewMemory | None:
+async def episode_memory(
+    service: MemoryService, data: dict[str, Any], when: datetime
+) -> NewMemory | None:
     """The memory of a completed episode (from history, else from the event), or None."""
     episode_id = str(data.get("episode_id") or "")
     if not episode_id:
@@ -198,16 +226,29 @@ async def episode_memory(service: MemoryService, data: dict[str, Any], when: dat
     if not summary:
         return None
     action = str(data.get("action", ""))
-    importance = IMPORTANCE_BY_ACTION.get(action, DEFAULT_IMPORTANCE) + (0.2 if data.get("share") else 0.0)
+    importance = IMPORTANCE_BY_ACTION.get(action, DEFAULT_IMPORTANCE) + (
+        0.2 if data.get("share") else 0.0
+    )
     return NewMemory(
-        kind="episode", character_id=service.character_id, text=summary,
-        time=stored.time if stored else when, key=episode_id, ref=episode_id, importance=min(1.0, importance),
+        kind="episode",
+        character_id=service.character_id,
+        text=summary,
+        time=stored.time if stored else when,
+        key=episode_id,
+        ref=episode_id,
+        importance=min(1.0, importance),
         extra={"action": action},
     )
 
 
 async def run_memory_worker(
-    cfg: Any, redis: Any, history: Any, *, clock: Any, stop_event: asyncio.Event, chat_model: Any = None,
+    cfg: Any,
+    redis: Any,
+    history: Any,
+    *,
+    clock: Any,
+    stop_event: asyncio.Event,
+    chat_model: Any = None,
     semantic: SemanticMemory | None = None,
 ) -> None:
     """Run until ``stop_event`` is set: the stream consumer, knowledge sync and the nightly
@@ -222,22 +263,35 @@ async def run_memory_worker(
         services: dict[str, MemoryService] = {}
         for cid in cfg.world.characters:
             voice = _voice(cid)
-            services[cid] = await build_memory(cfg, history, semantic, character_id=cid, chat_model=chat_model, voice=voice)
+            services[cid] = await build_memory(
+                cfg, history, semantic, character_id=cid, chat_model=chat_model, voice=voice
+            )
         for service in services.values():
             try:
                 report = await service.knowledge.sync(service.knowledge_roots, clock.now())
                 if report.indexed or report.removed:
-                    log.info("knowledge files: %d indexed, %d removed", len(report.indexed), len(report.removed))
+                    log.info(
+                        "knowledge files: %d indexed, %d removed",
+                        len(report.indexed),
+                        len(report.removed),
+                    )
             except Exception as exc:
                 log.warning("knowledge files not synced: %s", exc)
         from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
         scheduler = AsyncIOScheduler(timezone=cfg.app.tz)
         for cid, service in services.items():
+
             async def distil(service: MemoryService = service) -> None:
                 await service.distiller.run(clock.now())
 
-            schedule_distillation(scheduler, distil, at=cfg.memory.distill_at, tz=cfg.app.tz, job_id=f"memory-distill-{cid}")
+            schedule_distillation(
+                scheduler,
+                distil,
+                at=cfg.memory.distill_at,
+                tz=cfg.app.tz,
+                job_id=f"memory-distill-{cid}",
+            )
         scheduler.start()
         keys = Keys(cfg.redis.prefix)
         worker = MemoryWorker(redis, keys.events, services, clock=clock, outbox=keys.episode_outbox)

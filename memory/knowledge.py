@@ -84,7 +84,12 @@ class SyncReport:
 
 class KnowledgeIndex:
     def __init__(
-        self, history: HistoryStore, semantic: SemanticMemory, character_id: str, *, chunk_chars: int = 500,
+        self,
+        history: HistoryStore,
+        semantic: SemanticMemory,
+        character_id: str,
+        *,
+        chunk_chars: int = 500,
         overlap: int = 80,
     ) -> None:
         self.history = history
@@ -103,14 +108,23 @@ class KnowledgeIndex:
             if not root.is_dir():
                 continue
             for path in sorted(root.rglob("*")):
-                if path.is_file() and path.suffix.lower() in EXTENSIONS and not any(p.startswith(".") for p in path.parts):
+                if (
+                    path.is_file()
+                    and path.suffix.lower() in EXTENSIONS
+                    and not any(p.startswith(".") for p in path.parts)
+                ):
                     out[str(path.resolve())] = path
         return out
 
     async def sync(self, roots: Sequence[Path], now: datetime) -> SyncReport:
         """Index changed and new files, drop deleted ones."""
         report = SyncReport()
-        known = {d["_id"]: d for d in await self.history.find(KNOWLEDGE_FILES.name, eq={"character_id": self.character_id})}
+        known = {
+            d["_id"]: d
+            for d in await self.history.find(
+                KNOWLEDGE_FILES.name, eq={"character_id": self.character_id}
+            )
+        }
         found = self.files(roots)
         for key, path in found.items():
             doc_id = f"kf_{hashlib.sha1(f'{self.character_id}|{key}'.encode()).hexdigest()[:20]}"
@@ -126,16 +140,33 @@ class KnowledgeIndex:
                 continue
             chunks = chunk_paragraphs(text, size=self.chunk_chars, overlap=self.overlap)
             await self.semantic.forget(ref=doc_id, kind="file")
-            await self.semantic.remember([
-                NewMemory(kind="file", character_id=self.character_id, text=c.text, time=now, key=f"{doc_id}:{i}",
-                          ref=doc_id, importance=0.5, embed_text=f"{path.stem}\n{c.text}",
-                          extra={"path": key, "start_line": c.start_line, "end_line": c.end_line})
-                for i, c in enumerate(chunks)
-            ])
-            await self.history.put(KNOWLEDGE_FILES.name, {
-                "_id": doc_id, "character_id": self.character_id, "path": key, "sha256": digest,
-                "chunks": len(chunks), "indexed_at": now,
-            })
+            await self.semantic.remember(
+                [
+                    NewMemory(
+                        kind="file",
+                        character_id=self.character_id,
+                        text=c.text,
+                        time=now,
+                        key=f"{doc_id}:{i}",
+                        ref=doc_id,
+                        importance=0.5,
+                        embed_text=f"{path.stem}\n{c.text}",
+                        extra={"path": key, "start_line": c.start_line, "end_line": c.end_line},
+                    )
+                    for i, c in enumerate(chunks)
+                ]
+            )
+            await self.history.put(
+                KNOWLEDGE_FILES.name,
+                {
+                    "_id": doc_id,
+                    "character_id": self.character_id,
+                    "path": key,
+                    "sha256": digest,
+                    "chunks": len(chunks),
+                    "indexed_at": now,
+                },
+            )
             report.indexed.append(key)
         paths = set(found)
         for doc_id, doc in known.items():

@@ -16,7 +16,14 @@ LLM_CALLS = CollectionSpec(
     indexes=(("time",), ("purpose", "time")),
 )
 
-COUNTERS = ("calls", "failed", "prompt_tokens", "completion_tokens", "estimated_prompt_tokens", "truncated")
+COUNTERS = (
+    "calls",
+    "failed",
+    "prompt_tokens",
+    "completion_tokens",
+    "estimated_prompt_tokens",
+    "truncated",
+)
 """The `Usage` fields counted per day and purpose."""
 
 

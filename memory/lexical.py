@@ -50,12 +50,20 @@ class LexicalEncoder:
     def __init__(self, *, k: float = 1.2, b: float = 0.75, avg_len: float = 12.0) -> None:
         import qdrant_edge as q
 
-        self._model: Any = q.Bm25(q.Bm25Config(
-            k=k, b=b, avg_len=avg_len, tokenizer=q.TokenizerType.Multilingual, language="english",
-            stopwords=q.StopwordsSet(languages={q.Language.English, q.Language.Chinese}),
-        ))
+        self._model: Any = q.Bm25(
+            q.Bm25Config(
+                k=k,
+                b=b,
+                avg_len=avg_len,
+                tokenizer=q.TokenizerType.Multilingual,
+                language="english",
+                stopwords=q.StopwordsSet(languages={q.Language.English, q.Language.Chinese}),
+            )
+        )
 
-    def document(self, text: str, context: str = "", *, context_weight: float = 0.3) -> SparseVector:
+    def document(
+        self, text: str, context: str = "", *, context_weight: float = 0.3
+    ) -> SparseVector:
         """The text's term vector, plus ``context_weight`` times the terms of ``context``."""
         v = self._model.embed_document(text)
         if not context:

@@ -25,7 +25,15 @@ PERSONS = CollectionSpec(
     indexes=(("character_id", "platform", "user_id"), ("character_id", "last_interacted_at")),
 )
 
-SECTIONS = ("称呼", "喜好", "雷区", "最近在忙什么", "我对ta的态度", "最近一次值得记住的互动", "其他补充")
+SECTIONS = (
+    "称呼",
+    "喜好",
+    "雷区",
+    "最近在忙什么",
+    "我对ta的态度",
+    "最近一次值得记住的互动",
+    "其他补充",
+)
 """The sections of a profile, in the order they are shown."""
 
 
@@ -98,18 +106,28 @@ class PersonRepo:
     async def list(self, limit: int = 50) -> list[PersonProfile]:
         """Most recently met first."""
         docs = await self.history.find(
-            PERSONS.name, eq={"character_id": self.character_id}, ranges={"last_interacted_at": (None, None)},
-            sort="last_interacted_at", descending=True, limit=limit,
+            PERSONS.name,
+            eq={"character_id": self.character_id},
+            ranges={"last_interacted_at": (None, None)},
+            sort="last_interacted_at",
+            descending=True,
+            limit=limit,
         )
         return [PersonProfile.model_validate(d) for d in docs]
 
     async def _load_or_new(self, platform: str, user_id: str) -> PersonProfile:
-        return await self.get(platform, user_id) or PersonProfile.model_validate({
-            "_id": person_id(self.character_id, platform, user_id), "character_id": self.character_id,
-            "platform": platform, "user_id": user_id,
-        })
+        return await self.get(platform, user_id) or PersonProfile.model_validate(
+            {
+                "_id": person_id(self.character_id, platform, user_id),
+                "character_id": self.character_id,
+                "platform": platform,
+                "user_id": user_id,
+            }
+        )
 
-    async def correct(self, platform: str, user_id: str, section: str, content: str, now: datetime) -> PersonProfile:
+    async def correct(
+        self, platform: str, user_id: str, section: str, content: str, now: datetime
+    ) -> PersonProfile:
         """A human's correction: set a section and protect it from automatic updates."""
         if section not in SECTIONS:
             raise ValueError(f"unknown section {section!r}; sections are {SECTIONS}")
@@ -121,8 +139,15 @@ class PersonRepo:
         return profile
 
     async def update_from_conversation(
-        self, platform: str, user_id: str, nickname: str, messages: Sequence[tuple[str, str]],
-        now: datetime, *, model: ChatModel | None, name: str = "悠酱",
+        self,
+        platform: str,
+        user_id: str,
+        nickname: str,
+        messages: Sequence[tuple[str, str]],
+        now: datetime,
+        *,
+        model: ChatModel | None,
+        name: str = "悠酱",
     ) -> PersonProfile:
         """``messages`` are (speaker, text) pairs of one conversation with this person."""
         profile = await self._load_or_new(platform, user_id)
@@ -131,7 +156,10 @@ class PersonRepo:
         profile.last_interacted_at = now
         if model is not None and messages:
             prompt = PROMPT.format(
-                name=name, nickname=nickname, sections="、".join(SECTIONS), profile=profile.render(),
+                name=name,
+                nickname=nickname,
+                sections="、".join(SECTIONS),
+                profile=profile.render(),
                 transcript="\n".join(f"{s}：{t}" for s, t in messages),
             )
 
@@ -143,16 +171,25 @@ class PersonRepo:
                 return proposal
 
             try:
-                proposal = (await ask_structured(
-                    model, [{"role": "user", "content": prompt}], parse, max_attempts=2,
-                    json_schema=JsonSchema(name="person_memory", schema=Proposal.model_json_schema()),
-                    purpose="summary",
-                )).value
+                proposal = (
+                    await ask_structured(
+                        model,
+                        [{"role": "user", "content": prompt}],
+                        parse,
+                        max_attempts=2,
+                        json_schema=JsonSchema(
+                            name="person_memory", schema=Proposal.model_json_schema()
+                        ),
+                        purpose="summary",
+                    )
+                ).value
                 for change in proposal.changes:
                     if change.section not in profile.corrected:
                         profile.sections[change.section] = change.content.strip()
             except LLMError as exc:
-                log.warning("person memory %s:%s not updated by the LLM: %s", platform, user_id, exc)
+                log.warning(
+                    "person memory %s:%s not updated by the LLM: %s", platform, user_id, exc
+                )
         profile.updated_at = now
         await self.history.put(PERSONS.name, profile.document())
         return profile

@@ -50,7 +50,17 @@ from yuiju.memory.vectors import (
 )
 
 BATCH = 256
-STANDARD = ("kind", "character_id", "user_id", "group_id", "scope", "ref", "text", "time", "importance")
+STANDARD = (
+    "kind",
+    "character_id",
+    "user_id",
+    "group_id",
+    "scope",
+    "ref",
+    "text",
+    "time",
+    "importance",
+)
 
 Progress = Callable[[int], None]
 """Called with the number of points just copied."""
@@ -69,11 +79,21 @@ class ReindexReport:
     def __str__(self) -> str:
         if not self.points:
             return f"{self.where}: nothing stored yet, nothing to re-index"
-        how = "re-embedded from their text" if self.re_embedded else "stored vectors kept (not re-embedded)"
+        how = (
+            "re-embedded from their text"
+            if self.re_embedded
+            else "stored vectors kept (not re-embedded)"
+        )
         if self.chat_upgraded and not self.re_embedded:
-            how += (f"; {self.chat_upgraded} chat memories now read in their conversation, "
-                    f"{self.chat_re_embedded} of them re-embedded with the line before them")
-        kept = f"; the old store is kept at {self.backup} (delete it once satisfied)" if self.backup else ""
+            how += (
+                f"; {self.chat_upgraded} chat memories now read in their conversation, "
+                f"{self.chat_re_embedded} of them re-embedded with the line before them"
+            )
+        kept = (
+            f"; the old store is kept at {self.backup} (delete it once satisfied)"
+            if self.backup
+            else ""
+        )
         return f"{self.where}: {self.points} memories re-indexed, {how}{kept}"
 
 
@@ -83,7 +103,9 @@ def _speaker(payload: dict[str, Any]) -> str:
     return embedded[: -len(text) - 2] if text and embedded.endswith(": " + text) else ""
 
 
-async def chat_context(source: AsyncIterator[list[StoredPoint]], context_minutes: float) -> dict[str, dict[str, Any]]:
+async def chat_context(
+    source: AsyncIterator[list[StoredPoint]], context_minutes: float
+) -> dict[str, dict[str, Any]]:
     """Payload additions for the chat points that predate conversation context, by point id."""
     chats: dict[tuple[str, str], list[tuple[float, str, dict[str, Any]]]] = {}
     async for batch in source:
@@ -116,18 +138,30 @@ async def chat_context(source: AsyncIterator[list[StoredPoint]], context_minutes
 def _point(p: StoredPoint, vector: list[float], lexical: LexicalEncoder) -> MemoryPoint:
     pl = p.payload
     return MemoryPoint(
-        id=p.id, vector=vector,
+        id=p.id,
+        vector=vector,
         lexical=lexical.document(str(pl.get("text", "")), str(pl.get("context_text", ""))),
-        kind=pl.get("kind", "chat"), character_id=str(pl.get("character_id", "")), text=str(pl.get("text", "")),
-        time=float(pl.get("time", 0.0)), importance=float(pl.get("importance", 0.5)), scope=str(pl.get("scope", "")),
-        user_id=str(pl.get("user_id", "")), group_id=str(pl.get("group_id", "")), ref=str(pl.get("ref", "")),
+        kind=pl.get("kind", "chat"),
+        character_id=str(pl.get("character_id", "")),
+        text=str(pl.get("text", "")),
+        time=float(pl.get("time", 0.0)),
+        importance=float(pl.get("importance", 0.5)),
+        scope=str(pl.get("scope", "")),
+        user_id=str(pl.get("user_id", "")),
+        group_id=str(pl.get("group_id", "")),
+        ref=str(pl.get("ref", "")),
         extra={k: v for k, v in pl.items() if k not in STANDARD},
     )
 
 
 async def copy_points(
-    source: AsyncIterator[list[StoredPoint]], target: VectorStore, *, lexical: LexicalEncoder,
-    embedder: Embedder | None, progress: Progress | None = None, chat: dict[str, dict[str, Any]] | None = None,
+    source: AsyncIterator[list[StoredPoint]],
+    target: VectorStore,
+    *,
+    lexical: LexicalEncoder,
+    embedder: Embedder | None,
+    progress: Progress | None = None,
+    chat: dict[str, dict[str, Any]] | None = None,
     context_embedder: Embedder | None = None,
 ) -> int:
     """Copy every point into ``target``; ``embedder`` given: re-embed each from its text.
@@ -136,16 +170,24 @@ async def copy_points(
     copied = 0
     chat = chat or {}
     async for stored in source:
-        batch = [StoredPoint(id=p.id, vector=p.vector, payload={**p.payload, **chat[p.id]}) if p.id in chat else p
-                 for p in stored]
+        batch = [
+            StoredPoint(id=p.id, vector=p.vector, payload={**p.payload, **chat[p.id]})
+            if p.id in chat
+            else p
+            for p in stored
+        ]
         if embedder is not None:
-            texts = [str(p.payload.get("embedded_text") or p.payload.get("text", "")) for p in batch]
+            texts = [
+                str(p.payload.get("embedded_text") or p.payload.get("text", "")) for p in batch
+            ]
             vectors = await embedder.embed_documents(texts)
         else:
             vectors = [p.vector for p in batch]
             again = [i for i, p in enumerate(batch) if "context_text" in chat.get(p.id, {})]
             if again and context_embedder is not None:
-                fresh = await context_embedder.embed_documents([str(batch[i].payload["embedded_text"]) for i in again])
+                fresh = await context_embedder.embed_documents(
+                    [str(batch[i].payload["embedded_text"]) for i in again]
+                )
                 for i, v in zip(again, fresh, strict=True):
                     vectors[i] = v
         await target.upsert([_point(p, v, lexical) for p, v in zip(batch, vectors, strict=True)])
@@ -162,9 +204,17 @@ def _must_re_embed(stored_name: str, stored_size: int, embedder: Embedder, force
 
 
 async def reindex_store(
-    *, url: str | None, api_key: str | None, collection: str, data_dir: Path | None,
-    engine: Literal["edge", "local"], embedder: Embedder, lexical: LexicalEncoder | None = None,
-    re_embed: bool = False, progress: Callable[[int], Progress] | None = None, context_minutes: float = 60.0,
+    *,
+    url: str | None,
+    api_key: str | None,
+    collection: str,
+    data_dir: Path | None,
+    engine: Literal["edge", "local"],
+    embedder: Embedder,
+    lexical: LexicalEncoder | None = None,
+    re_embed: bool = False,
+    progress: Callable[[int], Progress] | None = None,
+    context_minutes: float = 60.0,
 ) -> ReindexReport:
     """Re-index the configured store (see the module docstring). ``progress(total)`` returns the
     per-batch callback (e.g. a progress bar's ``update``)."""
@@ -175,17 +225,32 @@ async def reindex_store(
     if kind == "edge":
         assert path is not None
         return await _reindex_edge(path, embedder, lexical, re_embed, progress, context_minutes)
-    client, name = await QdrantClientStore.connect(url=url, api_key=api_key, path=path, collection=collection)
+    client, name = await QdrantClientStore.connect(
+        url=url, api_key=api_key, path=path, collection=collection
+    )
     try:
-        return await _reindex_client(client, name, collection, embedder, lexical, re_embed, progress, context_minutes,
-                                     indexes=bool(url))
+        return await _reindex_client(
+            client,
+            name,
+            collection,
+            embedder,
+            lexical,
+            re_embed,
+            progress,
+            context_minutes,
+            indexes=bool(url),
+        )
     finally:
         await client.close()
 
 
 async def _reindex_edge(
-    path: Path, embedder: Embedder, lexical: LexicalEncoder, re_embed: bool,
-    progress: Callable[[int], Progress] | None, context_minutes: float,
+    path: Path,
+    embedder: Embedder,
+    lexical: LexicalEncoder,
+    re_embed: bool,
+    progress: Callable[[int], Progress] | None,
+    context_minutes: float,
 ) -> ReindexReport:
     import json
 
@@ -200,28 +265,41 @@ async def _reindex_edge(
     try:
         old = await asyncio.to_thread(q.EdgeShard.load, str(path))
     except Exception as exc:
-        raise VectorStoreError(f"cannot open {path} to re-index it (stop `yuiju run` first): {exc}") from exc
+        raise VectorStoreError(
+            f"cannot open {path} to re-index it (stop `yuiju run` first): {exc}"
+        ) from exc
     target_path = path.with_name(path.name + ".reindexing")
     try:
         total = int(old.count(q.CountRequest(exact=True)))
         if not total:
             return report
-        report.re_embedded = _must_re_embed(_read_meta(path / META_FILE).get("embedder", ""), size, embedder, re_embed)
+        report.re_embedded = _must_re_embed(
+            _read_meta(path / META_FILE).get("embedder", ""), size, embedder, re_embed
+        )
         if target_path.exists():  # left by an interrupted run
             shutil.rmtree(target_path)
         chat = await chat_context(_edge_records(old, BATCH), context_minutes)
         _count_upgrades(report, chat)
-        target = await asyncio.to_thread(EdgeVectorStore.open, target_path, embedder.dim, embedder=embedder.name)
+        target = await asyncio.to_thread(
+            EdgeVectorStore.open, target_path, embedder.dim, embedder=embedder.name
+        )
         try:
             report.points = await copy_points(
-                _edge_records(old, BATCH), target, lexical=lexical,
-                embedder=embedder if report.re_embedded else None, progress=progress(total) if progress else None,
-                chat=chat, context_embedder=embedder)
+                _edge_records(old, BATCH),
+                target,
+                lexical=lexical,
+                embedder=embedder if report.re_embedded else None,
+                progress=progress(total) if progress else None,
+                chat=chat,
+                context_embedder=embedder,
+            )
             copied = await target.count()
         finally:
             await target.close()
         if copied != total:
-            raise VectorStoreError(f"re-index of {path} copied {copied} of {total} memories; the store is unchanged")
+            raise VectorStoreError(
+                f"re-index of {path} copied {copied} of {total} memories; the store is unchanged"
+            )
     finally:
         old.close()
     report.backup = await asyncio.to_thread(_swap, path, target_path)
@@ -230,7 +308,9 @@ async def _reindex_edge(
 
 def _count_upgrades(report: ReindexReport, chat: dict[str, dict[str, Any]]) -> None:
     report.chat_upgraded = len(chat)
-    report.chat_re_embedded = 0 if report.re_embedded else sum(1 for add in chat.values() if "context_text" in add)
+    report.chat_re_embedded = (
+        0 if report.re_embedded else sum(1 for add in chat.values() if "context_text" in add)
+    )
 
 
 def _swap(path: Path, replacement: Path) -> Path:
@@ -238,15 +318,26 @@ def _swap(path: Path, replacement: Path) -> Path:
     backup = path.with_name(f"{path.name}.before-reindex-{datetime.now(UTC):%Y%m%d%H%M%S}")
     n = 1
     while backup.exists():  # re-indexed twice within a second
-        backup, n = path.with_name(f"{path.name}.before-reindex-{datetime.now(UTC):%Y%m%d%H%M%S}-{n}"), n + 1
+        backup, n = (
+            path.with_name(f"{path.name}.before-reindex-{datetime.now(UTC):%Y%m%d%H%M%S}-{n}"),
+            n + 1,
+        )
     path.rename(backup)
     replacement.rename(path)
     return backup
 
 
 async def _reindex_client(
-    client: Any, name: str, collection: str, embedder: Embedder, lexical: LexicalEncoder, re_embed: bool,
-    progress: Callable[[int], Progress] | None, context_minutes: float, *, indexes: bool,
+    client: Any,
+    name: str,
+    collection: str,
+    embedder: Embedder,
+    lexical: LexicalEncoder,
+    re_embed: bool,
+    progress: Callable[[int], Progress] | None,
+    context_minutes: float,
+    *,
+    indexes: bool,
 ) -> ReindexReport:
     from qdrant_client import models
 
@@ -258,27 +349,51 @@ async def _reindex_client(
         return report
     info = await client.get_collection(collection)
     vectors = info.config.params.vectors
-    size = (vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors
-            else vectors.size if isinstance(vectors, models.VectorParams) else 0)
-    report.re_embedded = _must_re_embed((info.config.metadata or {}).get("embedder", ""), size, embedder, re_embed)
+    size = (
+        vectors[DENSE].size
+        if isinstance(vectors, dict) and DENSE in vectors
+        else vectors.size
+        if isinstance(vectors, models.VectorParams)
+        else 0
+    )
+    report.re_embedded = _must_re_embed(
+        (info.config.metadata or {}).get("embedder", ""), size, embedder, re_embed
+    )
     staging = f"{collection}_reindexing"
     if await client.collection_exists(staging):  # left by an interrupted run
         await client.delete_collection(staging)
-    await QdrantClientStore._prepare(client, staging, embedder.dim, embedder.name, name, indexes=indexes)
+    await QdrantClientStore._prepare(
+        client, staging, embedder.dim, embedder.name, name, indexes=indexes
+    )
     source = QdrantClientStore(client, collection, size, name)
     copy = QdrantClientStore(client, staging, embedder.dim, name)
     chat = await chat_context(source.points(BATCH), context_minutes)
     _count_upgrades(report, chat)
     bar = progress(2 * total) if progress else None
-    await copy_points(source.points(BATCH), copy, lexical=lexical, embedder=embedder if report.re_embedded else None,
-                      progress=bar, chat=chat, context_embedder=embedder)
+    await copy_points(
+        source.points(BATCH),
+        copy,
+        lexical=lexical,
+        embedder=embedder if report.re_embedded else None,
+        progress=bar,
+        chat=chat,
+        context_embedder=embedder,
+    )
     if (copied := await copy.count()) != total:
-        raise VectorStoreError(f"re-index of {name} copied {copied} of {total} memories; the collection is unchanged")
+        raise VectorStoreError(
+            f"re-index of {name} copied {copied} of {total} memories; the collection is unchanged"
+        )
     await client.delete_collection(collection)
-    await QdrantClientStore._prepare(client, collection, embedder.dim, embedder.name, name, indexes=indexes)
+    await QdrantClientStore._prepare(
+        client, collection, embedder.dim, embedder.name, name, indexes=indexes
+    )
     final = QdrantClientStore(client, collection, embedder.dim, name)
-    report.points = await copy_points(copy.points(BATCH), final, lexical=lexical, embedder=None, progress=bar)
+    report.points = await copy_points(
+        copy.points(BATCH), final, lexical=lexical, embedder=None, progress=bar
+    )
     if (back := await final.count()) != total:
-        raise VectorStoreError(f"re-index of {name}: {back} of {total} memories back; every one is still in {staging!r}")
+        raise VectorStoreError(
+            f"re-index of {name}: {back} of {total} memories back; every one is still in {staging!r}"
+        )
     await client.delete_collection(staging)
     return report

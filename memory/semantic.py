@@ -111,14 +111,23 @@ class RankWeights:
 
 
 def rank_score(
-    *, relevance: float, age_days: float, importance: float, weights: RankWeights = RankWeights(), named: bool = False,
+    *,
+    relevance: float,
+    age_days: float,
+    importance: float,
+    weights: RankWeights = RankWeights(),
+    named: bool = False,
 ) -> float:
     """The recall score of one memory; see the module docstring. ``named``: the question names
     whoever said it."""
     recency = 0.5 ** (max(0.0, age_days) / weights.half_life_days)
     importance = min(1.0, max(0.0, importance))
-    return (min(1.0, max(0.0, relevance)) + weights.recency * recency + weights.importance * importance
-            + (weights.speaker if named else 0.0))
+    return (
+        min(1.0, max(0.0, relevance))
+        + weights.recency * recency
+        + weights.importance * importance
+        + (weights.speaker if named else 0.0)
+    )
 
 
 def relevance_of(fused: float, weights: RankWeights) -> float:
@@ -128,7 +137,9 @@ def relevance_of(fused: float, weights: RankWeights) -> float:
     return fused * weights.rrf_k / (weights.dense + weights.lexical)
 
 
-def carry(own: dict[str, float], follows: dict[str, str], answers: set[str], *, share: float, hops: int) -> dict[str, float]:
+def carry(
+    own: dict[str, float], follows: dict[str, str], answers: set[str], *, share: float, hops: int
+) -> dict[str, float]:
     """Each candidate's relevance, an answer's moved toward what it answers: ``share`` of the gap
     to the relevance carried by the line it follows (itself carried from the line before it, up
     to ``hops`` lines back), so "It's a sunset over the lake." after "Ooh, what's it of?" after
@@ -154,7 +165,10 @@ def names(query: str, name: str) -> bool:
     if name.isascii():
         if _LATIN_WORD.fullmatch(name):
             return name.lower() in _latin_words(query)
-        return re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", query, re.IGNORECASE) is not None
+        return (
+            re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", query, re.IGNORECASE)
+            is not None
+        )
     return name in query
 
 
@@ -231,13 +245,19 @@ class SemanticMemory:
     """Remember and recall, over a `VectorStore` and an `Embedder` of the same size."""
 
     def __init__(
-        self, store: VectorStore, embedder: Embedder, *, weights: RankWeights | None = None,
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        *,
+        weights: RankWeights | None = None,
         lexical: LexicalEncoder | None = None,
     ) -> None:
         if store.dim != embedder.dim:
             from yuiju.memory.vectors import VectorSizeMismatch
 
-            raise VectorSizeMismatch(f"store {store.name} has size {store.dim}, embedder {embedder.name} {embedder.dim}")
+            raise VectorSizeMismatch(
+                f"store {store.name} has size {store.dim}, embedder {embedder.name} {embedder.dim}"
+            )
         self.store = store
         self.embedder = embedder
         self.weights = weights or RankWeights()
@@ -251,7 +271,9 @@ class SemanticMemory:
         if not items:
             return []
         # the lexical vectors are made here while the embedder works in its thread
-        embedding = asyncio.ensure_future(self.embedder.embed_documents([i.embed_text or i.text for i in items]))
+        embedding = asyncio.ensure_future(
+            self.embedder.embed_documents([i.embed_text or i.text for i in items])
+        )
         try:
             lexical = [self.lexical.document(i.text, i.context) for i in items]
         except BaseException:
@@ -261,18 +283,36 @@ class SemanticMemory:
         points = []
         for item, vector, sparse in zip(items, vectors, lexical, strict=True):
             scope = item.scope or (
-                user_scope(item.user_id) if item.user_id else group_scope(item.group_id) if item.group_id else PUBLIC
+                user_scope(item.user_id)
+                if item.user_id
+                else group_scope(item.group_id)
+                if item.group_id
+                else PUBLIC
             )
-            extra = {**item.extra, "embedded_text": item.embed_text} if item.embed_text else dict(item.extra)
+            extra = (
+                {**item.extra, "embedded_text": item.embed_text}
+                if item.embed_text
+                else dict(item.extra)
+            )
             if item.context:
                 extra["context_text"] = item.context
-            points.append(MemoryPoint(
-                id=point_id(item.kind, item.character_id, item.key), vector=vector,
-                lexical=sparse, kind=item.kind,
-                character_id=item.character_id, text=item.text, time=to_epoch(item.time),
-                importance=item.importance, scope=scope, user_id=item.user_id, group_id=item.group_id,
-                ref=item.ref or item.key, extra=extra,
-            ))
+            points.append(
+                MemoryPoint(
+                    id=point_id(item.kind, item.character_id, item.key),
+                    vector=vector,
+                    lexical=sparse,
+                    kind=item.kind,
+                    character_id=item.character_id,
+                    text=item.text,
+                    time=to_epoch(item.time),
+                    importance=item.importance,
+                    scope=scope,
+                    user_id=item.user_id,
+                    group_id=item.group_id,
+                    ref=item.ref or item.key,
+                    extra=extra,
+                )
+            )
         await self.store.upsert(points)
         return [p.id for p in points]
 
@@ -287,9 +327,14 @@ class SemanticMemory:
 
     @staticmethod
     def scope_filter(
-        character_id: str, *, user_id: str | None = None, group_id: str | None = None,
-        kinds: Sequence[MemoryKind] | None = None, time_from: datetime | None = None,
-        time_to: datetime | None = None, public: bool = True,
+        character_id: str,
+        *,
+        user_id: str | None = None,
+        group_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        time_from: datetime | None = None,
+        time_to: datetime | None = None,
+        public: bool = True,
     ) -> Where:
         scopes = [PUBLIC] if public else []
         if user_id:
@@ -302,19 +347,29 @@ class SemanticMemory:
         if kinds:
             eq["kind"] = list(kinds)
         return Where(
-            eq=eq, time_from=to_epoch(time_from) if time_from else None,
+            eq=eq,
+            time_from=to_epoch(time_from) if time_from else None,
             time_to=to_epoch(time_to) if time_to else None,
         )
 
-    def rank(self, hits: Sequence[Hit], now: datetime, *, lists: int = 2, query: str = "",
-             limit: int | None = None) -> list[Recalled]:
+    def rank(
+        self,
+        hits: Sequence[Hit],
+        now: datetime,
+        *,
+        lists: int = 2,
+        query: str = "",
+        limit: int | None = None,
+    ) -> list[Recalled]:
         """Score fused hits (see the module docstring), best first. ``lists``: how many candidate
         lists were fused (1 when the question had no searchable word); ``query``: the question,
         for the speakers it names; ``limit``: only the best so many are returned (and built)."""
         w = self.weights
         scale = 1.0 if lists == 2 or w.fusion == "dbsf" else (w.dense + w.lexical) / w.dense
         own = {hit.id: relevance_of(hit.score, w) * scale for hit in hits}
-        follows = {hit.id: str(hit.payload["reply_to"]) for hit in hits if hit.payload.get("reply_to")}
+        follows = {
+            hit.id: str(hit.payload["reply_to"]) for hit in hits if hit.payload.get("reply_to")
+        }
         answers = {hit.id for hit in hits if hit.payload.get("answer")}
         carried = carry(own, follows, answers, share=w.reply, hops=w.reply_hops)
         named: dict[str, bool] = {}  # a few speakers among many candidates
@@ -326,31 +381,55 @@ class SemanticMemory:
             speaker = str(p.get("speaker", ""))
             if speaker not in named:
                 named[speaker] = names(query, speaker)
-            score = rank_score(relevance=carried[hit.id], age_days=(now_s - t) / 86400,
-                               importance=float(p.get("importance", 0.5)), weights=w, named=named[speaker])
+            score = rank_score(
+                relevance=carried[hit.id],
+                age_days=(now_s - t) / 86400,
+                importance=float(p.get("importance", 0.5)),
+                weights=w,
+                named=named[speaker],
+            )
             scored.append((-score, -t, hit.id, score, t, hit))
         scored.sort(key=lambda x: x[:3])
         out = []
         for _, _, _, score, t, hit in scored[:limit]:
             p = hit.payload
             text = str(p.get("text", ""))
-            out.append(Recalled(
-                id=hit.id, kind=str(p.get("kind", "")), text=text,
-                time=datetime.fromtimestamp(t, UTC).astimezone(now.tzinfo), score=score,
-                relevance=carried[hit.id], importance=float(p.get("importance", 0.5)), user_id=str(p.get("user_id", "")),
-                group_id=str(p.get("group_id", "")), payload=p, tokens=estimate_tokens(text),
-            ))
+            out.append(
+                Recalled(
+                    id=hit.id,
+                    kind=str(p.get("kind", "")),
+                    text=text,
+                    time=datetime.fromtimestamp(t, UTC).astimezone(now.tzinfo),
+                    score=score,
+                    relevance=carried[hit.id],
+                    importance=float(p.get("importance", 0.5)),
+                    user_id=str(p.get("user_id", "")),
+                    group_id=str(p.get("group_id", "")),
+                    payload=p,
+                    tokens=estimate_tokens(text),
+                )
+            )
         return out
 
-    async def _hybrid(self, text: str, vector: Sequence[float], where: Where, limit: int, now: datetime) -> list[Recalled]:
+    async def _hybrid(
+        self, text: str, vector: Sequence[float], where: Where, limit: int, now: datetime
+    ) -> list[Recalled]:
         w = self.weights
         lexical = self.lexical.query(text)
-        query = HybridQuery(dense=vector, lexical=lexical, depth=max(w.depth, limit), fusion=w.fusion,
-                            rrf_k=w.rrf_k, weights=(w.dense, w.lexical))
+        query = HybridQuery(
+            dense=vector,
+            lexical=lexical,
+            depth=max(w.depth, limit),
+            fusion=w.fusion,
+            rrf_k=w.rrf_k,
+            weights=(w.dense, w.lexical),
+        )
         hits = await self.store.hybrid(query, where, max(limit, w.depth))
         return self.rank(hits, now, lists=2 if lexical else 1, query=text, limit=limit)
 
-    async def search(self, query: str, where: Where, *, now: datetime, limit: int = 8) -> list[Recalled]:
+    async def search(
+        self, query: str, where: Where, *, now: datetime, limit: int = 8
+    ) -> list[Recalled]:
         """Ranked memories for ``query`` under ``where`` (a named time range first). Raises on
         failure (see `recall`)."""
         span = time_range(query, now)
@@ -365,8 +444,15 @@ class SemanticMemory:
         return (first + rest)[:limit]
 
     async def recall(
-        self, query: str, *, character_id: str, now: datetime, user_id: str | None = None,
-        group_id: str | None = None, kinds: Sequence[MemoryKind] | None = None, limit: int = 10,
+        self,
+        query: str,
+        *,
+        character_id: str,
+        now: datetime,
+        user_id: str | None = None,
+        group_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        limit: int = 10,
         token_budget: int | None = None,
     ) -> Recall:
         """The best ``limit`` memories for ``query`` that this speaker may hear, within
@@ -377,7 +463,9 @@ class SemanticMemory:
         where = self.scope_filter(character_id, user_id=user_id, group_id=group_id, kinds=kinds)
         try:
             # more than the limit: smaller memories further down may fill what the budget leaves
-            ranked = await self.search(query, where, now=now, limit=limit if token_budget is None else 2 * limit)
+            ranked = await self.search(
+                query, where, now=now, limit=limit if token_budget is None else 2 * limit
+            )
         except Exception as exc:
             log.warning("memory recall failed, answering without memories: %s", exc)
             return Recall()

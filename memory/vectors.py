@@ -140,9 +140,15 @@ class MemoryPoint:
     def payload(self) -> dict[str, Any]:
         return {
             **self.extra,
-            "kind": self.kind, "character_id": self.character_id, "user_id": self.user_id,
-            "group_id": self.group_id, "scope": self.scope, "ref": self.ref, "text": self.text,
-            "time": float(self.time), "importance": float(self.importance),
+            "kind": self.kind,
+            "character_id": self.character_id,
+            "user_id": self.user_id,
+            "group_id": self.group_id,
+            "scope": self.scope,
+            "ref": self.ref,
+            "text": self.text,
+            "time": float(self.time),
+            "importance": float(self.importance),
         }
 
 
@@ -160,7 +166,9 @@ class Where:
     def __post_init__(self) -> None:
         for key in self.eq:
             if key not in KEYWORD_FIELDS:
-                raise ValueError(f"filter on {key!r}: only indexed fields {KEYWORD_FIELDS} may be filtered")
+                raise ValueError(
+                    f"filter on {key!r}: only indexed fields {KEYWORD_FIELDS} may be filtered"
+                )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,7 +311,9 @@ class EdgeVectorStore:
                 ) from exc
             raise VectorStoreError(f"cannot open the embedded memory store {path}: {exc}") from exc
         if embedder and _read_meta(meta_file).get("embedder") != embedder:
-            meta_file.write_text(json.dumps({"layout": LAYOUT, "embedder": embedder}), encoding="utf-8")
+            meta_file.write_text(
+                json.dumps({"layout": LAYOUT, "embedder": embedder}), encoding="utf-8"
+            )
         for name in KEYWORD_FIELDS:
             shard.update(q.UpdateOperation.create_field_index(name, q.PayloadSchemaType.Keyword))
         for name in FLOAT_FIELDS:
@@ -323,7 +333,11 @@ class EdgeVectorStore:
             else:
                 must.append(q.FieldCondition(key=key, match=q.MatchAny(list(value))))
         if where.time_from is not None or where.time_to is not None:
-            must.append(q.FieldCondition(key="time", range=q.RangeFloat(gte=where.time_from, lt=where.time_to)))
+            must.append(
+                q.FieldCondition(
+                    key="time", range=q.RangeFloat(gte=where.time_from, lt=where.time_to)
+                )
+            )
         return q.Filter(must=must) if must else None
 
     def _check(self, vector: Sequence[float]) -> None:
@@ -348,8 +362,11 @@ class EdgeVectorStore:
 
         self._check(vector)
         request = q.QueryRequest(
-            limit=limit, query=q.Query.Nearest(list(map(float, vector)), using=DENSE),
-            filter=self._filter(where), with_payload=True, with_vector=False,
+            limit=limit,
+            query=q.Query.Nearest(list(map(float, vector)), using=DENSE),
+            filter=self._filter(where),
+            with_payload=True,
+            with_vector=False,
         )
         return _hits(self._shard.query(request))  # sub-millisecond: no thread hop
 
@@ -358,14 +375,28 @@ class EdgeVectorStore:
 
         self._check(query.dense)
         flt = self._filter(where)
-        prefetches = [q.Prefetch(limit=query.depth, filter=flt,
-                                 query=q.Query.Nearest(list(map(float, query.dense)), using=DENSE))]
+        prefetches = [
+            q.Prefetch(
+                limit=query.depth,
+                filter=flt,
+                query=q.Query.Nearest(list(map(float, query.dense)), using=DENSE),
+            )
+        ]
         if query.lexical:
             sparse = q.SparseVector(query.lexical.indices, query.lexical.values)
-            prefetches.append(q.Prefetch(limit=query.depth, filter=flt, query=q.Query.Nearest(sparse, using=LEXICAL)))
-        fusion = (q.Fusion.Rrf(k=query.rrf_k, weights=list(query.weights[: len(prefetches)]))
-                  if query.fusion == "rrf" else q.Fusion.Dbsf())
-        request = q.QueryRequest(limit=limit, prefetches=prefetches, query=fusion, with_payload=True, with_vector=False)
+            prefetches.append(
+                q.Prefetch(
+                    limit=query.depth, filter=flt, query=q.Query.Nearest(sparse, using=LEXICAL)
+                )
+            )
+        fusion = (
+            q.Fusion.Rrf(k=query.rrf_k, weights=list(query.weights[: len(prefetches)]))
+            if query.fusion == "rrf"
+            else q.Fusion.Dbsf()
+        )
+        request = q.QueryRequest(
+            limit=limit, prefetches=prefetches, query=fusion, with_payload=True, with_vector=False
+        )
         return _hits(self._shard.query(request))
 
     async def points(self, batch: int = 512) -> AsyncIterator[list[StoredPoint]]:
@@ -378,10 +409,15 @@ class EdgeVectorStore:
         out: list[Hit] = []
         offset = None
         while len(out) < limit:
-            records, offset = self._shard.scroll(q.ScrollRequest(
-                offset=offset, limit=min(256, limit - len(out)), filter=self._filter(where),
-                with_payload=True, with_vector=False,
-            ))
+            records, offset = self._shard.scroll(
+                q.ScrollRequest(
+                    offset=offset,
+                    limit=min(256, limit - len(out)),
+                    filter=self._filter(where),
+                    with_payload=True,
+                    with_vector=False,
+                )
+            )
             out.extend(Hit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records)
             if offset is None or not records:
                 break
@@ -396,7 +432,9 @@ class EdgeVectorStore:
         import qdrant_edge as q
 
         if ids:
-            await asyncio.to_thread(self._shard.update, q.UpdateOperation.set_payload(list(ids), dict(payload)))
+            await asyncio.to_thread(
+                self._shard.update, q.UpdateOperation.set_payload(list(ids), dict(payload))
+            )
 
     async def delete(self, where: Where) -> None:
         import qdrant_edge as q
@@ -429,10 +467,15 @@ async def _edge_records(shard: Any, batch: int) -> AsyncIterator[list[StoredPoin
 
     offset = None
     while True:
-        records, offset = await asyncio.to_thread(shard.scroll, q.ScrollRequest(
-            offset=offset, limit=batch, with_payload=True, with_vector=True))
+        records, offset = await asyncio.to_thread(
+            shard.scroll,
+            q.ScrollRequest(offset=offset, limit=batch, with_payload=True, with_vector=True),
+        )
         if records:
-            yield [StoredPoint(id=str(r.id), vector=_dense_of(r.vector), payload=dict(r.payload or {})) for r in records]
+            yield [
+                StoredPoint(id=str(r.id), vector=_dense_of(r.vector), payload=dict(r.payload or {}))
+                for r in records
+            ]
         if offset is None or not records:
             return
 
@@ -464,8 +507,12 @@ class QdrantClientStore:
 
     @staticmethod
     async def connect(
-        *, url: str | None = None, api_key: str | None = None, location: str | None = None,
-        path: Path | None = None, collection: str = "",
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | None = None,
+        path: Path | None = None,
+        collection: str = "",
     ) -> tuple[Any, str]:
         """An `AsyncQdrantClient` and a name for logs."""
         from qdrant_client import AsyncQdrantClient
@@ -477,16 +524,28 @@ class QdrantClientStore:
                 return AsyncQdrantClient(path=str(path)), f"qdrant-local {path}/{collection}"
             except RuntimeError as exc:
                 raise VectorStoreError(f"cannot open qdrant local mode at {path}: {exc}") from exc
-        return AsyncQdrantClient(location=location or ":memory:"), f"qdrant-local :memory:/{collection}"
+        return AsyncQdrantClient(
+            location=location or ":memory:"
+        ), f"qdrant-local :memory:/{collection}"
 
     @classmethod
     async def open(
-        cls, *, collection: str, dim: int, url: str | None = None, api_key: str | None = None,
-        location: str | None = None, path: Path | None = None, embedder: str = "", client: Any = None,
+        cls,
+        *,
+        collection: str,
+        dim: int,
+        url: str | None = None,
+        api_key: str | None = None,
+        location: str | None = None,
+        path: Path | None = None,
+        embedder: str = "",
+        client: Any = None,
     ) -> QdrantClientStore:
         """Open (or create) ``collection``; ``client`` reuses a connection (else one is made)."""
         if client is None:
-            client, name = await cls.connect(url=url, api_key=api_key, location=location, path=path, collection=collection)
+            client, name = await cls.connect(
+                url=url, api_key=api_key, location=location, path=path, collection=collection
+            )
         else:
             name = f"qdrant {collection}"
         try:
@@ -500,14 +559,22 @@ class QdrantClientStore:
         return cls(client, collection, dim, name)
 
     @staticmethod
-    async def _prepare(client: Any, collection: str, dim: int, embedder: str, name: str, *, indexes: bool) -> None:
+    async def _prepare(
+        client: Any, collection: str, dim: int, embedder: str, name: str, *, indexes: bool
+    ) -> None:
         from qdrant_client import models
 
         if await client.collection_exists(collection):
             info = await client.get_collection(collection)
             vectors = info.config.params.vectors
             named = isinstance(vectors, dict) and DENSE in vectors
-            size = vectors[DENSE].size if named else vectors.size if isinstance(vectors, models.VectorParams) else None
+            size = (
+                vectors[DENSE].size
+                if named
+                else vectors.size
+                if isinstance(vectors, models.VectorParams)
+                else None
+            )
             points = (await client.count(collection, exact=True)).count
             if points and not named:
                 raise LegacyLayout(_legacy_message(f"{name}", points))
@@ -526,12 +593,22 @@ class QdrantClientStore:
         if not await client.collection_exists(collection):
             await client.create_collection(
                 collection,
-                vectors_config={DENSE: models.VectorParams(size=dim, distance=models.Distance.COSINE)},
-                sparse_vectors_config={LEXICAL: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                vectors_config={
+                    DENSE: models.VectorParams(size=dim, distance=models.Distance.COSINE)
+                },
+                sparse_vectors_config={
+                    LEXICAL: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                },
                 metadata={"layout": LAYOUT, "embedder": embedder},
             )
-        elif embedder and ((await client.get_collection(collection)).config.metadata or {}).get("embedder") != embedder:
-            await client.update_collection(collection, metadata={"layout": LAYOUT, "embedder": embedder})
+        elif (
+            embedder
+            and ((await client.get_collection(collection)).config.metadata or {}).get("embedder")
+            != embedder
+        ):
+            await client.update_collection(
+                collection, metadata={"layout": LAYOUT, "embedder": embedder}
+            )
         if indexes:  # local mode ignores payload indexes (and warns about them)
             for key in KEYWORD_FIELDS:
                 await client.create_payload_index(collection, key, models.PayloadSchemaType.KEYWORD)
@@ -546,10 +623,18 @@ class QdrantClientStore:
             return None
         must: list[Any] = []
         for key, value in where.eq.items():
-            match = models.MatchValue(value=value) if isinstance(value, str) else models.MatchAny(any=list(value))
+            match = (
+                models.MatchValue(value=value)
+                if isinstance(value, str)
+                else models.MatchAny(any=list(value))
+            )
             must.append(models.FieldCondition(key=key, match=match))
         if where.time_from is not None or where.time_to is not None:
-            must.append(models.FieldCondition(key="time", range=models.Range(gte=where.time_from, lt=where.time_to)))
+            must.append(
+                models.FieldCondition(
+                    key="time", range=models.Range(gte=where.time_from, lt=where.time_to)
+                )
+            )
         return models.Filter(must=must) if must else None
 
     async def upsert(self, points: Sequence[MemoryPoint]) -> None:
@@ -558,18 +643,26 @@ class QdrantClientStore:
         structs = []
         for p in points:
             if len(p.vector) != self.dim:
-                raise VectorSizeMismatch(f"vector of size {len(p.vector)} for a store of size {self.dim}")
+                raise VectorSizeMismatch(
+                    f"vector of size {len(p.vector)} for a store of size {self.dim}"
+                )
             vectors: dict[str, Any] = {DENSE: list(map(float, p.vector))}
             if p.lexical:
-                vectors[LEXICAL] = models.SparseVector(indices=p.lexical.indices, values=p.lexical.values)
+                vectors[LEXICAL] = models.SparseVector(
+                    indices=p.lexical.indices, values=p.lexical.values
+                )
             structs.append(models.PointStruct(id=p.id, vector=vectors, payload=p.payload()))
         if structs:
             await self.client.upsert(self.collection, points=structs)
 
     async def query(self, vector: Sequence[float], where: Where, limit: int) -> list[Hit]:
         found = await self.client.query_points(
-            self.collection, query=list(map(float, vector)), using=DENSE, query_filter=self._filter(where),
-            limit=limit, with_payload=True,
+            self.collection,
+            query=list(map(float, vector)),
+            using=DENSE,
+            query_filter=self._filter(where),
+            limit=limit,
+            with_payload=True,
         )
         return _hits(found.points)
 
@@ -577,14 +670,29 @@ class QdrantClientStore:
         from qdrant_client import models
 
         flt = self._filter(where)
-        prefetch = [models.Prefetch(query=list(map(float, query.dense)), using=DENSE, filter=flt, limit=query.depth)]
+        prefetch = [
+            models.Prefetch(
+                query=list(map(float, query.dense)), using=DENSE, filter=flt, limit=query.depth
+            )
+        ]
         if query.lexical:
             sparse = models.SparseVector(indices=query.lexical.indices, values=query.lexical.values)
-            prefetch.append(models.Prefetch(query=sparse, using=LEXICAL, filter=flt, limit=query.depth))
-        fusion: Any = (models.RrfQuery(rrf=models.Rrf(k=query.rrf_k, weights=list(query.weights[: len(prefetch)])))
-                       if query.fusion == "rrf" else models.FusionQuery(fusion=models.Fusion.DBSF))
+            prefetch.append(
+                models.Prefetch(query=sparse, using=LEXICAL, filter=flt, limit=query.depth)
+            )
+        fusion: Any = (
+            models.RrfQuery(
+                rrf=models.Rrf(k=query.rrf_k, weights=list(query.weights[: len(prefetch)]))
+            )
+            if query.fusion == "rrf"
+            else models.FusionQuery(fusion=models.Fusion.DBSF)
+        )
         found = await self.client.query_points(
-            self.collection, prefetch=prefetch, query=fusion, limit=limit, with_payload=True,
+            self.collection,
+            prefetch=prefetch,
+            query=fusion,
+            limit=limit,
+            with_payload=True,
         )
         return _hits(found.points)
 
@@ -592,9 +700,15 @@ class QdrantClientStore:
         offset = None
         while True:
             records, offset = await self.client.scroll(
-                self.collection, limit=batch, offset=offset, with_payload=True, with_vectors=True)
+                self.collection, limit=batch, offset=offset, with_payload=True, with_vectors=True
+            )
             if records:
-                yield [StoredPoint(id=str(r.id), vector=_dense_of(r.vector), payload=dict(r.payload or {})) for r in records]
+                yield [
+                    StoredPoint(
+                        id=str(r.id), vector=_dense_of(r.vector), payload=dict(r.payload or {})
+                    )
+                    for r in records
+                ]
             if offset is None or not records:
                 return
 
@@ -603,8 +717,11 @@ class QdrantClientStore:
         offset = None
         while len(out) < limit:
             records, offset = await self.client.scroll(
-                self.collection, scroll_filter=self._filter(where), limit=min(256, limit - len(out)),
-                offset=offset, with_payload=True,
+                self.collection,
+                scroll_filter=self._filter(where),
+                limit=min(256, limit - len(out)),
+                offset=offset,
+                with_payload=True,
             )
             out.extend(Hit(id=str(r.id), score=0.0, payload=dict(r.payload or {})) for r in records)
             if offset is None or not records:
@@ -612,7 +729,13 @@ class QdrantClientStore:
         return out
 
     async def count(self, where: Where | None = None) -> int:
-        return int((await self.client.count(self.collection, count_filter=self._filter(where), exact=True)).count)
+        return int(
+            (
+                await self.client.count(
+                    self.collection, count_filter=self._filter(where), exact=True
+                )
+            ).count
+        )
 
     async def set_payload(self, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
         if ids:
@@ -631,7 +754,11 @@ class QdrantClientStore:
 
 
 def store_location(
-    *, url: str | None, collection: str, data_dir: Path | None, engine: Literal["edge", "local"] = "edge",
+    *,
+    url: str | None,
+    collection: str,
+    data_dir: Path | None,
+    engine: Literal["edge", "local"] = "edge",
 ) -> tuple[str, Path | None]:
     """Which store the config means: ('server' | 'memory' | 'local' | 'edge', its path or None)."""
     if url:
@@ -644,8 +771,14 @@ def store_location(
 
 
 async def open_vector_store(
-    *, url: str | None, api_key: str | None, collection: str, dim: int, data_dir: Path | None,
-    engine: Literal["edge", "local"] = "edge", embedder: str = "",
+    *,
+    url: str | None,
+    api_key: str | None,
+    collection: str,
+    dim: int,
+    data_dir: Path | None,
+    engine: Literal["edge", "local"] = "edge",
+    embedder: str = "",
 ) -> VectorStore:
     """The configured store: a Qdrant server at ``url``; else the embedded one under ``data_dir``
     (``engine`` 'edge' = qdrant-edge-py, 'local' = qdrant-client local mode); ``data_dir`` None =
@@ -655,6 +788,11 @@ async def open_vector_store(
         assert path is not None
         return await asyncio.to_thread(EdgeVectorStore.open, path, dim, embedder=embedder)
     return await QdrantClientStore.open(
-        collection=collection, dim=dim, url=url, api_key=api_key, embedder=embedder, path=path,
+        collection=collection,
+        dim=dim,
+        url=url,
+        api_key=api_key,
+        embedder=embedder,
+        path=path,
         location=":memory:" if kind == "memory" else None,
     )

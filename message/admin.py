@@ -37,8 +37,16 @@ async def run_admin(service: ChatService, entry: Entry, command: str) -> str:
             return f"天气将在下一个世界刻变为 {args[0]}。"
         if name == "give" and args:
             qty = int(args[1]) if len(args) > 1 else 1
-            await enqueue_command(service.command_redis, service.keys,
-                                  {"type": "give_item", "character_id": service.card.id, "item": args[0], "quantity": qty})
+            await enqueue_command(
+                service.command_redis,
+                service.keys,
+                {
+                    "type": "give_item",
+                    "character_id": service.card.id,
+                    "item": args[0],
+                    "quantity": qty,
+                },
+            )
             return f"已排队：给 {service.card.name} {args[0]}×{qty}。"
         if name in ("pause", "resume"):
             await enqueue_command(service.command_redis, service.keys, {"type": name})
@@ -54,7 +62,10 @@ async def run_admin(service: ChatService, entry: Entry, command: str) -> str:
             await service.sessions.clear(sid)
             return f"已清空 {sid} 的上下文。"
         if name == "tools":
-            return "\n".join(f"{t.name}{'（管理员）' if t.admin_only else ''}" for t in service.registry.snapshot())
+            return "\n".join(
+                f"{t.name}{'（管理员）' if t.admin_only else ''}"
+                for t in service.registry.snapshot()
+            )
         if name == "proactive":
             return await _proactive(service, entry, args)
     except CommandRejected as exc:
@@ -68,9 +79,13 @@ async def _status(service: ChatService) -> str:
     char = await service.context.character_state()
     lines = [await service.context.situation_text(char)]
     if char is not None:
-        lines.append(f"数值：体力 {char.stamina:.0f} 饱腹 {char.satiety:.0f} 心情 {char.mood:.0f} 金币 {char.money}")
+        lines.append(
+            f"数值：体力 {char.stamina:.0f} 饱腹 {char.satiety:.0f} 心情 {char.mood:.0f} 金币 {char.money}"
+        )
     sessions = await service.sessions.sessions()
-    lines.append(f"会话 {len(sessions)} 个；模式 {service.context.mode.name}；模型 {getattr(service.model, 'name', '无')}")
+    lines.append(
+        f"会话 {len(sessions)} 个；模式 {service.context.mode.name}；模型 {getattr(service.model, 'name', '无')}"
+    )
     return "\n".join(lines)
 
 
@@ -97,8 +112,10 @@ def distill_text(report: Any) -> str:
     """A `memory.distill.DistillReport` as an admin (or the model) reads it."""
     if not report.users:
         return "没有要整理的聊天记忆。"
-    text = (f"整理了 {report.users} 个人的 {report.processed} 条聊天：新记下 {report.facts_added} 条，"
-            f"更新 {report.facts_updated} 条，删掉 {report.deleted} 条。")
+    text = (
+        f"整理了 {report.users} 个人的 {report.processed} 条聊天：新记下 {report.facts_added} 条，"
+        f"更新 {report.facts_updated} 条，删掉 {report.deleted} 条。"
+    )
     if report.failed_users:
         text += f"这些人的没整理成功：{'、'.join(map(str, report.failed_users))}。"
     return text
@@ -111,7 +128,10 @@ def preview_text(p: dict[str, Any]) -> str:
     if event is None:
         return f"{head}：{p.get('reason', '还没有可以分享的事')}"
     decided = p.get("already_decided")
-    lines = [f"{head}下一件：{event['name']}" + (f"（这件已处理过：{decided.get('code')}）" if decided else "")]
+    lines = [
+        f"{head}下一件：{event['name']}"
+        + (f"（这件已处理过：{decided.get('code')}）" if decided else "")
+    ]
     answer = p.get("answer")
     lines.append(f"草稿：{answer['message']}" if answer and answer.get("message") else "没有草稿")
     lines.append("会发出去" if p.get("would_send") else f"不会发：{p.get('reason', '')}")

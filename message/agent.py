@@ -35,14 +35,23 @@ class Mode:
 
 
 SILENT = Mode(
-    "SILENT", tools_enabled=True, emit_text=False,
+    "SILENT",
+    tools_enabled=True,
+    emit_text=False,
     instructions="你直接写出的文字不会被任何人看到。想对用户说话，只能调用带回复的工具（reply）；不需要回应就什么都不输出。",
 )
 VERBOSE = Mode(
-    "VERBOSE", tools_enabled=True, emit_text=True,
+    "VERBOSE",
+    tools_enabled=True,
+    emit_text=True,
     instructions="你写出的文字会直接发到聊天里。可以直接回答，也可以先调用工具查询再回答；工具也可能自己发消息。",
 )
-CHAT = Mode("CHAT", tools_enabled=False, emit_text=True, instructions="你写出的文字会直接发到聊天里。这次没有工具可用，直接聊天。")
+CHAT = Mode(
+    "CHAT",
+    tools_enabled=False,
+    emit_text=True,
+    instructions="你写出的文字会直接发到聊天里。这次没有工具可用，直接聊天。",
+)
 MODES = {m.name: m for m in (SILENT, VERBOSE, CHAT)}
 
 
@@ -83,22 +92,38 @@ class Tool:
     """Only admins may call it (the authorizer enforces this; the prompt only mentions it)."""
 
     def spec(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
 
 
 def tool(
-    name: str, description: str, *, admin_only: bool = False, **properties: dict[str, Any],
+    name: str,
+    description: str,
+    *,
+    admin_only: bool = False,
+    **properties: dict[str, Any],
 ) -> Callable[[ToolRun], Tool]:
     """Declare a tool from a function: ``@tool("x", "...", query={"type": "string"})``.
     Every keyword is a parameter; parameters without ``"default"`` are required."""
     required = [k for k, v in properties.items() if "default" not in v]
-    schema = {"type": "object", "properties": {k: {kk: vv for kk, vv in v.items() if kk != "default"}
-                                                for k, v in properties.items()},
-              "required": required}
+    schema = {
+        "type": "object",
+        "properties": {
+            k: {kk: vv for kk, vv in v.items() if kk != "default"} for k, v in properties.items()
+        },
+        "required": required,
+    }
 
     def wrap(fn: ToolRun) -> Tool:
-        return Tool(name=name, description=description, run=fn, parameters=schema, admin_only=admin_only)
+        return Tool(
+            name=name, description=description, run=fn, parameters=schema, admin_only=admin_only
+        )
 
     return wrap
 
@@ -168,9 +193,10 @@ class TurnResult:
     tool_calls: list[str] = field(default_factory=list)
 
 
-WRAP_UP = ("已经到了这一轮的步数上限，不能再调用工具。请根据已经查到的内容直接回复对方；"
-           "如果有没做完的事，就自然地说还没弄好。用对方的语言，简短。")
-
+WRAP_UP = (
+    "已经到了这一轮的步数上限，不能再调用工具。请根据已经查到的内容直接回复对方；"
+    "如果有没做完的事，就自然地说还没弄好。用对方的语言，简短。"
+)
 
 
 @dataclass(frozen=True)
@@ -192,8 +218,14 @@ class Reviewer(Protocol):
 
 class Agent:
     def __init__(
-        self, model: ToolChatModel, registry: ToolRegistry, authorizer: Authorizer, *,
-        mode: Mode = VERBOSE, max_steps: int = 6, temperature: float | None = None,
+        self,
+        model: ToolChatModel,
+        registry: ToolRegistry,
+        authorizer: Authorizer,
+        *,
+        mode: Mode = VERBOSE,
+        max_steps: int = 6,
+        temperature: float | None = None,
     ) -> None:
         self.model = model
         self.registry = registry
@@ -203,7 +235,11 @@ class Agent:
         self.temperature = temperature
 
     async def run(
-        self, messages: list[dict[str, Any]], ctx: ToolContext, emit: Emit, *,
+        self,
+        messages: list[dict[str, Any]],
+        ctx: ToolContext,
+        emit: Emit,
+        *,
         review: Reviewer | None = None,
     ) -> TurnResult:
         """Run one turn over ``messages`` (system + context, ending with the user's message).
@@ -217,14 +253,20 @@ class Agent:
         convo = list(messages)
         for step in range(1, self.max_steps + 1):
             result.steps = step
-            await emit("debug", f"step {step}/{self.max_steps}: completion with {len(convo)} messages")
-            answer = await self.model.complete_tools(convo, tools=tools, temperature=self.temperature)
+            await emit(
+                "debug", f"step {step}/{self.max_steps}: completion with {len(convo)} messages"
+            )
+            answer = await self.model.complete_tools(
+                convo, tools=tools, temperature=self.temperature
+            )
             if not answer.tool_calls:
                 verdict = await self._review(review, answer.text, answer.finish_reason, final=False)
                 if verdict.feedback:
                     await emit("debug", f"answer sent back: {verdict.feedback}")
-                    convo += [{"role": "assistant", "content": answer.text},
-                              {"role": "system", "content": verdict.feedback}]
+                    convo += [
+                        {"role": "assistant", "content": answer.text},
+                        {"role": "system", "content": verdict.feedback},
+                    ]
                     continue
                 return await self._finish(result, verdict.text, emit)
             item = self._assistant_item(answer)
@@ -246,8 +288,12 @@ class Agent:
                     elif verdict.text:
                         result.replies.append(verdict.text)
                         await emit("tool_reply", verdict.text)
-                tool_item = {"role": "tool", "tool_call_id": call.id, "content": to_agent[:TOOL_RESULT_MAX_CHARS],
-                             "name": call.name}
+                tool_item = {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "content": to_agent[:TOOL_RESULT_MAX_CHARS],
+                    "name": call.name,
+                }
                 convo.append(tool_item)
                 result.items.append(tool_item)
                 end_turn = end_turn or out.end_turn
@@ -263,12 +309,16 @@ class Agent:
         return await self._finish(result, verdict.text, emit, force_emit=True)
 
     @staticmethod
-    async def _review(review: Reviewer | None, text: str, finish_reason: str | None, *, final: bool) -> Review:
+    async def _review(
+        review: Reviewer | None, text: str, finish_reason: str | None, *, final: bool
+    ) -> Review:
         if review is None:
             return Review(text.strip())
         return await review(text, finish_reason=finish_reason, final=final)
 
-    async def _finish(self, result: TurnResult, text: str, emit: Emit, *, force_emit: bool = False) -> TurnResult:
+    async def _finish(
+        self, result: TurnResult, text: str, emit: Emit, *, force_emit: bool = False
+    ) -> TurnResult:
         result.answer = text
         if text and (self.mode.emit_text or force_emit):
             sent = await emit("reply", text)
@@ -280,10 +330,18 @@ class Agent:
 
     @staticmethod
     def _assistant_item(answer: ToolChatResult) -> dict[str, Any]:
-        return {"role": "assistant", "content": answer.text or "", "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in answer.tool_calls
-        ]}
+        return {
+            "role": "assistant",
+            "content": answer.text or "",
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in answer.tool_calls
+            ],
+        }
 
     async def _invoke(self, ctx: ToolContext, name: str, arguments: str) -> ToolResult:
         t = self.registry.get(name)
@@ -291,8 +349,10 @@ class Agent:
             return ToolResult(f"Error: tool '{name}' not found.")
         if not self.authorizer.allow(ctx.user_id, t):
             log.info("tool %s denied for user %s", name, ctx.user_id)
-            return ToolResult(f"Error: permission denied for user '{ctx.user_id}' on tool '{name}'. "
-                              "只有管理员能用这个工具；不要再尝试，也不要假装已经做了。")
+            return ToolResult(
+                f"Error: permission denied for user '{ctx.user_id}' on tool '{name}'. "
+                "只有管理员能用这个工具；不要再尝试，也不要假装已经做了。"
+            )
         try:
             args = json.loads(arguments or "{}")
             if not isinstance(args, dict):

@@ -28,13 +28,25 @@ def require_nonebot() -> None:
     try:
         nonebot.get_driver()
     except ValueError:
-        raise RuntimeError("nonebot is not initialised: call yuiju.cli.init_nonebot(cfg) first") from None
+        raise RuntimeError(
+            "nonebot is not initialised: call yuiju.cli.init_nonebot(cfg) first"
+        ) from None
     if nonebot.get_plugin("nonebot_plugin_yuiju") is None:
-        raise RuntimeError("the plugin nonebot_plugin_yuiju is not loaded: call yuiju.cli.init_nonebot(cfg) first")
+        raise RuntimeError(
+            "the plugin nonebot_plugin_yuiju is not loaded: call yuiju.cli.init_nonebot(cfg) first"
+        )
 
 
-async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, memory: Any = None,
-                        world: Any = None, model: Any = None, clock: Any = None) -> Any:
+async def build_service(
+    cfg: Any,
+    *,
+    redis: Any = None,
+    history: Any = None,
+    memory: Any = None,
+    world: Any = None,
+    model: Any = None,
+    clock: Any = None,
+) -> Any:
     """The chat service from the config; pass already-open objects to share them (``yuiju run``),
     otherwise stores, memory and model are opened here and closed at shutdown. With shared stores
     the caller owns memory too: ``memory=None`` then means none (the embedded vector store is
@@ -69,14 +81,25 @@ async def build_service(cfg: Any, *, redis: Any = None, history: Any = None, mem
     if model is None and cfg.llm.configured:
         model = metered_chat_model(cfg, make_chat_model(cfg), redis=redis, keys=keys, clock=clock)
     lexicon = ClaimLexicon.build(load_actions("yuiju.actions", cfg.world.action_dirs))
-    service = ChatService(cfg=cfg.chat, card=load_card(cid), redis=redis, keys=keys,
-                          clock=clock, model=model, history=history, memory=memory,
-                          world=world or StateStore(redis, keys), lexicon=lexicon)
+    service = ChatService(
+        cfg=cfg.chat,
+        card=load_card(cid),
+        redis=redis,
+        keys=keys,
+        clock=clock,
+        model=model,
+        history=history,
+        memory=memory,
+        world=world or StateStore(redis, keys),
+        lexicon=lexicon,
+    )
     if cfg.chat.debug_to_admins:
         service.sink = AdminDebugSink(cfg.chat.admins, lambda: service.outlet)
     await service.ensure()
     await _start_proactive(cfg, service)
-    RUNTIME.on_stop.append(service.drain)  # closers run last-first: archiving ends before stores close
+    RUNTIME.on_stop.append(
+        service.drain
+    )  # closers run last-first: archiving ends before stores close
     return service
 
 
@@ -85,7 +108,11 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
     import importlib.util
 
     section = getattr(cfg, "proactive", None)
-    if section is None or not getattr(section, "enabled", False) or not getattr(section, "groups", None):
+    if (
+        section is None
+        or not getattr(section, "enabled", False)
+        or not getattr(section, "groups", None)
+    ):
         return
     if importlib.util.find_spec("yuiju.message.proactive") is None:
         return
@@ -95,11 +122,20 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
     from yuiju.message.proactive import ProactiveService
 
     cid = section.character_id or cfg.world.characters[0]
-    proactive = ProactiveService(cfg=section, character_id=cid, card=load_card(cid), redis=service.redis,
-                                 keys=service.keys, history=service.history, clock=service.clock,
-                                 chat_model=service.model, memory=service.memory if service.card.id == cid else None,
-                                 sender=OneBotSender(current_bot, service=service),
-                                 group_context=ServiceGroupContext(service), output=service.output)
+    proactive = ProactiveService(
+        cfg=section,
+        character_id=cid,
+        card=load_card(cid),
+        redis=service.redis,
+        keys=service.keys,
+        history=service.history,
+        clock=service.clock,
+        chat_model=service.model,
+        memory=service.memory if service.card.id == cid else None,
+        sender=OneBotSender(current_bot, service=service),
+        group_context=ServiceGroupContext(service),
+        output=service.output,
+    )
     service.proactive = proactive
     stop = asyncio.Event()
     task = asyncio.create_task(proactive.run(stop))
@@ -201,8 +237,16 @@ async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
         sock.close()
         raise
     port = sock.getsockname()[1]
-    server = _Server(uvicorn.Config(nonebot.get_asgi(), log_config=None, access_log=False, lifespan="on",
-                                    timeout_graceful_shutdown=STOP_SECONDS / 2, log_level="warning"))
+    server = _Server(
+        uvicorn.Config(
+            nonebot.get_asgi(),
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=STOP_SECONDS / 2,
+            log_level="warning",
+        )
+    )
     task = asyncio.create_task(server.serve(sockets=[sock]), name="qq-bot")
     while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no started event)
         await asyncio.sleep(0.01)
@@ -239,15 +283,25 @@ async def start_in_host_app() -> None:
     _log_through_nonebot(cfg.app.log_level)
     if problem := host_token_problem(host, allow_no_token=cfg.onebot.allow_no_token):
         raise RuntimeError(problem)
-    log.info("yuiju chat starts with this NoneBot app (%s): %s", plugin.yuiju_config or "no yuiju_config",
-             json.dumps(cfg.summary(), ensure_ascii=False))
+    log.info(
+        "yuiju chat starts with this NoneBot app (%s): %s",
+        plugin.yuiju_config or "no yuiju_config",
+        json.dumps(cfg.summary(), ensure_ascii=False),
+    )
     # what would otherwise look like a plugin that does nothing
     if not cfg.llm.configured:
         log.warning("[llm] base_url is not set: she records messages but answers none")
-    if not (cfg.chat.groups or cfg.chat.default_group.enabled or cfg.chat.private_whitelist or cfg.chat.admins):
+    if not (
+        cfg.chat.groups
+        or cfg.chat.default_group.enabled
+        or cfg.chat.private_whitelist
+        or cfg.chat.admins
+    ):
         log.warning("no [chat.groups] entry, private_whitelist or admin: she answers no one")
 
-    if cfg.memory.enabled:  # importing ONNX Runtime holds the GIL ~1 s: now, not at her first recall
+    if (
+        cfg.memory.enabled
+    ):  # importing ONNX Runtime holds the GIL ~1 s: now, not at her first recall
         from yuiju.memory.service import preload_embedder
 
         preload_embedder(cfg)
@@ -258,15 +312,19 @@ async def start_in_host_app() -> None:
     RUNTIME.factory = factory
 
 
-def host_app_settings(path: str | None, host_config: dict[str, Any],
-                      environ: dict[str, str] | None = None) -> Any:
+def host_app_settings(
+    path: str | None, host_config: dict[str, Any], environ: dict[str, str] | None = None
+) -> Any:
     """Her `YuijuConfig` inside a NoneBot app: the TOML file at ``path``, then the app's .env lines
     ``YUIJU_<SECTION>__<FIELD>`` (NoneBot keeps them as ``yuiju_<section>`` dicts in its config),
     then the process environment; raises `yuiju.config.ConfigError` naming the key and the fix."""
     from yuiju.config import load_config
 
-    dotenv = {name.removeprefix("yuiju_"): value for name, value in host_config.items()
-              if name.startswith("yuiju_") and isinstance(value, dict)}
+    dotenv = {
+        name.removeprefix("yuiju_"): value
+        for name, value in host_config.items()
+        if name.startswith("yuiju_") and isinstance(value, dict)
+    }
     return load_config(path, environ=environ, dotenv=dotenv)
 
 
@@ -279,19 +337,25 @@ def host_token_problem(host_config: Any, *, allow_no_token: bool) -> str | None:
         return None
     host = str(getattr(host_config, "host", "127.0.0.1"))
     if host not in LOOPBACK_HOSTS:
-        return (f"this NoneBot app listens on {host} without ONEBOT_ACCESS_TOKEN: whoever reaches its port "
-                "could connect as the QQ side and speak as any QQ user, her admins included. Set "
-                "ONEBOT_ACCESS_TOKEN=<a long random string> in the bot's .env and the same token in "
-                "NapCat/Lagrange")
+        return (
+            f"this NoneBot app listens on {host} without ONEBOT_ACCESS_TOKEN: whoever reaches its port "
+            "could connect as the QQ side and speak as any QQ user, her admins included. Set "
+            "ONEBOT_ACCESS_TOKEN=<a long random string> in the bot's .env and the same token in "
+            "NapCat/Lagrange"
+        )
     if allow_no_token:
-        log.warning("this NoneBot app accepts OneBot connections without an access token "
-                    "(YUIJU_ONEBOT__ALLOW_NO_TOKEN=true): any process on this machine can connect as the QQ "
-                    "side and speak as any QQ user, her admins included. Set ONEBOT_ACCESS_TOKEN for real use.")
+        log.warning(
+            "this NoneBot app accepts OneBot connections without an access token "
+            "(YUIJU_ONEBOT__ALLOW_NO_TOKEN=true): any process on this machine can connect as the QQ "
+            "side and speak as any QQ user, her admins included. Set ONEBOT_ACCESS_TOKEN for real use."
+        )
         return None
-    return ("this NoneBot app has no ONEBOT_ACCESS_TOKEN: any process on this machine could connect as the "
-            "QQ side and speak as any QQ user, her admins included. Set ONEBOT_ACCESS_TOKEN=<a long random "
-            "string> in the bot's .env and the same token in NapCat/Lagrange; for a local experiment only, "
-            "YUIJU_ONEBOT__ALLOW_NO_TOKEN=true instead")
+    return (
+        "this NoneBot app has no ONEBOT_ACCESS_TOKEN: any process on this machine could connect as the "
+        "QQ side and speak as any QQ user, her admins included. Set ONEBOT_ACCESS_TOKEN=<a long random "
+        "string> in the bot's .env and the same token in NapCat/Lagrange; for a local experiment only, "
+        "YUIJU_ONEBOT__ALLOW_NO_TOKEN=true instead"
+    )
 
 
 def _log_through_nonebot(level: str) -> None:

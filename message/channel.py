@@ -77,7 +77,9 @@ async def send_text(bot: Any, scene: str, target: int, text: str) -> int | None:
     """One ``send_msg`` call with a single text segment; the message id when the implementation
     reports one. Raises `SendFailed`."""
     if bot is None:
-        raise SendFailed("no OneBot connection: is NapCat/Lagrange connected to the reverse WebSocket?")
+        raise SendFailed(
+            "no OneBot connection: is NapCat/Lagrange connected to the reverse WebSocket?"
+        )
     from nonebot.adapters.onebot.v11 import Message, MessageSegment
     from nonebot.exception import ActionFailed, ApiNotAvailable, NetworkError
 
@@ -99,10 +101,17 @@ class ServiceGroupContext:
         self.service = service
 
     async def recent_messages(self, group_id: int, limit: int) -> list[dict[str, Any]]:
-        entries = await self.service.sessions.recent(self.service.session_id("group", group_id), limit)
+        entries = await self.service.sessions.recent(
+            self.service.session_id("group", group_id), limit
+        )
         return [
-            {"sender_id": e.user_id, "sender_name": e.sender_name, "text": e.text, "time": e.time,
-             "from_bot": e.from_bot}
+            {
+                "sender_id": e.user_id,
+                "sender_name": e.sender_name,
+                "text": e.text,
+                "time": e.time,
+                "from_bot": e.from_bot,
+            }
             for e in entries
         ]
 

@@ -33,9 +33,19 @@ class ChatContext:
     """Builds the model's messages for a turn from the card, the world, memory and the session."""
 
     def __init__(
-        self, *, cfg: Any, card: CharacterCard, clock: Any, sessions: SessionStore, registry: ToolRegistry,
-        mode: Mode, is_admin: Callable[[int], bool], world: Any = None, memory: Any = None,
-        model: ToolChatModel | None = None, town: Town = HAURA,
+        self,
+        *,
+        cfg: Any,
+        card: CharacterCard,
+        clock: Any,
+        sessions: SessionStore,
+        registry: ToolRegistry,
+        mode: Mode,
+        is_admin: Callable[[int], bool],
+        world: Any = None,
+        memory: Any = None,
+        model: ToolChatModel | None = None,
+        town: Town = HAURA,
     ) -> None:
         self.cfg = cfg
         """The `[chat]` section (budget and kept messages for compaction)."""
@@ -103,12 +113,16 @@ class ChatContext:
             if char.asleep:
                 lines.append("你正在睡觉。")
             elif char.running is not None:
-                lines.append(f"你正在{self.town.place_name(char.running.place)}：{char.running.name}"
-                             f"（{char.running.started_at.astimezone(self.tz):%H:%M} 开始）。")
+                lines.append(
+                    f"你正在{self.town.place_name(char.running.place)}：{char.running.name}"
+                    f"（{char.running.started_at.astimezone(self.tz):%H:%M} 开始）。"
+                )
             else:
                 lines.append(f"你在{self.town.place_name(char.location)}。")
-            lines.append(f"感觉：体力{_feel(char.stamina, '很累', '充沛')}，肚子{_feel(char.satiety, '饿了', '饱饱的')}，"
-                         f"心情{_feel(char.mood, '有点低落', '不错')}。")
+            lines.append(
+                f"感觉：体力{_feel(char.stamina, '很累', '充沛')}，肚子{_feel(char.satiety, '饿了', '饱饱的')}，"
+                f"心情{_feel(char.mood, '有点低落', '不错')}。"
+            )
         return "\n".join(lines)
 
     async def dynamic_context(self, entry: Entry, char: Any, asleep: bool, summary: str) -> str:
@@ -122,8 +136,13 @@ class ChatContext:
         if self.memory is not None:
             try:
                 found = await self.memory.memory_search(
-                    entry.text, now=self.now(), user_id=str(entry.user_id), group_id=str(entry.group_id or ""),
-                    limit=5, token_budget=300)
+                    entry.text,
+                    now=self.now(),
+                    user_id=str(entry.user_id),
+                    group_id=str(entry.group_id or ""),
+                    limit=5,
+                    token_budget=300,
+                )
                 if found:
                     from yuiju.memory.semantic import render_memories
 
@@ -141,8 +160,13 @@ class ChatContext:
         """The turn's messages: compact the session when over budget (an LLM summary), then the
         two system messages and the context items."""
         sid = entry.session_id
-        await self.sessions.compact(sid, budget=self.cfg.context_token_budget, keep=self.cfg.keep_recent_messages,
-                                    model=self.model, name=self.card.name)
+        await self.sessions.compact(
+            sid,
+            budget=self.cfg.context_token_budget,
+            keep=self.cfg.keep_recent_messages,
+            model=self.model,
+            name=self.card.name,
+        )
         summary, items = await self.sessions.context(sid)
         return [
             {"role": "system", "content": self.stable_prompt()},

@@ -23,8 +23,14 @@ MAX_CHARS = 500
 class AdminDebugSink:
     """``sink(kind, session_id, text)`` sending ``[kind session] text`` to every admin in private."""
 
-    def __init__(self, admins: Iterable[int], outlet: Callable[[], Outlet | None], *, per_minute: int = 30,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        admins: Iterable[int],
+        outlet: Callable[[], Outlet | None],
+        *,
+        per_minute: int = 30,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.admins = list(admins)
         self.outlet = outlet
         """Returns the chat service's outlet (connected once the OneBot side is)."""

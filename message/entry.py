@@ -38,7 +38,9 @@ def clean_text(text: str, *, drop: bool = False) -> str:
     U+FFFD, or dropped; a pair split into two escapes is joined into its character."""
     if not _SURROGATE.search(text):
         return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "ignore" if drop else "replace")
+    return text.encode("utf-16-le", "surrogatepass").decode(
+        "utf-16-le", "ignore" if drop else "replace"
+    )
 
 
 class Segment(BaseModel):
@@ -94,7 +96,9 @@ class Entry(BaseModel):
 
     @property
     def target(self) -> int:
-        return self.group_id if self.scene == "group" and self.group_id is not None else self.user_id
+        return (
+            self.group_id if self.scene == "group" and self.group_id is not None else self.user_id
+        )
 
 
 def _str(value: Any) -> str:
@@ -114,7 +118,9 @@ def _card_text(raw: Any) -> str:
     return f"[卡片：{_str(title)[:60]}]" if title else "[卡片]"
 
 
-def segment_text(seg_type: str, data: dict[str, Any], *, self_id: int | None, names: dict[str, str]) -> str:
+def segment_text(
+    seg_type: str, data: dict[str, Any], *, self_id: int | None, names: dict[str, str]
+) -> str:
     """How one segment reads; unknown types read as ``[type]``."""
     if seg_type == "text":
         return _str(data.get("text"))
@@ -128,7 +134,9 @@ def segment_text(seg_type: str, data: dict[str, Any], *, self_id: int | None, na
     if seg_type == "face":
         return "[表情]"
     if seg_type in ("mface", "marketface"):
-        return f"[表情包{'：' + _str(data.get('summary')).strip('[]') if data.get('summary') else ''}]"
+        return (
+            f"[表情包{'：' + _str(data.get('summary')).strip('[]') if data.get('summary') else ''}]"
+        )
     if seg_type == "image":
         sub = _str(data.get("sub_type") or data.get("subType"))
         return "[表情包]" if sub == "1" else "[图片]"
@@ -175,7 +183,12 @@ def _arrival_time(stamp: Any, tz: ZoneInfo, mid: str) -> datetime:
     else:
         when = None if stamp is not None else now
     if when is None or not EARLIEST <= when <= now + FUTURE_SLACK:
-        REPORT(logging.INFO, "message %s: time %.40r is impossible; using the time it arrived", mid, stamp)
+        REPORT(
+            logging.INFO,
+            "message %s: time %.40r is impossible; using the time it arrived",
+            mid,
+            stamp,
+        )
         return now
     return when
 
@@ -201,7 +214,13 @@ def normalize(
         group_id = int(payload["group_id"]) if scene == "group" else None
         for field, value in (("user_id", user_id), ("group_id", group_id)):
             if value is not None and not INT64[0] <= value <= INT64[1]:
-                REPORT(logging.WARNING, "ignored message %s: %s %d is outside OneBot's 64-bit range", mid, field, value)
+                REPORT(
+                    logging.WARNING,
+                    "ignored message %s: %s %d is outside OneBot's 64-bit range",
+                    mid,
+                    field,
+                    value,
+                )
                 return None
         sender = payload.get("sender") if isinstance(payload.get("sender"), dict) else {}
         name = _str(sender.get("card")) or _str(sender.get("nickname")) or str(user_id)
@@ -209,7 +228,12 @@ def normalize(
         if isinstance(raw_segments, str):
             raw_segments = [{"type": "text", "data": {"text": raw_segments}}]
         if not isinstance(raw_segments, list):
-            REPORT(logging.INFO, "ignored event %s: message is %s, not a segment list", mid, type(raw_segments).__name__)
+            REPORT(
+                logging.INFO,
+                "ignored event %s: message is %s, not a segment list",
+                mid,
+                type(raw_segments).__name__,
+            )
             return None
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         REPORT(logging.INFO, "ignored malformed message event %s: %s", mid, str(exc)[:200])
@@ -230,14 +254,24 @@ def normalize(
             continue
         if raw["type"] == "at" and self_id is not None and _str(data.get("qq")) == str(self_id):
             mentions_me = True
-        segments.append(Segment(type=raw["type"], text=segment_text(raw["type"], data, self_id=self_id, names=names)))
+        segments.append(
+            Segment(
+                type=raw["type"], text=segment_text(raw["type"], data, self_id=self_id, names=names)
+            )
+        )
 
     reply = payload.get("reply") if isinstance(payload.get("reply"), dict) else None
-    reply_to_me = bool(reply and self_id is not None and _str(reply.get("sender_id")) == str(self_id))
+    reply_to_me = bool(
+        reply and self_id is not None and _str(reply.get("sender_id")) == str(self_id)
+    )
     text = "".join(s.text for s in segments).strip()
     if reply:
         quoted = _str(reply.get("text")).replace("\n", " ")[:40]
-        who = bot_name if reply_to_me else _str(reply.get("sender_name")) or _str(reply.get("sender_id"))
+        who = (
+            bot_name
+            if reply_to_me
+            else _str(reply.get("sender_name")) or _str(reply.get("sender_id"))
+        )
         text = f"[回复 {who}：{quoted}] {text}".strip()
         reply_id = reply_id or _str(reply.get("message_id")) or None
     elif reply_id:
@@ -254,7 +288,15 @@ def normalize(
         text, name = clean, clean_name
     return Entry(
         id=_str(payload.get("message_id")) or f"{user_id}-{when.timestamp():.0f}",
-        scene=scene, group_id=group_id, user_id=user_id, sender_name=name[:40], time=when, text=text,
-        segments=segments, mentions_me=mentions_me, reply_to_me=reply_to_me, reply_to=reply_id,
+        scene=scene,
+        group_id=group_id,
+        user_id=user_id,
+        sender_name=name[:40],
+        time=when,
+        text=text,
+        segments=segments,
+        mentions_me=mentions_me,
+        reply_to_me=reply_to_me,
+        reply_to=reply_id,
         truncated=truncated,
     )

@@ -45,8 +45,11 @@ class ReplyGate:
             policy = cfg.groups.get(str(entry.group_id), cfg.default_group)
             if not policy.enabled or policy.reply == "off":
                 return False, "group not enabled"
-            directed = entry.mentions_me or entry.reply_to_me or (
-                policy.reply == "name" and self.called_by_name(entry.text))
+            directed = (
+                entry.mentions_me
+                or entry.reply_to_me
+                or (policy.reply == "name" and self.called_by_name(entry.text))
+            )
             if not directed:
                 return False, "not addressed to her"
         if asleep:
@@ -81,7 +84,11 @@ class ReplyGate:
         times.append(now)
         flooded = len(times) > limit and now - times[0] <= 60
         if flooded and group_id not in self._flooded:
-            log.info("group %s is flooded (over %d messages a minute): recording, not answering", group_id, limit)
+            log.info(
+                "group %s is flooded (over %d messages a minute): recording, not answering",
+                group_id,
+                limit,
+            )
             self._flooded.add(group_id)
         elif not flooded and group_id in self._flooded:
             log.info("group %s calmed down: answering again", group_id)

@@ -25,8 +25,23 @@ log = logging.getLogger(__name__)
 
 Kind = Literal["action", "place", "item"]
 
-ROUTINE = frozenset({"睡觉", "起床", "再睡一会", "发呆", "休息", "吃饭", "吃早饭", "吃午饭", "玩手机", "给手机充电",
-                     "吃背包里的东西", "等上课", "放学回家"})
+ROUTINE = frozenset(
+    {
+        "睡觉",
+        "起床",
+        "再睡一会",
+        "发呆",
+        "休息",
+        "吃饭",
+        "吃早饭",
+        "吃午饭",
+        "玩手机",
+        "给手机充电",
+        "吃背包里的东西",
+        "等上课",
+        "放学回家",
+    }
+)
 """Everyday routines: said loosely ("吃了饭" for any meal) and never the invention this check is for."""
 
 _PLACE_NOUN = re.compile(r"^在(.{0,6}[家店园池社边校馆堂室市站岸厅场])")
@@ -40,7 +55,9 @@ _SENTENCES = re.compile(r"[^。！？!?\n]+[。！？!?\n]*")
 _CLAUSES = re.compile(r"[^，,；;、~～…]+")
 _TODAY = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚|现在|正在|早上|早晨|上午|中午|下午|傍晚|晚上")
 """Words that set the day to today (a time of day too, unless another day was named first)."""
-_OTHER_DAY = re.compile(r"昨天|前天|昨晚|上周|上个?星期|上次|以前|之前|去年|小时候|那天|周末|明天|后天|下周|下次|改天")
+_OTHER_DAY = re.compile(
+    r"昨天|前天|昨晚|上周|上个?星期|上次|以前|之前|去年|小时候|那天|周末|明天|后天|下周|下次|改天"
+)
 _NOT_A_CLAIM = re.compile(r"想|要|打算|准备|计划|如果|将来|以后|待会|等会|等下")
 """Wishes, plans and what-ifs: not claims about what happened."""
 _DONE = re.compile(r"了|过")
@@ -50,9 +67,21 @@ _NOT_NEGATION = re.compile(r"不错|不少|不过|不知|不得|不好意思|差
 """Words with 不/没 in them that deny nothing."""
 _NUM = "零一二两三四五六七八九十"
 _CLOCK = re.compile(
-    rf"(早上|早晨|上午|中午|下午|傍晚|晚上)?\s*(\d{{1,2}}|[{_NUM}]{{1,3}})\s*(?:点|:|：)\s*(半|\d{{1,2}}|[一二三]刻)?")
-_PERIODS = {"凌晨": (0, 5), "清晨": (5, 8), "早上": (5, 10), "早晨": (5, 10), "一早": (5, 10), "上午": (8, 12),
-            "中午": (11, 14), "下午": (12, 18), "傍晚": (16, 20), "晚上": (18, 24), "今晚": (18, 24)}
+    rf"(早上|早晨|上午|中午|下午|傍晚|晚上)?\s*(\d{{1,2}}|[{_NUM}]{{1,3}})\s*(?:点|:|：)\s*(半|\d{{1,2}}|[一二三]刻)?"
+)
+_PERIODS = {
+    "凌晨": (0, 5),
+    "清晨": (5, 8),
+    "早上": (5, 10),
+    "早晨": (5, 10),
+    "一早": (5, 10),
+    "上午": (8, 12),
+    "中午": (11, 14),
+    "下午": (12, 18),
+    "傍晚": (16, 20),
+    "晚上": (18, 24),
+    "今晚": (18, 24),
+}
 _PERIOD = re.compile("|".join(_PERIODS))
 UNSURE_LINE = "今天做了什么我一下子说不清了，等我想想再告诉你～"
 """Said when a revised answer still claims what today's record does not show."""
@@ -99,36 +128,47 @@ class ClaimLexicon:
         self._regex = re.compile(alternatives) if ordered else None
 
     @classmethod
-    def build(cls, actions: Iterable[Any], *, town: Town = HAURA, items: Iterable[str] = ALL_ITEMS) -> ClaimLexicon:
+    def build(
+        cls, actions: Iterable[Any], *, town: Town = HAURA, items: Iterable[str] = ALL_ITEMS
+    ) -> ClaimLexicon:
         """From the action catalogue ("在<地方><做什么>" names), the town's places and the items."""
         activities: dict[str, set[str]] = {}
-        places: dict[str, set[str]] = {pid: {p.name} for pid, p in town.places.items() if pid != "home"}
+        places: dict[str, set[str]] = {
+            pid: {p.name} for pid, p in town.places.items() if pid != "home"
+        }
         for action in actions:
             name = action.name
             if action.moves_to is not None or name.startswith("从"):
                 continue  # a walk from A to B: its place is the claim
             if m := _PLACE_NOUN.match(name):
-                noun, name = m.group(1), name[m.end():]
+                noun, name = m.group(1), name[m.end() :]
                 if action.at and action.at != "home" and noun != "家":
                     places.setdefault(action.at, set()).add(noun)
             if len(name) >= 3 and name.endswith("吃"):
                 name = name[:-1]  # 做饭吃 → 做饭
             if len(name) >= 2 and name not in ROUTINE:
                 activities.setdefault(name, set()).add(action.id)
-        terms = [Term(word, "action", frozenset(ids), re.escape(word[0]) + _INFIX + re.escape(word[1:]))
-                 for word, ids in activities.items()]
+        terms = [
+            Term(word, "action", frozenset(ids), re.escape(word[0]) + _INFIX + re.escape(word[1:]))
+            for word, ids in activities.items()
+        ]
         by_word: dict[str, set[str]] = {}
         for pid, words in places.items():
             for word in words:
                 by_word.setdefault(word, set()).add(pid)
-        terms += [Term(word, "place", frozenset(pids), _TO_PLACE + re.escape(word)) for word, pids in by_word.items()]
+        terms += [
+            Term(word, "place", frozenset(pids), _TO_PLACE + re.escape(word))
+            for word, pids in by_word.items()
+        ]
         terms += [Term(name, "item", frozenset({name}), re.escape(name)) for name in items]
         return cls(terms)
 
     def find(self, clause: str) -> list[tuple[Term, re.Match[str]]]:
         if self._regex is None:
             return []
-        return [(self._by_group[m.lastgroup], m) for m in self._regex.finditer(clause) if m.lastgroup]
+        return [
+            (self._by_group[m.lastgroup], m) for m in self._regex.finditer(clause) if m.lastgroup
+        ]
 
 
 def day_of(text: str) -> Literal["today", "other"] | None:
@@ -159,7 +199,7 @@ def time_of(sentence: str) -> tuple[tuple[float, float], str] | None:
         if (period in ("下午", "傍晚", "晚上") and hour < 12) or (period == "中午" and hour < 6):
             hour += 12
         spoken = not m.group(2).isdigit() and not period and not m.group(3)
-        if spoken and not sentence[m.end():].startswith("钟"):
+        if spoken and not sentence[m.end() :].startswith("钟"):
             pass  # "吃了一点" is a little, not one o'clock
         elif 0 <= hour < 24 and minute < 60:
             at = hour + minute / 60
@@ -169,7 +209,9 @@ def time_of(sentence: str) -> tuple[tuple[float, float], str] | None:
     return None
 
 
-def claims(answer: str, lexicon: ClaimLexicon, *, day: Literal["today", "other"] | None = None) -> list[Claim]:
+def claims(
+    answer: str, lexicon: ClaimLexicon, *, day: Literal["today", "other"] | None = None
+) -> list[Claim]:
     """The claims ``answer`` makes about today; ``day`` is the day the conversation is about."""
     out: list[Claim] = []
     for sentence in _SENTENCES.findall(answer):
@@ -179,12 +221,24 @@ def claims(answer: str, lexicon: ClaimLexicon, *, day: Literal["today", "other"]
         for clause in _CLAUSES.findall(sentence):
             day = day_of(clause) or day
             when = time_of(clause) or when
-            if day != "today" or _NOT_A_CLAIM.search(clause) or (_OTHERS.search(clause) and "我" not in clause):
+            if (
+                day != "today"
+                or _NOT_A_CLAIM.search(clause)
+                or (_OTHERS.search(clause) and "我" not in clause)
+            ):
                 continue
             for term, m in lexicon.find(clause):
-                before = _NOT_NEGATION.sub("", clause[:m.start()])[-6:]
-                out.append(Claim(term, m.group(0), bool(_NEGATION.search(before)),
-                                 when[0] if when else None, when[1] if when else "", _DONE.search(clause) is not None))
+                before = _NOT_NEGATION.sub("", clause[: m.start()])[-6:]
+                out.append(
+                    Claim(
+                        term,
+                        m.group(0),
+                        bool(_NEGATION.search(before)),
+                        when[0] if when else None,
+                        when[1] if when else "",
+                        _DONE.search(clause) is not None,
+                    )
+                )
     return out
 
 
@@ -240,11 +294,18 @@ def _episode_of(running: Any) -> Any:
     """Her running action as the episode the engine writes for it."""
     from yuiju.memory.episodes import Episode
 
-    return Episode.model_validate({
-        "_id": running.episode_id, "character_id": "", "type": "behavior", "time": running.started_at,
-        "end_time": running.ends_at, "status": "running", "summary": running.name,
-        "data": {"action": running.action_id, "name": running.name, "place": running.place},
-    })
+    return Episode.model_validate(
+        {
+            "_id": running.episode_id,
+            "character_id": "",
+            "type": "behavior",
+            "time": running.started_at,
+            "end_time": running.ends_at,
+            "status": "running",
+            "summary": running.name,
+            "data": {"action": running.action_id, "name": running.name, "place": running.place},
+        }
+    )
 
 
 class GroundingCheck:
@@ -277,6 +338,12 @@ class GroundingCheck:
         wrong = problems(found, today, now)
         if not wrong:
             return None
-        record = "\n".join(f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in today) or "- （没有记录）"
-        return ("你的回答和今天的生活记录对不上：\n" + "\n".join(f"- {w}" for w in wrong)
-                + f"\n今天的生活记录：\n{record}\n请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。")
+        record = (
+            "\n".join(f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in today)
+            or "- （没有记录）"
+        )
+        return (
+            "你的回答和今天的生活记录对不上：\n"
+            + "\n".join(f"- {w}" for w in wrong)
+            + f"\n今天的生活记录：\n{record}\n请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。"
+        )

@@ -78,7 +78,11 @@ async def _stop() -> None:
 
     STOPPING.set()
     for closer in reversed(RUNTIME.on_stop):
-        await bounded(closer, seconds=CLOSER_SECONDS, what=f"shutdown step {getattr(closer, '__qualname__', closer)}")
+        await bounded(
+            closer,
+            seconds=CLOSER_SECONDS,
+            what=f"shutdown step {getattr(closer, '__qualname__', closer)}",
+        )
     RUNTIME.on_stop.clear()
 
 
@@ -89,15 +93,21 @@ CLOSER_SECONDS = 0.5
 def event_payload(event: MessageEvent) -> dict[str, Any]:
     """The event as plain OneBot v11 JSON, with the quoted message the adapter resolved."""
     payload: dict[str, Any] = {
-        "message_type": event.message_type, "message_id": event.message_id, "user_id": event.user_id,
-        "group_id": getattr(event, "group_id", None), "time": event.time,
+        "message_type": event.message_type,
+        "message_id": event.message_id,
+        "user_id": event.user_id,
+        "group_id": getattr(event, "group_id", None),
+        "time": event.time,
         "sender": {"nickname": event.sender.nickname, "card": getattr(event.sender, "card", None)},
         "message": [{"type": seg.type, "data": dict(seg.data)} for seg in event.original_message],
     }
     if event.reply is not None:
-        payload["reply"] = {"message_id": event.reply.message_id, "sender_id": event.reply.sender.user_id,
-                            "sender_name": event.reply.sender.card or event.reply.sender.nickname,
-                            "text": event.reply.message.extract_plain_text()}
+        payload["reply"] = {
+            "message_id": event.reply.message_id,
+            "sender_id": event.reply.sender.user_id,
+            "sender_name": event.reply.sender.card or event.reply.sender.nickname,
+            "text": event.reply.message.extract_plain_text(),
+        }
     return payload
 
 
@@ -115,15 +125,35 @@ async def _(bot: Bot, event: MessageEvent) -> None:
         self_id = None
     service.self_id = self_id
     try:
-        entry = normalize(event_payload(event), self_id=self_id, tz=service.tz, bot_name=service.card.name,
-                          max_chars=service.cfg.max_input_chars)
+        entry = normalize(
+            event_payload(event),
+            self_id=self_id,
+            tz=service.tz,
+            bot_name=service.card.name,
+            max_chars=service.cfg.max_input_chars,
+        )
         if entry is not None and not await _unless_stopping(service.handle(entry)):
-            log.info("message %s: reply given up, the bot is stopping (the message is recorded)", event.message_id)
+            log.info(
+                "message %s: reply given up, the bot is stopping (the message is recorded)",
+                event.message_id,
+            )
     except (RedisError, OSError) as exc:  # a store that is down is not a bug: no traceback
-        FAILURES(logging.ERROR, "message %s not handled, a store is unavailable: %s: %.200s", event.message_id,
-                 type(exc).__name__, exc)
+        FAILURES(
+            logging.ERROR,
+            "message %s not handled, a store is unavailable: %s: %.200s",
+            event.message_id,
+            type(exc).__name__,
+            exc,
+        )
     except Exception as exc:  # one message must never stop the bot, nor fill the log
         kind = type(exc).__name__
         first = kind not in _seen_failures
         _seen_failures.add(kind)
-        FAILURES(logging.ERROR, "message %s not handled: %s: %.200s", event.message_id, kind, exc, exc_info=first)
+        FAILURES(
+            logging.ERROR,
+            "message %s not handled: %s: %.200s",
+            event.message_id,
+            kind,
+            exc,
+            exc_info=first,
+        )

@@ -23,7 +23,7 @@ Problem = Literal["reasoning", "structured", "truncated"]
 FEEDBACK: dict[Problem, str] = {
     "reasoning": "你刚才只写了思考过程，那不是一条聊天消息。请直接写出要对对方说的话，不要输出思考过程或标签。",
     "structured": "你刚才的回答不是一条聊天消息（像是 JSON、代码或工具调用的格式）。请直接用自然的中文口语回复，"
-                  "一两句话，不要输出 JSON、代码或任何标记。",
+    "一两句话，不要输出 JSON、代码或任何标记。",
     "truncated": "你刚才的回答太长，被截断了，不是一条完整的聊天消息。请用更短的一两句话重新回复。",
 }
 """What the model reads when its answer was not a message (Chinese: the model reads it)."""
@@ -55,8 +55,10 @@ _PAIRS = ("“”", "（）", "「」", "『』", "《》", "【】")
 
 _CQ = re.compile(r"\[CQ:[^\]]*\]?", re.IGNORECASE)
 _AT_ALL = re.compile(r"@\s*(全体成员|全体|all|everyone|here)(?![A-Za-z0-9_])", re.IGNORECASE)
-_TAGS = re.compile(r"</?(msg|system|tool|admin|context|memory|answer|reply|response|final|output)\b[^>]*>",
-                   re.IGNORECASE)
+_TAGS = re.compile(
+    r"</?(msg|system|tool|admin|context|memory|answer|reply|response|final|output)\b[^>]*>",
+    re.IGNORECASE,
+)
 """Markup of our prompt, and the wrappers some models put around an answer."""
 _FORGED = re.compile(r"<msg\b[^>]*>.*?</msg\s*>", re.IGNORECASE | re.DOTALL)
 """A whole message in the context's markup: the model writing someone else's line."""
@@ -82,7 +84,9 @@ class Filtered:
 class OutputFilter:
     """The one filter for her chat answers and proactive posts."""
 
-    def __init__(self, *, name: str, max_chars: int, max_lines: int = 3, secret: Callable[[], str] | str = "") -> None:
+    def __init__(
+        self, *, name: str, max_chars: int, max_lines: int = 3, secret: Callable[[], str] | str = ""
+    ) -> None:
         self.name = name
         """Her name: a "名字：" prefix the model adds is removed."""
         self.max_chars = max_chars
@@ -92,7 +96,9 @@ class OutputFilter:
 
     def review(self, text: str, *, finish_reason: str | None = None) -> Filtered:
         """What of the model's ``text`` may be sent, or why none of it is a message."""
-        text = _SPECIAL_TOKEN.sub("", clean_text(text, drop=True))  # a broken emoji is left out, not shown as �
+        text = _SPECIAL_TOKEN.sub(
+            "", clean_text(text, drop=True)
+        )  # a broken emoji is left out, not shown as �
         if not text.strip():
             return Filtered("")
         prose = _REASONING.sub("", text)
@@ -113,8 +119,10 @@ class OutputFilter:
 
     def lines(self, text: str) -> list[str]:
         """``text`` (already reviewed, or ours) as chat messages."""
-        return split_lines(sanitize(clean_text(text, drop=True), max_chars=self.max_chars, name=self.name),
-                           max_lines=self.max_lines)
+        return split_lines(
+            sanitize(clean_text(text, drop=True), max_chars=self.max_chars, name=self.name),
+            max_lines=self.max_lines,
+        )
 
 
 def _unbalanced(text: str) -> bool:
@@ -134,7 +142,9 @@ def sanitize(text: str, *, max_chars: int, name: str = "") -> str:
         text = _TAGS.sub("", text)
     text = _MARKDOWN.sub("", text.replace("\r", ""))
     if name:  # "悠酱：" or, imitating how her lines read in the context, "悠酱（10:05）："
-        text = re.sub(rf"^\s*{re.escape(name)}\s*(?:[（(][^）)\n]{{0,20}}[）)])?\s*[:：]\s*", "", text)
+        text = re.sub(
+            rf"^\s*{re.escape(name)}\s*(?:[（(][^）)\n]{{0,20}}[）)])?\s*[:：]\s*", "", text
+        )
     text = _BLANKS.sub("\n", text).strip()
     if len(text) > max_chars:
         head = text[:max_chars]
@@ -170,7 +180,7 @@ def split_lines(text: str, *, max_lines: int, short: int = 24) -> list[str]:
         else:
             merged.append(part)
     if len(merged) > max_lines:
-        merged = [*merged[: max_lines - 1], "".join(merged[max_lines - 1:])]
+        merged = [*merged[: max_lines - 1], "".join(merged[max_lines - 1 :])]
     return merged
 
 
@@ -181,4 +191,6 @@ def leaks(text: str, secret: str, *, window: int = 20) -> bool:
     if len(squeezed) < window:
         return False
     haystack = re.sub(r"\s+", "", secret)
-    return any(squeezed[i:i + window] in haystack for i in range(0, len(squeezed) - window + 1, 4))
+    return any(
+        squeezed[i : i + window] in haystack for i in range(0, len(squeezed) - window + 1, 4)
+    )

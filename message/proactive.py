@@ -144,8 +144,10 @@ class SharedEvent:
 
 
 def _text(fields: dict[Any, Any]) -> dict[str, str]:
-    return {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in fields.items()}
+    return {
+        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+        for k, v in fields.items()
+    }
 
 
 def _aware(value: Any) -> datetime | None:
@@ -161,10 +163,23 @@ class ProactiveService:
     """Turns her shareable life events into at most a few well-timed posts per group."""
 
     def __init__(
-        self, *, cfg: ProactiveConfig, character_id: str, card: CharacterCard, redis: Any, keys: Keys,
-        history: HistoryStore, clock: Clock, chat_model: ChatModel | None, memory: MemoryService | None,
-        sender: Sender, group_context: GroupContext, max_attempts: int = 3, block_ms: int = 1000,
-        batch: int = 20, output: OutputFilter | None = None,
+        self,
+        *,
+        cfg: ProactiveConfig,
+        character_id: str,
+        card: CharacterCard,
+        redis: Any,
+        keys: Keys,
+        history: HistoryStore,
+        clock: Clock,
+        chat_model: ChatModel | None,
+        memory: MemoryService | None,
+        sender: Sender,
+        group_context: GroupContext,
+        max_attempts: int = 3,
+        block_ms: int = 1000,
+        batch: int = 20,
+        output: OutputFilter | None = None,
     ) -> None:
         self.cfg = cfg
         self.character_id = character_id
@@ -222,7 +237,9 @@ class ProactiveService:
                 raise
             except Exception as exc:
                 self.failures += 1
-                log.warning("proactive posts: %s; retrying in %.0f s (the entry stays pending)", exc, pause)
+                log.warning(
+                    "proactive posts: %s; retrying in %.0f s (the entry stays pending)", exc, pause
+                )
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop_event.wait(), pause)
                 pause = min(pause * 2, 60.0)
@@ -230,12 +247,19 @@ class ProactiveService:
     async def run_once(self, *, block: bool = True) -> int:
         """Claim abandoned entries, handle pending ones, then new ones; returns how many were acked."""
         await self.ensure()
-        with contextlib.suppress(Exception):  # XAUTOCLAIM needs Redis 6.2; pending re-reads still work
-            await self.redis.xautoclaim(self.stream, self.group, CONSUMER, CLAIM_IDLE_MS, "0-0", count=self.batch)
+        with contextlib.suppress(
+            Exception
+        ):  # XAUTOCLAIM needs Redis 6.2; pending re-reads still work
+            await self.redis.xautoclaim(
+                self.stream, self.group, CONSUMER, CLAIM_IDLE_MS, "0-0", count=self.batch
+            )
         acked = 0
         for start in ("0", ">"):
             answer = await self.redis.xreadgroup(
-                self.group, CONSUMER, {self.stream: start}, count=self.batch,
+                self.group,
+                CONSUMER,
+                {self.stream: start},
+                count=self.batch,
                 block=self.block_ms if (block and start == ">") else None,
             )
             for _stream, entries in answer or []:
@@ -256,15 +280,29 @@ class ProactiveService:
             tries = self._attempts[entry_id] = self._attempts.get(entry_id, 0) + 1
             if tries < MAX_HANDLE_ATTEMPTS:
                 raise
-            log.exception("proactive posts: event %s failed %d times; recorded as failed", entry_id, tries)
-            await self._record_failed_event(entry_id, fields, f"处理这条事件一直出错：{type(exc).__name__}: {exc}")
+            log.exception(
+                "proactive posts: event %s failed %d times; recorded as failed", entry_id, tries
+            )
+            await self._record_failed_event(
+                entry_id, fields, f"处理这条事件一直出错：{type(exc).__name__}: {exc}"
+            )
 
-    async def _record_failed_event(self, entry_id: str, fields: dict[str, str], reason: str) -> None:
+    async def _record_failed_event(
+        self, entry_id: str, fields: dict[str, str], reason: str
+    ) -> None:
         now = self.clock.now()
         for group_id in await self.target_groups():
-            doc = {"_id": record_id(entry_id, group_id), "character_id": self.character_id, "group_id": group_id,
-                   "status": "failed", "time": now, "event_id": entry_id, "code": "error", "reason": reason,
-                   "event": fields}
+            doc = {
+                "_id": record_id(entry_id, group_id),
+                "character_id": self.character_id,
+                "group_id": group_id,
+                "status": "failed",
+                "time": now,
+                "event_id": entry_id,
+                "code": "error",
+                "reason": reason,
+                "event": fields,
+            }
             await self.history.insert_new(OUTBOX.name, doc)
 
     # -- one event ----------------------------------------------------------------------------
@@ -276,7 +314,10 @@ class ProactiveService:
         """
         await self.ensure()
         fields = _text(fields)
-        if fields.get("type") != "action_completed" or fields.get("character_id") != self.character_id:
+        if (
+            fields.get("type") != "action_completed"
+            or fields.get("character_id") != self.character_id
+        ):
             return []
         try:
             data = json.loads(fields.get("data") or "{}")
@@ -285,8 +326,10 @@ class ProactiveService:
             return []
         if not data.get("share"):
             return []
-        await self.redis.set(self.keys.proactive_latest(self.character_id),
-                             json.dumps({"event_id": event_id, "fields": fields}, ensure_ascii=False))
+        await self.redis.set(
+            self.keys.proactive_latest(self.character_id),
+            json.dumps({"event_id": event_id, "fields": fields}, ensure_ascii=False),
+        )
         event = await self._event(event_id, fields, data)
         records = []
         async with self._lock:
@@ -294,12 +337,18 @@ class ProactiveService:
                 records.append(await self._decide_group(event, group_id))
         return records
 
-    async def _event(self, event_id: str, fields: dict[str, str], data: dict[str, Any]) -> SharedEvent:
+    async def _event(
+        self, event_id: str, fields: dict[str, str], data: dict[str, Any]
+    ) -> SharedEvent:
         when = _aware(fields.get("time")) or self.clock.now()
         base = SharedEvent(
-            event_id=event_id, time=when, episode_id=str(data.get("episode_id") or ""),
-            action=str(data.get("action") or ""), name=str(data.get("name") or ""),
-            summary=str(data.get("summary") or ""), share=bool(data.get("share")),
+            event_id=event_id,
+            time=when,
+            episode_id=str(data.get("episode_id") or ""),
+            action=str(data.get("action") or ""),
+            name=str(data.get("name") or ""),
+            summary=str(data.get("summary") or ""),
+            share=bool(data.get("share")),
         )
         episode = await self.episodes.get(base.episode_id) if base.episode_id else None
         if episode is None:  # not flushed to history yet: the event alone is enough to write from
@@ -307,31 +356,57 @@ class ProactiveService:
         d = episode.data
         intent = d.get("share_intent") or {}
         return SharedEvent(
-            **{**base.__dict__, "place": str(d.get("place") or ""), "result": str(d.get("result") or ""),
-               "reason": str(d.get("reason") or ""), "intent": str(intent.get("reason") or ""),
-               "start": episode.time, "end": episode.end_time, "stats_after": d.get("stats_after"),
-               "summary": episode.summary or base.summary},
+            **{
+                **base.__dict__,
+                "place": str(d.get("place") or ""),
+                "result": str(d.get("result") or ""),
+                "reason": str(d.get("reason") or ""),
+                "intent": str(intent.get("reason") or ""),
+                "start": episode.time,
+                "end": episode.end_time,
+                "stats_after": d.get("stats_after"),
+                "summary": episode.summary or base.summary,
+            },
         )
 
-    async def _decide_group(self, event: SharedEvent, group_id: int, *, forced: bool = False) -> dict[str, Any]:
+    async def _decide_group(
+        self, event: SharedEvent, group_id: int, *, forced: bool = False
+    ) -> dict[str, Any]:
         rid = record_id(event.event_id, group_id)
         if forced:
             rid = f"{rid}_forced_{int(self.clock.now().timestamp())}"
         existing = await self.history.get(OUTBOX.name, rid)
         if existing is not None:
-            if existing["status"] == "sending":  # crashed between 'sending' and 'sent': never re-send
-                existing.update(status="uncertain", reason="发送时进程中断，不确定是否已发出；不会重发")
+            if (
+                existing["status"] == "sending"
+            ):  # crashed between 'sending' and 'sent': never re-send
+                existing.update(
+                    status="uncertain", reason="发送时进程中断，不确定是否已发出；不会重发"
+                )
                 await self.history.put(OUTBOX.name, existing)
             return existing
         now = self.clock.now()
         settings = self.settings(group_id)
         situation, recent = await self._situation(group_id, settings, event, now)
-        verdict = check_policy(situation, settings, forced=forced,
-                               max_event_age=timedelta(minutes=self.cfg.max_event_age_minutes))
+        verdict = check_policy(
+            situation,
+            settings,
+            forced=forced,
+            max_event_age=timedelta(minutes=self.cfg.max_event_age_minutes),
+        )
         doc: dict[str, Any] = {
-            "_id": rid, "character_id": self.character_id, "group_id": group_id, "time": now,
-            "event_id": event.event_id, "episode_id": event.episode_id, "action": event.action,
-            "summary": event.summary, "forced": forced, "message": "", "llm": None, "reply": None,
+            "_id": rid,
+            "character_id": self.character_id,
+            "group_id": group_id,
+            "time": now,
+            "event_id": event.event_id,
+            "episode_id": event.episode_id,
+            "action": event.action,
+            "summary": event.summary,
+            "forced": forced,
+            "message": "",
+            "llm": None,
+            "reply": None,
         }
         if not verdict.allowed:
             return await self._write(doc, "skipped", verdict.code, verdict.reason)
@@ -356,26 +431,41 @@ class ProactiveService:
         log.info("%s 主动在群 %s 分享「%s」：%s", self.character_id, group_id, event.name, text)
         return record
 
-    async def _write(self, doc: dict[str, Any], status: str, code: str, reason: str) -> dict[str, Any]:
+    async def _write(
+        self, doc: dict[str, Any], status: str, code: str, reason: str
+    ) -> dict[str, Any]:
         doc.update(status=status, code=code, reason=reason)
         await self.history.put(OUTBOX.name, doc)
         return dict(doc)
 
-    async def _remember(self, event: SharedEvent, group_id: int, text: str, rid: str, now: datetime) -> None:
+    async def _remember(
+        self, event: SharedEvent, group_id: int, text: str, rid: str, now: datetime
+    ) -> None:
         """Continuity: the post enters the group's session and her memory (failures only logged)."""
         try:
             await self.group_context.record_bot_post(group_id, text, source="proactive")
         except Exception as exc:
-            log.warning("proactive post to %s sent but not recorded in the session: %s", group_id, exc)
+            log.warning(
+                "proactive post to %s sent but not recorded in the session: %s", group_id, exc
+            )
         if self.memory is None:
             return
         try:
-            await self.memory.semantic.remember([NewMemory(
-                kind="chat", character_id=self.character_id, time=now, key=rid, ref=rid,
-                text=f"我在群里主动说起{event.name}：{text}（那件事：{event.summary}）",
-                group_id=memory_group_id(group_id), importance=0.5,
-                extra={"source": "proactive", "episode_id": event.episode_id},
-            )])
+            await self.memory.semantic.remember(
+                [
+                    NewMemory(
+                        kind="chat",
+                        character_id=self.character_id,
+                        time=now,
+                        key=rid,
+                        ref=rid,
+                        text=f"我在群里主动说起{event.name}：{text}（那件事：{event.summary}）",
+                        group_id=memory_group_id(group_id),
+                        importance=0.5,
+                        extra={"source": "proactive", "episode_id": event.episode_id},
+                    )
+                ]
+            )
         except Exception as exc:
             log.warning("proactive post to %s sent but not stored in memory: %s", group_id, exc)
 
@@ -392,7 +482,9 @@ class ProactiveService:
         return sorted({*(int(g) for g in self.cfg.groups), *extra})
 
     async def is_enabled(self, group_id: int) -> bool:
-        switch = await self.redis.hget(self.keys.proactive_switches(self.character_id), str(group_id))
+        switch = await self.redis.hget(
+            self.keys.proactive_switches(self.character_id), str(group_id)
+        )
         if switch is not None:
             return _text({"v": switch})["v"] == "1"
         settings = self.cfg.group(group_id)
@@ -400,11 +492,18 @@ class ProactiveService:
 
     async def _mark_unreachable(self, group_id: int, reason: str, now: datetime) -> None:
         key = self.keys.proactive_unreachable(self.character_id)
-        first = await self.redis.hsetnx(key, str(group_id), json.dumps({"reason": reason, "at": now.isoformat()},
-                                                                        ensure_ascii=False))
+        first = await self.redis.hsetnx(
+            key,
+            str(group_id),
+            json.dumps({"reason": reason, "at": now.isoformat()}, ensure_ascii=False),
+        )
         if first:  # reported once; later events skip the group until it is reachable again
-            log.warning("proactive posts: cannot send to group %s (%s); skipping it until someone speaks "
-                        "there again or an admin switches it on", group_id, reason)
+            log.warning(
+                "proactive posts: cannot send to group %s (%s); skipping it until someone speaks "
+                "there again or an admin switches it on",
+                group_id,
+                reason,
+            )
 
     async def _unreachable(self, group_id: int, last_human: datetime | None) -> bool:
         key = self.keys.proactive_unreachable(self.character_id)
@@ -419,31 +518,47 @@ class ProactiveService:
 
     async def _asleep(self) -> bool:
         state = await self.states.load_character(self.character_id)
-        return bool(state and (state.asleep or (state.running and state.running.action_id == "sleep")))
+        return bool(
+            state and (state.asleep or (state.running and state.running.action_id == "sleep"))
+        )
 
     async def recent_posts(self, group_id: int, limit: int = 10) -> list[dict[str, Any]]:
         """Her latest posts in the group, newest first."""
         return await self.history.find(
-            OUTBOX.name, eq={"character_id": self.character_id, "group_id": group_id, "status": list(POSTED)},
-            sort="time", descending=True, limit=limit,
+            OUTBOX.name,
+            eq={"character_id": self.character_id, "group_id": group_id, "status": list(POSTED)},
+            sort="time",
+            descending=True,
+            limit=limit,
         )
 
     async def records(self, group_id: int, limit: int = 20) -> list[dict[str, Any]]:
         """The group's latest outbox records (every decision), newest first."""
-        return await self.history.find(OUTBOX.name, eq={"character_id": self.character_id, "group_id": group_id},
-                                       sort="time", descending=True, limit=limit)
+        return await self.history.find(
+            OUTBOX.name,
+            eq={"character_id": self.character_id, "group_id": group_id},
+            sort="time",
+            descending=True,
+            limit=limit,
+        )
 
     async def _situation(
-        self, group_id: int, settings: ProactiveGroup, event: SharedEvent, now: datetime,
+        self,
+        group_id: int,
+        settings: ProactiveGroup,
+        event: SharedEvent,
+        now: datetime,
     ) -> tuple[GroupSituation, list[dict[str, Any]]]:
         last_human = _aware(await self.group_context.last_human_message_at(group_id))
         recent = await self.group_context.recent_messages(
-            group_id, max(settings.recent_messages, settings.active_messages, RECENT_FOR_REPLIES))
+            group_id, max(settings.recent_messages, settings.active_messages, RECENT_FOR_REPLIES)
+        )
         recent = [{**m, "time": _aware(m.get("time")) or now} for m in recent]
         posts = await self._settle_replies(group_id, settings, last_human, recent)
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
         posts_today = await self.history.count(
-            OUTBOX.name, eq={"character_id": self.character_id, "group_id": group_id, "status": list(POSTED)},
+            OUTBOX.name,
+            eq={"character_id": self.character_id, "group_id": group_id, "status": list(POSTED)},
             ranges={"time": (midnight, None)},
         )
         last = posts[0] if posts else None
@@ -461,24 +576,37 @@ class ProactiveService:
             event_age=max(timedelta(0), now - event.time),
             posts_today=posts_today,
             last_post_at=_aware(last["time"]) if last else None,
-            last_post_answered=bool(last is None or (last_human is not None and last_human > _aware(last["time"]))),
+            last_post_answered=bool(
+                last is None or (last_human is not None and last_human > _aware(last["time"]))
+            ),
             ignored_streak=streak,
             recent_human_times=tuple(m["time"] for m in recent if not m.get("from_bot")),
         )
-        return situation, recent[-settings.recent_messages:] if settings.recent_messages else []
+        return situation, recent[-settings.recent_messages :] if settings.recent_messages else []
 
     async def _settle_replies(
-        self, group_id: int, settings: ProactiveGroup, last_human: datetime | None, recent: list[dict[str, Any]],
+        self,
+        group_id: int,
+        settings: ProactiveGroup,
+        last_human: datetime | None,
+        recent: list[dict[str, Any]],
     ) -> list[dict[str, Any]]:
         """Her latest posts, newest first, each answered one marked with when the first reply came."""
         posts = await self.recent_posts(group_id)
         window = timedelta(minutes=settings.reply_window_minutes)
         for post in posts:
             posted_at = _aware(post["time"])
-            if post.get("reply") or posted_at is None or last_human is None or last_human <= posted_at:
+            if (
+                post.get("reply")
+                or posted_at is None
+                or last_human is None
+                or last_human <= posted_at
+            ):
                 continue
-            first = min((m["time"] for m in recent if not m.get("from_bot") and m["time"] > posted_at),
-                        default=last_human)
+            first = min(
+                (m["time"] for m in recent if not m.get("from_bot") and m["time"] > posted_at),
+                default=last_human,
+            )
             post["reply"] = {"first_at": first, "within_window": first - posted_at <= window}
             await self.history.put(OUTBOX.name, post)
         return posts
@@ -486,50 +614,93 @@ class ProactiveService:
     # -- the model --------------------------------------------------------------------------------
 
     def render_prompt(
-        self, event: SharedEvent, group_id: int, settings: ProactiveGroup, *, recent: Sequence[dict[str, Any]],
-        own_posts: Sequence[dict[str, Any]], memories: str, world: Any, now: datetime, forced: bool,
+        self,
+        event: SharedEvent,
+        group_id: int,
+        settings: ProactiveGroup,
+        *,
+        recent: Sequence[dict[str, Any]],
+        own_posts: Sequence[dict[str, Any]],
+        memories: str,
+        world: Any,
+        now: datetime,
+        forced: bool,
     ) -> list[dict[str, str]]:
         label = settings.label or f"群 {group_id}"
         system = PROMPTS.get_template("proactive_system.md.j2").render(
-            card=self.card, group_label=label, max_chars=self.cfg.max_message_chars)
+            card=self.card, group_label=label, max_chars=self.cfg.max_message_chars
+        )
         weather = world.weather if world is not None else None
         stats = event.stats_after or {}
-        state = "、".join(f"{label} {stats[k]}" for k, label in STAT_LABELS.items() if k in stats) or "（未知）"
+        state = (
+            "、".join(f"{label} {stats[k]}" for k, label in STAT_LABELS.items() if k in stats)
+            or "（未知）"
+        )
         humans = [m["time"] for m in recent if not m.get("from_bot")]
-        quiet = (f"群里最后一条别人的消息在 {_ago(now - max(humans))}前。" if humans
-                 else "群里最近没有别人说话。")
+        quiet = (
+            f"群里最后一条别人的消息在 {_ago(now - max(humans))}前。"
+            if humans
+            else "群里最近没有别人说话。"
+        )
         tz = now.tzinfo
         user = PROMPTS.get_template("proactive_user.md.j2").render(
-            now=now, calendar=world.calendar if world is not None else None,
+            now=now,
+            calendar=world.calendar if world is not None else None,
             weather=f"{weather.type} / {weather.temperature}" if weather else "未知",
-            event={**event.__dict__, "start": event.start.astimezone(tz) if event.start else None,
-                   "end": event.end.astimezone(tz) if event.end else None,
-                   "place": HAURA.place_name(event.place) if event.place else "（未记录）"},
-            state=state, group_label=label,
+            event={
+                **event.__dict__,
+                "start": event.start.astimezone(tz) if event.start else None,
+                "end": event.end.astimezone(tz) if event.end else None,
+                "place": HAURA.place_name(event.place) if event.place else "（未记录）",
+            },
+            state=state,
+            group_label=label,
             recent=[{**m, "time": m["time"].astimezone(tz)} for m in recent],
             quiet=quiet,
-            own_posts=[{"time": _aware(p["time"]).astimezone(tz), "message": p.get("message", "")}  # type: ignore[union-attr]
-                       for p in own_posts],
-            memories=memories, forced=forced,
+            own_posts=[
+                {"time": _aware(p["time"]).astimezone(tz), "message": p.get("message", "")}  # type: ignore[union-attr]
+                for p in own_posts
+            ],
+            memories=memories,
+            forced=forced,
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     async def _ask(
-        self, event: SharedEvent, group_id: int, settings: ProactiveGroup, recent: list[dict[str, Any]],
-        now: datetime, *, forced: bool,
+        self,
+        event: SharedEvent,
+        group_id: int,
+        settings: ProactiveGroup,
+        recent: list[dict[str, Any]],
+        now: datetime,
+        *,
+        forced: bool,
     ) -> ProactiveAnswer:
         if self.chat_model is None:
             raise _NoAnswer("no_llm", "没有配置 LLM，不写主动消息")
-        own_posts = (await self.recent_posts(group_id, OWN_POSTS_SHOWN))
+        own_posts = await self.recent_posts(group_id, OWN_POSTS_SHOWN)
         memories = ""
         if self.memory is not None and self.cfg.recall_limit:
             found = await self.memory.memory_search(
-                event.summary or event.name, now=now, group_id=memory_group_id(group_id),
-                limit=self.cfg.recall_limit, token_budget=300)
+                event.summary or event.name,
+                now=now,
+                group_id=memory_group_id(group_id),
+                limit=self.cfg.recall_limit,
+                token_budget=300,
+            )
             memories = render_memories(found, now.tzinfo) if found else ""
         world = await self.states.load_world()
-        messages = self.render_prompt(event, group_id, settings, recent=recent, own_posts=own_posts,
-                                      memories=memories, world=world, now=now, forced=forced)
+        messages = self.render_prompt(
+            event,
+            group_id,
+            settings,
+            recent=recent,
+            own_posts=own_posts,
+            memories=memories,
+            world=world,
+            now=now,
+            forced=forced,
+        )
         said = {p.get("message", "").strip() for p in own_posts if p.get("message")}
         limit = self.cfg.max_message_chars
 
@@ -545,18 +716,32 @@ class ProactiveService:
                 message = filtered.text
                 answer = answer.model_copy(update={"message": message})
             if forced and not answer.shouldSend:
-                raise RetryWithFeedback("管理员要求现在发一条：shouldSend 必须为 true，并写好 message。")
+                raise RetryWithFeedback(
+                    "管理员要求现在发一条：shouldSend 必须为 true，并写好 message。"
+                )
             if answer.shouldSend and not message:
-                raise RetryWithFeedback("shouldSend 为 true 时 message 不能为空；不想发就把 shouldSend 改成 false。")
+                raise RetryWithFeedback(
+                    "shouldSend 为 true 时 message 不能为空；不想发就把 shouldSend 改成 false。"
+                )
             if answer.shouldSend and len(message) > limit:
-                raise RetryWithFeedback(f"message 有 {len(message)} 个字，超过了 {limit} 个字，请缩短。")
+                raise RetryWithFeedback(
+                    f"message 有 {len(message)} 个字，超过了 {limit} 个字，请缩短。"
+                )
             if answer.shouldSend and message in said:
-                raise RetryWithFeedback("这句话你之前在这个群里已经说过了：换个说法，或者 shouldSend 填 false。")
+                raise RetryWithFeedback(
+                    "这句话你之前在这个群里已经说过了：换个说法，或者 shouldSend 填 false。"
+                )
             return answer
 
         try:
-            outcome = await ask_structured(self.chat_model, messages, parse, json_schema=ANSWER_SCHEMA,
-                                           max_attempts=self.max_attempts, purpose="proactive")
+            outcome = await ask_structured(
+                self.chat_model,
+                messages,
+                parse,
+                json_schema=ANSWER_SCHEMA,
+                max_attempts=self.max_attempts,
+                purpose="proactive",
+            )
         except StructuredOutputFailed as exc:
             raise _NoAnswer("llm_invalid", f"模型没有给出可用的回答：{exc.last_error}") from exc
         except LLMError as exc:
@@ -582,23 +767,45 @@ class ProactiveService:
         event = await self._latest()
         base: dict[str, Any] = {"group_id": group_id, "enabled": await self.is_enabled(group_id)}
         if event is None:
-            return {**base, "event": None, "policy": None, "answer": None, "would_send": False,
-                    "reason": "还没有可以分享的事"}
+            return {
+                **base,
+                "event": None,
+                "policy": None,
+                "answer": None,
+                "would_send": False,
+                "reason": "还没有可以分享的事",
+            }
         now = self.clock.now()
         settings = self.settings(group_id)
         situation, recent = await self._situation(group_id, settings, event, now)
-        verdict = check_policy(situation, settings, max_event_age=timedelta(minutes=self.cfg.max_event_age_minutes))
-        out = {**base, "event": {"event_id": event.event_id, "name": event.name, "summary": event.summary,
-                                 "time": event.time.isoformat()},
-               "policy": _verdict(verdict), "posts_today": situation.posts_today,
-               "already_decided": await self.history.get(OUTBOX.name, record_id(event.event_id, group_id))}
+        verdict = check_policy(
+            situation, settings, max_event_age=timedelta(minutes=self.cfg.max_event_age_minutes)
+        )
+        out = {
+            **base,
+            "event": {
+                "event_id": event.event_id,
+                "name": event.name,
+                "summary": event.summary,
+                "time": event.time.isoformat(),
+            },
+            "policy": _verdict(verdict),
+            "posts_today": situation.posts_today,
+            "already_decided": await self.history.get(
+                OUTBOX.name, record_id(event.event_id, group_id)
+            ),
+        }
         try:
             answer = await self._ask(event, group_id, settings, recent, now, forced=False)
         except _NoAnswer as exc:
             return {**out, "answer": None, "would_send": False, "reason": exc.reason}
         would = verdict.allowed and answer.shouldSend and out["already_decided"] is None
-        return {**out, "answer": answer.model_dump(), "would_send": would,
-                "reason": answer.reason if verdict.allowed else verdict.reason}
+        return {
+            **out,
+            "answer": answer.model_dump(),
+            "would_send": would,
+            "reason": answer.reason if verdict.allowed else verdict.reason,
+        }
 
     async def force(self, group_id: int) -> dict[str, Any]:
         """Post the latest shareable event in the group now, past caps, intervals and quiet hours
@@ -606,7 +813,12 @@ class ProactiveService:
         await self.ensure()
         event = await self._latest()
         if event is None:
-            return {"group_id": group_id, "status": "skipped", "code": "no_event", "reason": "还没有可以分享的事"}
+            return {
+                "group_id": group_id,
+                "status": "skipped",
+                "code": "no_event",
+                "reason": "还没有可以分享的事",
+            }
         async with self._lock:
             return await self._decide_group(event, group_id, forced=True)
 
@@ -615,7 +827,9 @@ class ProactiveService:
 
         Switching on also forgets an earlier send failure, so the group is tried again.
         """
-        await self.redis.hset(self.keys.proactive_switches(self.character_id), str(group_id), "1" if enabled else "0")
+        await self.redis.hset(
+            self.keys.proactive_switches(self.character_id), str(group_id), "1" if enabled else "0"
+        )
         if enabled:
             await self.redis.hdel(self.keys.proactive_unreachable(self.character_id), str(group_id))
 

@@ -95,7 +95,11 @@ def check_policy(
     if in_quiet_hours(settings, s.now):
         return Verdict(False, "quiet_hours", f"免打扰时段 {settings.quiet_hours}")
     if s.posts_today >= settings.daily_cap:
-        return Verdict(False, "daily_cap", f"今天已经在这个群主动说了 {s.posts_today} 次（上限 {settings.daily_cap}）")
+        return Verdict(
+            False,
+            "daily_cap",
+            f"今天已经在这个群主动说了 {s.posts_today} 次（上限 {settings.daily_cap}）",
+        )
     if s.last_post_at is not None:
         if not s.last_post_answered:
             return Verdict(False, "unanswered", "上一条主动消息还没有人回应")
@@ -104,12 +108,21 @@ def check_policy(
         if gap < wait:
             left = int((wait - gap).total_seconds() // 60) + 1
             if s.ignored_streak > 0:
-                return Verdict(False, "backoff", f"最近 {s.ignored_streak} 条主动消息没人及时回应，"
-                                                  f"间隔放宽到 {wait}，还要等 {left} 分钟")
-            return Verdict(False, "min_interval", f"离上一条主动消息不到 {wait}，还要等 {left} 分钟")
+                return Verdict(
+                    False,
+                    "backoff",
+                    f"最近 {s.ignored_streak} 条主动消息没人及时回应，"
+                    f"间隔放宽到 {wait}，还要等 {left} 分钟",
+                )
+            return Verdict(
+                False, "min_interval", f"离上一条主动消息不到 {wait}，还要等 {left} 分钟"
+            )
     window_start = s.now - timedelta(minutes=settings.active_window_minutes)
     active = sum(1 for t in s.recent_human_times if t >= window_start)
     if active >= settings.active_messages:
-        return Verdict(False, "active_conversation",
-                       f"群里最近 {settings.active_window_minutes} 分钟有 {active} 条消息，正在聊天，不插话")
+        return Verdict(
+            False,
+            "active_conversation",
+            f"群里最近 {settings.active_window_minutes} 分钟有 {active} 条消息，正在聊天，不插话",
+        )
     return OK

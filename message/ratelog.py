@@ -11,8 +11,14 @@ class RateLimitedLog:
     """One line per event, at most ``burst`` lines per ``window`` seconds. Events past the burst
     are counted, and the next line that gets through says how many were left out."""
 
-    def __init__(self, logger: logging.Logger, *, burst: int = 10, window: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        burst: int = 10,
+        window: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.logger = logger
         self.burst = burst
         self.window = window

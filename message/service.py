@@ -67,11 +67,25 @@ class Outcome:
 
 class ChatService:
     def __init__(
-        self, *, cfg: Any, card: CharacterCard, redis: Redis, keys: Keys, clock: Any,
-        model: ToolChatModel | None = None, history: HistoryStore | None = None, memory: Any = None,
-        world: Any = None, outlet: Outlet | None = None, api: Api | None = None, self_id: int | None = None,
-        lexicon: ClaimLexicon | None = None, sink: Sink | None = None, tools: Iterable[Tool] | None = None,
-        proactive: Any = None, redis_for_commands: Redis | None = None,
+        self,
+        *,
+        cfg: Any,
+        card: CharacterCard,
+        redis: Redis,
+        keys: Keys,
+        clock: Any,
+        model: ToolChatModel | None = None,
+        history: HistoryStore | None = None,
+        memory: Any = None,
+        world: Any = None,
+        outlet: Outlet | None = None,
+        api: Api | None = None,
+        self_id: int | None = None,
+        lexicon: ClaimLexicon | None = None,
+        sink: Sink | None = None,
+        tools: Iterable[Tool] | None = None,
+        proactive: Any = None,
+        redis_for_commands: Redis | None = None,
     ) -> None:
         self.cfg = cfg
         """The `[chat]` section (`yuiju.config.ChatConfig`)."""
@@ -90,17 +104,41 @@ class ChatService:
         """A `message.proactive.ProactiveService` when configured (admin commands drive it)."""
         self.command_redis = redis_for_commands or redis
         self.sessions = SessionStore(redis, keys, card.id)
-        self.registry = ToolRegistry(builtin_tools(files=cfg.file_folder is not None) if tools is None else tools)
+        self.registry = ToolRegistry(
+            builtin_tools(files=cfg.file_folder is not None) if tools is None else tools
+        )
         self.authorizer = AdminAuthorizer(frozenset(cfg.admins))
-        self.context = ChatContext(cfg=cfg, card=card, clock=clock, sessions=self.sessions, registry=self.registry,
-                                   mode=MODES[cfg.mode], is_admin=self.is_admin, world=world, memory=memory, model=model)
+        self.context = ChatContext(
+            cfg=cfg,
+            card=card,
+            clock=clock,
+            sessions=self.sessions,
+            registry=self.registry,
+            mode=MODES[cfg.mode],
+            is_admin=self.is_admin,
+            world=world,
+            memory=memory,
+            model=model,
+        )
         """What the model reads for a turn: prompt, situation, recall, summary, context items."""
-        self.recorder = Recorder(cfg=cfg, card=card, clock=clock, sessions=self.sessions,
-                                 render=self.context.render_entry, history=history, memory=memory, model=model)
+        self.recorder = Recorder(
+            cfg=cfg,
+            card=card,
+            clock=clock,
+            sessions=self.sessions,
+            render=self.context.render_entry,
+            history=history,
+            memory=memory,
+            model=model,
+        )
         """Every message seen or sent: session, message log, conversation windows into memory."""
         self.recorder.self_id = self_id
-        self.output = OutputFilter(name=card.name, max_chars=cfg.max_reply_chars, max_lines=cfg.max_lines,
-                                   secret=lambda: SECURITY + "\n" + self.context.stable_prompt())
+        self.output = OutputFilter(
+            name=card.name,
+            max_chars=cfg.max_reply_chars,
+            max_lines=cfg.max_lines,
+            secret=lambda: SECURITY + "\n" + self.context.stable_prompt(),
+        )
         """Between the model's text and what is sent (shared with proactive posts)."""
         self.grounding = GroundingCheck(lexicon, memory, clock)
         """Her claims about today against today's episodes."""
@@ -159,7 +197,9 @@ class ChatService:
             entry = entry.model_copy(update={"from_bot": True})
         entry = self._in_world_time(entry)
         if len(entry.text) > self.cfg.max_input_chars:
-            entry = entry.model_copy(update={"text": entry.text[: self.cfg.max_input_chars] + "…", "truncated": True})
+            entry = entry.model_copy(
+                update={"text": entry.text[: self.cfg.max_input_chars] + "…", "truncated": True}
+            )
         command = self._admin_command(entry)
         if command is not None:
             from yuiju.message.admin import run_admin
@@ -228,7 +268,9 @@ class ChatService:
 
         async def emit(kind: str, text: str) -> list[str] | None:
             if kind in ("reply", "tool_reply"):
-                lines = await self._send_lines(entry, text, token=token, source="reply", context=kind == "tool_reply")
+                lines = await self._send_lines(
+                    entry, text, token=token, source="reply", context=kind == "tool_reply"
+                )
                 sent.extend(lines)
                 return lines
             await self._debug(kind, sid, text)
@@ -236,10 +278,21 @@ class ChatService:
 
         try:
             messages = await self.context.messages(entry, char, asleep=asleep)
-            agent = Agent(self.model, self.registry, self.authorizer, mode=self.context.mode,  # type: ignore[arg-type]
-                          max_steps=self.cfg.max_steps)
-            ctx = ToolContext(user_id=entry.user_id, session_id=sid, scene=entry.scene, group_id=entry.group_id,
-                              is_admin=self.is_admin(entry.user_id), service=self)
+            agent = Agent(
+                self.model,
+                self.registry,
+                self.authorizer,
+                mode=self.context.mode,  # type: ignore[arg-type]
+                max_steps=self.cfg.max_steps,
+            )
+            ctx = ToolContext(
+                user_id=entry.user_id,
+                session_id=sid,
+                scene=entry.scene,
+                group_id=entry.group_id,
+                is_admin=self.is_admin(entry.user_id),
+                service=self,
+            )
             result = await agent.run(messages, ctx, emit, review=self._reviewer(entry, char))
         except Stale:
             return Outcome(False, "superseded by a newer message", sent)
@@ -249,7 +302,9 @@ class ChatService:
                 return Outcome(False, "model failing (silent)")
             self._failed.add(sid)
             try:
-                lines = await self._send_lines(entry, self.cfg.failure_line, token=token, source="failure", context=False)
+                lines = await self._send_lines(
+                    entry, self.cfg.failure_line, token=token, source="failure", context=False
+                )
             except Stale:
                 lines = []
             return Outcome(bool(lines), "model failed", lines)
@@ -298,7 +353,9 @@ class ChatService:
         if token is not None and self._latest.get(sid) != token:
             raise Stale(sid)
 
-    async def _send_lines(self, entry: Entry, text: str, *, token: str | None, source: str, context: bool) -> list[str]:
+    async def _send_lines(
+        self, entry: Entry, text: str, *, token: str | None, source: str, context: bool
+    ) -> list[str]:
         """Send ``text`` as natural lines; the lines sent (each recorded as sent), stopping at the
         first that cannot be delivered."""
         sid = entry.session_id
@@ -308,13 +365,21 @@ class ChatService:
                 await self.pause_between(line)
             self._check_current(sid, token)
             try:
-                message_id = await self.outlet(entry.scene, entry.target, line) if self.outlet else None
+                message_id = (
+                    await self.outlet(entry.scene, entry.target, line) if self.outlet else None
+                )
             except Exception as exc:  # SendFailed, or the connection went away mid-reply
                 log.warning("could not send to %s: %s", sid, exc)
                 break
             sent.append(line)
-            await self.recorder.record_bot_message(entry.scene, entry.target, line, source=source,
-                                                   message_id=message_id, context=context)
+            await self.recorder.record_bot_message(
+                entry.scene,
+                entry.target,
+                line,
+                source=source,
+                message_id=message_id,
+                context=context,
+            )
         return sent
 
     async def _debug(self, kind: str, sid: str, text: str) -> None:

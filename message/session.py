@@ -154,7 +154,13 @@ class SessionStore:
         return sorted(await self.redis.smembers(self.keys.chat_sessions(self.character_id)))
 
     async def compact(
-        self, session_id: str, *, budget: int, keep: int, model: ChatModel | None, name: str,
+        self,
+        session_id: str,
+        *,
+        budget: int,
+        keep: int,
+        model: ChatModel | None,
+        name: str,
     ) -> bool:
         """Summarise the oldest context into the rolling summary when over ``budget`` tokens.
 
@@ -171,9 +177,13 @@ class SessionStore:
         old = items[:split]
         new_summary: str | None = None
         if model is not None:
-            prompt = SUMMARY_PROMPT.format(name=name, summary=summary or "无", transcript=transcript(old, name))
+            prompt = SUMMARY_PROMPT.format(
+                name=name, summary=summary or "无", transcript=transcript(old, name)
+            )
             try:
-                result = await model.complete([{"role": "user", "content": prompt}], temperature=0.0, purpose="summary")
+                result = await model.complete(
+                    [{"role": "user", "content": prompt}], temperature=0.0, purpose="summary"
+                )
                 new_summary = result.text.strip()[:600]
             except LLMError as exc:
                 log.warning("session %s: summary failed (%s)", session_id, exc)
@@ -199,11 +209,15 @@ class SessionStore:
             raw, _ = await pipe.execute()
         return entries(raw)
 
-    async def window_peek(self, session_id: str, count: int | None = None) -> tuple[list[Entry], int]:
+    async def window_peek(
+        self, session_id: str, count: int | None = None
+    ) -> tuple[list[Entry], int]:
         """The first ``count`` window messages (all when None), left in place, and how many stored
         items that was (what `window_drop` removes once they are archived; an item that no longer
         validates counts too)."""
-        raw = await self.redis.lrange(self._k("window", session_id), 0, -1 if count is None else count - 1)
+        raw = await self.redis.lrange(
+            self._k("window", session_id), 0, -1 if count is None else count - 1
+        )
         return entries(raw), len(raw)
 
     async def window_drop(self, session_id: str, count: int) -> None:

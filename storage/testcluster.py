@@ -171,8 +171,9 @@ def start_cluster(masters: int = 3, *, directory: Path | None = None) -> LocalCl
         if own_dir:
             shutil.rmtree(base, ignore_errors=True)
         raise
-    cluster = LocalCluster(ports=ports, directory=base, processes=processes, slot_ranges=ranges,
-                           owns_directory=own_dir)
+    cluster = LocalCluster(
+        ports=ports, directory=base, processes=processes, slot_ranges=ranges, owns_directory=own_dir
+    )
     atexit.register(cluster.stop)
     return cluster
 
@@ -187,16 +188,26 @@ def _start_node(base: Path, *, taken: Sequence[int]) -> tuple[int, subprocess.Po
         process = subprocess.Popen(
             [
                 str(binary),
-                "--port", str(port),
-                "--bind", HOST,
-                "--dir", str(base),
-                "--cluster-enabled", "yes",
-                "--cluster-config-file", f"nodes-{port}.conf",
-                "--cluster-node-timeout", "5000",
-                "--save", "",
-                "--appendonly", "no",
-                "--daemonize", "no",
-                "--logfile", str(log_file),
+                "--port",
+                str(port),
+                "--bind",
+                HOST,
+                "--dir",
+                str(base),
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                f"nodes-{port}.conf",
+                "--cluster-node-timeout",
+                "5000",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--logfile",
+                str(log_file),
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -262,7 +273,9 @@ def _assign_slots(clients: list[sync_redis.Redis]) -> list[tuple[int, int]]:
         first = i * REDIS_CLUSTER_HASH_SLOTS // n
         last = (i + 1) * REDIS_CLUSTER_HASH_SLOTS // n - 1
         for chunk in range(first, last + 1, _SLOT_CHUNK):
-            client.execute_command("CLUSTER ADDSLOTS", *range(chunk, min(chunk + _SLOT_CHUNK, last + 1)))
+            client.execute_command(
+                "CLUSTER ADDSLOTS", *range(chunk, min(chunk + _SLOT_CHUNK, last + 1))
+            )
         ranges.append((first, last))
     return ranges
 
@@ -277,8 +290,11 @@ def _wait_until_ok(clients: list[sync_redis.Redis], base: Path) -> None:
             for i in infos
         ):
             return
-        info = next(i for i in infos if i.get("cluster_state") != "ok" or
-                    i.get("cluster_known_nodes") != str(len(clients)))
+        info = next(
+            i
+            for i in infos
+            if i.get("cluster_state") != "ok" or i.get("cluster_known_nodes") != str(len(clients))
+        )
         time.sleep(0.02)
     raise StoreUnavailable(
         f"the local cluster in {base} did not reach cluster_state:ok in {_READY_TIMEOUT_S:.0f} s "
@@ -316,7 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     start = sub.add_parser("start", help="start the cluster and keep it running")
     start.add_argument("--masters", type=int, default=3, help="number of masters (default 3)")
-    start.add_argument("--dir", type=Path, default=None, help="node files and logs (default: a temp dir)")
+    start.add_argument(
+        "--dir", type=Path, default=None, help="node files and logs (default: a temp dir)"
+    )
     args = parser.parse_args(argv)
 
     stop = threading.Event()
@@ -329,7 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{args.masters} masters on ports {', '.join(map(str, cluster.ports))} "
             f"(pids {', '.join(map(str, cluster.pids))}), ready in "
             f"{time.perf_counter() - started:.1f} s; Ctrl-C or SIGTERM to pid {os.getpid()} stops them",
-            file=sys.stderr, flush=True,
+            file=sys.stderr,
+            flush=True,
         )
         stop.wait()
     return 0

@@ -84,8 +84,11 @@ async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
     ``REDIS_URL=redis+cluster://host:port`` runs the tests on a Redis Cluster client instead
     (``python -m storage.testcluster start`` prints such a URL).
     """
-    client: Any = (cluster_client(redis_url) if is_cluster_url(redis_url)
-                   else aioredis.Redis.from_url(redis_url, decode_responses=True))
+    client: Any = (
+        cluster_client(redis_url)
+        if is_cluster_url(redis_url)
+        else aioredis.Redis.from_url(redis_url, decode_responses=True)
+    )
     await client.flushdb()
     yield client
     await client.aclose()
@@ -108,7 +111,13 @@ async def redis_calls(redis: Any) -> Counter[str]:
     """How many times the server has run each command (``INFO commandstats``): what a piece of
     code sent, as the server saw it (the delta of two calls; ``info`` itself left out)."""
     stats = await redis.info("commandstats")
-    return Counter({name.removeprefix("cmdstat_"): v["calls"] for name, v in stats.items() if name != "cmdstat_info"})
+    return Counter(
+        {
+            name.removeprefix("cmdstat_"): v["calls"]
+            for name, v in stats.items()
+            if name != "cmdstat_info"
+        }
+    )
 
 
 # == end storage ==============================================================================
@@ -180,7 +189,12 @@ def make_world(now: datetime, *, seed: int = 0, **overrides: Any) -> WorldState:
     """A world advanced to ``now``: calendar, weather, opening hours and today's resources."""
     world = WorldState(time=now, last_advanced_at=now)
     ctx = TickContext(from_time=now, to_time=now, world=world, characters={}, town=HAURA, seed=seed)
-    for evolution in (advance_calendar, update_weather, update_opening_hours, refresh_daily_resources):
+    for evolution in (
+        advance_calendar,
+        update_weather,
+        update_opening_hours,
+        refresh_daily_resources,
+    ):
         evolution(ctx)
     return world.model_copy(update=overrides) if overrides else world
 
@@ -258,20 +272,44 @@ async def make_engine(
     stats = LoopStats(keep_timeline=True)
     loops = {
         cid: BehaviorLoop(
-            character_id=cid, store=store, catalogue=catalogue, policy=primary,
-            fallback=backup if backup is not primary else None, town=HAURA, seed=seed,
-            initial_state=state, stats=stats,
+            character_id=cid,
+            store=store,
+            catalogue=catalogue,
+            policy=primary,
+            fallback=backup if backup is not primary else None,
+            town=HAURA,
+            seed=seed,
+            initial_state=state,
+            stats=stats,
         )
         for cid, state in states.items()
     }
     ticker = WorldTicker(
-        store=store, evolutions=resolve_evolutions(list(DEFAULT_EVOLUTIONS)), town=HAURA,
-        seed=seed, character_ids=list(states),
+        store=store,
+        evolutions=resolve_evolutions(list(DEFAULT_EVOLUTIONS)),
+        town=HAURA,
+        seed=seed,
+        character_ids=list(states),
     )
-    engine = Engine(clock=clock, store=store, history=history, ticker=ticker,
-                    loops=list(loops.values()), tick_minutes=tick_minutes, lease_ttl_ms=lease_ttl_ms)
-    return EngineKit(clock=clock, keys=keys, store=store, ticker=ticker, loops=loops,
-                     engine=engine, stats=stats, history=history)
+    engine = Engine(
+        clock=clock,
+        store=store,
+        history=history,
+        ticker=ticker,
+        loops=list(loops.values()),
+        tick_minutes=tick_minutes,
+        lease_ttl_ms=lease_ttl_ms,
+    )
+    return EngineKit(
+        clock=clock,
+        keys=keys,
+        store=store,
+        ticker=ticker,
+        loops=loops,
+        engine=engine,
+        stats=stats,
+        history=history,
+    )
 
 
 @pytest.fixture

@@ -179,7 +179,9 @@ class OpenAIStub:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
-    def _completion(self, body: dict[str, Any], content: str, finish_reason: str = "stop") -> dict[str, Any]:
+    def _completion(
+        self, body: dict[str, Any], content: str, finish_reason: str = "stop"
+    ) -> dict[str, Any]:
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         prompt_tokens, completion_tokens = self.count_tokens(prompt), self.count_tokens(content)
         return {

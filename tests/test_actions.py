@@ -38,7 +38,9 @@ def test_every_action_is_described_in_chinese_at_a_real_place(action: Action) ->
 
 
 @pytest.mark.parametrize("action", [a for a in ACTIONS if a.asks_duration], ids=lambda a: a.id)
-def test_an_action_that_asks_a_duration_names_its_choices_in_its_description(action: Action) -> None:
+def test_an_action_that_asks_a_duration_names_its_choices_in_its_description(
+    action: Action,
+) -> None:
     tiers = "/".join(str(t) for t in action.duration.tiers)  # type: ignore[union-attr]
     assert f"[{tiers}分钟]" in action.description
 
@@ -93,14 +95,28 @@ def test_awake_never_offers_the_asleep_actions() -> None:
 @pytest.mark.parametrize(
     ("now", "character", "expected", "absent"),
     [
-        ("2026-09-01 07:00", {}, {"eat_breakfast", "go_to_school", "go_to_park", "idle"}, {"sleep"}),
+        (
+            "2026-09-01 07:00",
+            {},
+            {"eat_breakfast", "go_to_school", "go_to_park", "idle"},
+            {"sleep"},
+        ),
         ("2026-09-05 07:00", {}, {"eat_breakfast", "go_to_park"}, {"go_to_school"}),  # Saturday
         ("2026-09-01 09:00", {"location": "school"}, {"attend_class"}, {"school_lunch"}),
-        ("2026-09-01 12:10", {"location": "school", "satiety": 40}, {"school_lunch", "library_study"},
-         {"attend_class"}),
+        (
+            "2026-09-01 12:10",
+            {"location": "school", "satiety": 40},
+            {"school_lunch", "library_study"},
+            {"attend_class"},
+        ),
         ("2026-09-01 22:00", {}, {"sleep"}, {"go_to_park", "eat_breakfast"}),
         ("2026-09-01 14:00", {"stamina": 5}, {"sleep", "rest_at_home"}, {"do_homework"}),
-        ("2026-09-01 10:00", {"location": "park"}, {"walk_in_park", "go_home_from_park"}, {"go_to_school"}),
+        (
+            "2026-09-01 10:00",
+            {"location": "park"},
+            {"walk_in_park", "go_home_from_park"},
+            {"go_to_school"},
+        ),
     ],
 )
 def test_candidates_follow_place_time_and_needs(
@@ -112,12 +128,19 @@ def test_candidates_follow_place_time_and_needs(
 
 
 # Run every action wherever and whenever it is offered, through start and completion.
-MOMENTS = [f"2026-09-{d:02d} {h:02d}:{m:02d}" for d in (1, 5) for h in range(0, 24, 1) for m in (0, 55)]
+MOMENTS = [
+    f"2026-09-{d:02d} {h:02d}:{m:02d}" for d in (1, 5) for h in range(0, 24, 1) for m in (0, 55)
+]
 
 
 @pytest.mark.parametrize("place", ["home", "school", "park"])
-@pytest.mark.parametrize("needs", [{"stamina": 5, "satiety": 5, "mood": 5},
-                                   {"stamina": 95, "satiety": 95, "mood": 95, "money": 0}])
+@pytest.mark.parametrize(
+    "needs",
+    [
+        {"stamina": 5, "satiety": 5, "mood": 5},
+        {"stamina": 95, "satiety": 95, "mood": 95, "money": 0},
+    ],
+)
 @pytest.mark.parametrize("asleep", [False, True])
 def test_every_offered_action_runs_and_completes_within_bounds(
     place: str, needs: dict, asleep: bool
@@ -134,9 +157,14 @@ def test_every_offered_action_runs_and_completes_within_bounds(
             minutes = action.minutes(ctx)
             assert 1 <= minutes <= 24 * 60, (action.id, now, minutes)
             ctx.running = RunningAction(
-                action_id=action.id, name=action.name, started_at=ctx.now,
-                ends_at=ctx.now + timedelta(minutes=minutes), episode_id="bhv_test", place=place,
-                reason="测试", decided_by="test",
+                action_id=action.id,
+                name=action.name,
+                started_at=ctx.now,
+                ends_at=ctx.now + timedelta(minutes=minutes),
+                episode_id="bhv_test",
+                place=place,
+                reason="测试",
+                decided_by="test",
             )
             ctx.now = ctx.running.ends_at
             done = action.complete(ctx) if action.complete else None
@@ -154,8 +182,12 @@ def test_sleep_lasts_until_the_alarm_of_the_next_day() -> None:
     school_night = make_ctx("2026-09-01 22:30")  # Wednesday is a school day: 06:40
     friday_night = make_ctx("2026-09-04 22:30")  # Saturday: 07:30
 
-    assert school_night.now + timedelta(minutes=sleep.minutes(school_night)) == at_time("2026-09-02 06:40")
-    assert friday_night.now + timedelta(minutes=sleep.minutes(friday_night)) == at_time("2026-09-05 07:30")
+    assert school_night.now + timedelta(minutes=sleep.minutes(school_night)) == at_time(
+        "2026-09-02 06:40"
+    )
+    assert friday_night.now + timedelta(minutes=sleep.minutes(friday_night)) == at_time(
+        "2026-09-05 07:30"
+    )
 
 
 def test_choose_minutes_snaps_the_asked_duration_up_to_a_tier() -> None:

@@ -21,8 +21,20 @@ def test_the_readme_points_at_the_template_and_the_helpers_it_names_exist() -> N
     assert "_template.py" in readme
     import yuiju.world.action as api
 
-    for helper in ("between", "at_least", "below", "school_day", "not_done_today", "has_item", "condition",
-                   "choose_minutes", "until", "travel", "one_of", "some_of"):
+    for helper in (
+        "between",
+        "at_least",
+        "below",
+        "school_day",
+        "not_done_today",
+        "has_item",
+        "condition",
+        "choose_minutes",
+        "until",
+        "travel",
+        "one_of",
+        "some_of",
+    ):
         assert helper in readme and hasattr(api, helper), helper
 
 
@@ -59,5 +71,7 @@ async def test_a_copied_template_loads_is_offered_and_runs(tmp_path: Path) -> No
     assert ctx.character.inventory == {"铜锣烧": 1} and ctx.character.satiety == 48
 
     wrong = RawDecision(action="吃零食", reason="饿了", params={})
-    with pytest.raises(InvalidDecision, match="snack"):  # a missing parameter goes back to the model
+    with pytest.raises(
+        InvalidDecision, match="snack"
+    ):  # a missing parameter goes back to the model
         validate_decision(wrong, [snack], "test", ctx)

@@ -36,14 +36,24 @@ async def test_one_decision_starts_an_action_and_flushes_its_running_episode(
     assert her is not None and her.running is not None
     running = her.running
     assert (running.action_id, running.started_at, running.ends_at) == (
-        "idle", at_time("2026-09-01 06:00"), at_time("2026-09-01 06:30"))
-    assert (running.decided_by, running.reason, running.place) == ("scripted", "想放空一会儿", "home")
+        "idle",
+        at_time("2026-09-01 06:00"),
+        at_time("2026-09-01 06:30"),
+    )
+    assert (running.decided_by, running.reason, running.place) == (
+        "scripted",
+        "想放空一会儿",
+        "home",
+    )
     assert her.done_today == ["idle"] and her.day == at_time("2026-09-01 06:00").date()
 
     episode = await EpisodeRepo(sqlite_history).get(running.episode_id)
     assert episode is not None
     assert (episode.status, episode.time, episode.end_time) == (
-        "running", at_time("2026-09-01 06:00"), at_time("2026-09-01 06:30"))
+        "running",
+        at_time("2026-09-01 06:00"),
+        at_time("2026-09-01 06:30"),
+    )
     assert episode.data["action"] == "idle" and episode.data["planned_minutes"] == 30
     assert await kit.store.outbox_size() == 0
     assert "action_started" in await event_types(redis, kit.keys.events)
@@ -64,7 +74,9 @@ async def test_at_ends_at_the_action_completes_into_the_same_episode(
     her = await kit.character()
     assert her is not None and her.last_action == "idle"
     next_one = her.running  # the step that completes may decide the next action at once
-    assert next_one is None or (next_one.episode_id != eid and next_one.started_at == at_time("2026-09-01 06:30"))
+    assert next_one is None or (
+        next_one.episode_id != eid and next_one.started_at == at_time("2026-09-01 06:30")
+    )
     episodes = EpisodeRepo(sqlite_history)
     episode = await episodes.get(eid)
     assert episode is not None and episode.status == "completed"
@@ -73,7 +85,9 @@ async def test_at_ends_at_the_action_completes_into_the_same_episode(
     assert episode.data["stats_before"] == started.running.stats_before
     assert episode.data["stats_after"] == (next_one.stats_before if next_one else her.stats())
     assert episode.summary.startswith("yuiju在家发呆，用了30分钟")
-    assert await sqlite_history.count("episodes") == 1 + (next_one is not None)  # replaced, not added
+    assert await sqlite_history.count("episodes") == 1 + (
+        next_one is not None
+    )  # replaced, not added
     assert kit.stats.completions == 1
     assert "action_completed" in await event_types(redis, kit.keys.events)
 
@@ -123,7 +137,9 @@ async def test_completion_effects_apply_once_when_stepped_late(
     assert her is not None and her.running is not None
     assert her.running.started_at == late
     await kit.engine.flush_outbox(force=True)
-    first = (await EpisodeRepo(sqlite_history).between("yuiju", at_time("2026-09-01 06:00"), late))[0]
+    first = (await EpisodeRepo(sqlite_history).between("yuiju", at_time("2026-09-01 06:00"), late))[
+        0
+    ]
     assert first.end_time == at_time("2026-09-01 06:30")  # finished on time, not when noticed
 
 
@@ -172,7 +188,9 @@ class RoguePolicy:
 async def test_a_policy_that_returns_a_non_candidate_is_refused_and_counted(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:
-    kit = await make_engine(redis, sqlite_history, policy=RoguePolicy(), fallback=None, start="2026-09-01 10:00")
+    kit = await make_engine(
+        redis, sqlite_history, policy=RoguePolicy(), fallback=None, start="2026-09-01 10:00"
+    )
 
     await kit.engine.run(max_steps=1)
 
@@ -182,7 +200,9 @@ async def test_a_policy_that_returns_a_non_candidate_is_refused_and_counted(
 
 
 async def test_without_a_fallback_an_invalid_choice_is_an_error(redis: aioredis.Redis) -> None:
-    kit = await make_engine(redis, None, policy=always("睡觉"), fallback=None, start="2026-09-01 10:00")
+    kit = await make_engine(
+        redis, None, policy=always("睡觉"), fallback=None, start="2026-09-01 10:00"
+    )
     await kit.ticker.tick(at_time("2026-09-01 10:00"))
 
     with pytest.raises(InvalidDecision, match="不在可选行为里"):
@@ -205,8 +225,13 @@ async def test_a_crashing_policy_falls_back_too(redis: aioredis.Redis) -> None:
 
 async def test_the_decision_request_shows_the_present_moment(redis: aioredis.Redis) -> None:
     script = always(IDLE_30)
-    kit = await make_engine(redis, None, policy=script, start="2026-09-01 06:00",
-                            characters={"yuiju": make_character(stamina=42)})
+    kit = await make_engine(
+        redis,
+        None,
+        policy=script,
+        start="2026-09-01 06:00",
+        characters={"yuiju": make_character(stamina=42)},
+    )
 
     await kit.engine.run(until=at_time("2026-09-01 06:45"))
 
@@ -228,7 +253,9 @@ async def test_a_day_with_the_utility_policy_keeps_her_alive(
 
     done = [r["id"] for r in kit.stats.timeline]
     assert {"eat_breakfast", "go_to_school", "attend_class"} <= set(done)
-    left_school = [r for r in kit.stats.timeline if r["place"] == "school" and r["id"].startswith("go_")]
+    left_school = [
+        r for r in kit.stats.timeline if r["place"] == "school" and r["id"].startswith("go_")
+    ]
     assert left_school, "she left school after class"
     assert kit.stats.fallbacks == 0 and kit.stats.no_candidates == 0
     her = await kit.character()

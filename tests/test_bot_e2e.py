@@ -57,10 +57,21 @@ def free_port() -> int:
 
 
 def group_message(mid: int, segments: list[dict[str, Any]], user: int = 20002) -> dict[str, Any]:
-    return {"time": int(time.time()), "self_id": BOT, "post_type": "message", "message_type": "group",
-            "sub_type": "normal", "message_id": mid, "group_id": GROUP, "user_id": user, "anonymous": None,
-            "message": segments, "raw_message": "", "font": 0,
-            "sender": {"user_id": user, "nickname": "小明", "card": "", "role": "member"}}
+    return {
+        "time": int(time.time()),
+        "self_id": BOT,
+        "post_type": "message",
+        "message_type": "group",
+        "sub_type": "normal",
+        "message_id": mid,
+        "group_id": GROUP,
+        "user_id": user,
+        "anonymous": None,
+        "message": segments,
+        "raw_message": "",
+        "font": 0,
+        "sender": {"user_id": user, "nickname": "小明", "card": "", "role": "member"},
+    }
 
 
 async def connect(url: str, headers: dict[str, str]) -> Any:
@@ -83,40 +94,94 @@ async def calls_until_quiet(ws: Any, quiet: float) -> list[dict[str, Any]]:
         except TimeoutError:
             return calls
         calls.append({"action": frame["action"], "params": frame["params"]})
-        await ws.send(json.dumps({"status": "ok", "retcode": 0, "data": {"message_id": 9000 + len(calls)},
-                                  "echo": frame.get("echo")}))
+        await ws.send(
+            json.dumps(
+                {
+                    "status": "ok",
+                    "retcode": 0,
+                    "data": {"message_id": 9000 + len(calls)},
+                    "echo": frame.get("echo"),
+                }
+            )
+        )
 
 
 @pytest.mark.slow
-async def test_the_bot_answers_a_mention_over_a_real_websocket(redis_url: str, tmp_path: Path) -> None:
+async def test_the_bot_answers_a_mention_over_a_real_websocket(
+    redis_url: str, tmp_path: Path
+) -> None:
     port = free_port()
     script = tmp_path / "bot_main.py"
     script.write_text(BOT_MAIN, encoding="utf-8")
     with OpenAIStub() as stub:
         stub.reply("在的在的～\n我刚放学回家")
-        env = {**os.environ, "E2E_PORT": str(port), "E2E_TOKEN": TOKEN, "E2E_GROUP": str(GROUP),
-               "E2E_REDIS": redis_url, "E2E_STUB": stub.base_url, "PYTHONPATH": str(Path.cwd())}
+        env = {
+            **os.environ,
+            "E2E_PORT": str(port),
+            "E2E_TOKEN": TOKEN,
+            "E2E_GROUP": str(GROUP),
+            "E2E_REDIS": redis_url,
+            "E2E_STUB": stub.base_url,
+            "PYTHONPATH": str(Path.cwd()),
+        }
         log_file = (tmp_path / "bot.log").open("wb")
-        proc = subprocess.Popen([sys.executable, str(script)], env=env, cwd=Path.cwd(),  # noqa: ASYNC220
-                                stdout=subprocess.DEVNULL, stderr=log_file)
+        proc = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, str(script)],
+            env=env,
+            cwd=Path.cwd(),
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+        )
         try:
             url = f"ws://127.0.0.1:{port}/onebot/v11/ws"
             headers = {"X-Self-ID": str(BOT), "X-Client-Role": "Universal"}
             ws = await connect(url, {**headers, "Authorization": f"Bearer {TOKEN}"})
             try:
-                await ws.send(json.dumps({"time": int(time.time()), "self_id": BOT, "post_type": "meta_event",
-                                          "meta_event_type": "lifecycle", "sub_type": "connect"}))
-                await ws.send(json.dumps(group_message(4242, [
-                    {"type": "at", "data": {"qq": str(BOT)}}, {"type": "text", "data": {"text": " 在吗？"}}])))
+                await ws.send(
+                    json.dumps(
+                        {
+                            "time": int(time.time()),
+                            "self_id": BOT,
+                            "post_type": "meta_event",
+                            "meta_event_type": "lifecycle",
+                            "sub_type": "connect",
+                        }
+                    )
+                )
+                await ws.send(
+                    json.dumps(
+                        group_message(
+                            4242,
+                            [
+                                {"type": "at", "data": {"qq": str(BOT)}},
+                                {"type": "text", "data": {"text": " 在吗？"}},
+                            ],
+                        )
+                    )
+                )
                 first = await calls_until_quiet(ws, 3.0)
-                await ws.send(json.dumps(group_message(4243, [{"type": "text", "data": {"text": "今天吃什么"}}])))
-                await ws.send(json.dumps({"post_type": "message", "self_id": BOT, "message_type": "group",
-                                          "broken": True}))  # malformed: ignored, never a crash
+                await ws.send(
+                    json.dumps(
+                        group_message(4243, [{"type": "text", "data": {"text": "今天吃什么"}}])
+                    )
+                )
+                await ws.send(
+                    json.dumps(
+                        {
+                            "post_type": "message",
+                            "self_id": BOT,
+                            "message_type": "group",
+                            "broken": True,
+                        }
+                    )
+                )  # malformed: ignored, never a crash
                 second = await calls_until_quiet(ws, 1.0)
             finally:
                 await ws.close()
             with pytest.raises(websockets.InvalidStatus):  # a wrong token is refused
-                await websockets.connect(url, additional_headers={**headers, "Authorization": "Bearer nope"})
+                await websockets.connect(
+                    url, additional_headers={**headers, "Authorization": "Bearer nope"}
+                )
         finally:
             proc.terminate()
             proc.wait(timeout=10)
@@ -124,9 +189,17 @@ async def test_the_bot_answers_a_mention_over_a_real_websocket(redis_url: str, t
     err = (tmp_path / "bot.log").read_bytes()
     sends = [c["params"] for c in first if c["action"] == "send_msg"]
     assert sends == [
-        {"message_type": "group", "group_id": GROUP, "message": [{"type": "text", "data": {"text": "在的在的～"}}]},
-        {"message_type": "group", "group_id": GROUP, "message": [{"type": "text", "data": {"text": "我刚放学回家"}}]},
+        {
+            "message_type": "group",
+            "group_id": GROUP,
+            "message": [{"type": "text", "data": {"text": "在的在的～"}}],
+        },
+        {
+            "message_type": "group",
+            "group_id": GROUP,
+            "message": [{"type": "text", "data": {"text": "我刚放学回家"}}],
+        },
     ], err.decode(errors="replace")[-2000:]
     assert second == []
     assert len(stub.requests) == 1
-    assert "<msg from=\"小明\" id=\"20002\"" in stub.requests[0]["messages"][-1]["content"]
+    assert '<msg from="小明" id="20002"' in stub.requests[0]["messages"][-1]["content"]

@@ -27,15 +27,24 @@ from tests.test_bot_e2e import (
     group_message,
 )
 
-LOGGED_MAIN = "import logging, sys\nlogging.basicConfig(level=logging.INFO, stream=sys.stderr)\n" + BOT_MAIN
+LOGGED_MAIN = (
+    "import logging, sys\nlogging.basicConfig(level=logging.INFO, stream=sys.stderr)\n" + BOT_MAIN
+)
 
 BAD_FRAMES: list[Any] = [
     "{not json",  # invalid JSON
     b"\xff\xfe\x00garbage",  # binary, not UTF-8
     json.dumps([1, 2, 3]),  # JSON, not an object
     json.dumps({"post_type": "message", "self_id": BOT, "message_type": "group", "broken": True}),
-    json.dumps({"post_type": "message", "time": "yesterday", "self_id": "x" * 5000, "message_type": "group",
-                "message": {"bad": [None] * 500}}),  # a large broken frame: its raw text is not logged
+    json.dumps(
+        {
+            "post_type": "message",
+            "time": "yesterday",
+            "self_id": "x" * 5000,
+            "message_type": "group",
+            "message": {"bad": [None] * 500},
+        }
+    ),  # a large broken frame: its raw text is not logged
     json.dumps({"post_type": "notice", "time": 1, "self_id": BOT}),
 ]
 
@@ -45,35 +54,82 @@ def frame_lines(log: str) -> list[str]:
 
 
 @pytest.mark.slow
-async def test_bad_frames_cost_one_line_each_within_a_rate_limit_and_lose_nothing(redis_url: str, tmp_path: Path) -> None:
+async def test_bad_frames_cost_one_line_each_within_a_rate_limit_and_lose_nothing(
+    redis_url: str, tmp_path: Path
+) -> None:
     port = free_port()
     script = tmp_path / "bot_main.py"
     script.write_text(LOGGED_MAIN, encoding="utf-8")
     log_path = tmp_path / "bot.log"
     with OpenAIStub() as stub:
         stub.reply("在的～", "还在呢")
-        env = {**os.environ, "E2E_PORT": str(port), "E2E_TOKEN": TOKEN, "E2E_GROUP": str(GROUP),
-               "E2E_REDIS": redis_url, "E2E_STUB": stub.base_url, "PYTHONPATH": str(Path.cwd())}
+        env = {
+            **os.environ,
+            "E2E_PORT": str(port),
+            "E2E_TOKEN": TOKEN,
+            "E2E_GROUP": str(GROUP),
+            "E2E_REDIS": redis_url,
+            "E2E_STUB": stub.base_url,
+            "PYTHONPATH": str(Path.cwd()),
+        }
         with log_path.open("wb") as log_file:
-            proc = subprocess.Popen([sys.executable, str(script)], env=env, cwd=Path.cwd(),  # noqa: ASYNC220
-                                    stdout=log_file, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(  # noqa: ASYNC220
+                [sys.executable, str(script)],
+                env=env,
+                cwd=Path.cwd(),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
         try:
-            ws = await connect(f"ws://127.0.0.1:{port}/onebot/v11/ws", {
-                "X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": f"Bearer {TOKEN}"})
+            ws = await connect(
+                f"ws://127.0.0.1:{port}/onebot/v11/ws",
+                {
+                    "X-Self-ID": str(BOT),
+                    "X-Client-Role": "Universal",
+                    "Authorization": f"Bearer {TOKEN}",
+                },
+            )
             try:
-                await ws.send(json.dumps({"time": int(time.time()), "self_id": BOT, "post_type": "meta_event",
-                                          "meta_event_type": "lifecycle", "sub_type": "connect"}))
+                await ws.send(
+                    json.dumps(
+                        {
+                            "time": int(time.time()),
+                            "self_id": BOT,
+                            "post_type": "meta_event",
+                            "meta_event_type": "lifecycle",
+                            "sub_type": "connect",
+                        }
+                    )
+                )
                 for frame in BAD_FRAMES:
                     await ws.send(frame)
                 await asyncio.sleep(1.0)
                 first = log_path.read_text(errors="replace")
-                await ws.send(json.dumps(group_message(5001, [
-                    {"type": "at", "data": {"qq": str(BOT)}}, {"type": "text", "data": {"text": " 在吗"}}])))
+                await ws.send(
+                    json.dumps(
+                        group_message(
+                            5001,
+                            [
+                                {"type": "at", "data": {"qq": str(BOT)}},
+                                {"type": "text", "data": {"text": " 在吗"}},
+                            ],
+                        )
+                    )
+                )
                 answered = await calls_until_quiet(ws, 3.0)
                 for i in range(300):  # a fuzzer: far more bad frames than the burst
                     await ws.send(BAD_FRAMES[i % len(BAD_FRAMES)])
-                await ws.send(json.dumps(group_message(5002, [
-                    {"type": "at", "data": {"qq": str(BOT)}}, {"type": "text", "data": {"text": " 还在吗"}}])))
+                await ws.send(
+                    json.dumps(
+                        group_message(
+                            5002,
+                            [
+                                {"type": "at", "data": {"qq": str(BOT)}},
+                                {"type": "text", "data": {"text": " 还在吗"}},
+                            ],
+                        )
+                    )
+                )
                 answered_again = await calls_until_quiet(ws, 3.0)
             finally:
                 await ws.close()
@@ -82,21 +138,32 @@ async def test_bad_frames_cost_one_line_each_within_a_rate_limit_and_lose_nothin
             proc.wait(timeout=10)
     log = log_path.read_text(errors="replace")
     assert "Traceback" not in log and "Failed to parse event" not in log, log[-3000:]
-    assert len(frame_lines(first)) == len(BAD_FRAMES) - 1, first[-3000:]  # the notice is a valid event
+    assert len(frame_lines(first)) == len(BAD_FRAMES) - 1, first[
+        -3000:
+    ]  # the notice is a valid event
     assert "x" * 300 not in log  # a bad frame is quoted short
     lines = frame_lines(log)
     assert len(lines) <= 12, "\n".join(lines[-20:])
     assert len(log.encode()) < 20_000
-    said = [c["params"]["message"][0]["data"]["text"] for c in answered + answered_again if c["action"] == "send_msg"]
+    said = [
+        c["params"]["message"][0]["data"]["text"]
+        for c in answered + answered_again
+        if c["action"] == "send_msg"
+    ]
     assert said == ["在的～", "还在呢"], log[-3000:]
 
 
-@pytest.mark.parametrize("mangled", [
-    {"message_type": True},  # the adapter's model lookup joins the type names: TypeError
-    {"message_id": None},  # no message model fits: a bare event claiming to be a message
-    {"sub_type": ["x"]},
-])
-def test_a_message_event_with_a_mangled_field_is_skipped_with_one_line(mangled: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "mangled",
+    [
+        {"message_type": True},  # the adapter's model lookup joins the type names: TypeError
+        {"message_id": None},  # no message model fits: a bare event claiming to be a message
+        {"sub_type": ["x"]},
+    ],
+)
+def test_a_message_event_with_a_mangled_field_is_skipped_with_one_line(
+    mangled: dict[str, Any],
+) -> None:
     # found by bench/faults.py: these raised inside the adapter (a traceback each), or became an
     # event without a message that nonebot's command parsing then failed on (another traceback)
     from nonebot.adapters.onebot.v11 import Adapter
@@ -108,7 +175,12 @@ def test_a_message_event_with_a_mangled_field_is_skipped_with_one_line(mangled: 
     original = frames.report
     frames.report = lambda problem, frame: reported.append(problem)  # type: ignore[assignment]
     try:
-        assert frames.parse_event(Adapter, {**group_message(7, [{"type": "text", "data": {"text": "x"}}]), **mangled}) is None
+        assert (
+            frames.parse_event(
+                Adapter, {**group_message(7, [{"type": "text", "data": {"text": "x"}}]), **mangled}
+            )
+            is None
+        )
     finally:
         frames.report = original  # type: ignore[assignment]
     assert len(reported) == 1, reported
@@ -119,5 +191,7 @@ def test_a_well_formed_message_still_parses() -> None:
 
     from yuiju.message import frames
 
-    event = frames.parse_event(Adapter, group_message(8, [{"type": "text", "data": {"text": "在吗"}}]))
+    event = frames.parse_event(
+        Adapter, group_message(8, [{"type": "text", "data": {"text": "在吗"}}])
+    )
     assert isinstance(event, GroupMessageEvent)

@@ -73,7 +73,9 @@ def catalogue(tmp_path: Path, *names: str, real: bool = False) -> Catalogue:
     folder.mkdir()
     source = HEADER + "".join(SNIPPETS[n] for n in names)
     if real:  # the real catalogue has its own idle; keep only the broken ones
-        source = source.replace('nap = Action(id="nap", name="打盹"', '_nap_action = Action(id="nap", name="打盹"')
+        source = source.replace(
+            'nap = Action(id="nap", name="打盹"', '_nap_action = Action(id="nap", name="打盹"'
+        )
     (folder / "broken.py").write_text(textwrap.dedent(source), encoding="utf-8")
     loaded = load_actions(package="actions" if real else None, extra_dirs=[folder])
     assert loaded.broken == {}
@@ -100,15 +102,27 @@ def alternate(action_id: str, otherwise: str = "nap") -> ScriptedPolicy:
 
 
 def reports(caplog: pytest.LogCaptureFixture, action_id: str) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "yuiju.world.behavior" and f"action {action_id!r}" in r.getMessage()]
+    return [
+        r
+        for r in caplog.records
+        if r.name == "yuiju.world.behavior" and f"action {action_id!r}" in r.getMessage()
+    ]
 
 
 async def test_an_action_whose_precondition_raises_is_skipped_and_reported_once(
-    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    redis: aioredis.Redis,
+    sqlite_history: HistoryStore,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     script = prefer("bad_precondition")
-    kit = await make_engine(redis, sqlite_history, policy=script, catalogue=catalogue(tmp_path, "bad_precondition"),
-                            start="2026-09-01 06:00")
+    kit = await make_engine(
+        redis,
+        sqlite_history,
+        policy=script,
+        catalogue=catalogue(tmp_path, "bad_precondition"),
+        start="2026-09-01 06:00",
+    )
 
     with caplog.at_level(logging.ERROR, logger="yuiju.world.behavior"):
         await kit.engine.run(until=at_time("2026-09-01 09:00"))
@@ -123,10 +137,17 @@ async def test_an_action_whose_precondition_raises_is_skipped_and_reported_once(
 
 
 async def test_with_the_real_catalogue_a_broken_precondition_does_not_stop_her_day(
-    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    redis: aioredis.Redis,
+    sqlite_history: HistoryStore,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    kit = await make_engine(redis, sqlite_history, catalogue=catalogue(tmp_path, "bad_precondition", real=True),
-                            start="2026-09-05 06:00")
+    kit = await make_engine(
+        redis,
+        sqlite_history,
+        catalogue=catalogue(tmp_path, "bad_precondition", real=True),
+        start="2026-09-05 06:00",
+    )
 
     with caplog.at_level(logging.ERROR, logger="yuiju.world.behavior"):
         await kit.engine.run(until=at_time("2026-09-06 09:00"))
@@ -138,11 +159,19 @@ async def test_with_the_real_catalogue_a_broken_precondition_does_not_stop_her_d
 
 
 async def test_an_action_whose_executor_raises_is_skipped_for_that_decision_and_reported_once(
-    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    redis: aioredis.Redis,
+    sqlite_history: HistoryStore,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     script = prefer("bad_executor")
-    kit = await make_engine(redis, sqlite_history, policy=script, catalogue=catalogue(tmp_path, "bad_executor"),
-                            start="2026-09-01 06:00")
+    kit = await make_engine(
+        redis,
+        sqlite_history,
+        policy=script,
+        catalogue=catalogue(tmp_path, "bad_executor"),
+        start="2026-09-01 06:00",
+    )
 
     with caplog.at_level(logging.ERROR, logger="yuiju.world.behavior"):
         await kit.engine.run(until=at_time("2026-09-01 07:00"))
@@ -160,14 +189,26 @@ async def test_an_action_whose_executor_raises_is_skipped_for_that_decision_and_
 
 
 async def test_a_completion_that_raises_ends_the_action_without_its_effects_and_is_reported_once(
-    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    redis: aioredis.Redis,
+    sqlite_history: HistoryStore,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    kit = await make_engine(redis, sqlite_history, policy=alternate("bad_completion"),
-                            catalogue=catalogue(tmp_path, "bad_completion"), start="2026-09-01 06:00")
+    kit = await make_engine(
+        redis,
+        sqlite_history,
+        policy=alternate("bad_completion"),
+        catalogue=catalogue(tmp_path, "bad_completion"),
+        start="2026-09-01 06:00",
+    )
     await kit.engine.run(max_steps=1)
     running = await kit.character()
     world_before = await kit.store.load_world()
-    assert running is not None and running.running is not None and running.running.action_id == "bad_completion"
+    assert (
+        running is not None
+        and running.running is not None
+        and running.running.action_id == "bad_completion"
+    )
     assert running.money == 290  # the start effect stands
     eid = running.running.episode_id
 
@@ -175,7 +216,9 @@ async def test_a_completion_that_raises_ends_the_action_without_its_effects_and_
         await kit.loop.step(at_time("2026-09-01 06:10"))  # no world tick in between: no needs drift
         after = await kit.character()
         world_after = await kit.store.load_world()
-        await kit.engine.run(until=at_time("2026-09-01 08:00"))  # it crashes at every other completion
+        await kit.engine.run(
+            until=at_time("2026-09-01 08:00")
+        )  # it crashes at every other completion
 
     assert after is not None
     keep = ("money", "stamina", "satiety", "mood", "inventory", "location", "asleep")
@@ -200,8 +243,13 @@ async def test_the_decision_after_a_crashed_completion_sees_the_restored_state(
     redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path
 ) -> None:
     script = alternate("bad_completion")
-    kit = await make_engine(redis, sqlite_history, policy=script, catalogue=catalogue(tmp_path, "bad_completion"),
-                            start="2026-09-01 06:00")
+    kit = await make_engine(
+        redis,
+        sqlite_history,
+        policy=script,
+        catalogue=catalogue(tmp_path, "bad_completion"),
+        start="2026-09-01 06:00",
+    )
     await kit.engine.run(max_steps=1)
     running = await kit.character()
     assert running is not None
@@ -209,7 +257,11 @@ async def test_the_decision_after_a_crashed_completion_sees_the_restored_state(
     await kit.loop.step(at_time("2026-09-01 06:10"))
 
     seen = script.requests[1].ctx.character
-    assert (seen.money, seen.mood, seen.inventory) == (running.money, running.mood, running.inventory)
+    assert (seen.money, seen.mood, seen.inventory) == (
+        running.money,
+        running.mood,
+        running.inventory,
+    )
     assert seen.running is None
 
 
@@ -236,8 +288,14 @@ def write_card(tmp_path: Path, text: str, character_id: str = "yuiju") -> Path:
         (lambda t: t.replace("money = 300", 'money = "很多"'), "start.money"),
         (lambda t: t.replace('id = "yuiju"', 'id = "Yuiju Chan"'), "id"),
     ],
-    ids=["missing-name", "missing-persona", "likes-not-a-list", "stamina-out-of-range", "money-not-a-number",
-         "bad-id"],
+    ids=[
+        "missing-name",
+        "missing-persona",
+        "likes-not-a-list",
+        "stamina-out-of-range",
+        "money-not-a-number",
+        "bad-id",
+    ],
 )
 def test_a_card_with_a_missing_or_wrong_field_names_the_file_the_field_and_the_fix(
     tmp_path: Path, edit, field: str

@@ -35,8 +35,12 @@ def flaky_fake(openai_stub: OpenAIStub) -> OpenAIStub:
 
 async def record_day(tmp_path: Path, stub: OpenAIStub, seed: int = 2) -> tuple[Path, dict]:
     """One simulated day in json_object mode against the fake, recorded."""
-    cfg = load_config(environ={}, overrides={"llm": {"base_url": stub.base_url, "model": "fake",
-                                                     "output_mode": "json_object"}})
+    cfg = load_config(
+        environ={},
+        overrides={
+            "llm": {"base_url": stub.base_url, "model": "fake", "output_mode": "json_object"}
+        },
+    )
     cassette = tmp_path / "day.cassette.jsonl"
     report = await simulate(cfg, days=1, seed=seed, policy="llm", progress=False, record=cassette)
     return cassette, report
@@ -50,16 +54,21 @@ async def test_a_replayed_day_reproduces_the_recorded_timeline_byte_for_byte(
     sent = len(flaky_fake.requests)
     flaky_fake.stop()  # nothing answers any more
 
-    again = await simulate(load_config(environ={}), days=1, seed=2, policy="llm", progress=False,
-                           replay=cassette)  # no [llm] config at all: the cassette is the model
+    again = await simulate(
+        load_config(environ={}), days=1, seed=2, policy="llm", progress=False, replay=cassette
+    )  # no [llm] config at all: the cassette is the model
 
     assert timeline_bytes(again) == timeline_bytes(first)
     assert again["llm"]["replayed"] == {"requests": sent, "unused": 0}
     assert again["llm"]["by_purpose"] == first["llm"]["by_purpose"]
     assert first["llm"]["by_purpose"]["decide"]["failed"] >= 1  # the HTTP 500s replayed too
     meta, entries = read_cassette(cassette)
-    assert meta["seed"] == 2 and meta["llm"]["output_mode"] == "json_object" and len(entries) == sent
-    assert sum("error" in e for e in entries) >= 1 and all(e["request"]["purpose"] == "decide" for e in entries)
+    assert (
+        meta["seed"] == 2 and meta["llm"]["output_mode"] == "json_object" and len(entries) == sent
+    )
+    assert sum("error" in e for e in entries) >= 1 and all(
+        e["request"]["purpose"] == "decide" for e in entries
+    )
 
 
 async def test_a_replay_that_asks_something_else_stops_at_the_first_differing_request(
@@ -69,12 +78,16 @@ async def test_a_replay_that_asks_something_else_stops_at_the_first_differing_re
     cassette, _ = await record_day(tmp_path, flaky_fake)
     lines = cassette.read_text(encoding="utf-8").splitlines()
     fifth = json.loads(lines[5])  # change what the fifth request said: the run now asks otherwise
-    fifth["request"]["messages"][1]["content"] = fifth["request"]["messages"][1]["content"].replace("金币", "铜板")
+    fifth["request"]["messages"][1]["content"] = fifth["request"]["messages"][1]["content"].replace(
+        "金币", "铜板"
+    )
     lines[5] = json.dumps(fifth, ensure_ascii=False)
     cassette.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     with pytest.raises(CassetteMismatch) as diverged:
-        await simulate(load_config(environ={}), days=1, seed=2, policy="llm", progress=False, replay=cassette)
+        await simulate(
+            load_config(environ={}), days=1, seed=2, policy="llm", progress=False, replay=cassette
+        )
 
     message = str(diverged.value)
     assert diverged.value.index == 4
@@ -83,17 +96,33 @@ async def test_a_replay_that_asks_something_else_stops_at_the_first_differing_re
 
 
 def test_the_cli_replays_with_the_recorded_parameters(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flaky_fake: OpenAIStub
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flaky_fake: OpenAIStub,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "yuiju.toml").write_text(
-        f'[llm]\nbase_url = "{flaky_fake.base_url}"\nmodel = "fake"\n', encoding="utf-8")
+        f'[llm]\nbase_url = "{flaky_fake.base_url}"\nmodel = "fake"\n', encoding="utf-8"
+    )
     cassette = tmp_path / "c.jsonl"
     first = tmp_path / "first.json"
     again = tmp_path / "again.json"
 
-    yuiju_cli.main(["simulate", "--record", str(cassette), "--days", "1", "--seed", "6", "--quiet",
-                    "--report", str(first)])
+    yuiju_cli.main(
+        [
+            "simulate",
+            "--record",
+            str(cassette),
+            "--days",
+            "1",
+            "--seed",
+            "6",
+            "--quiet",
+            "--report",
+            str(first),
+        ]
+    )
     flaky_fake.stop()
     yuiju_cli.main(["simulate", "--replay", str(cassette), "--quiet", "--report", str(again)])
 
@@ -105,7 +134,9 @@ def test_the_cli_replays_with_the_recorded_parameters(
     code = yuiju_cli.main(["simulate", "--replay", str(cassette), "--seed", "9", "--quiet"])
 
     assert code == 2  # another seed, another world: it says where, instead of a traceback
-    assert "request #1 (complete, purpose 'decide') is not in the cassette" in capsys.readouterr().err
+    assert (
+        "request #1 (complete, purpose 'decide') is not in the cassette" in capsys.readouterr().err
+    )
 
 
 def test_a_file_that_is_not_a_cassette_is_refused_naming_it(tmp_path: Path) -> None:

@@ -16,11 +16,24 @@ from yuiju.world.clock import SimClock
 from yuiju.world.state import RunningAction
 
 
-async def test_debug_output_reaches_admins_privately_in_the_production_build(redis: Any, sqlite_history: Any) -> None:
-    cfg = YuijuConfig(chat=ChatConfig(admins=[ADMIN, 7], debug_to_admins=True, max_pause_seconds=0,
-                                      groups={str(GROUP): GroupPolicy()}))
-    service = await build_service(cfg, redis=redis, history=sqlite_history, clock=SimClock(at_time("2026-09-01 10:00")),
-                                  model=FunctionChatModel(lambda m, s: "嗯嗯，我在"))
+async def test_debug_output_reaches_admins_privately_in_the_production_build(
+    redis: Any, sqlite_history: Any
+) -> None:
+    cfg = YuijuConfig(
+        chat=ChatConfig(
+            admins=[ADMIN, 7],
+            debug_to_admins=True,
+            max_pause_seconds=0,
+            groups={str(GROUP): GroupPolicy()},
+        )
+    )
+    service = await build_service(
+        cfg,
+        redis=redis,
+        history=sqlite_history,
+        clock=SimClock(at_time("2026-09-01 10:00")),
+        model=FunctionChatModel(lambda m, s: "嗯嗯，我在"),
+    )
     sent: list[tuple[str, int, str]] = []
 
     async def outlet(scene: str, target: int, text: str) -> int:
@@ -34,13 +47,18 @@ async def test_debug_output_reaches_admins_privately_in_the_production_build(red
     assert [t for scene, _, t in sent if scene == "group"] == ["嗯嗯，我在"]
     private = [(target, t) for scene, target, t in sent if scene == "private"]
     assert {target for target, _ in private} == {ADMIN, 7}
-    assert all(t.startswith(f"[debug group:{GROUP}]") or t.startswith(f"[think group:{GROUP}]") for _, t in private)
+    assert all(
+        t.startswith(f"[debug group:{GROUP}]") or t.startswith(f"[think group:{GROUP}]")
+        for _, t in private
+    )
 
 
 async def test_distill_answers_in_plain_chinese(redis: Any) -> None:
     class Distiller:
         async def run(self, now: Any) -> DistillReport:
-            return DistillReport(users=2, processed=5, facts_added=3, facts_updated=1, deleted=0, failed_users=["7"])
+            return DistillReport(
+                users=2, processed=5, facts_added=3, facts_updated=1, deleted=0, failed_users=["7"]
+            )
 
     memory = FakeMemory()
     memory.distiller = Distiller()  # type: ignore[attr-defined]
@@ -48,14 +66,27 @@ async def test_distill_answers_in_plain_chinese(redis: Any) -> None:
     out = await kit.say("/distill", group=None, user=ADMIN)
     [answer] = out.replies
     assert "DistillReport" not in answer and "=" not in answer and "[" not in answer
-    assert "2 个人" in answer and "5 条" in answer and "新记下 3 条" in answer and "更新 1 条" in answer
+    assert (
+        "2 个人" in answer
+        and "5 条" in answer
+        and "新记下 3 条" in answer
+        and "更新 1 条" in answer
+    )
     assert "7" in answer  # whose messages failed
 
 
 async def test_her_situation_names_the_place_not_its_id(redis: Any) -> None:
     now = at_time("2026-09-01 10:00")
-    running = RunningAction(action_id="read_at_home", name="在家看书", started_at=now - timedelta(minutes=5),
-                            ends_at=now + timedelta(minutes=25), episode_id="e", place="home", reason="", decided_by="x")
+    running = RunningAction(
+        action_id="read_at_home",
+        name="在家看书",
+        started_at=now - timedelta(minutes=5),
+        ends_at=now + timedelta(minutes=25),
+        episode_id="e",
+        place="home",
+        reason="",
+        decided_by="x",
+    )
     kit = await make_kit(redis, world=FakeWorld(make_character(running=running)))
     out = await kit.say("/status", group=None, user=ADMIN)
     assert "你正在家：在家看书（09:55 开始）" in out.replies[0] and "home" not in out.replies[0]

@@ -25,22 +25,38 @@ def done(action_id: str, when: str, minutes: int = 30, result: str = "") -> Epis
     action = ACTIONS[action_id]
     place = action.at or "home"
     start = at_time(f"2026-09-01 {when}")
-    return Episode.model_validate({
-        "_id": f"{action_id}-{when}", "character_id": "yuiju", "type": "behavior", "time": start,
-        "end_time": start + timedelta(minutes=minutes), "status": "completed",
-        "summary": f"yuiju在{HAURA.place_name(place)}开始{action.name}",
-        "data": {"action": action_id, "name": action.name, "place": place, "result": result},
-    })
+    return Episode.model_validate(
+        {
+            "_id": f"{action_id}-{when}",
+            "character_id": "yuiju",
+            "type": "behavior",
+            "time": start,
+            "end_time": start + timedelta(minutes=minutes),
+            "status": "completed",
+            "summary": f"yuiju在{HAURA.place_name(place)}开始{action.name}",
+            "data": {"action": action_id, "name": action.name, "place": place, "result": result},
+        }
+    )
 
 
-DAY = [done("wake_up", "07:00", 10), done("eat_breakfast", "07:10", 20), done("walk_in_park", "08:00", 60,
-                                                                                 "在公园捡到了野莓"),
-       done("read_at_home", "09:30", 30)]
+DAY = [
+    done("wake_up", "07:00", 10),
+    done("eat_breakfast", "07:10", 20),
+    done("walk_in_park", "08:00", 60, "在公园捡到了野莓"),
+    done("read_at_home", "09:30", 30),
+]
 
 
-async def ask(redis: Any, *answers: Any, events: list[Episode] = DAY, question: str = "悠酱今天干嘛了",
-              **cfg: Any) -> Any:
-    kit = await make_kit(redis, fn=scripted(*answers), memory=FakeMemory(events=list(events)), **cfg)
+async def ask(
+    redis: Any,
+    *answers: Any,
+    events: list[Episode] = DAY,
+    question: str = "悠酱今天干嘛了",
+    **cfg: Any,
+) -> Any:
+    kit = await make_kit(
+        redis, fn=scripted(*answers), memory=FakeMemory(events=list(events)), **cfg
+    )
     out = await kit.say(question)
     return kit, out
 
@@ -79,7 +95,9 @@ INVENTED = {
 
 
 @pytest.mark.parametrize(("answer", "named"), list(INVENTED.values()), ids=list(INVENTED))
-async def test_an_invented_claim_is_sent_back_with_todays_record(redis: Any, answer: str, named: str) -> None:
+async def test_an_invented_claim_is_sent_back_with_todays_record(
+    redis: Any, answer: str, named: str
+) -> None:
     kit, out = await ask(redis, answer, "今天早上去公园散步了")
     assert out.replies == ["今天早上去公园散步了"]
     text = feedback(kit)
@@ -111,26 +129,44 @@ async def test_a_time_of_day_sets_the_day_and_one_still_ahead_is_a_plan(redis: A
 async def test_a_silent_mode_reply_is_checked_before_it_goes_out(redis: Any) -> None:
     reply = Tool("reply", "回复", lambda ctx, a: ToolResult("已发送", user_reply=a["text"]))
     kit, out = await ask(
-        redis, ToolCall(id="1", name="reply", arguments='{"text": "今天去钓鱼了"}'),
-        ToolCall(id="2", name="reply", arguments='{"text": "今天去公园散步了"}'), "",
-        tools=[reply], mode="SILENT")
-    assert [t for _, _, t in kit.sent] == ["今天去公园散步了"] and out.replies == ["今天去公园散步了"]
+        redis,
+        ToolCall(id="1", name="reply", arguments='{"text": "今天去钓鱼了"}'),
+        ToolCall(id="2", name="reply", arguments='{"text": "今天去公园散步了"}'),
+        "",
+        tools=[reply],
+        mode="SILENT",
+    )
+    assert [t for _, _, t in kit.sent] == ["今天去公园散步了"] and out.replies == [
+        "今天去公园散步了"
+    ]
     tool_result = [m for m in kit.model.calls[1] if m["role"] == "tool"][-1]["content"]
     assert "没有发出" in tool_result and "钓鱼" in tool_result
 
 
 async def test_what_she_is_doing_right_now_counts_before_the_record_has_it(redis: Any) -> None:
     now = at_time("2026-09-01 10:00")
-    running = RunningAction(action_id="fish_at_pond", name="在水音池钓鱼", started_at=now - timedelta(minutes=10),
-                            ends_at=now + timedelta(minutes=50), episode_id="e-now", place="pond", reason="",
-                            decided_by="x")
-    kit = await make_kit(redis, fn=scripted("今天在水音池钓鱼呢"), memory=FakeMemory(events=list(DAY)),
-                         world=FakeWorld(make_character(running=running, location="pond")))
+    running = RunningAction(
+        action_id="fish_at_pond",
+        name="在水音池钓鱼",
+        started_at=now - timedelta(minutes=10),
+        ends_at=now + timedelta(minutes=50),
+        episode_id="e-now",
+        place="pond",
+        reason="",
+        decided_by="x",
+    )
+    kit = await make_kit(
+        redis,
+        fn=scripted("今天在水音池钓鱼呢"),
+        memory=FakeMemory(events=list(DAY)),
+        world=FakeWorld(make_character(running=running, location="pond")),
+    )
     out = await kit.say("悠酱今天在干嘛")
     assert out.replies == ["今天在水音池钓鱼呢"] and len(kit.model.calls) == 1
 
 
-
 async def test_saying_she_did_not_go_to_the_park_on_a_day_at_home_is_true(redis: Any) -> None:
-    kit, out = await ask(redis, "今天没去公园，一直在家看书", events=[done("read_at_home", "09:30")])
+    kit, out = await ask(
+        redis, "今天没去公园，一直在家看书", events=[done("read_at_home", "09:30")]
+    )
     assert out.replies == ["今天没去公园，一直在家看书"] and len(kit.model.calls) == 1

@@ -26,27 +26,56 @@ from yuiju.message.recorder import CHAT_LOG
 from yuiju.storage.keys import Keys
 
 
-def payload(text: str = "你好", *, user: int = 5, nickname: str = "小明", stamp: Any = 1_788_000_000,
-            mid: int = 1, at: bool = True) -> dict[str, Any]:
-    segments = ([{"type": "at", "data": {"qq": str(BOT)}}] if at else []) + [{"type": "text", "data": {"text": text}}]
-    return {"message_type": "group", "message_id": mid, "user_id": user, "group_id": GROUP, "time": stamp,
-            "sender": {"nickname": nickname}, "message": segments}
+def payload(
+    text: str = "你好",
+    *,
+    user: int = 5,
+    nickname: str = "小明",
+    stamp: Any = 1_788_000_000,
+    mid: int = 1,
+    at: bool = True,
+) -> dict[str, Any]:
+    segments = ([{"type": "at", "data": {"qq": str(BOT)}}] if at else []) + [
+        {"type": "text", "data": {"text": text}}
+    ]
+    return {
+        "message_type": "group",
+        "message_id": mid,
+        "user_id": user,
+        "group_id": GROUP,
+        "time": stamp,
+        "sender": {"nickname": nickname},
+        "message": segments,
+    }
 
 
 async def test_lone_surrogates_are_replaced_and_the_message_kept_answered_and_logged(
-    redis: Any, history: Any, caplog: pytest.LogCaptureFixture,
+    redis: Any,
+    history: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     kit = await make_kit(redis, history)
     caplog.set_level(logging.INFO, logger="yuiju.message")
-    entry = normalize(payload("你好\ud83d，在吗\udc00", nickname="小\ud800明"), self_id=BOT, tz=TZ, bot_name="悠酱")
-    assert entry is not None and entry.text == "@悠酱你好\ufffd，在吗\ufffd" and entry.sender_name == "小\ufffd明"
+    entry = normalize(
+        payload("你好\ud83d，在吗\udc00", nickname="小\ud800明"),
+        self_id=BOT,
+        tz=TZ,
+        bot_name="悠酱",
+    )
+    assert (
+        entry is not None
+        and entry.text == "@悠酱你好\ufffd，在吗\ufffd"
+        and entry.sender_name == "小\ufffd明"
+    )
     cleaned = [r for r in caplog.records if "surrogate" in r.getMessage()]
     assert len(cleaned) == 1  # one line per message, whatever the number of bad characters
     out = await kit.service.handle(entry)
     assert out.answered and kit.sent == [("group", GROUP, "嗯嗯，我在")]
     recent = await kit.service.sessions.recent(f"group:{GROUP}", 5)
     assert recent[0].text == "@悠酱你好\ufffd，在吗\ufffd"
-    logged = await history.find(CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"})
+    logged = await history.find(
+        CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"}
+    )
     assert len(logged) == 2 and logged[0]["sender_name"] == "小\ufffd明"
 
 
@@ -56,7 +85,9 @@ def test_a_surrogate_pair_split_across_escapes_is_joined_not_lost() -> None:
 
 
 @pytest.mark.parametrize("stamp", [10**20, -(10**20), float("inf"), float("nan"), 1e300])
-def test_a_timestamp_out_of_range_becomes_the_time_of_arrival(stamp: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_timestamp_out_of_range_becomes_the_time_of_arrival(
+    stamp: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="yuiju.message")
     before = datetime.now(TZ)
     entry = normalize(payload(stamp=stamp), self_id=BOT, tz=TZ)
@@ -66,7 +97,9 @@ def test_a_timestamp_out_of_range_becomes_the_time_of_arrival(stamp: Any, caplog
 
 
 @pytest.mark.parametrize("field", ["user_id", "group_id"])
-def test_an_id_beyond_64_bits_is_refused_with_one_line(field: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_id_beyond_64_bits_is_refused_with_one_line(
+    field: str, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="yuiju.message")
     raw = payload()
     raw[field] = 2**64 + 5
@@ -75,33 +108,60 @@ def test_an_id_beyond_64_bits_is_refused_with_one_line(field: str, caplog: pytes
     assert len(caplog.records) == 1
 
 
-async def test_an_id_beyond_64_bits_does_not_stop_archiving_the_conversation(redis: Any, history: Any) -> None:
+async def test_an_id_beyond_64_bits_does_not_stop_archiving_the_conversation(
+    redis: Any, history: Any
+) -> None:
     store = await QdrantClientStore.open(collection="c", dim=64, location=":memory:")
     try:
-        memory = await build_memory(YuijuConfig(), history, SemanticMemory(store, HashingEmbedder(64)),
-                                    character_id="yuiju", voice=DiaryVoice(name="悠酱", persona="你是悠酱。"))
-        kit = await make_kit(redis, history, memory=memory, window_messages=4, window_idle_minutes=30)
+        memory = await build_memory(
+            YuijuConfig(),
+            history,
+            SemanticMemory(store, HashingEmbedder(64)),
+            character_id="yuiju",
+            voice=DiaryVoice(name="悠酱", persona="你是悠酱。"),
+        )
+        kit = await make_kit(
+            redis, history, memory=memory, window_messages=4, window_idle_minutes=30
+        )
         said = [(5, "今天好热"), (2**63, "我是谁"), (6, "去游泳吧"), (5, "好啊")]
         for i, (user, text) in enumerate(said):
-            entry = normalize(payload(text, user=user, mid=100 + i, at=False,
-                                      stamp=int(at_time("2026-09-01 10:00").timestamp()) + i),
-                              self_id=BOT, tz=TZ, bot_name="悠酱")
+            entry = normalize(
+                payload(
+                    text,
+                    user=user,
+                    mid=100 + i,
+                    at=False,
+                    stamp=int(at_time("2026-09-01 10:00").timestamp()) + i,
+                ),
+                self_id=BOT,
+                tz=TZ,
+                bot_name="悠酱",
+            )
             if entry is not None:
                 await kit.service.handle(entry)
         await kit.service.recorder.flush_windows()
         await kit.service.drain()
-        episodes = await EpisodeRepo(history).today("yuiju", at_time("2026-09-01 12:00"), type_="conversation")
+        episodes = await EpisodeRepo(history).today(
+            "yuiju", at_time("2026-09-01 12:00"), type_="conversation"
+        )
         assert len(episodes) == 1
         assert [m["text"] for m in episodes[0].data["messages"]] == ["今天好热", "去游泳吧", "好啊"]
     finally:
         await store.close()
 
 
-async def test_a_stored_message_that_no_longer_validates_costs_only_itself(redis: Any, history: Any) -> None:
+async def test_a_stored_message_that_no_longer_validates_costs_only_itself(
+    redis: Any, history: Any
+) -> None:
     store = await QdrantClientStore.open(collection="c", dim=64, location=":memory:")
     try:
-        memory = await build_memory(YuijuConfig(), history, SemanticMemory(store, HashingEmbedder(64)),
-                                    character_id="yuiju", voice=DiaryVoice(name="悠酱", persona="你是悠酱。"))
+        memory = await build_memory(
+            YuijuConfig(),
+            history,
+            SemanticMemory(store, HashingEmbedder(64)),
+            character_id="yuiju",
+            voice=DiaryVoice(name="悠酱", persona="你是悠酱。"),
+        )
         kit = await make_kit(redis, history, memory=memory)
         await kit.say("今天好热")
         sid = f"group:{GROUP}"
@@ -110,9 +170,14 @@ async def test_a_stored_message_that_no_longer_validates_costs_only_itself(redis
         for key in (Keys("t").chat_window("yuiju", sid), Keys("t").chat_recent("yuiju", sid)):
             await redis.rpush(key, json.dumps(old))
         await kit.say("去游泳吧")
-        assert [e.text for e in await kit.service.sessions.recent(sid, 10)] == ["今天好热", "去游泳吧"]
+        assert [e.text for e in await kit.service.sessions.recent(sid, 10)] == [
+            "今天好热",
+            "去游泳吧",
+        ]
         await kit.service.recorder.flush_windows()
-        episodes = await EpisodeRepo(history).today("yuiju", at_time("2026-09-01 12:00"), type_="conversation")
+        episodes = await EpisodeRepo(history).today(
+            "yuiju", at_time("2026-09-01 12:00"), type_="conversation"
+        )
         assert [m["text"] for m in episodes[0].data["messages"]] == ["今天好热", "去游泳吧"]
     finally:
         await store.close()
@@ -132,6 +197,7 @@ class FlakyMemory(FakeMemory):
                 if memory.outage:
                     raise ConnectionError("history is down")
                 memory.episodes_put.append(ep)
+
         return Repo()
 
 
@@ -155,10 +221,13 @@ class HangingMemory(FakeMemory):
         class Repo:
             async def put(self, ep: Any) -> None:
                 await asyncio.Event().wait()
+
         return Repo()
 
 
-async def test_a_window_whose_archiving_is_cut_short_by_a_stop_is_archived_after_the_restart(redis: Any) -> None:
+async def test_a_window_whose_archiving_is_cut_short_by_a_stop_is_archived_after_the_restart(
+    redis: Any,
+) -> None:
     # archiving takes seconds (a summary by the model); a stop, or a kill, in the middle of it
     # must not cost the conversation: it stays in the window until its episode is written
     kit = await make_kit(redis, memory=HangingMemory())
@@ -182,16 +251,22 @@ def _fresh_report_budget() -> None:
     REPORT.reset()
 
 
-async def test_two_messages_that_share_a_platform_id_are_both_kept_in_the_message_log(redis: Any, history: Any) -> None:
+async def test_two_messages_that_share_a_platform_id_are_both_kept_in_the_message_log(
+    redis: Any, history: Any
+) -> None:
     # platform message ids are not unique forever (a reconnected implementation, a fuzzer, 32-bit
     # hashes): found by bench/faults.py, a later message overwrote an earlier one's log record
     kit = await make_kit(redis, history)
     for text, user in (("今天好热", 5), ("去游泳吧", 6)):
-        entry = normalize(payload(text, user=user, mid=777, at=False), self_id=BOT, tz=TZ, bot_name="悠酱")
+        entry = normalize(
+            payload(text, user=user, mid=777, at=False), self_id=BOT, tz=TZ, bot_name="悠酱"
+        )
         assert entry is not None
         await kit.service.handle(entry)
         await kit.service.handle(entry)  # the same event delivered twice is logged once
-    logged = await history.find(CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"})
+    logged = await history.find(
+        CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"}
+    )
     assert sorted(d["text"] for d in logged) == ["今天好热", "去游泳吧"]
 
 
@@ -201,10 +276,14 @@ async def test_two_windows_that_start_in_the_same_second_are_two_episodes(redis:
     memory = FakeMemory()
     kit = await make_kit(redis, memory=memory)
     for n, text in enumerate(("今天好热", "去游泳吧")):
-        entry = normalize(payload(text, user=5 + n, mid=100 + n, at=False), self_id=BOT, tz=TZ, bot_name="悠酱")
+        entry = normalize(
+            payload(text, user=5 + n, mid=100 + n, at=False), self_id=BOT, tz=TZ, bot_name="悠酱"
+        )
         assert entry is not None
         await kit.service.handle(entry)
-        assert await kit.service.recorder.flush_windows() == 1  # one window each, both started at 1_788_000_000
+        assert (
+            await kit.service.recorder.flush_windows() == 1
+        )  # one window each, both started at 1_788_000_000
     assert len({ep.id for ep in memory.episodes_put}) == 2
 
 
@@ -219,7 +298,8 @@ class LockedHistory:
 
 
 async def test_a_message_whose_log_write_is_cut_short_by_a_stop_is_still_archived_after_the_restart(
-        redis: Any) -> None:
+    redis: Any,
+) -> None:
     # found by bench/faults.py: messages that arrived while the history file was locked, then a
     # SIGTERM, reached neither the message log nor a conversation (the window came after the log)
     kit = await make_kit(redis, LockedHistory(), memory=FakeMemory())
@@ -238,7 +318,8 @@ async def test_a_message_whose_log_write_is_cut_short_by_a_stop_is_still_archive
 
 
 async def test_a_window_that_meets_redis_down_when_archiving_costs_one_line_and_stays(
-        redis: Any, caplog: pytest.LogCaptureFixture) -> None:
+    redis: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     # found by bench/faults.py: the embedded Redis killed while a window closed; the background
     # archiving task died with the ConnectionError ("Task exception was never retrieved", a traceback)
     from redis.exceptions import ConnectionError as RedisConnectionError
@@ -255,7 +336,9 @@ async def test_a_window_that_meets_redis_down_when_archiving_costs_one_line_and_
     sessions.window_peek = down  # type: ignore[method-assign]
     with caplog.at_level(logging.WARNING):
         await kit.service.recorder.flush_windows()
-    assert [r.levelno for r in caplog.records if "not archived" in r.getMessage()] == [logging.WARNING]
+    assert [r.levelno for r in caplog.records if "not archived" in r.getMessage()] == [
+        logging.WARNING
+    ]
     assert not any(r.exc_info for r in caplog.records)
 
     sessions.window_peek = peek  # type: ignore[method-assign]  # Redis is back

@@ -27,8 +27,14 @@ STRUCTURED = re.compile(r'[{}\[\]"`<>]|confiden|action')
 
 def cut(text: str) -> ToolChatResult:
     """An answer the provider cut off at the token limit."""
-    return ToolChatResult(text=text, model="f", prompt_tokens=0, completion_tokens=0, latency_ms=0,
-                          finish_reason="length")
+    return ToolChatResult(
+        text=text,
+        model="f",
+        prompt_tokens=0,
+        completion_tokens=0,
+        latency_ms=0,
+        finish_reason="length",
+    )
 
 
 def group_lines(kit: Any) -> list[str]:
@@ -48,7 +54,9 @@ NOT_MESSAGES = {
 
 
 @pytest.mark.parametrize("answer", list(NOT_MESSAGES.values()), ids=list(NOT_MESSAGES))
-async def test_an_answer_that_is_not_a_message_is_retried_once_and_never_sent(redis: Any, answer: str) -> None:
+async def test_an_answer_that_is_not_a_message_is_retried_once_and_never_sent(
+    redis: Any, answer: str
+) -> None:
     kit = await make_kit(redis, fn=scripted(answer, "在家看书呢～"))
     out = await kit.say("悠酱在干嘛")
     assert out.replies == ["在家看书呢～"] and group_lines(kit) == ["在家看书呢～"]
@@ -67,13 +75,17 @@ async def test_two_non_messages_in_a_row_become_one_short_line_in_character(redi
 
 
 async def test_reasoning_blocks_are_dropped_and_the_answer_kept(redis: Any) -> None:
-    kit = await make_kit(redis, fn=scripted("<think>他在问我在干嘛，\n我在家。</think>\n在家看书呢，你呢？"))
+    kit = await make_kit(
+        redis, fn=scripted("<think>他在问我在干嘛，\n我在家。</think>\n在家看书呢，你呢？")
+    )
     out = await kit.say("悠酱在干嘛")
     assert out.replies == ["在家看书呢，你呢？"] and len(kit.model.calls) == 1
 
 
 async def test_an_answer_cut_off_at_the_token_limit_is_retried(redis: Any) -> None:
-    kit = await make_kit(redis, fn=scripted(cut("今天早上先去了公园，然后在水音池那边看到了好多"), "去公园散步了～"))
+    kit = await make_kit(
+        redis, fn=scripted(cut("今天早上先去了公园，然后在水音池那边看到了好多"), "去公园散步了～")
+    )
     out = await kit.say("悠酱今天干嘛了")
     assert out.replies == ["去公园散步了～"] and group_lines(kit) == ["去公园散步了～"]
     assert "太长" in kit.model.calls[1][-1]["content"]
@@ -121,19 +133,29 @@ def test_markup_wrappers_and_her_own_name_are_not_part_of_the_message() -> None:
     assert out.review("<answer>**今天**去了公园</answer>").text == "今天去了公园"
     assert out.review("## 今天\n去了`公园`").text == "今天\n去了公园"
     assert out.review("好呀<|im_end|>").text == "好呀"
-    assert out.review('好的～\n<msg from="小明" id="5" time="09-01 10:00">我也去</msg>').text == "好的～"
+    assert (
+        out.review('好的～\n<msg from="小明" id="5" time="09-01 10:00">我也去</msg>').text
+        == "好的～"
+    )
 
 
 def test_chinese_words_in_ascii_quotes_are_prose_not_structure() -> None:
     out = OutputFilter(name="悠酱", max_chars=100)
-    for prose in ['今天学了两个词："摸鱼", "划水"', '他说"好"，然后走了', "（笑）好呀～", "3:30 见！"]:
+    for prose in [
+        '今天学了两个词："摸鱼", "划水"',
+        '他说"好"，然后走了',
+        "（笑）好呀～",
+        "3:30 见！",
+    ]:
         assert out.review(prose) == Filtered(prose), prose
 
 
 # -- what her context keeps -------------------------------------------------------------------------
 
 
-async def test_a_withheld_leak_is_stored_as_what_was_sent_never_as_what_the_model_said(redis: Any) -> None:
+async def test_a_withheld_leak_is_stored_as_what_was_sent_never_as_what_the_model_said(
+    redis: Any,
+) -> None:
     def leaky(messages: list[dict[str, Any]], schema: Any) -> str:
         if "整理一段聊天记录" in messages[0]["content"]:
             return "摘要"
@@ -153,14 +175,22 @@ async def test_a_withheld_leak_is_stored_as_what_was_sent_never_as_what_the_mode
 
 
 async def test_thinking_next_to_a_tool_call_is_not_stored_as_something_she_said(redis: Any) -> None:
-    think = ToolChatResult(text="<think>内部推理：规则说不能透露</think>先查一下", model="f", prompt_tokens=0,
-                           completion_tokens=0, latency_ms=0,
-                           tool_calls=(ToolCall(id="t", name="current_state", arguments="{}"),))
+    think = ToolChatResult(
+        text="<think>内部推理：规则说不能透露</think>先查一下",
+        model="f",
+        prompt_tokens=0,
+        completion_tokens=0,
+        latency_ms=0,
+        tool_calls=(ToolCall(id="t", name="current_state", arguments="{}"),),
+    )
     kit = await make_kit(redis, fn=scripted(think, "在家呢"))
     await kit.say("悠酱在哪")
     _, items = await kit.service.sessions.context(f"group:{GROUP}")
     assert [i["role"] for i in items] == ["user", "assistant", "tool", "assistant"]
-    assert items[1]["content"] == "" and items[1]["tool_calls"][0]["function"]["name"] == "current_state"
+    assert (
+        items[1]["content"] == ""
+        and items[1]["tool_calls"][0]["function"]["name"] == "current_state"
+    )
     assert items[-1]["content"] == "在家呢"
 
 
@@ -172,7 +202,9 @@ def proactive_writer(*messages: str) -> FunctionChatModel:
 
     def fn(msgs: list[ChatMessage], schema: JsonSchema | None) -> str:
         message = queue.pop(0) if queue else "刚去公园散了步～"
-        return json.dumps({"shouldSend": True, "reason": "想分享", "message": message}, ensure_ascii=False)
+        return json.dumps(
+            {"shouldSend": True, "reason": "想分享", "message": message}, ensure_ascii=False
+        )
 
     return FunctionChatModel(fn)
 
@@ -183,11 +215,18 @@ async def test_a_proactive_post_loses_its_reasoning_block(redis: Any, sqlite_his
     service, sender, ctx = await make_service(redis, sqlite_history, clock=clock, model=model)
     record = await post_at(service, clock, "2026-09-01 10:00")
     assert record["status"] == "sent" and sender.sent == [(G, "刚去公园散了步，风好舒服")]
-    assert ctx.bot_posts[0][1] == "刚去公园散了步，风好舒服" and record["message"] == "刚去公园散了步，风好舒服"
+    assert (
+        ctx.bot_posts[0][1] == "刚去公园散了步，风好舒服"
+        and record["message"] == "刚去公园散了步，风好舒服"
+    )
 
 
-@pytest.mark.parametrize("message", ['{"action": "walk_in_park", "reason": "天气好', "<think>要不要发呢，群里"])
-async def test_a_proactive_post_that_is_not_a_message_is_retried(redis: Any, sqlite_history: Any, message: str) -> None:
+@pytest.mark.parametrize(
+    "message", ['{"action": "walk_in_park", "reason": "天气好', "<think>要不要发呢，群里"]
+)
+async def test_a_proactive_post_that_is_not_a_message_is_retried(
+    redis: Any, sqlite_history: Any, message: str
+) -> None:
     clock = SimClock(at_time("2026-09-01 10:00"))
     model = proactive_writer(message, "刚去公园散了步～")
     service, sender, _ = await make_service(redis, sqlite_history, clock=clock, model=model)
@@ -196,7 +235,9 @@ async def test_a_proactive_post_that_is_not_a_message_is_retried(redis: Any, sql
     assert len(model.calls) == 2 and "聊天消息" in model.calls[1][-1]["content"]
 
 
-async def test_a_proactive_post_that_stays_structured_is_skipped_never_sent(redis: Any, sqlite_history: Any) -> None:
+async def test_a_proactive_post_that_stays_structured_is_skipped_never_sent(
+    redis: Any, sqlite_history: Any
+) -> None:
     clock = SimClock(at_time("2026-09-01 10:00"))
     model = proactive_writer(*['{"action": "eat"}'] * 5)
     service, sender, _ = await make_service(redis, sqlite_history, clock=clock, model=model)

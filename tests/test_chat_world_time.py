@@ -27,7 +27,9 @@ async def save_world_ahead(redis: Any, keys: Keys, lead: timedelta) -> datetime:
     return ahead
 
 
-async def test_a_standalone_bot_continues_from_the_saved_world_time(redis: Any, sqlite_history: Any) -> None:
+async def test_a_standalone_bot_continues_from_the_saved_world_time(
+    redis: Any, sqlite_history: Any
+) -> None:
     from yuiju.message.bot import build_service
 
     cfg = YuijuConfig()
@@ -40,7 +42,9 @@ async def test_a_standalone_bot_continues_from_the_saved_world_time(redis: Any, 
     assert service.clock.now() - saved < timedelta(minutes=1)
 
 
-async def test_messages_are_stamped_in_world_time_and_archived_after_her_last_action(redis: Any) -> None:
+async def test_messages_are_stamped_in_world_time_and_archived_after_her_last_action(
+    redis: Any,
+) -> None:
     keys = Keys("t")
     saved = await save_world_ahead(redis, keys, timedelta(hours=2))
     clock = RealClock(TZ)
@@ -49,7 +53,9 @@ async def test_messages_are_stamped_in_world_time_and_archived_after_her_last_ac
     kit = await make_kit(redis, memory=memory)
     kit.service.clock = kit.service.context.clock = kit.service.recorder.clock = clock
 
-    entry = normalize(payload("今天好热", stamp=int(datetime.now(TZ).timestamp())), self_id=BOT, tz=TZ)
+    entry = normalize(
+        payload("今天好热", stamp=int(datetime.now(TZ).timestamp())), self_id=BOT, tz=TZ
+    )
     assert entry is not None
     await kit.service.handle(entry)
     [seen] = await kit.service.sessions.recent(entry.session_id, 1)
@@ -60,7 +66,9 @@ async def test_messages_are_stamped_in_world_time_and_archived_after_her_last_ac
     assert episode.time >= saved - timedelta(seconds=5)  # not two hours before her last action
 
 
-async def test_episodes_of_a_conversation_sort_after_the_action_they_followed(redis: Any, sqlite_history: Any) -> None:
+async def test_episodes_of_a_conversation_sort_after_the_action_they_followed(
+    redis: Any, sqlite_history: Any
+) -> None:
     """The same through the real episode store: her day, read back in order, ends with the chat."""
     from yuiju.memory.episodes import Episode
 
@@ -68,9 +76,19 @@ async def test_episodes_of_a_conversation_sort_after_the_action_they_followed(re
     saved = await save_world_ahead(redis, keys, timedelta(hours=2))
     repo = EpisodeRepo(sqlite_history)
     await repo.ensure()
-    await repo.put(Episode.model_validate({
-        "_id": "ep1", "character_id": "yuiju", "type": "behavior", "time": saved - timedelta(minutes=30),
-        "end_time": saved, "status": "completed", "summary": "在公园散步"}))
+    await repo.put(
+        Episode.model_validate(
+            {
+                "_id": "ep1",
+                "character_id": "yuiju",
+                "type": "behavior",
+                "time": saved - timedelta(minutes=30),
+                "end_time": saved,
+                "status": "completed",
+                "summary": "在公园散步",
+            }
+        )
+    )
     clock = RealClock(TZ)
     clock.continue_from(saved)
 
@@ -81,7 +99,9 @@ async def test_episodes_of_a_conversation_sort_after_the_action_they_followed(re
 
     kit = await make_kit(redis, memory=Memory())
     kit.service.clock = kit.service.context.clock = kit.service.recorder.clock = clock
-    entry = normalize(payload("散步开心吗", stamp=int(datetime.now(TZ).timestamp())), self_id=BOT, tz=TZ)
+    entry = normalize(
+        payload("散步开心吗", stamp=int(datetime.now(TZ).timestamp())), self_id=BOT, tz=TZ
+    )
     assert entry is not None
     await kit.service.handle(entry)
     await kit.service.recorder.flush_windows()

@@ -21,38 +21,54 @@ pytestmark = pytest.mark.usefixtures("clean_config_env")
 def write_config(tmp_path: Path, redis_url: str, extra: str = "") -> Path:
     """Stores on the tests' Redis (its own prefix) and SQLite under tmp_path; offline memory."""
     path = tmp_path / "yuiju.toml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [app]
-data_dir = "{(tmp_path / 'data').as_posix()}"
+data_dir = "{(tmp_path / "data").as_posix()}"
 [redis]
 url = "{redis_url}"
 prefix = "cli-{tmp_path.name}"
 [embeddings]
 provider = "hashing"
-{extra}""", encoding="utf-8")
+{extra}""",
+        encoding="utf-8",
+    )
     return path
 
 
 @pytest.mark.parametrize("argv", [["status"], ["status", "--json"], ["actions", "list"]])
-def test_output_into_a_closed_pipe_ends_quietly(argv: list[str], tmp_path: Path, redis_url: str) -> None:
+def test_output_into_a_closed_pipe_ends_quietly(
+    argv: list[str], tmp_path: Path, redis_url: str
+) -> None:
     """`yuiju status | head -3`: the reader is gone before she writes; no traceback."""
     config = write_config(tmp_path, redis_url)
     read_end, write_end = os.pipe()
     os.close(read_end)
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_")}
     try:
-        done = subprocess.run([sys.executable, "-m", "yuiju.cli", "--config", str(config), *argv],
-                              stdout=write_end, stderr=subprocess.PIPE, cwd=ROOT, env=env, timeout=60,
-                              check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "yuiju.cli", "--config", str(config), *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=env,
+            timeout=60,
+            check=False,
+        )
     finally:
         os.close(write_end)
     err = done.stderr.decode(errors="replace")
-    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
-    assert done.returncode == 128 + signal.SIGPIPE, err  # what a Unix tool killed by SIGPIPE returns
+    assert (
+        "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err
+    ), err
+    assert done.returncode == 128 + signal.SIGPIPE, (
+        err
+    )  # what a Unix tool killed by SIGPIPE returns
 
 
-def test_a_memory_search_that_finds_nothing_says_so(tmp_path: Path, redis_url: str,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_memory_search_that_finds_nothing_says_so(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = write_config(tmp_path, redis_url)
 
     assert yuiju_cli.main(["--config", str(config), "memory", "search", "海边的贝壳"]) == 0
@@ -61,14 +77,25 @@ def test_a_memory_search_that_finds_nothing_says_so(tmp_path: Path, redis_url: s
     assert "no memories" in out and "海边的贝壳" in out
 
 
-SUBCOMMANDS = [["run"], ["world"], ["simulate"], ["status"], ["actions", "list"], ["actions", "check"],
-               ["memory", "search", "贝壳"], ["memory", "distill"], ["memory", "reindex"], ["bot"]]
+SUBCOMMANDS = [
+    ["run"],
+    ["world"],
+    ["simulate"],
+    ["status"],
+    ["actions", "list"],
+    ["actions", "check"],
+    ["memory", "search", "贝壳"],
+    ["memory", "distill"],
+    ["memory", "reindex"],
+    ["bot"],
+]
 
 
 @pytest.mark.parametrize("argv", SUBCOMMANDS, ids=" ".join)
 @pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
-def test_config_is_read_before_or_after_the_subcommand(argv: list[str], before: bool, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_config_is_read_before_or_after_the_subcommand(
+    argv: list[str], before: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "elsewhere.toml"
     option = ["--config", str(missing)]
 
@@ -108,7 +135,9 @@ def test_actions_check_finds_choices_naming_a_field_the_params_lack(
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "flowers.py").write_text(BAD_CHOICES, encoding="utf-8")
     config = tmp_path / "yuiju.toml"
-    config.write_text(f'[world]\naction_dirs = ["{(tmp_path / "mine").as_posix()}"]\n', encoding="utf-8")
+    config.write_text(
+        f'[world]\naction_dirs = ["{(tmp_path / "mine").as_posix()}"]\n', encoding="utf-8"
+    )
 
     assert yuiju_cli.main(["--config", str(config), "actions", "check"]) == 1
 

@@ -55,7 +55,9 @@ def test_in_window_is_half_open_and_wraps_past_midnight(
         ("2026-12-31 23:59", "00:00", "2027-01-01 00:00", 1),
     ],
 )
-def test_next_at_and_minutes_until_cross_midnight(now: str, hhmm: str, expected: str, minutes: int) -> None:
+def test_next_at_and_minutes_until_cross_midnight(
+    now: str, hhmm: str, expected: str, minutes: int
+) -> None:
     assert next_at(at_time(now), hhmm) == at_time(expected)
     assert minutes_until(at_time(now), hhmm) == minutes
 
@@ -161,7 +163,9 @@ async def test_real_clock_speed_up_runs_world_time_faster() -> None:
 async def test_real_clock_at_normal_speed_is_wall_time() -> None:
     clock = RealClock(TZ)
     assert abs(clock.now() - datetime.now(TZ)) < timedelta(seconds=1)
-    await asyncio.wait_for(clock.sleep_until(clock.now() - timedelta(hours=1)), 0.5)  # past: at once
+    await asyncio.wait_for(
+        clock.sleep_until(clock.now() - timedelta(hours=1)), 0.5
+    )  # past: at once
 
 
 @pytest.mark.parametrize("speed", [0, -1])

@@ -35,10 +35,19 @@ async def test_bad_commands_are_rejected_with_their_reason_and_a_good_one_still_
         json.dumps({"type": "explode"}),
         "not json at all",
         json.dumps({"type": "give_item", "character_id": "nobody", "item": "野莓"}),
-        json.dumps({"type": "consume_resource", "place": "park", "resource": "野莓", "amount": park_fruit + 1}),
+        json.dumps(
+            {
+                "type": "consume_resource",
+                "place": "park",
+                "resource": "野莓",
+                "amount": park_fruit + 1,
+            }
+        ),
     ]
     await redis.rpush(kit.keys.commands, bad[0], bad[1])
-    await enqueue_command(redis, kit.keys, {"type": "give_money", "character_id": "yuiju", "amount": 50})
+    await enqueue_command(
+        redis, kit.keys, {"type": "give_money", "character_id": "yuiju", "amount": 50}
+    )
     await redis.rpush(kit.keys.commands, bad[2], bad[3])
     await redis.delete(kit.keys.events)
 
@@ -69,11 +78,15 @@ async def test_bad_commands_are_rejected_with_their_reason_and_a_good_one_still_
     [
         ({"type": "pause"}, lambda world, her: world.paused),
         ({"type": "set_weather", "weather": "雪"}, lambda world, her: world.weather.type == "雪"),
-        ({"type": "give_item", "character_id": "yuiju", "item": "伞", "quantity": 2},
-         lambda world, her: her.inventory == {"伞": 2}),
+        (
+            {"type": "give_item", "character_id": "yuiju", "item": "伞", "quantity": 2},
+            lambda world, her: her.inventory == {"伞": 2},
+        ),
     ],
 )
-async def test_a_queued_command_is_applied_at_the_next_tick(redis: aioredis.Redis, command, check) -> None:
+async def test_a_queued_command_is_applied_at_the_next_tick(
+    redis: aioredis.Redis, command, check
+) -> None:
     kit = await started(redis)
     await enqueue_command(redis, kit.keys, command)
 
@@ -115,7 +128,12 @@ async def test_enqueue_refuses_a_malformed_command(redis: aioredis.Redis, raw: d
 
 
 def test_set_weather_before_any_weather_is_rejected() -> None:
-    world = WorldState(time=at_time("2026-09-01 08:00"), last_advanced_at=at_time("2026-09-01 08:00"))
+    world = WorldState(
+        time=at_time("2026-09-01 08:00"), last_advanced_at=at_time("2026-09-01 08:00")
+    )
     with pytest.raises(CommandRejected, match="no weather yet"):
-        apply_command(parse_command({"type": "set_weather", "weather": "晴"}), world,
-                      {"yuiju": make_character()})
+        apply_command(
+            parse_command({"type": "set_weather", "weather": "晴"}),
+            world,
+            {"yuiju": make_character()},
+        )

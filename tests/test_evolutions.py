@@ -34,8 +34,14 @@ def tick(
     evolutions: tuple[Any, ...] = (),
 ) -> TickContext:
     """Run ``evolutions`` from the world's last advance to ``to``, like the ticker does."""
-    ctx = TickContext(from_time=world.last_advanced_at, to_time=to, world=world,
-                      characters=characters or {}, town=HAURA, seed=seed)
+    ctx = TickContext(
+        from_time=world.last_advanced_at,
+        to_time=to,
+        world=world,
+        characters=characters or {},
+        town=HAURA,
+        seed=seed,
+    )
     for evolution in evolutions:
         evolution(ctx)
     world.last_advanced_at = to
@@ -78,8 +84,18 @@ def test_calendar_sets_weekday_period_and_school_day(
 
     calendar = world.calendar
     assert calendar is not None
-    assert (calendar.weekday, calendar.period, calendar.school_day, calendar.holiday, calendar.season) == (
-        weekday, period, school_day, holiday, season,
+    assert (
+        calendar.weekday,
+        calendar.period,
+        calendar.school_day,
+        calendar.holiday,
+        calendar.season,
+    ) == (
+        weekday,
+        period,
+        school_day,
+        holiday,
+        season,
     )
     assert calendar.date == at_time(now).date()
     assert world.time == at_time(now)
@@ -117,8 +133,10 @@ def test_a_different_seed_gives_different_weather_over_a_month() -> None:
 def test_no_snow_outside_winter_and_no_thunderstorm_in_winter_over_a_year(seed: int) -> None:
     series = weather_series(at_time("2026-01-01 00:00"), 4 * 365, seed=seed)
 
-    by_season = {s: Counter(w.type for w in series if season_of(w.period_start.date()) == s)
-                 for s in ("春", "夏", "秋", "冬")}
+    by_season = {
+        s: Counter(w.type for w in series if season_of(w.period_start.date()) == s)
+        for s in ("春", "夏", "秋", "冬")
+    }
     assert by_season["冬"]["雷雨"] == 0
     assert all(by_season[s]["雪"] == 0 for s in ("春", "夏", "秋"))
     assert by_season["冬"]["雪"] > 0 and by_season["夏"]["雷雨"] > 0  # both do happen
@@ -138,8 +156,9 @@ def test_weather_tends_to_persist_more_than_independent_draws_would(seed: int) -
 
 def test_weather_periods_are_chained_and_aligned_to_six_hours() -> None:
     series = weather_series(at_time("2026-06-01 00:00"), 12, seed=0)
-    assert [w.period_start for w in series] == [at_time("2026-06-01 00:00") + timedelta(hours=6 * n)
-                                                for n in range(12)]
+    assert [w.period_start for w in series] == [
+        at_time("2026-06-01 00:00") + timedelta(hours=6 * n) for n in range(12)
+    ]
 
 
 def test_weather_changes_only_when_a_new_period_starts() -> None:
@@ -233,8 +252,12 @@ def test_daily_resources_are_deterministic_and_within_bounds(seed: int) -> None:
         world = fresh_world(at_time("2026-09-01 00:00"))
         out = []
         for day in range(1, 31):
-            tick(world, at_time(f"2026-09-{day:02d} 05:00"), seed=seed,
-                 evolutions=(refresh_daily_resources,))
+            tick(
+                world,
+                at_time(f"2026-09-{day:02d} 05:00"),
+                seed=seed,
+                evolutions=(refresh_daily_resources,),
+            )
             out.append({p: dict(s.resources) for p, s in world.places.items()})
         return out
 
@@ -278,8 +301,12 @@ def test_needs_are_clamped_to_0_and_100(
     her = make_character(asleep=asleep, **start)
     world = fresh_world(at_time("2026-09-01 08:00"))
 
-    tick(world, at_time("2026-09-01 08:00") + timedelta(hours=hours), characters={"yuiju": her},
-         evolutions=(drift_needs,))
+    tick(
+        world,
+        at_time("2026-09-01 08:00") + timedelta(hours=hours),
+        characters={"yuiju": her},
+        evolutions=(drift_needs,),
+    )
 
     assert {"stamina": her.stamina, "satiety": her.satiety} == expected
 
@@ -288,8 +315,12 @@ def drift(steps: int, step: timedelta, **character: Any) -> CharacterState:
     her = make_character(**character)
     world = fresh_world(at_time("2026-09-01 08:00"))
     for n in range(1, steps + 1):
-        tick(world, at_time("2026-09-01 08:00") + n * step, characters={"yuiju": her},
-             evolutions=(drift_needs,))
+        tick(
+            world,
+            at_time("2026-09-01 08:00") + n * step,
+            characters={"yuiju": her},
+            evolutions=(drift_needs,),
+        )
     return her
 
 

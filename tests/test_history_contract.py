@@ -310,7 +310,12 @@ async def test_unreachable_mongo_raises_store_unavailable_with_redacted_url(tmp_
 async def test_put_many_upserts_in_order_as_one_batch(history: HistoryStore) -> None:
     spec = CollectionSpec(name="batch", fields=("n",), indexes=(("n",),))
     await history.ensure(spec)
-    await history.put_many("batch", [{"_id": "a", "n": 1}, {"_id": "b", "n": 2}, {"_id": "a", "n": 3}])
+    await history.put_many(
+        "batch", [{"_id": "a", "n": 1}, {"_id": "b", "n": 2}, {"_id": "a", "n": 3}]
+    )
     await history.put_many("batch", [])
     docs = await history.find("batch", sort="n")
-    assert [(d["_id"], d["n"]) for d in docs] == [("b", 2), ("a", 3)]  # the later "a" replaced the first
+    assert [(d["_id"], d["n"]) for d in docs] == [
+        ("b", 2),
+        ("a", 3),
+    ]  # the later "a" replaced the first

@@ -28,7 +28,9 @@ LOCK_WAIT_SECONDS = 1.0
 def short_lock_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """A statement gives up on another program's lock after 1 s (5 s in production): same behaviour,
     faster tests."""
-    monkeypatch.setattr(yuiju.storage.sqlite_history, "BUSY_TIMEOUT_SECONDS", LOCK_WAIT_SECONDS, raising=False)
+    monkeypatch.setattr(
+        yuiju.storage.sqlite_history, "BUSY_TIMEOUT_SECONDS", LOCK_WAIT_SECONDS, raising=False
+    )
 
 
 @contextlib.contextmanager
@@ -69,8 +71,14 @@ class LoopLag:
 
 
 def episode(n: int) -> dict[str, object]:
-    return {"_id": f"bhv_{n}", "character_id": "yuiju", "type": "behavior", "time": at_time("2026-09-01 06:00"),
-            "status": "completed", "summary": f"第{n}件事"}
+    return {
+        "_id": f"bhv_{n}",
+        "character_id": "yuiju",
+        "type": "behavior",
+        "time": at_time("2026-09-01 06:00"),
+        "status": "completed",
+        "summary": f"第{n}件事",
+    }
 
 
 async def test_a_locked_history_file_never_stalls_the_event_loop(tmp_path: Path) -> None:
@@ -79,7 +87,10 @@ async def test_a_locked_history_file_never_stalls_the_event_loop(tmp_path: Path)
     try:
         with locked(history.path), LoopLag() as lag:
             write, read = await asyncio.gather(
-                history.put_many("episodes", [episode(1)]), history.find("episodes"), return_exceptions=True)
+                history.put_many("episodes", [episode(1)]),
+                history.find("episodes"),
+                return_exceptions=True,
+            )
             await asyncio.sleep(0.05)
         assert lag.worst < 0.2, f"the event loop stalled {lag.worst:.2f} s"
         assert isinstance(write, StoreUnavailable) and "locked" in str(write)  # names the problem
@@ -95,7 +106,9 @@ async def test_the_page_answers_while_the_engine_waits_on_a_locked_history_file(
     redis: aioredis.Redis, sqlite_history: SqliteHistory
 ) -> None:
     kit = await lived(redis, sqlite_history, days=0.3)
-    await redis.rpush(kit.keys.episode_outbox, '{"collection": "episodes", "doc": {"_id": "bhv_late"}}')
+    await redis.rpush(
+        kit.keys.episode_outbox, '{"collection": "episodes", "doc": {"_id": "bhv_late"}}'
+    )
     app = create_app(observer_of(kit, redis, sqlite_history))
     async with client_of(app) as client:
         assert (await client.get("/")).status_code == 200  # the page was up before the lock
@@ -106,7 +119,9 @@ async def test_the_page_answers_while_the_engine_waits_on_a_locked_history_file(
             page = await client.get("/")
             answered = time.monotonic() - started
             assert await flush == 0
-        assert page.status_code == 200 and answered < LOCK_WAIT_SECONDS, f"{page.status_code} in {answered:.2f} s"
+        assert page.status_code == 200 and answered < LOCK_WAIT_SECONDS, (
+            f"{page.status_code} in {answered:.2f} s"
+        )
         assert lag.worst < 0.2, f"the event loop stalled {lag.worst:.2f} s"
         assert await kit.store.outbox_size() == 1  # kept for the next flush
 
@@ -114,7 +129,8 @@ async def test_the_page_answers_while_the_engine_waits_on_a_locked_history_file(
 
 
 async def test_closing_with_writes_stuck_on_a_lock_waits_half_a_second_at_most(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # found by bench/faults.py: SIGTERM with messages waiting on a locked file took 2.3 s, 1 s
     # of it this wait for writes that could not finish before the 5 s lock timeout anyway
     monkeypatch.setattr(yuiju.storage.sqlite_history, "BUSY_TIMEOUT_SECONDS", 5.0)

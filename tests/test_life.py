@@ -28,8 +28,13 @@ from yuiju.world.state import Weather
 SEEDS = (1, 2, 3)
 DAYS = 60
 CHECKS = {
-    "asleep_by_0200", "up_by_0900", "two_meals_a_day", "school_every_school_day", "candidates_every_decision",
-    "no_action_without_precondition", "distinct_actions_per_30_days",
+    "asleep_by_0200",
+    "up_by_0900",
+    "two_meals_a_day",
+    "school_every_school_day",
+    "candidates_every_decision",
+    "no_action_without_precondition",
+    "distinct_actions_per_30_days",
 }
 CATALOGUE = load_actions()
 
@@ -48,7 +53,9 @@ def local(iso: str, tz: Any) -> datetime:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-async def test_every_life_check_holds_with_its_evidence(lives: dict[int, dict[str, Any]], seed: int) -> None:
+async def test_every_life_check_holds_with_its_evidence(
+    lives: dict[int, dict[str, Any]], seed: int
+) -> None:
     checks = lives[seed]["checks"]
     assert set(checks) >= CHECKS
     failed = {name: c["evidence"] for name, c in checks.items() if not c["ok"]}
@@ -64,7 +71,9 @@ async def test_no_invariant_is_violated(lives: dict[int, dict[str, Any]], seed: 
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-async def test_at_least_25_distinct_actions_in_every_30_days(lives: dict[int, dict[str, Any]], seed: int) -> None:
+async def test_at_least_25_distinct_actions_in_every_30_days(
+    lives: dict[int, dict[str, Any]], seed: int
+) -> None:
     report = lives[seed]
     tz = datetime.fromisoformat(report["start"]).tzinfo
     first = datetime.fromisoformat(report["start"]).date()
@@ -109,9 +118,13 @@ async def test_she_goes_to_school_on_school_days_eats_twice_and_sleeps_by_two_ev
         assert sum(a in meals for a in done) >= 2, (day, done)
         assert ("attend_class" in done) == is_school_day(day), (day, done)
         assert "wake_up" in done, (day, done)
-        if n < DAYS - 1:  # the timeline holds completions: the last night's sleep ends after the run
+        if (
+            n < DAYS - 1
+        ):  # the timeline holds completions: the last night's sleep ends after the run
             night = datetime.combine(day, datetime.min.time(), tzinfo=tz) + timedelta(hours=12)
-            assert any(night <= t <= night + timedelta(hours=14) for t in sleeps), f"no sleep by 02:00 after {day}"
+            assert any(night <= t <= night + timedelta(hours=14) for t in sleeps), (
+                f"no sleep by 02:00 after {day}"
+            )
 
 
 async def test_different_seeds_live_different_lives(lives: dict[int, dict[str, Any]]) -> None:
@@ -143,9 +156,13 @@ def test_random_events_change_mood_within_bounds_and_are_noted() -> None:
 def test_random_events_happen_about_as_often_as_asked_and_are_seeded() -> None:
     hits = sum(random_event(make_ctx(seed=seed), chance=0.2) is not None for seed in range(2000))
     assert 300 <= hits <= 500
-    assert random_event(make_ctx(seed=11), chance=1.0) == random_event(make_ctx(seed=11), chance=1.0)
+    assert random_event(make_ctx(seed=11), chance=1.0) == random_event(
+        make_ctx(seed=11), chance=1.0
+    )
     quiet = make_ctx(seed=3, mood=50)
-    assert random_event(quiet, chance=0.0) is None and quiet.notes == [] and quiet.character.mood == 50
+    assert (
+        random_event(quiet, chance=0.0) is None and quiet.notes == [] and quiet.character.mood == 50
+    )
 
 
 @pytest.mark.parametrize("mood", [0, 2, 98, 100])
@@ -167,11 +184,15 @@ async def test_random_events_appear_in_completed_episodes_notes(
                 return wanted
         return names[0]
 
-    kit = await make_engine(redis, sqlite_history, policy=ScriptedPolicy(walker), start="2026-09-05 06:00", seed=5)
+    kit = await make_engine(
+        redis, sqlite_history, policy=ScriptedPolicy(walker), start="2026-09-05 06:00", seed=5
+    )
     await kit.engine.run(until=datetime.fromisoformat("2026-09-07T06:00:00+08:00"))
     await kit.engine.flush_outbox(force=True)
 
-    completed = await sqlite_history.find("episodes", eq={"type": "behavior", "status": "completed"})
+    completed = await sqlite_history.find(
+        "episodes", eq={"type": "behavior", "status": "completed"}
+    )
     noted = [e for e in completed if e["data"]["notes"]]
     events = [(e, n) for e in noted for n in e["data"]["notes"] if EVENT.match(n)]
     assert events, f"no random event in {len(completed)} completed episodes"
@@ -182,14 +203,18 @@ async def test_random_events_appear_in_completed_episodes_notes(
         assert 0 <= episode["data"]["stats_after"]["mood"] <= 100
 
 
-def wake_mood(weather: str | None, temperature: str = "舒适", when: str = "2026-09-01 06:40",
-              mood: float = 55) -> tuple[float, str]:
+def wake_mood(
+    weather: str | None, temperature: str = "舒适", when: str = "2026-09-01 06:40", mood: float = 55
+) -> tuple[float, str]:
     ctx = make_ctx(when, asleep=True, mood=mood)
     if weather is None:
         ctx.world.weather = None
     else:
-        ctx.world.weather = Weather(type=weather, temperature=temperature,  # type: ignore[arg-type]
-                                    period_start=ctx.now.replace(hour=6, minute=0))
+        ctx.world.weather = Weather(
+            type=weather,
+            temperature=temperature,  # type: ignore[arg-type]
+            period_start=ctx.now.replace(hour=6, minute=0),
+        )
     wake = CATALOGUE.actions["wake_up"]
     assert wake.available(ctx)
     summary = wake.run(ctx)  # type: ignore[misc]
@@ -198,7 +223,16 @@ def wake_mood(weather: str | None, temperature: str = "舒适", when: str = "202
 
 
 # A school-day (Tuesday) morning at a comfortable temperature, waking from a neutral mood of 55.
-MORNINGS = [("晴", 64), ("雪", 62), ("多云", 61), ("小雨", 59), ("雾", 58), ("阴", 57), ("雨", 55), ("雷雨", 51)]
+MORNINGS = [
+    ("晴", 64),
+    ("雪", 62),
+    ("多云", 61),
+    ("小雨", 59),
+    ("雾", 58),
+    ("阴", 57),
+    ("雨", 55),
+    ("雷雨", 51),
+]
 
 
 @pytest.mark.parametrize(("weather", "mood"), MORNINGS)

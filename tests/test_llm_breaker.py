@@ -30,9 +30,13 @@ class Provider:
         return '{"ok": true}'
 
 
-async def test_after_repeated_failures_it_stops_asking_until_the_cooldown_then_probes_once() -> None:
+async def test_after_repeated_failures_it_stops_asking_until_the_cooldown_then_probes_once() -> (
+    None
+):
     provider = Provider()
-    breaker = CircuitBreaker(provider.model, failures=3, cooldown_seconds=60, now=lambda: provider.now)
+    breaker = CircuitBreaker(
+        provider.model, failures=3, cooldown_seconds=60, now=lambda: provider.now
+    )
 
     for _ in range(2):
         with pytest.raises(LLMUnavailable) as failed:
@@ -65,7 +69,9 @@ async def test_after_repeated_failures_it_stops_asking_until_the_cooldown_then_p
 
 async def test_an_answer_between_failures_resets_the_count() -> None:
     provider = Provider()
-    breaker = CircuitBreaker(provider.model, failures=2, cooldown_seconds=60, now=lambda: provider.now)
+    breaker = CircuitBreaker(
+        provider.model, failures=2, cooldown_seconds=60, now=lambda: provider.now
+    )
     with pytest.raises(LLMUnavailable):
         await breaker.complete(MESSAGES)
     provider.up = True
@@ -78,7 +84,9 @@ async def test_an_answer_between_failures_resets_the_count() -> None:
 
 async def test_a_structured_request_makes_no_attempt_while_the_circuit_is_open() -> None:
     provider = Provider()
-    breaker = CircuitBreaker(provider.model, failures=2, cooldown_seconds=60, now=lambda: provider.now)
+    breaker = CircuitBreaker(
+        provider.model, failures=2, cooldown_seconds=60, now=lambda: provider.now
+    )
 
     with pytest.raises(StructuredOutputFailed) as first:
         await ask_structured(breaker, MESSAGES, lambda text: text, max_attempts=3)
@@ -95,8 +103,17 @@ async def test_in_a_full_outage_decisions_go_offline_and_only_probes_reach_the_p
     the circuit, then one probe per cooldown (one simulated hour here)."""
     monkeypatch.chdir(tmp_path)
     openai_stub.handler = lambda _body: StubError(500)
-    cfg = load_config(environ={}, overrides={"llm": {
-        "base_url": openai_stub.base_url, "model": "down", "breaker_failures": 3, "breaker_cooldown_seconds": 3600}})
+    cfg = load_config(
+        environ={},
+        overrides={
+            "llm": {
+                "base_url": openai_stub.base_url,
+                "model": "down",
+                "breaker_failures": 3,
+                "breaker_cooldown_seconds": 3600,
+            }
+        },
+    )
 
     report = await simulate(cfg, days=1, seed=5, policy="llm", progress=False)
 

@@ -70,7 +70,10 @@ NESTED = JsonSchema(
     schema={
         "$defs": {"reason": {"type": "string", "maxLength": 40}},
         "type": "object",
-        "properties": {"action_id": {"enum": ["sleep", "study"]}, "reason": {"$ref": "#/$defs/reason"}},
+        "properties": {
+            "action_id": {"enum": ["sleep", "study"]},
+            "reason": {"$ref": "#/$defs/reason"},
+        },
         "required": ["action_id"],
     },
 )
@@ -96,7 +99,9 @@ async def test_json_object_mode_shows_the_defs_with_the_system_prompt_and_the_re
     defs = json.dumps(NESTED.schema["$defs"], ensure_ascii=False, separators=(",", ":"))
     assert system["content"].startswith("你是悠酱。\n\n") and system["content"].endswith(defs)
     root = {k: v for k, v in NESTED.schema.items() if k != "$defs"}
-    assert user["content"].startswith("现在做什么？\n\n只输出符合下面 JSON Schema（decision）的一个 JSON 对象")
+    assert user["content"].startswith(
+        "现在做什么？\n\n只输出符合下面 JSON Schema（decision）的一个 JSON 对象"
+    )
     assert user["content"].endswith(json.dumps(root, ensure_ascii=False, separators=(",", ":")))
     assert [m["role"] for m in without_system["messages"]] == ["system", "user"]
     assert without_system["messages"][0]["content"].endswith(defs)
@@ -107,8 +112,14 @@ async def test_json_object_mode_puts_the_schema_before_a_wrong_answer_so_a_retry
     stub: OpenAIStub,
 ) -> None:
     stub.reply('{"action_id": "sleep"}', '{"action_id": "study"}')
-    chat = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="llama", output_mode="json_object")
-    retry = [*MESSAGES, {"role": "assistant", "content": "{oops"}, {"role": "user", "content": "请修正"}]
+    chat = OpenAIChatModel(
+        base_url=stub.base_url, api_key=None, model="llama", output_mode="json_object"
+    )
+    retry = [
+        *MESSAGES,
+        {"role": "assistant", "content": "{oops"},
+        {"role": "user", "content": "请修正"},
+    ]
     try:
         await chat.complete(MESSAGES, json_schema=NESTED)
         await chat.complete(retry, json_schema=NESTED)
@@ -117,15 +128,20 @@ async def test_json_object_mode_puts_the_schema_before_a_wrong_answer_so_a_retry
 
     first, second = (r["messages"] for r in stub.requests)
     assert second[: len(first)] == first
-    assert second[len(first):] == retry[len(MESSAGES):]
+    assert second[len(first) :] == retry[len(MESSAGES) :]
 
 
 async def test_every_request_sends_its_max_tokens_and_a_timeout_that_fits_it(
     stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stub.reply("好", "好")
-    chat = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="m", timeout_seconds=30,
-                           min_tokens_per_second=10)
+    chat = OpenAIChatModel(
+        base_url=stub.base_url,
+        api_key=None,
+        model="m",
+        timeout_seconds=30,
+        min_tokens_per_second=10,
+    )
     timeouts: list[object] = []
     create = chat._client.chat.completions.create
 
@@ -145,7 +161,9 @@ async def test_every_request_sends_its_max_tokens_and_a_timeout_that_fits_it(
     assert chat.request_timeout(None) == 30
 
 
-async def test_a_timed_out_request_carries_the_estimated_tokens_of_its_prompt(stub: OpenAIStub) -> None:
+async def test_a_timed_out_request_carries_the_estimated_tokens_of_its_prompt(
+    stub: OpenAIStub,
+) -> None:
     stub.reply(StubDelay(2.0, "late"))
     chat = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="m", timeout_seconds=0.2)
     try:

@@ -34,7 +34,10 @@ from yuiju.world.store import decode_doc
 from yuiju.world.usage import UsageLedger
 
 ROOT = Path(__file__).resolve().parent.parent
-MESSAGES = [{"role": "system", "content": "你是悠酱。"}, {"role": "user", "content": "现在做什么？"}]
+MESSAGES = [
+    {"role": "system", "content": "你是悠酱。"},
+    {"role": "user", "content": "现在做什么？"},
+]
 
 
 async def test_each_purpose_gets_its_own_bound_unless_the_call_sets_one() -> None:
@@ -62,7 +65,12 @@ async def test_a_failed_call_is_counted_with_the_estimated_tokens_of_its_prompt(
 
     decide = totals.by_purpose["decide"]
     assert (decide.calls, decide.failed) == (1, 1)
-    assert decide.prompt_tokens == decide.estimated_prompt_tokens == estimate_prompt_tokens(MESSAGES) > 0
+    assert (
+        decide.prompt_tokens
+        == decide.estimated_prompt_tokens
+        == estimate_prompt_tokens(MESSAGES)
+        > 0
+    )
 
 
 async def test_a_timed_out_http_call_counts_the_prompt_it_sent(openai_stub: OpenAIStub) -> None:
@@ -72,7 +80,9 @@ async def test_a_timed_out_http_call_counts_the_prompt_it_sent(openai_stub: Open
     async def sink(call: CallRecord) -> None:
         records.append(call)
 
-    inner = OpenAIChatModel(base_url=openai_stub.base_url, api_key=None, model="m", timeout_seconds=0.2)
+    inner = OpenAIChatModel(
+        base_url=openai_stub.base_url, api_key=None, model="m", timeout_seconds=0.2
+    )
     try:
         with pytest.raises(LLMUnavailable, match="timed out"):
             await MeteredModel(inner, sink=sink).complete(MESSAGES, purpose="chat")
@@ -85,30 +95,72 @@ async def test_a_timed_out_http_call_counts_the_prompt_it_sent(openai_stub: Open
     assert call.max_tokens == 600 and "timed out" in (call.error or "")
 
 
-async def test_the_ledger_counts_each_call_on_the_worlds_day_by_purpose(redis: aioredis.Redis) -> None:
+async def test_the_ledger_counts_each_call_on_the_worlds_day_by_purpose(
+    redis: aioredis.Redis,
+) -> None:
     keys = Keys("yuiju")
     clock = SimClock(at_time("2026-09-01 23:59"))
     ledger = UsageLedger(redis, keys, clock)
-    ok = CallRecord(purpose="decide", model="m", ok=True, error=None, prompt_tokens=1200, completion_tokens=40,
-                    estimated=False, latency_ms=800.0, max_tokens=400)
-    failed = CallRecord(purpose="decide", model="m", ok=False, error="timed out", prompt_tokens=1100,
-                        completion_tokens=0, estimated=True, latency_ms=60000.0, max_tokens=400)
+    ok = CallRecord(
+        purpose="decide",
+        model="m",
+        ok=True,
+        error=None,
+        prompt_tokens=1200,
+        completion_tokens=40,
+        estimated=False,
+        latency_ms=800.0,
+        max_tokens=400,
+    )
+    failed = CallRecord(
+        purpose="decide",
+        model="m",
+        ok=False,
+        error="timed out",
+        prompt_tokens=1100,
+        completion_tokens=0,
+        estimated=True,
+        latency_ms=60000.0,
+        max_tokens=400,
+    )
 
     await ledger(ok)
     await ledger(failed)
-    await ledger(CallRecord(purpose="chat", model="m", ok=True, error=None, prompt_tokens=300, completion_tokens=50,
-                            estimated=False, latency_ms=500.0, max_tokens=600))
+    await ledger(
+        CallRecord(
+            purpose="chat",
+            model="m",
+            ok=True,
+            error=None,
+            prompt_tokens=300,
+            completion_tokens=50,
+            estimated=False,
+            latency_ms=500.0,
+            max_tokens=600,
+        )
+    )
 
     day = "2026-09-01"
     usage = usage_of_day(day, await redis.hmget(keys.llm_usage, usage_fields(day)))
-    assert vars(usage["decide"]) == {"calls": 2, "failed": 1, "prompt_tokens": 2300, "completion_tokens": 40,
-                                     "estimated_prompt_tokens": 1100, "truncated": 0}
+    assert vars(usage["decide"]) == {
+        "calls": 2,
+        "failed": 1,
+        "prompt_tokens": 2300,
+        "completion_tokens": 40,
+        "estimated_prompt_tokens": 1100,
+        "truncated": 0,
+    }
     assert usage["chat"].calls == 1 and set(usage) == {"decide", "chat"}
     assert await ledger.tokens_on(clock.now()) == 1200 + 40 + 1100 + 300 + 50
     docs = [decode_doc(json.loads(raw)) for raw in await redis.lrange(keys.episode_outbox, 0, -1)]
     assert [d["collection"] for d in docs] == ["llm_calls"] * 3
     second = docs[1]["doc"]
-    assert (second["ok"], second["estimated"], second["prompt_tokens"], second["purpose"]) == (False, True, 1100, "decide")
+    assert (second["ok"], second["estimated"], second["prompt_tokens"], second["purpose"]) == (
+        False,
+        True,
+        1100,
+        "decide",
+    )
     assert isinstance(second["time"], datetime) and len({d["doc"]["_id"] for d in docs}) == 3
 
 
@@ -119,15 +171,21 @@ async def test_the_daily_budget_sees_the_estimated_prompts_of_failed_calls(
     budget never stopped the calls; now they count, and the day's calls stop at the budget."""
     monkeypatch.chdir(tmp_path)
     model = FunctionChatModel(lambda _m, _s: (_ for _ in ()).throw(LLMUnavailable("timed out")))
-    cfg = load_config(environ={}, overrides={"llm": {"daily_token_budget": 6000, "breaker_failures": 1000}})
+    cfg = load_config(
+        environ={}, overrides={"llm": {"daily_token_budget": 6000, "breaker_failures": 1000}}
+    )
 
     report = await simulate(cfg, days=1, seed=3, policy="llm", chat_model=model, progress=False)
 
     decide = report["llm"]["by_purpose"]["decide"]
     per_call = decide["estimated_prompt_tokens"] / decide["calls"]
     assert decide["failed"] == decide["calls"] == len(model.calls)
-    assert 6000 <= decide["estimated_prompt_tokens"] < 6000 + 3 * per_call + 1  # one decision's attempts past it
-    assert report["decisions"] > 10 and report["fallbacks"] == report["decisions"]  # she lived on, offline
+    assert (
+        6000 <= decide["estimated_prompt_tokens"] < 6000 + 3 * per_call + 1
+    )  # one decision's attempts past it
+    assert (
+        report["decisions"] > 10 and report["fallbacks"] == report["decisions"]
+    )  # she lived on, offline
 
 
 # -- every call site says what it is for ---------------------------------------------------------
@@ -141,7 +199,13 @@ def _llm_calls(tree: ast.AST) -> list[ast.Call]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        name = (
+            func.id
+            if isinstance(func, ast.Name)
+            else func.attr
+            if isinstance(func, ast.Attribute)
+            else ""
+        )
         if name == "ask_structured" or (name == "complete" and isinstance(func, ast.Attribute)):
             out.append(node)
     return out

@@ -25,10 +25,14 @@ def test_a_folder_loads_its_good_modules_and_skips_underscore_ones() -> None:
     assert catalogue.by_name_or_id("给花浇水") is catalogue.actions["water_plants"]
     assert catalogue.by_name_or_id("water_plants") is catalogue.actions["water_plants"]
     assert catalogue.by_name_or_id("游泳") is None
-    assert not any("_hidden" in origin for origin in [*catalogue.origins.values(), *catalogue.broken])
+    assert not any(
+        "_hidden" in origin for origin in [*catalogue.origins.values(), *catalogue.broken]
+    )
 
 
-def test_a_broken_module_is_reported_and_the_others_still_load(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_broken_module_is_reported_and_the_others_still_load(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     catalogue = load_actions(package=None, extra_dirs=[FIXTURES])
 
     assert set(catalogue.broken) == {str(FIXTURES / "broken.py")}
@@ -110,8 +114,12 @@ def test_two_actions_of_one_place_cannot_share_a_label(tmp_path: Path) -> None:
     )
     with pytest.raises(ActionLoadError, match=r"'tidy_desk'.*'收拾'.*'tidy_room'"):
         load_actions(package=None, extra_dirs=[tmp_path])
-    (tmp_path / "mine.py").write_text((tmp_path / "mine.py").read_text().replace("b = Action", "# b = Action"))
-    assert {"tidy_desk", "tidy_locker"} <= set(load_actions(package=None, extra_dirs=[tmp_path]).actions)
+    (tmp_path / "mine.py").write_text(
+        (tmp_path / "mine.py").read_text().replace("b = Action", "# b = Action")
+    )
+    assert {"tidy_desk", "tidy_locker"} <= set(
+        load_actions(package=None, extra_dirs=[tmp_path]).actions
+    )
 
 
 def test_a_missing_action_folder_is_a_configuration_error(tmp_path: Path) -> None:

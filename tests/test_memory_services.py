@@ -42,20 +42,33 @@ def fact_model(facts_by_user: dict[str, list[str]]) -> FunctionChatModel:
     def answer(messages: list[ChatMessage], schema: JsonSchema | None) -> str:
         prompt = messages[0]["content"]
         user = next(u for u in facts_by_user if f"用户 {u} " in prompt)
-        return json.dumps({"facts": [{"content": f, "importance": 0.7} for f in facts_by_user[user]]}, ensure_ascii=False)
+        return json.dumps(
+            {"facts": [{"content": f, "importance": 0.7} for f in facts_by_user[user]]},
+            ensure_ascii=False,
+        )
 
     return FunctionChatModel(answer)
 
 
-async def service(history: HistoryStore, semantic: SemanticMemory, model: FunctionChatModel | None = None) -> MemoryService:
-    return await build_memory(YuijuConfig(), history, semantic, character_id="yuiju", chat_model=model,
-                              voice=DiaryVoice(name="悠酱", persona="你是悠酱。"))
+async def service(
+    history: HistoryStore, semantic: SemanticMemory, model: FunctionChatModel | None = None
+) -> MemoryService:
+    return await build_memory(
+        YuijuConfig(),
+        history,
+        semantic,
+        character_id="yuiju",
+        chat_model=model,
+        voice=DiaryVoice(name="悠酱", persona="你是悠酱。"),
+    )
 
 
 # -- distillation ------------------------------------------------------------------------------------
 
 
-async def test_distillation_is_per_user_idempotent_and_keeps_the_user_id(history: HistoryStore, semantic: SemanticMemory) -> None:
+async def test_distillation_is_per_user_idempotent_and_keeps_the_user_id(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
     model = fact_model({"qq:1": ["这个用户喜欢猫。"], "qq:2": ["这个用户在学钢琴。"]})
     m = await service(history, semantic, model)
     await m.chat.add("qq:1", "我家有两只猫，超可爱", NOW - timedelta(hours=3))
@@ -70,10 +83,14 @@ async def test_distillation_is_per_user_idempotent_and_keeps_the_user_id(history
     recalled = await m.memory_search("猫", now=NOW, user_id="qq:1", kinds=["fact"])
     assert [(r.text, r.user_id) for r in recalled] == [("这个用户喜欢猫。", "qq:1")]
     assert await m.memory_search("猫", now=NOW, user_id="qq:2", kinds=["fact"]) == [] or all(
-        r.user_id == "qq:2" for r in await m.memory_search("猫", now=NOW, user_id="qq:2", kinds=["fact"]))
+        r.user_id == "qq:2"
+        for r in await m.memory_search("猫", now=NOW, user_id="qq:2", kinds=["fact"])
+    )
 
 
-async def test_the_same_fact_again_merges_instead_of_duplicating(history: HistoryStore, semantic: SemanticMemory) -> None:
+async def test_the_same_fact_again_merges_instead_of_duplicating(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
     m = await service(history, semantic, fact_model({"qq:1": ["这个用户喜欢猫。"]}))
     await m.chat.add("qq:1", "我喜欢猫", NOW - timedelta(days=2))
     await m.distiller.run(NOW - timedelta(days=1))
@@ -83,13 +100,19 @@ async def test_the_same_fact_again_merges_instead_of_duplicating(history: Histor
     assert len(await m.chat.facts("qq:1")) == 1
 
 
-async def test_retention_deletes_old_raw_memories(history: HistoryStore, semantic: SemanticMemory) -> None:
-    m = await service(history, semantic, None)  # no LLM: nothing is distilled, old raw memories expire
+async def test_retention_deletes_old_raw_memories(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
+    m = await service(
+        history, semantic, None
+    )  # no LLM: nothing is distilled, old raw memories expire
     await m.chat.add("qq:1", "很久以前说的话", NOW - timedelta(days=40))
     await m.chat.add("qq:1", "最近说的话", NOW - timedelta(days=1))
     report = await m.distiller.run(NOW)
     assert report.deleted == 1
-    assert [r.text for r in await m.memory_search("说的话", now=NOW, user_id="qq:1")] == ["最近说的话"]
+    assert [r.text for r in await m.memory_search("说的话", now=NOW, user_id="qq:1")] == [
+        "最近说的话"
+    ]
 
 
 def test_the_nightly_job_is_an_aware_cron_at_the_configured_time() -> None:
@@ -107,13 +130,23 @@ def test_the_nightly_job_is_an_aware_cron_at_the_configured_time() -> None:
 # -- person memory ---------------------------------------------------------------------------------
 
 
-async def test_person_profiles_are_keyed_by_platform_and_id_and_corrections_stick(history: HistoryStore, semantic: SemanticMemory) -> None:
-    model = FunctionChatModel(lambda m, s: '{"changes": [{"section": "喜好", "content": "喜欢猫"}, {"section": "称呼", "content": "阿明"}]}')
+async def test_person_profiles_are_keyed_by_platform_and_id_and_corrections_stick(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
+    model = FunctionChatModel(
+        lambda m, s: (
+            '{"changes": [{"section": "喜好", "content": "喜欢猫"}, {"section": "称呼", "content": "阿明"}]}'
+        )
+    )
     m = await service(history, semantic, model)
     await m.persons.correct("qq", "1", "称呼", "小明", NOW)
-    p = await m.persons.update_from_conversation("qq", "1", "明明", [("明明", "我最喜欢猫了")], NOW, model=model)
+    p = await m.persons.update_from_conversation(
+        "qq", "1", "明明", [("明明", "我最喜欢猫了")], NOW, model=model
+    )
     assert p.sections == {"称呼": "小明", "喜好": "喜欢猫"} and p.nickname == "明明" and p.heat == 1
-    renamed = await m.persons.update_from_conversation("qq", "1", "新昵称", [("新昵称", "hi")], NOW, model=None)
+    renamed = await m.persons.update_from_conversation(
+        "qq", "1", "新昵称", [("新昵称", "hi")], NOW, model=None
+    )
     assert renamed.id == p.id and renamed.heat == 2
     assert await m.person_profile("qq", "2") is None
     assert [x.user_id for x in await m.persons.list()] == ["1"]
@@ -125,14 +158,18 @@ async def test_person_profiles_are_keyed_by_platform_and_id_and_corrections_stic
 def test_chunks_are_paragraphs_with_real_overlap() -> None:
     paras = [f"第{i}段。" + "内容" * 30 for i in range(6)]
     chunks = chunk_paragraphs("\n\n".join(paras), size=150, overlap=20)
-    assert len(chunks) == 3 and chunks[0].start_line == 1 and chunks[1].start_line == 5  # two 64-char paragraphs per chunk
+    assert (
+        len(chunks) == 3 and chunks[0].start_line == 1 and chunks[1].start_line == 5
+    )  # two 64-char paragraphs per chunk
     for prev, cur in itertools.pairwise(chunks):
         assert cur.text.startswith(prev.text[-20:])
     joined = chunk_paragraphs("a\n\nb\n\nc", size=100, overlap=0)
     assert [c.text for c in joined] == ["a\n\nb\n\nc"]
 
 
-async def test_knowledge_files_are_indexed_incrementally(history: HistoryStore, semantic: SemanticMemory, tmp_path: Path) -> None:
+async def test_knowledge_files_are_indexed_incrementally(
+    history: HistoryStore, semantic: SemanticMemory, tmp_path: Path
+) -> None:
     m = await service(history, semantic)
     (tmp_path / "shrine.md").write_text("羽浦神社在山上。\n\n夏天有祭典。", encoding="utf-8")
     (tmp_path / "cafe.txt").write_text("海猫咖啡馆的招牌是布丁。", encoding="utf-8")
@@ -164,22 +201,52 @@ async def test_worker_indexes_completed_episodes_and_writes_the_diary_at_bedtime
     history: HistoryStore, semantic: SemanticMemory, redis: object
 ) -> None:
     m = await service(history, semantic)
-    await m.episodes.put(Episode.model_validate({
-        "_id": "bhv_1", "character_id": "yuiju", "type": "behavior", "status": "completed",
-        "time": NOW - timedelta(hours=3), "summary": "在南风公园散步，看到了晚霞",
-    }))
+    await m.episodes.put(
+        Episode.model_validate(
+            {
+                "_id": "bhv_1",
+                "character_id": "yuiju",
+                "type": "behavior",
+                "status": "completed",
+                "time": NOW - timedelta(hours=3),
+                "summary": "在南风公园散步，看到了晚霞",
+            }
+        )
+    )
     stream = "yuiju:events"
     worker = MemoryWorker(redis, stream, {"yuiju": m}, clock=FixedClock(), block_ms=10)
     await worker.ensure_group()
-    done = {"episode_id": "bhv_1", "action": "walk_in_park", "name": "散步", "summary": "散步", "share": False}
+    done = {
+        "episode_id": "bhv_1",
+        "action": "walk_in_park",
+        "name": "散步",
+        "summary": "散步",
+        "share": False,
+    }
     for _ in range(2):  # a replayed event changes nothing
-        await redis.xadd(stream, {"type": "action_completed", "character_id": "yuiju", "time": NOW.isoformat(),  # type: ignore[attr-defined]
-                                  "data": json.dumps(done, ensure_ascii=False)})
-    await redis.xadd(stream, {"type": "action_started", "character_id": "yuiju",  # type: ignore[attr-defined]
-                              "time": (NOW + timedelta(hours=1)).isoformat(), "data": json.dumps({"action": "sleep"})})
+        await redis.xadd(
+            stream,
+            {
+                "type": "action_completed",
+                "character_id": "yuiju",
+                "time": NOW.isoformat(),  # type: ignore[attr-defined]
+                "data": json.dumps(done, ensure_ascii=False),
+            },
+        )
+    await redis.xadd(
+        stream,
+        {
+            "type": "action_started",
+            "character_id": "yuiju",  # type: ignore[attr-defined]
+            "time": (NOW + timedelta(hours=1)).isoformat(),
+            "data": json.dumps({"action": "sleep"}),
+        },
+    )
     assert await worker.run_once(block=False) == 3
     assert await semantic.store.count(Where(eq={"kind": "episode"})) == 1
-    assert await semantic.store.count(Where(eq={"kind": "diary"})) == 2  # the day, and the week it closes (a Sunday)
+    assert (
+        await semantic.store.count(Where(eq={"kind": "diary"})) == 2
+    )  # the day, and the week it closes (a Sunday)
     found = await m.memory_search("公园晚霞", now=NOW, kinds=["episode"])
     assert [r.text for r in found] == ["在南风公园散步，看到了晚霞"]
     diary = await m.diary.get("yuiju", "day", NOW.date())
@@ -188,13 +255,24 @@ async def test_worker_indexes_completed_episodes_and_writes_the_diary_at_bedtime
     assert "18:00 在南风公园散步" in context
 
 
-async def test_a_failed_entry_stays_pending_and_is_retried(history: HistoryStore, semantic: SemanticMemory, redis: object) -> None:
+async def test_a_failed_entry_stays_pending_and_is_retried(
+    history: HistoryStore, semantic: SemanticMemory, redis: object
+) -> None:
     m = await service(history, semantic)
     stream = "yuiju:events"
     worker = MemoryWorker(redis, stream, {"yuiju": m}, clock=FixedClock(), block_ms=10)
     await worker.ensure_group()
-    await redis.xadd(stream, {"type": "action_completed", "character_id": "yuiju", "time": NOW.isoformat(),  # type: ignore[attr-defined]
-                              "data": json.dumps({"episode_id": "bhv_2", "summary": "在图书馆读书"}, ensure_ascii=False)})
+    await redis.xadd(
+        stream,
+        {
+            "type": "action_completed",
+            "character_id": "yuiju",
+            "time": NOW.isoformat(),  # type: ignore[attr-defined]
+            "data": json.dumps(
+                {"episode_id": "bhv_2", "summary": "在图书馆读书"}, ensure_ascii=False
+            ),
+        },
+    )
     real = semantic.embedder
 
     class Down(HashingEmbedder):
@@ -209,19 +287,34 @@ async def test_a_failed_entry_stays_pending_and_is_retried(history: HistoryStore
     assert await semantic.store.count() == 1
 
 
-async def test_memory_store_is_recalled_for_that_user_only(history: HistoryStore, semantic: SemanticMemory) -> None:
+async def test_memory_store_is_recalled_for_that_user_only(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
     m = await service(history, semantic)
     await m.memory_store("这个用户的生日是三月五日", user_id="qq:7", now=NOW)
-    assert [r.text for r in await m.memory_search("生日", now=NOW, user_id="qq:7")] == ["这个用户的生日是三月五日"]
+    assert [r.text for r in await m.memory_search("生日", now=NOW, user_id="qq:7")] == [
+        "这个用户的生日是三月五日"
+    ]
     assert await m.memory_search("生日", now=NOW, user_id="qq:8") == []
     await asyncio.sleep(0)
 
 
-async def test_episodes_can_be_searched_by_keyword(history: HistoryStore, semantic: SemanticMemory) -> None:
+async def test_episodes_can_be_searched_by_keyword(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
     m = await service(history, semantic)
     for n, text in enumerate(["在公园散步", "在图书馆读书", "又去公园喂猫"]):
-        await m.episodes.put(Episode.model_validate({"_id": f"k{n}", "character_id": "yuiju", "type": "behavior",
-                                                     "time": NOW - timedelta(hours=5 - n), "summary": text}))
+        await m.episodes.put(
+            Episode.model_validate(
+                {
+                    "_id": f"k{n}",
+                    "character_id": "yuiju",
+                    "type": "behavior",
+                    "time": NOW - timedelta(hours=5 - n),
+                    "summary": text,
+                }
+            )
+        )
     found = await m.episodes.search("yuiju", "公园", NOW - timedelta(days=1), NOW)
     assert [e.id for e in found] == ["k2", "k0"]
 
@@ -248,7 +341,9 @@ async def test_a_fact_stored_while_the_embedder_is_down_is_kept_and_indexed_late
         raise ConnectionError("embedding endpoint down")
 
     semantic.embedder.embed_documents = down  # type: ignore[method-assign]
-    doc_id = await svc.memory_store("小明喜欢吃抹茶布丁", user_id="u7", now=NOW)  # no exception for the chat
+    doc_id = await svc.memory_store(
+        "小明喜欢吃抹茶布丁", user_id="u7", now=NOW
+    )  # no exception for the chat
     assert (await sqlite_history.get("facts", doc_id))["indexed"] is False  # type: ignore[index]
     assert await svc.index_pending() == 0
 
@@ -296,8 +391,17 @@ async def test_the_worker_embeds_a_run_of_completed_episodes_in_one_call(
     worker = MemoryWorker(redis, stream, {"yuiju": m}, clock=FixedClock(), block_ms=10)
     await worker.ensure_group()
     for i in range(5):
-        await redis.xadd(stream, {"type": "action_completed", "character_id": "yuiju", "time": NOW.isoformat(),  # type: ignore[attr-defined]
-                                  "data": json.dumps({"episode_id": f"bhv_b{i}", "summary": f"第{i}件事"}, ensure_ascii=False)})
+        await redis.xadd(
+            stream,
+            {
+                "type": "action_completed",
+                "character_id": "yuiju",
+                "time": NOW.isoformat(),  # type: ignore[attr-defined]
+                "data": json.dumps(
+                    {"episode_id": f"bhv_b{i}", "summary": f"第{i}件事"}, ensure_ascii=False
+                ),
+            },
+        )
     assert await worker.run_once(block=False) == 5
     semantic.embedder = real
     assert calls == [5] and await semantic.store.count(Where(eq={"kind": "episode"})) == 5

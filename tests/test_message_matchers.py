@@ -16,11 +16,24 @@ from tests.test_message_service import BOT, GROUP, make_kit
 from yuiju.message.runtime import RUNTIME
 
 
-def group_event(message: Message, *, user: int = 5, to_me: bool = False, mid: int = 1) -> GroupMessageEvent:
+def group_event(
+    message: Message, *, user: int = 5, to_me: bool = False, mid: int = 1
+) -> GroupMessageEvent:
     return GroupMessageEvent(
-        time=1_788_000_000, self_id=BOT, post_type="message", sub_type="normal", user_id=user,
-        message_type="group", message_id=mid, message=message, original_message=message, raw_message=str(message),
-        font=0, sender=Sender(user_id=user, nickname="小明", card=""), to_me=to_me, group_id=GROUP,
+        time=1_788_000_000,
+        self_id=BOT,
+        post_type="message",
+        sub_type="normal",
+        user_id=user,
+        message_type="group",
+        message_id=mid,
+        message=message,
+        original_message=message,
+        raw_message=str(message),
+        font=0,
+        sender=Sender(user_id=user, nickname="小明", card=""),
+        to_me=to_me,
+        group_id=GROUP,
     )
 
 
@@ -39,9 +52,15 @@ async def test_an_at_mention_is_answered_with_one_send_msg(app: App, redis: Any)
             kit.service.outlet = matchers._outlet
             event = group_event(MessageSegment.at(BOT) + MessageSegment.text(" 在吗"), to_me=True)
             ctx.receive_event(bot, event)
-            ctx.should_call_api("send_msg", {"message_type": "group", "group_id": GROUP,
-                                             "message": Message(MessageSegment.text("嗯嗯，我在"))},
-                                {"message_id": 77})
+            ctx.should_call_api(
+                "send_msg",
+                {
+                    "message_type": "group",
+                    "group_id": GROUP,
+                    "message": Message(MessageSegment.text("嗯嗯，我在")),
+                },
+                {"message_id": 77},
+            )
         async with app.test_matcher(matchers.chat) as ctx:
             bot = ctx.create_bot(base=Bot, adapter=nonebot_adapter(), self_id=str(BOT))
             matchers.current_bot = lambda: bot
@@ -69,13 +88,17 @@ async def receive_with(app: App, redis: Any, handle: Any, *, mid: int) -> None:
     try:
         async with app.test_matcher(matchers.chat) as ctx:
             bot = ctx.create_bot(base=Bot, adapter=nonebot_adapter(), self_id=str(BOT))
-            ctx.receive_event(bot, group_event(MessageSegment.at(BOT) + MessageSegment.text(" 在吗"), mid=mid))
+            ctx.receive_event(
+                bot, group_event(MessageSegment.at(BOT) + MessageSegment.text(" 在吗"), mid=mid)
+            )
     finally:
         RUNTIME.service = None
 
 
 async def test_a_message_the_service_cannot_handle_costs_one_log_line(
-    app: App, redis: Any, caplog: pytest.LogCaptureFixture,
+    app: App,
+    redis: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     async def broken(entry: Any) -> Any:
         raise RuntimeError("redis went away")
@@ -84,12 +107,16 @@ async def test_a_message_the_service_cannot_handle_costs_one_log_line(
     for mid in (1, 2):
         await receive_with(app, redis, broken, mid=mid)
     lines = [r for r in caplog.records if r.name == "yuiju.message.matchers"]
-    assert [r.getMessage() for r in lines] == [f"message {mid} not handled: RuntimeError: redis went away" for mid in (1, 2)]
+    assert [r.getMessage() for r in lines] == [
+        f"message {mid} not handled: RuntimeError: redis went away" for mid in (1, 2)
+    ]
     assert lines[0].exc_info and not lines[1].exc_info  # the traceback once, then one line each
 
 
 async def test_a_message_that_meets_redis_down_costs_one_line_without_a_traceback(
-    app: App, redis: Any, caplog: pytest.LogCaptureFixture,
+    app: App,
+    redis: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # a store outage is not a bug in the code: the log says what is down, not where in the code
     from redis.exceptions import ConnectionError as RedisConnectionError

@@ -49,7 +49,9 @@ class FakeMemory:
     episodes_put: list[Episode] = field(default_factory=list)
     stored: list[str] = field(default_factory=list)
 
-    async def today_events(self, now: Any, *, start_hour: int = 0, end_hour: int = 24, limit: int = 20) -> list[Episode]:
+    async def today_events(
+        self, now: Any, *, start_hour: int = 0, end_hour: int = 24, limit: int = 20
+    ) -> list[Episode]:
         return self.events
 
     async def memory_search(self, query: str, **kw: Any) -> list[Any]:
@@ -69,6 +71,7 @@ class FakeMemory:
         class Repo:
             async def put(self, ep: Episode) -> None:
                 memory.episodes_put.append(ep)
+
         return Repo()
 
     @property
@@ -76,6 +79,7 @@ class FakeMemory:
         class Persons:
             async def update_from_conversation(self, *a: Any, **kw: Any) -> None:
                 return None
+
         return Persons()
 
     @property
@@ -83,26 +87,52 @@ class FakeMemory:
         class Chat:
             async def add(self, *a: Any, **kw: Any) -> str:
                 return "x"
+
         return Chat()
 
 
 def episode(summary: str, when: str = "2026-09-01 08:00") -> Episode:
-    return Episode.model_validate({"_id": summary, "character_id": "yuiju", "type": "behavior",
-                                   "time": at_time(when), "summary": summary})
+    return Episode.model_validate(
+        {
+            "_id": summary,
+            "character_id": "yuiju",
+            "type": "behavior",
+            "time": at_time(when),
+            "summary": summary,
+        }
+    )
 
 
 class Kit:
-    def __init__(self, service: ChatService, sent: list[tuple[str, int, str]], model: FunctionChatModel) -> None:
+    def __init__(
+        self, service: ChatService, sent: list[tuple[str, int, str]], model: FunctionChatModel
+    ) -> None:
         self.service, self.sent, self.model = service, sent, model
         self.n = 0
 
-    def entry(self, text: str = "你好", *, user: int = 5, group: int | None = GROUP, at: bool = False,
-              reply_to_bot: bool = False, minutes: int = 0) -> Any:
+    def entry(
+        self,
+        text: str = "你好",
+        *,
+        user: int = 5,
+        group: int | None = GROUP,
+        at: bool = False,
+        reply_to_bot: bool = False,
+        minutes: int = 0,
+    ) -> Any:
         self.n += 1
-        segments = ([{"type": "at", "data": {"qq": str(BOT)}}] if at else []) + [{"type": "text", "data": {"text": text}}]
-        payload = {"message_type": "group" if group else "private", "message_id": self.n, "user_id": user,
-                   "group_id": group, "sender": {"nickname": f"u{user}"}, "message": segments,
-                   "time": int((at_time("2026-09-01 10:00") + timedelta(minutes=minutes)).timestamp())}
+        segments = ([{"type": "at", "data": {"qq": str(BOT)}}] if at else []) + [
+            {"type": "text", "data": {"text": text}}
+        ]
+        payload = {
+            "message_type": "group" if group else "private",
+            "message_id": self.n,
+            "user_id": user,
+            "group_id": group,
+            "sender": {"nickname": f"u{user}"},
+            "message": segments,
+            "time": int((at_time("2026-09-01 10:00") + timedelta(minutes=minutes)).timestamp()),
+        }
         if reply_to_bot:
             payload["reply"] = {"message_id": 9, "sender_id": BOT, "text": "之前的话"}
         return normalize(payload, self_id=BOT, tz=TZ, bot_name="悠酱")
@@ -115,21 +145,47 @@ LEXICON = ClaimLexicon.build(load_actions("yuiju.actions"))
 """Her claims vocabulary from the shipped actions (built once: loading the actions takes a moment)."""
 
 
-async def make_kit(redis: Any, history: Any = None, fn: Any = None, *, world: Any = None, memory: Any = None,
-                   tools: Any = None, **cfg: Any) -> Kit:
+async def make_kit(
+    redis: Any,
+    history: Any = None,
+    fn: Any = None,
+    *,
+    world: Any = None,
+    memory: Any = None,
+    tools: Any = None,
+    **cfg: Any,
+) -> Kit:
     sent: list[tuple[str, int, str]] = []
 
     async def outlet(scene: str, target: int, text: str) -> int:
         sent.append((scene, target, text))
         return len(sent)
 
-    config = ChatConfig(**{"admins": [ADMIN], "private_whitelist": [2], "groups": {str(GROUP): GroupPolicy()},
-                           "max_pause_seconds": 0, **cfg})
+    config = ChatConfig(
+        **{
+            "admins": [ADMIN],
+            "private_whitelist": [2],
+            "groups": {str(GROUP): GroupPolicy()},
+            "max_pause_seconds": 0,
+            **cfg,
+        }
+    )
     model = FunctionChatModel(fn or (lambda m, s: "嗯嗯，我在"))
-    service = ChatService(cfg=config, card=load_card("yuiju"), redis=redis, keys=Keys("t"),
-                          clock=SimClock(at_time("2026-09-01 10:00")), model=model, history=history,
-                          world=world or FakeWorld(), memory=memory, outlet=outlet, self_id=BOT,
-                          lexicon=LEXICON, tools=tools)
+    service = ChatService(
+        cfg=config,
+        card=load_card("yuiju"),
+        redis=redis,
+        keys=Keys("t"),
+        clock=SimClock(at_time("2026-09-01 10:00")),
+        model=model,
+        history=history,
+        world=world or FakeWorld(),
+        memory=memory,
+        outlet=outlet,
+        self_id=BOT,
+        lexicon=LEXICON,
+        tools=tools,
+    )
     return Kit(service, sent, model)
 
 
@@ -138,23 +194,53 @@ async def make_kit(redis: Any, history: Any = None, fn: Any = None, *, world: An
 
 def test_every_segment_type_becomes_readable_text() -> None:
     segs = [
-        {"type": "at", "data": {"qq": str(BOT)}}, {"type": "text", "data": {"text": "看"}},
-        {"type": "face", "data": {"id": "1"}}, {"type": "image", "data": {"file": "a", "sub_type": 1}},
-        {"type": "image", "data": {"file": "b"}}, {"type": "record", "data": {}}, {"type": "forward", "data": {"id": "x"}},
-        {"type": "json", "data": {"data": json.dumps({"prompt": "[分享]好玩的"})}}, {"type": "at", "data": {"qq": "all"}},
-        {"type": "weird_new", "data": {}}, "garbage", {"data": {}},
+        {"type": "at", "data": {"qq": str(BOT)}},
+        {"type": "text", "data": {"text": "看"}},
+        {"type": "face", "data": {"id": "1"}},
+        {"type": "image", "data": {"file": "a", "sub_type": 1}},
+        {"type": "image", "data": {"file": "b"}},
+        {"type": "record", "data": {}},
+        {"type": "forward", "data": {"id": "x"}},
+        {"type": "json", "data": {"data": json.dumps({"prompt": "[分享]好玩的"})}},
+        {"type": "at", "data": {"qq": "all"}},
+        {"type": "weird_new", "data": {}},
+        "garbage",
+        {"data": {}},
     ]
-    e = normalize({"message_type": "group", "message_id": 7, "user_id": 5, "group_id": 9, "time": 1_780_000_000,
-                   "sender": {"nickname": "小明", "card": "明"}, "message": segs}, self_id=BOT, tz=TZ, bot_name="悠酱")
+    e = normalize(
+        {
+            "message_type": "group",
+            "message_id": 7,
+            "user_id": 5,
+            "group_id": 9,
+            "time": 1_780_000_000,
+            "sender": {"nickname": "小明", "card": "明"},
+            "message": segs,
+        },
+        self_id=BOT,
+        tz=TZ,
+        bot_name="悠酱",
+    )
     assert e is not None and e.mentions_me and e.sender_name == "明" and e.session_id == "group:9"
-    assert e.text == "@悠酱看[表情][表情包][图片][语音][合并转发的聊天记录][卡片：[分享]好玩的]@全体成员[weird_new]"
+    assert (
+        e.text
+        == "@悠酱看[表情][表情包][图片][语音][合并转发的聊天记录][卡片：[分享]好玩的]@全体成员[weird_new]"
+    )
 
 
 def test_malformed_events_are_ignored_and_huge_ones_truncated() -> None:
     assert normalize({"message_type": "group"}, self_id=BOT, tz=TZ) is None
     assert normalize({"message_type": "notice"}, self_id=BOT, tz=TZ) is None
-    assert normalize({"message_type": "private", "user_id": 1, "message": 42}, self_id=BOT, tz=TZ) is None
-    e = normalize({"message_type": "private", "user_id": 1, "message": "啊" * 5000}, self_id=BOT, tz=TZ, max_chars=100)
+    assert (
+        normalize({"message_type": "private", "user_id": 1, "message": 42}, self_id=BOT, tz=TZ)
+        is None
+    )
+    e = normalize(
+        {"message_type": "private", "user_id": 1, "message": "啊" * 5000},
+        self_id=BOT,
+        tz=TZ,
+        max_chars=100,
+    )
     assert e is not None and e.truncated and len(e.text) < 120
 
 
@@ -163,27 +249,38 @@ def test_output_is_sanitised_and_split_naturally() -> None:
     assert sanitize("悠酱：嗯", max_chars=50, name="悠酱") == "嗯"
     assert len(sanitize("长" * 500, max_chars=100)) == 100
     assert split_lines("好呀", max_lines=3) == ["好呀"]
-    assert split_lines("今天去了公园散步。\n看到了好多猫！\n嗯\n还买了冰淇淋。\n第五行", max_lines=3) == [
-        "今天去了公园散步。", "看到了好多猫！嗯", "还买了冰淇淋。第五行"]
+    assert split_lines(
+        "今天去了公园散步。\n看到了好多猫！\n嗯\n还买了冰淇淋。\n第五行", max_lines=3
+    ) == ["今天去了公园散步。", "看到了好多猫！嗯", "还买了冰淇淋。第五行"]
 
 
 # -- when she answers ------------------------------------------------------------------------------
 
 
-async def test_group_messages_not_addressed_to_her_are_recorded_but_not_answered(redis: Any, sqlite_history: Any) -> None:
+async def test_group_messages_not_addressed_to_her_are_recorded_but_not_answered(
+    redis: Any, sqlite_history: Any
+) -> None:
     kit = await make_kit(redis, sqlite_history)
     out = await kit.say("今天好热")
     assert not out.answered and out.reason == "not addressed to her" and kit.sent == []
     out = await kit.say("在吗", at=True)
     assert out.answered and kit.sent == [("group", GROUP, "嗯嗯，我在")]
     recent = await ServiceGroupContext(kit.service).recent_messages(GROUP, 10)
-    assert [(m["text"], m["from_bot"]) for m in recent] == [("今天好热", False), ("@悠酱在吗", False), ("嗯嗯，我在", True)]
-    logged = await sqlite_history.find(CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"})
+    assert [(m["text"], m["from_bot"]) for m in recent] == [
+        ("今天好热", False),
+        ("@悠酱在吗", False),
+        ("嗯嗯，我在", True),
+    ]
+    logged = await sqlite_history.find(
+        CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"}
+    )
     assert len(logged) == 3
 
 
 async def test_name_reply_and_policies_decide_who_she_answers(redis: Any) -> None:
-    kit = await make_kit(redis, groups={str(GROUP): GroupPolicy(), "200": GroupPolicy(reply="mention")})
+    kit = await make_kit(
+        redis, groups={str(GROUP): GroupPolicy(), "200": GroupPolicy(reply="mention")}
+    )
     assert (await kit.say("悠悠今天干嘛了")).answered
     assert (await kit.say("嗯", reply_to_bot=True)).answered
     assert not (await kit.say("悠悠在吗", group=200)).answered
@@ -209,7 +306,9 @@ async def test_a_flood_from_one_user_is_rate_limited(redis: Any) -> None:
 
 
 async def test_a_flooded_group_is_recorded_but_not_answered_until_it_calms(redis: Any) -> None:
-    kit = await make_kit(redis, group_messages_per_minute=4, groups={str(GROUP): GroupPolicy(), "200": GroupPolicy()})
+    kit = await make_kit(
+        redis, group_messages_per_minute=4, groups={str(GROUP): GroupPolicy(), "200": GroupPolicy()}
+    )
     clock = [1000.0]
     kit.service.gate.monotonic = lambda: clock[0]
     for user in range(10, 14):  # four people chatting among themselves: not a flood yet
@@ -221,7 +320,9 @@ async def test_a_flooded_group_is_recorded_but_not_answered_until_it_calms(redis
     clock[0] += 61  # a quiet minute later
     assert (await kit.say("悠酱你看", user=15, at=True)).answered
     recent = await kit.service.sessions.recent(f"group:{GROUP}", 20)
-    assert [e.text for e in recent if not e.from_bot].count("@悠酱悠酱你看") == 2  # the flooded one is recorded
+    assert [e.text for e in recent if not e.from_bot].count(
+        "@悠酱悠酱你看"
+    ) == 2  # the flooded one is recorded
 
 
 # -- no stale replies ------------------------------------------------------------------------------
@@ -272,14 +373,18 @@ async def test_an_invented_activity_today_is_sent_back_to_the_model(redis: Any) 
     kit = await make_kit(redis, fn=scripted("今天去钓鱼了！", "今天在公园散步了"), memory=memory)
     out = await kit.say("悠酱今天干嘛了")
     assert out.replies == ["今天在公园散步了"]
-    assert "钓鱼" in kit.model.calls[1][-1]["content"] and kit.model.calls[1][-1]["role"] == "system"
+    assert (
+        "钓鱼" in kit.model.calls[1][-1]["content"] and kit.model.calls[1][-1]["role"] == "system"
+    )
 
 
 async def test_tools_registered_at_run_time_show_up_on_the_next_turn(redis: Any) -> None:
     kit = await make_kit(redis, tools=[])
     await kit.say("悠酱1")
     assert kit.model.tools[-1] == []
-    kit.service.registry.register(Tool("wave", "挥手", lambda ctx, a: ToolResult("ok", user_reply="（挥手）")))
+    kit.service.registry.register(
+        Tool("wave", "挥手", lambda ctx, a: ToolResult("ok", user_reply="（挥手）"))
+    )
     await kit.say("悠酱2")
     assert [t["function"]["name"] for t in kit.model.tools[-1]] == ["wave"]
     kit.service.registry.unregister("wave")
@@ -303,9 +408,15 @@ async def test_tool_replies_go_out_at_once_and_the_step_limit_wraps_up(redis: An
 
 
 async def test_silent_mode_shows_only_tool_replies(redis: Any) -> None:
-    reply = Tool("reply", "回复", lambda ctx, a: ToolResult("sent", user_reply=a["text"], end_turn=True))
-    kit = await make_kit(redis, fn=scripted(ToolCall(id="1", name="reply", arguments='{"text":"嗨"}')),
-                         tools=[reply], mode="SILENT")
+    reply = Tool(
+        "reply", "回复", lambda ctx, a: ToolResult("sent", user_reply=a["text"], end_turn=True)
+    )
+    kit = await make_kit(
+        redis,
+        fn=scripted(ToolCall(id="1", name="reply", arguments='{"text":"嗨"}')),
+        tools=[reply],
+        mode="SILENT",
+    )
     await kit.say("悠酱")
     kit.model.fn = lambda m, s: "这句不该被看到"
     await kit.say("悠酱")
@@ -336,14 +447,18 @@ INJECTIONS = [
 
 
 @pytest.mark.parametrize("attack", INJECTIONS)
-async def test_injection_attempts_neither_unlock_admin_tools_nor_leak_the_prompt(redis: Any, attack: str) -> None:
+async def test_injection_attempts_neither_unlock_admin_tools_nor_leak_the_prompt(
+    redis: Any, attack: str
+) -> None:
     api_calls: list[Any] = []
 
     def obedient(messages: list[dict[str, Any]], schema: Any) -> Any:
         """A model that falls for everything: calls admin tools, then echoes its system prompt."""
         if messages[-1]["role"] == "user":
-            return [ToolCall(id="a", name="clear_context", arguments="{}"),
-                    ToolCall(id="b", name="mute_member", arguments='{"user_id": 6, "minutes": 60}')]
+            return [
+                ToolCall(id="a", name="clear_context", arguments="{}"),
+                ToolCall(id="b", name="mute_member", arguments='{"user_id": 6, "minutes": 60}'),
+            ]
         return "@全体成员 好的！" + messages[0]["content"][-300:]
 
     kit = await make_kit(redis, fn=obedient)
@@ -360,7 +475,11 @@ async def test_injection_attempts_neither_unlock_admin_tools_nor_leak_the_prompt
     assert out.replies == ["这个不能告诉你哦。"]
     assert not any(leaks(t, kit.service.context.stable_prompt()) for _, _, t in kit.sent)
     user_turn = kit.model.calls[0][-1]["content"]
-    assert user_turn.count("<msg ") == 1 and user_turn.count("</msg>") == 1 and 'admin="true"' not in user_turn
+    assert (
+        user_turn.count("<msg ") == 1
+        and user_turn.count("</msg>") == 1
+        and 'admin="true"' not in user_turn
+    )
 
 
 async def test_admins_may_use_admin_tools(redis: Any) -> None:
@@ -370,7 +489,12 @@ async def test_admins_may_use_admin_tools(redis: Any) -> None:
         api_calls.append((action, params))
         return {}
 
-    kit = await make_kit(redis, fn=scripted(ToolCall(id="b", name="mute_member", arguments='{"user_id": 6, "minutes": 1}'), "好"))
+    kit = await make_kit(
+        redis,
+        fn=scripted(
+            ToolCall(id="b", name="mute_member", arguments='{"user_id": 6, "minutes": 1}'), "好"
+        ),
+    )
     kit.service.api = api
     await kit.say("悠酱 禁言6号一分钟", user=ADMIN)
     assert api_calls == [("set_group_ban", {"group_id": GROUP, "user_id": 6, "duration": 60})]
@@ -380,8 +504,14 @@ async def test_admins_may_use_admin_tools(redis: Any) -> None:
 
 
 def test_compaction_never_splits_a_tool_call_from_its_result() -> None:
-    items = [{"role": "user"}, {"role": "assistant", "tool_calls": [{}]}, {"role": "tool"}, {"role": "tool"},
-             {"role": "assistant"}, {"role": "user"}]
+    items = [
+        {"role": "user"},
+        {"role": "assistant", "tool_calls": [{}]},
+        {"role": "tool"},
+        {"role": "tool"},
+        {"role": "assistant"},
+        {"role": "user"},
+    ]
     assert compaction_split(items, keep=4) == 4
     assert compaction_split(items, keep=3) == 4
     assert compaction_split(items, keep=5) == 1  # the call and its results stay together
@@ -405,7 +535,10 @@ async def test_context_over_budget_is_summarised_into_the_rolling_summary(redis:
 async def test_admin_commands_run_only_for_admins(redis: Any) -> None:
     kit = await make_kit(redis)
     out = await kit.say("/weather 雨", at=True, user=ADMIN)
-    assert out.reason == "admin command" and json.loads((await redis.lrange(Keys("t").commands, 0, -1))[0])["weather"] == "雨"
+    assert (
+        out.reason == "admin command"
+        and json.loads((await redis.lrange(Keys("t").commands, 0, -1))[0])["weather"] == "雨"
+    )
     await kit.say("/pause", at=True, user=5)
     assert await redis.llen(Keys("t").commands) == 1
     out = await kit.say("/status", group=None, user=ADMIN)

@@ -44,12 +44,24 @@ class _Svc:
 
 
 def _ctx(folder: Path) -> ToolContext:
-    return ToolContext(user_id=ADMIN, session_id="private:1", scene="private", group_id=None, is_admin=True,
-                       service=_Svc(folder))
+    return ToolContext(
+        user_id=ADMIN,
+        session_id="private:1",
+        scene="private",
+        group_id=None,
+        is_admin=True,
+        service=_Svc(folder),
+    )
 
 
-OUTSIDE = ["../secret.txt", "/etc/passwd", "out-link.txt", "out-dir/secret.txt", "sub/../../secret.txt",
-           "../files-evil/x.txt"]
+OUTSIDE = [
+    "../secret.txt",
+    "/etc/passwd",
+    "out-link.txt",
+    "out-dir/secret.txt",
+    "sub/../../secret.txt",
+    "../files-evil/x.txt",
+]
 
 
 @pytest.mark.parametrize("path", OUTSIDE)
@@ -59,12 +71,25 @@ async def test_file_read_refuses_every_way_out_of_the_folder(folder: Path, path:
 
 
 @pytest.mark.parametrize("path", [*OUTSIDE, "dangling", "out-dir/new.txt"])
-async def test_file_write_refuses_every_way_out_and_writes_nothing_there(folder: Path, path: str) -> None:
-    outside = {p: p.read_bytes() for p in folder.parent.rglob("*") if p.is_file() and folder not in p.parents}
+async def test_file_write_refuses_every_way_out_and_writes_nothing_there(
+    folder: Path, path: str
+) -> None:
+    outside = {
+        p: p.read_bytes()
+        for p in folder.parent.rglob("*")
+        if p.is_file() and folder not in p.parents
+    }
     with pytest.raises(PermissionError):
         await file_write.run(_ctx(folder), {"path": path, "content": "pwned"})
-    assert not (folder.parent / "created-outside.txt").exists() and not (folder.parent / "new.txt").exists()
-    assert {p: p.read_bytes() for p in folder.parent.rglob("*") if p.is_file() and folder not in p.parents} == outside
+    assert (
+        not (folder.parent / "created-outside.txt").exists()
+        and not (folder.parent / "new.txt").exists()
+    )
+    assert {
+        p: p.read_bytes()
+        for p in folder.parent.rglob("*")
+        if p.is_file() and folder not in p.parents
+    } == outside
 
 
 @pytest.mark.parametrize("path", ["..", "/", "out-dir", "../files-evil"])
@@ -76,16 +101,33 @@ async def test_file_list_refuses_folders_outside(folder: Path, path: str) -> Non
 async def test_files_inside_the_folder_work(folder: Path) -> None:
     ctx = _ctx(folder)
     assert await file_read.run(ctx, {"path": "note.txt"}) == "备忘：周六去海边"
-    assert await file_read.run(ctx, {"path": "ok-link.txt"}) == "备忘：周六去海边"  # a link that stays inside
+    assert (
+        await file_read.run(ctx, {"path": "ok-link.txt"}) == "备忘：周六去海边"
+    )  # a link that stays inside
     assert await file_read.run(ctx, {"path": "sub/../sub/deep.txt"}) == "深处"
-    assert await file_write.run(ctx, {"path": "new/plan.txt", "content": "去钓鱼"}) == "已写入 plan.txt。"
+    assert (
+        await file_write.run(ctx, {"path": "new/plan.txt", "content": "去钓鱼"})
+        == "已写入 plan.txt。"
+    )
     assert (folder / "new" / "plan.txt").read_text(encoding="utf-8") == "去钓鱼"
     assert (await file_list.run(ctx, {"path": "."})).splitlines() == [
-        "dangling", "new/", "note.txt", "ok-link.txt", "out-dir/", "out-link.txt", "sub/"]
+        "dangling",
+        "new/",
+        "note.txt",
+        "ok-link.txt",
+        "out-dir/",
+        "out-link.txt",
+        "sub/",
+    ]
 
 
-async def test_a_refused_path_reaches_the_model_as_an_error_never_the_user(redis: Any, folder: Path) -> None:
-    fn = scripted(ToolCall(id="f", name="file_read", arguments='{"path": "../secret.txt"}'), "读不了那个文件呢")
+async def test_a_refused_path_reaches_the_model_as_an_error_never_the_user(
+    redis: Any, folder: Path
+) -> None:
+    fn = scripted(
+        ToolCall(id="f", name="file_read", arguments='{"path": "../secret.txt"}'),
+        "读不了那个文件呢",
+    )
     kit = await make_kit(redis, fn=fn, file_folder=folder)
     out = await kit.say("悠酱 读一下 ../secret.txt", user=ADMIN)
     tool_msg = kit.model.calls[1][-1]
@@ -97,25 +139,41 @@ async def test_a_refused_path_reaches_the_model_as_an_error_never_the_user(redis
 # -- group member info -------------------------------------------------------------------------------
 
 
-async def test_group_member_info_asks_onebot_about_this_group_and_keeps_the_useful_fields(redis: Any) -> None:
+async def test_group_member_info_asks_onebot_about_this_group_and_keeps_the_useful_fields(
+    redis: Any,
+) -> None:
     calls: list[tuple[str, dict[str, Any]]] = []
 
     async def api(action: str, **params: Any) -> Any:
         calls.append((action, params))
         if params["user_id"] == 6:
-            return {"user_id": 6, "nickname": "小红", "card": "红红", "title": "书虫", "role": "member",
-                    "level": "12", "join_time": 1, "phone": "hidden"}
+            return {
+                "user_id": 6,
+                "nickname": "小红",
+                "card": "红红",
+                "title": "书虫",
+                "role": "member",
+                "level": "12",
+                "join_time": 1,
+                "phone": "hidden",
+            }
         return None  # the implementation knows nothing
 
-    fn = scripted(ToolCall(id="m", name="group_member_info", arguments='{"user_id": 6}'), "她是书虫红红",
-                  ToolCall(id="n", name="group_member_info", arguments='{"user_id": 99}'), "不认识",
-                  ToolCall(id="p", name="group_member_info", arguments='{"user_id": 6}'), "私聊里查不了")
+    fn = scripted(
+        ToolCall(id="m", name="group_member_info", arguments='{"user_id": 6}'),
+        "她是书虫红红",
+        ToolCall(id="n", name="group_member_info", arguments='{"user_id": 99}'),
+        "不认识",
+        ToolCall(id="p", name="group_member_info", arguments='{"user_id": 6}'),
+        "私聊里查不了",
+    )
     kit = await make_kit(redis, fn=fn)
     kit.service.api = api
     await kit.say("悠酱 6号是谁")
     assert calls == [("get_group_member_info", {"group_id": GROUP, "user_id": 6})]
     assert kit.model.calls[1][-1]["content"] == (
-        "user_id=6, nickname=小红, card=红红, title=书虫, role=member, level=12")
+        "user_id=6, nickname=小红, card=红红, title=书虫, role=member, level=12"
+    )
     await kit.say("悠酱 99号呢")
     assert kit.model.calls[3][-1]["content"] == "查不到。"
     await kit.say("6号是谁", group=None, user=2)  # a private chat has no group
@@ -125,10 +183,16 @@ async def test_group_member_info_asks_onebot_about_this_group_and_keeps_the_usef
 # -- /proactive against the real ProactiveService ------------------------------------------------------
 
 
-async def test_proactive_admin_commands_drive_the_real_service(redis: Any, sqlite_history: Any) -> None:
+async def test_proactive_admin_commands_drive_the_real_service(
+    redis: Any, sqlite_history: Any
+) -> None:
     kit = await make_kit(redis, sqlite_history)
-    proactive, sender, _ = await make_service(redis, sqlite_history, clock=kit.service.clock,  # group 100
-                                              ctx=ServiceGroupContext(kit.service))
+    proactive, sender, _ = await make_service(
+        redis,
+        sqlite_history,
+        clock=kit.service.clock,  # group 100
+        ctx=ServiceGroupContext(kit.service),
+    )
     kit.service.proactive = proactive
 
     async def admin(command: str, **kw: Any) -> str:
@@ -157,12 +221,15 @@ async def test_proactive_admin_commands_drive_the_real_service(redis: Any, sqlit
     assert len(sender.sent) == 1
 
 
-async def test_proactive_without_a_group_in_private_asks_for_one(redis: Any, sqlite_history: Any) -> None:
+async def test_proactive_without_a_group_in_private_asks_for_one(
+    redis: Any, sqlite_history: Any
+) -> None:
     kit = await make_kit(redis, sqlite_history)
     out = await kit.say("/proactive preview", group=None, user=ADMIN)
     assert out.replies == ["主动发言没有配置（[proactive]）。"]
-    kit.service.proactive, _, _ = await make_service(redis, sqlite_history, clock=kit.service.clock,
-                                                     sender=FakeSender())
+    kit.service.proactive, _, _ = await make_service(
+        redis, sqlite_history, clock=kit.service.clock, sender=FakeSender()
+    )
     assert (await kit.say("/proactive preview", group=None, user=ADMIN)).replies == ["请给出群号。"]
 
 
@@ -170,16 +237,31 @@ async def test_proactive_without_a_group_in_private_asks_for_one(redis: Any, sql
 
 
 def thinking() -> Any:
-    return scripted(ToolChatResult(text="先查一下今天的记录", model="f", prompt_tokens=0, completion_tokens=0,
-                                   latency_ms=0, tool_calls=(ToolCall(id="t", name="today_events", arguments="{}"),)),
-                    "早上去公园散步啦")
+    return scripted(
+        ToolChatResult(
+            text="先查一下今天的记录",
+            model="f",
+            prompt_tokens=0,
+            completion_tokens=0,
+            latency_ms=0,
+            tool_calls=(ToolCall(id="t", name="today_events", arguments="{}"),),
+        ),
+        "早上去公园散步啦",
+    )
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-async def test_thinking_goes_privately_to_admins_only_when_enabled_never_to_the_group(redis: Any, enabled: bool) -> None:
+async def test_thinking_goes_privately_to_admins_only_when_enabled_never_to_the_group(
+    redis: Any, enabled: bool
+) -> None:
     sunk: list[tuple[str, str, str]] = []
-    kit = await make_kit(redis, fn=thinking(), memory=FakeMemory(events=[episode("在公园散步")]),
-                         admins=[ADMIN, 7], debug_to_admins=enabled)
+    kit = await make_kit(
+        redis,
+        fn=thinking(),
+        memory=FakeMemory(events=[episode("在公园散步")]),
+        admins=[ADMIN, 7],
+        debug_to_admins=enabled,
+    )
     admins = AdminDebugSink([ADMIN, 7], lambda: kit.service.outlet)
 
     async def sink(kind: str, sid: str, text: str) -> None:
@@ -195,9 +277,14 @@ async def test_thinking_goes_privately_to_admins_only_when_enabled_never_to_the_
     private = [(target, t) for scene, target, t in kit.sent if scene == "private"]
     if enabled:
         assert [p for p in private if p[1].startswith("[think")] == [
-            (ADMIN, f"[think group:{GROUP}] 先查一下今天的记录"), (7, f"[think group:{GROUP}] 先查一下今天的记录"),
-            (ADMIN, f"[think group:{GROUP}] Use Tool: today_events"), (7, f"[think group:{GROUP}] Use Tool: today_events")]
-        assert all(t.startswith((f"[think group:{GROUP}]", f"[debug group:{GROUP}]")) for _, t in private)
+            (ADMIN, f"[think group:{GROUP}] 先查一下今天的记录"),
+            (7, f"[think group:{GROUP}] 先查一下今天的记录"),
+            (ADMIN, f"[think group:{GROUP}] Use Tool: today_events"),
+            (7, f"[think group:{GROUP}] Use Tool: today_events"),
+        ]
+        assert all(
+            t.startswith((f"[think group:{GROUP}]", f"[debug group:{GROUP}]")) for _, t in private
+        )
     else:
         assert private == []
     kinds = {k for k, _, _ in sunk}
@@ -205,8 +292,13 @@ async def test_thinking_goes_privately_to_admins_only_when_enabled_never_to_the_
 
 
 async def test_an_admin_that_cannot_be_reached_does_not_stop_the_reply(redis: Any) -> None:
-    kit = await make_kit(redis, fn=thinking(), memory=FakeMemory(events=[episode("在公园散步")]),
-                         admins=[ADMIN, 7], debug_to_admins=True)
+    kit = await make_kit(
+        redis,
+        fn=thinking(),
+        memory=FakeMemory(events=[episode("在公园散步")]),
+        admins=[ADMIN, 7],
+        debug_to_admins=True,
+    )
     kit.service.sink = AdminDebugSink([ADMIN, 7], lambda: kit.service.outlet)
     original = kit.service.outlet
     assert original is not None
@@ -219,5 +311,9 @@ async def test_an_admin_that_cannot_be_reached_does_not_stop_the_reply(redis: An
     kit.service.outlet = outlet
     out = await kit.say("悠酱今天干嘛了")
     assert out.replies == ["早上去公园散步啦"]
-    assert [t for scene, target, t in kit.sent if scene == "private" and t.startswith("[think")] == [
-        f"[think group:{GROUP}] 先查一下今天的记录", f"[think group:{GROUP}] Use Tool: today_events"]
+    assert [
+        t for scene, target, t in kit.sent if scene == "private" and t.startswith("[think")
+    ] == [
+        f"[think group:{GROUP}] 先查一下今天的记录",
+        f"[think group:{GROUP}] Use Tool: today_events",
+    ]

@@ -33,10 +33,19 @@ POISON = {
 
 
 def episode(n: int) -> str:
-    return dumps_doc(outbox_entry("episodes", {
-        "_id": f"bhv_{n}", "character_id": "yuiju", "type": "behavior", "time": at_time("2026-09-01 06:00"),
-        "status": "completed", "summary": f"第{n}件事",
-    }))
+    return dumps_doc(
+        outbox_entry(
+            "episodes",
+            {
+                "_id": f"bhv_{n}",
+                "character_id": "yuiju",
+                "type": "behavior",
+                "time": at_time("2026-09-01 06:00"),
+                "status": "completed",
+                "summary": f"第{n}件事",
+            },
+        )
+    )
 
 
 def dead_letter_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -65,7 +74,8 @@ async def test_a_malformed_outbox_entry_is_dead_lettered_once_and_the_episodes_b
 
 
 async def test_an_outbox_entry_that_is_not_utf8_is_dead_lettered_and_the_rest_flows(
-    redis: aioredis.Redis, history: HistoryStore,
+    redis: aioredis.Redis,
+    history: HistoryStore,
 ) -> None:
     # bytes no client of ours writes (a hand-edited list, a corrupt restore): reading them as text
     # raised on every flush, so the outbox stayed blocked behind them for good
@@ -88,7 +98,9 @@ async def test_a_history_store_that_is_down_keeps_a_malformed_entry_queued_with_
     await redis.rpush(kit.keys.episode_outbox, "not json", episode(1))
 
     assert await kit.engine.flush_outbox(force=True) == 0
-    assert await kit.store.outbox_size() == 2  # nothing moves while the store cannot take the good ones
+    assert (
+        await kit.store.outbox_size() == 2
+    )  # nothing moves while the store cannot take the good ones
     assert await kit.store.dead_letters() == []
 
     flaky.down = False
@@ -126,7 +138,9 @@ async def test_a_flush_whose_lock_ran_out_dead_letters_nothing_twice(
 
     class SlowWrite(FlakyHistory):
         async def put(self, collection: str, document: Mapping[str, Any]) -> None:
-            if not self.puts:  # this write outlives the flush lock; the other engine flushes meanwhile
+            if (
+                not self.puts
+            ):  # this write outlives the flush lock; the other engine flushes meanwhile
                 self.puts.append("-")
                 await redis.delete(first.keys.outbox_lock)
                 await first.engine.flush_outbox(force=True)
@@ -146,6 +160,7 @@ async def test_yuiju_status_reports_dead_lettered_outbox_entries(
     redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from yuiju import cli as yuiju_cli
+
     cfg = load_config(environ={"YUIJU_REDIS__URL": redis_url, "YUIJU_APP__DATA_DIR": str(tmp_path)})
     kit = await make_engine(redis, None)
     await redis.rpush(kit.keys.episode_outbox, "not json")

@@ -42,8 +42,11 @@ def test_the_parameterised_actions_are_the_ones_tested_here() -> None:
 
 def ctx_for(action_id: str, **character: Any) -> ActionContext:
     setting = SETTING[action_id]
-    return make_ctx(setting["now"], location=setting["location"], **{"stamina": 60, "satiety": 40, "mood": 50,
-                                                                    **character})
+    return make_ctx(
+        setting["now"],
+        location=setting["location"],
+        **{"stamina": 60, "satiety": 40, "mood": 50, **character},
+    )
 
 
 def decide(ctx: ActionContext, action_id: str, params: dict[str, Any] | None):
@@ -60,8 +63,14 @@ def start_and_complete(ctx: ActionContext, decision) -> tuple[str, str]:
     started = (action.run(ctx) if action.run else None) or ""
     minutes = action.minutes(ctx)
     ctx.running = RunningAction(
-        action_id=action.id, name=action.name, started_at=ctx.now, ends_at=ctx.now + timedelta(minutes=minutes),
-        episode_id="bhv_t", place=ctx.character.location, reason="想这样做", decided_by="t",
+        action_id=action.id,
+        name=action.name,
+        started_at=ctx.now,
+        ends_at=ctx.now + timedelta(minutes=minutes),
+        episode_id="bhv_t",
+        place=ctx.character.location,
+        reason="想这样做",
+        decided_by="t",
         params=decision.params.model_dump() if decision.params else None,
     )
     ctx.now = ctx.running.ends_at
@@ -75,24 +84,58 @@ def start_and_complete(ctx: ActionContext, decision) -> tuple[str, str]:
 VALID = [
     # action, her state, params, expected money, inventory, (stat, delta) pairs
     ("buy_snack", {"money": 100}, {"item": "百奇", "quantity": 2}, 76, {"百奇": 2}, {}),
-    ("buy_ingredients", {"money": 100}, {"items": ["鸡蛋", "豆腐", "白米"]}, 80,
-     {"鸡蛋": 1, "豆腐": 1, "白米": 1}, {}),
-    ("sell_items", {"money": 10, "inventory": {"海玻璃": 2, "野莓": 1}}, {"items": ["海玻璃"]}, 190,
-     {"野莓": 1}, {}),
-    ("sell_items", {"money": 10, "inventory": {"海玻璃": 2}}, {"items": ["海玻璃", "海玻璃"]}, 190, {}, {}),
+    (
+        "buy_ingredients",
+        {"money": 100},
+        {"items": ["鸡蛋", "豆腐", "白米"]},
+        80,
+        {"鸡蛋": 1, "豆腐": 1, "白米": 1},
+        {},
+    ),
+    (
+        "sell_items",
+        {"money": 10, "inventory": {"海玻璃": 2, "野莓": 1}},
+        {"items": ["海玻璃"]},
+        190,
+        {"野莓": 1},
+        {},
+    ),
+    (
+        "sell_items",
+        {"money": 10, "inventory": {"海玻璃": 2}},
+        {"items": ["海玻璃", "海玻璃"]},
+        190,
+        {},
+        {},
+    ),
     ("eat_at_diner", {"money": 100}, {"item": "咖喱饭"}, 74, {}, {"satiety": 45, "stamina": 8}),
     ("drink_coffee", {"money": 100}, {"item": "美式"}, 64, {}, {"satiety": 8, "stamina": 5}),
-    ("cook_and_eat", {"inventory": {"鸡蛋": 1, "白米": 2}}, {"ingredients": ["鸡蛋", "白米"], "dish": "蛋炒饭"},
-     300, {"白米": 1}, {"satiety": round((8 + 14) * 1.2) + 15, "stamina": round((3 + 4) * 1.1)}),
-    ("eat_item", {"inventory": {"百奇": 1, "白米": 1}}, {"item": "百奇"}, 300, {"白米": 1},
-     {"satiety": 4, "stamina": 2}),
+    (
+        "cook_and_eat",
+        {"inventory": {"鸡蛋": 1, "白米": 2}},
+        {"ingredients": ["鸡蛋", "白米"], "dish": "蛋炒饭"},
+        300,
+        {"白米": 1},
+        {"satiety": round((8 + 14) * 1.2) + 15, "stamina": round((3 + 4) * 1.1)},
+    ),
+    (
+        "eat_item",
+        {"inventory": {"百奇": 1, "白米": 1}},
+        {"item": "百奇"},
+        300,
+        {"白米": 1},
+        {"satiety": 4, "stamina": 2},
+    ),
     ("pray_at_shrine", {"money": 100}, {"offer": True, "wish": "希望考试顺利"}, 95, {}, {}),
     ("pray_at_shrine", {"money": 100}, {"offer": False}, 100, {}, {}),
 ]
 
 
-@pytest.mark.parametrize(("action_id", "state", "params", "money", "inventory", "deltas"), VALID,
-                         ids=[f"{v[0]}-{n}" for n, v in enumerate(VALID)])
+@pytest.mark.parametrize(
+    ("action_id", "state", "params", "money", "inventory", "deltas"),
+    VALID,
+    ids=[f"{v[0]}-{n}" for n, v in enumerate(VALID)],
+)
 def test_a_valid_choice_validates_and_changes_money_inventory_and_stats(
     action_id: str, state: dict, params: dict, money: int, inventory: dict, deltas: dict
 ) -> None:
@@ -130,24 +173,52 @@ INVALID = [
     ("buy_ingredients", {"money": 100}, {"items": ["鸡蛋", "鸡蛋"]}, "每种食材只写一次"),
     ("buy_ingredients", {"money": 10}, {"items": ["鸡腿肉"]}, "一共 18 金币，她只有 10"),
     ("buy_ingredients", {"money": 100}, {"items": []}, "items"),
-    ("sell_items", {"inventory": {"海玻璃": 1}}, {"items": ["月汐珍珠"]}, "不能卖 月汐珍珠；能卖的只有：海玻璃"),
+    (
+        "sell_items",
+        {"inventory": {"海玻璃": 1}},
+        {"items": ["月汐珍珠"]},
+        "不能卖 月汐珍珠；能卖的只有：海玻璃",
+    ),
     ("sell_items", {"inventory": {"海玻璃": 1, "百奇": 1}}, {"items": ["百奇"]}, "不能卖 百奇"),
     ("eat_at_diner", {"money": 100}, {"item": "拉面"}, "菜单上没有「拉面」"),
     ("eat_at_diner", {"money": 20}, {"item": "咖喱饭"}, "咖喱饭要 26 金币，她只有 20"),
     ("drink_coffee", {"money": 100}, {"item": "抹茶拿铁"}, "菜单上没有「抹茶拿铁」"),
     ("drink_coffee", {"money": 40}, {"item": "维也纳咖啡"}, "维也纳咖啡要 55 金币，她只有 40"),
-    ("cook_and_eat", {"inventory": {"鸡蛋": 1}}, {"ingredients": ["鲑鱼切身"]}, "背包里没有 鲑鱼切身；现有食材：鸡蛋"),
-    ("cook_and_eat", {"inventory": {"鸡蛋": 2}}, {"ingredients": ["鸡蛋", "鸡蛋"]}, "每种食材只写一次"),
+    (
+        "cook_and_eat",
+        {"inventory": {"鸡蛋": 1}},
+        {"ingredients": ["鲑鱼切身"]},
+        "背包里没有 鲑鱼切身；现有食材：鸡蛋",
+    ),
+    (
+        "cook_and_eat",
+        {"inventory": {"鸡蛋": 2}},
+        {"ingredients": ["鸡蛋", "鸡蛋"]},
+        "每种食材只写一次",
+    ),
     ("cook_and_eat", {"inventory": {"鸡蛋": 1}}, {}, "ingredients"),
-    ("eat_item", {"inventory": {"百奇": 1}}, {"item": "抹茶布丁"}, "背包里没有可以直接吃的「抹茶布丁」；现有：百奇"),
-    ("eat_item", {"inventory": {"百奇": 1, "白米": 1}}, {"item": "白米"}, "背包里没有可以直接吃的「白米」"),
+    (
+        "eat_item",
+        {"inventory": {"百奇": 1}},
+        {"item": "抹茶布丁"},
+        "背包里没有可以直接吃的「抹茶布丁」；现有：百奇",
+    ),
+    (
+        "eat_item",
+        {"inventory": {"百奇": 1, "白米": 1}},
+        {"item": "白米"},
+        "背包里没有可以直接吃的「白米」",
+    ),
     ("pray_at_shrine", {"money": 3}, {"offer": True}, "金币不足 5"),
     ("pray_at_shrine", {"money": 100}, {"offer": True, "wish": "愿" * 41}, "wish"),
 ]
 
 
-@pytest.mark.parametrize(("action_id", "state", "params", "says"), INVALID,
-                         ids=[f"{v[0]}-{n}" for n, v in enumerate(INVALID)])
+@pytest.mark.parametrize(
+    ("action_id", "state", "params", "says"),
+    INVALID,
+    ids=[f"{v[0]}-{n}" for n, v in enumerate(INVALID)],
+)
 def test_an_invalid_choice_raises_invalid_decision_naming_the_problem(
     action_id: str, state: dict, params: dict, says: str
 ) -> None:
@@ -178,8 +249,12 @@ def sampled_states(action_id: str, n: int = 60) -> list[ActionContext]:
     out = []
     for seed in range(n):
         inventory = {name: rng.randint(1, 3) for name in rng.sample(names, rng.randint(0, 5))}
-        ctx = ctx_for(action_id, money=rng.choice([0, 5, 6, 8, 12, 20, 30, 40, 60, 120, 500]),
-                      satiety=rng.choice([10, 40, 80]), inventory=inventory)
+        ctx = ctx_for(
+            action_id,
+            money=rng.choice([0, 5, 6, 8, 12, 20, 30, 40, 60, 120, 500]),
+            satiety=rng.choice([10, 40, 80]),
+            inventory=inventory,
+        )
         ctx.rng = random.Random(seed)
         out.append(ctx)
     return out
@@ -207,11 +282,15 @@ def test_the_offline_policys_params_are_always_valid(action_id: str) -> None:
 async def test_an_llm_that_picks_an_item_she_lacks_hears_why_and_then_succeeds() -> None:
     ctx = ctx_for("eat_item", inventory={"百奇": 1}, satiety=40)
     candidates = [a for a in ACTIONS if a.available(ctx)]
-    answers = iter([
-        {"action": "吃背包里的东西", "reason": "有点饿", "params": {"item": "抹茶布丁"}},
-        {"action": "吃背包里的东西", "reason": "有点饿", "params": {"item": "百奇"}},
-    ])
-    model = FunctionChatModel(lambda _messages, _schema: json.dumps(next(answers), ensure_ascii=False))
+    answers = iter(
+        [
+            {"action": "吃背包里的东西", "reason": "有点饿", "params": {"item": "抹茶布丁"}},
+            {"action": "吃背包里的东西", "reason": "有点饿", "params": {"item": "百奇"}},
+        ]
+    )
+    model = FunctionChatModel(
+        lambda _messages, _schema: json.dumps(next(answers), ensure_ascii=False)
+    )
     policy = LLMPolicy(model)
 
     decision = await policy.decide(DecisionRequest(ctx=ctx, candidates=candidates))
@@ -226,9 +305,15 @@ async def test_an_llm_that_picks_an_item_she_lacks_hears_why_and_then_succeeds()
 def test_the_decision_prompt_describes_the_action_once_and_her_bag_in_the_moment() -> None:
     ctx = ctx_for("eat_item", inventory={"百奇": 1}, satiety=40)
     candidates = [a for a in ACTIONS if a.available(ctx)]
-    system, moment = (m["content"] for m in LLMPolicy(FunctionChatModel(lambda *_: "")).messages(
-        DecisionRequest(ctx=ctx, candidates=candidates)))
+    system, moment = (
+        m["content"]
+        for m in LLMPolicy(FunctionChatModel(lambda *_: "")).messages(
+            DecisionRequest(ctx=ctx, candidates=candidates)
+        )
+    )
 
     eat = CATALOGUE.actions["eat_item"]
-    assert f"- {eat.name}：{eat.description}\n" in system  # its params: in the schema, with the choices
+    assert (
+        f"- {eat.name}：{eat.description}\n" in system
+    )  # its params: in the schema, with the choices
     assert "背包：百奇×1" in moment and eat.name in moment and eat.description not in moment

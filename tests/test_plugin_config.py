@@ -18,10 +18,16 @@ from yuiju.message.config import Config
 
 def test_settings_rank_file_then_dotenv_then_process_environment(tmp_path: Path) -> None:
     file = tmp_path / "yuiju.toml"
-    file.write_text("[chat]\nmax_lines = 2\nmax_reply_chars = 50\nmode = \"SILENT\"\n", encoding="utf-8")
+    file.write_text(
+        '[chat]\nmax_lines = 2\nmax_reply_chars = 50\nmode = "SILENT"\n', encoding="utf-8"
+    )
     # NoneBot nests `YUIJU_CHAT__MAX_REPLY_CHARS=80` from its .env as {"yuiju_chat": {...}}
-    host = {"yuiju_config": str(file), "yuiju_chat_enabled": True, "driver": "~fastapi",
-            "yuiju_chat": {"max_reply_chars": 80, "mode": "VERBOSE"}}
+    host = {
+        "yuiju_config": str(file),
+        "yuiju_chat_enabled": True,
+        "driver": "~fastapi",
+        "yuiju_chat": {"max_reply_chars": 80, "mode": "VERBOSE"},
+    }
 
     cfg = host_app_settings(str(file), host, environ={"YUIJU_CHAT__MODE": "CHAT"})
 
@@ -42,14 +48,19 @@ def test_a_bad_dotenv_setting_names_the_key_and_the_fix(tmp_path: Path) -> None:
         ("0.0.0.0", "secret", False, False),
         ("127.0.0.1", None, False, True),
         ("127.0.0.1", "", False, True),
-        ("127.0.0.1", None, True, False),   # the explicit opt-out, on loopback only
+        ("127.0.0.1", None, True, False),  # the explicit opt-out, on loopback only
         ("0.0.0.0", None, True, True),
     ],
 )
 def test_an_app_without_an_access_token_is_refused_unless_opted_out_on_loopback(
-    host: str, token: str | None, allow: bool, refused: bool,
+    host: str,
+    token: str | None,
+    allow: bool,
+    refused: bool,
 ) -> None:
-    problem = host_token_problem(SimpleNamespace(host=host, onebot_access_token=token), allow_no_token=allow)
+    problem = host_token_problem(
+        SimpleNamespace(host=host, onebot_access_token=token), allow_no_token=allow
+    )
     assert (problem is not None) == refused
     if problem:
         assert "ONEBOT_ACCESS_TOKEN" in problem and "admins" in problem
@@ -76,7 +87,9 @@ async def test_the_plugin_imports_the_offline_embedders_libraries_at_the_apps_st
     config = tmp_path / "yuiju.toml"
     config.write_text(f'[app]\ndata_dir = "{(tmp_path / "data").as_posix()}"\n', encoding="utf-8")
     host = SimpleNamespace(host="127.0.0.1", onebot_access_token="t", model_dump=dict)
-    monkeypatch.setattr(nonebot, "get_plugin_config", lambda _model: Config(yuiju_config=str(config)))
+    monkeypatch.setattr(
+        nonebot, "get_plugin_config", lambda _model: Config(yuiju_config=str(config))
+    )
     monkeypatch.setattr(nonebot, "get_driver", lambda: SimpleNamespace(config=host))
     preloaded: list[Any] = []
     monkeypatch.setattr(yuiju.memory.service, "preload_embedder", preloaded.append)

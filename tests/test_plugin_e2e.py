@@ -55,12 +55,15 @@ yuiju = ["nonebot_plugin_yuiju"]
 """
 
 
-def nonebot_project(root: Path, *, port: int, stub_url: str, redis_url: str, token: str | None = TOKEN) -> Path:
+def nonebot_project(
+    root: Path, *, port: int, stub_url: str, redis_url: str, token: str | None = TOKEN
+) -> Path:
     """A NoneBot project of her own: the host's settings and yuiju's in .env, the rest in yuiju.toml."""
     root.mkdir()
     (root / "bot.py").write_text(BOT_PY, encoding="utf-8")
     (root / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
-    (root / ".env").write_text(f"""
+    (root / ".env").write_text(
+        f"""
 DRIVER=~fastapi
 HOST=127.0.0.1
 PORT={port}
@@ -69,10 +72,13 @@ NICKNAME=["小助手"]
 YUIJU_CONFIG=yuiju.toml
 YUIJU_CHAT__MAX_PAUSE_SECONDS=0
 YUIJU_CHAT__MODE=CHAT
-""", encoding="utf-8")
-    (root / "yuiju.toml").write_text(f"""
+""",
+        encoding="utf-8",
+    )
+    (root / "yuiju.toml").write_text(
+        f"""
 [app]
-data_dir = "{(root / 'yuiju-data').as_posix()}"
+data_dir = "{(root / "yuiju-data").as_posix()}"
 [redis]
 url = "{redis_url}"
 prefix = "{PREFIX}"
@@ -85,7 +91,9 @@ enabled = false
 reply = "mention"
 [proactive.groups.{GROUP}]
 quiet_hours = ""
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return root
 
 
@@ -107,27 +115,54 @@ async def proactive_started(redis: aioredis.Redis) -> bool:
 
 @pytest.mark.slow
 async def test_the_plugin_in_another_nonebot_project_answers_and_stops_cleanly(
-    redis: aioredis.Redis, redis_url: str, tmp_path: Path,
+    redis: aioredis.Redis,
+    redis_url: str,
+    tmp_path: Path,
 ) -> None:
     port = free_port()
     with OpenAIStub() as stub:
         stub.reply("在的～刚放学")
-        project = nonebot_project(tmp_path / "someones-bot", port=port, stub_url=stub.base_url,
-                                  redis_url=redis_url)
+        project = nonebot_project(
+            tmp_path / "someones-bot", port=port, stub_url=stub.base_url, redis_url=redis_url
+        )
         env = host_env()
         log_path = tmp_path / "bot.log"
         with log_path.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "bot.py", cwd=project, env=env, stdout=err, stderr=err)
+                sys.executable, "bot.py", cwd=project, env=env, stdout=err, stderr=err
+            )
         try:
-            ws = await connect(f"ws://127.0.0.1:{port}/onebot/v11/ws",
-                               {"X-Self-ID": str(BOT), "X-Client-Role": "Universal",
-                                "Authorization": f"Bearer {TOKEN}"})
+            ws = await connect(
+                f"ws://127.0.0.1:{port}/onebot/v11/ws",
+                {
+                    "X-Self-ID": str(BOT),
+                    "X-Client-Role": "Universal",
+                    "Authorization": f"Bearer {TOKEN}",
+                },
+            )
             try:
-                await ws.send(json.dumps({"time": int(time.time()), "self_id": BOT, "post_type": "meta_event",
-                                          "meta_event_type": "lifecycle", "sub_type": "connect"}))
-                await ws.send(json.dumps(group_message(8101, [
-                    {"type": "at", "data": {"qq": str(BOT)}}, {"type": "text", "data": {"text": " 在吗"}}])))
+                await ws.send(
+                    json.dumps(
+                        {
+                            "time": int(time.time()),
+                            "self_id": BOT,
+                            "post_type": "meta_event",
+                            "meta_event_type": "lifecycle",
+                            "sub_type": "connect",
+                        }
+                    )
+                )
+                await ws.send(
+                    json.dumps(
+                        group_message(
+                            8101,
+                            [
+                                {"type": "at", "data": {"qq": str(BOT)}},
+                                {"type": "text", "data": {"text": " 在吗"}},
+                            ],
+                        )
+                    )
+                )
                 calls: list[dict[str, Any]] = await calls_until_quiet(ws, 3.0)
                 assert await proactive_started(redis), log_path.read_text(errors="replace")[-3000:]
             finally:
@@ -140,19 +175,37 @@ async def test_the_plugin_in_another_nonebot_project_answers_and_stops_cleanly(
                 await proc.wait()
     log = log_path.read_text(errors="replace")
     sends = [c["params"] for c in calls if c["action"] == "send_msg"]
-    assert sends == [{"message_type": "group", "group_id": GROUP,
-                      "message": [{"type": "text", "data": {"text": "在的～刚放学"}}]}], log[-3000:]
+    assert sends == [
+        {
+            "message_type": "group",
+            "group_id": GROUP,
+            "message": [{"type": "text", "data": {"text": "在的～刚放学"}}],
+        }
+    ], log[-3000:]
     assert "在吗" in stub.requests[0]["messages"][-1]["content"]
     assert "yuiju chat starts with this NoneBot app (yuiju.toml)" in log, log[-3000:]
     assert code == 0 and "Traceback" not in log and "ERROR" not in log, log[-3000:]
 
 
 @pytest.mark.slow
-async def test_the_plugin_stops_the_start_of_an_app_without_an_access_token(redis_url: str, tmp_path: Path) -> None:
-    project = nonebot_project(tmp_path / "open-bot", port=free_port(), stub_url="http://127.0.0.1:9/v1",
-                              redis_url=redis_url, token=None)
-    proc = await asyncio.create_subprocess_exec(sys.executable, "bot.py", cwd=project, env=host_env(),
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+async def test_the_plugin_stops_the_start_of_an_app_without_an_access_token(
+    redis_url: str, tmp_path: Path
+) -> None:
+    project = nonebot_project(
+        tmp_path / "open-bot",
+        port=free_port(),
+        stub_url="http://127.0.0.1:9/v1",
+        redis_url=redis_url,
+        token=None,
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "bot.py",
+        cwd=project,
+        env=host_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 60)
     finally:

@@ -26,8 +26,12 @@ def answer(action: str = "发呆", reason: str = "有点累，先放空一下", 
 
 def request_at(now: str = "2026-09-01 10:00", **character: object) -> DecisionRequest:
     ctx = make_ctx(now, **character)
-    return DecisionRequest(ctx=ctx, candidates=[a for a in CATALOGUE if a.available(ctx)],
-                           recent=["09:30 发呆（想放空）"], card=load_card("yuiju"))
+    return DecisionRequest(
+        ctx=ctx,
+        candidates=[a for a in CATALOGUE if a.available(ctx)],
+        recent=["09:30 发呆（想放空）"],
+        card=load_card("yuiju"),
+    )
 
 
 ModelFactory = Callable[..., OpenAIChatModel]
@@ -38,8 +42,9 @@ async def make_model(openai_stub: OpenAIStub) -> AsyncIterator[ModelFactory]:
     made: list[OpenAIChatModel] = []
 
     def make(**kw: object) -> OpenAIChatModel:
-        model = OpenAIChatModel(base_url=openai_stub.base_url, api_key=None,
-                                **{"model": "stub-chat", **kw})  # type: ignore[arg-type]
+        model = OpenAIChatModel(
+            base_url=openai_stub.base_url, api_key=None, **{"model": "stub-chat", **kw}
+        )  # type: ignore[arg-type]
         made.append(model)
         return model
 
@@ -66,11 +71,17 @@ async def test_json_schema_mode_constrains_action_to_the_candidates(
 
     decision = await policy.decide(request)
 
-    assert (decision.action.id, decision.duration_minute, decision.decided_by) == ("idle", 30, "llm")
+    assert (decision.action.id, decision.duration_minute, decision.decided_by) == (
+        "idle",
+        30,
+        "llm",
+    )
     [sent] = openai_stub.requests
     fmt = sent["response_format"]
     assert fmt["type"] == "json_schema"
-    assert sorted(union_names(fmt["json_schema"]["schema"])) == sorted(a.offered_as for a in request.candidates)
+    assert sorted(union_names(fmt["json_schema"]["schema"])) == sorted(
+        a.offered_as for a in request.candidates
+    )
     assert sent["temperature"] == 0.3
     system, moment = (m["content"] for m in sent["messages"])
     assert all(f"- {a.name}：" in system for a in request.candidates if a.moves_to is None)
@@ -92,7 +103,7 @@ async def test_json_object_mode_asks_for_an_object_and_puts_the_schema_at_the_en
     assert sent["response_format"] == {"type": "json_object"}
     system, moment = (m["content"] for m in sent["messages"])
     assert '"$defs"' not in moment and "JSON Schema 的 $defs" in system
-    tail = moment[moment.index("只输出符合下面 JSON Schema"):]
+    tail = moment[moment.index("只输出符合下面 JSON Schema") :]
     assert all(json.dumps(a.offered_as, ensure_ascii=False) in tail for a in request.candidates)
     assert "可选行为：" not in moment  # the schema lists them: not twice
 
@@ -123,7 +134,9 @@ async def test_a_parameter_or_duration_mistake_is_fed_back_too(
     decision = await policy.decide(request_at())
 
     assert decision.duration_minute == 10
-    assert "durationMinute 必须在 1 到 1440 之间" in openai_stub.requests[1]["messages"][-1]["content"]
+    assert (
+        "durationMinute 必须在 1 到 1440 之间" in openai_stub.requests[1]["messages"][-1]["content"]
+    )
 
 
 async def test_garbage_three_times_raises_policy_failed(
@@ -150,8 +163,11 @@ async def test_garbage_three_times_raises_policy_failed(
     ids=["garbage", "http-500", "http-429", "timeout"],
 )
 async def test_when_the_llm_fails_the_behavior_loop_falls_back_to_utility(
-    redis: aioredis.Redis, openai_stub: OpenAIStub, make_model: ModelFactory,
-    answers: list[StubAnswer], timeout_seconds: float,
+    redis: aioredis.Redis,
+    openai_stub: OpenAIStub,
+    make_model: ModelFactory,
+    answers: list[StubAnswer],
+    timeout_seconds: float,
 ) -> None:
     openai_stub.reply(*answers)
     policy = LLMPolicy(make_model(timeout_seconds=timeout_seconds), max_attempts=len(answers))

@@ -33,8 +33,14 @@ class _Service:
 
 
 def _ctx(user_id: int, *, admin: bool = False) -> ToolContext:
-    return ToolContext(user_id=user_id, session_id="group:5", scene="group", group_id=5, is_admin=admin,
-                       service=_Service())
+    return ToolContext(
+        user_id=user_id,
+        session_id="group:5",
+        scene="group",
+        group_id=5,
+        is_admin=admin,
+        service=_Service(),
+    )
 
 
 async def test_a_user_reads_only_their_own_profile_unless_admin() -> None:
@@ -44,15 +50,35 @@ async def test_a_user_reads_only_their_own_profile_unless_admin() -> None:
     assert "222 的档案" in await person_profile.run(_ctx(1, admin=True), {"user_id": 222})
 
 
-async def test_today_events_and_the_diary_leave_private_chats_out(sqlite_history: HistoryStore) -> None:
+async def test_today_events_and_the_diary_leave_private_chats_out(
+    sqlite_history: HistoryStore,
+) -> None:
     repo = EpisodeRepo(sqlite_history)
     await repo.ensure()
-    await repo.put(Episode.model_validate({
-        "_id": "bhv_1", "character_id": "yuiju", "type": "behavior", "time": NOW.replace(hour=10),
-        "status": "completed", "summary": "yuiju在南风公园散步"}))
-    await repo.put(Episode.model_validate({
-        "_id": "conv_1", "character_id": "yuiju", "type": "conversation", "time": NOW.replace(hour=11),
-        "summary": "和小B聊天：我下周要去医院做手术，别告诉别人", "data": {"session_id": "private:222"}}))
+    await repo.put(
+        Episode.model_validate(
+            {
+                "_id": "bhv_1",
+                "character_id": "yuiju",
+                "type": "behavior",
+                "time": NOW.replace(hour=10),
+                "status": "completed",
+                "summary": "yuiju在南风公园散步",
+            }
+        )
+    )
+    await repo.put(
+        Episode.model_validate(
+            {
+                "_id": "conv_1",
+                "character_id": "yuiju",
+                "type": "conversation",
+                "time": NOW.replace(hour=11),
+                "summary": "和小B聊天：我下周要去医院做手术，别告诉别人",
+                "data": {"session_id": "private:222"},
+            }
+        )
+    )
     svc = MemoryService.__new__(MemoryService)  # only the episode repository is needed here
     svc.episodes, svc.character_id = repo, "yuiju"
     assert [e.id for e in await svc.today_events(NOW)] == ["bhv_1"]
@@ -62,13 +88,16 @@ def test_her_group_posts_are_remembered_under_the_id_the_chat_recalls_with() -> 
     assert memory_group_id(123456) == str(123456)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("[C[CQ:x]Q:at,qq=all]大家好", "大家好"),
-    ("@全体成员们 集合", "们 集合"),
-    ("@all 开会", "开会"),
-    ("@alligator 你好", "@alligator 你好"),
-    ("[CQ:at,qq=all]", ""),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[C[CQ:x]Q:at,qq=all]大家好", "大家好"),
+        ("@全体成员们 集合", "们 集合"),
+        ("@all 开会", "开会"),
+        ("@alligator 你好", "@alligator 你好"),
+        ("[CQ:at,qq=all]", ""),
+    ],
+)
 def test_output_never_carries_cq_codes_or_at_all(text: str, expected: str) -> None:
     assert sanitize(text, max_chars=100) == expected
 
@@ -78,6 +107,11 @@ def test_the_bot_never_listens_beyond_loopback_without_a_token() -> None:
 
     with pytest.raises(ConfigError, match="access_token"):
         load_config(environ={"YUIJU_ONEBOT__ENABLED": "true", "YUIJU_ONEBOT__HOST": "0.0.0.0"})
-    cfg = load_config(environ={"YUIJU_ONEBOT__ENABLED": "true", "YUIJU_ONEBOT__HOST": "0.0.0.0",
-                               "YUIJU_ONEBOT__ACCESS_TOKEN": "s3cret"})
+    cfg = load_config(
+        environ={
+            "YUIJU_ONEBOT__ENABLED": "true",
+            "YUIJU_ONEBOT__HOST": "0.0.0.0",
+            "YUIJU_ONEBOT__ACCESS_TOKEN": "s3cret",
+        }
+    )
     assert cfg.onebot.host == "0.0.0.0"

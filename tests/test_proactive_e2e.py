@@ -38,17 +38,30 @@ POST = "刚在南风公园走了半小时，风好舒服～"
 async def walk_in_the_park(redis: aioredis.Redis, data_dir: Path, walks: int = 1) -> None:
     """The real engine (scripted decisions) on the bot's Redis and history: ``walks`` walks in the
     park with a share intent, the last completed minutes ago — `action_completed` events for the bot."""
-    start = datetime.now(ZoneInfo("Asia/Shanghai")).replace(second=0, microsecond=0) - timedelta(minutes=30 * walks + 10)
-    walk = {"action": "在公园散步", "reason": "天气很好，想去走走", "durationMinute": 30,
-            "proactiveShareIntent": {"shouldShare": True, "reason": "散步时风很舒服，想和大家说说"}}
+    start = datetime.now(ZoneInfo("Asia/Shanghai")).replace(second=0, microsecond=0) - timedelta(
+        minutes=30 * walks + 10
+    )
+    walk = {
+        "action": "在公园散步",
+        "reason": "天气很好，想去走走",
+        "durationMinute": 30,
+        "proactiveShareIntent": {"shouldShare": True, "reason": "散步时风很舒服，想和大家说说"},
+    }
     catalogue = load_actions()
     # the real walk, minus its daylight rule, so this test runs at any hour of the wall clock
     catalogue.actions["walk_in_park"] = replace(catalogue.actions["walk_in_park"], when=always)
     history = SqliteHistory.open(data_dir / "history.sqlite3")
     try:
-        kit = await make_engine(redis, history, policy=ScriptedPolicy([walk] * walks + ["发呆"]), fallback=None, start=start,
-                                characters={"yuiju": make_character(location="park")}, prefix=PREFIX,
-                                catalogue=catalogue)
+        kit = await make_engine(
+            redis,
+            history,
+            policy=ScriptedPolicy([walk] * walks + ["发呆"]),
+            fallback=None,
+            start=start,
+            characters={"yuiju": make_character(location="park")},
+            prefix=PREFIX,
+            catalogue=catalogue,
+        )
         await kit.engine.run(until=start + timedelta(minutes=30 * walks + 1))
         await kit.engine.flush_outbox(force=True)
         assert [r["id"] for r in kit.stats.timeline] == ["walk_in_park"] * walks
@@ -58,10 +71,24 @@ async def walk_in_the_park(redis: aioredis.Redis, data_dir: Path, walks: int = 1
 
 async def shareable(redis: aioredis.Redis, n: int) -> None:
     now = datetime.now(ZoneInfo("Asia/Shanghai"))
-    await redis.xadd(Keys(PREFIX).events, {
-        "type": "action_completed", "character_id": "yuiju", "time": now.isoformat(),
-        "data": json.dumps({"episode_id": f"bhv_e2e{n}", "action": "walk_in_park", "name": "在公园散步",
-                            "summary": "yuiju在南风公园散步，用了30分钟", "share": True}, ensure_ascii=False)})
+    await redis.xadd(
+        Keys(PREFIX).events,
+        {
+            "type": "action_completed",
+            "character_id": "yuiju",
+            "time": now.isoformat(),
+            "data": json.dumps(
+                {
+                    "episode_id": f"bhv_e2e{n}",
+                    "action": "walk_in_park",
+                    "name": "在公园散步",
+                    "summary": "yuiju在南风公园散步，用了30分钟",
+                    "share": True,
+                },
+                ensure_ascii=False,
+            ),
+        },
+    )
 
 
 @pytest.mark.slow
@@ -70,11 +97,16 @@ async def test_a_shareable_completion_becomes_one_group_post_over_the_websocket(
 ) -> None:
     port = free_port()
     with OpenAIStub() as stub:
-        stub.reply(json.dumps({"shouldSend": True, "reason": "群里很安静", "message": POST}, ensure_ascii=False))
+        stub.reply(
+            json.dumps(
+                {"shouldSend": True, "reason": "群里很安静", "message": POST}, ensure_ascii=False
+            )
+        )
         config = tmp_path / "yuiju.toml"
-        config.write_text(f"""
+        config.write_text(
+            f"""
 [app]
-data_dir = "{(tmp_path / 'data').as_posix()}"
+data_dir = "{(tmp_path / "data").as_posix()}"
 [redis]
 url = "{redis_url}"
 prefix = "{PREFIX}"
@@ -90,19 +122,46 @@ access_token = "proactive-secret"
 reply = "mention"
 [proactive.groups.{GROUP}]
 quiet_hours = ""
-""", encoding="utf-8")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
+""",
+            encoding="utf-8",
+        )
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"
+        }
         with (tmp_path / "bot.log").open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "yuiju.cli", "--config", str(config), "bot", cwd=ROOT, env=env,
-                stdout=asyncio.subprocess.DEVNULL, stderr=err)
+                sys.executable,
+                "-m",
+                "yuiju.cli",
+                "--config",
+                str(config),
+                "bot",
+                cwd=ROOT,
+                env=env,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+            )
         try:
-            ws = await connect(f"ws://127.0.0.1:{port}/onebot/v11/ws",
-                               {"X-Self-ID": str(BOT), "X-Client-Role": "Universal",
-                                "Authorization": "Bearer proactive-secret"})
+            ws = await connect(
+                f"ws://127.0.0.1:{port}/onebot/v11/ws",
+                {
+                    "X-Self-ID": str(BOT),
+                    "X-Client-Role": "Universal",
+                    "Authorization": "Bearer proactive-secret",
+                },
+            )
             try:
-                await ws.send(json.dumps({"time": int(time.time()), "self_id": BOT, "post_type": "meta_event",
-                                          "meta_event_type": "lifecycle", "sub_type": "connect"}))
+                await ws.send(
+                    json.dumps(
+                        {
+                            "time": int(time.time()),
+                            "self_id": BOT,
+                            "post_type": "meta_event",
+                            "meta_event_type": "lifecycle",
+                            "sub_type": "connect",
+                        }
+                    )
+                )
                 for _ in range(100):  # the consumer group starts at the stream's end: wait for it
                     groups: list[Any] = []
                     if await redis.exists(Keys(PREFIX).events):
@@ -112,7 +171,9 @@ quiet_hours = ""
                     await asyncio.sleep(0.1)
                 else:
                     pytest.fail("the proactive consumer group never appeared")
-                await walk_in_the_park(redis, tmp_path / "data", walks=3)  # a burst of shareable walks
+                await walk_in_the_park(
+                    redis, tmp_path / "data", walks=3
+                )  # a burst of shareable walks
                 first = await calls_until_quiet(ws, 4.0)
                 await shareable(redis, 4)  # nobody answered the post: nothing more
                 second = await calls_until_quiet(ws, 2.0)
@@ -126,8 +187,13 @@ quiet_hours = ""
                 await proc.wait()
     log = (tmp_path / "bot.log").read_text(errors="replace")
     sends = [c["params"] for c in first if c["action"] == "send_msg"]
-    assert sends == [{"message_type": "group", "group_id": GROUP,
-                      "message": [{"type": "text", "data": {"text": POST}}]}], log[-3000:]
+    assert sends == [
+        {
+            "message_type": "group",
+            "group_id": GROUP,
+            "message": [{"type": "text", "data": {"text": POST}}],
+        }
+    ], log[-3000:]
     assert [c for c in second if c["action"] == "send_msg"] == []
     assert len(stub.requests) == 1
     assert "Traceback" not in log, log[-3000:]

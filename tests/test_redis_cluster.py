@@ -71,11 +71,13 @@ async def all_keys(redis_cluster: LocalCluster) -> dict[int, list[str]]:
 
 
 def cluster_config(tmp_path: Path, url: str, **redis: Any) -> YuijuConfig:
-    return YuijuConfig.model_validate({
-        "app": {"data_dir": str(tmp_path / "data")},
-        "redis": {"url": url, **redis},
-        "memory": {"enabled": False},
-    })
+    return YuijuConfig.model_validate(
+        {
+            "app": {"data_dir": str(tmp_path / "data")},
+            "redis": {"url": url, **redis},
+            "memory": {"enabled": False},
+        }
+    )
 
 
 # -- the cluster itself --------------------------------------------------------------------------
@@ -92,8 +94,12 @@ async def test_the_local_cluster_is_three_masters_of_the_embedded_redis_server_s
         info = await node.execute_command("CLUSTER INFO")
         server = await node.info("server")
         await node.aclose()
-        assert (info["cluster_state"], int(info["cluster_slots_assigned"]), int(info["cluster_size"]),
-                int(info["cluster_known_nodes"])) == ("ok", 16384, 3, 3)
+        assert (
+            info["cluster_state"],
+            int(info["cluster_slots_assigned"]),
+            int(info["cluster_size"]),
+            int(info["cluster_known_nodes"]),
+        ) == ("ok", 16384, 3, 3)
         assert server["redis_version"].startswith("6.2.")
     masters = [n for n in cluster_redis.get_nodes() if n.server_type == "primary"]
     assert sorted(n.port for n in masters) == sorted(redis_cluster.ports)
@@ -104,8 +110,20 @@ def test_the_cluster_helper_runs_from_a_shell_and_stops_on_sigterm(tmp_path: Pat
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "notes.txt").write_text("not the helper's")
     helper = subprocess.Popen(
-        [sys.executable, "-m", "yuiju.storage.testcluster", "start", "--masters", "1", "--dir", str(tmp_path / "c")],
-        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "yuiju.storage.testcluster",
+            "start",
+            "--masters",
+            "1",
+            "--dir",
+            str(tmp_path / "c"),
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert helper.stdout is not None
@@ -118,7 +136,9 @@ def test_the_cluster_helper_runs_from_a_shell_and_stops_on_sigterm(tmp_path: Pat
     finally:
         helper.send_signal(signal.SIGTERM)
         assert helper.wait(timeout=15) == 0
-    assert [p.name for p in (tmp_path / "c").iterdir()] == ["notes.txt"]  # only its own files removed
+    assert [p.name for p in (tmp_path / "c").iterdir()] == [
+        "notes.txt"
+    ]  # only its own files removed
 
 
 def test_a_node_never_adopts_another_server_already_answering_on_its_port(
@@ -127,16 +147,33 @@ def test_a_node_never_adopts_another_server_already_answering_on_its_port(
     """Two suites on one machine: a port found free may be taken before the node binds it; the
     server answering there then is not the node (it exits), and the node goes elsewhere."""
     taken = free_port()
-    other = subprocess.Popen([str(redis_server_binary()), "--port", str(taken), "--bind", "127.0.0.1", "--save", "",
-                              "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    other = subprocess.Popen(
+        [
+            str(redis_server_binary()),
+            "--port",
+            str(taken),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     try:
         for _ in range(500):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", taken), timeout=1):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", taken), timeout=1),
+            ):
                 break
             time.sleep(0.01)
         ports = iter([taken])
         real_free_port = testcluster.free_port
-        monkeypatch.setattr(testcluster, "free_port", lambda used=(): next(ports, None) or real_free_port(used))
+        monkeypatch.setattr(
+            testcluster, "free_port", lambda used=(): next(ports, None) or real_free_port(used)
+        )
         with start_cluster(1, directory=tmp_path / "c") as cluster:
             assert cluster.ports != [taken]
             node = sync_redis.Redis(host="127.0.0.1", port=cluster.ports[0], decode_responses=True)
@@ -173,12 +210,18 @@ async def test_config_selects_the_cluster_client(
     redis_cluster: LocalCluster, tmp_path: Path, style: str
 ) -> None:
     node = f"127.0.0.1:{redis_cluster.ports[1]}"  # any one node finds the others
-    toml = ('[redis]\nurl = "redis+cluster://' + node + '"\n' if style == "scheme"
-            else '[redis]\nurl = "redis://' + node + '"\ncluster = true\n')
+    toml = (
+        '[redis]\nurl = "redis+cluster://' + node + '"\n'
+        if style == "scheme"
+        else '[redis]\nurl = "redis://' + node + '"\ncluster = true\n'
+    )
     (tmp_path / "yuiju.toml").write_text(toml)
     cfg = load_config(tmp_path / "yuiju.toml", environ={})
-    async with await open_redis(cfg.redis.url.get_secret_value() if cfg.redis.url else None,
-                                tmp_path, cluster=cfg.redis.cluster) as handle:
+    async with await open_redis(
+        cfg.redis.url.get_secret_value() if cfg.redis.url else None,
+        tmp_path,
+        cluster=cfg.redis.cluster,
+    ) as handle:
         assert isinstance(handle.client, aioredis.RedisCluster)
         assert not handle.embedded and handle.description.startswith("redis cluster ")
         assert {n.port for n in handle.client.get_nodes()} == set(redis_cluster.ports)
@@ -187,7 +230,9 @@ async def test_config_selects_the_cluster_client(
 
 def test_cluster_without_a_url_stops_start_up_naming_the_fix(tmp_path: Path) -> None:
     (tmp_path / "yuiju.toml").write_text("[redis]\ncluster = true\n")
-    with pytest.raises(ConfigError, match=r"\[redis\]: cluster = true needs url = 'redis\+cluster://"):
+    with pytest.raises(
+        ConfigError, match=r"\[redis\]: cluster = true needs url = 'redis\+cluster://"
+    ):
         load_config(tmp_path / "yuiju.toml", environ={})
 
 
@@ -195,18 +240,32 @@ async def test_a_plain_url_to_a_cluster_node_is_refused_naming_the_fix(
     redis_cluster: LocalCluster, tmp_path: Path
 ) -> None:
     # A single-node client would meet two thirds of the keys as MOVED errors, mid-run.
-    with pytest.raises(StoreUnavailable, match=r"is a Redis Cluster node.*cluster = true.*redis\+cluster://"):
+    with pytest.raises(
+        StoreUnavailable, match=r"is a Redis Cluster node.*cluster = true.*redis\+cluster://"
+    ):
         await open_redis(f"redis://127.0.0.1:{redis_cluster.ports[0]}", tmp_path)
 
 
 async def test_a_cluster_url_to_a_single_server_is_refused_naming_the_fix(tmp_path: Path) -> None:
     port = free_port()
     single = await asyncio.create_subprocess_exec(
-        str(redis_server_binary()), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-        "--dir", str(tmp_path), stdout=subprocess.DEVNULL)
+        str(redis_server_binary()),
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--dir",
+        str(tmp_path),
+        stdout=subprocess.DEVNULL,
+    )
     try:
         for _ in range(500):  # up in a few ms
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", port), timeout=1),
+            ):
                 break
             await asyncio.sleep(0.01)
         with pytest.raises(StoreUnavailable, match=r"is not a cluster.*redis:// URL"):
@@ -216,7 +275,9 @@ async def test_a_cluster_url_to_a_single_server_is_refused_naming_the_fix(tmp_pa
         await single.wait()
 
 
-async def test_unreachable_cluster_nodes_fail_start_up_without_leaking_the_password(tmp_path: Path) -> None:
+async def test_unreachable_cluster_nodes_fail_start_up_without_leaking_the_password(
+    tmp_path: Path,
+) -> None:
     with pytest.raises(StoreUnavailable) as caught:
         await open_redis("redis+cluster://:hunter2@127.0.0.1:1,127.0.0.1:2", tmp_path)
     message = str(caught.value)
@@ -224,24 +285,35 @@ async def test_unreachable_cluster_nodes_fail_start_up_without_leaking_the_passw
     assert "hunter2" not in message
 
 
-@pytest.mark.parametrize(("url", "problem"), [
-    ("redis+cluster://", "names no host:port"),
-    ("redis+cluster://node-a:port", "'node-a:port' is not host:port"),
-    ("redis+cluster://node-a:7000/2", "database 0 only"),
-    ("unix:///tmp/redis.sock", "starts with redis+cluster://"),
-])
-async def test_malformed_cluster_urls_name_the_problem(url: str, problem: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("redis+cluster://", "names no host:port"),
+        ("redis+cluster://node-a:port", "'node-a:port' is not host:port"),
+        ("redis+cluster://node-a:7000/2", "database 0 only"),
+        ("unix:///tmp/redis.sock", "starts with redis+cluster://"),
+    ],
+)
+async def test_malformed_cluster_urls_name_the_problem(
+    url: str, problem: str, tmp_path: Path
+) -> None:
     with pytest.raises(StoreUnavailable, match="Redis Cluster URL") as caught:
         await open_redis(url, tmp_path, cluster=True)
     assert problem in str(caught.value)
 
 
 def test_a_cluster_url_may_list_several_nodes_with_credentials_and_tls() -> None:
-    client = cluster_client("rediss+cluster://app:s%40cret@10.0.0.1:7000,[::1]:7001,node-c?socket_timeout=3")
+    client = cluster_client(
+        "rediss+cluster://app:s%40cret@10.0.0.1:7000,[::1]:7001,node-c?socket_timeout=3"
+    )
     nodes = [(n.host, n.port) for n in client.nodes_manager.startup_nodes.values()]
     assert nodes == [("10.0.0.1", 7000), ("::1", 7001), ("node-c", 6379)]
     kwargs = client.connection_kwargs
-    assert (kwargs["username"], kwargs["password"], kwargs["socket_timeout"]) == ("app", "s@cret", 3.0)
+    assert (kwargs["username"], kwargs["password"], kwargs["socket_timeout"]) == (
+        "app",
+        "s@cret",
+        3.0,
+    )
     assert kwargs["connection_class"].__name__ == "SSLConnection"
 
 
@@ -259,9 +331,12 @@ async def test_the_compare_and_set_script_commits_state_commands_outbox_and_even
 
     def write(snap: Snapshot) -> tuple[Commit, list[str]]:
         return Commit(
-            world=make_world(now), characters={"yuiju": make_character(money=7)},
-            commands_taken=len(snap.commands), rejected=[{"raw": snap.commands[1], "reason": "bad"}],
-            outbox=[doc], events=[Event("something", {"n": 1}, "yuiju")],
+            world=make_world(now),
+            characters={"yuiju": make_character(money=7)},
+            commands_taken=len(snap.commands),
+            rejected=[{"raw": snap.commands[1], "reason": "bad"}],
+            outbox=[doc],
+            events=[Event("something", {"n": 1}, "yuiju")],
         ), snap.commands
 
     taken = await store.transact(write, characters=["yuiju"], take_commands=True, now=now)
@@ -271,7 +346,9 @@ async def test_the_compare_and_set_script_commits_state_commands_outbox_and_even
     assert her is not None and her.money == 7
     world, _ = await store.load("yuiju")  # MGET of two keys: one slot
     assert world is not None and world.time == now
-    assert [json.loads(r)["reason"] for r in await cluster_redis.lrange(KEYS.rejected_commands, 0, -1)] == ["bad"]
+    assert [
+        json.loads(r)["reason"] for r in await cluster_redis.lrange(KEYS.rejected_commands, 0, -1)
+    ] == ["bad"]
     assert [{"collection": e.collection, "doc": e.doc} for e in await store.peek_outbox()] == [doc]
     [(_, fields)] = await cluster_redis.xrange(KEYS.events)
     assert fields["type"] == "something" and fields["time"] == now.isoformat()
@@ -281,9 +358,13 @@ async def test_a_concurrent_write_makes_the_script_refuse_and_the_transaction_re
     cluster_redis: aioredis.RedisCluster, redis_cluster: LocalCluster
 ) -> None:
     store = StateStore(cluster_redis, KEYS)
-    await store.transact(lambda _s: (Commit(characters={"yuiju": make_character(mood=50)}), None),
-                         characters=["yuiju"])
-    rival = sync_redis.RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0], decode_responses=True)
+    await store.transact(
+        lambda _s: (Commit(characters={"yuiju": make_character(mood=50)}), None),
+        characters=["yuiju"],
+    )
+    rival = sync_redis.RedisCluster(
+        host="127.0.0.1", port=redis_cluster.ports[0], decode_responses=True
+    )
     seen: list[float] = []
 
     def tire(snap: Snapshot) -> tuple[Commit, None]:
@@ -291,7 +372,9 @@ async def test_a_concurrent_write_makes_the_script_refuse_and_the_transaction_re
         assert her is not None
         seen.append(her.mood)
         if len(seen) == 1:  # another writer changes her between our read and our commit
-            rival.set(KEYS.character("yuiju"), her.model_copy(update={"mood": 90.0}).model_dump_json())
+            rival.set(
+                KEYS.character("yuiju"), her.model_copy(update={"mood": 90.0}).model_dump_json()
+            )
         her.change(stamina=-10)
         return Commit(characters={"yuiju": her}), None
 
@@ -304,17 +387,24 @@ async def test_a_concurrent_write_makes_the_script_refuse_and_the_transaction_re
     assert her is not None and (her.mood, her.stamina) == (90, make_character().stamina - 10)
 
 
-async def test_lease_and_outbox_lock_scripts_work_on_a_cluster(cluster_redis: aioredis.RedisCluster) -> None:
+async def test_lease_and_outbox_lock_scripts_work_on_a_cluster(
+    cluster_redis: aioredis.RedisCluster,
+) -> None:
     store = StateStore(cluster_redis, KEYS)
     # _SYNC_LEASES: the town lease and every character lease of a town in one script
-    view = await store.sync_leases("a", 10_000, characters=["yuiju", "kaede"], take=1, take_town=True)
+    view = await store.sync_leases(
+        "a", 10_000, characters=["yuiju", "kaede"], take=1, take_town=True
+    )
     assert view == LeaseView(town=LEASE_MINE, characters={"yuiju": LEASE_MINE, "kaede": LEASE_FREE})
     view = await store.sync_leases("b", 10_000, characters=["yuiju"], take=1, take_town=True)
     assert view.town > 0 and view.characters["yuiju"] > 0  # a's, with the ms they have left
     await store.sync_leases("a", 60_000, characters=["yuiju"])  # renewed
     assert await cluster_redis.pttl(KEYS.lease("yuiju")) > 10_000
     await store.release_leases("b", ["yuiju"], town=True)  # _RELEASE_MANY: not the holder
-    assert await store.lease_holders(["yuiju"]) == {"yuiju": "a"} and await store.town_lease_holder() == "a"
+    assert (
+        await store.lease_holders(["yuiju"]) == {"yuiju": "a"}
+        and await store.town_lease_holder() == "a"
+    )
     await store.release_leases("a", ["yuiju"], town=True)
     assert await store.lease_holder("yuiju") is None and await store.town_lease_holder() is None
     # _HEARTBEAT and _LEAVE: the worker registry (its zset and hash share the town's slot)
@@ -337,7 +427,9 @@ async def test_lease_and_outbox_lock_scripts_work_on_a_cluster(cluster_redis: ai
     # the trim also moves malformed entries to the dead-letter list (a third key, same slot)
     assert await store.acquire_outbox_lock("t", 1000)
     assert await store.drop_outbox(["newer"], "t", 1000, dead=[("newer", "not JSON (test)")])
-    assert [(d["entry"], d["reason"]) for d in await store.dead_letters()] == [("newer", "not JSON (test)")]
+    assert [(d["entry"], d["reason"]) for d in await store.dead_letters()] == [
+        ("newer", "not JSON (test)")
+    ]
 
 
 async def test_the_scripts_reload_themselves_after_a_script_flush_on_every_master(
@@ -345,12 +437,17 @@ async def test_the_scripts_reload_themselves_after_a_script_flush_on_every_maste
 ) -> None:
     """A failover or restart empties a node's script cache: EVALSHA gets NOSCRIPT and reloads."""
     store = StateStore(cluster_redis, KEYS)
-    await store.transact(lambda _s: (Commit(characters={"yuiju": make_character()}), None), characters=["yuiju"])
+    await store.transact(
+        lambda _s: (Commit(characters={"yuiju": make_character()}), None), characters=["yuiju"]
+    )
     for port in redis_cluster.ports:
         node = aioredis.Redis(host="127.0.0.1", port=port)
         await node.script_flush()
         await node.aclose()
-    await store.transact(lambda _s: (Commit(characters={"yuiju": make_character(money=1)}), None), characters=["yuiju"])
+    await store.transact(
+        lambda _s: (Commit(characters={"yuiju": make_character(money=1)}), None),
+        characters=["yuiju"],
+    )
     her = await store.load_character("yuiju")
     assert her is not None and her.money == 1
 
@@ -362,7 +459,9 @@ async def test_the_engine_lives_her_morning_on_a_cluster_selected_by_config(
     redis_cluster: LocalCluster, cluster_redis: aioredis.RedisCluster, tmp_path: Path
 ) -> None:
     clock = SimClock(at_time("2026-09-01 06:00"))
-    runtime = await build_runtime(cluster_config(tmp_path, redis_cluster.url), clock=clock, policy="utility")
+    runtime = await build_runtime(
+        cluster_config(tmp_path, redis_cluster.url), clock=clock, policy="utility"
+    )
     try:
         assert isinstance(runtime.redis.client, aioredis.RedisCluster)
         await runtime.engine.run(until=at_time("2026-09-01 12:00"))
@@ -385,8 +484,11 @@ async def test_the_engine_lives_her_morning_on_a_cluster_selected_by_config(
 async def test_llm_usage_is_counted_in_one_multi_exec_on_a_cluster(
     redis_cluster: LocalCluster, cluster_redis: aioredis.RedisCluster, tmp_path: Path
 ) -> None:
-    model = FunctionChatModel(lambda _messages, _schema: json.dumps(
-        {"action": "发呆", "reason": "想放空一会儿", "durationMinute": 30}, ensure_ascii=False))
+    model = FunctionChatModel(
+        lambda _messages, _schema: json.dumps(
+            {"action": "发呆", "reason": "想放空一会儿", "durationMinute": 30}, ensure_ascii=False
+        )
+    )
     clock = SimClock(at_time("2026-09-05 10:00"))  # a Saturday morning, awake
     cfg = cluster_config(tmp_path, redis_cluster.url)
     runtime = await build_runtime(cfg, clock=clock, policy="llm", chat_model=model)
@@ -419,7 +521,9 @@ async def test_two_towns_on_one_cluster_keep_their_keys_apart(
     towns = ["yuiju", "umi"]
     assert len({redis_cluster.node_of(Keys(t).world) for t in towns}) == 2  # different masters
     for town in towns:
-        kit = await make_engine(cluster_redis, sqlite_history, prefix=town, start="2026-09-01 06:00")
+        kit = await make_engine(
+            cluster_redis, sqlite_history, prefix=town, start="2026-09-01 06:00"
+        )
         await kit.engine.run(until=at_time("2026-09-01 09:00"))
         await kit.engine.release()
     keys = await all_keys(redis_cluster)
@@ -428,29 +532,51 @@ async def test_two_towns_on_one_cluster_keep_their_keys_apart(
         home = redis_cluster.node_of(Keys(town).world)
         where = {port for port, found in keys.items() for k in found if k.startswith(tag)}
         assert where == {home}
-        assert all(key_slot(k.encode()) == town_slot(Keys(town)) for k in keys[home] if k.startswith(tag))
+        assert all(
+            key_slot(k.encode()) == town_slot(Keys(town)) for k in keys[home] if k.startswith(tag)
+        )
 
 
 # -- the memory worker's consumer group ------------------------------------------------------------------
 
 
 async def test_the_memory_worker_consumes_and_retries_the_event_stream_on_a_cluster(
-    cluster_redis: aioredis.RedisCluster, sqlite_history: HistoryStore, monkeypatch: pytest.MonkeyPatch
+    cluster_redis: aioredis.RedisCluster,
+    sqlite_history: HistoryStore,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     store = await QdrantClientStore.open(collection="c", dim=64, location=":memory:")
     semantic = SemanticMemory(store, HashingEmbedder(64))
     try:
         memory = await build_memory(YuijuConfig(), sqlite_history, semantic, character_id="yuiju")
         now = at_time("2026-09-01 18:00")
-        await memory.episodes.put(Episode.model_validate({
-            "_id": "bhv_1", "character_id": "yuiju", "type": "behavior", "status": "completed",
-            "time": now, "summary": "在南风公园散步，看到了晚霞",
-        }))
-        worker = MemoryWorker(cluster_redis, KEYS.events, {"yuiju": memory}, clock=SimClock(now), block_ms=10)
+        await memory.episodes.put(
+            Episode.model_validate(
+                {
+                    "_id": "bhv_1",
+                    "character_id": "yuiju",
+                    "type": "behavior",
+                    "status": "completed",
+                    "time": now,
+                    "summary": "在南风公园散步，看到了晚霞",
+                }
+            )
+        )
+        worker = MemoryWorker(
+            cluster_redis, KEYS.events, {"yuiju": memory}, clock=SimClock(now), block_ms=10
+        )
         await worker.ensure_group()  # XGROUP CREATE ... MKSTREAM
         await worker.ensure_group()  # BUSYGROUP is fine
-        await cluster_redis.xadd(KEYS.events, {"type": "action_completed", "character_id": "yuiju",
-                                               "time": now.isoformat(), "data": json.dumps({"episode_id": "bhv_1"})})
+        await cluster_redis.xadd(
+            KEYS.events,
+            {
+                "type": "action_completed",
+                "character_id": "yuiju",
+                "time": now.isoformat(),
+                "data": json.dumps({"episode_id": "bhv_1"}),
+            },
+        )
+
         async def embedder_down(_texts: object) -> list[list[float]]:
             raise ConnectionError("embedder down")
 
@@ -470,17 +596,23 @@ async def test_the_memory_worker_consumes_and_retries_the_event_stream_on_a_clus
 
 
 async def test_proactive_posts_reclaim_a_dead_consumers_entry_on_a_cluster(
-    cluster_redis: aioredis.RedisCluster, sqlite_history: HistoryStore, monkeypatch: pytest.MonkeyPatch
+    cluster_redis: aioredis.RedisCluster,
+    sqlite_history: HistoryStore,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import yuiju.message.proactive
     from tests.test_proactive import G, emit, make_service
 
     monkeypatch.setattr(yuiju.message.proactive, "CLAIM_IDLE_MS", 0)
     clock = SimClock(at_time("2026-09-01 10:00"))
-    service, sender, _ = await make_service(cluster_redis, sqlite_history, clock=clock)  # XGROUP CREATE $
+    service, sender, _ = await make_service(
+        cluster_redis, sqlite_history, clock=clock
+    )  # XGROUP CREATE $
     await emit(cluster_redis, clock.now())
     # Another consumer (a bot that died) read it and never acknowledged it.
-    answer = await cluster_redis.xreadgroup(service.group, "old-bot", {service.stream: ">"}, count=10)
+    answer = await cluster_redis.xreadgroup(
+        service.group, "old-bot", {service.stream: ">"}, count=10
+    )
     assert len(answer[0][1]) == 1
 
     assert await service.run_once(block=True) == 1  # XAUTOCLAIM, XREADGROUP '0', XACK
@@ -500,9 +632,15 @@ async def test_chat_sessions_keep_context_windows_and_summaries_on_a_cluster(
     sid = "group:100"
 
     def entry(n: int) -> Entry:
-        return Entry(id=str(n), scene="group", group_id=100, user_id=1, sender_name="小明",
-                     text=f"第{n}句，" + "今天天气真好" * 20,
-                     time=at_time("2026-09-01 10:00") + timedelta(minutes=n))
+        return Entry(
+            id=str(n),
+            scene="group",
+            group_id=100,
+            user_id=1,
+            sender_name="小明",
+            text=f"第{n}句，" + "今天天气真好" * 20,
+            time=at_time("2026-09-01 10:00") + timedelta(minutes=n),
+        )
 
     for n in range(6):  # MULTI: RPUSH, LTRIM, RPUSH, SADD
         await sessions.record(entry(n), {"role": "user", "content": entry(n).text})
@@ -511,7 +649,9 @@ async def test_chat_sessions_keep_context_windows_and_summaries_on_a_cluster(
     summary, items = await sessions.context(sid)  # MULTI: GET, LRANGE
     assert summary == "" and len(items) == 7
     assert [e.id for e in await sessions.recent(sid, 3)] == ["3", "4", "5"]
-    assert await sessions.compact(sid, budget=50, keep=2, model=None, name="悠酱")  # MULTI: SET, LTRIM
+    assert await sessions.compact(
+        sid, budget=50, keep=2, model=None, name="悠酱"
+    )  # MULTI: SET, LTRIM
     summary, items = await sessions.context(sid)
     assert summary and len(items) == 2
     taken, stored = await sessions.window_peek(sid, 4)
@@ -552,9 +692,15 @@ async def test_the_engine_waits_out_a_cluster_outage_and_goes_on(
     sqlite_history: HistoryStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A master down answers CLUSTERDOWN until failover: the engine backs off as when Redis is unreachable."""
-    with start_cluster(masters=1) as cluster:  # its own cluster: the test takes the town's slot away
-        client = aioredis.RedisCluster(host="127.0.0.1", port=cluster.ports[0], decode_responses=True,
-                                       retry=Retry(NoBackoff(), 0))  # the error reaches the engine at once
+    with start_cluster(
+        masters=1
+    ) as cluster:  # its own cluster: the test takes the town's slot away
+        client = aioredis.RedisCluster(
+            host="127.0.0.1",
+            port=cluster.ports[0],
+            decode_responses=True,
+            retry=Retry(NoBackoff(), 0),
+        )  # the error reaches the engine at once
         node = sync_redis.Redis(host="127.0.0.1", port=cluster.ports[0], decode_responses=True)
         try:
             kit = await make_engine(client, sqlite_history, start="2026-09-01 06:00")
@@ -582,7 +728,9 @@ def test_the_readme_cluster_config_loads_and_names_its_nodes(tmp_path: Path) -> 
     assert cfg.redis.url is not None
     client = cluster_client(cfg.redis.url.get_secret_value())
     assert [(n.host, n.port) for n in client.nodes_manager.startup_nodes.values()] == [
-        ("10.0.0.1", 7000), ("10.0.0.2", 7000)]
+        ("10.0.0.1", 7000),
+        ("10.0.0.2", 7000),
+    ]
     assert "password" not in cfg.summary()["redis"]
 
 

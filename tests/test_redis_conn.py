@@ -232,7 +232,9 @@ async def answers_again(client: aioredis.Redis, key: str, seconds: float = 15) -
             await asyncio.sleep(0.1)
 
 
-async def test_a_killed_embedded_server_is_restarted_from_its_append_only_file(tmp_path: Path) -> None:
+async def test_a_killed_embedded_server_is_restarted_from_its_append_only_file(
+    tmp_path: Path,
+) -> None:
     handle = await open_redis(None, tmp_path)
     try:
         await handle.client.set("written-before-kill", "yes")
@@ -258,7 +260,9 @@ async def test_the_engine_carries_on_after_the_embedded_server_is_killed(tmp_pat
     from yuiju.world.clock import RealClock
     from yuiju.world.runtime import build_runtime
 
-    cfg = load_config(environ={"YUIJU_APP__DATA_DIR": str(tmp_path), "YUIJU_WORLD__POLICY": "utility"})
+    cfg = load_config(
+        environ={"YUIJU_APP__DATA_DIR": str(tmp_path), "YUIJU_WORLD__POLICY": "utility"}
+    )
     runtime = await build_runtime(cfg, clock=RealClock(TZ, speed=6000))
     try:
         task = asyncio.create_task(runtime.engine.run())
@@ -281,7 +285,6 @@ async def test_the_engine_carries_on_after_the_embedded_server_is_killed(tmp_pat
         await asyncio.wait_for(task, 3)
     finally:
         await runtime.close()
-
 
 
 async def test_a_command_to_a_hung_redis_gives_up_within_three_seconds() -> None:
@@ -316,7 +319,9 @@ async def test_the_longest_blocking_read_fits_the_socket_timeout(tmp_path: Path)
         assert time.monotonic() - started >= SSE_BLOCK_MS / 1000 - 0.1
 
 
-async def test_a_burst_of_more_commands_than_the_pool_holds_waits_for_a_connection(redis_url: str) -> None:
+async def test_a_burst_of_more_commands_than_the_pool_holds_waits_for_a_connection(
+    redis_url: str,
+) -> None:
     # 2000 fuzzed OneBot frames in a second ran ~1000 message handlers at once: redis-py's pool
     # (100 connections) raised MaxConnectionsError for the rest, and those messages were lost
     from yuiju.storage.redis import POOL_CONNECTIONS, daemon_client
@@ -324,6 +329,8 @@ async def test_a_burst_of_more_commands_than_the_pool_holds_waits_for_a_connecti
     client = daemon_client(redis_url)
     try:
         burst = [client.blpop([f"burst:{i}"], timeout=0.2) for i in range(POOL_CONNECTIONS * 3)]
-        assert await asyncio.gather(*burst) == [None] * (POOL_CONNECTIONS * 3)  # each held a connection 0.2 s
+        assert await asyncio.gather(*burst) == [None] * (
+            POOL_CONNECTIONS * 3
+        )  # each held a connection 0.2 s
     finally:
         await client.aclose()

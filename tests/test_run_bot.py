@@ -26,9 +26,10 @@ async def test_yuiju_run_serves_the_bot_and_a_second_bot_process_is_refused(tmp_
     with OpenAIStub() as stub:
         stub.reply("醒着呢～")
         config = tmp_path / "yuiju.toml"
-        config.write_text(f"""
+        config.write_text(
+            f"""
 [app]
-data_dir = "{(tmp_path / 'data').as_posix()}"
+data_dir = "{(tmp_path / "data").as_posix()}"
 [llm]
 base_url = "{stub.base_url}"
 model = "stub"
@@ -47,42 +48,96 @@ mode = "CHAT"
 max_pause_seconds = 0
 [chat.groups.{GROUP}]
 reply = "mention"
-""", encoding="utf-8")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
+""",
+            encoding="utf-8",
+        )
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"
+        }
         err_path = tmp_path / "run.log"
         with err_path.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "yuiju.cli", "--config", str(config), "run", "--no-panel", cwd=ROOT, env=env,
-                stdout=asyncio.subprocess.PIPE, stderr=err,
+                sys.executable,
+                "-m",
+                "yuiju.cli",
+                "--config",
+                str(config),
+                "run",
+                "--no-panel",
+                cwd=ROOT,
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=err,
             )
         try:
             assert proc.stdout is not None
-            lines = [(await asyncio.wait_for(proc.stdout.readline(), 60)).decode() for _ in range(2)]
+            lines = [
+                (await asyncio.wait_for(proc.stdout.readline(), 60)).decode() for _ in range(2)
+            ]
             url = f"ws://127.0.0.1:{port}/onebot/v11/ws"
-            assert f"http://127.0.0.1:{web_port}/" in lines[0] and url in lines[1], \
+            assert f"http://127.0.0.1:{web_port}/" in lines[0] and url in lines[1], (
                 "".join(lines) + err_path.read_text(errors="replace")[-3000:]
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{web_port}", timeout=10) as client:
+            )
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{web_port}", timeout=10
+            ) as client:
                 assert (await client.get("/")).status_code == 200  # the page next to the bot
 
-            ws = await connect(url, {"X-Self-ID": str(BOT), "X-Client-Role": "Universal",
-                                     "Authorization": "Bearer run-secret"})
+            ws = await connect(
+                url,
+                {
+                    "X-Self-ID": str(BOT),
+                    "X-Client-Role": "Universal",
+                    "Authorization": "Bearer run-secret",
+                },
+            )
             try:
-                await ws.send(json.dumps({"time": int(time.time()), "self_id": BOT, "post_type": "meta_event",
-                                          "meta_event_type": "lifecycle", "sub_type": "connect"}))
-                await ws.send(json.dumps(group_message(7001, [
-                    {"type": "at", "data": {"qq": str(BOT)}}, {"type": "text", "data": {"text": " 还醒着吗"}}])))
+                await ws.send(
+                    json.dumps(
+                        {
+                            "time": int(time.time()),
+                            "self_id": BOT,
+                            "post_type": "meta_event",
+                            "meta_event_type": "lifecycle",
+                            "sub_type": "connect",
+                        }
+                    )
+                )
+                await ws.send(
+                    json.dumps(
+                        group_message(
+                            7001,
+                            [
+                                {"type": "at", "data": {"qq": str(BOT)}},
+                                {"type": "text", "data": {"text": " 还醒着吗"}},
+                            ],
+                        )
+                    )
+                )
                 calls = await calls_until_quiet(ws, 3.0)
             finally:
                 await ws.close()
             sends = [c["params"] for c in calls if c["action"] == "send_msg"]
-            assert sends == [{"message_type": "group", "group_id": GROUP,
-                              "message": [{"type": "text", "data": {"text": "醒着呢～"}}]}], \
-                err_path.read_text(errors="replace")[-3000:]
+            assert sends == [
+                {
+                    "message_type": "group",
+                    "group_id": GROUP,
+                    "message": [{"type": "text", "data": {"text": "醒着呢～"}}],
+                }
+            ], err_path.read_text(errors="replace")[-3000:]
 
             # a second process would need the embedded vector store the daemon holds
             other = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "yuiju.cli", "--config", str(config), "bot", cwd=ROOT, env=env,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                sys.executable,
+                "-m",
+                "yuiju.cli",
+                "--config",
+                str(config),
+                "bot",
+                cwd=ROOT,
+                env=env,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
             )
             _, other_err = await asyncio.wait_for(other.communicate(), 60)
             assert other.returncode == 2
@@ -91,7 +146,9 @@ reply = "mention"
             proc.send_signal(signal.SIGINT)
             assert await asyncio.wait_for(proc.wait(), 30) == 0
         finally:
-            if proc.returncode is None:  # a failed check: stop it as a user would (its Redis with it)
+            if (
+                proc.returncode is None
+            ):  # a failed check: stop it as a user would (its Redis with it)
                 proc.send_signal(signal.SIGINT)
                 try:
                     await asyncio.wait_for(proc.wait(), 30)
@@ -109,23 +166,28 @@ async def test_sigterm_stops_a_standalone_bot_with_exit_status_zero(tmp_path: Pa
     # (status -15, a crash to a supervisor) where `yuiju run` ends with 0; found by bench/faults.py
     port = free_port()
     config = tmp_path / "yuiju.toml"
-    config.write_text(f"""
+    config.write_text(
+        f"""
 [app]
-data_dir = "{(tmp_path / 'data').as_posix()}"
+data_dir = "{(tmp_path / "data").as_posix()}"
 [memory]
 enabled = false
 [onebot]
 enabled = true
 port = {port}
 access_token = "t"
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     from tests.test_daemon_faults import start_yuiju
 
     err_path = tmp_path / "bot.log"
     proc = await start_yuiju(config, "bot", log=err_path, stdout=None)
     try:
-        ws = await connect(f"ws://127.0.0.1:{port}/onebot/v11/ws",
-                           {"X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": "Bearer t"})
+        ws = await connect(
+            f"ws://127.0.0.1:{port}/onebot/v11/ws",
+            {"X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": "Bearer t"},
+        )
         await ws.close()
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 30)

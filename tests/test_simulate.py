@@ -40,9 +40,15 @@ async def test_a_simulated_life_breaks_no_invariant(two_days: tuple[dict, dict])
     assert report["completions"] in (report["decisions"], report["decisions"] - 1)
 
 
-async def test_she_eats_every_day_and_attends_class_on_school_days(two_days: tuple[dict, dict]) -> None:
+async def test_she_eats_every_day_and_attends_class_on_school_days(
+    two_days: tuple[dict, dict],
+) -> None:
     report, _ = two_days
-    full_days = {day: stats for day, stats in report["per_day"].items() if day in ("2026-09-01", "2026-09-02")}
+    full_days = {
+        day: stats
+        for day, stats in report["per_day"].items()
+        if day in ("2026-09-01", "2026-09-02")
+    }
     assert len(full_days) == 2
     for day, stats in full_days.items():
         assert stats["meals"] >= 1, day
@@ -51,8 +57,9 @@ async def test_she_eats_every_day_and_attends_class_on_school_days(two_days: tup
         assert stats["min_satiety"] > 0 and stats["min_stamina"] > 0
 
 
-async def test_a_different_seed_gives_a_different_life(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       two_days: tuple[dict, dict]) -> None:
+async def test_a_different_seed_gives_a_different_life(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_days: tuple[dict, dict]
+) -> None:
     monkeypatch.chdir(tmp_path)
     other = await simulate(load_config(environ={}), days=2, seed=8, progress=False)
     assert other["timeline"] != two_days[0]["timeline"]
@@ -61,8 +68,9 @@ async def test_a_different_seed_gives_a_different_life(tmp_path: Path, monkeypat
 
 async def test_a_weekend_has_no_class(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    report = await simulate(load_config(environ={}), days=1, seed=7, progress=False,
-                            start="2026-09-05T06:00")  # Saturday
+    report = await simulate(
+        load_config(environ={}), days=1, seed=7, progress=False, start="2026-09-05T06:00"
+    )  # Saturday
     assert "attend_class" not in report["action_histogram"]
     assert report["per_day"]["2026-09-05"]["meals"] >= 1
     assert report["invariant_violations"] == []
@@ -76,13 +84,19 @@ async def test_the_report_counts_llm_tokens_per_simulated_day_by_purpose_and_cal
 
     monkeypatch.chdir(tmp_path)
     model = FunctionChatModel(schema_following(seed=1))
-    report = await simulate(load_config(environ={}), days=2, seed=1, policy="llm", chat_model=model, progress=False)
+    report = await simulate(
+        load_config(environ={}), days=2, seed=1, policy="llm", chat_model=model, progress=False
+    )
 
     llm = report["llm"]
     decide = llm["by_purpose"]["decide"]
     assert decide["calls"] == len(model.calls) == report["llm_calls"]
     assert decide["prompt_tokens"] > 0 and decide["completion_tokens"] > 0 and decide["failed"] == 0
-    assert llm["per_simulated_day"]["decide"]["prompt_tokens"] == round(decide["prompt_tokens"] / 2, 1)
+    assert llm["per_simulated_day"]["decide"]["prompt_tokens"] == round(
+        decide["prompt_tokens"] / 2, 1
+    )
     assert llm["calls_per_decision"] == round(decide["calls"] / report["decisions"], 3)
     assert llm["first_attempt_acceptance"] == 1.0 and llm["breaker"] == {"opened": 0, "rejected": 0}
-    assert set(model.max_tokens) == {400} and set(model.purposes) == {"decide"}  # bounded, by purpose
+    assert set(model.max_tokens) == {400} and set(model.purposes) == {
+        "decide"
+    }  # bounded, by purpose

@@ -122,16 +122,20 @@ async def test_transact_reruns_on_a_concurrent_write_and_loses_no_update(
 
 def tire(seen: list[CharacterState]) -> Callable[[Snapshot], tuple[Commit, None]]:
     """A transaction function that takes 10 stamina off her and keeps what it saw."""
+
     def fn(snap: Snapshot) -> tuple[Commit, None]:
         her = snap.characters["yuiju"]
         assert her is not None
         seen.append(her.model_copy())
         her.change(stamina=-10)
         return Commit(characters={"yuiju": her}), None
+
     return fn
 
 
-async def test_a_write_right_after_a_load_or_a_write_is_one_round_trip(store: StateStore, redis: aioredis.Redis) -> None:
+async def test_a_write_right_after_a_load_or_a_write_is_one_round_trip(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
     # the engine loads her, completes her action and starts the next: it already knows the values
     await save(store, make_character(stamina=50))
     await store.load("yuiju")
@@ -151,7 +155,9 @@ async def test_known_values_another_writer_changed_are_read_again_before_anythin
 ) -> None:
     await save(store, make_character(stamina=50, mood=50))
     await store.load("yuiju")
-    await redis.set(CHAR_KEY, make_character(stamina=50, mood=90).model_dump_json())  # after our load
+    await redis.set(
+        CHAR_KEY, make_character(stamina=50, mood=90).model_dump_json()
+    )  # after our load
     seen: list[CharacterState] = []
 
     await store.transact(tire(seen), characters=["yuiju"])
@@ -177,7 +183,9 @@ async def test_a_transaction_writing_nothing_answers_from_values_read_not_known(
     assert await store.transact(money, characters=["yuiju"]) == 7
 
 
-async def test_a_lost_lease_is_noticed_on_known_values_and_nothing_is_written(store: StateStore) -> None:
+async def test_a_lost_lease_is_noticed_on_known_values_and_nothing_is_written(
+    store: StateStore,
+) -> None:
     await save(store, make_character(money=5))
     await store.sync_leases("engine-a", 10_000, characters=["yuiju"], take=1)
     await store.load("yuiju")
@@ -190,9 +198,13 @@ async def test_a_lost_lease_is_noticed_on_known_values_and_nothing_is_written(st
     assert after is not None and after.stamina == make_character().stamina
 
 
-async def test_concurrent_transactions_on_one_key_all_apply(store: StateStore, redis: aioredis.Redis) -> None:
+async def test_concurrent_transactions_on_one_key_all_apply(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
     await save(store, make_character(money=0))
-    stores = [StateStore(aioredis.Redis(connection_pool=redis.connection_pool), KEYS) for _ in range(5)]
+    stores = [
+        StateStore(aioredis.Redis(connection_pool=redis.connection_pool), KEYS) for _ in range(5)
+    ]
 
     def earn(snap: Snapshot) -> tuple[Commit, None]:
         her = snap.characters["yuiju"]
@@ -200,33 +212,53 @@ async def test_concurrent_transactions_on_one_key_all_apply(store: StateStore, r
         her.money += 1
         return Commit(characters={"yuiju": her}), None
 
-    await asyncio.gather(*(s.transact(earn, characters=["yuiju"]) for s in stores for _ in range(4)))
+    await asyncio.gather(
+        *(s.transact(earn, characters=["yuiju"]) for s in stores for _ in range(4))
+    )
 
     final = await store.load_character("yuiju")
     assert final is not None and final.money == 20
 
 
-async def test_a_commit_writes_state_events_and_outbox_together(store: StateStore, redis: aioredis.Redis) -> None:
+async def test_a_commit_writes_state_events_and_outbox_together(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
     now = at_time("2026-09-01 08:00")
-    doc = {"collection": "episodes", "doc": {"_id": "bhv_1", "time": now, "data": {"end": now + timedelta(hours=1)}}}
+    doc = {
+        "collection": "episodes",
+        "doc": {"_id": "bhv_1", "time": now, "data": {"end": now + timedelta(hours=1)}},
+    }
 
     def write(_snap: Snapshot) -> tuple[Commit, None]:
-        return Commit(characters={"yuiju": make_character()}, outbox=[doc],
-                      events=[Event("something", {"n": 1}, "yuiju")]), None
+        return Commit(
+            characters={"yuiju": make_character()},
+            outbox=[doc],
+            events=[Event("something", {"n": 1}, "yuiju")],
+        ), None
 
     await store.transact(write, characters=["yuiju"], now=now)
 
     assert await store.load_character("yuiju") == make_character()
     entries = await store.peek_outbox()
-    assert [{"collection": e.collection, "doc": e.doc} for e in entries] == [doc]  # datetimes survive JSON
+    assert [{"collection": e.collection, "doc": e.doc} for e in entries] == [
+        doc
+    ]  # datetimes survive JSON
     raw = [e.raw for e in entries]
     [(_, fields)] = await redis.xrange(KEYS.events)
-    assert fields == {"type": "something", "character_id": "yuiju", "time": now.isoformat(),
-                      "data": json.dumps({"n": 1})}
-    assert not await store.drop_outbox(raw, "token", 1000)  # not holding the flush lock: nothing trimmed
+    assert fields == {
+        "type": "something",
+        "character_id": "yuiju",
+        "time": now.isoformat(),
+        "data": json.dumps({"n": 1}),
+    }
+    assert not await store.drop_outbox(
+        raw, "token", 1000
+    )  # not holding the flush lock: nothing trimmed
     assert await store.acquire_outbox_lock("token", 1000)
     await redis.rpush(KEYS.episode_outbox, "newer")
-    assert await store.drop_outbox(raw, "token", 1000)  # exactly what was written, not the newer entry
+    assert await store.drop_outbox(
+        raw, "token", 1000
+    )  # exactly what was written, not the newer entry
     assert await redis.lrange(KEYS.episode_outbox, 0, -1) == ["newer"]
 
 
@@ -242,7 +274,9 @@ async def test_a_write_under_someone_elses_lease_raises_lease_lost_and_writes_no
     store: StateStore,
 ) -> None:
     await save(store, make_character(money=5))
-    assert (await store.sync_leases("engine-a", 10_000, characters=["yuiju"], take=1)).characters["yuiju"] == LEASE_MINE
+    assert (await store.sync_leases("engine-a", 10_000, characters=["yuiju"], take=1)).characters[
+        "yuiju"
+    ] == LEASE_MINE
 
     def spend(snap: Snapshot) -> tuple[Commit, None]:
         her = snap.characters["yuiju"]
@@ -263,22 +297,34 @@ async def test_a_write_under_someone_elses_lease_raises_lease_lost_and_writes_no
 async def test_a_write_under_an_expired_lease_raises_lease_lost(store: StateStore) -> None:
     await save(store, make_character())
     with pytest.raises(LeaseLost):
-        await store.transact(lambda _s: (Commit(), None), characters=["yuiju"], lease=("yuiju", "gone"))
+        await store.transact(
+            lambda _s: (Commit(), None), characters=["yuiju"], lease=("yuiju", "gone")
+        )
 
 
-async def test_one_script_takes_renews_and_reports_a_towns_leases(store: StateStore, redis: aioredis.Redis) -> None:
+async def test_one_script_takes_renews_and_reports_a_towns_leases(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
     both = ["yuiju", "kaede"]
     view = await store.sync_leases("a", 10_000, characters=both, take=1, take_town=True)
-    assert view == LeaseView(town=LEASE_MINE, characters={"yuiju": LEASE_MINE, "kaede": LEASE_FREE})  # a budget of one
+    assert view == LeaseView(
+        town=LEASE_MINE, characters={"yuiju": LEASE_MINE, "kaede": LEASE_FREE}
+    )  # a budget of one
     assert await store.lease_holder("yuiju") == await store.town_lease_holder() == "a"
 
     view = await store.sync_leases("b", 10_000, characters=both, take=5, take_town=True)
-    assert 9_000 < view.town <= 10_000 and 9_000 < view.characters["yuiju"] <= 10_000  # a's, with the ms it has left
+    assert (
+        9_000 < view.town <= 10_000 and 9_000 < view.characters["yuiju"] <= 10_000
+    )  # a's, with the ms it has left
     assert view.characters["kaede"] == LEASE_MINE  # the free one
 
-    await store.sync_leases("a", 60_000, characters=["yuiju"], renew_below_ms=5_000)  # 10 s left: not yet
+    await store.sync_leases(
+        "a", 60_000, characters=["yuiju"], renew_below_ms=5_000
+    )  # 10 s left: not yet
     assert await redis.pttl(KEYS.lease("yuiju")) <= 10_000
-    await store.sync_leases("a", 60_000, characters=["yuiju"])  # by default every held lease is renewed
+    await store.sync_leases(
+        "a", 60_000, characters=["yuiju"]
+    )  # by default every held lease is renewed
     assert await redis.pttl(KEYS.lease("yuiju")) > 10_000
     assert await redis.pttl(KEYS.town_lease) > 10_000  # the town lease too, in the same script
 
@@ -293,13 +339,17 @@ async def test_the_worker_registry_lists_live_workers_and_forgets_stopped_ones(
     store: StateStore, redis: aioredis.Redis
 ) -> None:
     assert set(await store.heartbeat("a", 10_000, '{"name": "north"}')) == {"a"}
-    assert (await store.heartbeat("a", 60_000, renew_below_ms=5_000))["a"] <= 10_000  # 10 s left: not yet
+    assert (await store.heartbeat("a", 60_000, renew_below_ms=5_000))[
+        "a"
+    ] <= 10_000  # 10 s left: not yet
     live = await store.heartbeat("b", 50, '{"name": "south"}')
     assert set(live) == {"a", "b"} and 9_000 < live["a"] <= 10_000 and live["b"] <= 50
     await asyncio.sleep(0.12)  # b stops without a word
     assert set(await store.heartbeat("a", 10_000)) == {"a"}  # an empty info keeps a's
     assert await redis.hkeys(KEYS.worker_info) == ["a"]
-    assert {tok: info for tok, (_, info) in (await store.workers()).items()} == {"a": {"name": "north"}}
+    assert {tok: info for tok, (_, info) in (await store.workers()).items()} == {
+        "a": {"name": "north"}
+    }
     await store.leave_registry("a")  # a clean stop
     assert await store.workers() == {} and await redis.exists(KEYS.workers, KEYS.worker_info) == 0
 
@@ -307,8 +357,12 @@ async def test_the_worker_registry_lists_live_workers_and_forgets_stopped_ones(
 async def test_an_expired_lease_can_be_taken_over(store: StateStore) -> None:
     await store.sync_leases("a", 50, characters=["yuiju"], take=1)
     await asyncio.sleep(0.12)
-    assert (await store.sync_leases("a", 10_000, characters=["yuiju"])).characters["yuiju"] == LEASE_FREE  # gone
-    assert (await store.sync_leases("b", 10_000, characters=["yuiju"], take=1)).characters["yuiju"] == LEASE_MINE
+    assert (await store.sync_leases("a", 10_000, characters=["yuiju"])).characters[
+        "yuiju"
+    ] == LEASE_FREE  # gone
+    assert (await store.sync_leases("b", 10_000, characters=["yuiju"], take=1)).characters[
+        "yuiju"
+    ] == LEASE_MINE
     assert await store.lease_holder("yuiju") == "b"
 
 
@@ -320,11 +374,17 @@ def cheer(cid: str, mood: float = 77.0) -> Callable[[Snapshot], tuple[Commit, No
         her = snap.characters[cid]
         assert her is not None
         her.mood = mood
-        return Commit(characters={cid: her}, outbox=[{"collection": "episodes", "doc": {"_id": f"{cid}-{mood}"}}]), None
+        return Commit(
+            characters={cid: her},
+            outbox=[{"collection": "episodes", "doc": {"_id": f"{cid}-{mood}"}}],
+        ), None
+
     return fn
 
 
-async def test_writes_in_a_batch_are_sent_together_when_it_ends(store: StateStore, redis: aioredis.Redis) -> None:
+async def test_writes_in_a_batch_are_sent_together_when_it_ends(
+    store: StateStore, redis: aioredis.Redis
+) -> None:
     await save(store, make_character(id="c0"), make_character(id="c1"))
     before = await redis_calls(redis)
     async with store.batched(["c0", "c1"]) as batch:
@@ -352,7 +412,9 @@ async def test_a_reader_in_another_task_neither_sends_nor_loses_the_batchs_write
         await store.transact(cheer("c1"), characters=["c1"])  # the engine queues meanwhile
         await reader
         panel_view = await asyncio.create_task(store.load("c0"))
-        assert panel_view[1] is not None and panel_view[1].mood != 77.0  # Redis as it is: not sent yet
+        assert (
+            panel_view[1] is not None and panel_view[1].mood != 77.0
+        )  # Redis as it is: not sent yet
         assert len(batch.queued) == 2
     assert batch.sent == 2 and batch.redo == set()
     for cid in ("c0", "c1"):
@@ -367,12 +429,16 @@ async def test_a_batched_write_another_writer_beat_lands_nothing_and_names_her_f
     followed: list[str] = []
     async with store.batched(["c0", "c1"]) as batch:
         await store.transact(cheer("c0"), characters=["c0"], then=lambda _r: followed.append("c0"))
-        await redis.set(KEYS.character("c1"), make_character(id="c1", mood=5).model_dump_json())  # after the batch read
+        await redis.set(
+            KEYS.character("c1"), make_character(id="c1", mood=5).model_dump_json()
+        )  # after the batch read
         await store.transact(cheer("c1"), characters=["c1"], then=lambda _r: followed.append("c1"))
     assert batch.redo == {"c1"} and followed == ["c0"]
     c1 = await store.load_character("c1")
     assert c1 is not None and c1.mood == 5  # the other writer's value stands
-    assert [json.loads(e)["doc"]["_id"] for e in await redis.lrange(KEYS.episode_outbox, 0, -1)] == ["c0-77.0"]
+    assert [
+        json.loads(e)["doc"]["_id"] for e in await redis.lrange(KEYS.episode_outbox, 0, -1)
+    ] == ["c0-77.0"]
 
 
 @pytest.mark.parametrize("broken", ["episode_outbox", "events"])
@@ -391,9 +457,13 @@ async def test_a_key_of_the_wrong_type_makes_a_write_write_nothing_and_name_the_
         commit.events.append(Event("cheered", {}, "c0"))
         return commit, None
 
-    with pytest.raises(aioredis.ResponseError, match=rf"WRONGTYPE {key} holds a string where yuiju keeps a .*delete the key"):
+    with pytest.raises(
+        aioredis.ResponseError,
+        match=rf"WRONGTYPE {key} holds a string where yuiju keeps a .*delete the key",
+    ):
         await store.transact(cheer_and_say, characters=["c0"])
     her = await store.load_character("c0")
     assert her is not None and her.mood != 77.0
     assert {k: await redis.type(k) for k in (KEYS.episode_outbox, KEYS.events)} == {
-        k: ("string" if k == key else "none") for k in (KEYS.episode_outbox, KEYS.events)}
+        k: ("string" if k == key else "none") for k in (KEYS.episode_outbox, KEYS.events)
+    }

@@ -43,7 +43,9 @@ async def test_a_task_that_stops_when_asked_is_not_cancelled() -> None:
     assert task.result() == "done"
 
 
-async def test_a_blocking_call_on_the_event_loop_is_logged_with_its_length(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_blocking_call_on_the_event_loop_is_logged_with_its_length(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.WARNING, logger="yuiju")
     monitor = LoopLagMonitor(200, interval=0.02).start()
     await asyncio.sleep(0.05)

@@ -50,7 +50,9 @@ def movement(src: str, dst: str) -> Action:
         ("coast", "月汐海岸", "海岸"),
     ],
 )
-def test_every_place_of_the_town_exists_with_its_chinese_name(place_id: str, name: str, area: str) -> None:
+def test_every_place_of_the_town_exists_with_its_chinese_name(
+    place_id: str, name: str, area: str
+) -> None:
     place = HAURA.places[place_id]
     assert (place.name, place.area) == (name, area)
     assert HAURA.place_name(place_id) == name
@@ -79,9 +81,13 @@ def test_every_link_yields_two_movements_with_unique_ids_and_names() -> None:
     [(k, s, d) for k in HAURA.links for s, d in ((k.a, k.b), (k.b, k.a))],
     ids=lambda v: v if isinstance(v, str) else "",
 )
-def test_a_movement_costs_what_its_link_says_and_arrives_on_completion(link: Link, src: str, dst: str) -> None:
+def test_a_movement_costs_what_its_link_says_and_arrives_on_completion(
+    link: Link, src: str, dst: str
+) -> None:
     move = movement(src, dst)
-    ctx = make_ctx("2026-09-01 10:00", location=src, stamina=50, satiety=50, money=100)  # a school day
+    ctx = make_ctx(
+        "2026-09-01 10:00", location=src, stamina=50, satiety=50, money=100
+    )  # a school day
     assert move.available(ctx), move.why_not(ctx)
 
     move.run(ctx)  # type: ignore[misc]
@@ -102,8 +108,11 @@ def test_the_train_charges_its_fare_and_needs_the_money() -> None:
         assert not move.available(broke)
         assert "金币不足" in (move.why_not(broke) or "")
         assert move.available(make_ctx("2026-09-05 10:00", location=src, money=train.fare))
-    assert all(HAURA.link(a.at, a.moves_to).fare == 0 for a in MOVES  # type: ignore[arg-type, union-attr]
-               if {a.at, a.moves_to} != {"station", "coast"})
+    assert all(
+        HAURA.link(a.at, a.moves_to).fare == 0
+        for a in MOVES  # type: ignore[arg-type, union-attr]
+        if {a.at, a.moves_to} != {"station", "coast"}
+    )
 
 
 # -- opening hours --------------------------------------------------------------------------
@@ -132,7 +141,9 @@ def test_a_closed_place_offers_none_of_its_actions_but_she_can_leave(
     assert way_out in offered(closed)
 
     opened = make_ctx(open_at, **needs)
-    assert {a.id for a in own} & offered(opened), "the same needs at an open hour offer something here"
+    assert {a.id for a in own} & offered(opened), (
+        "the same needs at an open hour offer something here"
+    )
 
 
 def test_she_cannot_set_out_for_the_park_at_night_from_home() -> None:
@@ -157,7 +168,9 @@ async def test_the_offline_policy_walks_her_home_from_the_pond_at_night() -> Non
     ctx = make_ctx("2026-09-05 23:30", location="pond", stamina=40, satiety=50)
     route = []
     for _ in range(4):
-        decision = await policy.decide(DecisionRequest(ctx=ctx, candidates=[a for a in ACTIONS if a.available(ctx)]))
+        decision = await policy.decide(
+            DecisionRequest(ctx=ctx, candidates=[a for a in ACTIONS if a.available(ctx)])
+        )
         route.append(decision.action.id)
         if decision.action.moves_to is None:
             break
@@ -189,7 +202,11 @@ def test_actions_list_json_shows_id_name_place_and_tags_of_every_action(
     assert set(by_id) == set(CATALOGUE.actions)
     for action in ACTIONS:
         row = by_id[action.id]
-        assert (row["name"], row["place"], row["tags"]) == (action.name, action.at, sorted(action.tags))
+        assert (row["name"], row["place"], row["tags"]) == (
+            action.name,
+            action.at,
+            sorted(action.tags),
+        )
         assert row["tags"], action.id
 
 
@@ -235,9 +252,16 @@ def test_walks_collect_what_lies_at_the_place(action_id: str, place_id: str, kin
     ctx = make_ctx("2026-09-05 10:00", location=place_id, stamina=80, duration_minute=30)
     ctx.world.places[place_id].resources = {resource: 2}
     assert action.available(ctx)
-    ctx.running = RunningAction(action_id=action.id, name=action.name, started_at=ctx.now,
-                                ends_at=ctx.now + timedelta(minutes=30), episode_id="bhv_t", place=place_id,
-                                reason="散步", decided_by="test")
+    ctx.running = RunningAction(
+        action_id=action.id,
+        name=action.name,
+        started_at=ctx.now,
+        ends_at=ctx.now + timedelta(minutes=30),
+        episode_id="bhv_t",
+        place=place_id,
+        reason="散步",
+        decided_by="test",
+    )
 
     summary = action.complete(ctx)  # type: ignore[misc]
 

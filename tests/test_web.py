@@ -38,17 +38,29 @@ CHROMIUM = "/usr/bin/chromium"
 # -- helpers ------------------------------------------------------------------------------------
 
 
-async def lived(redis: aioredis.Redis, history: HistoryStore, *, days: float = 2.3, **kw: Any) -> EngineKit:
+async def lived(
+    redis: aioredis.Redis, history: HistoryStore, *, days: float = 2.3, **kw: Any
+) -> EngineKit:
     """Her life under the utility policy from 2026-09-01 06:00 for ``days``, in the stores."""
     kit = await make_engine(redis, history, start="2026-09-01 06:00", **kw)
     await kit.engine.run(until=kit.clock.now() + timedelta(days=days))
     return kit
 
 
-def observer_of(kit: EngineKit, redis: aioredis.Redis, history: HistoryStore, **kw: Any) -> Observer:
+def observer_of(
+    kit: EngineKit, redis: aioredis.Redis, history: HistoryStore, **kw: Any
+) -> Observer:
     return Observer(
-        redis=redis, history=history, keys=kit.keys, town=HAURA, tz=TZ, character_ids=["yuiju"],
-        catalogue=kit.loop.catalogue, now=kit.clock.now, names={"yuiju": "悠酱"}, **kw,
+        redis=redis,
+        history=history,
+        keys=kit.keys,
+        town=HAURA,
+        tz=TZ,
+        character_ids=["yuiju"],
+        catalogue=kit.loop.catalogue,
+        now=kit.clock.now,
+        names={"yuiju": "悠酱"},
+        **kw,
     )
 
 
@@ -75,7 +87,9 @@ async def running(kit: EngineKit) -> Any:
 # -- the page ----------------------------------------------------------------------------------
 
 
-async def test_page_shows_her_life_charts_and_map(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_page_shows_her_life_charts_and_map(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await lived(redis, sqlite_history)
     now_running = await running(kit)
     async with client_of(create_app(observer_of(kit, redis, sqlite_history))) as client:
@@ -86,18 +100,34 @@ async def test_page_shows_her_life_charts_and_map(redis: aioredis.Redis, sqlite_
     assert 'lang="zh-CN"' in html and 'name="viewport"' in html
     assert now_running.name in html and now_running.reason in html
     assert 'role="progressbar"' in html
-    for section in ("状态", "计划", "今天", "最近七天", "每天做了什么", "羽浦町地图", "今天的 LLM 用量"):
+    for section in (
+        "状态",
+        "计划",
+        "今天",
+        "最近七天",
+        "每天做了什么",
+        "羽浦町地图",
+        "今天的 LLM 用量",
+    ):
         assert section in html
     assert html.count('<svg class="chart') == 3 and "<polyline" in html
     assert 'class="place here" data-place="' in html
     assert "暂无日记" in html and "暂无主动分享" in html  # diary and posts do not exist yet
     # today's timeline: every behavior episode of 2026-09-03 so far, with its reason
-    today = await kit.history.find(EPISODES.name, ranges={"time": (at_time("2026-09-03 00:00"), at_time("2026-09-04 00:00"))})  # type: ignore[union-attr]
+    today = await kit.history.find(
+        EPISODES.name, ranges={"time": (at_time("2026-09-03 00:00"), at_time("2026-09-04 00:00"))}
+    )  # type: ignore[union-attr]
     assert today and all(doc["data"]["reason"] in html for doc in today)
-    assert "<script>" in html and "cdn" not in html.lower() and "http://" not in html.split("<script>")[1]
+    assert (
+        "<script>" in html
+        and "cdn" not in html.lower()
+        and "http://" not in html.split("<script>")[1]
+    )
 
 
-async def test_panel_is_the_live_part_of_the_page(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_panel_is_the_live_part_of_the_page(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await lived(redis, sqlite_history, days=0.5)
     async with client_of(create_app(observer_of(kit, redis, sqlite_history))) as client:
         panel = await client.get("/panel")
@@ -106,20 +136,36 @@ async def test_panel_is_the_live_part_of_the_page(redis: aioredis.Redis, sqlite_
     assert (await running(kit)).name in panel.text
 
 
-async def test_state_api_matches_the_stores(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_state_api_matches_the_stores(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await lived(redis, sqlite_history, days=1.2)
     day = kit.clock.now().date().isoformat()
-    await redis.hset(kit.keys.llm_usage, mapping={
-        f"{day}:tokens": 1234, f"{day}:calls": 5, f"{day}:decide:calls": 4, f"{day}:decide:failed": 1,
-        f"{day}:decide:prompt_tokens": 1100, f"{day}:decide:estimated_prompt_tokens": 300,
-        f"{day}:decide:completion_tokens": 34, f"{day}:chat:calls": 1, f"{day}:chat:prompt_tokens": 90,
-        f"{day}:chat:completion_tokens": 10})
+    await redis.hset(
+        kit.keys.llm_usage,
+        mapping={
+            f"{day}:tokens": 1234,
+            f"{day}:calls": 5,
+            f"{day}:decide:calls": 4,
+            f"{day}:decide:failed": 1,
+            f"{day}:decide:prompt_tokens": 1100,
+            f"{day}:decide:estimated_prompt_tokens": 300,
+            f"{day}:decide:completion_tokens": 34,
+            f"{day}:chat:calls": 1,
+            f"{day}:chat:prompt_tokens": 90,
+            f"{day}:chat:completion_tokens": 10,
+        },
+    )
     her = await kit.character()
     assert her is not None
-    her.plans, _ = apply_plan_changes(her.plans, [
-        {"scope": "longTerm", "changeType": "created", "nextPlan": "考上好大学"},
-        {"scope": "shortTerm", "changeType": "created", "nextPlan": "下午去公园"},
-    ], kit.clock.now())
+    her.plans, _ = apply_plan_changes(
+        her.plans,
+        [
+            {"scope": "longTerm", "changeType": "created", "nextPlan": "考上好大学"},
+            {"scope": "shortTerm", "changeType": "created", "nextPlan": "下午去公园"},
+        ],
+        kit.clock.now(),
+    )
     await redis.set(kit.keys.character("yuiju"), her.model_dump_json())
     async with client_of(create_app(observer_of(kit, redis, sqlite_history))) as client:
         got = (await client.get("/api/state")).json()
@@ -132,8 +178,10 @@ async def test_state_api_matches_the_stores(redis: aioredis.Redis, sqlite_histor
     decisions = len([e for e in got["timeline"] if e.get("type", "behavior") == "behavior"])
     llm = got["llm"]
     assert (llm["tokens"], llm["calls"], llm["fallbacks"], llm["failed_calls"]) == (1234, 5, 0, 1)
-    assert [(u["label"], u["calls"], u["prompt_tokens"], u["estimated_prompt_tokens"]) for u in llm["by_purpose"]] == [
-        ("决策", 4, 1100, 300), ("聊天", 1, 90, 0)]
+    assert [
+        (u["label"], u["calls"], u["prompt_tokens"], u["estimated_prompt_tokens"])
+        for u in llm["by_purpose"]
+    ] == [("决策", 4, 1100, 300), ("聊天", 1, 90, 0)]
     assert llm["calls_per_decision"] == round(4 / decisions, 2)
     assert "每次决策" in page and "决策" in page and "（估 300）" in page
     assert [p["title"] for p in got["plans"]] == ["长期计划", "短期计划"]
@@ -141,19 +189,29 @@ async def test_state_api_matches_the_stores(redis: aioredis.Redis, sqlite_histor
     assert "考上好大学" in page and "下午去公园" in page and "1,234" in page
 
 
-async def test_before_the_world_starts_the_page_says_so(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_before_the_world_starts_the_page_says_so(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await make_engine(redis, sqlite_history)
     async with client_of(create_app(observer_of(kit, redis, sqlite_history))) as client:
         page = await client.get("/")
     assert page.status_code == 200
-    assert "世界还没有开始运行" in page.text and "今天还没有记录" in page.text and "暂无数据" in page.text
+    assert (
+        "世界还没有开始运行" in page.text
+        and "今天还没有记录" in page.text
+        and "暂无数据" in page.text
+    )
 
 
-async def test_fallback_decisions_are_counted(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_fallback_decisions_are_counted(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     def explode(_request: Any) -> Any:
         raise RuntimeError("model down")
 
-    kit = await make_engine(redis, sqlite_history, policy=ScriptedPolicy(explode), start="2026-09-01 10:00")
+    kit = await make_engine(
+        redis, sqlite_history, policy=ScriptedPolicy(explode), start="2026-09-01 10:00"
+    )
     await kit.engine.run(until=kit.clock.now() + timedelta(hours=3))
     async with client_of(create_app(observer_of(kit, redis, sqlite_history))) as client:
         got = (await client.get("/api/state")).json()
@@ -163,7 +221,9 @@ async def test_fallback_decisions_are_counted(redis: aioredis.Redis, sqlite_hist
 # -- read-only, tokens, 404 ----------------------------------------------------------------------
 
 
-async def test_every_route_is_read_only(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_every_route_is_read_only(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await make_engine(redis, sqlite_history)
     app = create_app(observer_of(kit, redis, sqlite_history))
     methods = {m for route in app.routes for m in getattr(route, "methods", set())}
@@ -173,7 +233,9 @@ async def test_every_route_is_read_only(redis: aioredis.Redis, sqlite_history: H
         assert (await client.delete("/api/state")).status_code == 405
 
 
-async def test_unknown_routes_and_characters_are_404(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_unknown_routes_and_characters_are_404(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await make_engine(redis, sqlite_history)
     async with client_of(create_app(observer_of(kit, redis, sqlite_history))) as client:
         assert (await client.get("/admin")).status_code == 404
@@ -181,23 +243,35 @@ async def test_unknown_routes_and_characters_are_404(redis: aioredis.Redis, sqli
         assert (await client.get("/?character=nobody")).status_code == 404
 
 
-async def test_token_guards_every_route_and_leaks_nothing(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_token_guards_every_route_and_leaks_nothing(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await lived(redis, sqlite_history, days=0.4)
     name = (await running(kit)).name
     app = create_app(observer_of(kit, redis, sqlite_history), token="s3cret")
     async with client_of(app) as client:
         for path in ("/", "/panel", "/api/state", "/healthz", "/events"):
-            for params, headers in (({}, {}), ({"token": "wrong"}, {}), ({}, {"Authorization": "Bearer nope"})):
+            for params, headers in (
+                ({}, {}),
+                ({"token": "wrong"}, {}),
+                ({}, {"Authorization": "Bearer nope"}),
+            ):
                 denied = await client.get(path, params=params, headers=headers)
                 assert denied.status_code == 401, (path, params, headers)
                 assert name not in denied.text and "yuiju" not in denied.text
         assert (await client.get("/", params={"token": "s3cret"})).status_code == 200
-        assert (await client.get("/api/state", headers={"Authorization": "Bearer s3cret"})).status_code == 200
+        assert (
+            await client.get("/api/state", headers={"Authorization": "Bearer s3cret"})
+        ).status_code == 200
         page = await client.get("/", params={"token": "s3cret"})
-    assert name in page.text and re.search(r"data-query='[^']*s3cret", page.text)  # the script passes it on
+    assert name in page.text and re.search(
+        r"data-query='[^']*s3cret", page.text
+    )  # the script passes it on
 
 
-async def test_healthz_names_the_history_backend(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_healthz_names_the_history_backend(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await make_engine(redis, sqlite_history)
     async with client_of(create_app(observer_of(kit, redis, sqlite_history))) as client:
         got = await client.get("/healthz")
@@ -218,7 +292,7 @@ class RedisProxy:
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         if self.target.startswith("unix://"):
-            return await asyncio.open_unix_connection(self.target[len("unix://"):])
+            return await asyncio.open_unix_connection(self.target[len("unix://") :])
         url = httpx.URL(self.target)
         return await asyncio.open_connection(url.host, url.port or 6379)
 
@@ -235,12 +309,17 @@ class RedisProxy:
             finally:
                 dst.close()
 
-        tasks = [asyncio.create_task(pump(reader, up_writer)), asyncio.create_task(pump(up_reader, writer))]
+        tasks = [
+            asyncio.create_task(pump(reader, up_writer)),
+            asyncio.create_task(pump(up_reader, writer)),
+        ]
         self.pipes.update(tasks)
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def plug(self) -> None:
-        self.server = await asyncio.start_server(self._handle, "127.0.0.1", self.port, reuse_address=True)
+        self.server = await asyncio.start_server(
+            self._handle, "127.0.0.1", self.port, reuse_address=True
+        )
         self.port = self.server.sockets[0].getsockname()[1]
 
     async def unplug(self) -> None:
@@ -253,18 +332,26 @@ class RedisProxy:
         await self.server.wait_closed()
 
 
-async def test_redis_down_gives_503_and_the_page_recovers(redis: aioredis.Redis, redis_url: str, sqlite_history: HistoryStore) -> None:
+async def test_redis_down_gives_503_and_the_page_recovers(
+    redis: aioredis.Redis, redis_url: str, sqlite_history: HistoryStore
+) -> None:
     kit = await lived(redis, sqlite_history, days=0.3)
     proxy = RedisProxy(redis_url)
     await proxy.plug()
-    through = aioredis.Redis.from_url(f"redis://127.0.0.1:{proxy.port}", decode_responses=True, socket_connect_timeout=1)
+    through = aioredis.Redis.from_url(
+        f"redis://127.0.0.1:{proxy.port}", decode_responses=True, socket_connect_timeout=1
+    )
     try:
         async with client_of(create_app(observer_of(kit, through, sqlite_history))) as client:
             assert (await client.get("/")).status_code == 200
             await proxy.unplug()
             down = await client.get("/")
             assert down.status_code == 503 and down.headers["retry-after"] == "5"
-            assert "存储暂时不可用" in down.text and "Redis" in down.text and 'http-equiv="refresh"' in down.text
+            assert (
+                "存储暂时不可用" in down.text
+                and "Redis" in down.text
+                and 'http-equiv="refresh"' in down.text
+            )
             api = await client.get("/api/state")
             assert api.status_code == 503 and "Redis" in api.json()["error"]
             assert (await client.get("/healthz")).status_code == 503
@@ -277,7 +364,9 @@ async def test_redis_down_gives_503_and_the_page_recovers(redis: aioredis.Redis,
             await proxy.unplug()
 
 
-async def test_history_down_gives_503(redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path) -> None:
+async def test_history_down_gives_503(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path
+) -> None:
     from yuiju.storage.sqlite_history import SqliteHistory
 
     kit = await lived(redis, sqlite_history, days=0.3)
@@ -293,7 +382,9 @@ async def test_history_down_gives_503(redis: aioredis.Redis, sqlite_history: His
 # -- live updates ---------------------------------------------------------------------------------------
 
 
-async def read_events(response: httpx.Response, want: int, wait_s: float = 10) -> list[tuple[str, str, dict[str, Any]]]:
+async def read_events(
+    response: httpx.Response, want: int, wait_s: float = 10
+) -> list[tuple[str, str, dict[str, Any]]]:
     """(id, event, data) of the next ``want`` SSE events (comments skipped)."""
     got: list[tuple[str, str, dict[str, Any]]] = []
     fields: dict[str, str] = {}
@@ -302,7 +393,13 @@ async def read_events(response: httpx.Response, want: int, wait_s: float = 10) -
         async for line in response.aiter_lines():
             if not line:
                 if "data" in fields:
-                    got.append((fields.get("id", ""), fields.get("event", "message"), json.loads(fields["data"])))
+                    got.append(
+                        (
+                            fields.get("id", ""),
+                            fields.get("event", "message"),
+                            json.loads(fields["data"]),
+                        )
+                    )
                     if len(got) >= want:
                         return
                 fields.clear()
@@ -314,12 +411,17 @@ async def read_events(response: httpx.Response, want: int, wait_s: float = 10) -
     return got
 
 
-async def test_events_stream_her_actions_as_they_happen(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_events_stream_her_actions_as_they_happen(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await lived(redis, sqlite_history, days=0.3)
     first = await running(kit)
     app = create_app(observer_of(kit, redis, sqlite_history))
-    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=10) as client, \
-            client.stream("GET", "/events") as response:
+    async with (
+        served(app) as url,
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+        client.stream("GET", "/events") as response,
+    ):
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         # the engine goes on: she finishes what she was doing and starts the next thing
@@ -331,25 +433,44 @@ async def test_events_stream_her_actions_as_they_happen(redis: aioredis.Redis, s
     assert all(re.fullmatch(r"\d+-\d+", e[0]) for e in events)
 
 
-async def test_events_resume_after_last_event_id(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_events_resume_after_last_event_id(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await make_engine(redis, sqlite_history)
     keys: Keys = kit.keys
-    ids = [await redis.xadd(keys.events, {"type": "action_started", "character_id": "yuiju", "time": "",
-                                          "data": json.dumps({"name": f"第{n}件事"}, ensure_ascii=False)})
-           for n in range(3)]
+    ids = [
+        await redis.xadd(
+            keys.events,
+            {
+                "type": "action_started",
+                "character_id": "yuiju",
+                "time": "",
+                "data": json.dumps({"name": f"第{n}件事"}, ensure_ascii=False),
+            },
+        )
+        for n in range(3)
+    ]
     app = create_app(observer_of(kit, redis, sqlite_history))
-    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=10) as client, \
-            client.stream("GET", "/events", headers={"Last-Event-ID": ids[0]}) as response:
+    async with (
+        served(app) as url,
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+        client.stream("GET", "/events", headers={"Last-Event-ID": ids[0]}) as response,
+    ):
         events = await read_events(response, 2)
     assert [e[0] for e in events] == ids[1:]
     assert [e[2]["data"]["name"] for e in events] == ["第1件事", "第2件事"]
 
 
-async def test_server_stops_promptly_with_a_client_listening(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_server_stops_promptly_with_a_client_listening(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     kit = await make_engine(redis, sqlite_history)
     server = ObserverServer(create_app(observer_of(kit, redis, sqlite_history)), "127.0.0.1", 0)
     url = await server.start()
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client, client.stream("GET", "/events") as response:
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+        client.stream("GET", "/events") as response,
+    ):
         assert response.status_code == 200
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -381,9 +502,14 @@ async def test_a_read_that_swallows_its_cancellation_at_the_stop_leaves_no_unret
     previous = loop.get_exception_handler()
     loop.set_exception_handler(lambda _loop, context: unhandled.append(context))
     try:
-        server = ObserverServer(create_app(observer_of(kit, StubbornRedis(), sqlite_history)), "127.0.0.1", 0)  # type: ignore[arg-type]
+        server = ObserverServer(
+            create_app(observer_of(kit, StubbornRedis(), sqlite_history)), "127.0.0.1", 0
+        )  # type: ignore[arg-type]
         url = await server.start()
-        async with httpx.AsyncClient(base_url=url, timeout=10) as client, client.stream("GET", "/events") as response:
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=10) as client,
+            client.stream("GET", "/events") as response,
+        ):
             assert response.status_code == 200
             await asyncio.wait_for(server.stop(), 10)
         await asyncio.sleep(0.2)
@@ -406,14 +532,18 @@ def test_strip_categories_follow_catalogue_tags() -> None:
 
 def test_day_strip_splits_a_night_across_two_days() -> None:
     day1, day2 = at_time("2026-09-01 00:00"), at_time("2026-09-02 00:00")
-    night = svg.Span(at_time("2026-09-01 22:00"), at_time("2026-09-02 07:00"), svg.category_of({"sleep"}), "睡觉")
+    night = svg.Span(
+        at_time("2026-09-01 22:00"), at_time("2026-09-02 07:00"), svg.category_of({"sleep"}), "睡觉"
+    )
     drawn = svg.day_strip([night], [day1, day2])
     assert drawn.count('class="cat-sleep"') == 2
 
 
 def test_drawings_escape_names() -> None:
     point = svg.Point(at_time("2026-09-01 10:00"), {"stamina": 50, "satiety": 50, "mood": 50})
-    chart = svg.line_chart([point], at_time("2026-09-01 00:00"), at_time("2026-09-02 00:00"), ("stamina",), title="<b>")
+    chart = svg.line_chart(
+        [point], at_time("2026-09-01 00:00"), at_time("2026-09-02 00:00"), ("stamina",), title="<b>"
+    )
     assert "<b>" not in chart and "&lt;b&gt;" in chart
     span = svg.Span(point.time, point.time + timedelta(hours=1), svg.category_of(()), "<script>")
     assert "<script>" not in svg.day_strip([span], [at_time("2026-09-01 00:00")])
@@ -426,7 +556,10 @@ def test_town_map_has_every_place_and_link() -> None:
     area = {p.id: p.area for p in HAURA.places.values()}
     roads = {frozenset((area[lk.a], area[lk.b])) for lk in HAURA.links if area[lk.a] != area[lk.b]}
     assert drawn.count('class="link"') == len(roads)  # one road per pair of districts
-    assert 'class="place here" data-place="park"' in drawn and 'class="place closed" data-place="cafe"' in drawn
+    assert (
+        'class="place here" data-place="park"' in drawn
+        and 'class="place closed" data-place="cafe"' in drawn
+    )
 
 
 # -- the daemon serves it --------------------------------------------------------------------------------
@@ -440,13 +573,25 @@ def free_port() -> int:
 
 async def test_yuiju_world_serves_the_page_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "YUIJU_APP__DATA_DIR": str(tmp_path / "data"), "YUIJU_WEB__PORT": str(port),
-           "YUIJU_CONFIG": str(tmp_path / "none.toml"), "YUIJU_WORLD__SPEED": "600"}
+    env = {
+        **os.environ,
+        "YUIJU_APP__DATA_DIR": str(tmp_path / "data"),
+        "YUIJU_WEB__PORT": str(port),
+        "YUIJU_CONFIG": str(tmp_path / "none.toml"),
+        "YUIJU_WORLD__SPEED": "600",
+    }
     (tmp_path / "none.toml").write_text("", encoding="utf-8")
     env.pop("REDIS_URL", None)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "yuiju.cli", "world", "--no-panel", cwd=Path(__file__).parents[1], env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "yuiju.cli",
+        "world",
+        "--no-panel",
+        cwd=Path(__file__).parents[1],
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         assert proc.stdout is not None
@@ -474,9 +619,17 @@ async def test_yuiju_world_serves_the_page_and_stops_on_ctrl_c(tmp_path: Path) -
 
 async def chromium(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-        "--no-first-run", "--disable-extensions", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--disable-extensions",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), 60)
@@ -487,9 +640,13 @@ async def chromium(*args: str) -> tuple[int, str]:
     return proc.returncode or 0, out.decode(errors="replace") + err.decode(errors="replace")[-2000:]
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None,
-                    reason=f"Chromium is not installed at {CHROMIUM}: `apt-get install -y chromium fonts-wqy-microhei` (.ci/run does)")
-async def test_chromium_renders_her_action_and_the_charts(redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None,
+    reason=f"Chromium is not installed at {CHROMIUM}: `apt-get install -y chromium fonts-wqy-microhei` (.ci/run does)",
+)
+async def test_chromium_renders_her_action_and_the_charts(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path
+) -> None:
     kit = await lived(redis, sqlite_history, days=6.3)
     name = (await running(kit)).name
     app = create_app(observer_of(kit, redis, sqlite_history))
@@ -497,21 +654,39 @@ async def test_chromium_renders_her_action_and_the_charts(redis: aioredis.Redis,
         code, dom = await chromium("--dump-dom", url)
         assert code == 0, dom
         assert f'data-action="{(await running(kit)).action_id}">{name}<' in dom
-        assert dom.count('<svg class="chart') == 3 and "<polyline" in dom and 'class="place here"' in dom
-        for width, height, shot in ((1280, 2600, "observer-desktop.png"), (390, 4200, "observer-phone.png")):
-            code, out = await chromium(f"--window-size={width},{height}", f"--screenshot={tmp_path / shot}",
-                                       url)
+        assert (
+            dom.count('<svg class="chart') == 3
+            and "<polyline" in dom
+            and 'class="place here"' in dom
+        )
+        for width, height, shot in (
+            (1280, 2600, "observer-desktop.png"),
+            (390, 4200, "observer-phone.png"),
+        ):
+            code, out = await chromium(
+                f"--window-size={width},{height}", f"--screenshot={tmp_path / shot}", url
+            )
             assert code == 0 and (tmp_path / shot).stat().st_size > 20_000, out
         assert app.state.event_streams >= 1  # the page's script subscribed to live updates
     print(f"screenshots: {tmp_path}")
 
 
-async def test_latest_diary_entry_is_shown_once_diaries_exist(redis: aioredis.Redis, sqlite_history: HistoryStore) -> None:
+async def test_latest_diary_entry_is_shown_once_diaries_exist(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
     diary = pytest.importorskip("yuiju.memory.diary")
     kit = await lived(redis, sqlite_history, days=0.3)
     await sqlite_history.ensure(diary.DIARIES)
-    await sqlite_history.put(diary.DIARIES.name, {"_id": "d1", "character_id": "yuiju", "period": "daily",
-                                                  "date": "2026-09-01", "text": "今天在公园捡到了野莓。"})
+    await sqlite_history.put(
+        diary.DIARIES.name,
+        {
+            "_id": "d1",
+            "character_id": "yuiju",
+            "period": "daily",
+            "date": "2026-09-01",
+            "text": "今天在公园捡到了野莓。",
+        },
+    )
     async with client_of(create_app(observer_of(kit, redis, sqlite_history))) as client:
         page = await client.get("/")
     assert "今天在公园捡到了野莓。" in page.text and "暂无日记" not in page.text

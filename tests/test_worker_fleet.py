@@ -38,9 +38,10 @@ TOWNS = {"yuiju": [f"yuiju@{i}" for i in range(1, 7)], "umi": [f"kaede@{i}" for 
 
 
 def fleet_config(path: Path, cluster_url: str) -> Path:
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [app]
-data_dir = "{(path.parent / 'data').as_posix()}"
+data_dir = "{(path.parent / "data").as_posix()}"
 [redis]
 url = "{cluster_url}"
 [memory]
@@ -51,7 +52,9 @@ policy = "utility"
 lease_ttl_seconds = {TTL_SECONDS}
 [world.towns.umi]
 characters = ["kaede@1..6"]
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -82,16 +85,35 @@ def start_worker(config: Path, name: str) -> subprocess.Popen[bytes]:
     log = (config.parent / f"{name}.log").open("wb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_")}
     return subprocess.Popen(
-        [sys.executable, "-m", "yuiju.cli", "--config", str(config), "world", "--worker", "--name", name,
-         "--speed", str(SPEED)],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+        [
+            sys.executable,
+            "-m",
+            "yuiju.cli",
+            "--config",
+            str(config),
+            "world",
+            "--worker",
+            "--name",
+            name,
+            "--speed",
+            str(SPEED),
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
     )
 
 
 async def registry(redis: Any) -> dict[str, dict[str, Any]]:
     """The live workers by name: their token and info."""
     live = await StateStore(redis, Keys("yuiju")).workers()
-    return {info["name"]: {"token": token, **info} for token, (_, info) in live.items() if "name" in info}
+    return {
+        info["name"]: {"token": token, **info}
+        for token, (_, info) in live.items()
+        if "name" in info
+    }
 
 
 async def lease_holders(redis: Any) -> dict[str, str | None]:
@@ -110,7 +132,9 @@ async def wait_for(check: Any, within: float, what: str) -> float:
 
 
 async def test_a_killed_worker_is_taken_over_within_the_ttl_and_no_episode_is_lost_or_doubled(
-    redis_cluster: LocalCluster, cluster_redis: aioredis.RedisCluster, tmp_path: Path,
+    redis_cluster: LocalCluster,
+    cluster_redis: aioredis.RedisCluster,
+    tmp_path: Path,
     workers: dict[str, subprocess.Popen[bytes]],
 ) -> None:
     config = fleet_config(tmp_path / "yuiju.toml", redis_cluster.url)
@@ -127,7 +151,9 @@ async def test_a_killed_worker_is_taken_over_within_the_ttl_and_no_episode_is_lo
     await asyncio.sleep(2)  # they live a while
 
     victim = (await registry(cluster_redis))["w2"]
-    hers = sorted(cid for cid, tok in (await lease_holders(cluster_redis)).items() if tok == victim["token"])
+    hers = sorted(
+        cid for cid, tok in (await lease_holders(cluster_redis)).items() if tok == victim["token"]
+    )
     killed_at_ms = int(time.time() * 1000)
     os.kill(workers["w2"].pid, signal.SIGKILL)
     killed = time.monotonic()
@@ -139,18 +165,28 @@ async def test_a_killed_worker_is_taken_over_within_the_ttl_and_no_episode_is_lo
     took = await wait_for(taken_over, 10, "the victim's characters taken over")
     assert took <= TTL_SECONDS + 1.0, f"taken over {took:.2f} s after the kill"
     survivors = {w["token"] for name, w in (await registry(cluster_redis)).items() if name != "w2"}
-    assert set((await lease_holders(cluster_redis)).values()) == survivors  # nobody drives twice, nobody idles
+    assert (
+        set((await lease_holders(cluster_redis)).values()) == survivors
+    )  # nobody drives twice, nobody idles
 
-    async def driven_on() -> bool:  # an action of 180 world minutes is 12 s of wall time at this speed
+    async def driven_on() -> (
+        bool
+    ):  # an action of 180 world minutes is 12 s of wall time at this speed
         return set(hers) <= await acted_since(cluster_redis, killed_at_ms)
 
-    await wait_for(driven_on, 30, "the survivors starting or ending actions of the victim's characters")
-    await asyncio.sleep(max(0.0, 6 - (time.monotonic() - killed)))  # the survivors live on with them
+    await wait_for(
+        driven_on, 30, "the survivors starting or ending actions of the victim's characters"
+    )
+    await asyncio.sleep(
+        max(0.0, 6 - (time.monotonic() - killed))
+    )  # the survivors live on with them
 
     for name in ("w1", "w3"):
         workers[name].send_signal(signal.SIGTERM)
     for name in ("w1", "w3"):
-        assert workers[name].wait(timeout=15) == 0, (config.parent / f"{name}.log").read_text()[-2000:]
+        assert workers[name].wait(timeout=15) == 0, (config.parent / f"{name}.log").read_text()[
+            -2000:
+        ]
 
     await check_the_record(cluster_redis, config, hers, killed_at_ms)
 
@@ -180,7 +216,9 @@ async def check_the_record(redis: Any, config: Path, hers: list[str], killed_at_
     completed: Counter[str] = Counter()
     for prefix in TOWNS:
         keys = Keys(prefix)
-        for raw in await redis.lrange(keys.episode_outbox, 0, -1):  # queued, not yet written: not lost
+        for raw in await redis.lrange(
+            keys.episode_outbox, 0, -1
+        ):  # queued, not yet written: not lost
             entry = parse_outbox_entry(raw)
             assert entry.problem is None, entry.problem
             if entry.doc.get("type") == "behavior":
@@ -192,7 +230,9 @@ async def check_the_record(redis: Any, config: Path, hers: list[str], killed_at_
             elif fields["type"] == "action_completed":
                 completed[data["episode_id"]] += 1
 
-    assert started and all(n == 1 for n in started.values()), [e for e, n in started.items() if n > 1]
+    assert started and all(n == 1 for n in started.values()), [
+        e for e, n in started.items() if n > 1
+    ]
     assert all(n == 1 for n in completed.values()), [e for e, n in completed.items() if n > 1]
     assert set(started) == set(episodes), "episodes with no start event, or starts with no episode"
     assert set(completed) == {e for e, d in episodes.items() if d["status"] == "completed"}
@@ -208,10 +248,17 @@ async def check_the_record(redis: Any, config: Path, hers: list[str], killed_at_
             assert len(timeline) >= 2, cid
             for before, after in itertools.pairwise(timeline):
                 assert before["status"] == "completed", (cid, before["_id"])
-                assert before["end_time"] <= after["time"], (cid, before["_id"], after["_id"])  # one at a time
+                assert before["end_time"] <= after["time"], (
+                    cid,
+                    before["_id"],
+                    after["_id"],
+                )  # one at a time
             state = await store.load_character(cid)
             assert state is not None
             last = timeline[-1]
             assert (state.running.episode_id if state.running else None) == (
-                last["_id"] if last["status"] == "running" else None), cid
-    assert set(hers) <= await acted_since(redis, killed_at_ms), "the killed worker's characters went on"
+                last["_id"] if last["status"] == "running" else None
+            ), cid
+    assert set(hers) <= await acted_since(redis, killed_at_ms), (
+        "the killed worker's characters went on"
+    )

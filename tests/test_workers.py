@@ -40,11 +40,17 @@ def test_a_copy_is_her_card_under_its_own_id() -> None:
     assert copy.name == card.name and copy.persona == card.persona and copy.start == card.start
 
 
-@pytest.mark.parametrize(("characters", "says"), [
-    (["yuiju@3..1"], "'yuiju@3..1' is not a range of 1 to 100,000 copies; write e.g. 'yuiju@1..200'"),
-    (["Yuiju"], "'Yuiju' is not a character id"),
-    (["yuiju@1..3", "yuiju@2"], "yuiju@2 listed twice"),
-])
+@pytest.mark.parametrize(
+    ("characters", "says"),
+    [
+        (
+            ["yuiju@3..1"],
+            "'yuiju@3..1' is not a range of 1 to 100,000 copies; write e.g. 'yuiju@1..200'",
+        ),
+        (["Yuiju"], "'Yuiju' is not a character id"),
+        (["yuiju@1..3", "yuiju@2"], "yuiju@2 listed twice"),
+    ],
+)
 def test_a_bad_character_entry_is_named_with_the_fix(
     clean_config_env: Path, characters: list[str], says: str
 ) -> None:
@@ -53,11 +59,15 @@ def test_a_bad_character_entry_is_named_with_the_fix(
     assert says in str(caught.value) and "world.characters" in str(caught.value)
 
 
-def test_several_towns_are_declared_by_prefix_next_to_the_default_one(clean_config_env: Path) -> None:
+def test_several_towns_are_declared_by_prefix_next_to_the_default_one(
+    clean_config_env: Path,
+) -> None:
     (clean_config_env / "yuiju.toml").write_text(
         '[world]\ncharacters = ["yuiju"]\nseed = 3\n\n'
         '[world.towns.umi]\ncharacters = ["kaede", "yuiju@1..2"]\n\n'
-        '[world.towns.yama]\ncharacters = ["yuiju@3"]\nseed = 7\n', encoding="utf-8")
+        '[world.towns.yama]\ncharacters = ["yuiju@3"]\nseed = 7\n',
+        encoding="utf-8",
+    )
     cfg = load_config()
     towns = cfg.towns()
     assert list(towns) == ["yuiju", "umi", "yama"]  # the default town ([redis].prefix) first
@@ -65,12 +75,20 @@ def test_several_towns_are_declared_by_prefix_next_to_the_default_one(clean_conf
     assert [t.seed for t in towns.values()] == [3, 3, 7]
 
 
-@pytest.mark.parametrize(("world", "says"), [
-    ({"towns": {"umi": {"characters": ["yuiju"]}}},
-     "character 'yuiju' lives in the default town and [world.towns.umi]; a character lives in one town"),
-    ({"towns": {"yuiju": {"characters": ["kaede"]}}}, "[world.towns.yuiju] is the default town"),
-    ({"towns": {"u{mi}": {"characters": ["kaede"]}}}, "'u{mi}' cannot be a key prefix"),
-])
+@pytest.mark.parametrize(
+    ("world", "says"),
+    [
+        (
+            {"towns": {"umi": {"characters": ["yuiju"]}}},
+            "character 'yuiju' lives in the default town and [world.towns.umi]; a character lives in one town",
+        ),
+        (
+            {"towns": {"yuiju": {"characters": ["kaede"]}}},
+            "[world.towns.yuiju] is the default town",
+        ),
+        ({"towns": {"u{mi}": {"characters": ["kaede"]}}}, "'u{mi}' cannot be a key prefix"),
+    ],
+)
 def test_a_town_that_would_share_keys_or_characters_is_refused(
     clean_config_env: Path, world: dict[str, Any], says: str
 ) -> None:
@@ -86,10 +104,17 @@ def population(n: int) -> dict[str, Any]:
     return {f"yuiju@{i}": make_character(id=f"yuiju@{i}") for i in range(1, n + 1)}
 
 
-async def worker(redis: aioredis.Redis, n: int, *, ttl_ms: int = 3_000, policy: Any = None) -> EngineKit:
+async def worker(
+    redis: aioredis.Redis, n: int, *, ttl_ms: int = 3_000, policy: Any = None
+) -> EngineKit:
     """An engine on the wall clock over the same ``n`` characters as every other `worker`."""
-    kit = await make_engine(redis, None, characters=population(n), lease_ttl_ms=ttl_ms,
-                            policy=policy or ScriptedPolicy(lambda _r: IDLE_30))
+    kit = await make_engine(
+        redis,
+        None,
+        characters=population(n),
+        lease_ttl_ms=ttl_ms,
+        policy=policy or ScriptedPolicy(lambda _r: IDLE_30),
+    )
     kit.engine.clock = RealClock(TZ)
     return kit
 
@@ -109,7 +134,9 @@ async def until(check: Callable[[], Awaitable[bool]], within: float) -> float:
 
 async def holds(kit: EngineKit, n: int) -> bool:
     found = await holders(kit)
-    return sum(tok == kit.engine.token for tok in found.values()) == n == kit.engine.leases.held_count
+    return (
+        sum(tok == kit.engine.token for tok in found.values()) == n == kit.engine.leases.held_count
+    )
 
 
 async def stop(kit: EngineKit, task: asyncio.Task[None], *, release: bool = True) -> None:
@@ -123,13 +150,19 @@ async def stop(kit: EngineKit, task: asyncio.Task[None], *, release: bool = True
 async def no_engine_outlives_its_test() -> AsyncIterator[None]:
     """The tests share one event loop: an engine a failed test left running would write on."""
     yield
-    running = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and "Engine.run" in repr(t.get_coro())]
+    running = [
+        t
+        for t in asyncio.all_tasks()
+        if t is not asyncio.current_task() and "Engine.run" in repr(t.get_coro())
+    ]
     for task in running:
         task.cancel()
     await asyncio.gather(*running, return_exceptions=True)
 
 
-async def test_a_lease_check_is_one_script_per_town_whatever_the_number_of_characters(redis: aioredis.Redis) -> None:
+async def test_a_lease_check_is_one_script_per_town_whatever_the_number_of_characters(
+    redis: aioredis.Redis,
+) -> None:
     kit = await worker(redis, 200)
     calls: list[str] = []
     real = redis.execute_command
@@ -173,7 +206,9 @@ async def test_workers_share_the_characters_evenly_and_rebalance_when_one_joins_
     await stop(first, first_run)
 
 
-async def test_a_dead_workers_characters_are_taken_over_within_the_lease_ttl(redis: aioredis.Redis) -> None:
+async def test_a_dead_workers_characters_are_taken_over_within_the_lease_ttl(
+    redis: aioredis.Redis,
+) -> None:
     ttl_ms = 3_000
     first, second = await worker(redis, 6, ttl_ms=ttl_ms), await worker(redis, 6, ttl_ms=ttl_ms)
     first_run = asyncio.create_task(first.engine.run())
@@ -195,9 +230,13 @@ async def test_a_dead_workers_characters_are_taken_over_within_the_lease_ttl(red
     took = await until(lambda: holds(second, 6), ttl_ms / 1000 + 2)
 
     assert took <= ttl_ms / 1000 + 1.0, f"took over after {took:.2f} s"
-    assert checks <= ttl_ms / 1000 / second.engine.leases.poll_seconds + 3  # woke at the expiry, no busy polling
+    assert (
+        checks <= ttl_ms / 1000 / second.engine.leases.poll_seconds + 3
+    )  # woke at the expiry, no busy polling
     her_states = [await second.character(cid) for cid in hers]
-    assert all(s is not None and s.running is not None for s in her_states)  # what she started goes on
+    assert all(
+        s is not None and s.running is not None for s in her_states
+    )  # what she started goes on
     assert second.stats.decisions == 0
     await stop(second, second_run)
 
@@ -219,7 +258,9 @@ class GatedPolicy:
         return await self.inner.decide(request)
 
 
-async def test_a_worker_that_joins_never_takes_a_character_in_the_middle_of_a_step(redis: aioredis.Redis) -> None:
+async def test_a_worker_that_joins_never_takes_a_character_in_the_middle_of_a_step(
+    redis: aioredis.Redis,
+) -> None:
     gated = GatedPolicy()
     first = await worker(redis, 2, policy=gated)
     first_run = asyncio.create_task(first.engine.run())
@@ -244,13 +285,23 @@ async def test_a_worker_that_joins_never_takes_a_character_in_the_middle_of_a_st
 
 
 async def test_the_lease_ttl_and_the_poll_follow_the_config(redis_url: str, tmp_path: Path) -> None:
-    cfg = load_config(environ={"YUIJU_REDIS__URL": redis_url, "YUIJU_APP__DATA_DIR": str(tmp_path),
-                               "YUIJU_WORLD__LEASE_TTL_SECONDS": "1.5", "YUIJU_MEMORY__ENABLED": "false"})
-    runtime = await build_runtime(cfg, clock=SimClock(at_time("2026-09-01 06:00")), policy="utility")
+    cfg = load_config(
+        environ={
+            "YUIJU_REDIS__URL": redis_url,
+            "YUIJU_APP__DATA_DIR": str(tmp_path),
+            "YUIJU_WORLD__LEASE_TTL_SECONDS": "1.5",
+            "YUIJU_MEMORY__ENABLED": "false",
+        }
+    )
+    runtime = await build_runtime(
+        cfg, clock=SimClock(at_time("2026-09-01 06:00")), policy="utility"
+    )
     try:
         assert runtime.engine.lease_ttl_ms == 1_500
         assert runtime.engine.leases.poll_seconds == 0.5  # renewed every third of the ttl
-        assert yuiju.world.leases.POLL_SECONDS == 2.0  # and never waits longer than that to look again
+        assert (
+            yuiju.world.leases.POLL_SECONDS == 2.0
+        )  # and never waits longer than that to look again
     finally:
         await runtime.close()
 
@@ -261,10 +312,19 @@ async def test_the_lease_ttl_and_the_poll_follow_the_config(redis_url: str, tmp_
 async def test_one_engine_drives_several_towns_each_with_its_own_world_keys_and_outbox(
     redis: aioredis.Redis, redis_url: str, tmp_path: Path
 ) -> None:
-    cfg = load_config(overrides={
-        "redis": {"url": redis_url}, "app": {"data_dir": str(tmp_path)}, "memory": {"enabled": False},
-        "world": {"characters": ["yuiju"], "policy": "utility", "towns": {"umi": {"characters": ["kaede@1..120"]}}},
-    }, environ={})
+    cfg = load_config(
+        overrides={
+            "redis": {"url": redis_url},
+            "app": {"data_dir": str(tmp_path)},
+            "memory": {"enabled": False},
+            "world": {
+                "characters": ["yuiju"],
+                "policy": "utility",
+                "towns": {"umi": {"characters": ["kaede@1..120"]}},
+            },
+        },
+        environ={},
+    )
     clock = SimClock(at_time("2026-09-01 06:00"))
     runtime = await build_runtime(cfg, clock=clock)
     try:
@@ -272,10 +332,14 @@ async def test_one_engine_drives_several_towns_each_with_its_own_world_keys_and_
         umi = runtime.stores["umi"]
         for store in runtime.stores.values():
             world_state = await store.load_world()
-            assert world_state is not None and world_state.last_advanced_at == at_time("2026-09-01 09:00")
+            assert world_state is not None and world_state.last_advanced_at == at_time(
+                "2026-09-01 09:00"
+            )
             assert await store.town_lease_holder() == runtime.engine.token
             assert await store.outbox_size() == 0
-        assert await runtime.store.load_character("kaede@1") is None  # not in the default town's keys
+        assert (
+            await runtime.store.load_character("kaede@1") is None
+        )  # not in the default town's keys
         kaede = await umi.load_character("kaede@7")
         assert kaede is not None and kaede.id == "kaede@7" and kaede.last_acted_at is not None
         assert await runtime.episodes.recent("kaede@7", clock.now(), limit=5)
@@ -295,8 +359,15 @@ async def test_status_says_which_worker_drives_which_character_and_advances_the_
     redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from yuiju import cli as yuiju_cli
-    cfg = load_config(environ={"YUIJU_REDIS__URL": redis_url, "YUIJU_APP__DATA_DIR": str(tmp_path),
-                               "YUIJU_WORLD__CHARACTERS": '["yuiju@1..4"]', "YUIJU_MEMORY__ENABLED": "false"})
+
+    cfg = load_config(
+        environ={
+            "YUIJU_REDIS__URL": redis_url,
+            "YUIJU_APP__DATA_DIR": str(tmp_path),
+            "YUIJU_WORLD__CHARACTERS": '["yuiju@1..4"]',
+            "YUIJU_MEMORY__ENABLED": "false",
+        }
+    )
     first, second = await worker(redis, 4), await worker(redis, 4)
     first.engine.name, second.engine.name = "north", "south"
     first_run = asyncio.create_task(first.engine.run())
@@ -316,7 +387,10 @@ async def test_status_says_which_worker_drives_which_character_and_advances_the_
     assert set(workers) == {"north", "south"}
     assert workers["north"]["characters"] == 2 and workers["north"]["towns"] == ["yuiju"]
     assert workers["north"]["decisions"] == 4 and workers["north"]["overhead_ms"]["p95"] > 0
-    assert compact_character_ids([c for c, w in drivers.items() if w == "south"]) == workers["south"]["driving"]
+    assert (
+        compact_character_ids([c for c, w in drivers.items() if w == "south"])
+        == workers["south"]["driving"]
+    )
 
     assert await yuiju_cli._status(cfg, as_json=False) == 0
     text = capsys.readouterr().out
@@ -335,8 +409,14 @@ async def test_a_step_within_a_world_minute_of_the_last_tick_does_not_tick_the_w
     """A town's tick rewrites every character: redone before each of a big town's steps, it would
     cost the town's size per decision. Decisions see the world as of its last tick instead, at
     most a world minute old."""
-    kit = await make_engine(redis, None, characters=population(30), policy=ScriptedPolicy(lambda _r: IDLE_30),
-                            tick_minutes=5, start="2026-09-05 10:00")
+    kit = await make_engine(
+        redis,
+        None,
+        characters=population(30),
+        policy=ScriptedPolicy(lambda _r: IDLE_30),
+        tick_minutes=5,
+        start="2026-09-05 10:00",
+    )
     await kit.engine.run(max_steps=1)  # the tick at 10:00, then each starts idling until 10:30
     ticks = kit.ticker.ticks
     for moment in ("2026-09-05 10:00:20", "2026-09-05 10:00:50"):
@@ -344,8 +424,12 @@ async def test_a_step_within_a_world_minute_of_the_last_tick_does_not_tick_the_w
         await kit.engine.run_once()
     assert kit.ticker.ticks == ticks
 
-    await kit.clock.sleep_until(at_time("2026-09-05 10:01:10"))  # a minute on: the next step catches up
+    await kit.clock.sleep_until(
+        at_time("2026-09-05 10:01:10")
+    )  # a minute on: the next step catches up
     await kit.engine.run_once()
     world_state = await kit.store.load_world()
     assert kit.ticker.ticks == ticks + 1
-    assert world_state is not None and world_state.last_advanced_at == at_time("2026-09-05 10:01:10")
+    assert world_state is not None and world_state.last_advanced_at == at_time(
+        "2026-09-05 10:01:10"
+    )

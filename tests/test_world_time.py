@@ -20,8 +20,14 @@ from yuiju.world.runtime import build_runtime
 
 
 def config(redis_url: str, data_dir: Path) -> YuijuConfig:
-    return load_config(environ={"YUIJU_REDIS__URL": redis_url, "YUIJU_APP__DATA_DIR": str(data_dir),
-                                "YUIJU_WORLD__POLICY": "utility", "YUIJU_MEMORY__ENABLED": "false"})
+    return load_config(
+        environ={
+            "YUIJU_REDIS__URL": redis_url,
+            "YUIJU_APP__DATA_DIR": str(data_dir),
+            "YUIJU_WORLD__POLICY": "utility",
+            "YUIJU_MEMORY__ENABLED": "false",
+        }
+    )
 
 
 async def a_demo_left_the_world_ahead(cfg: YuijuConfig, ahead: timedelta) -> datetime:
@@ -103,11 +109,18 @@ async def test_after_a_pause_she_never_acts_earlier_than_her_last_action(
 ) -> None:
     from yuiju.world.commands import enqueue_command
 
-    kit = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 14:00",
-                            characters={"yuiju": make_character()})
+    kit = await make_engine(
+        redis,
+        None,
+        policy=idle_forever(),
+        start="2026-09-01 14:00",
+        characters={"yuiju": make_character()},
+    )
     await kit.engine.run(max_steps=1)  # she idles from 14:00 to 14:30
     await enqueue_command(redis, kit.keys, {"type": "pause"})
-    await kit.engine.run(until=at_time("2026-09-01 14:45"))  # her idle ends; paused, she starts nothing
+    await kit.engine.run(
+        until=at_time("2026-09-01 14:45")
+    )  # her idle ends; paused, she starts nothing
     await kit.engine.release()
     her = await kit.character()
     assert her is not None and her.running is None and her.last_action == "idle"
@@ -121,7 +134,11 @@ async def test_after_a_pause_she_never_acts_earlier_than_her_last_action(
     assert behind.stats.decisions == 0  # nothing earlier than 14:30, when her last action ended
     await behind.engine.run(until=at_time("2026-09-01 14:50"))
     her = await behind.character()
-    assert her is not None and her.running is not None and her.running.started_at >= at_time("2026-09-01 14:30")
+    assert (
+        her is not None
+        and her.running is not None
+        and her.running.started_at >= at_time("2026-09-01 14:30")
+    )
     logged = [r for r in caplog.records if "behind her last action" in r.getMessage()]
     assert len(logged) == 1, [r.getMessage() for r in logged]  # said once, not on every retry
 
@@ -130,6 +147,7 @@ async def test_yuiju_status_says_how_far_world_time_is_ahead(
     redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from yuiju import cli as yuiju_cli
+
     cfg = config(redis_url, tmp_path)
     await a_demo_left_the_world_ahead(cfg, timedelta(hours=2))
 
@@ -142,8 +160,11 @@ def test_resync_with_a_speed_up_is_refused_before_anything_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from yuiju import cli as yuiju_cli
+
     config_file = tmp_path / "yuiju.toml"
-    config_file.write_text(f'[app]\ndata_dir = "{(tmp_path / "data").as_posix()}"\n', encoding="utf-8")
+    config_file.write_text(
+        f'[app]\ndata_dir = "{(tmp_path / "data").as_posix()}"\n', encoding="utf-8"
+    )
     assert yuiju_cli.main(["--config", str(config_file), "run", "--resync", "--speed", "60"]) == 2
     assert "--resync" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()  # refused before any store was opened

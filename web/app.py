@@ -78,8 +78,11 @@ def create_app(observer: Observer, *, token: str | None = None) -> FastAPI:
         if not given and auth.lower().startswith("bearer "):
             given = auth[7:].strip()
         if not hmac.compare_digest(given.encode(), token.encode()):
-            raise HTTPException(401, "需要正确的访问令牌 / a valid access token is required",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                401,
+                "需要正确的访问令牌 / a valid access token is required",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
     guarded = [Depends(authorize)]
 
@@ -91,14 +94,24 @@ def create_app(observer: Observer, *, token: str | None = None) -> FastAPI:
 
     def page_context(request: Request, snap: dict[str, Any]) -> dict[str, Any]:
         query = {k: v for k, v in request.query_params.items() if k in ("token", "character")}
-        links = [(cid, name, "?" + urlencode({**query, "character": cid})) for cid, name in snap["characters"]]
-        return {**snap, "query": query, "query_json": json.dumps(query, ensure_ascii=False), "character_links": links}
+        links = [
+            (cid, name, "?" + urlencode({**query, "character": cid}))
+            for cid, name in snap["characters"]
+        ]
+        return {
+            **snap,
+            "query": query,
+            "query_json": json.dumps(query, ensure_ascii=False),
+            "character_links": links,
+        }
 
     @app.exception_handler(StoresDown)
     async def stores_down(request: Request, exc: StoresDown) -> Response:
         log.warning("observer: %s", exc)
         if request.url.path.startswith(("/api/", "/healthz")):
-            return JSONResponse({"ok": False, "error": str(exc)}, status_code=503, headers={"Retry-After": "5"})
+            return JSONResponse(
+                {"ok": False, "error": str(exc)}, status_code=503, headers={"Retry-After": "5"}
+            )
         html = _env.get_template("down.html.j2").render(message=str(exc))
         return HTMLResponse(html, status_code=503, headers={"Retry-After": "5"})
 
@@ -131,7 +144,9 @@ def create_app(observer: Observer, *, token: str | None = None) -> FastAPI:
             try:
                 newest = await redis.xrevrange(stream, count=1)
             except (RedisError, OSError) as exc:
-                raise StoresDown(f"Redis 暂时无法读取 / Redis is unavailable: {type(exc).__name__}") from exc
+                raise StoresDown(
+                    f"Redis 暂时无法读取 / Redis is unavailable: {type(exc).__name__}"
+                ) from exc
             last = newest[0][0] if newest else "0-0"
 
         async def feed(last: str) -> AsyncIterator[str]:
@@ -141,7 +156,9 @@ def create_app(observer: Observer, *, token: str | None = None) -> FastAPI:
             read: asyncio.Future[Any] | None = None
             try:
                 while True:
-                    read = asyncio.ensure_future(redis.xread({stream: last}, block=SSE_BLOCK_MS, count=100))
+                    read = asyncio.ensure_future(
+                        redis.xread({stream: last}, block=SSE_BLOCK_MS, count=100)
+                    )
                     await asyncio.wait({read, stopping}, return_when=asyncio.FIRST_COMPLETED)
                     if not read.done():  # the server is stopping: end the stream now
                         return
@@ -165,8 +182,11 @@ def create_app(observer: Observer, *, token: str | None = None) -> FastAPI:
                     # (redis/redis-py#2028): take it, so asyncio does not log it as never retrieved
                     read.add_done_callback(lambda f: f.cancelled() or f.exception())
 
-        return StreamingResponse(feed(last), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return StreamingResponse(
+            feed(last),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     return app
 
@@ -177,8 +197,12 @@ def _sse(entry_id: str, fields: dict[str, str]) -> str:
         data = json.loads(fields.get("data") or "{}")
     except ValueError:
         data = {}
-    payload = {"type": fields.get("type", ""), "character_id": fields.get("character_id", ""),
-               "time": fields.get("time", ""), "data": data}
+    payload = {
+        "type": fields.get("type", ""),
+        "character_id": fields.get("character_id", ""),
+        "time": fields.get("time", ""),
+        "data": data,
+    }
     kind = re.sub(r"[^A-Za-z0-9_]", "_", payload["type"]) or "message"
     return f"id: {entry_id}\nevent: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
@@ -220,8 +244,14 @@ class ObserverServer:
             raise
         sock.set_inheritable(True)
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=STOP_SECONDS / 2, log_level="warning")
+        config = uvicorn.Config(
+            self.app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=STOP_SECONDS / 2,
+            log_level="warning",
+        )
         self._server = _Server(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="observer-web")
         # uvicorn offers no started event to wait on

@@ -80,7 +80,9 @@ def line_chart(
     """A line per series over [start, end) with a gridline and label per day."""
     width, left, right, top, bottom = 640, 34, 8, 22, 22
     plot_w, plot_h = width - left - right, height - top - bottom
-    values = [float(p.stats[s]) for p in points for s in series if isinstance(p.stats.get(s), int | float)]
+    values = [
+        float(p.stats[s]) for p in points for s in series if isinstance(p.stats.get(s), int | float)
+    ]
     lo = low if low is not None else min(values, default=0)
     hi = high if high is not None else max(values, default=1)
     if hi - lo < 1:
@@ -103,30 +105,48 @@ def line_chart(
     ]
     for frac in (0, 0.5, 1):
         v = lo + (hi - lo) * frac
-        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid"/>')
-        out.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" class="tick" text-anchor="end">{v:.0f}</text>')
+        out.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid"/>'
+        )
+        out.append(
+            f'<text x="{left - 4}" y="{y(v) + 4:.1f}" class="tick" text-anchor="end">{v:.0f}</text>'
+        )
     day = start
     while day < end:
-        out.append(f'<line x1="{x(day):.1f}" x2="{x(day):.1f}" y1="{top}" y2="{top + plot_h}" class="grid"/>')
+        out.append(
+            f'<line x1="{x(day):.1f}" x2="{x(day):.1f}" y1="{top}" y2="{top + plot_h}" class="grid"/>'
+        )
         mid = min(day + timedelta(hours=12), end)
-        out.append(f'<text x="{x(mid):.1f}" y="{height - 6}" class="tick" text-anchor="middle">{_day_label(day)}</text>')
+        out.append(
+            f'<text x="{x(mid):.1f}" y="{height - 6}" class="tick" text-anchor="middle">{_day_label(day)}</text>'
+        )
         day += timedelta(days=1)
     legend_x = left
     for s in series:
         colour = SERIES_COLOURS.get(s, "#666")
         out.append(f'<rect x="{legend_x}" y="6" width="10" height="10" rx="2" fill="{colour}"/>')
-        out.append(f'<text x="{legend_x + 14}" y="15" class="legend">{escape(SERIES_NAMES.get(s, s))}</text>')
+        out.append(
+            f'<text x="{legend_x + 14}" y="15" class="legend">{escape(SERIES_NAMES.get(s, s))}</text>'
+        )
         legend_x += 62
     if not points:
-        out.append(f'<text x="{left + plot_w / 2}" y="{top + plot_h / 2}" class="empty" text-anchor="middle">暂无数据</text>')
+        out.append(
+            f'<text x="{left + plot_w / 2}" y="{top + plot_h / 2}" class="empty" text-anchor="middle">暂无数据</text>'
+        )
     for s in series:
-        coords = [(x(p.time), y(float(p.stats[s]))) for p in points if isinstance(p.stats.get(s), int | float)]
+        coords = [
+            (x(p.time), y(float(p.stats[s])))
+            for p in points
+            if isinstance(p.stats.get(s), int | float)
+        ]
         if not coords:
             continue
         path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in coords)
         colour = SERIES_COLOURS.get(s, "#666")
-        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2" '
-                   f'stroke-linejoin="round" class="series series-{escape(s)}"/>')
+        out.append(
+            f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2" '
+            f'stroke-linejoin="round" class="series series-{escape(s)}"/>'
+        )
         cx, cy = coords[-1]
         out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3" fill="{colour}"/>')
     out.append("</svg>")
@@ -155,12 +175,18 @@ def day_strip(spans: Sequence[Span], days: Sequence[datetime]) -> str:
     ]
     for hour in range(0, 25, 6):
         hx = left + plot_w * hour / 24
-        out.append(f'<line x1="{hx:.1f}" x2="{hx:.1f}" y1="{top - 4}" y2="{top + len(days) * (row_h + gap) - gap}" class="grid"/>')
-        out.append(f'<text x="{hx:.1f}" y="{top - 6}" class="tick" text-anchor="middle">{hour}:00</text>')
+        out.append(
+            f'<line x1="{hx:.1f}" x2="{hx:.1f}" y1="{top - 4}" y2="{top + len(days) * (row_h + gap) - gap}" class="grid"/>'
+        )
+        out.append(
+            f'<text x="{hx:.1f}" y="{top - 6}" class="tick" text-anchor="middle">{hour}:00</text>'
+        )
     for row, day in enumerate(days):
         ry = top + row * (row_h + gap)
         day_end = day + timedelta(days=1)
-        out.append(f'<text x="{left - 6}" y="{ry + 13}" class="tick" text-anchor="end">{_day_label(day)}</text>')
+        out.append(
+            f'<text x="{left - 6}" y="{ry + 13}" class="tick" text-anchor="end">{_day_label(day)}</text>'
+        )
         out.append(f'<rect x="{left}" y="{ry}" width="{plot_w}" height="{row_h}" class="plot"/>')
         for span in spans:
             s, e = max(span.start, day), min(span.end, day_end)
@@ -169,8 +195,10 @@ def day_strip(spans: Sequence[Span], days: Sequence[datetime]) -> str:
             x0 = left + plot_w * (s - day).total_seconds() / 86400
             w = max(0.8, plot_w * (e - s).total_seconds() / 86400)
             tip = f"{span.start:%H:%M}–{span.end:%H:%M} {span.label}"
-            out.append(f'<rect x="{x0:.1f}" y="{ry}" width="{w:.1f}" height="{row_h}" '
-                       f'fill="{span.category.colour}" class="cat-{span.category.id}"><title>{escape(tip)}</title></rect>')
+            out.append(
+                f'<rect x="{x0:.1f}" y="{ry}" width="{w:.1f}" height="{row_h}" '
+                f'fill="{span.category.colour}" class="cat-{span.category.id}"><title>{escape(tip)}</title></rect>'
+            )
     ly = top + len(days) * (row_h + gap) + 12
     lx = left
     for cat in CATEGORIES:
@@ -211,7 +239,9 @@ def _layout(town: Town) -> dict[str, tuple[float, float]]:
     return pos
 
 
-def town_map(town: Town, here: str | None, open_state: Mapping[str, bool] | None = None, who: str = "她") -> str:
+def town_map(
+    town: Town, here: str | None, open_state: Mapping[str, bool] | None = None, who: str = "她"
+) -> str:
     """The town's districts with their places, the roads between districts, ``here`` highlighted.
 
     Places of one district are next door to each other, so only roads between districts are
@@ -251,13 +281,21 @@ def town_map(town: Town, here: str | None, open_state: Mapping[str, bool] | None
         ax, ay, bx, by = (ax0 + ax1) / 2, (ay0 + ay1) / 2, (bx0 + bx1) / 2, (by0 + by1) / 2
         lo, hi = min(minutes), max(minutes)
         text = f"{lo}分" if lo == hi else f"{lo}–{hi}分"
-        out.append(f'<line x1="{ax:.1f}" y1="{ay:.1f}" x2="{bx:.1f}" y2="{by:.1f}" class="link">'
-                   f'<title>{escape(a)} ↔ {escape(b)}：步行{text}</title></line>')
-        labels.append(f'<text x="{(ax + bx) / 2:.1f}" y="{(ay + by) / 2 + 4:.1f}" class="link-label" '
-                      f'text-anchor="middle">{text}</text>')
+        out.append(
+            f'<line x1="{ax:.1f}" y1="{ay:.1f}" x2="{bx:.1f}" y2="{by:.1f}" class="link">'
+            f"<title>{escape(a)} ↔ {escape(b)}：步行{text}</title></line>"
+        )
+        labels.append(
+            f'<text x="{(ax + bx) / 2:.1f}" y="{(ay + by) / 2 + 4:.1f}" class="link-label" '
+            f'text-anchor="middle">{text}</text>'
+        )
     for area, (x0, y0, x1, y1) in boxes.items():
-        out.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" rx="12" class="area"/>')
-        out.append(f'<text x="{x0 + 10:.1f}" y="{y0 + 15:.1f}" class="area-name">{escape(area)}</text>')
+        out.append(
+            f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" rx="12" class="area"/>'
+        )
+        out.append(
+            f'<text x="{x0 + 10:.1f}" y="{y0 + 15:.1f}" class="area-name">{escape(area)}</text>'
+        )
     out.extend(labels)
     for place in town.places.values():
         px, py = pos[place.id]
@@ -266,15 +304,23 @@ def town_map(town: Town, here: str | None, open_state: Mapping[str, bool] | None
             classes.append("here")
         if open_state.get(place.id) is False:
             classes.append("closed")
-        out.append(f'<g class="{" ".join(classes)}" data-place="{escape(place.id)}">'
-                   f'<rect x="{px - _PLACE_W / 2:.1f}" y="{py - _PLACE_H / 2:.1f}" width="{_PLACE_W}" height="{_PLACE_H}" rx="8"/>'
-                   f'<text x="{px:.1f}" y="{py + 5:.1f}" text-anchor="middle">{escape(place.name)}</text>'
-                   + (f'<title>{escape(place.name)}（已关门）</title>' if open_state.get(place.id) is False else "")
-                   + "</g>")
+        out.append(
+            f'<g class="{" ".join(classes)}" data-place="{escape(place.id)}">'
+            f'<rect x="{px - _PLACE_W / 2:.1f}" y="{py - _PLACE_H / 2:.1f}" width="{_PLACE_W}" height="{_PLACE_H}" rx="8"/>'
+            f'<text x="{px:.1f}" y="{py + 5:.1f}" text-anchor="middle">{escape(place.name)}</text>'
+            + (
+                f"<title>{escape(place.name)}（已关门）</title>"
+                if open_state.get(place.id) is False
+                else ""
+            )
+            + "</g>"
+        )
     if here in pos:
         px, py = pos[here]
-        out.append(f'<g class="marker"><circle cx="{px + _PLACE_W / 2 - 4:.1f}" cy="{py - _PLACE_H / 2 + 2:.1f}" r="9"/>'
-                   f'<text x="{px + _PLACE_W / 2 - 4:.1f}" y="{py - _PLACE_H / 2 + 6:.1f}" text-anchor="middle">★</text>'
-                   f'<title>{escape(who)}在这里</title></g>')
+        out.append(
+            f'<g class="marker"><circle cx="{px + _PLACE_W / 2 - 4:.1f}" cy="{py - _PLACE_H / 2 + 2:.1f}" r="9"/>'
+            f'<text x="{px + _PLACE_W / 2 - 4:.1f}" y="{py - _PLACE_H / 2 + 6:.1f}" text-anchor="middle">★</text>'
+            f"<title>{escape(who)}在这里</title></g>"
+        )
     out.append("</svg>")
     return "".join(out)

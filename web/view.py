@@ -79,8 +79,14 @@ class Observer:
                         module = importlib.import_module(module_name)
                     except ImportError:
                         continue
-                    spec = next((v for v in vars(module).values()
-                                 if isinstance(v, CollectionSpec) and v.name == name), None)
+                    spec = next(
+                        (
+                            v
+                            for v in vars(module).values()
+                            if isinstance(v, CollectionSpec) and v.name == name
+                        ),
+                        None,
+                    )
                     if spec is not None:
                         found[name] = spec
                         break
@@ -93,7 +99,9 @@ class Observer:
         try:
             return await asyncio.wait_for(coro, STORE_TIMEOUT_S)
         except (RedisError, OSError, TimeoutError) as exc:
-            raise StoresDown(f"{what} 暂时无法读取 / {what} is unavailable: {type(exc).__name__}") from exc
+            raise StoresDown(
+                f"{what} 暂时无法读取 / {what} is unavailable: {type(exc).__name__}"
+            ) from exc
         except StorageError as exc:
             if isinstance(exc, UndeclaredField):
                 raise
@@ -102,7 +110,9 @@ class Observer:
             raise StoresDown(f"{what} 中的数据无法解析 / corrupt value in {what}: {exc}") from exc
         except Exception as exc:
             if type(exc).__module__.startswith(("pymongo", "sqlite3")):
-                raise StoresDown(f"{what} 暂时无法读取 / {what} is unavailable: {type(exc).__name__}") from exc
+                raise StoresDown(
+                    f"{what} 暂时无法读取 / {what} is unavailable: {type(exc).__name__}"
+                ) from exc
             raise
 
     async def ping(self) -> dict[str, str]:
@@ -133,20 +143,37 @@ class Observer:
         world, character, plans = await self.live(character_id)
         now = self.clock_now(world)
         day = now.date().isoformat()
-        usage = await self._guard("Redis", self.redis.hmget(
-            self.keys.llm_usage, [f"{day}:tokens", f"{day}:calls", *usage_fields(day)]))
+        usage = await self._guard(
+            "Redis",
+            self.redis.hmget(
+                self.keys.llm_usage, [f"{day}:tokens", f"{day}:calls", *usage_fields(day)]
+            ),
+        )
         optional = await self._guard("历史存储 history store", self._ensure())
         episodes = EpisodeRepo(self.history)
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
         chart_start = midnight - timedelta(days=CHART_DAYS - 1)
         history_name = "历史存储 history store"
-        today = await self._guard(history_name, episodes.between(character_id, midnight, midnight + timedelta(days=1)))
-        week = await self._guard(history_name, episodes.between(character_id, chart_start, now + timedelta(seconds=1), type_="behavior"))
-        diary = await self._guard(history_name, self._latest("diaries", optional, character_id, limit=1))
-        posts = await self._guard(history_name, self._latest("outbox", optional, character_id, limit=5))
+        today = await self._guard(
+            history_name, episodes.between(character_id, midnight, midnight + timedelta(days=1))
+        )
+        week = await self._guard(
+            history_name,
+            episodes.between(
+                character_id, chart_start, now + timedelta(seconds=1), type_="behavior"
+            ),
+        )
+        diary = await self._guard(
+            history_name, self._latest("diaries", optional, character_id, limit=1)
+        )
+        posts = await self._guard(
+            history_name, self._latest("outbox", optional, character_id, limit=5)
+        )
 
         behavior_today = [e for e in today if e.type == "behavior"]
-        fallbacks = sum(1 for e in behavior_today if str(e.data.get("decided_by", "")).startswith("fallback"))
+        fallbacks = sum(
+            1 for e in behavior_today if str(e.data.get("decided_by", "")).startswith("fallback")
+        )
         name = self.names.get(character_id, character_id)
         return {
             "character_id": character_id,
@@ -162,26 +189,52 @@ class Observer:
             "llm": _llm_view(day, usage, fallbacks, len(behavior_today)),
             "charts": self._charts(week, character, now, chart_start),
             "map": svg.town_map(
-                self.town, character.location if character else None,
-                {pid: p.open for pid, p in (world.places.items() if world else ())}, who=name,
+                self.town,
+                character.location if character else None,
+                {pid: p.open for pid, p in (world.places.items() if world else ())},
+                who=name,
             ),
             "stores": {"history": self.history.backend},
         }
 
-    async def _latest(self, name: str, specs: dict[str, CollectionSpec], character_id: str, *, limit: int) -> list[dict[str, Any]]:
+    async def _latest(
+        self, name: str, specs: dict[str, CollectionSpec], character_id: str, *, limit: int
+    ) -> list[dict[str, Any]]:
         spec = specs.get(name)
         if spec is None:
             return []
-        sort = next((f for f in ("time", "date", "created_at", "sent_at") if spec.queryable(f)), None)
+        sort = next(
+            (f for f in ("time", "date", "created_at", "sent_at") if spec.queryable(f)), None
+        )
         eq = {"character_id": character_id} if spec.queryable("character_id") else None
         docs = await self.history.find(name, eq=eq, sort=sort, descending=True, limit=limit)
         out = []
         for doc in docs:
-            text = next((doc[k] for k in ("text", "content", "body", "message", "summary") if isinstance(doc.get(k), str)), "")
-            when = next((doc[k] for k in ("time", "date", "created_at", "sent_at") if doc.get(k) is not None), None)
+            text = next(
+                (
+                    doc[k]
+                    for k in ("text", "content", "body", "message", "summary")
+                    if isinstance(doc.get(k), str)
+                ),
+                "",
+            )
+            when = next(
+                (
+                    doc[k]
+                    for k in ("time", "date", "created_at", "sent_at")
+                    if doc.get(k) is not None
+                ),
+                None,
+            )
             if isinstance(when, datetime):
                 when = when.astimezone(self.tz).strftime("%Y-%m-%d %H:%M")
-            out.append({"text": text, "when": str(when or ""), "title": str(doc.get("title") or doc.get("group_id") or "")})
+            out.append(
+                {
+                    "text": text,
+                    "when": str(when or ""),
+                    "title": str(doc.get("title") or doc.get("group_id") or ""),
+                }
+            )
         return out
 
     # -- shaping ----------------------------------------------------------------------------------
@@ -194,7 +247,14 @@ class Observer:
         for pid, place in self.town.places.items():
             state = world.places.get(pid)
             hours = f"{place.hours[0]}–{place.hours[1]}" if place.hours else "全天"
-            places.append({"id": pid, "name": place.name, "open": state.open if state else True, "hours": hours})
+            places.append(
+                {
+                    "id": pid,
+                    "name": place.name,
+                    "open": state.open if state else True,
+                    "hours": hours,
+                }
+            )
         return {
             "time": world.time.astimezone(self.tz),
             "weekday": cal.weekday if cal else "",
@@ -202,7 +262,9 @@ class Observer:
             "season": cal.season if cal else "",
             "school_day": cal.school_day if cal else None,
             "holiday": cal.holiday if cal else None,
-            "weather": f"{world.weather.type} · {world.weather.temperature}" if world.weather else "未知",
+            "weather": f"{world.weather.type} · {world.weather.temperature}"
+            if world.weather
+            else "未知",
             "paused": world.paused,
             "places": places,
         }
@@ -264,7 +326,9 @@ class Observer:
         action = self.catalogue.actions.get(action_id)
         return action.tags if action else frozenset()
 
-    def _charts(self, week: list[Episode], character: CharacterState | None, now: datetime, start: datetime) -> dict[str, str]:
+    def _charts(
+        self, week: list[Episode], character: CharacterState | None, now: datetime, start: datetime
+    ) -> dict[str, str]:
         points: list[svg.Point] = []
         spans: list[svg.Span] = []
         for e in week:
@@ -274,17 +338,37 @@ class Observer:
             end = e.end_time or now
             if e.status == "running":
                 end = min(end, now)
-            spans.append(svg.Span(e.time.astimezone(self.tz), end.astimezone(self.tz),
-                                  svg.category_of(self._tags(str(e.data.get("action", "")))),
-                                  str(e.data.get("name", ""))))
+            spans.append(
+                svg.Span(
+                    e.time.astimezone(self.tz),
+                    end.astimezone(self.tz),
+                    svg.category_of(self._tags(str(e.data.get("action", "")))),
+                    str(e.data.get("name", "")),
+                )
+            )
         if character is not None:
             points.append(svg.Point(now, character.stats()))
         points.sort(key=lambda p: p.time)
         end = start + timedelta(days=CHART_DAYS)
         days = [start + timedelta(days=n) for n in range(CHART_DAYS)]
         return {
-            "needs": svg.line_chart(points, start, end, ("stamina", "satiety", "mood"), title="最近七天的体力、饱腹、心情"),
-            "money": svg.line_chart(points, start, end, ("money",), low=None, high=None, height=120, title="最近七天的金币"),
+            "needs": svg.line_chart(
+                points,
+                start,
+                end,
+                ("stamina", "satiety", "mood"),
+                title="最近七天的体力、饱腹、心情",
+            ),
+            "money": svg.line_chart(
+                points,
+                start,
+                end,
+                ("money",),
+                low=None,
+                high=None,
+                height=120,
+                title="最近七天的金币",
+            ),
             "strip": svg.day_strip(spans, days),
         }
 
@@ -301,8 +385,14 @@ def _plans_view(plans: PlanState | None) -> list[dict[str, Any]]:
     return out
 
 
-PURPOSE_LABELS = {"decide": "决策", "chat": "聊天", "summary": "摘要", "diary": "日记", "distill": "记忆提炼",
-                  "proactive": "主动分享"}
+PURPOSE_LABELS = {
+    "decide": "决策",
+    "chat": "聊天",
+    "summary": "摘要",
+    "diary": "日记",
+    "distill": "记忆提炼",
+    "proactive": "主动分享",
+}
 """How the page names the purposes of LLM calls (`llm.PURPOSES`)."""
 
 
@@ -317,5 +407,8 @@ def _llm_view(day: str, usage: list[str | None], fallbacks: int, decisions: int)
         "fallbacks": fallbacks,
         "failed_calls": sum(u.failed for u in by_purpose.values()),
         "calls_per_decision": round(decide.calls / decisions, 2) if decide and decisions else None,
-        "by_purpose": [{"purpose": p, "label": PURPOSE_LABELS.get(p, p), **vars(u)} for p, u in by_purpose.items()],
+        "by_purpose": [
+            {"purpose": p, "label": PURPOSE_LABELS.get(p, p), **vars(u)}
+            for p, u in by_purpose.items()
+        ],
     }

@@ -108,7 +108,9 @@ class Condition:
         return Condition(lambda c: not self.test(c), lambda c: "条件不满足")
 
 
-def condition(why: str | Callable[[ActionContext], str]) -> Callable[[Callable[[ActionContext], bool]], Condition]:
+def condition(
+    why: str | Callable[[ActionContext], str],
+) -> Callable[[Callable[[ActionContext], bool]], Condition]:
     """Decorator: turn a predicate into a `Condition` with an explanation."""
 
     def wrap(test: Callable[[ActionContext], bool]) -> Condition:
@@ -145,7 +147,9 @@ def is_open(place_id: str) -> Condition:
 
 def between(start: str, end: str) -> Condition:
     """Local time in [start, end); may wrap midnight (``between("22:00", "06:00")``)."""
-    return Condition(lambda c: in_window(c.now, start, end), lambda _c: f"只能在 {start}–{end} 之间")
+    return Condition(
+        lambda c: in_window(c.now, start, end), lambda _c: f"只能在 {start}–{end} 之间"
+    )
 
 
 def at_least(stat: str, value: float) -> Condition:
@@ -165,9 +169,7 @@ def below(stat: str, value: float) -> Condition:
 
 
 def not_done_today(action_id: str) -> Condition:
-    return Condition(
-        lambda c: action_id not in c.character.done_today, lambda _c: "今天已经做过了"
-    )
+    return Condition(lambda c: action_id not in c.character.done_today, lambda _c: "今天已经做过了")
 
 
 def has_item(name: str, quantity: int = 1) -> Condition:
@@ -191,11 +193,18 @@ def decision_ctx(info: ValidationInfo) -> ActionContext | None:
 
 
 POSITIVE_EVENTS = (
-    "路边的猫蹭了蹭她的腿", "在路上捡到了一枚漂亮的书签", "收到同学发来的有趣照片", "天边出现了一道很淡的彩虹",
-    "听到街角有人在弹吉他", "发现常去的店出了新口味",
+    "路边的猫蹭了蹭她的腿",
+    "在路上捡到了一枚漂亮的书签",
+    "收到同学发来的有趣照片",
+    "天边出现了一道很淡的彩虹",
+    "听到街角有人在弹吉他",
+    "发现常去的店出了新口味",
 )
 NEGATIVE_EVENTS = (
-    "不小心把饮料洒在了袖子上", "鞋带松了差点绊倒", "被突然的一阵风吹乱了头发", "手机弹出一条扫兴的通知",
+    "不小心把饮料洒在了袖子上",
+    "鞋带松了差点绊倒",
+    "被突然的一阵风吹乱了头发",
+    "手机弹出一条扫兴的通知",
     "被路过的自行车溅了一身水",
 )
 
@@ -346,13 +355,22 @@ class Action:
 
 
 def travel(
-    *, id: str, name: str, src: str, dst: str, town: Town, when: Condition = always, label: str | None = None
+    *,
+    id: str,
+    name: str,
+    src: str,
+    dst: str,
+    town: Town,
+    when: Condition = always,
+    label: str | None = None,
 ) -> Action:
     """A movement along a town link: costs (and any fare) come from the link; she arrives on
     completion. The decision offers it as ``label`` (default '去<destination>')."""
     link = town.link(src, dst)
     if link is None:
-        raise ValueError(f"{town.name} has no link between {src!r} and {dst!r}; add one in world/town.py")
+        raise ValueError(
+            f"{town.name} has no link between {src!r} and {dst!r}; add one in world/town.py"
+        )
     fare = f"[金币-{link.fare}]" if link.fare else ""
 
     def go(ctx: ActionContext) -> str:
@@ -373,7 +391,11 @@ def travel(
         label=label or f"去{town.place_name(dst)}",
         description=(
             f"从{town.place_name(src)}{'坐电车' if link.fare else '走'}到{town.place_name(dst)}"
-            + (f"（营业 {town.places[dst].hours[0]}–{town.places[dst].hours[1]}）" if town.places[dst].hours else "")
+            + (
+                f"（营业 {town.places[dst].hours[0]}–{town.places[dst].hours[1]}）"
+                if town.places[dst].hours
+                else ""
+            )
             + "。"
             f"[体力-{link.stamina}][饱腹-{link.satiety}]{fare}[耗时{link.minutes}分钟]"
         ),

@@ -26,7 +26,13 @@ from yuiju.world.items import ALL
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.town import Town
 
-SAMPLE_TIMES = ("2026-09-01 06:50", "2026-09-01 10:00", "2026-09-01 12:10", "2026-09-05 15:00", "2026-09-05 22:00")
+SAMPLE_TIMES = (
+    "2026-09-01 06:50",
+    "2026-09-01 10:00",
+    "2026-09-01 12:10",
+    "2026-09-05 15:00",
+    "2026-09-05 22:00",
+)
 """A school day's morning, class and lunch break, a Saturday afternoon, a night."""
 
 
@@ -36,9 +42,13 @@ def problems(actions: Iterable[Action], town: Town, tz: ZoneInfo) -> list[str]:
     for action in actions:
         for place in filter(None, (action.at, action.moves_to)):
             if place not in town.places:
-                out.append(f"action {action.id!r}: unknown place {place!r}; use one of {sorted(town.places)}")
+                out.append(
+                    f"action {action.id!r}: unknown place {place!r}; use one of {sorted(town.places)}"
+                )
         if action.choices is not None and action.params is None:
-            out.append(f"action {action.id!r}: has choices but no params model; add params= or drop choices=")
+            out.append(
+                f"action {action.id!r}: has choices but no params model; add params= or drop choices="
+            )
             continue
         out += _decision_time_problems(action, town, tz)
     return out
@@ -59,7 +69,9 @@ def _decision_time_problems(action: Action, town: Town, tz: ZoneInfo) -> list[st
         except Exception as exc:  # an author's code may raise anything: report it, once
             said = str(exc)  # `params_schema` names the action and the fix itself
             if not said.startswith(f"action {action.id!r}"):
-                said = f"action {action.id!r}: its choices or menu raised {type(exc).__name__}: {exc}"
+                said = (
+                    f"action {action.id!r}: its choices or menu raised {type(exc).__name__}: {exc}"
+                )
             return [f"{said} ({moment})"]
     return []
 
@@ -72,15 +84,30 @@ def sample_contexts(action: Action, town: Town, tz: ZoneInfo) -> Iterator[Action
         world = sample_world(now, town)
         for asleep in (False, True):
             for money, inventory in ((300, dict.fromkeys(ALL, 1)), (0, {})):
-                character = CharacterState(id="sample", location=action.at or "home", stamina=60, satiety=50,
-                                           phone_battery=50, money=money, inventory=inventory, asleep=asleep)
-                yield ActionContext(now=now, world=world, character=character, town=town, rng=random.Random(0))
+                character = CharacterState(
+                    id="sample",
+                    location=action.at or "home",
+                    stamina=60,
+                    satiety=50,
+                    phone_battery=50,
+                    money=money,
+                    inventory=inventory,
+                    asleep=asleep,
+                )
+                yield ActionContext(
+                    now=now, world=world, character=character, town=town, rng=random.Random(0)
+                )
 
 
 def sample_world(now: datetime, town: Town, seed: int = 0) -> WorldState:
     """The world advanced to ``now``: calendar, weather, opening hours and today's resources."""
     world = WorldState(time=now, last_advanced_at=now)
     tick = TickContext(from_time=now, to_time=now, world=world, characters={}, town=town, seed=seed)
-    for evolution in (advance_calendar, update_weather, update_opening_hours, refresh_daily_resources):
+    for evolution in (
+        advance_calendar,
+        update_weather,
+        update_opening_hours,
+        refresh_daily_resources,
+    ):
         evolution(tick)
     return world

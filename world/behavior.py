@@ -46,6 +46,8 @@ class ActionCrashed(Exception):
     def __init__(self, action_id: str) -> None:
         super().__init__(action_id)
         self.action_id = action_id
+
+
 PAUSED_RETRY = timedelta(minutes=1)
 
 
@@ -69,7 +71,9 @@ class LoopStats:
     """Actions whose own code raised, and where (precondition, executor, completion)."""
     stale_starts: int = 0
     """Starts refused because the precondition no longer held on fresh state (then she re-decides)."""
-    decision_overhead_ms: deque[float] = field(default_factory=lambda: deque(maxlen=OVERHEAD_SAMPLES))
+    decision_overhead_ms: deque[float] = field(
+        default_factory=lambda: deque(maxlen=OVERHEAD_SAMPLES)
+    )
     """Engine time per decision, excluding the policy's own time (the latest `OVERHEAD_SAMPLES`).
     Of the writes sent together for characters due together, each decision carries an equal share
     (`spread_overhead`)."""
@@ -87,7 +91,9 @@ class LoopStats:
         their writes together (a `StateStore.batched` block)."""
         last = min(last, len(self.decision_overhead_ms))
         samples = self.decision_overhead_ms
-        samples.extend(reversed([samples.pop() + ms / last for _ in range(last)]))  # O(last): no deque indexing
+        samples.extend(
+            reversed([samples.pop() + ms / last for _ in range(last)])
+        )  # O(last): no deque indexing
 
 
 def outbox_entry(collection: str, doc: dict[str, Any]) -> dict[str, Any]:
@@ -133,8 +139,17 @@ class BehaviorLoop:
     def _rng(self, *parts: object) -> random.Random:
         return random.Random("|".join([str(self.seed), self.character_id, *map(str, parts)]))
 
-    def _ctx(self, now: datetime, world: WorldState, character: CharacterState, **kw: Any) -> ActionContext:
-        return ActionContext(now=now, world=world, character=character, town=self.town, rng=kw.pop("rng", self._rng(now.isoformat())), **kw)
+    def _ctx(
+        self, now: datetime, world: WorldState, character: CharacterState, **kw: Any
+    ) -> ActionContext:
+        return ActionContext(
+            now=now,
+            world=world,
+            character=character,
+            town=self.town,
+            rng=kw.pop("rng", self._rng(now.isoformat())),
+            **kw,
+        )
 
     def candidates(self, ctx: ActionContext, exclude: frozenset[str] = frozenset()) -> list[Action]:
         """Actions whose precondition holds; one whose precondition raises is skipped and reported."""
@@ -154,15 +169,21 @@ class BehaviorLoop:
         self.stats.broken_actions[action_id] = stage
         if (action_id, stage) not in self._reported:
             self._reported.add((action_id, stage))
-            log.exception("action %r: its %s raised; it is skipped (this is reported once)", action_id, stage)
+            log.exception(
+                "action %r: its %s raised; it is skipped (this is reported once)", action_id, stage
+            )
 
     def _report_clock_behind(self, now: datetime, latest: datetime) -> None:
         """Once per episode of it: an episode earlier than her last one would rewrite her past."""
         if not self._clock_behind_reported:
             self._clock_behind_reported = True
-            log.error("%s: world time %s is behind her last action (%s); she waits until then rather than "
-                      "act in her past (was this engine's clock started behind the saved world time?)",
-                      self.character_id, now.isoformat(timespec="minutes"), latest.isoformat(timespec="minutes"))
+            log.error(
+                "%s: world time %s is behind her last action (%s); she waits until then rather than "
+                "act in her past (was this engine's clock started behind the saved world time?)",
+                self.character_id,
+                now.isoformat(timespec="minutes"),
+                latest.isoformat(timespec="minutes"),
+            )
 
     def _lease(self) -> tuple[str, str] | None:
         return (self.character_id, self.lease_token) if self.lease_token else None
@@ -180,7 +201,10 @@ class BehaviorLoop:
             if current is not None:
                 return Commit(), current
             state = self.initial_state.model_copy(deep=True)
-            return Commit(characters={self.character_id: state}, events=[Event("character_created", {}, self.character_id)]), state
+            return Commit(
+                characters={self.character_id: state},
+                events=[Event("character_created", {}, self.character_id)],
+            ), state
 
         return await self.store.transact(create, characters=[self.character_id])
 
@@ -189,8 +213,12 @@ class BehaviorLoop:
         world, character = await self.store.load(self.character_id)
         if character is None:
             character = await self.ensure_character()
-        latest = max(filter(None, (character.last_acted_at, character.running and character.running.started_at)),
-                     default=None)
+        latest = max(
+            filter(
+                None, (character.last_acted_at, character.running and character.running.started_at)
+            ),
+            default=None,
+        )
         if latest is not None and now < latest:
             self._report_clock_behind(now, latest)
             return latest
@@ -217,7 +245,9 @@ class BehaviorLoop:
             self._report_broken(exc.action_id, "completion")
             return await self._complete_once(now, with_effects=False)
 
-    async def _complete_once(self, now: datetime, *, with_effects: bool) -> tuple[WorldState, CharacterState]:
+    async def _complete_once(
+        self, now: datetime, *, with_effects: bool
+    ) -> tuple[WorldState, CharacterState]:
         after: list[tuple[WorldState, CharacterState]] = []
 
         def complete(snap: Snapshot) -> tuple[Commit, dict[str, Any] | None]:
@@ -228,7 +258,14 @@ class BehaviorLoop:
             if running is None:
                 return Commit(), None  # someone completed it already
             action = self.catalogue.actions.get(running.action_id)
-            ctx = self._ctx(now, snap.world, character, rng=self._rng(running.episode_id, "complete"), running=running, reason=running.reason)
+            ctx = self._ctx(
+                now,
+                snap.world,
+                character,
+                rng=self._rng(running.episode_id, "complete"),
+                running=running,
+                reason=running.reason,
+            )
             ctx.duration_minute = None
             summary = running.start_summary
             if action is None:
@@ -267,7 +304,9 @@ class BehaviorLoop:
                     "params": running.params,
                     "result": summary,
                     "notes": ctx.notes,
-                    "share_intent": running.share_intent.model_dump() if running.share_intent else None,
+                    "share_intent": running.share_intent.model_dump()
+                    if running.share_intent
+                    else None,
                     "shareable": bool(action.share) if action else False,
                     "stats_before": running.stats_before,
                     "stats_after": character.stats(),
@@ -276,16 +315,38 @@ class BehaviorLoop:
             )
             event = Event(
                 "action_completed",
-                {"episode_id": running.episode_id, "action": running.action_id, "name": running.name, "summary": episode.summary,
-                 "share": bool(running.share_intent and running.share_intent.should_share and action and action.share)},
+                {
+                    "episode_id": running.episode_id,
+                    "action": running.action_id,
+                    "name": running.name,
+                    "summary": episode.summary,
+                    "share": bool(
+                        running.share_intent
+                        and running.share_intent.should_share
+                        and action
+                        and action.share
+                    ),
+                },
                 self.character_id,
             )
-            record = {"character": self.character_id, "id": running.action_id, "place": running.place, "start": running.started_at.isoformat(),
-                      "end": finished.isoformat(), "reason": running.reason, "decided_by": running.decided_by,
-                      "before": running.stats_before, "after": character.stats()}
+            record = {
+                "character": self.character_id,
+                "id": running.action_id,
+                "place": running.place,
+                "start": running.started_at.isoformat(),
+                "end": finished.isoformat(),
+                "reason": running.reason,
+                "decided_by": running.decided_by,
+                "before": running.stats_before,
+                "after": character.stats(),
+            }
             return (
-                Commit(world=snap.world if ctx.world_changed else None, characters={self.character_id: character}, events=[event],
-                       outbox=[outbox_entry("episodes", episode.document())]),
+                Commit(
+                    world=snap.world if ctx.world_changed else None,
+                    characters={self.character_id: character},
+                    events=[event],
+                    outbox=[outbox_entry("episodes", episode.document())],
+                ),
                 record,
             )
 
@@ -295,7 +356,9 @@ class BehaviorLoop:
                 if self.stats.keep_timeline:
                     self.stats.timeline.append(record)
 
-        await self.store.transact(complete, characters=[self.character_id], lease=self._lease(), now=now, then=completed)
+        await self.store.transact(
+            complete, characters=[self.character_id], lease=self._lease(), now=now, then=completed
+        )
         return after[0]
 
     async def _choose(self, request: DecisionRequest) -> Decision:
@@ -306,15 +369,26 @@ class BehaviorLoop:
                 raise
             self.stats.fallbacks += 1
             if isinstance(exc, PolicyFailed | InvalidDecision):
-                log.warning("%s: policy %s gave no usable decision (%s); falling back to %s",
-                            self.character_id, self.policy.name, exc, self.fallback.name)
+                log.warning(
+                    "%s: policy %s gave no usable decision (%s); falling back to %s",
+                    self.character_id,
+                    self.policy.name,
+                    exc,
+                    self.fallback.name,
+                )
             else:
-                log.exception("%s: policy %s crashed; falling back to %s",
-                              self.character_id, self.policy.name, self.fallback.name)
+                log.exception(
+                    "%s: policy %s crashed; falling back to %s",
+                    self.character_id,
+                    self.policy.name,
+                    self.fallback.name,
+                )
             decision = await self.fallback.decide(request)
             return Decision(**{**decision.__dict__, "decided_by": f"fallback:{self.fallback.name}"})
 
-    async def _decide_and_start(self, now: datetime, world: WorldState, character: CharacterState) -> datetime:
+    async def _decide_and_start(
+        self, now: datetime, world: WorldState, character: CharacterState
+    ) -> datetime:
         exclude: frozenset[str] = frozenset()
         for _ in range(MAX_CRASHED_PER_DECISION):
             try:
@@ -332,18 +406,34 @@ class BehaviorLoop:
         candidates = self.candidates(view, exclude)
         if not candidates:
             self.stats.no_candidates += 1
-            log.error("%s has no candidate action at %s (location %s); retrying in %s",
-                      self.character_id, now.isoformat(), character.location, NO_CANDIDATE_RETRY)
+            log.error(
+                "%s has no candidate action at %s (location %s); retrying in %s",
+                self.character_id,
+                now.isoformat(),
+                character.location,
+                NO_CANDIDATE_RETRY,
+            )
             return now + NO_CANDIDATE_RETRY
-        wants_recent = getattr(self.policy, "wants_recent", True)  # the offline policy ignores history
+        wants_recent = getattr(
+            self.policy, "wants_recent", True
+        )  # the offline policy ignores history
         record = DayRecord()
         if self.recent and wants_recent:
             try:
                 record = await self.recent(self.character_id, now)
             except Exception as exc:  # a dead history store must not stop her: decide without it
-                log.warning("%s: recent episodes unavailable (%s); deciding without them", self.character_id, exc)
-        request = DecisionRequest(ctx=view, candidates=candidates, today=record.today, recent=record.recent,
-                                  card=self.card)
+                log.warning(
+                    "%s: recent episodes unavailable (%s); deciding without them",
+                    self.character_id,
+                    exc,
+                )
+        request = DecisionRequest(
+            ctx=view,
+            candidates=candidates,
+            today=record.today,
+            recent=record.recent,
+            card=self.card,
+        )
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)
         t1 = self._perf()
@@ -351,15 +441,21 @@ class BehaviorLoop:
         if decision.action not in candidates:
             # A policy that bypassed validation: never run a non-candidate (counted for the report).
             self.stats.non_candidate_refused += 1
-            log.error("%s: policy %s chose %r, which was not a candidate; refused", self.character_id,
-                      decision.decided_by, decision.action.id)
+            log.error(
+                "%s: policy %s chose %r, which was not a candidate; refused",
+                self.character_id,
+                decision.decided_by,
+                decision.action.id,
+            )
             return now + NO_CANDIDATE_RETRY
         started = await self._start(now, decision)
         engine_ms += (self._perf() - t1) * 1000
         self.stats.add_overhead(engine_ms)
         return started
 
-    def _apply_plans(self, character: CharacterState, decision: Decision, now: datetime, eid: str) -> list[dict[str, Any]]:
+    def _apply_plans(
+        self, character: CharacterState, decision: Decision, now: datetime, eid: str
+    ) -> list[dict[str, Any]]:
         """Apply the decision's plan changes to her state; returns plan-episode outbox entries.
 
         An invalid batch changes nothing: its reason is kept for her next decision.
@@ -368,7 +464,9 @@ class BehaviorLoop:
         if not decision.plan_changes:
             return []
         try:
-            character.plans, changes = apply_plan_changes(character.plans, decision.plan_changes, now)
+            character.plans, changes = apply_plan_changes(
+                character.plans, decision.plan_changes, now
+            )
         except PlanError as exc:
             log.info("%s: plan changes rejected: %s", self.character_id, exc)
             character.plan_feedback = f"上次的计划变更没有生效：{exc}"
@@ -376,12 +474,25 @@ class BehaviorLoop:
         entries = []
         for n, change in enumerate(changes):
             title = change.nextPlan or change.currentPlan
-            verb = {"created": "定下了", "updated": "调整了", "completed": "完成了", "abandoned": "放弃了"}[change.changeType]
+            verb = {
+                "created": "定下了",
+                "updated": "调整了",
+                "completed": "完成了",
+                "abandoned": "放弃了",
+            }[change.changeType]
             scope = "长期计划" if change.scope == "longTerm" else "短期计划"
             episode = Episode(
-                id=f"pln_{eid[4:]}_{n}", character_id=self.character_id, type="plan", time=now,
-                summary=f"{character.id}{verb}{scope}「{title}」" + (f"（原来是「{change.currentPlan}」）" if change.changeType == "updated" else ""),
-                data={"change": change.model_dump(), "behavior_episode": eid, "plans_after": character.plans.lines()},
+                id=f"pln_{eid[4:]}_{n}",
+                character_id=self.character_id,
+                type="plan",
+                time=now,
+                summary=f"{character.id}{verb}{scope}「{title}」"
+                + (f"（原来是「{change.currentPlan}」）" if change.changeType == "updated" else ""),
+                data={
+                    "change": change.model_dump(),
+                    "behavior_episode": eid,
+                    "plans_after": character.plans.lines(),
+                },
             )
             entries.append(outbox_entry("episodes", episode.document()))
         return entries
@@ -399,8 +510,15 @@ class BehaviorLoop:
             if character.day != now.date():
                 character.day = now.date()
                 character.done_today = []
-            ctx = self._ctx(now, snap.world, character, rng=self._rng(now.isoformat(), action.id, "start"),
-                            params=decision.params, duration_minute=decision.duration_minute, reason=decision.reason)
+            ctx = self._ctx(
+                now,
+                snap.world,
+                character,
+                rng=self._rng(now.isoformat(), action.id, "start"),
+                params=decision.params,
+                duration_minute=decision.duration_minute,
+                reason=decision.reason,
+            )
             why_not = action.why_not(ctx)
             stale[:] = [why_not] if why_not is not None else []  # said once, after the transaction
             if why_not is not None:
@@ -417,40 +535,92 @@ class BehaviorLoop:
             ends = now + timedelta(minutes=minutes)
             character.done_today = [*character.done_today, action.id]
             character.running = RunningAction(
-                action_id=action.id, name=action.name, started_at=now, ends_at=ends, episode_id=eid,
-                place=character.location if action.moves_to is None else (action.at or character.location),
-                reason=decision.reason, decided_by=decision.decided_by,
+                action_id=action.id,
+                name=action.name,
+                started_at=now,
+                ends_at=ends,
+                episode_id=eid,
+                place=character.location
+                if action.moves_to is None
+                else (action.at or character.location),
+                reason=decision.reason,
+                decided_by=decision.decided_by,
                 params=decision.params.model_dump() if decision.params else None,
-                start_summary=summary, share_intent=decision.share_intent, stats_before=before,
+                start_summary=summary,
+                share_intent=decision.share_intent,
+                stats_before=before,
             )
             character.blocked_reason = None
             character.last_acted_at = now
             episode = Episode(
-                id=eid, character_id=self.character_id, type="behavior", time=now, end_time=ends, status="running",
+                id=eid,
+                character_id=self.character_id,
+                type="behavior",
+                time=now,
+                end_time=ends,
+                status="running",
                 summary=f"{character.id}在{self.town.place_name(character.running.place)}开始{action.name}",
-                data={"action": action.id, "name": action.name, "place": character.running.place, "reason": decision.reason,
-                      "decided_by": decision.decided_by, "params": character.running.params, "result": summary,
-                      "planned_minutes": minutes, "plan_changes": decision.plan_changes,
-                      "share_intent": decision.share_intent.model_dump() if decision.share_intent else None,
-                      "stats_before": before, "stats_after_start": character.stats()},
+                data={
+                    "action": action.id,
+                    "name": action.name,
+                    "place": character.running.place,
+                    "reason": decision.reason,
+                    "decided_by": decision.decided_by,
+                    "params": character.running.params,
+                    "result": summary,
+                    "planned_minutes": minutes,
+                    "plan_changes": decision.plan_changes,
+                    "share_intent": decision.share_intent.model_dump()
+                    if decision.share_intent
+                    else None,
+                    "stats_before": before,
+                    "stats_after_start": character.stats(),
+                },
             )
-            event = Event("action_started", {"episode_id": eid, "action": action.id, "name": action.name,
-                                             "reason": decision.reason, "ends_at": ends.isoformat()}, self.character_id)
+            event = Event(
+                "action_started",
+                {
+                    "episode_id": eid,
+                    "action": action.id,
+                    "name": action.name,
+                    "reason": decision.reason,
+                    "ends_at": ends.isoformat(),
+                },
+                self.character_id,
+            )
             return (
-                Commit(world=snap.world if ctx.world_changed else None, characters={self.character_id: character}, events=[event],
-                       outbox=[outbox_entry("episodes", episode.document()), *plan_docs]),
+                Commit(
+                    world=snap.world if ctx.world_changed else None,
+                    characters={self.character_id: character},
+                    events=[event],
+                    outbox=[outbox_entry("episodes", episode.document()), *plan_docs],
+                ),
                 ends,
             )
 
         def started(ends: datetime | None) -> None:
             if ends is not None:
-                log.info("%s %s 开始「%s」到 %s（%s：%s）", now.strftime("%m-%d %H:%M"), self.character_id, action.name,
-                         ends.strftime("%H:%M"), decision.decided_by, decision.reason)
+                log.info(
+                    "%s %s 开始「%s」到 %s（%s：%s）",
+                    now.strftime("%m-%d %H:%M"),
+                    self.character_id,
+                    action.name,
+                    ends.strftime("%H:%M"),
+                    decision.decided_by,
+                    decision.reason,
+                )
 
-        ends = await self.store.transact(start, characters=[self.character_id], lease=self._lease(), now=now, then=started)
+        ends = await self.store.transact(
+            start, characters=[self.character_id], lease=self._lease(), now=now, then=started
+        )
         if ends is None:
             if stale:
-                log.warning("%s: %s is no longer possible (%s); deciding again", self.character_id, action.id, stale[0])
+                log.warning(
+                    "%s: %s is no longer possible (%s); deciding again",
+                    self.character_id,
+                    action.id,
+                    stale[0],
+                )
             self.stats.stale_starts += bool(stale)
             # decide again almost at once; the small step keeps a simulated clock moving even if a
             # precondition were inconsistent between the decision and the start

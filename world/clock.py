@@ -88,7 +88,9 @@ class RealClock:
         ``resync`` (speed 1 only) world time holds at ``saved`` until the wall clock reaches it.
         """
         if resync and self.speed != 1.0:
-            raise ValueError(f"resync returns the world to real time; it cannot run at speed {self.speed:g}")
+            raise ValueError(
+                f"resync returns the world to real time; it cannot run at speed {self.speed:g}"
+            )
         wall = datetime.now(self.tz)
         self._floor = None
         if saved is None or saved <= wall:
@@ -99,14 +101,18 @@ class RealClock:
         at = f"world time {saved.astimezone(self.tz):%Y-%m-%d %H:%M} is {duration_text(lead)} ahead of the wall clock"
         if resync:
             self._origin_world, self._floor = None, saved
-            return (f"{at}: resync holds the world still (she starts and finishes nothing) until the wall "
-                    f"clock reaches it at {saved.astimezone(self.tz):%H:%M}, then it runs with real time")
+            return (
+                f"{at}: resync holds the world still (she starts and finishes nothing) until the wall "
+                f"clock reaches it at {saved.astimezone(self.tz):%H:%M}, then it runs with real time"
+            )
         self._origin_world, self._origin_mono = saved, time.monotonic()
         if self.speed != 1.0:
             return f"{at} (an earlier sped-up run); it carries on from there at {self.speed:g}x"
-        return (f"{at} (a sped-up run left it there); it carries on from there at real speed, staying "
-                f"{duration_text(lead)} ahead. To go back to real time, start once with `yuiju run --resync` "
-                "(the world then holds still until the wall clock catches up)")
+        return (
+            f"{at} (a sped-up run left it there); it carries on from there at real speed, staying "
+            f"{duration_text(lead)} ahead. To go back to real time, start once with `yuiju run --resync` "
+            "(the world then holds still until the wall clock catches up)"
+        )
 
 
 def duration_text(span: timedelta) -> str:
@@ -175,7 +181,9 @@ def next_at(moment: datetime, hhmm: str) -> datetime:
 
 def minutes_until(moment: datetime, hhmm: str) -> int:
     """Whole minutes from ``moment`` to the next local ``hhmm`` (at least 1)."""
-    elapsed = next_at(moment, hhmm).astimezone(UTC) - moment.astimezone(UTC)  # real minutes across DST
+    elapsed = next_at(moment, hhmm).astimezone(UTC) - moment.astimezone(
+        UTC
+    )  # real minutes across DST
     return max(1, int(elapsed.total_seconds() // 60))
 
 

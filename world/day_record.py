@@ -77,7 +77,9 @@ def day_record(
                 last.end = end
                 continue
             route = [town.place_name(action.at or ""), destination]
-        steps.append(_Step(start=episode.time, end=end, episodes=[episode], action=action, route=route))
+        steps.append(
+            _Step(start=episode.time, end=end, episodes=[episode], action=action, route=route)
+        )
     tail, earlier = steps[-RECENT_STEPS:], steps[:-RECENT_STEPS]
     day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
     landmarks: list[_Step] = []
@@ -87,24 +89,36 @@ def day_record(
         if landmarks and landmarks[-1].action is step.action:  # the same again: one stretch
             landmarks[-1].end = step.end
         else:
-            landmarks.append(_Step(start=step.start, end=step.end, episodes=step.episodes, action=step.action))
+            landmarks.append(
+                _Step(start=step.start, end=step.end, episodes=step.episodes, action=step.action)
+            )
     return DayRecord(
         today=tuple(_landmark_line(step, now) for step in landmarks),
-        recent=tuple(_step_line(step, now, with_reason=n == len(tail) - 1) for n, step in enumerate(tail)),
+        recent=tuple(
+            _step_line(step, now, with_reason=n == len(tail) - 1) for n, step in enumerate(tail)
+        ),
     )
 
 
 def _is_landmark(action: Action | None) -> bool:
-    return action is not None and bool(action.tags & LANDMARK_TAGS) and not action.tags & NOT_LANDMARKS
+    return (
+        action is not None and bool(action.tags & LANDMARK_TAGS) and not action.tags & NOT_LANDMARKS
+    )
 
 
 def _name(step: _Step) -> str:
-    return step.action.name if step.action is not None else str(step.episodes[0].data.get("name", ""))
+    return (
+        step.action.name if step.action is not None else str(step.episodes[0].data.get("name", ""))
+    )
 
 
 def _landmark_line(step: _Step, now: datetime) -> str:
     start, end = step.start.astimezone(now.tzinfo), step.end.astimezone(now.tzinfo)
-    when = f"{start:%H:%M}–{end:%H:%M}" if end - start >= timedelta(minutes=SPAN_MINUTES) else f"{start:%H:%M}"
+    when = (
+        f"{start:%H:%M}–{end:%H:%M}"
+        if end - start >= timedelta(minutes=SPAN_MINUTES)
+        else f"{start:%H:%M}"
+    )
     return f"{when} {_name(step)}"
 
 

@@ -62,8 +62,9 @@ SHARED = {"reason": REASON, "planChanges": PLAN_CHANGES, "share": SHARE_INTENT}
 NULL = {"type": "null"}
 
 
-def _decision(reason: dict[str, Any], plan_changes: dict[str, Any], share: dict[str, Any],
-              **closed: Any) -> dict[str, Any]:
+def _decision(
+    reason: dict[str, Any], plan_changes: dict[str, Any], share: dict[str, Any], **closed: Any
+) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
@@ -79,11 +80,17 @@ def _decision(reason: dict[str, Any], plan_changes: dict[str, Any], share: dict[
     }
 
 
-DECISION = _decision({"$ref": "#/$defs/reason"}, {"$ref": "#/$defs/planChanges"}, {"$ref": "#/$defs/share"},
-                     additionalProperties=False)
+DECISION = _decision(
+    {"$ref": "#/$defs/reason"},
+    {"$ref": "#/$defs/planChanges"},
+    {"$ref": "#/$defs/share"},
+    additionalProperties=False,
+)
 """Any decision; the moment's union narrows ``action``, ``durationMinute`` and ``params``."""
 
-PROMPT_DEFS = {"decision": {"properties": {"reason": {"type": "string"}}, "required": ["action", "reason"]}}
+PROMPT_DEFS = {
+    "decision": {"properties": {"reason": {"type": "string"}}, "required": ["action", "reason"]}
+}
 """The prompt form's ``$defs``: what every decision says beyond the moment's branches, shown once
 with the stable system prompt (the same bytes at every moment). Much shorter than `DECISION`: the
 moment's branches name ``durationMinute`` and ``params`` where an action takes them, and the rules
@@ -114,17 +121,28 @@ def decision_schema(candidates: Sequence[Action], ctx: ActionContext | None = No
     # cost a few hundred characters more in every json_object prompt.
     branches = [
         *([_branch({"enum": plain}, NULL, NULL)] if plain else []),
-        *([_branch({"enum": timed}, {"enum": sorted(tiers)}, NULL, "durationMinute")] if timed else []),
+        *(
+            [_branch({"enum": timed}, {"enum": sorted(tiers)}, NULL, "durationMinute")]
+            if timed
+            else []
+        ),
         *with_params,
     ]
-    prompt = {"$defs": PROMPT_DEFS, "$ref": "#/$defs/decision", "anyOf": [_lean(b) for b in branches]}
+    prompt = {
+        "$defs": PROMPT_DEFS,
+        "$ref": "#/$defs/decision",
+        "anyOf": [_lean(b) for b in branches],
+    }
     return JsonSchema(name="decision", schema=_self_contained(branches), prompt=prompt)
 
 
-def _branch(action: dict[str, Any], duration: dict[str, Any], params: dict[str, Any],
-            *required: str) -> dict[str, Any]:
+def _branch(
+    action: dict[str, Any], duration: dict[str, Any], params: dict[str, Any], *required: str
+) -> dict[str, Any]:
     """What one branch says beyond `DECISION`: which actions, and their duration and params."""
-    branch: dict[str, Any] = {"properties": {"action": action, "durationMinute": duration, "params": params}}
+    branch: dict[str, Any] = {
+        "properties": {"action": action, "durationMinute": duration, "params": params}
+    }
     if required:
         branch["required"] = list(required)
     return branch
@@ -153,8 +171,13 @@ def _self_contained(branches: list[dict[str, Any]]) -> dict[str, Any]:
     for branch in branches:
         properties = dict(DECISION["properties"])  # type: ignore[arg-type]
         properties.update(branch["properties"])  # each narrows what DECISION allows there
-        expanded.append({**DECISION, "properties": properties,
-                         "required": [*DECISION["required"], *branch.get("required", [])]})  # type: ignore[misc]
+        expanded.append(
+            {
+                **DECISION,
+                "properties": properties,
+                "required": [*DECISION["required"], *branch.get("required", [])],
+            }
+        )  # type: ignore[misc]
     return {"$defs": SHARED, "anyOf": expanded}
 
 
@@ -174,11 +197,15 @@ def params_schema(action: Action, ctx: ActionContext | None) -> dict[str, Any] |
     for field, keywords in action.choices(ctx).items():
         prop = schema["properties"].get(field)
         if prop is None:
-            raise ValueError(f"action {action.id!r}: choices name {field!r}, which is not a field of "
-                             f"{action.params.__name__}; use one of {sorted(schema['properties'])}")
+            raise ValueError(
+                f"action {action.id!r}: choices name {field!r}, which is not a field of "
+                f"{action.params.__name__}; use one of {sorted(schema['properties'])}"
+            )
         schema["properties"][field] = _narrow(prop, keywords)
     for prop in schema["properties"].values():
-        if prop.get("enum") == [] or (prop.get("items", {}).get("enum") == [] and prop.get("minItems", 0) > 0):
+        if prop.get("enum") == [] or (
+            prop.get("items", {}).get("enum") == [] and prop.get("minItems", 0) > 0
+        ):
             return None
         if prop.get("minItems", 0) > prop.get("maxItems", prop.get("minItems", 0)):
             return None

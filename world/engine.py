@@ -135,14 +135,20 @@ class WorldTicker:
             try:
                 command = parse_command(raw)
                 done = apply_command(command, world, characters)
-                events.append(Event("command_applied", {"command": command.model_dump(), "result": done}))
+                events.append(
+                    Event("command_applied", {"command": command.model_dump(), "result": done})
+                )
             except CommandRejected as exc:
                 rejected.append({"command": raw, "reason": str(exc), "time": now.isoformat()})
                 events.append(Event("command_rejected", {"command": raw, "reason": str(exc)}))
                 log.warning("rejected world command %s: %s", raw, exc)
         ctx = TickContext(
-            from_time=world.last_advanced_at, to_time=max(now, world.last_advanced_at),
-            world=world, characters=characters, town=self.town, seed=self.seed,
+            from_time=world.last_advanced_at,
+            to_time=max(now, world.last_advanced_at),
+            world=world,
+            characters=characters,
+            town=self.town,
+            seed=self.seed,
         )
         for evolution in self.evolutions:
             try:
@@ -152,8 +158,13 @@ class WorldTicker:
                 events.append(Event("evolution_failed", {"evolution": evolution.name}))
         world.last_advanced_at = ctx.to_time
         return (
-            Commit(world=world, characters=characters, events=events + ctx.events,
-                   commands_taken=len(snap.commands), rejected=rejected),
+            Commit(
+                world=world,
+                characters=characters,
+                events=events + ctx.events,
+                commands_taken=len(snap.commands),
+                rejected=rejected,
+            ),
             True,
         )
 
@@ -168,7 +179,11 @@ class WorldTicker:
             return self._apply(snap, now)
 
         advanced = await self.store.transact(
-            apply, characters=self.character_ids, take_commands=True, now=now, skip_corrupt_characters=True,
+            apply,
+            characters=self.character_ids,
+            take_commands=True,
+            now=now,
+            skip_corrupt_characters=True,
             town_lease=lease_token,
         )
         self.corrupt = corrupt
@@ -226,8 +241,11 @@ class Engine:
     ) -> None:
         """One town from ``store``, ``ticker`` and ``loops``, and/or more as ``towns``; the first
         town is the default one, whose keys hold the worker registry."""
-        self.towns = ([TownRun(store=store, ticker=ticker, loops=list(loops))] if store is not None and ticker is not None
-                      else []) + list(towns)
+        self.towns = (
+            [TownRun(store=store, ticker=ticker, loops=list(loops))]
+            if store is not None and ticker is not None
+            else []
+        ) + list(towns)
         if not self.towns:
             raise ValueError("an engine needs a town: store and ticker, or towns")
         self.clock = clock
@@ -249,8 +267,12 @@ class Engine:
         self.started_at = time.time()
         self.figures = EngineFigures()
         self._published: tuple[float, dict[str, Any]] = (-1e9, {})
-        self.leases = Leases([(t.store, [loop.character_id for loop in t.loops]) for t in self.towns],
-                             token=self.token, ttl_ms=self.lease_ttl_ms, info=self._worker_info)
+        self.leases = Leases(
+            [(t.store, [loop.character_id for loop in t.loops]) for t in self.towns],
+            token=self.token,
+            ttl_ms=self.lease_ttl_ms,
+            info=self._worker_info,
+        )
         self._lease_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         """Set when the lease keeper took characters or a town: the main loop runs at once."""
@@ -295,23 +317,42 @@ class Engine:
             self._due.pop(cid, None)  # due now: her state in Redis says what she is doing
         for cid in change.lost:
             self.loops[cid].lease_token = None
-        share = f"{self.leases.held_count} of {self.leases.total} (fair share {self.leases.share} with " \
-                f"{len(self.leases.live)} worker{'s' if len(self.leases.live) != 1 else ''})"
+        share = (
+            f"{self.leases.held_count} of {self.leases.total} (fair share {self.leases.share} with "
+            f"{len(self.leases.live)} worker{'s' if len(self.leases.live) != 1 else ''})"
+        )
         if change.taken:
-            log.info("driving %d more: %s; now %s", len(change.taken), compact_character_ids(change.taken), share)
+            log.info(
+                "driving %d more: %s; now %s",
+                len(change.taken),
+                compact_character_ids(change.taken),
+                share,
+            )
             self._waiting_logged = False
         if change.lost:
-            log.error("lost the lease on %s; another engine drives %s now; now %s",
-                      compact_character_ids(change.lost), "her" if len(change.lost) == 1 else "them", share)
+            log.error(
+                "lost the lease on %s; another engine drives %s now; now %s",
+                compact_character_ids(change.lost),
+                "her" if len(change.lost) == 1 else "them",
+                share,
+            )
         for prefix in change.towns_taken:
             log.info("advancing the world of town %s (town lease %s)", prefix, self.token[:8])
         for prefix in change.towns_lost:
             log.error("lost the town lease of %s; another engine advances that world now", prefix)
-        if change.waiting and self.leases.held_count < self.leases.share and not self._waiting_logged:
+        if (
+            change.waiting
+            and self.leases.held_count < self.leases.share
+            and not self._waiting_logged
+        ):
             # normal while a fleet rebalances; a second daemon by mistake shows here too
-            log.info("room for %d more, but %s %s driven by another engine; this one takes characters over as "
-                     "other engines give them up or stop", self.leases.share - self.leases.held_count,
-                     compact_character_ids(change.waiting), "is" if len(change.waiting) == 1 else "are")
+            log.info(
+                "room for %d more, but %s %s driven by another engine; this one takes characters over as "
+                "other engines give them up or stop",
+                self.leases.share - self.leases.held_count,
+                compact_character_ids(change.waiting),
+                "is" if len(change.waiting) == 1 else "are",
+            )
             self._waiting_logged = True
 
     async def _give_up_extras(self) -> None:
@@ -321,10 +362,17 @@ class Engine:
         for cid in given:
             self.loops[cid].lease_token = None
         if given:
-            log.info("gave up %d (%s) to share them with the %d workers; now %d", len(given),
-                     compact_character_ids(given), len(self.leases.live), self.leases.held_count)
+            log.info(
+                "gave up %d (%s) to share them with the %d workers; now %d",
+                len(given),
+                compact_character_ids(given),
+                len(self.leases.live),
+                self.leases.held_count,
+            )
         for prefix in towns:
-            log.info("gave up the town lease of %s to share the towns with the other workers", prefix)
+            log.info(
+                "gave up the town lease of %s to share the towns with the other workers", prefix
+            )
 
     async def release(self) -> None:
         """Give up every lease and leave the registry, so the other workers take over at once.
@@ -336,8 +384,11 @@ class Engine:
             async with asyncio.timeout(RELEASE_TIMEOUT_SECONDS):
                 await self.leases.release_all()
         except (RedisError, OSError, TimeoutError) as exc:
-            log.warning("could not release the leases (%s); they expire by themselves within %d s",
-                        exc or type(exc).__name__, self.lease_ttl_ms // 1000)
+            log.warning(
+                "could not release the leases (%s); they expire by themselves within %d s",
+                exc or type(exc).__name__,
+                self.lease_ttl_ms // 1000,
+            )
 
     def _worker_info(self) -> dict[str, Any]:
         """What the registry shows about this worker (`yuiju status`); the figures are recomputed
@@ -347,19 +398,33 @@ class Engine:
             figures = self._figures()
             self._published = (time.monotonic(), figures)
         return {
-            "name": self.name, "pid": os.getpid(), "host": socket.gethostname(), "started": self.started_at,
-            "characters": self.leases.held_count, "driving": compact_character_ids(self.leases.held()),
-            "towns": self.leases.towns_held(), **figures,
+            "name": self.name,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": self.started_at,
+            "characters": self.leases.held_count,
+            "driving": compact_character_ids(self.leases.held()),
+            "towns": self.leases.towns_held(),
+            **figures,
         }
 
     def _figures(self) -> dict[str, Any]:
         stats = {id(loop.stats): loop.stats for loop in self.loops.values()}.values()
-        overhead = sorted(x for s in stats for x in itertools.islice(reversed(s.decision_overhead_ms), FIGURES_SAMPLES))
+        overhead = sorted(
+            x
+            for s in stats
+            for x in itertools.islice(reversed(s.decision_overhead_ms), FIGURES_SAMPLES)
+        )
         lag = sorted(self.figures.lag_ms)
         return {
-            "decisions": sum(s.decisions for s in stats), "steps": self.figures.steps,
+            "decisions": sum(s.decisions for s in stats),
+            "steps": self.figures.steps,
             "overhead_ms": {"p50": _pct(overhead, 50), "p95": _pct(overhead, 95)},
-            "lag_ms": {"p50": _pct(lag, 50), "p95": _pct(lag, 95), "max": round(lag[-1], 1) if lag else None},
+            "lag_ms": {
+                "p50": _pct(lag, 50),
+                "p95": _pct(lag, 95),
+                "max": round(lag[-1], 1) if lag else None,
+            },
             "cpu_seconds": round(time.process_time(), 2),
         }
 
@@ -420,7 +485,9 @@ class Engine:
                 town.flush_pending = True
                 return written
             dead += refused
-            if not await store.drop_outbox([e.raw for e in entries], self.token, self._outbox_lock_ms, dead=dead):
+            if not await store.drop_outbox(
+                [e.raw for e in entries], self.token, self._outbox_lock_ms, dead=dead
+            ):
                 # our lock expired during a slow write and someone else flushed: the upserts were
                 # idempotent, so leave the outbox to them rather than trim what we did not write
                 log.warning("outbox changed under a slow flush; leaving it to the current flusher")
@@ -466,26 +533,43 @@ class Engine:
         reported exactly once (and stays listed by ``yuiju status``)."""
         shown = "; ".join(f"{entry[:120]!r} {reason}" for entry, reason in dead[:5])
         more = f" (and {len(dead) - 5} more)" if len(dead) > 5 else ""
-        log.error("moved %d malformed outbox entr%s to the dead-letter list %s: %s%s; the episodes behind "
-                  "%s are written as usual (see `yuiju status`)", len(dead), "y" if len(dead) == 1 else "ies",
-                  store.keys.outbox_dead, shown, more, "it" if len(dead) == 1 else "them")
+        log.error(
+            "moved %d malformed outbox entr%s to the dead-letter list %s: %s%s; the episodes behind "
+            "%s are written as usual (see `yuiju status`)",
+            len(dead),
+            "y" if len(dead) == 1 else "ies",
+            store.keys.outbox_dead,
+            shown,
+            more,
+            "it" if len(dead) == 1 else "them",
+        )
 
     async def _history_is_down(self, exc: Exception, store: StateStore) -> None:
         """Say the history store is down once, then every few minutes, not on every retry."""
         self.outbox_failures += 1
         wall = time.monotonic()
-        if self._history_down_since is None or wall - self._history_down_logged >= HISTORY_DOWN_LOG_EVERY_SECONDS:
+        if (
+            self._history_down_since is None
+            or wall - self._history_down_logged >= HISTORY_DOWN_LOG_EVERY_SECONDS
+        ):
             still = "still " if self._history_down_since is not None else ""
-            log.warning("history store %sunavailable (%s); %d episode(s) stay queued in Redis and will be retried",
-                        still, exc, await store.outbox_size())
+            log.warning(
+                "history store %sunavailable (%s); %d episode(s) stay queued in Redis and will be retried",
+                still,
+                exc,
+                await store.outbox_size(),
+            )
             self._history_down_logged = wall
         if self._history_down_since is None:
             self._history_down_since = wall
 
     def _history_is_up(self, written: int) -> None:
         if self._history_down_since is not None:
-            log.info("history store is back after %.0f s; %d queued episode(s) written",
-                     time.monotonic() - self._history_down_since, written)
+            log.info(
+                "history store is back after %.0f s; %d queued episode(s) written",
+                time.monotonic() - self._history_down_since,
+                written,
+            )
             self._history_down_since = None
 
     # -- the loop ---------------------------------------------------------------------------
@@ -497,7 +581,9 @@ class Engine:
         dues: list[datetime] = []
         for town in self.towns:
             if self.leases.holds_town(town.prefix):
-                if town.ticked_at is None or not town.ticked_at <= now < town.ticked_at + min(self.tick, CATCH_UP):
+                if town.ticked_at is None or not town.ticked_at <= now < town.ticked_at + min(
+                    self.tick, CATCH_UP
+                ):
                     await self._tick(town, now)
                     town.ticked_at = now
                 dues.append(town.ticked_at + self.tick)
@@ -518,13 +604,19 @@ class Engine:
             self.on_step()
         return min(dues, default=None)
 
-    async def _step_town(self, town: TownRun, cids: list[str], now: datetime, dues: list[datetime]) -> None:
+    async def _step_town(
+        self, town: TownRun, cids: list[str], now: datetime, dues: list[datetime]
+    ) -> None:
         """Step a town's characters due now. Together (`StateStore.batched`): their state read in
         one round trip, their writes sent together. Alone, as before: one whose write did not land
         (stepped again at once on values read fresh, so a lost lease or a conflict shows as usual),
         and one whose policy is not instant (an LLM call takes seconds: nothing is held meanwhile,
         and a write that did not land never costs a second call)."""
-        alone = [cid for cid in cids if cid in self._redo or not getattr(self.loops[cid].policy, "instant", False)]
+        alone = [
+            cid
+            for cid in cids
+            if cid in self._redo or not getattr(self.loops[cid].policy, "instant", False)
+        ]
         for cid in alone:
             self._redo.discard(cid)
             await self._step(cid, now, dues)
@@ -541,11 +633,15 @@ class Engine:
                         if len(batch.queued) >= BATCH_PIPELINE:
                             await town.store.send_queued()
                 except Exception as exc:
-                    if not isinstance(exc, RedisError | OSError):  # one step's bug: the others' writes stand
+                    if not isinstance(
+                        exc, RedisError | OSError
+                    ):  # one step's bug: the others' writes stand
                         await town.store.send_queued()
                     raise
         except BaseException:
-            for cid in together:  # writes may not have landed: her state in Redis says when she is due
+            for (
+                cid
+            ) in together:  # writes may not have landed: her state in Redis says when she is due
                 self._due.pop(cid, None)
             raise
         for cid in batch.redo:
@@ -569,7 +665,9 @@ class Engine:
         due = self._due.get(cid)
         if due is not None:  # her first step here has no due time to be late for
             speed = getattr(self.clock, "speed", 1.0)
-            self.figures.lag_ms.append(max(0.0, (self.clock.now() - due).total_seconds() * 1000 / speed))
+            self.figures.lag_ms.append(
+                max(0.0, (self.clock.now() - due).total_seconds() * 1000 / speed)
+            )
         self.figures.steps += 1
         try:
             self._due[cid] = await loop.step(now)
@@ -597,7 +695,9 @@ class Engine:
         except CorruptState as exc:  # characters whose own state is fine go on
             self._log_corrupt("world tick skipped", exc)
         except LeaseLost:
-            log.error("lost the town lease of %s; another engine advances that world now", town.prefix)
+            log.error(
+                "lost the town lease of %s; another engine advances that world now", town.prefix
+            )
             self.leases.drop_town(town.prefix)
         for exc in town.ticker.corrupt:
             self._log_corrupt("left out of the world tick", exc)
@@ -629,7 +729,10 @@ class Engine:
                 task.cancel()
             _, late = await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
             if late:
-                log.warning("%d engine task(s) still finishing a Redis command; they end by themselves", len(late))
+                log.warning(
+                    "%d engine task(s) still finishing a Redis command; they end by themselves",
+                    len(late),
+                )
         if main.done() and not main.cancelled() and (exc := main.exception()) is not None:
             raise exc
 
@@ -639,7 +742,9 @@ class Engine:
         expire nor delays taking over a dead worker's characters."""
         while not halt.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(halt.wait(), max(0.0, self.leases.next_check - time.monotonic()))
+                await asyncio.wait_for(
+                    halt.wait(), max(0.0, self.leases.next_check - time.monotonic())
+                )
             if halt.is_set():
                 return
             try:
@@ -647,19 +752,30 @@ class Engine:
                 if await self._refresh_leases() or self.leases.over_share:
                     self._wake.set()
                 if self._lease_trouble_since is not None:
-                    log.info("leases checked again after %.0f s", time.monotonic() - self._lease_trouble_since)
+                    log.info(
+                        "leases checked again after %.0f s",
+                        time.monotonic() - self._lease_trouble_since,
+                    )
                     self._lease_trouble_since = None
             except (RedisError, OSError) as exc:
                 if self._lease_trouble_since is None:
                     self._lease_trouble_since = time.monotonic()
-                    log.warning("could not check the leases (%s); retrying every %.1f s", exc, self.leases.poll_seconds)
+                    log.warning(
+                        "could not check the leases (%s); retrying every %.1f s",
+                        exc,
+                        self.leases.poll_seconds,
+                    )
                 self.leases.next_check = time.monotonic() + self.leases.poll_seconds
 
-    async def _run(self, *, until: datetime | None, max_steps: int | None, halt: asyncio.Event) -> None:
+    async def _run(
+        self, *, until: datetime | None, max_steps: int | None, halt: asyncio.Event
+    ) -> None:
         self.strict = until is not None or max_steps is not None
         steps = 0
         backoff = 1.0
-        due: datetime | None = None  # world time the next step is due; None: only a lease can bring work
+        due: datetime | None = (
+            None  # world time the next step is due; None: only a lease can bring work
+        )
         run_now = True
         checked = False  # this run's first lease check is here, before its first step
         next_queued_flush = 0.0  # time.monotonic()
@@ -668,7 +784,9 @@ class Engine:
                 if not checked:
                     await self._refresh_leases()
                     checked = True
-                elif self.leases.over_share:  # here, between two steps, and never in the middle of one
+                elif (
+                    self.leases.over_share
+                ):  # here, between two steps, and never in the middle of one
                     await self._give_up_extras()
                 if self._wake.is_set():
                     self._wake.clear()
@@ -692,8 +810,12 @@ class Engine:
             except CorruptState as exc:
                 self._log_corrupt("engine", exc)
                 due, run_now = self.clock.now() + CORRUPT_RETRY, False
-            except Exception as exc:  # Redis down, or a bug in one step: the daemon carries on after a pause
-                bounded = until is not None or max_steps is not None  # simulate, tests: report the bug
+            except (
+                Exception
+            ) as exc:  # Redis down, or a bug in one step: the daemon carries on after a pause
+                bounded = (
+                    until is not None or max_steps is not None
+                )  # simulate, tests: report the bug
                 if bounded and not isinstance(exc, RedisError | OSError):
                     raise
                 self._step_failed(exc, backoff)
@@ -704,19 +826,37 @@ class Engine:
             if max_steps is not None and steps >= max_steps:
                 break
             wake = due if until is None else min(until, due or until)
-            await self._sleep_or_stop(wake, wall_seconds=max(0.0, next_queued_flush - time.monotonic()))
+            await self._sleep_or_stop(
+                wake, wall_seconds=max(0.0, next_queued_flush - time.monotonic())
+            )
 
     def _step_failed(self, exc: Exception, backoff: float) -> None:
         """Say what stopped the step once, then every few minutes while it lasts; not per retry."""
         wall = time.monotonic()
-        unreachable = isinstance(exc, RedisConnectionError | RedisTimeoutError | ClusterDownError | OSError)
-        what = f"Redis unreachable ({exc})" if unreachable else f"a step failed ({type(exc).__name__}: {exc})"
+        unreachable = isinstance(
+            exc, RedisConnectionError | RedisTimeoutError | ClusterDownError | OSError
+        )
+        what = (
+            f"Redis unreachable ({exc})"
+            if unreachable
+            else f"a step failed ({type(exc).__name__}: {exc})"
+        )
         if self._failing_since is None:
             self._failing_since = self._failing_logged = wall
-            log.error("%s; retrying, at most %.0f s apart", what, MAX_BACKOFF_SECONDS, exc_info=not unreachable)
+            log.error(
+                "%s; retrying, at most %.0f s apart",
+                what,
+                MAX_BACKOFF_SECONDS,
+                exc_info=not unreachable,
+            )
         elif wall - self._failing_logged >= CORRUPT_LOG_EVERY_SECONDS:
             self._failing_logged = wall
-            log.error("still failing after %.0f s: %s; retrying in %.0f s", wall - self._failing_since, what, backoff)
+            log.error(
+                "still failing after %.0f s: %s; retrying in %.0f s",
+                wall - self._failing_since,
+                what,
+                backoff,
+            )
 
     def _log_step_bug(self, cid: str, exc: Exception) -> None:
         """A step that raised (a bug in an action or a policy), with its traceback, once per
@@ -725,8 +865,14 @@ class Engine:
         key = f"step of {cid}"
         if wall - self._corrupt_logged.get(key, -1e9) >= CORRUPT_LOG_EVERY_SECONDS:
             self._corrupt_logged[key] = wall
-            log.error("%s: her step failed (%s: %s); the others go on, she is stepped again in %s",
-                      cid, type(exc).__name__, exc, STEP_BUG_RETRY, exc_info=exc)
+            log.error(
+                "%s: her step failed (%s: %s); the others go on, she is stepped again in %s",
+                cid,
+                type(exc).__name__,
+                exc,
+                STEP_BUG_RETRY,
+                exc_info=exc,
+            )
 
     def _log_corrupt(self, what: str, exc: CorruptState) -> None:
         """Log a corrupt value once per key every few minutes, not on every retry."""
@@ -735,7 +881,9 @@ class Engine:
             self._corrupt_logged[exc.key] = wall
             log.error("%s: %s", what, exc)
 
-    async def _sleep_or_stop(self, wake: datetime | None, *, wall_seconds: float | None = None) -> None:
+    async def _sleep_or_stop(
+        self, wake: datetime | None, *, wall_seconds: float | None = None
+    ) -> None:
         """Sleep until world time ``wake`` or ``wall_seconds`` of real time, whichever comes first
         (either may be None), or until `stop()` or the lease keeper brings work."""
         waits = [asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(self._wake.wait())]

@@ -179,7 +179,10 @@ def update_weather(ctx: TickContext) -> None:
         weather = next_weather(ctx, start, weather)
     assert weather is not None
     ctx.world.weather = weather
-    if previous is None or (previous.type, previous.temperature) != (weather.type, weather.temperature):
+    if previous is None or (previous.type, previous.temperature) != (
+        weather.type,
+        weather.temperature,
+    ):
         ctx.emit("weather_changed", weather=weather.type, temperature=weather.temperature)
 
 

@@ -31,7 +31,12 @@ def _items(*items: Item) -> dict[str, Item]:
     return {i.name: i for i in items}
 
 
-FOOD, ING, VAL, FISH = frozenset({"food"}), frozenset({"ingredient"}), frozenset({"valuable"}), frozenset({"ingredient", "fish"})
+FOOD, ING, VAL, FISH = (
+    frozenset({"food"}),
+    frozenset({"ingredient"}),
+    frozenset({"valuable"}),
+    frozenset({"ingredient", "fish"}),
+)
 
 SHOP = _items(
     Item(name="百奇", kinds=FOOD, price=12, stamina=2, satiety=4, mood=3),
@@ -98,7 +103,16 @@ FOUND = _items(
 )
 """What she finds in the park and on the coast, or catches at the pond."""
 
-FISH_WEIGHTS = {"鲫鱼": 20, "泥鳅": 15, "鲤鱼": 12, "河虾": 10, "鳑鲏": 8, "麦穗鱼": 7, "鳊鱼": 7, "鲶鱼": 3}
+FISH_WEIGHTS = {
+    "鲫鱼": 20,
+    "泥鳅": 15,
+    "鲤鱼": 12,
+    "河虾": 10,
+    "鳑鲏": 8,
+    "麦穗鱼": 7,
+    "鳊鱼": 7,
+    "鲶鱼": 3,
+}
 
 ALL: dict[str, Item] = {**SHOP, **SUPERMARKET, **DINER, **CAFE, **FOUND}
 
@@ -109,7 +123,9 @@ def item(name: str) -> Item | None:
 
 def owned(inventory: dict[str, int], kind: str) -> list[str]:
     """Names in the inventory (quantity > 0) whose item has ``kind``, in a stable order."""
-    return sorted(n for n, q in inventory.items() if q > 0 and (i := ALL.get(n)) and kind in i.kinds)
+    return sorted(
+        n for n, q in inventory.items() if q > 0 and (i := ALL.get(n)) and kind in i.kinds
+    )
 
 
 def affordable(items: dict[str, Item], money: int) -> list[str]:

@@ -152,10 +152,16 @@ class Leases:
         notice what was lost; schedule the next check (`next_check`)."""
         renew_below = self.ttl_ms * 2 // 3
         info = self._info_if_changed()
-        self.live = await self.registry.heartbeat(self.token, self.ttl_ms, info, renew_below_ms=renew_below)
+        self.live = await self.registry.heartbeat(
+            self.token, self.ttl_ms, info, renew_below_ms=renew_below
+        )
         soonest = [self.poll_seconds]
         # another worker's heartbeat running out changes the shares: look again right then
-        soonest += [left / 1000 + WAKE_MARGIN_SECONDS for tok, left in self.live.items() if tok != self.token]
+        soonest += [
+            left / 1000 + WAKE_MARGIN_SECONDS
+            for tok, left in self.live.items()
+            if tok != self.token
+        ]
         budget = self.share - self.held_count
         town_budget = self.town_share - len(self.towns_held())
         change = LeaseChange()
@@ -166,8 +172,14 @@ class Leases:
                 continue
             # with no room for more, only our own leases need a look
             asked = town.characters if wants else [c for c in town.characters if c in town.held]
-            view = await town.store.sync_leases(self.token, self.ttl_ms, characters=asked, take=max(0, budget),
-                                                take_town=wants_town, renew_below_ms=renew_below)
+            view = await town.store.sync_leases(
+                self.token,
+                self.ttl_ms,
+                characters=asked,
+                take=max(0, budget),
+                take_town=wants_town,
+                renew_below_ms=renew_below,
+            )
             if view.town == LEASE_MINE:
                 if not town.holds_town:
                     town.holds_town = True
@@ -194,7 +206,9 @@ class Leases:
                     soonest.append(status / 1000 + WAKE_MARGIN_SECONDS)
         self.next_check = time.monotonic() + min(soonest)
         changed = change.taken or change.lost or change.towns_taken or change.towns_lost
-        if changed and (info := self._info_if_changed()):  # what `yuiju status` shows: now, not next time
+        if changed and (
+            info := self._info_if_changed()
+        ):  # what `yuiju status` shows: now, not next time
             await self.registry.heartbeat(self.token, self.ttl_ms, info, renew_below_ms=renew_below)
         return change
 
@@ -204,7 +218,10 @@ class Leases:
         if self.info is None:
             return ""
         info = json.dumps(dict(self.info()), default=str)
-        if info == self._info_written and time.monotonic() - self._info_written_at < self.ttl_ms / 3000:
+        if (
+            info == self._info_written
+            and time.monotonic() - self._info_written_at < self.ttl_ms / 3000
+        ):
             return ""
         self._info_written, self._info_written_at = info, time.monotonic()
         return info

@@ -53,15 +53,21 @@ class Catalogue:
 
 _OLD_TOP_LEVEL = ("world.", "memory.", "message.", "llm.", "storage.", "web.", "actions.")
 """Our packages' names before they moved under ``yuiju.``."""
-_OLD_IMPORT_FIX = "yuiju's packages are now under yuiju.: write `from yuiju.world.action import ...`"
+_OLD_IMPORT_FIX = (
+    "yuiju's packages are now under yuiju.: write `from yuiju.world.action import ...`"
+)
 
 
 def _check_imports_yuiju(module: ModuleType) -> None:
     """An action module that imported the author API by its old name (``from world.action import``,
     which resolves only from the project folder) made actions of another class: say so."""
     for value in vars(module).values():
-        if type(value).__name__ == "Action" and f"{type(value).__module__}.".startswith(_OLD_TOP_LEVEL):
-            raise ActionLoadError(f"{module.__name__} uses {type(value).__module__}; {_OLD_IMPORT_FIX}")
+        if type(value).__name__ == "Action" and f"{type(value).__module__}.".startswith(
+            _OLD_TOP_LEVEL
+        ):
+            raise ActionLoadError(
+                f"{module.__name__} uses {type(value).__module__}; {_OLD_IMPORT_FIX}"
+            )
 
 
 def _modules_in_package(package: str) -> Iterable[tuple[str, Callable[[], ModuleType]]]:
@@ -117,7 +123,11 @@ def load_actions(
             catalogue.broken[origin] = "".join(traceback.format_exception_only(exc)).strip()
             if isinstance(exc, ModuleNotFoundError) and f"{exc.name}.".startswith(_OLD_TOP_LEVEL):
                 catalogue.broken[origin] += f"; {_OLD_IMPORT_FIX}"
-            log.error("action module %s failed to load and is skipped: %s", origin, catalogue.broken[origin])
+            log.error(
+                "action module %s failed to load and is skipped: %s",
+                origin,
+                catalogue.broken[origin],
+            )
             continue
         found: list[Action] = []
         for value in vars(module).values():
@@ -152,15 +162,15 @@ def _check_labels(catalogue: Catalogue) -> None:
         if action.label is None:
             continue
         for other in catalogue:
-            if other is not action and (other.name == action.label
-                                        or (other.label == action.label and other.at == action.at)):
+            if other is not action and (
+                other.name == action.label
+                or (other.label == action.label and other.at == action.at)
+            ):
                 raise ActionLoadError(
                     f"action {action.id!r} ({catalogue.origins[action.id]}) is offered as "
                     f"{action.label!r}, which {other.id!r} ({catalogue.origins[other.id]}) also goes by; "
                     "the model answers with it, so give one of them another label or name"
                 )
-
-
 
 
 def resolve(dotted: str) -> Any:

@@ -76,7 +76,9 @@ def apply_plan_changes(
     try:
         changes = [PlanChange.model_validate(c) for c in raw_changes]
     except ValidationError as exc:
-        problems = "；".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+        problems = "；".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
         raise PlanError(f"planChanges 格式不对：{problems}") from None
     new = state.model_copy(deep=True)
     for n, change in enumerate(changes, 1):
@@ -85,11 +87,20 @@ def apply_plan_changes(
         if change.changeType == "created":
             if current or not nxt:
                 raise PlanError(f"{where}：created 只填 nextPlan，不填 currentPlan")
-            item = PlanItem(id=plan_id(change.scope, nxt), title=nxt, scope=change.scope, reason=change.reason,
-                            source=source, created_at=now, updated_at=now)  # type: ignore[arg-type]
+            item = PlanItem(
+                id=plan_id(change.scope, nxt),
+                title=nxt,
+                scope=change.scope,
+                reason=change.reason,
+                source=source,
+                created_at=now,
+                updated_at=now,
+            )  # type: ignore[arg-type]
             if change.scope == "longTerm":
                 if new.long_term is not None:
-                    raise PlanError(f"{where}：已经有长期计划「{new.long_term.title}」，请用 updated 或先 completed/abandoned")
+                    raise PlanError(
+                        f"{where}：已经有长期计划「{new.long_term.title}」，请用 updated 或先 completed/abandoned"
+                    )
                 new.long_term = item
             else:
                 if any(p.title == nxt for p in new.short_term):
@@ -103,13 +114,28 @@ def apply_plan_changes(
             _find(new, change.scope, current, where)
             if change.scope == "longTerm":
                 assert new.long_term is not None
-                new.long_term = new.long_term.model_copy(update={"title": nxt, "id": plan_id("longTerm", nxt), "updated_at": now, "reason": change.reason})
+                new.long_term = new.long_term.model_copy(
+                    update={
+                        "title": nxt,
+                        "id": plan_id("longTerm", nxt),
+                        "updated_at": now,
+                        "reason": change.reason,
+                    }
+                )
             else:
                 if any(p.title == nxt for p in new.short_term):
                     raise PlanError(f"{where}：短期计划「{nxt}」已经存在")
                 new.short_term = [
-                    p.model_copy(update={"title": nxt, "id": plan_id("shortTerm", nxt), "updated_at": now, "reason": change.reason})
-                    if p.title == current else p
+                    p.model_copy(
+                        update={
+                            "title": nxt,
+                            "id": plan_id("shortTerm", nxt),
+                            "updated_at": now,
+                            "reason": change.reason,
+                        }
+                    )
+                    if p.title == current
+                    else p
                     for p in new.short_term
                 ]
         else:  # completed | abandoned

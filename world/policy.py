@@ -83,7 +83,10 @@ def find_candidate(candidates: Sequence[Action], key: str) -> Action | None:
 
 
 def validate_decision(
-    raw: RawDecision, candidates: Sequence[Action], decided_by: str, ctx: ActionContext | None = None
+    raw: RawDecision,
+    candidates: Sequence[Action],
+    decided_by: str,
+    ctx: ActionContext | None = None,
 ) -> Decision:
     """Check a raw decision against the candidates; `InvalidDecision` says what to fix.
 
@@ -100,7 +103,8 @@ def validate_decision(
             params = action.params.model_validate(raw.params or {}, context={"ctx": ctx})
         except ValidationError as exc:
             problems = "；".join(
-                f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors(include_url=False)
+                f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
             )
             raise InvalidDecision(f"「{action.name}」的 params 不正确：{problems}") from None
     if action.params is None and raw.params:

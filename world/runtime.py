@@ -36,12 +36,16 @@ from yuiju.world.usage import UsageLedger
 log = logging.getLogger(__name__)
 
 
-
 def character_from_card(card: CharacterCard) -> CharacterState:
     s = card.start
     return CharacterState(
-        id=card.id, location=s.location, stamina=s.stamina, satiety=s.satiety, mood=s.mood,
-        money=s.money, inventory=dict(s.inventory),
+        id=card.id,
+        location=s.location,
+        stamina=s.stamina,
+        satiety=s.satiety,
+        mood=s.mood,
+        money=s.money,
+        inventory=dict(s.inventory),
     )
 
 
@@ -52,7 +56,9 @@ def resolve_evolutions(names: list[str]) -> list[NamedEvolution]:
         if not callable(fn):
             from yuiju.world.errors import ConfigurationError
 
-            raise ConfigurationError(f"evolution {name!r} is not a function; check [world].evolutions")
+            raise ConfigurationError(
+                f"evolution {name!r} is not a function; check [world].evolutions"
+            )
         out.append(NamedEvolution(name=name, fn=fn))
     return out
 
@@ -92,8 +98,10 @@ class Runtime:
         clock = self.engine.clock
         if not isinstance(clock, RealClock):
             return None
-        times = [await town.store.saved_world_time([loop.character_id for loop in town.loops])
-                 for town in self.engine.towns]
+        times = [
+            await town.store.saved_world_time([loop.character_id for loop in town.loops])
+            for town in self.engine.towns
+        ]
         saved = max(filter(None, times), default=None)  # one clock for every town: the latest
         return continue_from_saved(clock, saved, resync=resync)
 
@@ -115,7 +123,9 @@ class Runtime:
                 log.warning("closing the %s failed (%s); carrying on", what, exc)
 
 
-def continue_from_saved(clock: RealClock, saved: datetime | None, *, resync: bool = False) -> str | None:
+def continue_from_saved(
+    clock: RealClock, saved: datetime | None, *, resync: bool = False
+) -> str | None:
     """Anchor ``clock`` at the saved world time (`RealClock.continue_from`); logs and returns what
     the user must know (world time ahead of the wall clock), or None."""
     note = clock.continue_from(saved, resync=resync)
@@ -138,11 +148,15 @@ async def world_clock(cfg: YuijuConfig, store: StateStore) -> RealClock:
 async def open_stores(cfg: YuijuConfig) -> tuple[RedisHandle, HistoryStore]:
     data_dir = cfg.data_path()
     redis = await open_redis(
-        cfg.redis.url.get_secret_value() if cfg.redis.url else None, data_dir, cluster=cfg.redis.cluster
+        cfg.redis.url.get_secret_value() if cfg.redis.url else None,
+        data_dir,
+        cluster=cfg.redis.cluster,
     )
     try:
         history = await open_history(
-            cfg.mongo.url.get_secret_value() if cfg.mongo.url else None, cfg.mongo.database, data_dir
+            cfg.mongo.url.get_secret_value() if cfg.mongo.url else None,
+            cfg.mongo.database,
+            data_dir,
         )
     except BaseException:
         await redis.aclose()
@@ -165,7 +179,12 @@ def make_chat_model(cfg: YuijuConfig) -> ChatModel:
 
 
 def metered_chat_model(
-    cfg: YuijuConfig, inner: ChatModel, *, redis: Any, keys: Keys, clock: Clock,
+    cfg: YuijuConfig,
+    inner: ChatModel,
+    *,
+    redis: Any,
+    keys: Keys,
+    clock: Clock,
     usage: UsageTotals | None = None,
 ) -> MeteredModel:
     """The model every part of a process calls: ``inner`` behind the circuit breaker (on the
@@ -173,8 +192,12 @@ def metered_chat_model(
     of each purpose, and every call counted on the day and written to the ledger (``usage``, when
     given, keeps totals in memory too)."""
     llm = cfg.llm
-    breaker = CircuitBreaker(inner, failures=llm.breaker_failures, cooldown_seconds=llm.breaker_cooldown_seconds,
-                             now=lambda: clock.now().timestamp())
+    breaker = CircuitBreaker(
+        inner,
+        failures=llm.breaker_failures,
+        cooldown_seconds=llm.breaker_cooldown_seconds,
+        now=lambda: clock.now().timestamp(),
+    )
     ledger = UsageLedger(redis, keys, clock)
     if usage is not None:
         usage.then = ledger
@@ -201,8 +224,12 @@ async def build_runtime(
     cards = load_cards([cid for town in towns.values() for cid in town.characters])
     evolutions = resolve_evolutions(cfg.world.evolutions)
     redis, history = await open_stores(cfg)
-    stores = {prefix: StateStore(redis.client, Keys(prefix), stream_maxlen=stream_maxlen(len(town.characters)))
-              for prefix, town in towns.items()}
+    stores = {
+        prefix: StateStore(
+            redis.client, Keys(prefix), stream_maxlen=stream_maxlen(len(town.characters))
+        )
+        for prefix, town in towns.items()
+    }
     store = stores[cfg.redis.prefix]
     keys = store.keys
     episodes = EpisodeRepo(history)
@@ -221,8 +248,14 @@ async def build_runtime(
     if scripted is not None:
         primary = scripted
     elif chosen == "llm":
-        llm_model = metered_chat_model(cfg, chat_model or make_chat_model(cfg), redis=redis.client, keys=keys,
-                                       clock=clock, usage=usage)
+        llm_model = metered_chat_model(
+            cfg,
+            chat_model or make_chat_model(cfg),
+            redis=redis.client,
+            keys=keys,
+            clock=clock,
+            usage=usage,
+        )
         ledger = UsageLedger(redis.client, keys, clock)
 
         async def budget_allows(now: datetime) -> bool:
@@ -230,16 +263,21 @@ async def build_runtime(
             return budget is None or await ledger.tokens_on(now) < budget
 
         llm_policy = LLMPolicy(
-            llm_model, actions=list(catalogue), schema_in_prompt=cfg.llm.resolved_output_mode == "json_object",
-            max_attempts=cfg.llm.max_attempts, temperature=cfg.llm.temperature, budget_allows=budget_allows,
+            llm_model,
+            actions=list(catalogue),
+            schema_in_prompt=cfg.llm.resolved_output_mode == "json_object",
+            max_attempts=cfg.llm.max_attempts,
+            temperature=cfg.llm.temperature,
+            budget_allows=budget_allows,
         )
         primary = llm_policy
     else:
         primary = utility
 
     async def recent(character_id: str, now: datetime) -> DayRecord:
-        found = await episodes.between(character_id, now - timedelta(days=1), now + timedelta(seconds=1),
-                                       type_="behavior")
+        found = await episodes.between(
+            character_id, now - timedelta(days=1), now + timedelta(seconds=1), type_="behavior"
+        )
         return day_record(found, now, action_of=catalogue.actions.get, town=town)
 
     runs = []
@@ -247,22 +285,54 @@ async def build_runtime(
         seed = cfg.world.seed if spec.seed is None else spec.seed
         loops = [
             BehaviorLoop(
-                character_id=cid, store=stores[prefix], catalogue=catalogue, policy=primary,
-                fallback=utility if primary is not utility else None, town=town, seed=seed,
-                initial_state=character_from_card(cards[cid]), card=cards[cid], recent=recent, stats=stats,
+                character_id=cid,
+                store=stores[prefix],
+                catalogue=catalogue,
+                policy=primary,
+                fallback=utility if primary is not utility else None,
+                town=town,
+                seed=seed,
+                initial_state=character_from_card(cards[cid]),
+                card=cards[cid],
+                recent=recent,
+                stats=stats,
             )
             for cid in spec.characters
         ]
         # every engine ticks with all of the town's characters: whichever holds the town lease
-        ticker = WorldTicker(store=stores[prefix], evolutions=evolutions, town=town, seed=seed,
-                             character_ids=list(spec.characters))
+        ticker = WorldTicker(
+            store=stores[prefix],
+            evolutions=evolutions,
+            town=town,
+            seed=seed,
+            character_ids=list(spec.characters),
+        )
         runs.append(TownRun(store=stores[prefix], ticker=ticker, loops=loops))
-    engine = Engine(clock=clock, history=history, towns=runs, tick_minutes=tick_minutes or cfg.world.tick_minutes,
-                    flush_every=flush_every, lease_ttl_ms=round(cfg.world.lease_ttl_seconds * 1000),
-                    worker_name=worker_name)
-    return Runtime(cfg=cfg, redis=redis, history=history, keys=keys, store=store, episodes=episodes,
-                   catalogue=catalogue, cards=cards, engine=engine, stats=stats, usage=usage,
-                   llm_model=llm_model, llm_policy=llm_policy, stores=stores)
+    engine = Engine(
+        clock=clock,
+        history=history,
+        towns=runs,
+        tick_minutes=tick_minutes or cfg.world.tick_minutes,
+        flush_every=flush_every,
+        lease_ttl_ms=round(cfg.world.lease_ttl_seconds * 1000),
+        worker_name=worker_name,
+    )
+    return Runtime(
+        cfg=cfg,
+        redis=redis,
+        history=history,
+        keys=keys,
+        store=store,
+        episodes=episodes,
+        catalogue=catalogue,
+        cards=cards,
+        engine=engine,
+        stats=stats,
+        usage=usage,
+        llm_model=llm_model,
+        llm_policy=llm_policy,
+        stores=stores,
+    )
 
 
 def load_cards(character_ids: list[str]) -> dict[str, CharacterCard]:

@@ -35,7 +35,9 @@ DEFAULT_START = "2026-09-01T06:00"
 def _progress(done: float, total: float, decisions: int) -> None:
     width = 30
     filled = int(width * done / total) if total else width
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] day {done:.0f}/{total:.0f}  decisions {decisions}")
+    sys.stderr.write(
+        f"\r[{'#' * filled}{'.' * (width - filled)}] day {done:.0f}/{total:.0f}  decisions {decisions}"
+    )
     sys.stderr.flush()
 
 
@@ -68,8 +70,13 @@ async def simulate(
     if replay is not None:
         replayed = ReplayChatModel(replay)
         chat_model, policy = replayed, "llm"
-        cfg = cfg.model_copy(update={"llm": cfg.llm.model_validate(
-            {**cfg.llm.model_dump(), **replayed.meta.get("llm", {})})})
+        cfg = cfg.model_copy(
+            update={
+                "llm": cfg.llm.model_validate(
+                    {**cfg.llm.model_dump(), **replayed.meta.get("llm", {})}
+                )
+            }
+        )
     elif record is not None:
         from yuiju.world.runtime import make_chat_model
 
@@ -81,16 +88,27 @@ async def simulate(
     with tempfile.TemporaryDirectory(prefix="yuiju-sim-") as tmp:
         overrides: dict[str, Any] = {"world": {**cfg.world.model_dump(mode="json"), "seed": seed}}
         if data_dir is None:
-            overrides |= {"app": {**cfg.app.model_dump(mode="json"), "data_dir": tmp},
-                          "redis": {"url": None, "prefix": cfg.redis.prefix}, "mongo": {"url": None, "database": cfg.mongo.database}}
+            overrides |= {
+                "app": {**cfg.app.model_dump(mode="json"), "data_dir": tmp},
+                "redis": {"url": None, "prefix": cfg.redis.prefix},
+                "mongo": {"url": None, "database": cfg.mongo.database},
+            }
         else:
             overrides["app"] = {**cfg.app.model_dump(mode="json"), "data_dir": str(data_dir)}
-        sim_cfg = cfg.model_copy(update={k: type(getattr(cfg, k)).model_validate(v) for k, v in overrides.items()})
+        sim_cfg = cfg.model_copy(
+            update={k: type(getattr(cfg, k)).model_validate(v) for k, v in overrides.items()}
+        )
         clock = SimClock(begin)
-        runtime = await build_runtime(sim_cfg, clock=clock, policy=policy, chat_model=chat_model,
-                                      keep_timeline=True, tick_minutes=tick_minutes,
-                                      # the LLM prompt reads recent episodes from history: flush at once then
-                                      flush_every=1 if policy == "llm" else 200)
+        runtime = await build_runtime(
+            sim_cfg,
+            clock=clock,
+            policy=policy,
+            chat_model=chat_model,
+            keep_timeline=True,
+            tick_minutes=tick_minutes,
+            # the LLM prompt reads recent episodes from history: flush at once then
+            flush_every=1 if policy == "llm" else 200,
+        )
         stats = runtime.stats
         last_shown = [0.0]
 
@@ -115,8 +133,15 @@ async def simulate(
             episodes = await runtime.history.count("episodes")
             await runtime.close()
     report = build_report(
-        days=days, seed=seed, policy=policy, begin=begin, wall=wall, stats=stats, llm=runtime.llm_policy,
-        episodes=episodes, final={k: v.stats() if v else None for k, v in final.items()},
+        days=days,
+        seed=seed,
+        policy=policy,
+        begin=begin,
+        wall=wall,
+        stats=stats,
+        llm=runtime.llm_policy,
+        episodes=episodes,
+        final={k: v.stats() if v else None for k, v in final.items()},
     )
     report["llm"] = llm_report(runtime, days)
     if replayed is not None:
@@ -124,8 +149,14 @@ async def simulate(
     return report
 
 
-REPLAYED_LLM_SETTINGS = ("output_mode", "temperature", "max_attempts", "breaker_failures",
-                         "breaker_cooldown_seconds", "daily_token_budget")
+REPLAYED_LLM_SETTINGS = (
+    "output_mode",
+    "temperature",
+    "max_attempts",
+    "breaker_failures",
+    "breaker_cooldown_seconds",
+    "daily_token_budget",
+)
 """``[llm]`` settings that shape the requests or the decisions; a cassette keeps them (with every
 ``max_tokens_*``) and a replay uses them, whatever the config says now."""
 
@@ -133,7 +164,9 @@ REPLAYED_LLM_SETTINGS = ("output_mode", "temperature", "max_attempts", "breaker_
 def recorded_llm_settings(cfg: YuijuConfig) -> dict[str, Any]:
     # The output mode as used: "auto" depends on base_url, which a replay need not have.
     llm = {**cfg.llm.model_dump(mode="json"), "output_mode": cfg.llm.resolved_output_mode}
-    return {k: v for k, v in llm.items() if k in REPLAYED_LLM_SETTINGS or k.startswith("max_tokens_")}
+    return {
+        k: v for k, v in llm.items() if k in REPLAYED_LLM_SETTINGS or k.startswith("max_tokens_")
+    }
 
 
 def llm_report(runtime: Any, days: int) -> dict[str, Any]:
@@ -147,26 +180,45 @@ def llm_report(runtime: Any, days: int) -> dict[str, Any]:
     return {
         "by_purpose": {p: vars(u) for p, u in sorted(by_purpose.items())},
         "per_simulated_day": {
-            p: {k: round(v / days, 1) for k, v in vars(u).items()} for p, u in sorted(by_purpose.items())
+            p: {k: round(v / days, 1) for k, v in vars(u).items()}
+            for p, u in sorted(by_purpose.items())
         },
         "calls_per_decision": round(decide.calls / decisions, 3) if decisions else 0.0,
         "first_attempt_acceptance": round(policy.first_attempt_ok / policy.decisions, 4)
-        if policy is not None and policy.decisions else None,
+        if policy is not None and policy.decisions
+        else None,
         "breaker": {"opened": breaker.opened, "rejected": breaker.rejected}
-        if isinstance(breaker, CircuitBreaker) else None,
+        if isinstance(breaker, CircuitBreaker)
+        else None,
     }
 
 
-def build_report(*, days: int, seed: int, policy: str, begin: datetime, wall: float, stats: Any, llm: Any,
-                 episodes: int, final: dict[str, Any]) -> dict[str, Any]:
+def build_report(
+    *,
+    days: int,
+    seed: int,
+    policy: str,
+    begin: datetime,
+    wall: float,
+    stats: Any,
+    llm: Any,
+    episodes: int,
+    final: dict[str, Any],
+) -> dict[str, Any]:
     """The report; ``per_day``/``checks`` describe the first character, ``by_character`` each one."""
     characters = list(final)
     by_character = {
-        cid: _life_of([r for r in stats.timeline if r.get("character", cid) == cid], begin, days, stats)
+        cid: _life_of(
+            [r for r in stats.timeline if r.get("character", cid) == cid], begin, days, stats
+        )
         for cid in characters
     }
     first = by_character[characters[0]] if characters else _life_of([], begin, days, stats)
-    violations = [f"{cid}: {v}" if len(characters) > 1 else v for cid, life in by_character.items() for v in life["violations"]]
+    violations = [
+        f"{cid}: {v}" if len(characters) > 1 else v
+        for cid, life in by_character.items()
+        for v in life["violations"]
+    ]
     overhead = stats.decision_overhead_ms
     return {
         "days": days,
@@ -192,15 +244,22 @@ def build_report(*, days: int, seed: int, policy: str, begin: datetime, wall: fl
         "final_state": final,
         "action_histogram": first["histogram"],
         "per_day": first["per_day"],
-        "by_character": {cid: {"checks": life["checks"], "action_histogram": life["histogram"]} for cid, life in by_character.items()},
+        "by_character": {
+            cid: {"checks": life["checks"], "action_histogram": life["histogram"]}
+            for cid, life in by_character.items()
+        },
         "timeline": stats.timeline,
     }
 
 
-def _life_of(timeline: list[dict[str, Any]], begin: datetime, days: int, stats: Any) -> dict[str, Any]:
+def _life_of(
+    timeline: list[dict[str, Any]], begin: datetime, days: int, stats: Any
+) -> dict[str, Any]:
     """Per-day stats, checks and histogram of one character's timeline."""
     histogram = Counter(r["id"] for r in timeline)
-    per_day: dict[str, dict[str, Any]] = defaultdict(lambda: {"actions": 0, "meals": 0, "school_minutes": 0})
+    per_day: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"actions": 0, "meals": 0, "school_minutes": 0}
+    )
     violations: list[str] = []
     from yuiju.world.loader import load_actions
 
@@ -232,16 +291,27 @@ def _life_of(timeline: list[dict[str, Any]], begin: datetime, days: int, stats: 
         day["school_day"] = is_school_day(start.date())
     checks = life_checks(timeline, per_day, begin, days, stats)
     violations += [f"{name}: {c['evidence']}" for name, c in checks.items() if not c["ok"]]
-    return {"per_day": dict(sorted(per_day.items())), "checks": checks, "violations": violations,
-            "histogram": dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0])))}
+    return {
+        "per_day": dict(sorted(per_day.items())),
+        "checks": checks,
+        "violations": violations,
+        "histogram": dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
+    }
 
 
-def life_checks(timeline: list[dict[str, Any]], per_day: dict[str, dict[str, Any]], begin: datetime,
-                days: int, stats: Any) -> dict[str, dict[str, Any]]:
+def life_checks(
+    timeline: list[dict[str, Any]],
+    per_day: dict[str, dict[str, Any]],
+    begin: datetime,
+    days: int,
+    stats: Any,
+) -> dict[str, dict[str, Any]]:
     """The checks of a life that never gets stuck, each with its evidence."""
     tz = begin.tzinfo
     first, last = begin.date(), (begin + timedelta(days=days)).date()
-    full_days = [first + timedelta(days=i) for i in range(1, days)]  # the first day starts mid-morning
+    full_days = [
+        first + timedelta(days=i) for i in range(1, days)
+    ]  # the first day starts mid-morning
 
     def local(iso: str) -> datetime:
         return datetime.fromisoformat(iso).astimezone(tz)
@@ -259,7 +329,11 @@ def life_checks(timeline: list[dict[str, Any]], per_day: dict[str, dict[str, Any
         if not any(t.date() == day and (t.hour, t.minute) <= (9, 0) for t in wakes):
             late_mornings.append(day.isoformat())
     few_meals = [d for d in full_days if per_day.get(d.isoformat(), {}).get("meals", 0) < 2]
-    missed_school = [d for d in full_days if is_school_day(d) and per_day.get(d.isoformat(), {}).get("school_minutes", 0) < 240]
+    missed_school = [
+        d
+        for d in full_days
+        if is_school_day(d) and per_day.get(d.isoformat(), {}).get("school_minutes", 0) < 240
+    ]
     windows = []
     for start in range(0, max(1, days - 29)):
         lo = datetime.combine(first + timedelta(days=start), datetime.min.time(), tzinfo=tz)
@@ -273,18 +347,36 @@ def life_checks(timeline: list[dict[str, Any]], per_day: dict[str, dict[str, Any
         return {"ok": ok, "evidence": evidence}
 
     return {
-        "asleep_by_0200": check(not late_nights, f"nights without sleep by 02:00: {late_nights or 'none'} ({len(sleeps)} sleeps, {span})"),
-        "up_by_0900": check(not late_mornings, f"mornings without waking by 09:00: {late_mornings or 'none'} (latest wake {max((t.strftime('%H:%M') for t in wakes), default='-')})"),
-        "two_meals_a_day": check(not few_meals, f"days with fewer than 2 meals: {[d.isoformat() for d in few_meals] or 'none'}"),
-        "school_every_school_day": check(not missed_school, f"school days with under 4 h of class: {[d.isoformat() for d in missed_school] or 'none'}"),
-        "candidates_every_decision": check(stats.no_candidates == 0, f"{stats.decisions} decisions, {stats.no_candidates} without a candidate"),
+        "asleep_by_0200": check(
+            not late_nights,
+            f"nights without sleep by 02:00: {late_nights or 'none'} ({len(sleeps)} sleeps, {span})",
+        ),
+        "up_by_0900": check(
+            not late_mornings,
+            f"mornings without waking by 09:00: {late_mornings or 'none'} (latest wake {max((t.strftime('%H:%M') for t in wakes), default='-')})",
+        ),
+        "two_meals_a_day": check(
+            not few_meals,
+            f"days with fewer than 2 meals: {[d.isoformat() for d in few_meals] or 'none'}",
+        ),
+        "school_every_school_day": check(
+            not missed_school,
+            f"school days with under 4 h of class: {[d.isoformat() for d in missed_school] or 'none'}",
+        ),
+        "candidates_every_decision": check(
+            stats.no_candidates == 0,
+            f"{stats.decisions} decisions, {stats.no_candidates} without a candidate",
+        ),
         "no_action_without_precondition": check(
             stats.non_candidate_refused == 0,
             f"every executor ran only after its precondition was re-checked on the fresh state in the same "
             f"transaction: {stats.stale_starts} start(s) refused because the state had changed; "
             f"{stats.non_candidate_refused} decision(s) for an action that was not offered (refused, must be 0)",
         ),
-        "distinct_actions_per_30_days": check(min_distinct >= 25 or days < 30, f"fewest distinct actions in any 30-day window: {min_distinct}"),
+        "distinct_actions_per_30_days": check(
+            min_distinct >= 25 or days < 30,
+            f"fewest distinct actions in any 30-day window: {min_distinct}",
+        ),
     }
 
 

@@ -18,7 +18,9 @@ TemperatureLevel = Literal["严寒", "寒冷", "清凉", "舒适", "温暖", "�
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, use_attribute_docstrings=True
+    )
 
 
 class Weather(_Model):

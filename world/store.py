@@ -77,7 +77,14 @@ class Commit:
 
     @property
     def is_empty(self) -> bool:
-        return not (self.world or self.characters or self.events or self.outbox or self.commands_taken or self.rejected)
+        return not (
+            self.world
+            or self.characters
+            or self.events
+            or self.outbox
+            or self.commands_taken
+            or self.rejected
+        )
 
 
 def stream_maxlen(characters: int) -> int:
@@ -289,10 +296,16 @@ def parse_outbox_entry(raw: str) -> OutboxEntry:
     """Decode an entry ``{"collection": name, "doc": {"_id": str, ...}}``; say what is wrong if not."""
     try:
         value = decode_doc(json.loads(raw))
-    except (ValueError, TypeError, RecursionError) as exc:  # bad JSON, bad {"$date": ...}, absurd nesting
+    except (
+        ValueError,
+        TypeError,
+        RecursionError,
+    ) as exc:  # bad JSON, bad {"$date": ...}, absurd nesting
         return OutboxEntry(raw, problem=f"cannot be decoded ({type(exc).__name__}: {exc})")
     if not isinstance(value, dict):
-        return OutboxEntry(raw, problem=f"is a JSON {type(value).__name__}, not an object {{collection, doc}}")
+        return OutboxEntry(
+            raw, problem=f"is a JSON {type(value).__name__}, not an object {{collection, doc}}"
+        )
     collection, doc = value.get("collection"), value.get("doc")
     if not isinstance(collection, str) or not collection:
         return OutboxEntry(raw, problem="names no collection (a non-empty string 'collection')")
@@ -307,7 +320,9 @@ def _parse_stored(stored: bytes) -> OutboxEntry:
     try:
         return parse_outbox_entry(stored.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        return OutboxEntry(stored.decode("utf-8", "surrogateescape"), problem=f"is not UTF-8 text ({exc.reason})")
+        return OutboxEntry(
+            stored.decode("utf-8", "surrogateescape"), problem=f"is not UTF-8 text ({exc.reason})"
+        )
 
 
 def _readable(raw: str) -> str:
@@ -362,7 +377,9 @@ class WriteBatch:
 
 
 class StateStore:
-    def __init__(self, redis: RedisClient, keys: Keys, *, stream_maxlen: int = STREAM_MAXLEN) -> None:
+    def __init__(
+        self, redis: RedisClient, keys: Keys, *, stream_maxlen: int = STREAM_MAXLEN
+    ) -> None:
         self.redis = redis
         self.keys = keys
         self.stream_maxlen = stream_maxlen
@@ -397,15 +414,19 @@ class StateStore:
         key = self.keys.character(character_id)
         return parse_model(CharacterState, key, await self.redis.get(key))
 
-    async def load_characters(self, character_ids: Sequence[str]) -> dict[str, CharacterState | None]:
+    async def load_characters(
+        self, character_ids: Sequence[str]
+    ) -> dict[str, CharacterState | None]:
         """Many characters in one round trip (`yuiju status` of a town of thousands)."""
         await self.send_queued()
         async with self.redis.pipeline(transaction=False) as pipe:
             for cid in character_ids:
                 pipe.get(self.keys.character(cid))
             raws = await pipe.execute()
-        return {cid: parse_model(CharacterState, self.keys.character(cid), raw)
-                for cid, raw in zip(character_ids, raws, strict=True)}
+        return {
+            cid: parse_model(CharacterState, self.keys.character(cid), raw)
+            for cid, raw in zip(character_ids, raws, strict=True)
+        }
 
     async def load(self, character_id: str) -> tuple[WorldState | None, CharacterState | None]:
         """The world and one character in one round trip (in a `batched` block: as read at its
@@ -418,7 +439,9 @@ class StateStore:
             raw_world, raw_char = await self.redis.mget([self.keys.world, ckey])
             if not self._foreign():
                 self._known.update({self.keys.world: raw_world, ckey: raw_char})
-        return parse_model(WorldState, self.keys.world, raw_world), parse_model(CharacterState, ckey, raw_char)
+        return parse_model(WorldState, self.keys.world, raw_world), parse_model(
+            CharacterState, ckey, raw_char
+        )
 
     async def saved_world_time(self, character_ids: Sequence[str]) -> datetime | None:
         """The latest world time the stores have seen (the world's, her last action's), or None on
@@ -432,7 +455,14 @@ class StateStore:
                     if (world := parse_model(WorldState, key, raw)) is not None:
                         times += [world.time, world.last_advanced_at]
                 elif (character := parse_model(CharacterState, key, raw)) is not None:
-                    times += [t for t in (character.last_acted_at, character.running and character.running.started_at) if t]
+                    times += [
+                        t
+                        for t in (
+                            character.last_acted_at,
+                            character.running and character.running.started_at,
+                        )
+                        if t
+                    ]
             except CorruptState:
                 continue
         return max(times, default=None)
@@ -467,7 +497,11 @@ class StateStore:
 
     def _own_batch(self) -> WriteBatch | None:
         """The open `batched` block if the running task opened it, else None."""
-        return self._batch if self._batch is not None and asyncio.current_task() is self._batch_task else None
+        return (
+            self._batch
+            if self._batch is not None and asyncio.current_task() is self._batch_task
+            else None
+        )
 
     def _foreign(self) -> bool:
         """Whether another task has a `batched` block open: its values are not this task's to use
@@ -505,7 +539,9 @@ class StateStore:
                     except Exception:  # a follow-up's bug must not cost the other replies
                         log.exception("after a write of %s", ", ".join(write.characters))
                 continue
-            if isinstance(reply, BaseException):  # a wrong-type key, a node down (a cluster pipeline's replies)
+            if isinstance(
+                reply, BaseException
+            ):  # a wrong-type key, a node down (a cluster pipeline's replies)
                 failure = failure or reply
             self._not_landed(batch, [write])
         if failure is not None:  # raised once, after every reply was handled; the engine says it
@@ -516,7 +552,13 @@ class StateStore:
         read fresh."""
         for write in writes:
             batch.redo.update(write.characters)
-            self._forget([*write.written, *(self.keys.character(c) for c in write.characters), self.keys.world])
+            self._forget(
+                [
+                    *write.written,
+                    *(self.keys.character(c) for c in write.characters),
+                    self.keys.world,
+                ]
+            )
 
     async def transact(
         self,
@@ -548,8 +590,11 @@ class StateStore:
         """
         keys = self.keys
         state_keys = [keys.world, *(keys.character(c) for c in characters)]
-        fences = ([(keys.lease(lease[0]), lease[1], f"the lease on {lease[0]!r}")] if lease is not None else []) + (
-            [(keys.town_lease, town_lease, "the town lease")] if town_lease is not None else [])
+        fences = (
+            [(keys.lease(lease[0]), lease[1], f"the lease on {lease[0]!r}")]
+            if lease is not None
+            else []
+        ) + ([(keys.town_lease, town_lease, "the town lease")] if town_lease is not None else [])
         read_keys = [*state_keys, *(key for key, _, _ in fences)]
         # queued commands are always read; so is everything under another task's `batched` block
         foreign = self._foreign()
@@ -558,10 +603,13 @@ class StateStore:
             reused = may_reuse and all(key in self._known for key in state_keys)
             commands: list[str] = []
             if reused:
-                raw = [*(self._known[key] for key in state_keys), *(token for _, token, _ in fences)]
+                raw = [
+                    *(self._known[key] for key in state_keys),
+                    *(token for _, token, _ in fences),
+                ]
             else:
                 raw, commands = await self._read(read_keys, take_commands)
-                for (_, token, what), held in zip(fences, raw[len(state_keys):], strict=True):
+                for (_, token, what), held in zip(fences, raw[len(state_keys) :], strict=True):
                     if held != token:
                         raise LeaseLost(f"this engine no longer holds {what}")
                 if not foreign:
@@ -587,19 +635,31 @@ class StateStore:
             except Exception:
                 if not reused:
                     raise
-                self._forget(state_keys)  # decide nothing on unchecked values: read them, run it again
+                self._forget(
+                    state_keys
+                )  # decide nothing on unchecked values: read them, run it again
                 continue
             if commit.is_empty:
                 if not reused:
                     return result
-                self._forget(state_keys)  # its answer rests on unchecked values: read them, run it again
+                self._forget(
+                    state_keys
+                )  # its answer rests on unchecked values: read them, run it again
                 continue
             written = self._new_values(commit)
             taken = commands[: commit.commands_taken]
-            key_list, payload = self._payload(list(zip(read_keys, raw, strict=True)), taken, commit, written, now)
+            key_list, payload = self._payload(
+                list(zip(read_keys, raw, strict=True)), taken, commit, written, now
+            )
             after = None if then is None else functools.partial(then, result)
-            if reused and (batch := self._own_batch()) is not None and characters:  # sent with others (`send_queued`)
-                batch.queued.append(_Queued(key_list, payload, tuple(characters), written, bool(commit.outbox), after))
+            if (
+                reused and (batch := self._own_batch()) is not None and characters
+            ):  # sent with others (`send_queued`)
+                batch.queued.append(
+                    _Queued(
+                        key_list, payload, tuple(characters), written, bool(commit.outbox), after
+                    )
+                )
                 self._known.update(written)
                 return result
             if await self._cas(keys=key_list, args=[payload]):
@@ -614,7 +674,9 @@ class StateStore:
                 self._forget(state_keys)
         raise RuntimeError(f"state kept changing under {read_keys}; gave up after retries")
 
-    async def _read(self, read_keys: list[str], take_commands: bool) -> tuple[list[str | None], list[str]]:
+    async def _read(
+        self, read_keys: list[str], take_commands: bool
+    ) -> tuple[list[str | None], list[str]]:
         """The values of ``read_keys`` (and the queued commands) in one round trip."""
         await self.send_queued()
         if not take_commands:
@@ -634,12 +696,23 @@ class StateStore:
 
     def _new_values(self, commit: Commit) -> dict[str, str]:
         """The state keys a commit writes, with their new JSON."""
-        values = {self.keys.world: commit.world.model_dump_json()} if commit.world is not None else {}
-        values.update({self.keys.character(cid): state.model_dump_json() for cid, state in commit.characters.items()})
+        values = (
+            {self.keys.world: commit.world.model_dump_json()} if commit.world is not None else {}
+        )
+        values.update(
+            {
+                self.keys.character(cid): state.model_dump_json()
+                for cid, state in commit.characters.items()
+            }
+        )
         return values
 
     def _payload(
-        self, expected: list[tuple[str, str | None]], taken: list[str], commit: Commit, written: dict[str, str],
+        self,
+        expected: list[tuple[str, str | None]],
+        taken: list[str],
+        commit: Commit,
+        written: dict[str, str],
         now: datetime | None,
     ) -> tuple[list[str], str]:
         """The keys and argument of the compare-and-set script (`_CAS`) that writes ``commit`` only
@@ -659,27 +732,51 @@ class StateStore:
                 key_list.append(key)
             return index[key]
 
-        checks = [[k(key), None if value is None else hashlib.sha1(value.encode()).hexdigest()] for key, value in expected]
+        checks = [
+            [k(key), None if value is None else hashlib.sha1(value.encode()).hexdigest()]
+            for key, value in expected
+        ]
         head = {"key": k(keys.commands), "items": taken} if taken else None
         # The script checks the types of what it writes first (see `_CAS`); the state goes last all
         # the same, after everything it must never be written without.
-        ops: list[list[Any]] = [["RPUSH", k(keys.episode_outbox), dumps_doc(doc)] for doc in commit.outbox]
+        ops: list[list[Any]] = [
+            ["RPUSH", k(keys.episode_outbox), dumps_doc(doc)] for doc in commit.outbox
+        ]
         for event in commit.events:
-            ops.append([
-                "XADD", k(keys.events), "MAXLEN", "~", str(self.stream_maxlen), "*",
-                "type", event.type,
-                "character_id", event.character_id or "",
-                "time", now.isoformat() if now else "",
-                "data", json.dumps(event.data, ensure_ascii=False, default=str),
-            ])
+            ops.append(
+                [
+                    "XADD",
+                    k(keys.events),
+                    "MAXLEN",
+                    "~",
+                    str(self.stream_maxlen),
+                    "*",
+                    "type",
+                    event.type,
+                    "character_id",
+                    event.character_id or "",
+                    "time",
+                    now.isoformat() if now else "",
+                    "data",
+                    json.dumps(event.data, ensure_ascii=False, default=str),
+                ]
+            )
         for rejected in commit.rejected:
-            ops.append(["LPUSH", k(keys.rejected_commands), json.dumps(rejected, ensure_ascii=False, default=str)])
+            ops.append(
+                [
+                    "LPUSH",
+                    k(keys.rejected_commands),
+                    json.dumps(rejected, ensure_ascii=False, default=str),
+                ]
+            )
         if commit.rejected:
             ops.append(["LTRIM", k(keys.rejected_commands), "0", str(REJECTED_KEEP - 1)])
         if commit.commands_taken:
             ops.append(["LTRIM", k(keys.commands), str(commit.commands_taken), "-1"])
         ops += [["SET", k(key), value] for key, value in written.items()]
-        return key_list, json.dumps({"checks": checks, "head": head, "ops": ops}, ensure_ascii=False)
+        return key_list, json.dumps(
+            {"checks": checks, "head": head, "ops": ops}, ensure_ascii=False
+        )
 
     # -- leases (one engine drives a character, one advances the town, at a time) ----------------
 
@@ -690,7 +787,13 @@ class StateStore:
         return await self.redis.get(self.keys.town_lease)
 
     async def sync_leases(
-        self, token: str, ttl_ms: int, *, characters: Sequence[str], take: int = 0, take_town: bool = False,
+        self,
+        token: str,
+        ttl_ms: int,
+        *,
+        characters: Sequence[str],
+        take: int = 0,
+        take_town: bool = False,
         renew_below_ms: int | None = None,
     ) -> LeaseView:
         """The town's leases in one atomic script (one round trip, whatever the number of
@@ -699,12 +802,21 @@ class StateStore:
         ``take_town`` and it is free; report the others (see `LeaseView`)."""
         keys = [self.keys.town_lease, *(self.keys.lease(c) for c in characters)]
         below = ttl_ms + 1 if renew_below_ms is None else renew_below_ms
-        found = await self._sync_leases(keys=keys, args=[token, ttl_ms, below, take, "1" if take_town else "0"])
-        return LeaseView(town=int(found[0]), characters=dict(zip(characters, map(int, found[1:]), strict=True)))
+        found = await self._sync_leases(
+            keys=keys, args=[token, ttl_ms, below, take, "1" if take_town else "0"]
+        )
+        return LeaseView(
+            town=int(found[0]), characters=dict(zip(characters, map(int, found[1:]), strict=True))
+        )
 
-    async def release_leases(self, token: str, characters: Sequence[str], *, town: bool = False) -> None:
+    async def release_leases(
+        self, token: str, characters: Sequence[str], *, town: bool = False
+    ) -> None:
         """Give up these character leases (and the town lease) if this engine holds them, at once."""
-        keys = [*(self.keys.lease(c) for c in characters), *([self.keys.town_lease] if town else [])]
+        keys = [
+            *(self.keys.lease(c) for c in characters),
+            *([self.keys.town_lease] if town else []),
+        ]
         if keys:
             await self._release_many(keys=keys, args=[token])
 
@@ -717,13 +829,16 @@ class StateStore:
 
     # -- the worker registry (in the default town's keys) -------------------------------------
 
-    async def heartbeat(self, token: str, ttl_ms: int, info: str = "", *, renew_below_ms: int | None = None) -> dict[str, int]:
+    async def heartbeat(
+        self, token: str, ttl_ms: int, info: str = "", *, renew_below_ms: int | None = None
+    ) -> dict[str, int]:
         """Say this worker is alive for ``ttl_ms`` more (when it has less than ``renew_below_ms``
         left; default: always), with its ``info`` JSON when given; the live workers, this one
         included, with the ms each has left."""
         below = ttl_ms + 1 if renew_below_ms is None else renew_below_ms
-        found = await self._heartbeat(keys=[self.keys.workers, self.keys.worker_info],
-                                      args=[token, ttl_ms, info, below])
+        found = await self._heartbeat(
+            keys=[self.keys.workers, self.keys.worker_info], args=[token, ttl_ms, info, below]
+        )
         return {str(found[i]): int(found[i + 1]) for i in range(0, len(found), 2)}
 
     async def leave_registry(self, token: str) -> None:
@@ -750,22 +865,37 @@ class StateStore:
         try:
             raw = await self.redis.lrange(self.keys.episode_outbox, 0, limit - 1)
         except UnicodeDecodeError:  # bytes no client of ours wrote: read them as they are
-            stored = await self.redis.execute_command("LRANGE", self.keys.episode_outbox, 0, limit - 1,
-                                                      **{NEVER_DECODE: True})
+            stored = await self.redis.execute_command(
+                "LRANGE", self.keys.episode_outbox, 0, limit - 1, **{NEVER_DECODE: True}
+            )
             return [_parse_stored(b) for b in stored]
         return [parse_outbox_entry(r) for r in raw]
 
     async def drop_outbox(
-        self, written: Sequence[str], token: str, lock_ms: int, *, dead: Sequence[tuple[str, str]] = ()
+        self,
+        written: Sequence[str],
+        token: str,
+        lock_ms: int,
+        *,
+        dead: Sequence[tuple[str, str]] = (),
     ) -> bool:
         """Remove the entries just handled, only if they are still the head of the outbox and this
         engine still holds the flush lock (renewed here), and in the same atomic step move
         ``dead`` ``(entry, reason)`` pairs to the dead-letter list; False if not (nothing changed)."""
         at = datetime.now(UTC).isoformat(timespec="seconds")  # for the human reading the list
-        records = [json.dumps({"entry": _readable(e), "reason": r, "at": at}, ensure_ascii=False) for e, r in dead]
-        exact = [e.encode("utf-8", "surrogateescape") for e in written]  # the stored bytes, whatever they are
-        return bool(await self._trim(keys=[self.keys.episode_outbox, self.keys.outbox_lock, self.keys.outbox_dead],
-                                     args=[token, lock_ms, len(written), *exact, *records]))
+        records = [
+            json.dumps({"entry": _readable(e), "reason": r, "at": at}, ensure_ascii=False)
+            for e, r in dead
+        ]
+        exact = [
+            e.encode("utf-8", "surrogateescape") for e in written
+        ]  # the stored bytes, whatever they are
+        return bool(
+            await self._trim(
+                keys=[self.keys.episode_outbox, self.keys.outbox_lock, self.keys.outbox_dead],
+                args=[token, lock_ms, len(written), *exact, *records],
+            )
+        )
 
     async def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest ``limit`` dead-lettered outbox entries, oldest first: ``{entry, reason, at}``."""
@@ -775,7 +905,11 @@ class StateStore:
                 record = json.loads(raw)
             except ValueError:
                 record = None
-            out.append(record if isinstance(record, dict) else {"entry": raw, "reason": "(a record not written by yuiju)"})
+            out.append(
+                record
+                if isinstance(record, dict)
+                else {"entry": raw, "reason": "(a record not written by yuiju)"}
+            )
         return out
 
     async def dead_letter_count(self) -> int:

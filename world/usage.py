@@ -42,4 +42,6 @@ class UsageLedger:
 
     async def tokens_on(self, now: datetime) -> int:
         """Tokens of every call on ``now``'s day, failed calls' estimated prompts included."""
-        return int(await self.redis.hget(self.keys.llm_usage, f"{now.date().isoformat()}:tokens") or 0)
+        return int(
+            await self.redis.hget(self.keys.llm_usage, f"{now.date().isoformat()}:tokens") or 0
+        )

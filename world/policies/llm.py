@@ -81,11 +81,23 @@ def catalogue_sections(actions: Sequence[Action], town: Town) -> list[tuple[str,
     the route line in the prompt describes them, and each one's name says where it goes."""
     by_place: dict[str | None, list[Action]] = {}
     for action in actions:
-        if action.moves_to is not None and action.at is not None and town.link(action.at, action.moves_to):
+        if (
+            action.moves_to is not None
+            and action.at is not None
+            and town.link(action.at, action.moves_to)
+        ):
             continue
         by_place.setdefault(action.at, []).append(action)
-    order = [None, *town.places, *sorted(p for p in by_place if p is not None and p not in town.places)]
-    return [("随处" if at is None else _place_with_hours(town, at), by_place[at]) for at in order if at in by_place]
+    order = [
+        None,
+        *town.places,
+        *sorted(p for p in by_place if p is not None and p not in town.places),
+    ]
+    return [
+        ("随处" if at is None else _place_with_hours(town, at), by_place[at])
+        for at in order
+        if at in by_place
+    ]
 
 
 def _place_with_hours(town: Town, place_id: str) -> str:
@@ -98,8 +110,11 @@ def routes_line(town: Town) -> str:
     """How she gets around, in one line: the moves' names say where they go, so only the range
     of walking times and the fares are spelled out."""
     walks = [link.minutes for link in town.links if not link.fare]
-    fares = [f"{town.place_name(link.a)}和{town.place_name(link.b)}之间坐电车{link.minutes}分钟、车费{link.fare}"
-             for link in town.links if link.fare]
+    fares = [
+        f"{town.place_name(link.a)}和{town.place_name(link.b)}之间坐电车{link.minutes}分钟、车费{link.fare}"
+        for link in town.links
+        if link.fare
+    ]
     line = f"相邻地点之间走路{min(walks)}–{max(walks)}分钟，消耗少量体力和饱腹" if walks else ""
     return "；".join([line, *fares]) + "。"
 
@@ -109,7 +124,11 @@ def render_system_prompt(card: CharacterCard, actions: Sequence[Action], town: T
     # Likes the persona already names would be said twice in every prompt.
     likes = [like for like in card.likes if like not in card.persona]
     return PROMPTS.get_template("decide_system.md.j2").render(
-        card=card, likes=likes, town=town, catalogue=catalogue_sections(actions, town), routes=routes_line(town)
+        card=card,
+        likes=likes,
+        town=town,
+        catalogue=catalogue_sections(actions, town),
+        routes=routes_line(town),
     )
 
 
@@ -123,8 +142,12 @@ def menus(request: DecisionRequest) -> list[tuple[str, str]]:
         try:
             text = action.menu(request.ctx)
         except Exception as exc:  # an author's bug: `yuiju actions check` finds it before this
-            log.warning("action %r: its menu failed (%s: %s); the prompt goes without it",
-                        action.id, type(exc).__name__, exc)
+            log.warning(
+                "action %r: its menu failed (%s: %s); the prompt goes without it",
+                action.id,
+                type(exc).__name__,
+                exc,
+            )
             continue
         if text:
             out.append((action.offered_as, text))
@@ -196,7 +219,10 @@ class LLMPolicy:
             self._system[key] = render_system_prompt(card, self.actions, request.ctx.town)
         return [
             {"role": "system", "content": self._system[key]},
-            {"role": "user", "content": render_moment_prompt(request, list_options=not self.schema_in_prompt)},
+            {
+                "role": "user",
+                "content": render_moment_prompt(request, list_options=not self.schema_in_prompt),
+            },
         ]
 
     def _account(self, attempts: Sequence[Attempt]) -> None:

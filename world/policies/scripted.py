@@ -41,4 +41,6 @@ class ScriptedPolicy:
             raise PolicyFailed("the script has no answers left")
         if isinstance(answer, str):
             answer = {"action": answer, "reason": "按脚本"}
-        return validate_decision(RawDecision.model_validate(answer), request.candidates, self.name, request.ctx)
+        return validate_decision(
+            RawDecision.model_validate(answer), request.candidates, self.name, request.ctx
+        )

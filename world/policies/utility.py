@@ -24,13 +24,27 @@ from yuiju.world.policy import (
     validate_decision,
 )
 
-MEAL_WINDOWS = (("breakfast", 6 * 60, 9 * 60 + 30), ("lunch", 11 * 60 + 30, 13 * 60 + 30), ("dinner", 17 * 60 + 30, 20 * 60))
+MEAL_WINDOWS = (
+    ("breakfast", 6 * 60, 9 * 60 + 30),
+    ("lunch", 11 * 60 + 30, 13 * 60 + 30),
+    ("dinner", 17 * 60 + 30, 20 * 60),
+)
 
 
 NEED_NAMES = {
-    "sleep": "睡觉", "wake": "起床", "sleep_more": "再睡一会", "meal": "吃饭", "school": "上学",
-    "study": "学习", "rest": "休息", "leisure": "放松一下", "work": "打工", "shopping": "买东西", "idle": "发呆",
-    "snack": "吃点东西", "phone": "看看手机",
+    "sleep": "睡觉",
+    "wake": "起床",
+    "sleep_more": "再睡一会",
+    "meal": "吃饭",
+    "school": "上学",
+    "study": "学习",
+    "rest": "休息",
+    "leisure": "放松一下",
+    "work": "打工",
+    "shopping": "买东西",
+    "idle": "发呆",
+    "snack": "吃点东西",
+    "phone": "看看手机",
 }
 """How the offline policy names a need in the reason she records (Chinese: users read it)."""
 
@@ -81,13 +95,19 @@ def desires(ctx: ActionContext, seed: int) -> dict[str, float]:
     # School: classes on school days are not optional.
     in_school_hours = school_day and 7 * 60 <= m < 16 * 60 + 30
     d["school"] = 3.0 if in_school_hours else 0.0
-    d["study"] = 2.5 if in_school_hours else (0.45 if school_day and 19 * 60 <= m < 21 * 60 else 0.1)
+    d["study"] = (
+        2.5 if in_school_hours else (0.45 if school_day and 19 * 60 <= m < 21 * 60 else 0.1)
+    )
 
     d["rest"] = (1 - c.stamina / 100) * 1.1
     d["leisure"] = 0.35 + (1 - c.mood / 100) * 0.6 if 7 * 60 <= m < 21 * 60 else 0.1
     d["work"] = 0.2 + (0.9 if c.money < 150 else 0.0) + (0.4 if c.money < 60 else 0.0)
     ingredients = len(owned(c.inventory, "ingredient"))
-    d["shopping"] = 0.15 + (0.7 if ingredients < 2 and c.money >= 40 else 0.0) + (0.6 if sellable(c.inventory) else 0.0)
+    d["shopping"] = (
+        0.15
+        + (0.7 if ingredients < 2 and c.money >= 40 else 0.0)
+        + (0.6 if sellable(c.inventory) else 0.0)
+    )
     d["snack"] = hunger * 0.8
     d["phone"] = 0.3
     d["idle"] = 0.05
@@ -124,10 +144,20 @@ HOP_COST = 0.05
 
 REPEAT_PENALISED = frozenset({"leisure", "shopping", "snack", "phone", "rest"})
 
-LEISURE_POOL = {"walk_in_park", "walk_on_coast", "fish_at_pond", "pray_at_shrine", "drink_coffee", "read_at_home", "buy_snack"}
+LEISURE_POOL = {
+    "walk_in_park",
+    "walk_on_coast",
+    "fish_at_pond",
+    "pray_at_shrine",
+    "drink_coffee",
+    "read_at_home",
+    "buy_snack",
+}
 
 
-def score(action: Action, ctx: ActionContext, want: dict[str, float], fancy: set[str] = frozenset()) -> float:  # type: ignore[assignment]
+def score(
+    action: Action, ctx: ActionContext, want: dict[str, float], fancy: set[str] = frozenset()
+) -> float:  # type: ignore[assignment]
     tags = action.tags - {"move"}
     base = max((want.get(t, 0.0) for t in tags), default=0.05)
     if action.id in fancy:
@@ -159,11 +189,14 @@ class UtilityPolicy:
                 self._by_place.setdefault(a.at, []).append(a)
         self._hops: dict[tuple[str, str], str | None] = {}
         self._tags_by_place: dict[str, set[str]] = {
-            place: {t for a in actions for t in a.tags - {"move"}} | {"idle"} for place, actions in self._by_place.items()
+            place: {t for a in actions for t in a.tags - {"move"}} | {"idle"}
+            for place, actions in self._by_place.items()
         }
         """What needs each place can serve (``idle`` stands for the untagged default score)."""
 
-    def _place_values(self, ctx: ActionContext, want: dict[str, float], fancy: set[str]) -> dict[str, float]:
+    def _place_values(
+        self, ctx: ActionContext, want: dict[str, float], fancy: set[str]
+    ) -> dict[str, float]:
         """Best score of anything she could do at each place, reached by the shortest route.
 
         A breadth-first walk over the town's links from where she is (at most ``MAX_HOPS``),
@@ -181,7 +214,10 @@ class UtilityPolicy:
                 arrived = ctx.character.model_copy(update={"location": place})
                 later = replace(ctx, character=arrived, now=arrival)
                 options = self._by_place.get(place, [])
-                local = max((score(a, later, want, fancy) for a in options if _safe_available(a, later)), default=0.0)
+                local = max(
+                    (score(a, later, want, fancy) for a in options if _safe_available(a, later)),
+                    default=0.0,
+                )
                 values[place] = local * HOP_DISCOUNT**hops - HOP_COST * hops
             if hops >= MAX_HOPS:
                 continue
@@ -201,7 +237,10 @@ class UtilityPolicy:
         # places further on whose shortest route goes through this first hop
         here = ctx.character.location
         for place, value in values.items():
-            if place not in (here, move.moves_to) and self._first_hop(town, here, place) == move.moves_to:
+            if (
+                place not in (here, move.moves_to)
+                and self._first_hop(town, here, place) == move.moves_to
+            ):
                 best = max(best, value)
         last = ctx.character.last_action
         came_from = next((a.at for a in self.all_actions if a.id == last and a.moves_to), None)
@@ -235,19 +274,37 @@ class UtilityPolicy:
         want = desires(ctx, self.seed)
         rng = random.Random(f"{self.seed}|{ctx.character.id}|{ctx.now.isoformat()}")
         fancy = favourites(ctx, self.seed)
+
         def repeat_penalty(action: Action) -> float:
             """Not the same pastime twice in a row."""
-            return 0.7 if action.id == ctx.character.last_action and action.tags & REPEAT_PENALISED else 0.0
+            return (
+                0.7
+                if action.id == ctx.character.last_action and action.tags & REPEAT_PENALISED
+                else 0.0
+            )
 
-        local = {a.id: score(a, ctx, want, fancy) - repeat_penalty(a) for a in request.candidates if not a.moves_to}
+        local = {
+            a.id: score(a, ctx, want, fancy) - repeat_penalty(a)
+            for a in request.candidates
+            if not a.moves_to
+        }
         # No other place can score more than the strongest need its actions serve plus the largest
         # bonuses, discounted by one hop; when something here already beats that even with the most
         # noise, skip the walk (the result is the same, only faster).
         here = ctx.character.location
-        elsewhere = [want.get(t, 0.0) for place, tags in self._tags_by_place.items() if place != here for t in tags]
+        elsewhere = [
+            want.get(t, 0.0)
+            for place, tags in self._tags_by_place.items()
+            if place != here
+            for t in tags
+        ]
         ceiling = (max(elsewhere, default=0.05) + MAX_BONUS) * HOP_DISCOUNT - HOP_COST
         worth_looking = max(local.values(), default=-1.0) < ceiling + NOISE
-        places = self._place_values(ctx, want, fancy) if worth_looking and any(a.moves_to for a in request.candidates) else {}
+        places = (
+            self._place_values(ctx, want, fancy)
+            if worth_looking and any(a.moves_to for a in request.candidates)
+            else {}
+        )
         scored: list[tuple[float, Action]] = []
         for action in request.candidates:
             if not action.moves_to:
@@ -256,7 +313,9 @@ class UtilityPolicy:
                 value = self._route_value(action, ctx, places) - repeat_penalty(action)
             else:
                 value = float("-inf")
-            value += rng.uniform(0, NOISE)  # drawn for every candidate, so pruning keeps the same draws
+            value += rng.uniform(
+                0, NOISE
+            )  # drawn for every candidate, so pruning keeps the same draws
             scored.append((value, action))
         scored.sort(key=lambda pair: pair[0], reverse=True)
         best_value, best = scored[0]
@@ -276,8 +335,10 @@ class UtilityPolicy:
             params=params,
             reason=(
                 ("想回家" if best.moves_to == "home" else f"想去{town_name(ctx, best.moves_to)}")
-                if best.moves_to else f"现在想{NEED_NAMES.get(top, top)}"
-            ) + f"，所以{best.name}（离线决策，得分 {best_value:.2f}）",
+                if best.moves_to
+                else f"现在想{NEED_NAMES.get(top, top)}"
+            )
+            + f"，所以{best.name}（离线决策，得分 {best_value:.2f}）",
             durationMinute=duration,
         )
         return validate_decision(raw, request.candidates, self.name, request.ctx)
