@@ -203,14 +203,26 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
         dead = await store.dead_letter_count()
         dead_latest = await store.dead_letters(5) if dead else []
         if as_json:
+            from yuiju.world.clock import duration_text
+
+            wall = datetime.now(cfg.app.tz)
 
             def dump(value: Any) -> Any:
                 return value.model_dump(mode="json") if value is not None else None
+
+            def lead(world: Any) -> dict[str, Any] | None:
+                """How far the saved world time is ahead of the wall clock, as the panel says it
+                (0: it follows the wall clock; None: no world yet)."""
+                if world is None:
+                    return None
+                ahead = max(timedelta(0), world.time - wall)
+                return {"seconds": round(ahead.total_seconds()), "text": duration_text(ahead)}
 
             print(
                 json.dumps(
                     {
                         "world": dump(world),
+                        "world_time_lead": lead(world),
                         "characters": {k: dump(v) for k, v in chars.items()},
                         "episode_outbox": outbox,
                         "outbox_dead_letters": {
@@ -227,6 +239,7 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
                             prefix: {
                                 **t,
                                 "world": dump(t["world"]),
+                                "world_time_lead": lead(t["world"]),
                                 "characters": {k: dump(v) for k, v in t["characters"].items()},
                             }
                             for prefix, t in towns.items()

@@ -240,10 +240,9 @@ class ChatService:
         in world time, which a `--speed` demo leaves ahead of the wall clock. Shifted by the
         clock's lead, the message sorts where it happened in her day (a conversation episode is
         never placed hours before her last action) and the gap to her reply is the real one."""
-        lead = getattr(self.clock, "lead", None)
-        if lead is None:  # a simulated clock: the caller stamps in world time
+        ahead = self.clock.lead()
+        if ahead is None:  # a simulated clock: the caller stamps in world time
             return entry
-        ahead = lead()
         if abs(ahead) < timedelta(seconds=1):
             return entry
         return entry.model_copy(update={"time": entry.time + ahead})

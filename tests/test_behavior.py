@@ -175,6 +175,8 @@ class RoguePolicy:
     """A policy that skips validation and returns an action that was not offered."""
 
     name = "rogue"
+    instant = False
+    wants_recent = True
 
     async def decide(self, request):
         from yuiju.world.loader import load_actions

@@ -14,9 +14,12 @@ import redis.asyncio as aioredis
 from tests.conftest import at_time, make_engine
 from tests.test_engine import FlakyHistory, idle_forever
 from yuiju.config import load_config
+from yuiju.memory.episodes import EpisodeRepo
 from yuiju.storage.history import HistoryStore
+from yuiju.storage.keys import Keys
 from yuiju.world.behavior import outbox_entry
-from yuiju.world.store import dumps_doc
+from yuiju.world.outbox import OutboxFlusher
+from yuiju.world.store import StateStore, dumps_doc
 
 POISON = {
     "not JSON": "not json",
@@ -217,3 +220,34 @@ async def test_entries_queued_by_other_writers_are_written_while_she_is_busy(
     finally:
         kit.engine.stop()
         await asyncio.wait_for(running, 5)
+
+
+async def test_a_process_without_an_engine_flushes_the_outbox_by_itself(
+    redis: aioredis.Redis, history: HistoryStore
+) -> None:
+    # the bot queues entries too (its LLM ledger); alone, it must write them, not only an engine
+    import asyncio
+
+    await EpisodeRepo(history).ensure()
+    keys = Keys("bot-alone")
+    await redis.rpush(keys.episode_outbox, episode(1), "not json")
+    flusher = OutboxFlusher(StateStore(redis, keys), history)
+    running = asyncio.create_task(flusher.run(every_seconds=0.05))
+    try:
+        for _ in range(40):
+            if not await redis.llen(keys.episode_outbox):
+                break
+            await asyncio.sleep(0.05)
+        await redis.rpush(keys.episode_outbox, episode(2))  # queued while it runs
+        for _ in range(40):
+            if "bhv_2" in {d["_id"] for d in await history.find("episodes")}:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        flusher.stop()
+        await asyncio.wait_for(running, 5)
+
+    assert {"bhv_1", "bhv_2"} <= {d["_id"] for d in await history.find("episodes")}
+    assert await redis.llen(keys.episode_outbox) == 0
+    assert [d["entry"] for d in await StateStore(redis, keys).dead_letters()] == ["not json"]
+    assert await flusher.flush_once() == 0  # nothing twice

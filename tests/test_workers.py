@@ -245,6 +245,8 @@ class GatedPolicy:
     """Idles, but the first decision waits until the test opens the gate (a slow model call)."""
 
     name = "gated"
+    instant = False
+    wants_recent = True
 
     def __init__(self) -> None:
         self.inner = ScriptedPolicy(lambda _r: IDLE_30)

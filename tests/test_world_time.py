@@ -156,6 +156,38 @@ async def test_yuiju_status_says_how_far_world_time_is_ahead(
     assert "世界时间比现实快 2 h" in out and "--resync" in out
 
 
+async def test_yuiju_status_json_says_how_far_world_time_is_ahead(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from yuiju import cli as yuiju_cli
+
+    cfg = config(redis_url, tmp_path)
+    await a_demo_left_the_world_ahead(cfg, timedelta(hours=2))
+
+    assert await yuiju_cli._status(cfg, as_json=True) == 0
+    report = json.loads(capsys.readouterr().out)
+    lead = report["world_time_lead"]
+    assert 2 * 3600 - 60 <= lead["seconds"] <= 2 * 3600
+    assert lead["text"].startswith("2 h") or lead["text"] == "1 h 59 min"
+    assert report["towns"][cfg.redis.prefix]["world_time_lead"] == lead
+
+
+async def test_yuiju_status_json_says_a_world_on_real_time_has_no_lead(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from yuiju import cli as yuiju_cli
+
+    cfg = config(redis_url, tmp_path)
+    await a_demo_left_the_world_ahead(cfg, -timedelta(minutes=5))  # stopped five minutes ago
+
+    assert await yuiju_cli._status(cfg, as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["world_time_lead"] == {"seconds": 0, "text": "0 min"}
+
+
 def test_resync_with_a_speed_up_is_refused_before_anything_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

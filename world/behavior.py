@@ -100,6 +100,10 @@ def outbox_entry(collection: str, doc: dict[str, Any]) -> dict[str, Any]:
     return {"collection": collection, "doc": doc}
 
 
+_Completed = tuple[dict[str, Any] | None, WorldState, CharacterState]
+"""A completion's timeline record (None: there was nothing to complete) and her state as committed."""
+
+
 class BehaviorLoop:
     def __init__(
         self,
@@ -248,15 +252,12 @@ class BehaviorLoop:
     async def _complete_once(
         self, now: datetime, *, with_effects: bool
     ) -> tuple[WorldState, CharacterState]:
-        after: list[tuple[WorldState, CharacterState]] = []
-
-        def complete(snap: Snapshot) -> tuple[Commit, dict[str, Any] | None]:
+        def complete(snap: Snapshot) -> tuple[Commit, _Completed]:
             character = snap.characters[self.character_id]
             assert snap.world is not None and character is not None
-            after[:] = [(snap.world, character)]
             running = character.running
             if running is None:
-                return Commit(), None  # someone completed it already
+                return Commit(), (None, snap.world, character)  # someone completed it already
             action = self.catalogue.actions.get(running.action_id)
             ctx = self._ctx(
                 now,
@@ -347,19 +348,20 @@ class BehaviorLoop:
                     events=[event],
                     outbox=[outbox_entry("episodes", episode.document())],
                 ),
-                record,
+                (record, snap.world, character),
             )
 
-        def completed(record: dict[str, Any] | None) -> None:
+        def completed(result: _Completed) -> None:
+            record = result[0]
             if record is not None:
                 self.stats.completions += 1
                 if self.stats.keep_timeline:
                     self.stats.timeline.append(record)
 
-        await self.store.transact(
+        _, world, character = await self.store.transact(
             complete, characters=[self.character_id], lease=self._lease(), now=now, then=completed
         )
-        return after[0]
+        return world, character
 
     async def _choose(self, request: DecisionRequest) -> Decision:
         try:
@@ -414,11 +416,8 @@ class BehaviorLoop:
                 NO_CANDIDATE_RETRY,
             )
             return now + NO_CANDIDATE_RETRY
-        wants_recent = getattr(
-            self.policy, "wants_recent", True
-        )  # the offline policy ignores history
         record = DayRecord()
-        if self.recent and wants_recent:
+        if self.recent and self.policy.wants_recent:
             try:
                 record = await self.recent(self.character_id, now)
             except Exception as exc:  # a dead history store must not stop her: decide without it
@@ -499,14 +498,14 @@ class BehaviorLoop:
 
     async def _start(self, now: datetime, decision: Decision) -> datetime:
         action = decision.action
-        stale: list[str] = []
 
-        def start(snap: Snapshot) -> tuple[Commit, datetime | None]:
-            stale.clear()  # of this run only
+        def start(snap: Snapshot) -> tuple[Commit, tuple[datetime | None, str | None]]:
+            """Returns when the action ends (None: not started) and, if it was no longer possible,
+            why not (said once, after the transaction)."""
             character = snap.characters[self.character_id]
             assert snap.world is not None and character is not None
             if character.running is not None:
-                return Commit(), None
+                return Commit(), (None, None)
             if character.day != now.date():
                 character.day = now.date()
                 character.done_today = []
@@ -520,10 +519,9 @@ class BehaviorLoop:
                 reason=decision.reason,
             )
             why_not = action.why_not(ctx)
-            stale[:] = [why_not] if why_not is not None else []  # said once, after the transaction
             if why_not is not None:
                 # The world changed between the decision and now (or a policy bug): never run it.
-                return Commit(), None
+                return Commit(), (None, why_not)
             before = character.stats()
             try:
                 summary = (action.run(ctx) if action.run else None) or ""
@@ -595,10 +593,11 @@ class BehaviorLoop:
                     events=[event],
                     outbox=[outbox_entry("episodes", episode.document()), *plan_docs],
                 ),
-                ends,
+                (ends, None),
             )
 
-        def started(ends: datetime | None) -> None:
+        def started(result: tuple[datetime | None, str | None]) -> None:
+            ends = result[0]
             if ends is not None:
                 log.info(
                     "%s %s 开始「%s」到 %s（%s：%s）",
@@ -610,18 +609,18 @@ class BehaviorLoop:
                     decision.reason,
                 )
 
-        ends = await self.store.transact(
+        ends, stale = await self.store.transact(
             start, characters=[self.character_id], lease=self._lease(), now=now, then=started
         )
         if ends is None:
-            if stale:
+            if stale is not None:
                 log.warning(
                     "%s: %s is no longer possible (%s); deciding again",
                     self.character_id,
                     action.id,
-                    stale[0],
+                    stale,
                 )
-            self.stats.stale_starts += bool(stale)
+            self.stats.stale_starts += stale is not None
             # decide again almost at once; the small step keeps a simulated clock moving even if a
             # precondition were inconsistent between the decision and the start
             return now + STALE_RETRY

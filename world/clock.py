@@ -19,9 +19,17 @@ from zoneinfo import ZoneInfo
 
 class Clock(Protocol):
     tz: ZoneInfo
+    speed: float
+    """World seconds per wall second while the engine waits: what a wait in wall time (a lease,
+    a retry) comes to in world time. A simulated clock says 1 (its waits take no wall time)."""
 
     def now(self) -> datetime:
         """The current world time, tz-aware, in the town's zone."""
+        ...
+
+    def lead(self) -> timedelta | None:
+        """How far world time is ahead of the wall clock (zero or negative: not ahead); None
+        when world time does not follow the wall clock at all (a simulated clock)."""
         ...
 
     async def sleep_until(self, when: datetime) -> None:
@@ -135,10 +143,15 @@ class SimClock:
             raise ValueError(f"SimClock needs an aware start time, got {start!r}")
         assert isinstance(start.tzinfo, ZoneInfo), "use a ZoneInfo time zone"
         self.tz = start.tzinfo
+        self.speed = 1.0
         self._now = start
 
     def now(self) -> datetime:
         return self._now
+
+    def lead(self) -> None:
+        """None: simulated time is not tied to the wall clock (callers stamp in world time)."""
+        return None
 
     async def sleep_until(self, when: datetime) -> None:
         if when > self._now:

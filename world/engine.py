@@ -10,7 +10,8 @@ One asyncio task sequences everything due, in time order, for every town it driv
   always see the present); a town's characters due at the same moment are stepped one after
   another in one `StateStore.batched` block (their state read in one round trip, their writes
   sent together), so a burst waits for Redis once, not once per character;
-- each town's **outbox flush** that writes committed episodes to the history store.
+- each town's **outbox flush** that writes committed episodes to the history store (an
+  `OutboxFlusher`, world/outbox.py, that the engine owns).
 
 The same code runs under `RealClock` (``yuiju run``) and `SimClock` (``yuiju simulate``).
 
@@ -49,7 +50,6 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from yuiju.config import compact_character_ids
-from yuiju.storage.errors import StoreUnavailable
 from yuiju.storage.history import HistoryStore
 from yuiju.world.behavior import BehaviorLoop
 from yuiju.world.clock import Clock
@@ -57,8 +57,9 @@ from yuiju.world.commands import CommandRejected, apply_command, parse_command
 from yuiju.world.errors import CorruptState, LeaseLost
 from yuiju.world.evolutions import Event, Evolution, TickContext
 from yuiju.world.leases import LeaseChange, Leases
+from yuiju.world.outbox import FLUSH_RETRY, OUTBOX_LOCK_MS, QUEUED_FLUSH_SECONDS, OutboxFlusher
 from yuiju.world.state import WorldState
-from yuiju.world.store import BATCH_PIPELINE, Commit, OutboxEntry, Snapshot, StateStore
+from yuiju.world.store import BATCH_PIPELINE, Commit, Snapshot, StateStore
 from yuiju.world.town import Town
 
 log = logging.getLogger(__name__)
@@ -81,19 +82,6 @@ MAX_BACKOFF_SECONDS = 10.0
 STOP_GRACE_SECONDS = 1.0
 RELEASE_TIMEOUT_SECONDS = 0.5
 CORRUPT_LOG_EVERY_SECONDS = 300.0
-OUTBOX_LOCK_MS = 30_000
-"""The flush lock's TTL at most; never longer than the lease TTL, so the flush lock of a worker that
-died in the middle of a flush runs out with its leases and the others flush that town again."""
-OUTBOX_BATCH = 200
-FLUSH_RETRY = timedelta(seconds=1)
-"""Wall time before flushing again when another worker held the town's flush lock, so an episode
-never waits for this engine's next step to be written."""
-QUEUED_FLUSH_SECONDS = 10.0
-"""How often the engine writes what other writers queued in the outbox (`Engine.flush_queued`)."""
-HISTORY_DOWN_LOG_EVERY_SECONDS = 300.0
-HISTORY_DOWN = (StoreUnavailable, OSError)
-"""Errors that mean the history store is unreachable (entries stay queued), not that it refuses
-an entry (which is then dead-lettered). Both backends map their connection failures here."""
 
 
 @dataclass(kw_only=True)
@@ -172,13 +160,12 @@ class WorldTicker:
         """Advance the world to ``now``; False if it already was there and nothing was queued.
 
         With ``lease_token`` the write is fenced on the town lease (`LeaseLost` if not held)."""
-        corrupt: list[CorruptState] = []
 
-        def apply(snap: Snapshot) -> tuple[Commit, bool]:
-            corrupt[:] = snap.corrupt
-            return self._apply(snap, now)
+        def apply(snap: Snapshot) -> tuple[Commit, tuple[bool, list[CorruptState]]]:
+            commit, advanced = self._apply(snap, now)
+            return commit, (advanced, snap.corrupt)
 
-        advanced = await self.store.transact(
+        advanced, self.corrupt = await self.store.transact(
             apply,
             characters=self.character_ids,
             take_commands=True,
@@ -186,7 +173,6 @@ class WorldTicker:
             skip_corrupt_characters=True,
             town_lease=lease_token,
         )
-        self.corrupt = corrupt
         if advanced:
             self.ticks += 1
         return advanced
@@ -199,11 +185,6 @@ class TownRun:
     store: StateStore
     ticker: WorldTicker
     loops: Sequence[BehaviorLoop]
-    flushed_at: int = -1
-    flush_pending: bool = True
-    """Flush at start-up: episodes left in the outbox by a crash are written first."""
-    lock_busy: bool = False
-    """Another worker held the flush lock at the last try: this engine tries again soon."""
     ticked_at: datetime | None = None
     """World time of this engine's last tick of the town."""
 
@@ -251,17 +232,22 @@ class Engine:
         self.clock = clock
         self.store = self.towns[0].store
         self.ticker = self.towns[0].ticker
-        self.history = history
         self.loops = {loop.character_id: loop for town in self.towns for loop in town.loops}
         if len(self.loops) != sum(len(town.loops) for town in self.towns):
             raise ValueError("a character id may live in one town of an engine only")
         self.tick = timedelta(minutes=tick_minutes)
         self.on_step = on_step
-        self.flush_every = flush_every
-        """Flush the outbox after this many committing steps (1 = at once; simulate batches)."""
         self.token = uuid.uuid4().hex
         self.lease_ttl_ms = lease_ttl_ms or LEASE_TTL_MS
-        self._outbox_lock_ms = max(1_000, min(OUTBOX_LOCK_MS, self.lease_ttl_ms))
+        self.outbox = OutboxFlusher(
+            [town.store for town in self.towns],
+            history,
+            token=self.token,
+            lock_ms=max(1_000, min(OUTBOX_LOCK_MS, self.lease_ttl_ms)),
+            every=flush_every,
+        )
+        """Writes the towns' episode outboxes to history: after this many committing steps
+        (``flush_every``; 1 = at once, simulate batches) and what other writers queue."""
         self.name = worker_name or f"{socket.gethostname()}:{os.getpid()}"
         """How `yuiju status` names this worker."""
         self.started_at = time.time()
@@ -287,10 +273,7 @@ class Engine:
         """Characters whose write sent with others' did not land: stepped next on their own."""
         self._waiting_logged = False
         self._lease_trouble_since: float | None = None
-        self.outbox_failures = 0
         self._corrupt_logged: dict[str, float] = {}
-        self._history_down_since: float | None = None
-        self._history_down_logged = 0.0
 
     def stop(self) -> None:
         self._stop.set()
@@ -428,149 +411,30 @@ class Engine:
             "cpu_seconds": round(time.process_time(), 2),
         }
 
-    # -- outbox -----------------------------------------------------------------------------
+    # -- outbox (world/outbox.py) ----------------------------------------------------------------
+
+    @property
+    def history(self) -> HistoryStore | None:
+        return self.outbox.history
+
+    @history.setter
+    def history(self, history: HistoryStore | None) -> None:
+        self.outbox.history = history
+
+    @property
+    def outbox_failures(self) -> int:
+        """Flushes that found the history store unavailable."""
+        return self.outbox.failures
 
     async def flush_outbox(self, *, force: bool = False) -> int:
         """Write committed episodes to the history store; keep them queued if it is down."""
-        written = 0
-        for town in self.towns:
-            written += await self._flush_town(town, force=force)
-        return written
-
-    async def _flush_town(self, town: TownRun, *, force: bool) -> int:
-        if self.history is None:
-            return 0
-        store = town.store
-        pending = store.outbox_writes - town.flushed_at
-        if not force and not town.flush_pending and (pending == 0 or pending < self.flush_every):
-            return 0
-        town.flushed_at = store.outbox_writes
-        town.flush_pending = town.lock_busy = False
-        # One flusher at a time: peek-write-trim by two engines at once could drop an entry.
-        if not await store.acquire_outbox_lock(self.token, self._outbox_lock_ms):
-            town.flush_pending = town.lock_busy = True
-            return 0
-        try:
-            return await self._flush_locked(town)
-        finally:
-            await store.release_outbox_lock(self.token)
+        return await self.outbox.flush(force=force)
 
     async def flush_queued(self) -> int:
         """Write what other writers queued (the ledger of the chat's LLM calls, another process):
         they do not count in this engine's `outbox_writes`, so they waited for her next own
         episode, an hour at real speed. Every `QUEUED_FLUSH_SECONDS` (one LLEN a town)."""
-        if self.history is None:
-            return 0
-        written = 0
-        for town in self.towns:
-            if await town.store.outbox_size():
-                written += await self._flush_town(town, force=True)
-        return written
-
-    async def _flush_locked(self, town: TownRun) -> int:
-        assert self.history is not None
-        store = town.store
-        written = 0
-        while True:
-            entries = await store.peek_outbox(OUTBOX_BATCH)
-            if not entries:
-                self._history_is_up(written)
-                return written
-            good = [e for e in entries if e.problem is None]
-            dead = [(e.raw, e.problem) for e in entries if e.problem is not None]
-            try:
-                refused = await self._write(good)
-            except Exception as exc:  # the store is down or slow: every entry stays queued
-                await self._history_is_down(exc, store)
-                town.flush_pending = True
-                return written
-            dead += refused
-            if not await store.drop_outbox(
-                [e.raw for e in entries], self.token, self._outbox_lock_ms, dead=dead
-            ):
-                # our lock expired during a slow write and someone else flushed: the upserts were
-                # idempotent, so leave the outbox to them rather than trim what we did not write
-                log.warning("outbox changed under a slow flush; leaving it to the current flusher")
-                return written
-            if dead:
-                self._report_dead_letters(dead, store)
-            written += len(good) - len(refused)
-
-    async def _write(self, entries: Sequence[OutboxEntry]) -> list[tuple[str, str]]:
-        """Upsert the entries into history in order; return the ``(entry, reason)`` pairs the store
-        refused for good. Raises when the store itself is unavailable (nothing is refused then)."""
-        assert self.history is not None
-        refused: list[tuple[str, str]] = []
-        # consecutive entries of one collection go as one batch; order is kept
-        for collection, run in itertools.groupby(entries, key=lambda e: e.collection):
-            group = list(run)
-            # an episode's running and completed versions often share a batch: upsert only the
-            # last version of each id (the result is the same, with half the writes)
-            latest = {e.doc["_id"]: e.doc for e in group}
-            try:
-                await self.history.put_many(collection, list(latest.values()))
-                continue
-            except HISTORY_DOWN:
-                raise
-            except Exception:  # the store answers but refuses something: find out which, one by one
-                pass
-            for doc_id, doc in latest.items():
-                try:
-                    await self.history.put_many(collection, [doc])
-                except HISTORY_DOWN:
-                    raise
-                except Exception as exc:
-                    try:
-                        await self.history.ping()
-                    except Exception:  # not the document: the store went away under us
-                        raise exc from None
-                    reason = f"the history store refuses it ({type(exc).__name__}: {exc})"
-                    refused += [(e.raw, reason) for e in group if e.doc["_id"] == doc_id]
-        return refused
-
-    def _report_dead_letters(self, dead: Sequence[tuple[str, str]], store: StateStore) -> None:
-        """One error line per batch moved: these entries are out of the way for good, so each is
-        reported exactly once (and stays listed by ``yuiju status``)."""
-        shown = "; ".join(f"{entry[:120]!r} {reason}" for entry, reason in dead[:5])
-        more = f" (and {len(dead) - 5} more)" if len(dead) > 5 else ""
-        log.error(
-            "moved %d malformed outbox entr%s to the dead-letter list %s: %s%s; the episodes behind "
-            "%s are written as usual (see `yuiju status`)",
-            len(dead),
-            "y" if len(dead) == 1 else "ies",
-            store.keys.outbox_dead,
-            shown,
-            more,
-            "it" if len(dead) == 1 else "them",
-        )
-
-    async def _history_is_down(self, exc: Exception, store: StateStore) -> None:
-        """Say the history store is down once, then every few minutes, not on every retry."""
-        self.outbox_failures += 1
-        wall = time.monotonic()
-        if (
-            self._history_down_since is None
-            or wall - self._history_down_logged >= HISTORY_DOWN_LOG_EVERY_SECONDS
-        ):
-            still = "still " if self._history_down_since is not None else ""
-            log.warning(
-                "history store %sunavailable (%s); %d episode(s) stay queued in Redis and will be retried",
-                still,
-                exc,
-                await store.outbox_size(),
-            )
-            self._history_down_logged = wall
-        if self._history_down_since is None:
-            self._history_down_since = wall
-
-    def _history_is_up(self, written: int) -> None:
-        if self._history_down_since is not None:
-            log.info(
-                "history store is back after %.0f s; %d queued episode(s) written",
-                time.monotonic() - self._history_down_since,
-                written,
-            )
-            self._history_down_since = None
+        return await self.outbox.flush_once()
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -598,8 +462,8 @@ class Engine:
             if cids := ready.get(town.prefix):
                 await self._step_town(town, cids, now, dues)
         await self.flush_outbox()
-        if any(town.lock_busy for town in self.towns):  # another worker was flushing: soon again
-            dues.append(now + FLUSH_RETRY * getattr(self.clock, "speed", 1.0))
+        if self.outbox.lock_busy:  # another worker was flushing: soon again
+            dues.append(now + FLUSH_RETRY * self.clock.speed)
         if self.on_step is not None:
             self.on_step()
         return min(dues, default=None)
@@ -612,11 +476,7 @@ class Engine:
         (stepped again at once on values read fresh, so a lost lease or a conflict shows as usual),
         and one whose policy is not instant (an LLM call takes seconds: nothing is held meanwhile,
         and a write that did not land never costs a second call)."""
-        alone = [
-            cid
-            for cid in cids
-            if cid in self._redo or not getattr(self.loops[cid].policy, "instant", False)
-        ]
+        alone = [cid for cid in cids if cid in self._redo or not self.loops[cid].policy.instant]
         for cid in alone:
             self._redo.discard(cid)
             await self._step(cid, now, dues)
@@ -664,7 +524,7 @@ class Engine:
             return
         due = self._due.get(cid)
         if due is not None:  # her first step here has no due time to be late for
-            speed = getattr(self.clock, "speed", 1.0)
+            speed = self.clock.speed
             self.figures.lag_ms.append(
                 max(0.0, (self.clock.now() - due).total_seconds() * 1000 / speed)
             )

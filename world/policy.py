@@ -62,11 +62,16 @@ class DecisionRequest:
 
 
 class Policy(Protocol):
-    """Decides for one character. A policy whose ``instant`` attribute is true decides in the
-    engine's own time, with no I/O (the offline utility policy): the engine then steps characters
-    due together in one batch (`StateStore.batched`). Without it (an LLM), each is stepped alone."""
+    """Decides for one character."""
 
     name: str
+    instant: bool
+    """True: it decides in the engine's own time, with no I/O (the offline utility policy), so
+    the engine steps characters due together in one batch (`StateStore.batched`). False (an LLM):
+    each is stepped alone, nothing held while it thinks."""
+    wants_recent: bool
+    """Whether the request should carry her day so far and her last steps (`DecisionRequest.today`,
+    ``recent``); False spares reading them from the history store (a policy that ignores them)."""
 
     async def decide(self, request: DecisionRequest) -> Decision:
         """Choose among ``request.candidates``; raise `PolicyFailed` if no usable decision."""

@@ -175,6 +175,10 @@ def render_moment_prompt(request: DecisionRequest, *, list_options: bool = True)
 
 class LLMPolicy:
     name = "llm"
+    instant = False
+    """A model call takes seconds: the engine steps each character alone (`world.policy.Policy`)."""
+    wants_recent = True
+    """The prompt shows her day so far and her last steps."""
 
     def __init__(
         self,

@@ -25,6 +25,8 @@ class ScriptedPolicy:
 
     name = "scripted"
     instant = True
+    wants_recent = True
+    """A script may read her day and her last steps (tests of what a policy is shown)."""
 
     def __init__(self, script: Script | Sequence[dict[str, Any] | str]) -> None:
         self._fn = script if callable(script) else None
