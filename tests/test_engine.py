@@ -378,14 +378,17 @@ async def test_a_waiting_engine_polls_the_leases_in_wall_time_whatever_the_world
 
 
 def count_round_trips(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Every request redis-py sends (a command, or a whole pipeline) is one round trip."""
+    """Every request redis-py sends (a command, or a whole pipeline) from the calling task is one
+    round trip; other tasks' (a lease keeper renewing on wall time, on a loaded machine) are not."""
     from redis.asyncio.connection import AbstractConnection
 
     sent: Counter[str] = Counter()
     send = AbstractConnection.send_packed_command
+    caller = asyncio.current_task()
 
     async def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
-        sent["round trips"] += 1
+        if asyncio.current_task() is caller:
+            sent["round trips"] += 1
         await send(self, command, check_health)
 
     monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
@@ -418,7 +421,7 @@ async def test_characters_due_together_cost_round_trips_that_do_not_grow_with_th
             assert her is not None and her.running is not None
             assert her.running.started_at == at_time("2026-09-01 06:30")
 
-    assert trips[12] == trips[2], trips
+    assert trips[12] == trips[2] > 0, trips
 
 
 async def test_a_write_sent_with_others_that_meets_another_writer_is_redone_once_on_fresh_values(
