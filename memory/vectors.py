@@ -395,7 +395,12 @@ class EdgeVectorStore:
             else q.Fusion.Dbsf()
         )
         request = q.QueryRequest(
-            limit=limit, prefetches=prefetches, query=fusion, with_payload=True, with_vector=False
+            limit=limit,
+            prefetches=prefetches,
+            # qdrant-edge's stub leaves out that Fusion.Rrf and Fusion.Dbsf subclass Fusion
+            query=fusion,  # type: ignore[arg-type]
+            with_payload=True,
+            with_vector=False,
         )
         return _hits(self._shard.query(request))
 
