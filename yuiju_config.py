@@ -487,13 +487,13 @@ def compact_character_ids(ids: list[str] | set[str]) -> str:
     for card, numbers in numbered.items():
         numbers.sort()
         start = prev = numbers[0]
-        for n in [*numbers[1:], None]:
-            if n is not None and n == prev + 1:
-                prev = n
+        for number in [*numbers[1:], None]:
+            if number is not None and number == prev + 1:
+                prev = number
                 continue
             runs.append(f"{card}@{start}" if start == prev else f"{card}@{start}..{prev}")
-            if n is not None:
-                start = prev = n
+            if number is not None:
+                start = prev = number
     return ", ".join(sorted(runs))
 
 
@@ -999,5 +999,5 @@ def _toml_value(value: Any) -> str:
         return table.as_string()
     item = tomlkit.item(plain)
     if isinstance(plain, list) and len(item.as_string()) > 70:
-        item.multiline(True)  # type: ignore[union-attr]
+        item.multiline(True)
     return item.as_string()
