@@ -54,7 +54,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry as SyncRetry
 
-from yuiju.storage.errors import StoreUnavailable, redact_url
+from yuiju.config import redact_url
+from yuiju.storage.errors import StoreUnavailable
 
 __all__ = [
     "CLUSTER_SCHEMES",
