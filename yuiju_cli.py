@@ -85,9 +85,9 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     else:
-        for r in rows:
-            place = HAURA.place_name(r["place"]) if r["place"] else "任意"
-            print(f"{r['id']:<22} {r['name']:<12}\t{place:<8}\t{','.join(r['tags'])}")
+        for a in catalogue:
+            place = HAURA.place_name(a.at) if a.at else "任意"
+            print(f"{a.id:<22} {a.name:<12}\t{place:<8}\t{','.join(sorted(a.tags))}")
     return 0
 
 
@@ -309,6 +309,12 @@ def _fleet_lines(
 # -- run ------------------------------------------------------------------------------------------
 
 
+def _log_memory_worker_failure(task: asyncio.Task[None]) -> None:
+    """A failed memory worker is logged; the world carries on without it."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("memory worker stopped (the world carries on): %s", exc)
+
+
 async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from yuiju.world.clock import RealClock
     from yuiju.world.runtime import build_runtime
@@ -416,13 +422,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                     semantic=semantic,
                 )
             )
-            memory_task.add_done_callback(
-                lambda t: (
-                    t.cancelled()
-                    or t.exception() is None
-                    or log.error("memory worker stopped (the world carries on): %s", t.exception())
-                )
-            )
+            memory_task.add_done_callback(_log_memory_worker_failure)
         if with_bot:  # the QQ bot, on the same stores and memory
             bot = await _start_bot(cfg, runtime, semantic, clock)
             if isinstance(bot, str):

@@ -27,8 +27,8 @@ import tomllib
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
-from urllib.parse import urlsplit
+from typing import Annotated, Any, Literal, get_args, get_origin, overload
+from urllib.parse import unquote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import tomlkit
@@ -75,7 +75,7 @@ def _url_checker(schemes: tuple[str, ...], example: str) -> Callable[[Any], Any]
         raw = value.get_secret_value() if isinstance(value, SecretStr) else value
         if raw is None:
             return value
-        shown = redact_url(raw.strip()) or ""
+        shown = redact_url(raw.strip())
         if "://" not in raw:
             host = shown.split("@")[-1].split(":")[0].split("/")[0]
             scheme = "http" if "http" in schemes and host in LOOPBACK_HOSTS else schemes[0]
@@ -487,13 +487,13 @@ def compact_character_ids(ids: list[str] | set[str]) -> str:
     for card, numbers in numbered.items():
         numbers.sort()
         start = prev = numbers[0]
-        for n in [*numbers[1:], None]:
-            if n is not None and n == prev + 1:
-                prev = n
+        for number in [*numbers[1:], None]:
+            if number is not None and number == prev + 1:
+                prev = number
                 continue
             runs.append(f"{card}@{start}" if start == prev else f"{card}@{start}..{prev}")
-            if n is not None:
-                start = prev = n
+            if number is not None:
+                start = prev = number
     return ", ".join(sorted(runs))
 
 
@@ -729,26 +729,75 @@ class YuijuConfig(_Section):
         return {
             "timezone": self.app.timezone,
             "data_dir": str(self.app.data_dir),
-            "llm": f"{self.llm.model} @ {self.llm.base_url}" if self.llm.configured else "off",
+            "llm": f"{self.llm.model} @ {redact_url(self.llm.base_url)}"
+            if self.llm.configured
+            else "off",
             "redis": redact_url(self.redis.url) or "embedded",
             "mongo": redact_url(self.mongo.url) or "embedded (SQLite)",
-            "qdrant": self.qdrant.url or "embedded",
+            "qdrant": redact_url(self.qdrant.url) or "embedded",
             "characters": self.world.characters,
             "policy": self.world.policy,
         }
 
 
-def redact_url(url: SecretStr | str | None) -> str | None:
-    """Hide passwords in a URL: ``redis://user:pw@host/0`` → ``redis://user:***@host/0`` (also in
-    a URL someone forgot the scheme of: ``user:pw@host``).
+_SECRET_SUFFIXES = ("key", "token", "secret", "password", "passwd", "signature", "credential")
+_SECRET_NAMES = frozenset(
+    {"pass", "pwd", "sig", "auth", "authorization", "jwt", "credentials", "authmechanismproperties"}
+)
+"""Query parameter names (lower case, letters and digits only) whose value is a secret: any name
+ending like ``api_key``, ``X-Amz-Signature`` or ``refreshToken``, and these few; MongoDB's
+``authMechanismProperties`` may carry an AWS session token, while ``authSource`` says nothing."""
 
-    Regex-based, so multi-host MongoDB URLs and ``?password=`` parameters are covered too.
+
+def _secret_param(name: str) -> bool:
+    compact = re.sub(r"[^a-z0-9]", "", unquote(name).lower())
+    return compact in _SECRET_NAMES or compact.endswith(_SECRET_SUFFIXES)
+
+
+def _redact_params(params: str) -> str:
+    return "&".join(
+        f"{name}=***" if eq and _secret_param(name) else f"{name}{eq}{value}"
+        for name, eq, value in (p.partition("=") for p in params.split("&"))
+    )
+
+
+@overload
+def redact_url(url: SecretStr | str) -> str: ...
+@overload
+def redact_url(url: None) -> None: ...
+@overload
+def redact_url(url: SecretStr | str | None) -> str | None: ...
+def redact_url(url: SecretStr | str | None) -> str | None:
+    """``url`` safe for logs, errors and names: its secrets become ``***``, the rest is as written.
+
+    - User info: the password (``redis://:pw@host``, ``mongodb://admin:pw@h1,h2/db`` →
+      ``admin:***@``), or the whole user info when it has no password (``https://sk-...@proxy``
+      → ``***@``). It runs to the last ``@`` before the query, so a password with an unencoded
+      ``/``, ``#`` or ``=`` is hidden whole.
+    - Query and fragment parameters named like a secret (`_SECRET_NAMES`): ``?api_key=sk-1`` →
+      ``?api_key=***``, whatever the case.
+
+    Plain string work, no parsing that can fail: a URL someone forgot the scheme of
+    (``user:pw@host``) or cannot parse is redacted the same way.
     """
     if url is None:
         return None
     raw = url.get_secret_value() if isinstance(url, SecretStr) else url
-    raw = re.sub(r"((?:^|//)[^/@:]*:)[^@/]*@", r"\1***@", raw)  # with or without a scheme
-    return re.sub(r"((?:password|pass|pwd)=)[^&]*", r"\1***", raw, flags=re.IGNORECASE)
+    scheme, sep, rest = raw.partition("://")
+    head = scheme + sep if sep else ""
+    rest = rest if sep else raw
+    userinfo, at, _ = rest.partition("?")[0].rpartition("@")
+    if at:
+        user, colon, _ = userinfo.partition(":")
+        head += f"{user}:***@" if colon else "***@"
+        rest = rest[len(userinfo) + 1 :]
+    rest, hash_sign, fragment = rest.partition("#")
+    rest, question, query = rest.partition("?")
+    if question:
+        query = _redact_params(query)
+    if "=" in fragment:
+        fragment = _redact_params(fragment)
+    return f"{head}{rest}{question}{query}{hash_sign}{fragment}"
 
 
 # -- loading ----------------------------------------------------------------------------------
@@ -999,5 +1048,5 @@ def _toml_value(value: Any) -> str:
         return table.as_string()
     item = tomlkit.item(plain)
     if isinstance(plain, list) and len(item.as_string()) > 70:
-        item.multiline(True)  # type: ignore[union-attr]
+        item.multiline(True)
     return item.as_string()

@@ -6,6 +6,7 @@ Files whose name starts with "_" are never loaded, so this one is only an exampl
 from pydantic import BaseModel, Field
 
 from yuiju.world.action import Action, ActionContext, between, choose_minutes, condition, one_of
+from yuiju.world.items import SHOP
 
 
 class SnackParams(BaseModel):
@@ -14,15 +15,20 @@ class SnackParams(BaseModel):
     snack: str = Field(description="要吃的零食，必须是背包里有的")
 
 
+def snacks_in_bag(ctx: ActionContext) -> list[str]:
+    """What 小町商店 sells that she has (her bag also holds fish, ingredients, shells...)."""
+    return [name for name in SHOP if ctx.character.inventory.get(name, 0) > 0]
+
+
 @condition("背包里没有零食")
 def has_snack(ctx: ActionContext) -> bool:
     """Preconditions are cheap and pure, and say why not."""
-    return any(n > 0 for n in ctx.character.inventory.values())
+    return bool(snacks_in_bag(ctx))
 
 
 def _first_snack(ctx: ActionContext) -> dict[str, str]:
     """How the offline policy picks the parameter (the LLM picks it in its decision)."""
-    return {"snack": next(iter(ctx.character.inventory))}
+    return {"snack": snacks_in_bag(ctx)[0]}
 
 
 def _eat_snack(ctx: ActionContext) -> str:
@@ -40,7 +46,7 @@ eat_snack = Action(
     at=None,  # anywhere; or a place id from world/town.py
     when=between("09:00", "22:00") & has_snack,
     params=SnackParams,
-    choices=lambda ctx: {"snack": one_of(n for n, q in ctx.character.inventory.items() if q > 0)},
+    choices=lambda ctx: {"snack": one_of(snacks_in_bag(ctx))},
     offline_params=_first_snack,
     run=_eat_snack,  # start effects; `complete=` for effects when the duration has passed
     duration=choose_minutes(10),

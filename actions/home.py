@@ -105,17 +105,20 @@ eat_breakfast = Action(
     tags=frozenset({"meal"}),
 )
 
+
+def _rest_at_home(ctx: ActionContext) -> str:
+    ctx.character.change(stamina=12)
+    ctx.character.recover_mood(2)
+    return "在沙发上休息了一会儿"
+
+
 rest_at_home = Action(
     id="rest_at_home",
     name="在家休息",
     description="[体力+12][心情+2][60分钟]",
     at="home",
     when=below("stamina", 85),
-    complete=lambda ctx: (
-        ctx.character.change(stamina=12),
-        ctx.character.recover_mood(2),
-        "在沙发上休息了一会儿",
-    )[-1],
+    complete=_rest_at_home,
     duration=60,
     tags=frozenset({"rest"}),
     share=False,
@@ -132,13 +135,19 @@ read_at_home = Action(
     tags=frozenset({"leisure"}),
 )
 
+
+def _do_homework(ctx: ActionContext) -> str:
+    ctx.character.change(stamina=-5, mood=-2)
+    return "把作业写完了"
+
+
 do_homework = Action(
     id="do_homework",
     name="在家写作业",
     description="[体力-5][心情-2][60分钟]",
     at="home",
     when=between("15:00", "22:30") & at_least("stamina", 15),
-    complete=lambda ctx: (ctx.character.change(stamina=-5, mood=-2), "把作业写完了")[-1],
+    complete=_do_homework,
     duration=60,
     tags=frozenset({"study"}),
 )

@@ -50,17 +50,20 @@ school_lunch = Action(
     tags=frozenset({"meal"}),
 )
 
+
+def _library_study(ctx: ActionContext) -> str:
+    ctx.character.change(stamina=-4)
+    ctx.character.recover_mood(2)
+    return "在图书馆自习了一小时"
+
+
 library_study = Action(
     id="library_study",
     name="在图书馆自习",
     description="[体力-4][心情+2][60分钟]",
     at="school",
     when=between("12:00", "17:30") & at_least("stamina", 10),
-    complete=lambda ctx: (
-        ctx.character.change(stamina=-4),
-        ctx.character.recover_mood(2),
-        "在图书馆自习了一小时",
-    )[-1],
+    complete=_library_study,
     duration=60,
     tags=frozenset({"study", "leisure"}),
     # During the school day, study means classes, and the lunch break is for lunch.

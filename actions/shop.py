@@ -113,7 +113,8 @@ def _pick_ingredients(ctx: ActionContext) -> dict:
     budget = min(ctx.character.money, 40)
     staples = ["白米", "鸡蛋", "卷心菜", "豆腐", "味噌", "鸡腿肉", "速冻乌冬"]
     ctx.rng.shuffle(staples)
-    chosen, total = [], 0
+    chosen: list[str] = []
+    total = 0
     for name in staples:
         price = SUPERMARKET[name].price or 0
         if total + price <= budget and len(chosen) < 3:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from yuiju.config import redact_url
 from yuiju.llm.errors import ModelRequestsBlocked
 
 ALLOW_MODEL_REQUESTS: bool = True
@@ -38,19 +39,6 @@ def check_allow_model_requests(base_url: str) -> None:
             "False and the host is not loopback; use llm.testing.FunctionChatModel or the local "
             "HTTP stub (tests/openai_stub.py) in tests"
         )
-
-
-def redact_url(url: str) -> str:
-    """`url` without user:password, for names and messages."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    netloc = parts.hostname or ""
-    if ":" in netloc:  # an IPv6 literal
-        netloc = f"[{netloc}]"
-    if parts.port is not None:
-        netloc = f"{netloc}:{parts.port}"
-    return parts._replace(netloc=netloc).geturl()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import openai
 
+from yuiju.config import redact_url
 from yuiju.llm import model as _model
 from yuiju.llm.errors import LLMUnavailable
 from yuiju.llm.model import (
@@ -17,7 +18,6 @@ from yuiju.llm.model import (
     JsonSchema,
     ToolCall,
     ToolChatResult,
-    redact_url,
 )
 from yuiju.llm.tokens import estimate_prompt_tokens
 

@@ -80,7 +80,7 @@ class FunctionChatModel:
         sent = [dict(m) for m in messages]
         self._record(sent, None, [dict(t) for t in tools], max_tokens, purpose)
         started = time.perf_counter()
-        answer: Any = self.fn([dict(m) for m in sent], None)  # type: ignore[misc]
+        answer: Any = self.fn([dict(m) for m in sent], None)
         if inspect.isawaitable(answer):
             answer = await answer
         if isinstance(answer, ToolChatResult):

@@ -4,7 +4,7 @@ cassette recorder and player): both calls of the seam funnel into one `around` t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 from yuiju.llm.model import ChatMessage, ChatModel, ChatResult, JsonSchema, ToolChatResult
 
@@ -55,6 +55,14 @@ class RoutedChatModel:
             },
         )
 
+    @overload
+    async def around(
+        self, kind: Literal["complete"], messages: Sequence[Any], options: dict[str, Any]
+    ) -> ChatResult: ...
+    @overload
+    async def around(
+        self, kind: Literal["complete_tools"], messages: Sequence[Any], options: dict[str, Any]
+    ) -> ToolChatResult: ...
     async def around(self, kind: str, messages: Sequence[Any], options: dict[str, Any]) -> Any:
         """Answer the call ``kind`` ('complete' or 'complete_tools') with its keyword ``options``."""
         raise NotImplementedError

@@ -214,7 +214,7 @@ class ChatMemories:
     async def add_many(self, lines: Sequence[ChatLine]) -> list[str]:
         """Store many chat lines with one history write and one embedding call (bulk import), in
         the order they were said."""
-        docs = [
+        docs: list[dict[str, Any]] = [
             {
                 "_id": chat_memory_id(self.character_id, line.user_id, line.time, line.text),
                 "character_id": self.character_id,
@@ -431,7 +431,7 @@ class Distiller:
             if target not in known and self.semantic is not None:
                 target = await self._near_duplicate(user_id, fact.content, now) or target
             previous = known.get(target)
-            doc = {
+            doc: dict[str, Any] = {
                 "_id": target,
                 "character_id": self.character_id,
                 "user_id": user_id,

@@ -142,7 +142,8 @@ class PackedE5:
 
 def _dequant(q: np.ndarray, d: np.ndarray) -> np.ndarray:
     """(values 0..15 [rows, blocks, 32], scales [rows, blocks]) -> float32 [rows, blocks * 32]."""
-    return ((q.astype(np.float32) - 8.0) * d[:, :, None]).reshape(q.shape[0], -1)
+    values: np.ndarray = (q.astype(np.float32) - 8.0) * d[:, :, None]
+    return values.reshape(q.shape[0], -1)
 
 
 def _unpack_q4(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -264,7 +265,8 @@ def build_graph(m: PackedE5) -> bytes:
 
     def ln_range(prefix: str) -> np.ndarray:
         """A layer norm's outputs are beta_c + gamma_c * (about unit noise): about |beta| + 3 |gamma|."""
-        return np.abs(m.f32(f"{prefix}.b")) + 3 * np.abs(m.f32(f"{prefix}.w"))
+        bound: np.ndarray = np.abs(m.f32(f"{prefix}.b")) + 3 * np.abs(m.f32(f"{prefix}.w"))
+        return bound
 
     def layer_norm(x: str, prefix: str) -> str:
         return node(
@@ -340,7 +342,8 @@ def build_graph(m: PackedE5) -> bytes:
         inits,
     )
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
-    return helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    serialized: bytes = helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    return serialized
 
 
 class OnnxE5:
@@ -367,7 +370,8 @@ class OnnxE5:
         return self._embed([f"passage: {t}" for t in texts])
 
     def query(self, text: str) -> np.ndarray:
-        return self._embed([f"query: {text}"])[0]
+        vector: np.ndarray = self._embed([f"query: {text}"])[0]
+        return vector
 
     def token_count(self, text: str) -> int:
         return len(self.tokenizer.content_ids(text)) + 2
@@ -394,10 +398,10 @@ class OnnxE5:
         out = np.zeros((len(texts), self.dim), np.float32)
         weight = np.zeros(len(texts), np.float32)
         for group, rows in zip(groups, pooled, strict=True):
-            for (text, content), row in zip(group, rows, strict=True):
+            for (owner, content), row in zip(group, rows, strict=True):
                 n = max(len(content), 1)
-                out[text] += n * row
-                weight[text] += n
+                out[owner] += n * row
+                weight[owner] += n
         out /= weight[:, None]
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
@@ -413,4 +417,5 @@ class OnnxE5:
             mask[row, : len(content) + 2] = 1.0
         emb = m.word_rows(ids.reshape(-1)).reshape(len(group), longest, m.H)
         emb += self._pos[:longest] + self._type
-        return self._session.run(None, {"emb": emb, "mask": mask})[0]
+        pooled: np.ndarray = self._session.run(None, {"emb": emb, "mask": mask})[0]
+        return pooled

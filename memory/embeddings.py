@@ -20,7 +20,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from yuiju.llm.model import check_allow_model_requests, redact_url
+from yuiju.config import redact_url
+from yuiju.llm.model import check_allow_model_requests
 
 
 class EmbeddingError(Exception):

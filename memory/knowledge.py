@@ -52,9 +52,9 @@ def chunk_paragraphs(text: str, *, size: int = 500, overlap: int = 80) -> list[C
             buf.append(line.rstrip())
         elif buf:
             assert start is not None
-            para = "\n".join(buf)
-            for i in range(0, len(para), size):  # an overlong paragraph is split by characters
-                paragraphs.append((para[i : i + size], start, n - 1))
+            whole = "\n".join(buf)
+            for i in range(0, len(whole), size):  # an overlong paragraph is split by characters
+                paragraphs.append((whole[i : i + size], start, n - 1))
             buf, start = [], None
     chunks: list[Chunk] = []
     current: list[tuple[str, int, int]] = []

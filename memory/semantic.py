@@ -120,7 +120,7 @@ def rank_score(
 ) -> float:
     """The recall score of one memory; see the module docstring. ``named``: the question names
     whoever said it."""
-    recency = 0.5 ** (max(0.0, age_days) / weights.half_life_days)
+    recency: float = 0.5 ** (max(0.0, age_days) / weights.half_life_days)
     importance = min(1.0, max(0.0, importance))
     return (
         min(1.0, max(0.0, relevance))

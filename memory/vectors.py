@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from yuiju.config import redact_url
 from yuiju.memory.lexical import SparseVector
 
 MemoryKind = Literal["episode", "diary", "chat", "fact", "file"]
@@ -395,7 +396,12 @@ class EdgeVectorStore:
             else q.Fusion.Dbsf()
         )
         request = q.QueryRequest(
-            limit=limit, prefetches=prefetches, query=fusion, with_payload=True, with_vector=False
+            limit=limit,
+            prefetches=prefetches,
+            # qdrant-edge's stub leaves out that Fusion.Rrf and Fusion.Dbsf subclass Fusion
+            query=fusion,  # type: ignore[arg-type]
+            with_payload=True,
+            with_vector=False,
         )
         return _hits(self._shard.query(request))
 
@@ -518,7 +524,8 @@ class QdrantClientStore:
         from qdrant_client import AsyncQdrantClient
 
         if url:
-            return AsyncQdrantClient(url=url, api_key=api_key), f"qdrant {url}/{collection}"
+            shown = f"qdrant {redact_url(url)}/{collection}"
+            return AsyncQdrantClient(url=url, api_key=api_key), shown
         if path is not None:
             try:
                 return AsyncQdrantClient(path=str(path)), f"qdrant-local {path}/{collection}"

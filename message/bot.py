@@ -243,7 +243,8 @@ async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
             log_config=None,
             access_log=False,
             lifespan="on",
-            timeout_graceful_shutdown=STOP_SECONDS / 2,
+            # uvicorn annotates an int but waits any number of seconds (asyncio.wait_for)
+            timeout_graceful_shutdown=STOP_SECONDS / 2,  # type: ignore[arg-type]
             log_level="warning",
         )
     )

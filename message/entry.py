@@ -57,6 +57,9 @@ class Segment(BaseModel):
         return clean_text(value)
 
 
+Scene = Literal["group", "private"]
+
+
 class Entry(BaseModel):
     """A message as the chat side keeps it (incoming, hers, or a proactive post)."""
 
@@ -64,7 +67,7 @@ class Entry(BaseModel):
 
     id: str
     """The platform's message id (a string), or a generated one for her own messages."""
-    scene: Literal["group", "private"]
+    scene: Scene
     group_id: QQId | None = None
     user_id: QQId
     """Sender's QQ id (hers for her own messages)."""
@@ -105,6 +108,11 @@ def _str(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is an object, else empty: a payload's fields may be anything."""
+    return value if isinstance(value, dict) else {}
+
+
 def _card_text(raw: Any) -> str:
     try:
         data = json.loads(raw) if isinstance(raw, str) else raw
@@ -112,7 +120,7 @@ def _card_text(raw: Any) -> str:
         return "[卡片]"
     if not isinstance(data, dict):
         return "[卡片]"
-    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    meta = _dict(data.get("meta"))
     detail = next((v for v in meta.values() if isinstance(v, dict)), {})
     title = data.get("prompt") or detail.get("title") or detail.get("desc") or data.get("desc")
     return f"[卡片：{_str(title)[:60]}]" if title else "[卡片]"
@@ -222,7 +230,7 @@ def normalize(
                     value,
                 )
                 return None
-        sender = payload.get("sender") if isinstance(payload.get("sender"), dict) else {}
+        sender = _dict(payload.get("sender"))
         name = _str(sender.get("card")) or _str(sender.get("nickname")) or str(user_id)
         raw_segments = payload.get("message")
         if isinstance(raw_segments, str):
@@ -248,7 +256,7 @@ def normalize(
         if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
             REPORT(logging.INFO, "message %s: ignored malformed segment %.80r", mid, raw)
             continue
-        data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+        data = _dict(raw.get("data"))
         if raw["type"] == "reply":
             reply_id = _str(data.get("id")) or None
             continue

@@ -61,7 +61,7 @@ def install() -> None:
             return parse(cls, json_data)  # an API result: the adapter's result store takes it
         return parse_event(cls, json_data)
 
-    adapter_module.json = GuardedJson()  # type: ignore[attr-defined]
+    adapter_module.json = GuardedJson()
     Adapter.json_to_event = classmethod(json_to_event)  # type: ignore[assignment]
     Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
 

@@ -127,7 +127,7 @@ class OutputFilter:
 
 def _unbalanced(text: str) -> bool:
     """An opened Chinese quote or bracket never closed: the answer stops mid-thought."""
-    return any(text.count(a) > text.count(b) for a, b in _PAIRS)
+    return any(text.count(pair[0]) > text.count(pair[1]) for pair in _PAIRS)
 
 
 def sanitize(text: str, *, max_chars: int, name: str = "") -> str:

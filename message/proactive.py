@@ -562,6 +562,7 @@ class ProactiveService:
             ranges={"time": (midnight, None)},
         )
         last = posts[0] if posts else None
+        last_post_at = _aware(last["time"]) if last else None
         streak = 0  # answered posts in a row, newest first, whose first reply came too late
         for post in posts:
             reply = post.get("reply")
@@ -575,9 +576,14 @@ class ProactiveService:
             asleep=await self._asleep(),
             event_age=max(timedelta(0), now - event.time),
             posts_today=posts_today,
-            last_post_at=_aware(last["time"]) if last else None,
+            last_post_at=last_post_at,
             last_post_answered=bool(
-                last is None or (last_human is not None and last_human > _aware(last["time"]))
+                last is None
+                or (
+                    last_human is not None
+                    and last_post_at is not None
+                    and last_human > last_post_at
+                )
             ),
             ignored_streak=streak,
             recent_human_times=tuple(m["time"] for m in recent if not m.get("from_bot")),

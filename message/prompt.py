@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template
 
 from yuiju.characters import CharacterCard
 from yuiju.message.agent import Mode
@@ -35,7 +35,7 @@ _env = Environment(
 
 
 @cache
-def _template():  # type: ignore[no-untyped-def]
+def _template() -> Template:
     return _env.get_template("system.md.j2")
 
 

@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 from yuiju.characters import CharacterCard
 from yuiju.llm import ChatModel
 from yuiju.llm.errors import LLMError
-from yuiju.message.entry import Entry
+from yuiju.message.entry import Entry, Scene
 from yuiju.message.session import SessionStore
 from yuiju.storage.history import CollectionSpec, HistoryStore
 
@@ -93,7 +93,7 @@ class Recorder:
 
     async def record_bot_message(
         self,
-        scene: str,
+        scene: Scene,
         target: int,
         text: str,
         *,
@@ -105,7 +105,7 @@ class Recorder:
         entry = Entry(
             id=f"bot-{message_id}" if message_id is not None else f"bot-{time.time_ns()}",
             scene=scene,
-            group_id=target if scene == "group" else None,  # type: ignore[arg-type]
+            group_id=target if scene == "group" else None,
             user_id=self.self_id or 0,
             sender_name=self.card.name,
             time=self.clock.now(),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -83,7 +83,7 @@ class ChatService:
         self_id: int | None = None,
         lexicon: ClaimLexicon | None = None,
         sink: Sink | None = None,
-        tools: Iterable[Tool] | None = None,
+        tools: Sequence[Tool] | None = None,
         proactive: Any = None,
         redis_for_commands: Redis | None = None,
     ) -> None:
@@ -205,9 +205,9 @@ class ChatService:
             from yuiju.message.admin import run_admin
 
             await self.recorder.record(entry, context=False)
-            answer = await run_admin(self, entry, command)
-            await self._send_lines(entry, answer, token=None, source="admin", context=False)
-            return Outcome(True, "admin command", [answer])
+            reply = await run_admin(self, entry, command)
+            await self._send_lines(entry, reply, token=None, source="admin", context=False)
+            return Outcome(True, "admin command", [reply])
         await self.recorder.record(entry)
         char = await self.context.character_state()
         asleep = bool(char is not None and char.asleep)
@@ -222,7 +222,9 @@ class ChatService:
         if previous is not None and not previous.done():
             previous.cancel()
         self._latest[sid] = entry.id
-        task = asyncio.create_task(self._turn(entry, char, asleep=asleep, stateless=stateless))
+        task = asyncio.create_task(
+            self._turn(entry, char, self.model, asleep=asleep, stateless=stateless)
+        )
         self._inflight[sid] = task
         try:
             await asyncio.wait([task])
@@ -260,7 +262,9 @@ class ChatService:
 
     # -- one turn -------------------------------------------------------------------------------
 
-    async def _turn(self, entry: Entry, char: Any, *, asleep: bool, stateless: bool) -> Outcome:
+    async def _turn(
+        self, entry: Entry, char: Any, model: ToolChatModel, *, asleep: bool, stateless: bool
+    ) -> Outcome:
         sid = entry.session_id
         token = entry.id
         sent: list[str] = []
@@ -278,10 +282,10 @@ class ChatService:
         try:
             messages = await self.context.messages(entry, char, asleep=asleep)
             agent = Agent(
-                self.model,
+                model,
                 self.registry,
                 self.authorizer,
-                mode=self.context.mode,  # type: ignore[arg-type]
+                mode=self.context.mode,
                 max_steps=self.cfg.max_steps,
             )
             ctx = ToolContext(

@@ -16,6 +16,7 @@ from yuiju.llm import ChatModel, estimate_prompt_tokens, estimate_tokens
 from yuiju.llm.errors import LLMError
 from yuiju.message.entry import Entry
 from yuiju.storage.keys import Keys
+from yuiju.storage.redis import decoded
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,8 @@ class SessionStore:
         await self.redis.delete(self._k("context", session_id), self._k("summary", session_id))
 
     async def sessions(self) -> list[str]:
-        return sorted(await self.redis.smembers(self.keys.chat_sessions(self.character_id)))
+        members = await self.redis.smembers(self.keys.chat_sessions(self.character_id))
+        return sorted(decoded(m) for m in members)
 
     async def compact(
         self,

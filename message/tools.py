@@ -67,10 +67,10 @@ async def diary_search(ctx: ToolContext, args: dict[str, Any]) -> str:
     now = s.now()
     if args.get("query"):
         found = await s.memory.diary_search(query=str(args["query"]), now=now, limit=3)
-        return render_memories(found, s.tz) or "没找到相关的日记。"  # type: ignore[arg-type]
+        return render_memories(found, s.tz) or "没找到相关的日记。"
     start = now.date() - timedelta(days=max(1, min(30, int(args.get("days_ago", 3)))))
     diaries = await s.memory.diary_search(now=now, start=start, end=now.date(), limit=5)
-    return "\n\n".join(f"{d.date}：{d.text}" for d in diaries) or "这几天没有日记。"  # type: ignore[union-attr]
+    return "\n\n".join(f"{d.date}：{d.text}" for d in diaries) or "这几天没有日记。"
 
 
 @tool("memory_search", "在你的回忆里按内容查找（经历、聊过的事、别人让你记住的事）。", query=_STR)

@@ -11,7 +11,6 @@ from yuiju.storage.errors import (
     StorageError,
     StoreUnavailable,
     UndeclaredField,
-    redact_url,
 )
 from yuiju.storage.history import CollectionSpec, HistoryStore, open_history
 from yuiju.storage.redis import RedisHandle, open_redis
@@ -27,5 +26,4 @@ __all__ = [
     "UndeclaredField",
     "open_history",
     "open_redis",
-    "redact_url",
 ]

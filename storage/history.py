@@ -104,8 +104,10 @@ class Query:
 class HistoryStore(Protocol):
     """A small document store; see the module docstring for what documents may hold."""
 
-    backend: Literal["mongo", "sqlite"]
-    """Which implementation this is, for logs and the observer."""
+    @property
+    def backend(self) -> Literal["mongo", "sqlite"]:
+        """Which implementation this is, for logs and the observer."""
+        ...
 
     async def ensure(self, *specs: CollectionSpec) -> None:
         """Create the collections and their indexes; idempotent. Call at start-up."""

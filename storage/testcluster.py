@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import redis as sync_redis
 import redis.exceptions
@@ -161,7 +162,7 @@ def start_cluster(masters: int = 3, *, directory: Path | None = None) -> LocalCl
             # Every pair meets directly: waiting for gossip to introduce them takes seconds.
             for i, port in enumerate(ports):
                 for client in clients[:i]:
-                    client.execute_command("CLUSTER MEET", HOST, port)
+                    _command(client, "CLUSTER MEET", HOST, port)
             _wait_until_ok(clients, base)
         finally:
             for client in clients:
@@ -273,9 +274,7 @@ def _assign_slots(clients: list[sync_redis.Redis]) -> list[tuple[int, int]]:
         first = i * REDIS_CLUSTER_HASH_SLOTS // n
         last = (i + 1) * REDIS_CLUSTER_HASH_SLOTS // n - 1
         for chunk in range(first, last + 1, _SLOT_CHUNK):
-            client.execute_command(
-                "CLUSTER ADDSLOTS", *range(chunk, min(chunk + _SLOT_CHUNK, last + 1))
-            )
+            _command(client, "CLUSTER ADDSLOTS", *range(chunk, min(chunk + _SLOT_CHUNK, last + 1)))
         ranges.append((first, last))
     return ranges
 
@@ -304,7 +303,13 @@ def _wait_until_ok(clients: list[sync_redis.Redis], base: Path) -> None:
 
 def _cluster_info(client: sync_redis.Redis) -> dict[str, str]:
     # redis-py parses the reply into a dict (values as ints or strings).
-    return {k: str(v) for k, v in client.execute_command("CLUSTER INFO").items()}
+    return {k: str(v) for k, v in _command(client, "CLUSTER INFO").items()}
+
+
+def _command(client: sync_redis.Redis, *args: str | int) -> Any:
+    """One raw command: redis-py's plain client has no CLUSTER methods (the reply's type depends
+    on the command)."""
+    return client.execute_command(*args)  # type: ignore[no-untyped-call]  # unannotated in redis-py
 
 
 def _terminate(processes: list[subprocess.Popen[bytes]]) -> None:

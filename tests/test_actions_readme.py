@@ -49,6 +49,22 @@ def test_the_template_is_never_loaded_from_actions() -> None:
     assert "eat_snack" not in load_actions().actions
 
 
+async def test_the_template_offers_a_snack_in_the_bag_never_a_fish(tmp_path: Path) -> None:
+    snack = load_actions(package=None, extra_dirs=[_copy_template(tmp_path)]).actions["eat_snack"]
+
+    only_a_fish = make_ctx("2026-09-05 15:00", satiety=40, inventory={"鲫鱼": 1})
+    assert not snack.available(only_a_fish)
+    assert snack.why_not(only_a_fish) == "背包里没有零食"
+
+    ctx = make_ctx("2026-09-05 15:00", satiety=40, inventory={"鲫鱼": 1, "铜锣烧": 1})
+    assert snack.available(ctx)
+    assert snack.choices is not None and snack.choices(ctx) == {"snack": {"enum": ["铜锣烧"]}}
+    decision = await UtilityPolicy(seed=1, all_actions=[snack]).decide(
+        DecisionRequest(ctx=ctx, candidates=[snack])
+    )
+    assert decision.params is not None and decision.params.snack == "铜锣烧"
+
+
 async def test_a_copied_template_loads_is_offered_and_runs(tmp_path: Path) -> None:
     catalogue = load_actions(package=None, extra_dirs=[_copy_template(tmp_path)])
     assert not catalogue.broken

@@ -34,6 +34,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from redis.exceptions import RedisError
 
+from yuiju.storage.redis import decoded
 from yuiju.web.view import Observer, StoresDown
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ def create_app(observer: Observer, *, token: str | None = None) -> FastAPI:
                 raise StoresDown(
                     f"Redis 暂时无法读取 / Redis is unavailable: {type(exc).__name__}"
                 ) from exc
-            last = newest[0][0] if newest else "0-0"
+            last = (decoded(newest[0][0]) if newest else None) or "0-0"
 
         async def feed(last: str) -> AsyncIterator[str]:
             yield "retry: 3000\n: connected\n\n"
@@ -249,7 +250,8 @@ class ObserverServer:
             log_config=None,
             access_log=False,
             lifespan="off",
-            timeout_graceful_shutdown=STOP_SECONDS / 2,
+            # uvicorn annotates an int but waits any number of seconds (asyncio.wait_for)
+            timeout_graceful_shutdown=STOP_SECONDS / 2,  # type: ignore[arg-type]
             log_level="warning",
         )
         self._server = _Server(config)

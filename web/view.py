@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from yuiju.memory.episodes import EPISODES, Episode, EpisodeRepo
@@ -25,6 +24,7 @@ from yuiju.memory.ledger import LLM_CALLS, usage_fields, usage_of_day
 from yuiju.storage.errors import StorageError, UndeclaredField
 from yuiju.storage.history import CollectionSpec, HistoryStore
 from yuiju.storage.keys import Keys
+from yuiju.storage.redis import RedisClient
 from yuiju.web import svg
 from yuiju.world.errors import CorruptState
 from yuiju.world.loader import Catalogue
@@ -55,7 +55,7 @@ class StoresDown(Exception):
 class Observer:
     """Read-only handles on the stores, and what the page needs to label things."""
 
-    redis: Redis
+    redis: RedisClient
     history: HistoryStore
     keys: Keys
     town: Town

@@ -385,17 +385,14 @@ def travel(
     condition = when
     if link.fare:
         condition = condition & at_least("money", link.fare)
+    hours = town.places[dst].hours
     return Action(
         id=id,
         name=name,
         label=label or f"去{town.place_name(dst)}",
         description=(
             f"从{town.place_name(src)}{'坐电车' if link.fare else '走'}到{town.place_name(dst)}"
-            + (
-                f"（营业 {town.places[dst].hours[0]}–{town.places[dst].hours[1]}）"
-                if town.places[dst].hours
-                else ""
-            )
+            + (f"（营业 {hours[0]}–{hours[1]}）" if hours else "")
             + "。"
             f"[体力-{link.stamina}][饱腹-{link.satiety}]{fare}[耗时{link.minutes}分钟]"
         ),

@@ -217,12 +217,10 @@ class BehaviorLoop:
         world, character = await self.store.load(self.character_id)
         if character is None:
             character = await self.ensure_character()
-        latest = max(
-            filter(
-                None, (character.last_acted_at, character.running and character.running.started_at)
-            ),
-            default=None,
-        )
+        acted = [character.last_acted_at]
+        if character.running is not None:
+            acted.append(character.running.started_at)
+        latest = max((t for t in acted if t is not None), default=None)
         if latest is not None and now < latest:
             self._report_clock_behind(now, latest)
             return latest

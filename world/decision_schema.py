@@ -169,7 +169,7 @@ def _self_contained(branches: list[dict[str, Any]]) -> dict[str, Any]:
     them) ignore."""
     expanded = []
     for branch in branches:
-        properties = dict(DECISION["properties"])  # type: ignore[arg-type]
+        properties = dict(DECISION["properties"])
         properties.update(branch["properties"])  # each narrows what DECISION allows there
         expanded.append(
             {
@@ -177,7 +177,7 @@ def _self_contained(branches: list[dict[str, Any]]) -> dict[str, Any]:
                 "properties": properties,
                 "required": [*DECISION["required"], *branch.get("required", [])],
             }
-        )  # type: ignore[misc]
+        )
     return {"$defs": SHARED, "anyOf": expanded}
 
 
@@ -191,7 +191,7 @@ def params_schema(action: Action, ctx: ActionContext | None) -> dict[str, Any] |
     descriptions and defaults (what the field names and choices say is enough, and every
     character of it is in each json_object prompt); None when no choice is possible now."""
     assert action.params is not None
-    schema = _bare(action.params.model_json_schema())
+    schema: dict[str, Any] = _bare(action.params.model_json_schema())
     if ctx is None or action.choices is None:
         return schema
     for field, keywords in action.choices(ctx).items():

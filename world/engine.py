@@ -559,8 +559,8 @@ class Engine:
                 "lost the town lease of %s; another engine advances that world now", town.prefix
             )
             self.leases.drop_town(town.prefix)
-        for exc in town.ticker.corrupt:
-            self._log_corrupt("left out of the world tick", exc)
+        for corrupt in town.ticker.corrupt:
+            self._log_corrupt("left out of the world tick", corrupt)
 
     async def run(self, *, until: datetime | None = None, max_steps: int | None = None) -> None:
         """Run until `stop()`, ``until`` (world time) or ``max_steps`` steps.
@@ -746,7 +746,10 @@ class Engine:
     ) -> None:
         """Sleep until world time ``wake`` or ``wall_seconds`` of real time, whichever comes first
         (either may be None), or until `stop()` or the lease keeper brings work."""
-        waits = [asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(self._wake.wait())]
+        waits: list[asyncio.Task[object]] = [
+            asyncio.ensure_future(self._stop.wait()),
+            asyncio.ensure_future(self._wake.wait()),
+        ]
         if wake is not None:
             waits.append(asyncio.ensure_future(self.clock.sleep_until(wake)))
         if wall_seconds is not None:

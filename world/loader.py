@@ -10,6 +10,7 @@ list or tuple (actions generated in a loop, such as the town's movements).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import logging
@@ -76,7 +77,7 @@ def _modules_in_package(package: str) -> Iterable[tuple[str, Callable[[], Module
         if info.name.startswith("_"):
             continue
         name = f"{package}.{info.name}"
-        yield name, lambda name=name: importlib.import_module(name)
+        yield name, functools.partial(importlib.import_module, name)
 
 
 def _modules_in_dir(folder: Path) -> Iterable[tuple[str, Callable[[], ModuleType]]]:

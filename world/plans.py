@@ -25,6 +25,9 @@ class PlanError(Exception):
     """A batch of plan changes breaks a rule; the message (Chinese) says which and why."""
 
 
+PlanSource = Literal["llm", "system", "user"]
+
+
 class PlanItem(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -33,7 +36,7 @@ class PlanItem(BaseModel):
     title: str = Field(min_length=1, max_length=60)
     scope: Scope
     reason: str = ""
-    source: Literal["llm", "system", "user"] = "llm"
+    source: PlanSource = "llm"
     created_at: AwareDatetime
     updated_at: AwareDatetime
 
@@ -70,7 +73,10 @@ def plan_id(scope: str, title: str) -> str:
 
 
 def apply_plan_changes(
-    state: PlanState, raw_changes: list[dict[str, object]], now: datetime, source: str = "llm"
+    state: PlanState,
+    raw_changes: list[dict[str, object]],
+    now: datetime,
+    source: PlanSource = "llm",
 ) -> tuple[PlanState, list[PlanChange]]:
     """Apply a batch on a copy; `PlanError` if any change is invalid (nothing is applied then)."""
     try:
@@ -95,7 +101,7 @@ def apply_plan_changes(
                 source=source,
                 created_at=now,
                 updated_at=now,
-            )  # type: ignore[arg-type]
+            )
             if change.scope == "longTerm":
                 if new.long_term is not None:
                     raise PlanError(

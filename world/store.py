@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 from redis.client import NEVER_DECODE
 
 from yuiju.storage.keys import Keys
-from yuiju.storage.redis import RedisClient
+from yuiju.storage.redis import RedisClient, decoded
 from yuiju.world.errors import CorruptState, LeaseLost
 from yuiju.world.evolutions import Event
 from yuiju.world.state import CharacterState, WorldState
@@ -119,7 +119,7 @@ def dumps_doc(value: Any) -> str:
     return json.dumps(encode_doc(value), ensure_ascii=False)
 
 
-def parse_model(model: type[M], key: str, raw: str | None) -> M | None:
+def parse_model(model: type[M], key: str, raw: str | bytes | None) -> M | None:
     """Validate a Redis value, or raise `CorruptState` naming the key and the problem."""
     if raw is None:
         return None
@@ -436,7 +436,9 @@ class StateStore:
             raw_world, raw_char = self._known[self.keys.world], self._known[ckey]
         else:
             await self.send_queued()
-            raw_world, raw_char = await self.redis.mget([self.keys.world, ckey])
+            raw_world, raw_char = [
+                decoded(r) for r in await self.redis.mget([self.keys.world, ckey])
+            ]
             if not self._foreign():
                 self._known.update({self.keys.world: raw_world, ckey: raw_char})
         return parse_model(WorldState, self.keys.world, raw_world), parse_model(
@@ -484,7 +486,9 @@ class StateStore:
         if self._batch is not None:
             raise RuntimeError("StateStore.batched blocks do not nest")
         keys = [self.keys.world, *(self.keys.character(c) for c in character_ids)]
-        self._known.update(zip(keys, await self.redis.mget(keys), strict=True))
+        self._known.update(
+            zip(keys, [decoded(r) for r in await self.redis.mget(keys)], strict=True)
+        )
         batch = self._batch = WriteBatch()
         self._batch_task = asyncio.current_task()
         try:
@@ -680,7 +684,7 @@ class StateStore:
         """The values of ``read_keys`` (and the queued commands) in one round trip."""
         await self.send_queued()
         if not take_commands:
-            return list(await self.redis.mget(read_keys)), []
+            return [decoded(r) for r in await self.redis.mget(read_keys)], []
         # One GET per key, not MGET: redis-py's cluster pipeline refuses multi-key commands
         # (even within one slot). Still one round trip; the commit script checks every value.
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -781,10 +785,10 @@ class StateStore:
     # -- leases (one engine drives a character, one advances the town, at a time) ----------------
 
     async def lease_holder(self, character_id: str) -> str | None:
-        return await self.redis.get(self.keys.lease(character_id))
+        return decoded(await self.redis.get(self.keys.lease(character_id)))
 
     async def town_lease_holder(self) -> str | None:
-        return await self.redis.get(self.keys.town_lease)
+        return decoded(await self.redis.get(self.keys.town_lease))
 
     async def sync_leases(
         self,
@@ -869,7 +873,7 @@ class StateStore:
                 "LRANGE", self.keys.episode_outbox, 0, limit - 1, **{NEVER_DECODE: True}
             )
             return [_parse_stored(b) for b in stored]
-        return [parse_outbox_entry(r) for r in raw]
+        return [parse_outbox_entry(decoded(r)) for r in raw]
 
     async def drop_outbox(
         self,

@@ -10,6 +10,7 @@ seeded noise and a repetition penalty keep days from being identical.
 from __future__ import annotations
 
 import random
+from collections.abc import Set
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -23,6 +24,7 @@ from yuiju.world.policy import (
     RawDecision,
     validate_decision,
 )
+from yuiju.world.town import Town
 
 MEAL_WINDOWS = (
     ("breakfast", 6 * 60, 9 * 60 + 30),
@@ -156,8 +158,8 @@ LEISURE_POOL = {
 
 
 def score(
-    action: Action, ctx: ActionContext, want: dict[str, float], fancy: set[str] = frozenset()
-) -> float:  # type: ignore[assignment]
+    action: Action, ctx: ActionContext, want: dict[str, float], fancy: Set[str] = frozenset()
+) -> float:
     tags = action.tags - {"move"}
     base = max((want.get(t, 0.0) for t in tags), default=0.05)
     if action.id in fancy:
@@ -248,7 +250,7 @@ class UtilityPolicy:
             best -= 0.3  # she just came from there: turning straight back needs a real reason
         return best
 
-    def _first_hop(self, town, src: str, dst: str) -> str | None:
+    def _first_hop(self, town: Town, src: str, dst: str) -> str | None:
         key = (src, dst)
         if key not in self._hops:
             parents: dict[str, str] = {}
