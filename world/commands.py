@@ -61,7 +61,7 @@ Command = Annotated[
     SetWeather | GiveItem | GiveMoney | Pause | Resume | ConsumeResource,
     Field(discriminator="type"),
 ]
-COMMAND = TypeAdapter(Command)
+COMMAND: TypeAdapter[Command] = TypeAdapter(Command)
 
 
 class CommandRejected(Exception):
