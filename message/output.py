@@ -10,6 +10,7 @@ what may be sent into natural chat lines.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,52 @@ _STRUCTURED = re.compile(
 """Marks of structured output: what a chat message in Chinese never contains (Chinese words in
 ASCII quotes, "摸鱼", "划水", are prose)."""
 _PAIRS = ("“”", "（）", "「」", "『』", "《》", "【】")
+_CLOSER = {"}": "{", "]": "["}
+_ITEM = re.compile(r"[,，\n]")
+_OBJECT_KEY = re.compile(r"""^\s*["']?[^\s:：,，{}\[\]"'()（）]{1,24}["']?\s*[:：=]""")
+"""``key:`` at the start of an item inside ASCII braces (any short key: ``{动作: 吃饭}`` too)."""
+_LIST_KEY = re.compile(r"""^\s*["']?[A-Za-z_][\w-]*["']?\s*:""")
+"""``key:`` at the start of an item inside square brackets: an ASCII key (``[笑]`` is an emoji)."""
+_SCALAR = re.compile(
+    r"""^\s*(?:-?\d+(?:\.\d+)?|"[^"]*"|'[^']*'|true|false|null|None|[A-Za-z_][\w-]*)\s*$"""
+)
+_FIELD_LINE = re.compile(r"^\s*(?:-\s+)?([A-Za-z_][\w-]*)\s*:(?:\s|$)", re.MULTILINE)
+"""A YAML-ish ``key: value`` line with an ASCII key."""
+FIELD_NAMES = frozenset(
+    [
+        "action",
+        "reason",
+        "message",
+        "text",
+        "reply",
+        "response",
+        "answer",
+        "content",
+        "thought",
+        "thinking",
+        "name",
+        "arguments",
+        "args",
+        "confidence",
+        "type",
+        "role",
+        "tool",
+        "function",
+        "result",
+        "output",
+        "status",
+        "data",
+        "intent",
+        "mood",
+        "emotion",
+        "plan",
+        "plans",
+    ]
+)
+"""Keys a model writes when it answers with a record instead of a message (our own schemas'
+fields and the usual ones); a line ``reason: 饿了`` is a field, ``ps: 明天见`` is chat."""
+_CODE_NAME = re.compile(r"^[a-z]+_[a-z]|^[a-z]{2,}[A-Z][a-z]")
+"""snake_case or camelCase (``share_intent``, ``shouldSend``): a field name, not a word."""
 
 _CQ = re.compile(r"\[CQ:[^\]]*\]?", re.IGNORECASE)
 _AT_ALL = re.compile(r"@\s*(全体成员|全体|all|everyone|here)(?![A-Za-z0-9_])", re.IGNORECASE)
@@ -104,10 +151,10 @@ class OutputFilter:
         prose = _REASONING.sub("", text)
         if _REASONING_OPEN.search(prose):
             return Filtered("", "reasoning")
-        *_, prose = _REASONING_CLOSE.split(prose)
+        prose = _REASONING_CLOSE.split(prose)[-1]
         if finish_reason == "length" or _unbalanced(prose):
             return Filtered("", "truncated")
-        if _STRUCTURED.search(prose):
+        if _STRUCTURED.search(prose) or unquoted_structure(prose):
             return Filtered("", "structured")
         clean = sanitize(prose, max_chars=self.max_chars, name=self.name)
         if not clean:
@@ -128,6 +175,53 @@ class OutputFilter:
 def _unbalanced(text: str) -> bool:
     """An opened Chinese quote or bracket never closed: the answer stops mid-thought."""
     return any(text.count(pair[0]) > text.count(pair[1]) for pair in _PAIRS)
+
+
+def unquoted_structure(text: str) -> bool:
+    """Whether ``text`` is (or carries) a record rather than a message, by its shape rather than
+    by JSON's quotes: ASCII brackets around ``key: value`` items (``{action: eat}``, one opened
+    and cut off too) or around a list of plain values (``[1, 2, 3]``), a whole answer that is
+    one JSON value or an empty pair of brackets, or YAML-ish ``key: value`` lines (two of them,
+    or one whose key is a field name). Chat keeps its colons and brackets: ``时间：下午三点``,
+    ``「」``, ``（笑）``, emoticons such as ``(＾▽＾)`` or ``[]~(￣▽￣)~*``, ``[doge]``."""
+    text = _CQ.sub("", text).strip()  # CQ codes are removed later, not structure of the answer
+    if not text:
+        return False
+    if text in ("{}", "[]", "null", "true", "false", "None"):
+        return True
+    if text[0] in "{[" and text[-1] in "}]":
+        try:
+            json.loads(text)
+        except ValueError:
+            pass
+        else:
+            return True
+    for opener, inner in _bracket_groups(text):
+        items = _ITEM.split(inner)
+        if opener == "{" and any(_OBJECT_KEY.match(item) for item in items):
+            return True
+        if opener == "[" and (
+            any(_LIST_KEY.match(item) for item in items)
+            or (len(items) >= 2 and all(_SCALAR.match(item) for item in items))
+        ):
+            return True
+    keys = _FIELD_LINE.findall(text)
+    return len(keys) >= 2 or any(k in FIELD_NAMES or _CODE_NAME.match(k) for k in keys)
+
+
+def _bracket_groups(text: str) -> list[tuple[str, str]]:
+    """Every ASCII ``{…}`` and ``[…]`` in ``text`` as (opener, what is inside); one opened and
+    never closed runs to the end (an answer cut off inside it)."""
+    open_: list[tuple[str, int]] = []
+    groups: list[tuple[str, str]] = []
+    for i, char in enumerate(text):
+        if char in "{[":
+            open_.append((char, i))
+        elif char in _CLOSER and open_ and open_[-1][0] == _CLOSER[char]:
+            opener, start = open_.pop()
+            groups.append((opener, text[start + 1 : i]))
+    groups += [(opener, text[start + 1 :]) for opener, start in open_]
+    return groups
 
 
 def sanitize(text: str, *, max_chars: int, name: str = "") -> str:

@@ -150,6 +150,66 @@ def test_chinese_words_in_ascii_quotes_are_prose_not_structure() -> None:
         assert out.review(prose) == Filtered(prose), prose
 
 
+UNQUOTED_STRUCTURE = {
+    "an object with bare keys": "{action: eat, reason: 饿了}",
+    "a bare key without spaces": "{action:eat}",
+    "an empty object": "{}",
+    "an empty list": "[]",
+    "a list of numbers": "[1, 2, 3]",
+    "a lone JSON literal": "null",
+    "an object inside prose": "好的 {action: eat, reason: 饿了}",
+    "an object with Chinese keys": "{动作: 吃饭, 原因: 饿了}",
+    "an object cut off": "{action: eat, reason: 肚子有点饿",
+    "a list of bare words": "[eat, sleep, read]",
+    "a YAML block": "action: eat\nreason: 饿了",
+    "one YAML field": "reason: 饿了",
+    "a field after the answer": "好呀～\nshouldSend: true",
+    "a YAML list item": "- action: eat\n  reason: 饿了",
+}
+"""Structure without JSON's quotes: not parseable, and still no chat message."""
+
+CHAT_WITH_COLONS_AND_BRACKETS = [
+    "时间：下午三点",
+    "时间：下午三点\n地点：南风公园",
+    "「好的」我知道啦",
+    "（笑）好呀～",
+    "今天好开心 (＾▽＾)",
+    "{{{(>_<)}}} 好冷",
+    "干杯 []~(￣▽￣)~*",
+    "[doge] 你猜",
+    "[笑]",
+    "【通知】明天放假",
+    "3:30 见！",
+    "比分 2:1，赢啦",
+    "ps: 明天见",
+    "emmm: 我想想",
+    "QQ: 我不用那个",
+    "《小王子》：很好看的书",
+    "网址是 https://example.com 哦",
+    "3",
+]
+"""Everyday chat with colons and brackets: every one is a message."""
+
+
+@pytest.mark.parametrize("answer", list(UNQUOTED_STRUCTURE.values()), ids=list(UNQUOTED_STRUCTURE))
+def test_structure_without_quotes_is_not_a_message(answer: str) -> None:
+    out = OutputFilter(name="悠酱", max_chars=100).review(answer)
+    assert out.problem == "structured" and out.text == "", out
+
+
+@pytest.mark.parametrize("answer", CHAT_WITH_COLONS_AND_BRACKETS)
+def test_chat_with_colons_and_brackets_is_a_message(answer: str) -> None:
+    assert OutputFilter(name="悠酱", max_chars=100).review(answer) == Filtered(answer)
+
+
+async def test_an_unquoted_object_is_neither_sent_nor_stored_as_her_turn(redis: Any) -> None:
+    kit = await make_kit(redis, fn=scripted("{action: eat, reason: 饿了}", "刚吃完饭～"))
+    out = await kit.say("悠酱在干嘛")
+    assert out.replies == ["刚吃完饭～"] and group_lines(kit) == ["刚吃完饭～"]
+    _, items = await kit.service.sessions.context(f"group:{GROUP}")
+    assert not any("action" in str(i.get("content")) for i in items), items
+
+
 # -- what her context keeps -------------------------------------------------------------------------
 
 
@@ -222,7 +282,12 @@ async def test_a_proactive_post_loses_its_reasoning_block(redis: Any, sqlite_his
 
 
 @pytest.mark.parametrize(
-    "message", ['{"action": "walk_in_park", "reason": "天气好', "<think>要不要发呢，群里"]
+    "message",
+    [
+        '{"action": "walk_in_park", "reason": "天气好',
+        "<think>要不要发呢，群里",
+        "{action: walk_in_park, reason: 天气好}",
+    ],
 )
 async def test_a_proactive_post_that_is_not_a_message_is_retried(
     redis: Any, sqlite_history: Any, message: str
