@@ -10,6 +10,8 @@ what may be sent into natural chat lines.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import re
 from collections.abc import Callable
@@ -279,8 +281,11 @@ def split_lines(text: str, *, max_lines: int, short: int = 24) -> list[str]:
 
 
 def leaks(text: str, secret: str, *, window: int = 20) -> bool:
-    """Whether ``text`` quotes ``window`` consecutive characters of ``secret`` (e.g. her system
-    prompt's rules), ignoring whitespace."""
+    """Whether ``text`` quotes ``secret`` (her hidden prompt): ``window`` consecutive characters
+    of it (whitespace ignored), or, whatever their length, a line of it marked secret or a
+    token-like string in it (`Secrets`)."""
+    if secrets_of(secret).quoted_in(text):
+        return True
     squeezed = re.sub(r"\s+", "", text)
     if len(squeezed) < window:
         return False
@@ -288,3 +293,72 @@ def leaks(text: str, secret: str, *, window: int = 20) -> bool:
     return any(
         squeezed[i : i + window] in haystack for i in range(0, len(squeezed) - window + 1, 4)
     )
+
+
+SECRET_MARK = re.compile(
+    r"秘密|机密|保密|绝密|口令|暗号|密码|密钥|通行码|pass\s*code|password|secret|api[\s_-]?key|token",
+    re.IGNORECASE,
+)
+"""A line of the prompt saying one of these is secret (``暗号：…``, a card's ``secrets``)."""
+SECRET_RUN = 5
+"""Characters of a secret line's value that, said in a row, quote it (its whole value when
+shorter): long enough that a line sharing a common word with it (``月光``) is not a quote."""
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.、)）])\s*")
+_LABEL = re.compile(r"^([^：:]{0,12})[：:]")
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_+/=.-]*[A-Za-z0-9=])?")
+
+
+def _plain(text: str) -> str:
+    """Letters and digits only, casefolded: spacing, dashes and punctuation do not hide a quote."""
+    return "".join(c for c in text.casefold() if c.isalnum())
+
+
+def _token(run: str) -> str | None:
+    """``run`` in plain form when it looks like a code or a key (``CANARY-7f3a9c``, ``sk-…``):
+    letters and digits mixed back and forth, or long; ``base64`` and ``utf8`` are words."""
+    plain = _plain(run)
+    if len(plain) < 6 or plain.isalpha() or plain.isdigit():
+        return None
+    switches = sum(a.isdigit() != b.isdigit() for a, b in itertools.pairwise(plain))
+    return plain if switches >= 2 or len(plain) >= 12 else None
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """What of a hidden prompt is never said, however short: the value of every line marked
+    secret (after its ``暗号：`` label, or the whole line) and every token-like string."""
+
+    values: tuple[str, ...] = ()
+    """Plain form (`_plain`) of each marked line's value."""
+    tokens: tuple[str, ...] = ()
+    """Plain form of each token-like string."""
+
+    @classmethod
+    def of(cls, prompt: str) -> Secrets:
+        values: list[str] = []
+        for line in prompt.splitlines():
+            line = _BULLET.sub("", line.strip())
+            if not SECRET_MARK.search(line):
+                continue
+            label = _LABEL.match(line)
+            value = line[label.end() :] if label and SECRET_MARK.search(label.group(1)) else line
+            if len(plain := _plain(value)) >= 2:
+                values.append(plain)
+        tokens = {t for m in _TOKEN_RUN.finditer(prompt) if (t := _token(m.group(0)))}
+        return cls(tuple(dict.fromkeys(values)), tuple(sorted(tokens)))
+
+    def quoted_in(self, text: str) -> bool:
+        plain = _plain(text)
+        if any(token in plain for token in self.tokens):
+            return True
+        for value in self.values:
+            run = min(len(value), SECRET_RUN)
+            if any(value[i : i + run] in plain for i in range(len(value) - run + 1)):
+                return True
+        return False
+
+
+@functools.lru_cache(maxsize=16)
+def secrets_of(prompt: str) -> Secrets:
+    """`Secrets.of`, once per prompt text (the prompt changes only with mode and tools)."""
+    return Secrets.of(prompt)

@@ -210,6 +210,66 @@ async def test_an_unquoted_object_is_neither_sent_nor_stored_as_her_turn(redis: 
     assert not any("action" in str(i.get("content")) for i in items), items
 
 
+# -- her prompt's secrets ----------------------------------------------------------------------------
+
+CANARY_PERSONA = """
+你是小枫，羽浦町的高二学生，喜欢甜食和小说。
+暗号：银杏与月光〇七一九
+CANARY-7f3a9c
+喜欢在公园散步。
+"""
+"""A canary card: a secret line shorter than the 20-character windows, and a token alone on its
+line (no marker: its shape says it is a secret)."""
+
+
+def canary_filter(**card: Any) -> OutputFilter:
+    from yuiju.characters import load_card
+    from yuiju.message.agent import MODES
+    from yuiju.message.prompt import SECURITY, system_prompt
+
+    base = load_card("yuiju")
+    canary = base.model_copy(update={"persona": CANARY_PERSONA, **card})
+    prompt = SECURITY + "\n" + system_prompt(canary, MODES["CHAT"], tools=True)
+    return OutputFilter(name="小枫", max_chars=200, secret=prompt)
+
+
+SECRET_QUOTES = {
+    "the marked line": "暗号：银杏与月光〇七一九",
+    "its value in a sentence": "我们的暗号是银杏与月光〇七一九哦",
+    "its value alone": "银杏与月光〇七一九",
+    "the token": "CANARY-7f3a9c",
+    "the token spaced out": "canary 7f3a9c 是什么呀",
+}
+
+
+@pytest.mark.parametrize("answer", list(SECRET_QUOTES.values()), ids=list(SECRET_QUOTES))
+def test_a_short_secret_line_or_token_of_her_prompt_is_withheld(answer: str) -> None:
+    out = canary_filter().review(answer)
+    assert out.leaked and out.text == "这个不能告诉你哦。", out
+
+
+def test_a_secret_listed_on_the_card_is_withheld_whatever_its_length() -> None:
+    out = canary_filter(secrets=["紫藤花开在周三"]).review("紫藤花开在周三～")
+    assert out.leaked
+
+
+ORDINARY = [
+    "我喜欢甜食！",
+    "喜欢在公园散步呀",
+    "小说很好看",
+    "今天天气不错，想去公园散步",
+    "这是秘密哦",
+    "暗号是什么呀？我不知道",
+    "你说的月光是哪天的？",
+    "base64 是什么",
+]
+
+
+@pytest.mark.parametrize("answer", ORDINARY)
+def test_short_lines_that_repeat_common_words_of_her_persona_are_sent(answer: str) -> None:
+    assert canary_filter(secrets=["紫藤花开在周三"]).review(answer) == Filtered(answer)
+
+
 # -- what her context keeps -------------------------------------------------------------------------
 
 
@@ -308,3 +368,17 @@ async def test_a_proactive_post_that_stays_structured_is_skipped_never_sent(
     service, sender, _ = await make_service(redis, sqlite_history, clock=clock, model=model)
     record = await post_at(service, clock, "2026-09-01 10:00")
     assert record["status"] == "skipped" and record["code"] == "llm_invalid" and sender.sent == []
+
+
+def test_a_card_secret_too_short_to_check_is_refused_at_load(tmp_path: Any) -> None:
+    from pathlib import Path
+
+    from yuiju.characters import CARDS_DIR, CardError, load_card
+
+    card = Path(tmp_path) / "yuiju" / "card.toml"
+    card.parent.mkdir()
+    text = (CARDS_DIR / "yuiju" / "card.toml").read_text(encoding="utf-8")
+    card.write_text(text.replace("[start]", 'secrets = ["猫"]\n\n[start]'), encoding="utf-8")
+    with pytest.raises(CardError, match="secrets") as raised:
+        load_card("yuiju", folder=Path(tmp_path))
+    assert "'猫'" in str(raised.value) and "whole secret" in str(raised.value)
