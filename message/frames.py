@@ -67,8 +67,9 @@ def install() -> None:
 
 
 class GuardedJson(ModuleType):
-    """The ``json`` module, except that ``loads`` answers None (reported) for text that is not
-    JSON instead of raising."""
+    """The ``json`` module, except that ``loads`` answers None (reported) for text it cannot
+    decode instead of raising: not JSON, not UTF-8, or nested deeper than the decoder recurses
+    (a `RecursionError` would end the connection like any other exception)."""
 
     def __init__(self) -> None:
         super().__init__("json")
@@ -80,7 +81,7 @@ class GuardedJson(ModuleType):
     def loads(data: Any, **kw: Any) -> Any:
         try:
             return json.loads(data, **kw)
-        except ValueError as exc:  # also UnicodeDecodeError: binary garbage
+        except (ValueError, RecursionError) as exc:  # binary garbage, or nested past the stack
             report(f"not JSON ({type(exc).__name__})", data)
             return None
 
