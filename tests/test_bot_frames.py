@@ -308,3 +308,59 @@ async def test_a_frame_nested_too_deep_to_decode_is_one_line_and_the_connection_
     lines = frame_lines(log)
     assert len(lines) == len(DEEP_FRAMES) and all("RecursionError" in x for x in lines), lines
     assert "closed" not in log.lower(), log[-3000:]
+
+
+BAD_SEGMENTS: list[Any] = [
+    {"type": "text", "data": {}},
+    {"type": "text", "data": {"text": None}},
+    {"type": "text"},
+    {"type": "at", "data": {}},
+    {"type": "reply", "data": {"id": "not a number"}},
+    {"type": 5, "data": {}},
+    {"data": {"text": "无类型"}},
+    "garbage",
+    {"type": "image", "data": "not a dict"},
+]
+
+
+@pytest.mark.slow
+async def test_bad_segments_are_skipped_and_the_rest_of_the_message_is_answered(
+    redis_url: str, tmp_path: Path
+) -> None:
+    async with bot_session(redis_url, tmp_path, "在的～", "还在呢") as bot:
+        said = await bot.mention(7001, " 在吗", *BAD_SEGMENTS)
+        asked = json.dumps(bot.stub.requests[-1]["messages"], ensure_ascii=False)
+        for i in range(300):  # a fuzzer: far more bad messages than the burst
+            bad = group_message(7100 + i, [BAD_SEGMENTS[i % len(BAD_SEGMENTS)]])
+            await bot.ws.send(json.dumps(bad))
+        said += await bot.mention(
+            7002, " 还在吗", {"type": "text", "data": {}}, {"type": "text", "data": {"text": 42}}
+        )
+        log = bot.log()
+    assert said == ["在的～", "还在呢"], log[-3000:]
+    assert "在吗" in asked
+    assert "Traceback" not in log and "never retrieved" not in log, log[-3000:]
+    assert "Error when getting message reply info" not in log, log[-3000:]
+    lines = [line for line in log.splitlines() if "bad OneBot segment" in line]
+    assert 1 <= len(lines) <= 12, "\n".join(lines[-20:])
+
+
+def test_segments_are_normalised_and_bad_ones_skipped_before_the_event_is_built() -> None:
+    from nonebot.adapters.onebot.v11 import Adapter, GroupMessageEvent
+
+    from yuiju.message import frames
+
+    segments = [
+        {"type": "at", "data": {"qq": str(BOT)}},
+        *BAD_SEGMENTS,
+        {"type": "text", "data": {"text": 42}},
+        {"type": "face", "data": {"id": "1"}},
+    ]
+    event = frames.parse_event(Adapter, group_message(9, segments))
+    assert isinstance(event, GroupMessageEvent)
+    assert [(s.type, dict(s.data)) for s in event.message] == [
+        ("at", {"qq": str(BOT)}),
+        ("image", {}),
+        ("text", {"text": "42"}),
+        ("face", {"id": "1"}),
+    ]
