@@ -170,3 +170,54 @@ async def test_saying_she_did_not_go_to_the_park_on_a_day_at_home_is_true(redis:
         redis, "今天没去公园，一直在家看书", events=[done("read_at_home", "09:30")]
     )
     assert out.replies == ["今天没去公园，一直在家看书"] and len(kit.model.calls) == 1
+
+
+# -- claims whatever the question (issue 21 item 8) ------------------------------------------------
+
+UNDATED_CLAIMS = [
+    "我在公园散步，风很舒服。",  # the answer to a question about colours
+    "刚去水音池钓鱼了",
+    "正在神社参拜呢",
+    "去咖啡店打工了，好累",
+    "我现在在图书馆",
+]
+"""What she is doing or just did, said without a day word: about today, whatever was asked."""
+
+
+@pytest.mark.parametrize("answer", UNDATED_CLAIMS)
+async def test_a_claim_about_now_or_just_now_is_checked_whatever_the_question(
+    redis: Any, answer: str
+) -> None:
+    kit, out = await ask(
+        redis, answer, "我最喜欢蓝色啦", events=[], question="悠酱，你最喜欢什么颜色？"
+    )
+    assert out.replies == ["我最喜欢蓝色啦"], kit.model.calls[-1][-1]
+    assert "生活记录" in feedback(kit) and "没有记录" in feedback(kit)
+
+
+NOT_ABOUT_NOW = [
+    "我最喜欢蓝色啦，像晴天的天空",
+    "我喜欢在公园散步",  # a liking
+    "平时经常去水音池钓鱼",  # a habit
+    "散步的时候最喜欢看天空了",
+    "我去过结灯神社哦",  # ever, not today
+    "下次一起去公园散步吧",  # a plan
+    "你在公园散步吗？",  # a question
+    "小明在公园散步呢",  # someone else
+    "我超爱铜锣烧了",  # naming an item
+    "甜食的话，最爱吃铜锣烧了",
+]
+
+
+@pytest.mark.parametrize("answer", NOT_ABOUT_NOW)
+async def test_likings_habits_plans_and_other_peoples_doings_are_not_checked(
+    redis: Any, answer: str
+) -> None:
+    kit, out = await ask(redis, answer, events=[], question="悠酱，你最喜欢什么颜色？")
+    assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
+
+
+async def test_what_she_is_doing_now_must_be_what_the_record_shows_now(redis: Any) -> None:
+    # the walk in the park was at 08:00-09:00; at 10:00 she is not walking in the park
+    kit, out = await ask(redis, "我正在公园散步呢", "在家看书呢", question="悠酱在干嘛", events=DAY)
+    assert out.replies == ["在家看书呢"] and "08:00" in feedback(kit)
