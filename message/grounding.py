@@ -71,6 +71,8 @@ _HABIT = re.compile(
     r"|好像|像是|时候"
 )
 """Likings, habits and likenesses: without a day word, not a claim about today."""
+_JUST_NOW = re.compile(r"刚|现在|正在|此刻|这会儿?")
+"""A clause about just now: an earlier clause's time of day (早上…，刚…) no longer holds."""
 _PRESENT = re.compile(r"正在|现在|此刻|这会儿?|呢$")
 """What she is doing right now: true only of what the record shows now."""
 _OWN = re.compile(
@@ -244,7 +246,7 @@ def claims(
         when = None  # a time of day holds for the rest of its sentence
         for clause in _CLAUSES.findall(sentence):
             day = day_of(clause) or day
-            when = time_of(clause) or when
+            when = time_of(clause) or (None if _JUST_NOW.search(clause) else when)
             found = lexicon.find(clause)
             if not found:
                 continue
@@ -376,15 +378,21 @@ class GroundingCheck:
         running = getattr(char, "running", None)
         if running is not None and not any(e.id == running.episode_id for e in today):
             today = [*today, _episode_of(running)]
-        wrong = problems(found, today, now)
-        if not wrong:
-            return None
-        record = (
-            "\n".join(f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in today)
-            or "- （没有记录）"
-        )
-        return (
-            "你的回答和今天的生活记录对不上：\n"
-            + "\n".join(f"- {w}" for w in wrong)
-            + f"\n今天的生活记录：\n{record}\n请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。"
-        )
+        return feedback(found, today, now)
+
+
+def feedback(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> str | None:
+    """What the model reads when ``found`` claims what ``today`` (her episodes) does not show;
+    None when the record bears every claim out."""
+    wrong = problems(found, today, now)
+    if not wrong:
+        return None
+    record = (
+        "\n".join(f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in today)
+        or "- （没有记录）"
+    )
+    return (
+        "你的回答和今天的生活记录对不上：\n"
+        + "\n".join(f"- {w}" for w in wrong)
+        + f"\n今天的生活记录：\n{record}\n请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。"
+    )
