@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from types import ModuleType
 from typing import Any
 
@@ -30,6 +31,8 @@ REPORT = RateLimitedLog(log, burst=10)
 """One line per bad frame, at most ten a minute."""
 SEGMENTS = RateLimitedLog(log, burst=10)
 """One line per message with bad segments, at most ten a minute."""
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+"""Half of a UTF-16 pair: JSON may escape one alone; no store or encoder takes it."""
 REQUIRED = {"text": "text", "at": "qq", "reply": "id"}
 """The field of a segment type that the adapter reads unguarded, before any plugin sees it."""
 
@@ -133,7 +136,8 @@ def normalise_segments(data: dict[str, Any]) -> dict[str, Any]:
     ``data["id"]`` of a reply, the ``qq`` of an at; and one segment that is not an object fails
     the whole message. Skipped: what is not an object or has no type, a text without its text,
     an at without whom, a reply without a message id. A number as text becomes its digits; data
-    that is not an object becomes empty."""
+    that is not an object becomes empty; a lone UTF-16 surrogate in a text becomes U+FFFD (the
+    chat side would clean it too, silently)."""
     message = data.get("message")
     segments = [message] if isinstance(message, dict) else message
     if not isinstance(segments, list):
@@ -175,6 +179,11 @@ def _segment(segment: Any) -> tuple[dict[str, Any] | None, str]:
         return {"type": kind, "data": {**fields, "text": str(value)}}, "text as a number"
     if kind == "text" and not isinstance(value, str):
         return None, "a text without its text"
+    if kind == "text" and isinstance(value, str) and _SURROGATE.search(value):
+        text = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        lone = text.count("\ufffd") > value.count("\ufffd")
+        fixed = {"type": kind, "data": {**fields, "text": text}}
+        return fixed, "a text with a lone surrogate (replaced by U+FFFD)" if lone else problem
     if kind == "at" and (value is None or str(value) == ""):
         return None, "at without a qq"
     if kind == "reply" and not str(value).strip().lstrip("-").isdigit():

@@ -364,3 +364,20 @@ def test_segments_are_normalised_and_bad_ones_skipped_before_the_event_is_built(
         ("text", {"text": "42"}),
         ("face", {"id": "1"}),
     ]
+
+
+def test_a_lone_surrogate_in_a_text_is_replaced_with_one_rate_limited_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from nonebot.adapters.onebot.v11 import Adapter
+
+    from yuiju.message import frames
+
+    frames.SEGMENTS.reset()
+    segments = [{"type": "text", "data": {"text": "好\ud800呀"}}]
+    with caplog.at_level("WARNING", logger="yuiju.message.frames"):
+        events = [frames.parse_event(Adapter, group_message(i, segments)) for i in range(30)]
+    assert all(e is not None and e.get_plaintext() == "好\ufffd呀" for e in events)
+    lines = [r.getMessage() for r in caplog.records if "surrogate" in r.getMessage()]
+    assert 1 <= len(lines) <= frames.SEGMENTS.burst, lines
+    assert "\ud800" not in "".join(lines)
