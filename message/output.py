@@ -254,30 +254,39 @@ def sanitize(text: str, *, max_chars: int, name: str = "") -> str:
 
 def split_lines(text: str, *, max_lines: int, short: int = 24) -> list[str]:
     """Her reply as chat messages: by line breaks, long lines at sentence ends; short replies
-    stay whole, fragments under 4 characters join their neighbour, at most ``max_lines``."""
+    stay whole, fragments under 4 characters join their neighbour, at most ``max_lines``. Parts
+    of different lines that end up in one message keep their line break between them."""
     text = text.strip()
     if not text:
         return []
     if len(text) <= short and "\n" not in text:
         return [text]
-    parts: list[str] = []
-    for line in text.split("\n"):
+    parts: list[tuple[int, str]] = []  # (the line it came from, the part)
+    for number, line in enumerate(text.split("\n")):
         line = line.strip()
         if not line:
             continue
         if len(line) > 40:
-            parts += [p.strip() for p in _SENTENCE.split(line) if p.strip()]
+            parts += [(number, p.strip()) for p in _SENTENCE.split(line) if p.strip()]
         else:
-            parts.append(line)
-    merged: list[str] = []
+            parts.append((number, line))
+    merged: list[list[tuple[int, str]]] = []
     for part in parts:
-        if merged and (len(part) < 4 or len(merged[-1]) < 4):
-            merged[-1] += part
+        if merged and (len(part[1]) < 4 or len(_joined(merged[-1])) < 4):
+            merged[-1].append(part)
         else:
-            merged.append(part)
+            merged.append([part])
     if len(merged) > max_lines:
-        merged = [*merged[: max_lines - 1], "".join(merged[max_lines - 1 :])]
-    return merged
+        merged = [*merged[: max_lines - 1], [p for m in merged[max_lines - 1 :] for p in m]]
+    return [_joined(m) for m in merged]
+
+
+def _joined(parts: list[tuple[int, str]]) -> str:
+    """Parts as one message: sentences of one line run on, lines keep their break."""
+    out = parts[0][1]
+    for (before, _), (line, part) in itertools.pairwise(parts):
+        out += part if line == before else "\n" + part
+    return out
 
 
 def leaks(text: str, secret: str, *, window: int = 20) -> bool:

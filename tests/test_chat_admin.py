@@ -94,3 +94,27 @@ async def test_her_situation_names_the_place_not_its_id(redis: Any) -> None:
     await kit.say("悠酱在哪")
     situation = kit.model.calls[-1][1]["content"]
     assert "你在南风公园。" in situation and "park" not in situation
+
+
+async def test_status_lines_stay_apart_when_they_outnumber_her_chat_lines(redis: Any) -> None:
+    kit = await make_kit(redis, world=FakeWorld(make_character(money=300)))
+    await kit.say("/status", group=None, user=ADMIN)
+    sent = [t for _, _, t in kit.sent]
+    joined = "\n".join(sent)
+    assert "金币 300\n会话" in joined or ("金币 300" in sent[-2] and sent[-1].startswith("会话"))
+    assert "300会话" not in joined
+
+
+def test_lines_past_the_limit_join_the_last_message_on_their_own_lines() -> None:
+    from yuiju.message.output import split_lines
+
+    text = "\n".join(f"第{i}行：这一行足够长，不会和别的行合在一起" for i in range(5))
+    lines = split_lines(text, max_lines=3)
+    assert len(lines) == 3
+    assert (
+        lines[2]
+        == "第2行：这一行足够长，不会和别的行合在一起\n第3行：这一行足够长，不会和别的行合在一起\n第4行：这一行足够长，不会和别的行合在一起"
+    )
+    assert split_lines("好\n今天去了公园，风很舒服，还看到了小猫", max_lines=3) == [
+        "好\n今天去了公园，风很舒服，还看到了小猫"
+    ]
