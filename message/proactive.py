@@ -703,7 +703,7 @@ class ProactiveService:
                 limit=self.cfg.recall_limit,
                 token_budget=300,
             )
-            memories = render_memories(found, now.tzinfo) if found else ""
+            memories = render_memories(found, now.tzinfo, name=self.card.name) if found else ""
         world = await self.states.load_world()
         messages = self.render_prompt(
             event,

@@ -118,3 +118,56 @@ def test_lines_past_the_limit_join_the_last_message_on_their_own_lines() -> None
     assert split_lines("好\n今天去了公园，风很舒服，还看到了小猫", max_lines=3) == [
         "好\n今天去了公园，风很舒服，还看到了小猫"
     ]
+
+
+def recalled(text: str, character_id: str = "yuiju") -> Any:
+    from yuiju.memory.semantic import Recalled
+
+    return Recalled(
+        id="m1",
+        kind="episode",
+        text=text,
+        time=at_time("2026-08-31 12:00"),
+        score=1.0,
+        relevance=1.0,
+        importance=0.5,
+        user_id="",
+        group_id="",
+        payload={"character_id": character_id, "kind": "episode"},
+        tokens=10,
+    )
+
+
+def test_a_recalled_memory_names_her_by_her_name_not_her_id() -> None:
+    from yuiju.memory.semantic import render_memories
+
+    found = [recalled("yuiju在日和食堂吃了午饭"), recalled("yuiju@17在海边散步", "yuiju@17")]
+    text = render_memories(found, name="悠酱")
+    assert "悠酱在日和食堂吃了午饭" in text and "悠酱在海边散步" in text
+    assert "yuiju" not in text
+
+
+async def test_memories_she_recalls_in_chat_name_her_by_her_name(redis: Any) -> None:
+    class Remembering(FakeMemory):
+        async def memory_search(self, query: str, **kw: Any) -> list[Any]:
+            return [recalled("yuiju在日和食堂吃了午饭")]
+
+    kit = await make_kit(redis, memory=Remembering())
+    await kit.say("悠酱昨天中午吃了什么")
+    prompt = "\n".join(str(m["content"]) for m in kit.model.calls[0] if m["role"] == "system")
+    assert "悠酱在日和食堂吃了午饭" in prompt and "yuiju在" not in prompt
+
+
+async def test_memories_her_recall_tool_finds_name_her_by_her_name(redis: Any) -> None:
+    from tests.test_message_service import scripted
+    from yuiju.llm import ToolCall
+
+    class Remembering(FakeMemory):
+        async def memory_search(self, query: str, **kw: Any) -> list[Any]:
+            return [recalled("yuiju在日和食堂吃了午饭")]
+
+    call = ToolCall(id="c1", name="memory_search", arguments='{"query": "午饭"}')
+    kit = await make_kit(redis, fn=scripted(call, "吃了午饭～"), memory=Remembering())
+    await kit.say("悠酱昨天中午吃了什么")
+    [result] = [m["content"] for m in kit.model.calls[1] if m["role"] == "tool"]
+    assert "悠酱在日和食堂" in result and "yuiju" not in result
