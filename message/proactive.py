@@ -40,7 +40,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from yuiju.characters import CharacterCard
 from yuiju.config import ProactiveConfig, ProactiveGroup
@@ -763,7 +763,9 @@ class ProactiveService:
                 purpose="proactive",
             )
         except StructuredOutputFailed as exc:
-            raise _NoAnswer("llm_invalid", f"模型没有给出可用的回答：{exc.last_error}") from exc
+            raise _NoAnswer(
+                "llm_invalid", f"模型没有给出可用的回答：{unusable(exc.last_error)}"
+            ) from exc
         except LLMError as exc:
             raise _NoAnswer("llm_failed", f"模型调用失败：{exc}") from exc
         return outcome.value
@@ -886,6 +888,19 @@ class _NoAnswer(Exception):
         super().__init__(reason)
         self.code = code
         self.reason = reason
+
+
+def unusable(exc: Exception) -> str:
+    """Why the model's last answer was not usable, in one short line: an admin reads it in chat
+    (``/proactive force``) and in the outbox, where a pydantic report would run to a dozen lines."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False)
+        if any(e["type"] == "json_invalid" for e in errors):
+            return "回答不是有效的 JSON"
+        fields = "、".join(dict.fromkeys(".".join(map(str, e["loc"])) or "回答" for e in errors))
+        return f"这些字段缺了或写错了：{fields}"[:60]
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return first if len(first) <= 60 else first[:59] + "…"
 
 
 def _verdict(v: Verdict) -> dict[str, Any]:

@@ -171,3 +171,29 @@ async def test_memories_her_recall_tool_finds_name_her_by_her_name(redis: Any) -
     await kit.say("悠酱昨天中午吃了什么")
     [result] = [m["content"] for m in kit.model.calls[1] if m["role"] == "tool"]
     assert "悠酱在日和食堂" in result and "yuiju" not in result
+
+
+async def test_a_failed_forced_post_says_why_in_one_short_line(
+    redis: Any, sqlite_history: Any
+) -> None:
+    from tests.test_proactive import emit, make_service
+    from yuiju.message.channel import ServiceGroupContext
+
+    kit = await make_kit(redis, sqlite_history)
+    broken = FunctionChatModel(lambda m, s: '{"shouldSend": "maybe", "message": 5}')
+    proactive, sender, _ = await make_service(
+        redis,
+        sqlite_history,
+        clock=kit.service.clock,
+        ctx=ServiceGroupContext(kit.service),
+        model=broken,
+    )
+    kit.service.proactive = proactive
+    await emit(redis, kit.service.now())
+    await proactive.run_once(block=False)
+    out = await kit.say("/proactive force 100", user=ADMIN, at=True)
+    [answer] = out.replies
+    assert answer.startswith("没有发出") and sender.sent == []
+    assert "\n" not in answer and len(answer) <= 80, answer
+    assert not any(w in answer for w in ("validation", "pydantic", "type=", "input_value")), answer
+    assert "shouldSend" in answer  # which field was wrong
