@@ -314,6 +314,37 @@ async def test_thinking_next_to_a_tool_call_is_not_stored_as_something_she_said(
     assert items[-1]["content"] == "在家呢"
 
 
+async def test_a_tool_call_cut_off_mid_arguments_does_not_stay_in_her_context(
+    redis: Any,
+) -> None:
+    def call(arguments: str, finish: str | None = None) -> ToolChatResult:
+        return ToolChatResult(
+            text="",
+            model="f",
+            prompt_tokens=0,
+            completion_tokens=0,
+            latency_ms=0,
+            finish_reason=finish,
+            tool_calls=(
+                ToolCall(id=f"t{len(arguments)}", name="today_events", arguments=arguments),
+            ),
+        )
+
+    kit = await make_kit(
+        redis,
+        fn=scripted(call('{"start_hour": 8, "end_h', "length"), "{action: eat}", "{action: eat}"),
+    )
+    await kit.say("悠酱今天干嘛了")
+    assert "invalid arguments" in kit.model.calls[1][-1]["content"]  # the model saw why
+    _, items = await kit.service.sessions.context(f"group:{GROUP}")
+    assert [i["role"] for i in items] == ["user", "assistant"], items
+    assert "tool_calls" not in items[-1] and "action" not in items[-1]["content"]
+    kit.model.calls.clear()
+    await kit.say("悠酱在吗")
+    later = json.dumps(kit.model.calls[0], ensure_ascii=False)
+    assert "end_h" not in later and "tool_calls" not in later
+
+
 # -- proactive posts ---------------------------------------------------------------------------------
 
 
