@@ -305,7 +305,8 @@ def leaks(text: str, secret: str, *, window: int = 20) -> bool:
 
 
 SECRET_MARK = re.compile(
-    r"秘密|机密|保密|绝密|口令|暗号|密码|密钥|通行码|pass\s*code|password|secret|api[\s_-]?key|token",
+    r"秘密|机密|保密|绝密|口令|暗号|暗语|密语|密码|密钥|通行码|验证码"
+    r"|pass\s*(?:code|word|phrase)|secret|api[\s_-]?key|token",
     re.IGNORECASE,
 )
 """A line of the prompt saying one of these is secret (``暗号：…``, a card's ``secrets``)."""

@@ -248,6 +248,19 @@ def test_a_short_secret_line_or_token_of_her_prompt_is_withheld(answer: str) -> 
     assert out.leaked and out.text == "这个不能告诉你哦。", out
 
 
+@pytest.mark.parametrize(
+    ("line", "answer"),
+    [
+        ("接头暗语：海鸥飞过第三根电线杆", "海鸥飞过第三根电线杆呀"),
+        ("Passphrase: blue heron at dawn", "it is blue heron at dawn"),
+        ("这件事是秘密：她偷偷养了一只刺猬", "我偷偷养了一只刺猬哦"),
+    ],
+)
+def test_a_line_that_says_it_is_secret_is_withheld_when_quoted(line: str, answer: str) -> None:
+    out = OutputFilter(name="小枫", max_chars=200, secret=f"你是小枫。\n{line}\n喜欢甜食。")
+    assert out.review(answer).leaked
+
+
 def test_a_secret_listed_on_the_card_is_withheld_whatever_its_length() -> None:
     out = canary_filter(secrets=["紫藤花开在周三"]).review("紫藤花开在周三～")
     assert out.leaked
