@@ -8,7 +8,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 CARDS_DIR = Path(__file__).parent
 
@@ -44,9 +44,23 @@ class CharacterCard(BaseModel):
     """Things she enjoys; the decision prompt and chat use them."""
     limits: list[str] = Field(default_factory=list)
     """Hard lines for the model, e.g. 不编造家人; each is one Chinese sentence."""
+    secrets: list[str] = Field(default_factory=list)
+    """What she knows and never says, however short (a pass code, a private fact): each is shown
+    to the model as a line marked secret, and an answer quoting one is withheld."""
     world_view: str = ""
     """Her world and where it ends: users live in reality and cannot enter it."""
     start: StartingState = Field(default_factory=StartingState)
+
+    @field_validator("secrets")
+    @classmethod
+    def _secrets_are_quotable(cls, secrets: list[str]) -> list[str]:
+        for secret in secrets:
+            if sum(c.isalnum() for c in secret) < 2:
+                raise ValueError(
+                    f"secret {secret!r} has fewer than 2 letters or digits: no answer could be "
+                    "checked for it without withholding ordinary words; write the whole secret"
+                )
+        return secrets
 
 
 def card_of(character_id: str) -> str:

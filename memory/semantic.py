@@ -492,10 +492,15 @@ def fit_budget(ranked: Sequence[Recalled], *, limit: int, token_budget: int | No
 KIND_LABELS = {"episode": "经历", "diary": "日记", "chat": "聊天", "fact": "记得", "file": "资料"}
 
 
-def render_memories(items: Sequence[Recalled], tz: Any = None) -> str:
-    """``- [日记 09-01] ...`` lines, for a prompt."""
+def render_memories(items: Sequence[Recalled], tz: Any = None, *, name: str = "") -> str:
+    """``- [日记 09-01] ...`` lines, for a prompt. With ``name`` (her display name), a memory that
+    names her by her character id (episode summaries do: ``yuiju在日和食堂…``) reads with her
+    name, so the model never repeats the id to users."""
     lines = []
     for item in items:
         when = item.time.astimezone(tz) if tz else item.time
-        lines.append(f"- [{KIND_LABELS.get(item.kind, item.kind)} {when:%m-%d}] {item.text}")
+        text = item.text
+        if name and (character_id := str(item.payload.get("character_id") or "")):
+            text = re.sub(rf"(?<![\w@]){re.escape(character_id)}(?![\w@])", name, text, flags=re.A)
+        lines.append(f"- [{KIND_LABELS.get(item.kind, item.kind)} {when:%m-%d}] {text}")
     return "\n".join(lines)

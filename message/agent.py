@@ -271,7 +271,12 @@ class Agent:
                 return await self._finish(result, verdict.text, emit)
             item = self._assistant_item(answer)
             convo.append(item)
-            result.items.append({**item, "content": ""})  # her thinking was never said to anyone
+            # Kept: the calls whose arguments are whole; one cut off mid-arguments stays in this
+            # turn (the model reads why it failed) but not in her context, where a provider may
+            # refuse the broken JSON on every later turn. Her thinking was never said to anyone.
+            whole = [c for c in item["tool_calls"] if _whole(c["function"]["arguments"])]
+            if whole:
+                result.items.append({**item, "content": "", "tool_calls": whole})
             if answer.text.strip():
                 await emit("think", answer.text.strip())
             end_turn = False
@@ -295,7 +300,8 @@ class Agent:
                     "name": call.name,
                 }
                 convo.append(tool_item)
-                result.items.append(tool_item)
+                if _whole(call.arguments):
+                    result.items.append(tool_item)
                 end_turn = end_turn or out.end_turn
             if end_turn:
                 await emit("debug", "a tool ended the turn")
@@ -367,3 +373,11 @@ class Agent:
             log.warning("tool %s failed: %s", name, exc, exc_info=True)
             return ToolResult(f"Error executing '{name}': {type(exc).__name__}: {exc}")
         return out if isinstance(out, ToolResult) else ToolResult(str(out))
+
+
+def _whole(arguments: str) -> bool:
+    """Whether a tool call's arguments are a whole JSON object (not cut off at the token limit)."""
+    try:
+        return isinstance(json.loads(arguments or "{}"), dict)
+    except ValueError:
+        return False

@@ -135,6 +135,7 @@ async def _start_proactive(cfg: Any, service: Any) -> None:
         sender=OneBotSender(current_bot, service=service),
         group_context=ServiceGroupContext(service),
         output=service.output,
+        lexicon=service.grounding.lexicon,
     )
     service.proactive = proactive
     stop = asyncio.Event()

@@ -5,11 +5,12 @@ a traceback, and a frame that is not JSON at all ends the WebSocket (the impleme
 reconnects; what it sent meanwhile is lost). `install` guards the two places where the adapter
 reads a frame, both looked up when a frame arrives (its routes were registered before any plugin
 loads, so its methods cannot be swapped): the ``json`` its module reads frames with answers None
-for a frame that is not JSON (the adapter then skips it, as it skips any non-event), and its
-event parser reports an event it cannot parse instead of raising. (The same ``json`` reads the
-answers of HTTP API calls, which this plugin does not use: one that is not JSON then reads as an
-empty result instead of a `NetworkError`.) Reports are one short line per
-frame, at most a burst a minute (`message.ratelog`). Installed when the plugin loads, so it also
+for a frame it cannot decode (the adapter then skips it, as it skips any non-event), and its
+event parser reports an event it cannot parse instead of raising, after skipping the segments
+of a message that the adapter would crash on (`normalise_segments`) and keeping the rest. (The
+same ``json`` reads the answers of HTTP API calls, which this plugin does not use: one that is
+not JSON then reads as an empty result instead of a `NetworkError`.) Reports are one short line
+per frame, at most a burst a minute (`message.ratelog`). Installed when the plugin loads, so it also
 holds inside an existing NoneBot project.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from types import ModuleType
 from typing import Any
 
@@ -27,6 +29,12 @@ from yuiju.message.ratelog import RateLimitedLog
 log = logging.getLogger(__name__)
 REPORT = RateLimitedLog(log, burst=10)
 """One line per bad frame, at most ten a minute."""
+SEGMENTS = RateLimitedLog(log, burst=10)
+"""One line per message with bad segments, at most ten a minute."""
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+"""Half of a UTF-16 pair: JSON may escape one alone; no store or encoder takes it."""
+REQUIRED = {"text": "text", "at": "qq", "reply": "id"}
+"""The field of a segment type that the adapter reads unguarded, before any plugin sees it."""
 
 
 def _why(exc: Exception) -> str:
@@ -67,8 +75,9 @@ def install() -> None:
 
 
 class GuardedJson(ModuleType):
-    """The ``json`` module, except that ``loads`` answers None (reported) for text that is not
-    JSON instead of raising."""
+    """The ``json`` module, except that ``loads`` answers None (reported) for text it cannot
+    decode instead of raising: not JSON, not UTF-8, or nested deeper than the decoder recurses
+    (a `RecursionError` would end the connection like any other exception)."""
 
     def __init__(self) -> None:
         super().__init__("json")
@@ -80,18 +89,20 @@ class GuardedJson(ModuleType):
     def loads(data: Any, **kw: Any) -> Any:
         try:
             return json.loads(data, **kw)
-        except ValueError as exc:  # also UnicodeDecodeError: binary garbage
+        except (ValueError, RecursionError) as exc:  # binary garbage, or nested past the stack
             report(f"not JSON ({type(exc).__name__})", data)
             return None
 
 
 def parse_event(adapter: Any, data: dict[str, Any]) -> Any:
     """The adapter's own event models in its own order, then its base event; None (reported)
-    when none fits. A frame that says it is a message but fits no message model is skipped too:
+    when none fits. A message's segments are normalised first (`normalise_segments`). A frame that says it is a message but fits no message model is skipped too:
     as a base event it would reach nonebot's command parsing, which asks it for its message."""
     from nonebot.adapters.onebot.v11 import Event, MessageEvent
     from nonebot.compat import type_validate_python
 
+    if data.get("post_type") in ("message", "message_sent"):
+        data = normalise_segments(data)
     try:
         models = list(adapter.get_event_model(data))
         if data.get("post_type") == "message":  # the lookup ends with the base events
@@ -114,3 +125,67 @@ def parse_event(adapter: Any, data: dict[str, Any]) -> Any:
     except Exception as exc:
         report(f"not an event ({_why(exc)})", data)
         return None
+
+
+def normalise_segments(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its message's segments in the shape the adapter reads: a bad segment is
+    skipped and the rest of the message kept (one rate-limited line per message).
+
+    The adapter validates only that a segment has a type, then reads ``data["text"]`` of a text
+    segment (a `KeyError` in a task nobody awaits: the whole message lost, a traceback logged),
+    ``data["id"]`` of a reply, the ``qq`` of an at; and one segment that is not an object fails
+    the whole message. Skipped: what is not an object or has no type, a text without its text,
+    an at without whom, a reply without a message id. A number as text becomes its digits; data
+    that is not an object becomes empty; a lone UTF-16 surrogate in a text becomes U+FFFD (the
+    chat side would clean it too, silently)."""
+    message = data.get("message")
+    segments = [message] if isinstance(message, dict) else message
+    if not isinstance(segments, list):
+        return data  # a CQ-code string, or nothing the adapter reads as segments
+    kept: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for segment in segments:
+        fixed, problem = _segment(segment)
+        if problem:
+            problems.append(problem)
+        if fixed is not None:
+            kept.append(fixed)
+    if not problems:
+        return data if segments is message else {**data, "message": segments}
+    SEGMENTS(
+        logging.WARNING,
+        "bad OneBot segments skipped in message %s (%d of %d kept): %s",
+        str(data.get("message_id"))[:24],
+        len(kept),
+        len(segments),
+        "; ".join(dict.fromkeys(problems))[:160],
+    )
+    return {**data, "message": kept}
+
+
+def _segment(segment: Any) -> tuple[dict[str, Any] | None, str]:
+    """The segment as the adapter can read it (None: skip it), and what was wrong ("" if nothing)."""
+    if not isinstance(segment, dict):
+        return None, f"a {type(segment).__name__}, not a segment"
+    kind = segment.get("type")
+    if not isinstance(kind, str) or not kind:
+        return None, "a segment without a type"
+    raw = segment.get("data")
+    fields: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    problem = "" if raw is None or isinstance(raw, dict) else f"{kind} data not an object"
+    need = REQUIRED.get(kind)
+    value = fields.get(need) if need else None
+    if kind == "text" and isinstance(value, int | float) and not isinstance(value, bool):
+        return {"type": kind, "data": {**fields, "text": str(value)}}, "text as a number"
+    if kind == "text" and not isinstance(value, str):
+        return None, "a text without its text"
+    if kind == "text" and isinstance(value, str) and _SURROGATE.search(value):
+        text = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        lone = text.count("\ufffd") > value.count("\ufffd")
+        fixed = {"type": kind, "data": {**fields, "text": text}}
+        return fixed, "a text with a lone surrogate (replaced by U+FFFD)" if lone else problem
+    if kind == "at" and (value is None or str(value) == ""):
+        return None, "at without a qq"
+    if kind == "reply" and not str(value).strip().lstrip("-").isdigit():
+        return None, "reply without a message id"
+    return {"type": kind, "data": fields}, problem

@@ -4,8 +4,11 @@ The claims an answer makes about today — actions (散步、钓鱼), places (�
 (野莓、铜锣烧) and times (早上、下午三点) — are read clause by clause and matched against today's
 episodes. A negated claim ("今天没去公园") is checked the other way round: it is false when the
 record shows she did go. Plans, wishes, questions, other days and other people's doings are not
-claims about her day. The words come from the content itself (action names, the town, the
-items), so a new action module is checked without touching this file.
+claims about her day. Whatever was asked, what she says she is doing or has just done is about
+today ("我在公园散步" in answer to a question about colours), and what she is doing right now
+("正在…", "…呢") must be what the record shows now; likings and habits are not claims. The words
+come from the content itself (action names, the town, the items), so a new action module is
+checked without touching this file.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -60,6 +63,24 @@ _OTHER_DAY = re.compile(
 )
 _NOT_A_CLAIM = re.compile(r"想|要|打算|准备|计划|如果|将来|以后|待会|等会|等下")
 """Wishes, plans and what-ifs: not claims about what happened."""
+_NOW_OR_JUST = re.compile(r"刚|在|着|呢|了")
+"""Without a day word, what she is doing (在公园散步, 散着步呢) or has just done (刚去了, 散步了)
+is about today, whatever was asked; what she has ever done (去过) is not."""
+_HABIT = re.compile(
+    r"喜欢|[最超好很]爱|爱[吃喝去看]|经常|常常|常去|总是|每天|每次|平时|平常|一般|有时|偶尔|通常|习惯"
+    r"|好像|像是|时候"
+)
+"""Likings, habits and likenesses: without a day word, not a claim about today."""
+_JUST_NOW = re.compile(r"刚|现在|正在|此刻|这会儿?")
+"""A clause about just now: an earlier clause's time of day (早上…，刚…) no longer holds."""
+_PRESENT = re.compile(r"正在|现在|此刻|这会儿?|呢$")
+"""What she is doing right now: true only of what the record shows now."""
+_OWN = re.compile(
+    r"^(?:我|咱|刚才|刚刚|刚|正在|正|也|还|就|又|一直|才|已经|先|然后|现在|这会儿?|此刻|其实|所以"
+    r"|对了|嗯|诶|欸|哎|啊|呀|哈哈|嘿嘿|\s)*$"
+)
+"""What may stand before her doing when she is its subject; anything else (小明在公园散步呢) names
+someone else doing it."""
 _DONE = re.compile(r"了|过")
 _OTHERS = re.compile(r"你|他|她|大家|别人")
 _NEGATION = re.compile(r"没|不|未|别")
@@ -87,6 +108,8 @@ UNSURE_LINE = "今天做了什么我一下子说不清了，等我想想再告�
 """Said when a revised answer still claims what today's record does not show."""
 CLOCK_SLACK = timedelta(minutes=60)
 """A claimed clock time matches an episode within this of its start or end."""
+NOW_SLACK = timedelta(minutes=15)
+"""What she says she is doing now matches an episode that ended at most this long ago."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +136,8 @@ class Claim:
     """How that time reads (e.g. '15:00'), for the feedback."""
     past: bool = False
     """Said as done (了/过): a time still ahead does not make it a plan."""
+    present: bool = False
+    """Said as going on right now (正在, 现在, …呢) without another time."""
 
 
 @dataclass
@@ -212,7 +237,8 @@ def time_of(sentence: str) -> tuple[tuple[float, float], str] | None:
 def claims(
     answer: str, lexicon: ClaimLexicon, *, day: Literal["today", "other"] | None = None
 ) -> list[Claim]:
-    """The claims ``answer`` makes about today; ``day`` is the day the conversation is about."""
+    """The claims ``answer`` makes about today; ``day`` is the day the conversation is about.
+    Where neither names a day, what she says she is doing or has just done is about today."""
     out: list[Claim] = []
     for sentence in _SENTENCES.findall(answer):
         if "？" in sentence or "?" in sentence or sentence.rstrip("。！!…~～ \n").endswith("吗"):
@@ -220,14 +246,27 @@ def claims(
         when = None  # a time of day holds for the rest of its sentence
         for clause in _CLAUSES.findall(sentence):
             day = day_of(clause) or day
-            when = time_of(clause) or when
+            when = time_of(clause) or (None if _JUST_NOW.search(clause) else when)
+            found = lexicon.find(clause)
+            if not found:
+                continue
+            about = day or (
+                "today"
+                if _NOW_OR_JUST.search(clause)
+                and not _HABIT.search(clause)
+                and ("我" in clause or _OWN.match(clause[: found[0][1].start()]))
+                else None
+            )
             if (
-                day != "today"
+                about != "today"
                 or _NOT_A_CLAIM.search(clause)
                 or (_OTHERS.search(clause) and "我" not in clause)
             ):
                 continue
-            for term, m in lexicon.find(clause):
+            done = _DONE.search(clause) is not None
+            if day is None:  # naming an item (我超爱铜锣烧了) claims nothing without a day
+                found = [(term, m) for term, m in found if term.kind != "item"]
+            for term, m in found:
                 before = _NOT_NEGATION.sub("", clause[: m.start()])[-6:]
                 out.append(
                     Claim(
@@ -236,7 +275,8 @@ def claims(
                         bool(_NEGATION.search(before)),
                         when[0] if when else None,
                         when[1] if when else "",
-                        _DONE.search(clause) is not None,
+                        done,
+                        present=when is None and not done and bool(_PRESENT.search(clause)),
                     )
                 )
     return out
@@ -265,7 +305,7 @@ def _in_time(claim: Claim, episode: Any, tz: Any) -> bool:
     start = _hours(episode.time, tz)
     end = _hours(episode.end_time, tz) if episode.end_time else start + 0.5
     end = end if end >= start else 24.0
-    slack = CLOCK_SLACK.total_seconds() / 3600
+    slack = (NOW_SLACK if claim.present else CLOCK_SLACK).total_seconds() / 3600
     lo, hi = claim.span
     return lo - slack <= end and start <= hi + slack
 
@@ -276,6 +316,8 @@ def problems(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> lis
     tz = now.tzinfo
     out: list[str] = []
     for claim in found:
+        if claim.present:
+            claim = replace(claim, span=(_hours(now, tz),) * 2, clock="现在")
         if claim.span is not None and claim.span[0] > _hours(now, tz) + 0.25 and not claim.past:
             continue
         matching = [e for e in today if _matches(claim, e)]
@@ -286,7 +328,8 @@ def problems(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> lis
             out.append(f"你说今天「{claim.said}」，但今天的生活记录里没有。")
         elif not claim.negated and not any(_in_time(claim, e, tz) for e in matching):
             times = "、".join(f"{e.time.astimezone(tz):%H:%M}" for e in matching)
-            out.append(f"你说「{claim.clock}」时「{claim.said}」，但记录里是 {times}。")
+            when = "现在" if claim.present else f"「{claim.clock}」时"
+            out.append(f"你说{when}「{claim.said}」，但记录里是 {times}。")
     return list(dict.fromkeys(out))
 
 
@@ -335,15 +378,21 @@ class GroundingCheck:
         running = getattr(char, "running", None)
         if running is not None and not any(e.id == running.episode_id for e in today):
             today = [*today, _episode_of(running)]
-        wrong = problems(found, today, now)
-        if not wrong:
-            return None
-        record = (
-            "\n".join(f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in today)
-            or "- （没有记录）"
-        )
-        return (
-            "你的回答和今天的生活记录对不上：\n"
-            + "\n".join(f"- {w}" for w in wrong)
-            + f"\n今天的生活记录：\n{record}\n请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。"
-        )
+        return feedback(found, today, now)
+
+
+def feedback(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> str | None:
+    """What the model reads when ``found`` claims what ``today`` (her episodes) does not show;
+    None when the record bears every claim out."""
+    wrong = problems(found, today, now)
+    if not wrong:
+        return None
+    record = (
+        "\n".join(f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in today)
+        or "- （没有记录）"
+    )
+    return (
+        "你的回答和今天的生活记录对不上：\n"
+        + "\n".join(f"- {w}" for w in wrong)
+        + f"\n今天的生活记录：\n{record}\n请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。"
+    )

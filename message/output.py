@@ -10,6 +10,9 @@ what may be sent into natural chat lines.
 
 from __future__ import annotations
 
+import functools
+import itertools
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +55,52 @@ _STRUCTURED = re.compile(
 """Marks of structured output: what a chat message in Chinese never contains (Chinese words in
 ASCII quotes, "摸鱼", "划水", are prose)."""
 _PAIRS = ("“”", "（）", "「」", "『』", "《》", "【】")
+_CLOSER = {"}": "{", "]": "["}
+_ITEM = re.compile(r"[,，\n]")
+_OBJECT_KEY = re.compile(r"""^\s*["']?[^\s:：,，{}\[\]"'()（）]{1,24}["']?\s*[:：=]""")
+"""``key:`` at the start of an item inside ASCII braces (any short key: ``{动作: 吃饭}`` too)."""
+_LIST_KEY = re.compile(r"""^\s*["']?[A-Za-z_][\w-]*["']?\s*:""")
+"""``key:`` at the start of an item inside square brackets: an ASCII key (``[笑]`` is an emoji)."""
+_SCALAR = re.compile(
+    r"""^\s*(?:-?\d+(?:\.\d+)?|"[^"]*"|'[^']*'|true|false|null|None|[A-Za-z_][\w-]*)\s*$"""
+)
+_FIELD_LINE = re.compile(r"^\s*(?:-\s+)?([A-Za-z_][\w-]*)\s*:(?:\s|$)", re.MULTILINE)
+"""A YAML-ish ``key: value`` line with an ASCII key."""
+FIELD_NAMES = frozenset(
+    [
+        "action",
+        "reason",
+        "message",
+        "text",
+        "reply",
+        "response",
+        "answer",
+        "content",
+        "thought",
+        "thinking",
+        "name",
+        "arguments",
+        "args",
+        "confidence",
+        "type",
+        "role",
+        "tool",
+        "function",
+        "result",
+        "output",
+        "status",
+        "data",
+        "intent",
+        "mood",
+        "emotion",
+        "plan",
+        "plans",
+    ]
+)
+"""Keys a model writes when it answers with a record instead of a message (our own schemas'
+fields and the usual ones); a line ``reason: 饿了`` is a field, ``ps: 明天见`` is chat."""
+_CODE_NAME = re.compile(r"^[a-z]+_[a-z]|^[a-z]{2,}[A-Z][a-z]")
+"""snake_case or camelCase (``share_intent``, ``shouldSend``): a field name, not a word."""
 
 _CQ = re.compile(r"\[CQ:[^\]]*\]?", re.IGNORECASE)
 _AT_ALL = re.compile(r"@\s*(全体成员|全体|all|everyone|here)(?![A-Za-z0-9_])", re.IGNORECASE)
@@ -104,10 +153,10 @@ class OutputFilter:
         prose = _REASONING.sub("", text)
         if _REASONING_OPEN.search(prose):
             return Filtered("", "reasoning")
-        *_, prose = _REASONING_CLOSE.split(prose)
+        prose = _REASONING_CLOSE.split(prose)[-1]
         if finish_reason == "length" or _unbalanced(prose):
             return Filtered("", "truncated")
-        if _STRUCTURED.search(prose):
+        if _STRUCTURED.search(prose) or unquoted_structure(prose):
             return Filtered("", "structured")
         clean = sanitize(prose, max_chars=self.max_chars, name=self.name)
         if not clean:
@@ -128,6 +177,53 @@ class OutputFilter:
 def _unbalanced(text: str) -> bool:
     """An opened Chinese quote or bracket never closed: the answer stops mid-thought."""
     return any(text.count(pair[0]) > text.count(pair[1]) for pair in _PAIRS)
+
+
+def unquoted_structure(text: str) -> bool:
+    """Whether ``text`` is (or carries) a record rather than a message, by its shape rather than
+    by JSON's quotes: ASCII brackets around ``key: value`` items (``{action: eat}``, one opened
+    and cut off too) or around a list of plain values (``[1, 2, 3]``), a whole answer that is
+    one JSON value or an empty pair of brackets, or YAML-ish ``key: value`` lines (two of them,
+    or one whose key is a field name). Chat keeps its colons and brackets: ``时间：下午三点``,
+    ``「」``, ``（笑）``, emoticons such as ``(＾▽＾)`` or ``[]~(￣▽￣)~*``, ``[doge]``."""
+    text = _CQ.sub("", text).strip()  # CQ codes are removed later, not structure of the answer
+    if not text:
+        return False
+    if text in ("{}", "[]", "null", "true", "false", "None"):
+        return True
+    if text[0] in "{[" and text[-1] in "}]":
+        try:
+            json.loads(text)
+        except ValueError:
+            pass
+        else:
+            return True
+    for opener, inner in _bracket_groups(text):
+        items = _ITEM.split(inner)
+        if opener == "{" and any(_OBJECT_KEY.match(item) for item in items):
+            return True
+        if opener == "[" and (
+            any(_LIST_KEY.match(item) for item in items)
+            or (len(items) >= 2 and all(_SCALAR.match(item) for item in items))
+        ):
+            return True
+    keys = _FIELD_LINE.findall(text)
+    return len(keys) >= 2 or any(k in FIELD_NAMES or _CODE_NAME.match(k) for k in keys)
+
+
+def _bracket_groups(text: str) -> list[tuple[str, str]]:
+    """Every ASCII ``{…}`` and ``[…]`` in ``text`` as (opener, what is inside); one opened and
+    never closed runs to the end (an answer cut off inside it)."""
+    open_: list[tuple[str, int]] = []
+    groups: list[tuple[str, str]] = []
+    for i, char in enumerate(text):
+        if char in "{[":
+            open_.append((char, i))
+        elif char in _CLOSER and open_ and open_[-1][0] == _CLOSER[char]:
+            opener, start = open_.pop()
+            groups.append((opener, text[start + 1 : i]))
+    groups += [(opener, text[start + 1 :]) for opener, start in open_]
+    return groups
 
 
 def sanitize(text: str, *, max_chars: int, name: str = "") -> str:
@@ -158,35 +254,47 @@ def sanitize(text: str, *, max_chars: int, name: str = "") -> str:
 
 def split_lines(text: str, *, max_lines: int, short: int = 24) -> list[str]:
     """Her reply as chat messages: by line breaks, long lines at sentence ends; short replies
-    stay whole, fragments under 4 characters join their neighbour, at most ``max_lines``."""
+    stay whole, fragments under 4 characters join their neighbour, at most ``max_lines``. Parts
+    of different lines that end up in one message keep their line break between them."""
     text = text.strip()
     if not text:
         return []
     if len(text) <= short and "\n" not in text:
         return [text]
-    parts: list[str] = []
-    for line in text.split("\n"):
+    parts: list[tuple[int, str]] = []  # (the line it came from, the part)
+    for number, line in enumerate(text.split("\n")):
         line = line.strip()
         if not line:
             continue
         if len(line) > 40:
-            parts += [p.strip() for p in _SENTENCE.split(line) if p.strip()]
+            parts += [(number, p.strip()) for p in _SENTENCE.split(line) if p.strip()]
         else:
-            parts.append(line)
-    merged: list[str] = []
+            parts.append((number, line))
+    merged: list[list[tuple[int, str]]] = []
     for part in parts:
-        if merged and (len(part) < 4 or len(merged[-1]) < 4):
-            merged[-1] += part
+        if merged and (len(part[1]) < 4 or len(_joined(merged[-1])) < 4):
+            merged[-1].append(part)
         else:
-            merged.append(part)
+            merged.append([part])
     if len(merged) > max_lines:
-        merged = [*merged[: max_lines - 1], "".join(merged[max_lines - 1 :])]
-    return merged
+        merged = [*merged[: max_lines - 1], [p for m in merged[max_lines - 1 :] for p in m]]
+    return [_joined(m) for m in merged]
+
+
+def _joined(parts: list[tuple[int, str]]) -> str:
+    """Parts as one message: sentences of one line run on, lines keep their break."""
+    out = parts[0][1]
+    for (before, _), (line, part) in itertools.pairwise(parts):
+        out += part if line == before else "\n" + part
+    return out
 
 
 def leaks(text: str, secret: str, *, window: int = 20) -> bool:
-    """Whether ``text`` quotes ``window`` consecutive characters of ``secret`` (e.g. her system
-    prompt's rules), ignoring whitespace."""
+    """Whether ``text`` quotes ``secret`` (her hidden prompt): ``window`` consecutive characters
+    of it (whitespace ignored), or, whatever their length, a line of it marked secret or a
+    token-like string in it (`Secrets`)."""
+    if secrets_of(secret).quoted_in(text):
+        return True
     squeezed = re.sub(r"\s+", "", text)
     if len(squeezed) < window:
         return False
@@ -194,3 +302,73 @@ def leaks(text: str, secret: str, *, window: int = 20) -> bool:
     return any(
         squeezed[i : i + window] in haystack for i in range(0, len(squeezed) - window + 1, 4)
     )
+
+
+SECRET_MARK = re.compile(
+    r"秘密|机密|保密|绝密|口令|暗号|暗语|密语|密码|密钥|通行码|验证码"
+    r"|pass\s*(?:code|word|phrase)|secret|api[\s_-]?key|token",
+    re.IGNORECASE,
+)
+"""A line of the prompt saying one of these is secret (``暗号：…``, a card's ``secrets``)."""
+SECRET_RUN = 5
+"""Characters of a secret line's value that, said in a row, quote it (its whole value when
+shorter): long enough that a line sharing a common word with it (``月光``) is not a quote."""
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.、)）])\s*")
+_LABEL = re.compile(r"^([^：:]{0,12})[：:]")
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_+/=.-]*[A-Za-z0-9=])?")
+
+
+def _plain(text: str) -> str:
+    """Letters and digits only, casefolded: spacing, dashes and punctuation do not hide a quote."""
+    return "".join(c for c in text.casefold() if c.isalnum())
+
+
+def _token(run: str) -> str | None:
+    """``run`` in plain form when it looks like a code or a key (``CANARY-7f3a9c``, ``sk-…``):
+    letters and digits mixed back and forth, or long; ``base64`` and ``utf8`` are words."""
+    plain = _plain(run)
+    if len(plain) < 6 or plain.isalpha() or plain.isdigit():
+        return None
+    switches = sum(a.isdigit() != b.isdigit() for a, b in itertools.pairwise(plain))
+    return plain if switches >= 2 or len(plain) >= 12 else None
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """What of a hidden prompt is never said, however short: the value of every line marked
+    secret (after its ``暗号：`` label, or the whole line) and every token-like string."""
+
+    values: tuple[str, ...] = ()
+    """Plain form (`_plain`) of each marked line's value."""
+    tokens: tuple[str, ...] = ()
+    """Plain form of each token-like string."""
+
+    @classmethod
+    def of(cls, prompt: str) -> Secrets:
+        values: list[str] = []
+        for line in prompt.splitlines():
+            line = _BULLET.sub("", line.strip())
+            if not SECRET_MARK.search(line):
+                continue
+            label = _LABEL.match(line)
+            value = line[label.end() :] if label and SECRET_MARK.search(label.group(1)) else line
+            if len(plain := _plain(value)) >= 2:
+                values.append(plain)
+        tokens = {t for m in _TOKEN_RUN.finditer(prompt) if (t := _token(m.group(0)))}
+        return cls(tuple(dict.fromkeys(values)), tuple(sorted(tokens)))
+
+    def quoted_in(self, text: str) -> bool:
+        plain = _plain(text)
+        if any(token in plain for token in self.tokens):
+            return True
+        for value in self.values:
+            run = min(len(value), SECRET_RUN)
+            if any(value[i : i + run] in plain for i in range(len(value) - run + 1)):
+                return True
+        return False
+
+
+@functools.lru_cache(maxsize=16)
+def secrets_of(prompt: str) -> Secrets:
+    """`Secrets.of`, once per prompt text (the prompt changes only with mode and tools)."""
+    return Secrets.of(prompt)

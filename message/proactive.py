@@ -20,6 +20,10 @@ Pipeline, per ``action_completed`` event on ``Keys.events`` whose ``share`` is t
   rule or the model's reason, 'failed' when the group could not be sent to. An entry whose
   handling keeps raising is retried, then recorded as failed for every group and acknowledged.
 
+- **Only what happened.** A message goes through the chat side's output filter, and what it
+  claims she did or is doing is checked against the event it shares and today's episodes
+  (`message.grounding`); the model is shown what does not match and writes again.
+
 The anti-spam rules live in `message.proactive_policy`; the prompts in
 ``message/prompts/proactive_*.md.j2``.
 """
@@ -36,7 +40,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from yuiju.characters import CharacterCard
 from yuiju.config import ProactiveConfig, ProactiveGroup
@@ -48,10 +52,11 @@ from yuiju.llm import (
     StructuredOutputFailed,
     ask_structured,
 )
-from yuiju.memory.episodes import EpisodeRepo
+from yuiju.memory.episodes import Episode, EpisodeRepo
 from yuiju.memory.semantic import NewMemory, render_memories
 from yuiju.memory.service import MemoryService
 from yuiju.message.channel import GroupContext, Sender, SendFailed
+from yuiju.message.grounding import ClaimLexicon, claims, feedback
 from yuiju.message.output import OutputFilter, Problem
 from yuiju.message.proactive_policy import GroupSituation, Verdict, check_policy
 from yuiju.storage.history import CollectionSpec, HistoryStore
@@ -180,6 +185,7 @@ class ProactiveService:
         block_ms: int = 1000,
         batch: int = 20,
         output: OutputFilter | None = None,
+        lexicon: ClaimLexicon | None = None,
     ) -> None:
         self.cfg = cfg
         self.character_id = character_id
@@ -194,6 +200,9 @@ class ProactiveService:
         self.group_context = group_context
         self.output = output or OutputFilter(name=card.name, max_chars=cfg.max_message_chars)
         """The chat side's output filter: a post is a message or it is not sent."""
+        self.lexicon = lexicon
+        """The chat side's claim words: a post claims nothing that neither the event it shares
+        nor today's record shows (None: posts are not checked)."""
         self.max_attempts = max_attempts
         """Attempts per LLM answer (each failed one is shown its mistake)."""
         self.block_ms = block_ms
@@ -694,7 +703,7 @@ class ProactiveService:
                 limit=self.cfg.recall_limit,
                 token_budget=300,
             )
-            memories = render_memories(found, now.tzinfo) if found else ""
+            memories = render_memories(found, now.tzinfo, name=self.card.name) if found else ""
         world = await self.states.load_world()
         messages = self.render_prompt(
             event,
@@ -709,6 +718,7 @@ class ProactiveService:
         )
         said = {p.get("message", "").strip() for p in own_posts if p.get("message")}
         limit = self.cfg.max_message_chars
+        record = await self._record(event, now) if self.lexicon is not None else []
 
         def parse(text: str) -> ProactiveAnswer:
             answer = ProactiveAnswer.model_validate_json(text)
@@ -721,6 +731,10 @@ class ProactiveService:
                     raise RetryWithFeedback("message 引用了你的设定或规则：只写要发到群里的话。")
                 message = filtered.text
                 answer = answer.model_copy(update={"message": message})
+                if self.lexicon is not None and (
+                    wrong := feedback(claims(message, self.lexicon), record, now)
+                ):
+                    raise RetryWithFeedback("message " + wrong.removeprefix("你的回答"))
             if forced and not answer.shouldSend:
                 raise RetryWithFeedback(
                     "管理员要求现在发一条：shouldSend 必须为 true，并写好 message。"
@@ -749,10 +763,39 @@ class ProactiveService:
                 purpose="proactive",
             )
         except StructuredOutputFailed as exc:
-            raise _NoAnswer("llm_invalid", f"模型没有给出可用的回答：{exc.last_error}") from exc
+            raise _NoAnswer(
+                "llm_invalid", f"模型没有给出可用的回答：{unusable(exc.last_error)}"
+            ) from exc
         except LLMError as exc:
             raise _NoAnswer("llm_failed", f"模型调用失败：{exc}") from exc
         return outcome.value
+
+    async def _record(self, event: SharedEvent, now: datetime) -> list[Episode]:
+        """What a post may claim: today's episodes (not conversations) and the event it shares,
+        which history may not have yet."""
+        today = [
+            e for e in await self.episodes.today(self.character_id, now) if e.type != "conversation"
+        ]
+        if any(e.id == event.episode_id for e in today):
+            return today
+        shared = Episode.model_validate(
+            {
+                "_id": event.episode_id or event.event_id,
+                "character_id": self.character_id,
+                "type": "behavior",
+                "time": event.start or event.time,
+                "end_time": event.end or event.time,
+                "status": "completed",
+                "summary": event.summary or event.name,
+                "data": {
+                    "action": event.action,
+                    "name": event.name,
+                    "place": event.place,
+                    "result": event.result,
+                },
+            }
+        )
+        return sorted([*today, shared], key=lambda e: e.time)
 
     # -- control --------------------------------------------------------------------------------
 
@@ -845,6 +888,19 @@ class _NoAnswer(Exception):
         super().__init__(reason)
         self.code = code
         self.reason = reason
+
+
+def unusable(exc: Exception) -> str:
+    """Why the model's last answer was not usable, in one short line: an admin reads it in chat
+    (``/proactive force``) and in the outbox, where a pydantic report would run to a dozen lines."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False)
+        if any(e["type"] == "json_invalid" for e in errors):
+            return "回答不是有效的 JSON"
+        fields = "、".join(dict.fromkeys(".".join(map(str, e["loc"])) or "回答" for e in errors))
+        return f"这些字段缺了或写错了：{fields}"[:60]
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return first if len(first) <= 60 else first[:59] + "…"
 
 
 def _verdict(v: Verdict) -> dict[str, Any]:

@@ -67,7 +67,7 @@ async def diary_search(ctx: ToolContext, args: dict[str, Any]) -> str:
     now = s.now()
     if args.get("query"):
         found = await s.memory.diary_search(query=str(args["query"]), now=now, limit=3)
-        return render_memories(found, s.tz) or "没找到相关的日记。"
+        return render_memories(found, s.tz, name=s.card.name) or "没找到相关的日记。"
     start = now.date() - timedelta(days=max(1, min(30, int(args.get("days_ago", 3)))))
     diaries = await s.memory.diary_search(now=now, start=start, end=now.date(), limit=5)
     return "\n\n".join(f"{d.date}：{d.text}" for d in diaries) or "这几天没有日记。"
@@ -81,7 +81,7 @@ async def memory_search(ctx: ToolContext, args: dict[str, Any]) -> str:
     found = await s.memory.memory_search(
         str(args["query"]), now=s.now(), user_id=str(ctx.user_id), group_id=str(ctx.group_id or "")
     )
-    return render_memories(found, s.tz) or "没有相关的回忆。"
+    return render_memories(found, s.tz, name=s.card.name) or "没有相关的回忆。"
 
 
 @tool("memory_store", "记住对方明确让你记住的一件事（一句话）。", content=_STR)

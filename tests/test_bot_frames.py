@@ -5,11 +5,14 @@ is answered."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +198,186 @@ def test_a_well_formed_message_still_parses() -> None:
         Adapter, group_message(8, [{"type": "text", "data": {"text": "在吗"}}])
     )
     assert isinstance(event, GroupMessageEvent)
+
+
+# -- one bot over a real WebSocket, for the tests below ---------------------------------------------
+
+
+@dataclass
+class Session:
+    ws: Any
+    stub: OpenAIStub
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    async def mention(self, mid: int, text: str, *extra: dict[str, Any]) -> list[str]:
+        """Mention her in the group (``extra`` segments after the text); what she sent back."""
+        segments = [
+            {"type": "at", "data": {"qq": str(BOT)}},
+            {"type": "text", "data": {"text": text}},
+            *extra,
+        ]
+        await self.ws.send(json.dumps(group_message(mid, segments)))
+        calls = await calls_until_quiet(self.ws, 3.0)
+        return [
+            c["params"]["message"][0]["data"]["text"] for c in calls if c["action"] == "send_msg"
+        ]
+
+
+@contextlib.asynccontextmanager
+async def bot_session(redis_url: str, tmp_path: Path, *replies: str) -> AsyncIterator[Session]:
+    """The bot in a subprocess (logging to a file), connected as a OneBot implementation; the
+    model stub answers ``replies`` in order."""
+    port = free_port()
+    script = tmp_path / "bot_main.py"
+    script.write_text(LOGGED_MAIN, encoding="utf-8")
+    log_path = tmp_path / "bot.log"
+    with OpenAIStub() as stub:
+        stub.reply(*replies)
+        env = {
+            **os.environ,
+            "E2E_PORT": str(port),
+            "E2E_TOKEN": TOKEN,
+            "E2E_GROUP": str(GROUP),
+            "E2E_REDIS": redis_url,
+            "E2E_STUB": stub.base_url,
+            "PYTHONPATH": str(Path.cwd()),
+        }
+        with log_path.open("wb") as log_file:
+            proc = subprocess.Popen(  # noqa: ASYNC220
+                [sys.executable, str(script)],
+                env=env,
+                cwd=Path.cwd(),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            ws = await connect(
+                f"ws://127.0.0.1:{port}/onebot/v11/ws",
+                {
+                    "X-Self-ID": str(BOT),
+                    "X-Client-Role": "Universal",
+                    "Authorization": f"Bearer {TOKEN}",
+                },
+            )
+            try:
+                await ws.send(
+                    json.dumps(
+                        {
+                            "time": int(time.time()),
+                            "self_id": BOT,
+                            "post_type": "meta_event",
+                            "meta_event_type": "lifecycle",
+                            "sub_type": "connect",
+                        }
+                    )
+                )
+                yield Session(ws, stub, log_path)
+            finally:
+                await ws.close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+DEEP = 100_000
+DEEP_FRAMES = [
+    "[" * DEEP + "]" * DEEP,
+    '{"a":' * DEEP + "1" + "}" * DEEP,
+    json.dumps(group_message(6001, []))[:-1].replace(
+        '"message": []', '"message": ' + "[" * DEEP + "]" * DEEP
+    )
+    + "}",
+]
+"""Frames nested far deeper than the decoder recurses: each is one line, the connection stays."""
+
+
+@pytest.mark.slow
+async def test_a_frame_nested_too_deep_to_decode_is_one_line_and_the_connection_stays(
+    redis_url: str, tmp_path: Path
+) -> None:
+    async with bot_session(redis_url, tmp_path, "在的～") as bot:
+        for frame in DEEP_FRAMES:
+            await bot.ws.send(frame)
+        said = await bot.mention(6002, " 在吗")
+        log = bot.log()
+    assert said == ["在的～"], log[-3000:]
+    assert "Traceback" not in log and "maximum recursion" not in log, log[-3000:]
+    lines = frame_lines(log)
+    assert len(lines) == len(DEEP_FRAMES) and all("RecursionError" in x for x in lines), lines
+    assert "closed" not in log.lower(), log[-3000:]
+
+
+BAD_SEGMENTS: list[Any] = [
+    {"type": "text", "data": {}},
+    {"type": "text", "data": {"text": None}},
+    {"type": "text"},
+    {"type": "at", "data": {}},
+    {"type": "reply", "data": {"id": "not a number"}},
+    {"type": 5, "data": {}},
+    {"data": {"text": "无类型"}},
+    "garbage",
+    {"type": "image", "data": "not a dict"},
+]
+
+
+@pytest.mark.slow
+async def test_bad_segments_are_skipped_and_the_rest_of_the_message_is_answered(
+    redis_url: str, tmp_path: Path
+) -> None:
+    async with bot_session(redis_url, tmp_path, "在的～", "还在呢") as bot:
+        said = await bot.mention(7001, " 在吗", *BAD_SEGMENTS)
+        asked = json.dumps(bot.stub.requests[-1]["messages"], ensure_ascii=False)
+        for i in range(300):  # a fuzzer: far more bad messages than the burst
+            bad = group_message(7100 + i, [BAD_SEGMENTS[i % len(BAD_SEGMENTS)]])
+            await bot.ws.send(json.dumps(bad))
+        said += await bot.mention(
+            7002, " 还在吗", {"type": "text", "data": {}}, {"type": "text", "data": {"text": 42}}
+        )
+        log = bot.log()
+    assert said == ["在的～", "还在呢"], log[-3000:]
+    assert "在吗" in asked
+    assert "Traceback" not in log and "never retrieved" not in log, log[-3000:]
+    assert "Error when getting message reply info" not in log, log[-3000:]
+    lines = [line for line in log.splitlines() if "bad OneBot segment" in line]
+    assert 1 <= len(lines) <= 12, "\n".join(lines[-20:])
+
+
+def test_segments_are_normalised_and_bad_ones_skipped_before_the_event_is_built() -> None:
+    from nonebot.adapters.onebot.v11 import Adapter, GroupMessageEvent
+
+    from yuiju.message import frames
+
+    segments = [
+        {"type": "at", "data": {"qq": str(BOT)}},
+        *BAD_SEGMENTS,
+        {"type": "text", "data": {"text": 42}},
+        {"type": "face", "data": {"id": "1"}},
+    ]
+    event = frames.parse_event(Adapter, group_message(9, segments))
+    assert isinstance(event, GroupMessageEvent)
+    assert [(s.type, dict(s.data)) for s in event.message] == [
+        ("at", {"qq": str(BOT)}),
+        ("image", {}),
+        ("text", {"text": "42"}),
+        ("face", {"id": "1"}),
+    ]
+
+
+def test_a_lone_surrogate_in_a_text_is_replaced_with_one_rate_limited_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from nonebot.adapters.onebot.v11 import Adapter
+
+    from yuiju.message import frames
+
+    frames.SEGMENTS.reset()
+    segments = [{"type": "text", "data": {"text": "好\ud800呀"}}]
+    with caplog.at_level("WARNING", logger="yuiju.message.frames"):
+        events = [frames.parse_event(Adapter, group_message(i, segments)) for i in range(30)]
+    assert all(e is not None and e.get_plaintext() == "好\ufffd呀" for e in events)
+    lines = [r.getMessage() for r in caplog.records if "surrogate" in r.getMessage()]
+    assert 1 <= len(lines) <= frames.SEGMENTS.burst, lines
+    assert "\ud800" not in "".join(lines)

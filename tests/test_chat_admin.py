@@ -94,3 +94,106 @@ async def test_her_situation_names_the_place_not_its_id(redis: Any) -> None:
     await kit.say("悠酱在哪")
     situation = kit.model.calls[-1][1]["content"]
     assert "你在南风公园。" in situation and "park" not in situation
+
+
+async def test_status_lines_stay_apart_when_they_outnumber_her_chat_lines(redis: Any) -> None:
+    kit = await make_kit(redis, world=FakeWorld(make_character(money=300)))
+    await kit.say("/status", group=None, user=ADMIN)
+    sent = [t for _, _, t in kit.sent]
+    joined = "\n".join(sent)
+    assert "金币 300\n会话" in joined or ("金币 300" in sent[-2] and sent[-1].startswith("会话"))
+    assert "300会话" not in joined
+
+
+def test_lines_past_the_limit_join_the_last_message_on_their_own_lines() -> None:
+    from yuiju.message.output import split_lines
+
+    text = "\n".join(f"第{i}行：这一行足够长，不会和别的行合在一起" for i in range(5))
+    lines = split_lines(text, max_lines=3)
+    assert len(lines) == 3
+    assert (
+        lines[2]
+        == "第2行：这一行足够长，不会和别的行合在一起\n第3行：这一行足够长，不会和别的行合在一起\n第4行：这一行足够长，不会和别的行合在一起"
+    )
+    assert split_lines("好\n今天去了公园，风很舒服，还看到了小猫", max_lines=3) == [
+        "好\n今天去了公园，风很舒服，还看到了小猫"
+    ]
+
+
+def recalled(text: str, character_id: str = "yuiju") -> Any:
+    from yuiju.memory.semantic import Recalled
+
+    return Recalled(
+        id="m1",
+        kind="episode",
+        text=text,
+        time=at_time("2026-08-31 12:00"),
+        score=1.0,
+        relevance=1.0,
+        importance=0.5,
+        user_id="",
+        group_id="",
+        payload={"character_id": character_id, "kind": "episode"},
+        tokens=10,
+    )
+
+
+def test_a_recalled_memory_names_her_by_her_name_not_her_id() -> None:
+    from yuiju.memory.semantic import render_memories
+
+    found = [recalled("yuiju在日和食堂吃了午饭"), recalled("yuiju@17在海边散步", "yuiju@17")]
+    text = render_memories(found, name="悠酱")
+    assert "悠酱在日和食堂吃了午饭" in text and "悠酱在海边散步" in text
+    assert "yuiju" not in text
+
+
+async def test_memories_she_recalls_in_chat_name_her_by_her_name(redis: Any) -> None:
+    class Remembering(FakeMemory):
+        async def memory_search(self, query: str, **kw: Any) -> list[Any]:
+            return [recalled("yuiju在日和食堂吃了午饭")]
+
+    kit = await make_kit(redis, memory=Remembering())
+    await kit.say("悠酱昨天中午吃了什么")
+    prompt = "\n".join(str(m["content"]) for m in kit.model.calls[0] if m["role"] == "system")
+    assert "悠酱在日和食堂吃了午饭" in prompt and "yuiju在" not in prompt
+
+
+async def test_memories_her_recall_tool_finds_name_her_by_her_name(redis: Any) -> None:
+    from tests.test_message_service import scripted
+    from yuiju.llm import ToolCall
+
+    class Remembering(FakeMemory):
+        async def memory_search(self, query: str, **kw: Any) -> list[Any]:
+            return [recalled("yuiju在日和食堂吃了午饭")]
+
+    call = ToolCall(id="c1", name="memory_search", arguments='{"query": "午饭"}')
+    kit = await make_kit(redis, fn=scripted(call, "吃了午饭～"), memory=Remembering())
+    await kit.say("悠酱昨天中午吃了什么")
+    [result] = [m["content"] for m in kit.model.calls[1] if m["role"] == "tool"]
+    assert "悠酱在日和食堂" in result and "yuiju" not in result
+
+
+async def test_a_failed_forced_post_says_why_in_one_short_line(
+    redis: Any, sqlite_history: Any
+) -> None:
+    from tests.test_proactive import emit, make_service
+    from yuiju.message.channel import ServiceGroupContext
+
+    kit = await make_kit(redis, sqlite_history)
+    broken = FunctionChatModel(lambda m, s: '{"shouldSend": "maybe", "message": 5}')
+    proactive, sender, _ = await make_service(
+        redis,
+        sqlite_history,
+        clock=kit.service.clock,
+        ctx=ServiceGroupContext(kit.service),
+        model=broken,
+    )
+    kit.service.proactive = proactive
+    await emit(redis, kit.service.now())
+    await proactive.run_once(block=False)
+    out = await kit.say("/proactive force 100", user=ADMIN, at=True)
+    [answer] = out.replies
+    assert answer.startswith("没有发出") and sender.sent == []
+    assert "\n" not in answer and len(answer) <= 80, answer
+    assert not any(w in answer for w in ("validation", "pydantic", "type=", "input_value")), answer
+    assert "shouldSend" in answer  # which field was wrong

@@ -170,3 +170,156 @@ async def test_saying_she_did_not_go_to_the_park_on_a_day_at_home_is_true(redis:
         redis, "今天没去公园，一直在家看书", events=[done("read_at_home", "09:30")]
     )
     assert out.replies == ["今天没去公园，一直在家看书"] and len(kit.model.calls) == 1
+
+
+# -- claims whatever the question (issue 21 item 8) ------------------------------------------------
+
+UNDATED_CLAIMS = [
+    "我在公园散步，风很舒服。",  # the answer to a question about colours
+    "刚去水音池钓鱼了",
+    "正在神社参拜呢",
+    "去咖啡店打工了，好累",
+    "我现在在图书馆",
+]
+"""What she is doing or just did, said without a day word: about today, whatever was asked."""
+
+
+@pytest.mark.parametrize("answer", UNDATED_CLAIMS)
+async def test_a_claim_about_now_or_just_now_is_checked_whatever_the_question(
+    redis: Any, answer: str
+) -> None:
+    kit, out = await ask(
+        redis, answer, "我最喜欢蓝色啦", events=[], question="悠酱，你最喜欢什么颜色？"
+    )
+    assert out.replies == ["我最喜欢蓝色啦"], kit.model.calls[-1][-1]
+    assert "生活记录" in feedback(kit) and "没有记录" in feedback(kit)
+
+
+NOT_ABOUT_NOW = [
+    "我最喜欢蓝色啦，像晴天的天空",
+    "我喜欢在公园散步",  # a liking
+    "平时经常去水音池钓鱼",  # a habit
+    "散步的时候最喜欢看天空了",
+    "我去过结灯神社哦",  # ever, not today
+    "下次一起去公园散步吧",  # a plan
+    "你在公园散步吗？",  # a question
+    "小明在公园散步呢",  # someone else
+    "我超爱铜锣烧了",  # naming an item
+    "甜食的话，最爱吃铜锣烧了",
+]
+
+
+@pytest.mark.parametrize("answer", NOT_ABOUT_NOW)
+async def test_likings_habits_plans_and_other_peoples_doings_are_not_checked(
+    redis: Any, answer: str
+) -> None:
+    kit, out = await ask(redis, answer, events=[], question="悠酱，你最喜欢什么颜色？")
+    assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
+
+
+async def test_what_she_is_doing_now_must_be_what_the_record_shows_now(redis: Any) -> None:
+    # the walk in the park was at 08:00-09:00; at 10:00 she is not walking in the park
+    kit, out = await ask(redis, "我正在公园散步呢", "在家看书呢", question="悠酱在干嘛", events=DAY)
+    assert out.replies == ["在家看书呢"] and "08:00" in feedback(kit)
+
+
+# -- proactive posts against their event ---------------------------------------------------------
+
+
+async def share(service: Any, clock: Any, action_id: str, when: str, *messages: str) -> Any:
+    """Her ``action_id`` ends at ``when`` and she shares it; the model writes ``messages``."""
+    import json
+
+    from tests.test_proactive import G
+    from yuiju.storage.keys import Keys
+
+    await clock.sleep_until(at_time(f"2026-09-01 {when}"))
+    action = ACTIONS[action_id]
+    fields = {
+        "type": "action_completed",
+        "character_id": "yuiju",
+        "time": clock.now().isoformat(),
+        "data": json.dumps(
+            {
+                "episode_id": f"bhv_{action_id}_{when}",
+                "action": action_id,
+                "name": action.name,
+                "summary": f"yuiju在{HAURA.place_name(action.at or 'home')}{action.name}",
+                "share": True,
+            },
+            ensure_ascii=False,
+        ),
+    }
+    entry_id = await service.redis.xadd(Keys().events, fields)
+    records = await service.handle(entry_id, fields)
+    return next(r for r in records if r["group_id"] == G)
+
+
+def post_writer(*messages: str) -> Any:
+    import json
+
+    from yuiju.llm import FunctionChatModel
+
+    queue = list(messages)
+
+    def fn(msgs: Any, schema: Any) -> str:
+        message = queue.pop(0) if queue else "嗯嗯"
+        return json.dumps(
+            {"shouldSend": True, "reason": "想分享", "message": message}, ensure_ascii=False
+        )
+
+    return FunctionChatModel(fn)
+
+
+async def test_a_proactive_post_is_checked_against_the_event_it_shares(
+    redis: Any, sqlite_history: Any
+) -> None:
+    from tests.test_message_service import LEXICON
+    from tests.test_proactive import G, make_service
+    from yuiju.world.clock import SimClock
+
+    clock = SimClock(at_time("2026-09-01 09:00"))
+    model = post_writer("我在公园散步，风很舒服。", "刚上完课，终于可以休息一下啦～")
+    service, sender, _ = await make_service(
+        redis, sqlite_history, clock=clock, model=model, lexicon=LEXICON
+    )
+    record = await share(service, clock, "attend_class", "12:00")
+    assert sender.sent == [(G, "刚上完课，终于可以休息一下啦～")], record
+    retry = model.calls[1][-1]["content"]
+    assert "公园" in retry and "在学校上课" in retry, retry
+
+
+async def test_a_proactive_post_true_to_its_event_goes_out_in_one_call(
+    redis: Any, sqlite_history: Any
+) -> None:
+    from tests.test_message_service import LEXICON
+    from tests.test_proactive import G, make_service
+    from yuiju.world.clock import SimClock
+
+    clock = SimClock(at_time("2026-09-01 09:00"))
+    model = post_writer("刚在公园散完步，风好舒服～")
+    service, sender, _ = await make_service(
+        redis, sqlite_history, clock=clock, model=model, lexicon=LEXICON
+    )
+    await share(service, clock, "walk_in_park", "10:00")
+    assert sender.sent == [(G, "刚在公园散完步，风好舒服～")] and len(model.calls) == 1
+
+
+async def test_a_proactive_post_may_name_what_today_s_record_shows(
+    redis: Any, sqlite_history: Any
+) -> None:
+    from tests.test_message_service import LEXICON
+    from tests.test_proactive import G, make_service
+    from yuiju.memory.episodes import EpisodeRepo
+    from yuiju.world.clock import SimClock
+
+    clock = SimClock(at_time("2026-09-01 09:00"))
+    episodes = EpisodeRepo(sqlite_history)
+    await episodes.ensure()
+    await episodes.put(done("walk_in_park", "08:00", 60))
+    model = post_writer("早上去公园散了步，刚上完课～")
+    service, sender, _ = await make_service(
+        redis, sqlite_history, clock=clock, model=model, lexicon=LEXICON
+    )
+    await share(service, clock, "attend_class", "12:00")
+    assert sender.sent == [(G, "早上去公园散了步，刚上完课～")] and len(model.calls) == 1

@@ -150,6 +150,139 @@ def test_chinese_words_in_ascii_quotes_are_prose_not_structure() -> None:
         assert out.review(prose) == Filtered(prose), prose
 
 
+UNQUOTED_STRUCTURE = {
+    "an object with bare keys": "{action: eat, reason: 饿了}",
+    "a bare key without spaces": "{action:eat}",
+    "an empty object": "{}",
+    "an empty list": "[]",
+    "a list of numbers": "[1, 2, 3]",
+    "a lone JSON literal": "null",
+    "an object inside prose": "好的 {action: eat, reason: 饿了}",
+    "an object with Chinese keys": "{动作: 吃饭, 原因: 饿了}",
+    "an object cut off": "{action: eat, reason: 肚子有点饿",
+    "a list of bare words": "[eat, sleep, read]",
+    "a YAML block": "action: eat\nreason: 饿了",
+    "one YAML field": "reason: 饿了",
+    "a field after the answer": "好呀～\nshouldSend: true",
+    "a YAML list item": "- action: eat\n  reason: 饿了",
+}
+"""Structure without JSON's quotes: not parseable, and still no chat message."""
+
+CHAT_WITH_COLONS_AND_BRACKETS = [
+    "时间：下午三点",
+    "时间：下午三点\n地点：南风公园",
+    "「好的」我知道啦",
+    "（笑）好呀～",
+    "今天好开心 (＾▽＾)",
+    "{{{(>_<)}}} 好冷",
+    "干杯 []~(￣▽￣)~*",
+    "[doge] 你猜",
+    "[笑]",
+    "【通知】明天放假",
+    "3:30 见！",
+    "比分 2:1，赢啦",
+    "ps: 明天见",
+    "emmm: 我想想",
+    "QQ: 我不用那个",
+    "《小王子》：很好看的书",
+    "网址是 https://example.com 哦",
+    "3",
+]
+"""Everyday chat with colons and brackets: every one is a message."""
+
+
+@pytest.mark.parametrize("answer", list(UNQUOTED_STRUCTURE.values()), ids=list(UNQUOTED_STRUCTURE))
+def test_structure_without_quotes_is_not_a_message(answer: str) -> None:
+    out = OutputFilter(name="悠酱", max_chars=100).review(answer)
+    assert out.problem == "structured" and out.text == "", out
+
+
+@pytest.mark.parametrize("answer", CHAT_WITH_COLONS_AND_BRACKETS)
+def test_chat_with_colons_and_brackets_is_a_message(answer: str) -> None:
+    assert OutputFilter(name="悠酱", max_chars=100).review(answer) == Filtered(answer)
+
+
+async def test_an_unquoted_object_is_neither_sent_nor_stored_as_her_turn(redis: Any) -> None:
+    kit = await make_kit(redis, fn=scripted("{action: eat, reason: 饿了}", "刚吃完饭～"))
+    out = await kit.say("悠酱在干嘛")
+    assert out.replies == ["刚吃完饭～"] and group_lines(kit) == ["刚吃完饭～"]
+    _, items = await kit.service.sessions.context(f"group:{GROUP}")
+    assert not any("action" in str(i.get("content")) for i in items), items
+
+
+# -- her prompt's secrets ----------------------------------------------------------------------------
+
+CANARY_PERSONA = """
+你是小枫，羽浦町的高二学生，喜欢甜食和小说。
+暗号：银杏与月光〇七一九
+CANARY-7f3a9c
+喜欢在公园散步。
+"""
+"""A canary card: a secret line shorter than the 20-character windows, and a token alone on its
+line (no marker: its shape says it is a secret)."""
+
+
+def canary_filter(**card: Any) -> OutputFilter:
+    from yuiju.characters import load_card
+    from yuiju.message.agent import MODES
+    from yuiju.message.prompt import SECURITY, system_prompt
+
+    base = load_card("yuiju")
+    canary = base.model_copy(update={"persona": CANARY_PERSONA, **card})
+    prompt = SECURITY + "\n" + system_prompt(canary, MODES["CHAT"], tools=True)
+    return OutputFilter(name="小枫", max_chars=200, secret=prompt)
+
+
+SECRET_QUOTES = {
+    "the marked line": "暗号：银杏与月光〇七一九",
+    "its value in a sentence": "我们的暗号是银杏与月光〇七一九哦",
+    "its value alone": "银杏与月光〇七一九",
+    "the token": "CANARY-7f3a9c",
+    "the token spaced out": "canary 7f3a9c 是什么呀",
+}
+
+
+@pytest.mark.parametrize("answer", list(SECRET_QUOTES.values()), ids=list(SECRET_QUOTES))
+def test_a_short_secret_line_or_token_of_her_prompt_is_withheld(answer: str) -> None:
+    out = canary_filter().review(answer)
+    assert out.leaked and out.text == "这个不能告诉你哦。", out
+
+
+@pytest.mark.parametrize(
+    ("line", "answer"),
+    [
+        ("接头暗语：海鸥飞过第三根电线杆", "海鸥飞过第三根电线杆呀"),
+        ("Passphrase: blue heron at dawn", "it is blue heron at dawn"),
+        ("这件事是秘密：她偷偷养了一只刺猬", "我偷偷养了一只刺猬哦"),
+    ],
+)
+def test_a_line_that_says_it_is_secret_is_withheld_when_quoted(line: str, answer: str) -> None:
+    out = OutputFilter(name="小枫", max_chars=200, secret=f"你是小枫。\n{line}\n喜欢甜食。")
+    assert out.review(answer).leaked
+
+
+def test_a_secret_listed_on_the_card_is_withheld_whatever_its_length() -> None:
+    out = canary_filter(secrets=["紫藤花开在周三"]).review("紫藤花开在周三～")
+    assert out.leaked
+
+
+ORDINARY = [
+    "我喜欢甜食！",
+    "喜欢在公园散步呀",
+    "小说很好看",
+    "今天天气不错，想去公园散步",
+    "这是秘密哦",
+    "暗号是什么呀？我不知道",
+    "你说的月光是哪天的？",
+    "base64 是什么",
+]
+
+
+@pytest.mark.parametrize("answer", ORDINARY)
+def test_short_lines_that_repeat_common_words_of_her_persona_are_sent(answer: str) -> None:
+    assert canary_filter(secrets=["紫藤花开在周三"]).review(answer) == Filtered(answer)
+
+
 # -- what her context keeps -------------------------------------------------------------------------
 
 
@@ -194,6 +327,37 @@ async def test_thinking_next_to_a_tool_call_is_not_stored_as_something_she_said(
     assert items[-1]["content"] == "在家呢"
 
 
+async def test_a_tool_call_cut_off_mid_arguments_does_not_stay_in_her_context(
+    redis: Any,
+) -> None:
+    def call(arguments: str, finish: str | None = None) -> ToolChatResult:
+        return ToolChatResult(
+            text="",
+            model="f",
+            prompt_tokens=0,
+            completion_tokens=0,
+            latency_ms=0,
+            finish_reason=finish,
+            tool_calls=(
+                ToolCall(id=f"t{len(arguments)}", name="today_events", arguments=arguments),
+            ),
+        )
+
+    kit = await make_kit(
+        redis,
+        fn=scripted(call('{"start_hour": 8, "end_h', "length"), "{action: eat}", "{action: eat}"),
+    )
+    await kit.say("悠酱今天干嘛了")
+    assert "invalid arguments" in kit.model.calls[1][-1]["content"]  # the model saw why
+    _, items = await kit.service.sessions.context(f"group:{GROUP}")
+    assert [i["role"] for i in items] == ["user", "assistant"], items
+    assert "tool_calls" not in items[-1] and "action" not in items[-1]["content"]
+    kit.model.calls.clear()
+    await kit.say("悠酱在吗")
+    later = json.dumps(kit.model.calls[0], ensure_ascii=False)
+    assert "end_h" not in later and "tool_calls" not in later
+
+
 # -- proactive posts ---------------------------------------------------------------------------------
 
 
@@ -222,7 +386,12 @@ async def test_a_proactive_post_loses_its_reasoning_block(redis: Any, sqlite_his
 
 
 @pytest.mark.parametrize(
-    "message", ['{"action": "walk_in_park", "reason": "天气好', "<think>要不要发呢，群里"]
+    "message",
+    [
+        '{"action": "walk_in_park", "reason": "天气好',
+        "<think>要不要发呢，群里",
+        "{action: walk_in_park, reason: 天气好}",
+    ],
 )
 async def test_a_proactive_post_that_is_not_a_message_is_retried(
     redis: Any, sqlite_history: Any, message: str
@@ -243,3 +412,17 @@ async def test_a_proactive_post_that_stays_structured_is_skipped_never_sent(
     service, sender, _ = await make_service(redis, sqlite_history, clock=clock, model=model)
     record = await post_at(service, clock, "2026-09-01 10:00")
     assert record["status"] == "skipped" and record["code"] == "llm_invalid" and sender.sent == []
+
+
+def test_a_card_secret_too_short_to_check_is_refused_at_load(tmp_path: Any) -> None:
+    from pathlib import Path
+
+    from yuiju.characters import CARDS_DIR, CardError, load_card
+
+    card = Path(tmp_path) / "yuiju" / "card.toml"
+    card.parent.mkdir()
+    text = (CARDS_DIR / "yuiju" / "card.toml").read_text(encoding="utf-8")
+    card.write_text(text.replace("[start]", 'secrets = ["猫"]\n\n[start]'), encoding="utf-8")
+    with pytest.raises(CardError, match="secrets") as raised:
+        load_card("yuiju", folder=Path(tmp_path))
+    assert "'猫'" in str(raised.value) and "whole secret" in str(raised.value)

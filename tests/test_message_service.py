@@ -251,7 +251,7 @@ def test_output_is_sanitised_and_split_naturally() -> None:
     assert split_lines("好呀", max_lines=3) == ["好呀"]
     assert split_lines(
         "今天去了公园散步。\n看到了好多猫！\n嗯\n还买了冰淇淋。\n第五行", max_lines=3
-    ) == ["今天去了公园散步。", "看到了好多猫！嗯", "还买了冰淇淋。第五行"]
+    ) == ["今天去了公园散步。", "看到了好多猫！\n嗯", "还买了冰淇淋。\n第五行"]
 
 
 # -- when she answers ------------------------------------------------------------------------------

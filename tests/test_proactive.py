@@ -119,6 +119,7 @@ async def make_service(
     sender: FakeSender | None = None,
     ctx: FakeGroups | None = None,
     memory: Any = None,
+    **extra: Any,
 ) -> tuple[ProactiveService, FakeSender, FakeGroups]:
     cfg = ProactiveConfig(groups={str(g): s for g, s in (groups or {G: settings()}).items()})
     sender = sender or FakeSender()
@@ -136,6 +137,7 @@ async def make_service(
         sender=sender,
         group_context=ctx,
         block_ms=10,
+        **extra,
     )
     await service.ensure()
     return service, sender, ctx
