@@ -10,7 +10,8 @@ import logging
 import os
 import signal
 import sys
-from datetime import datetime, timedelta
+import unicodedata
+from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,27 @@ from yuiju.config import ConfigError, YuijuConfig, default_toml, load_config, re
 log = logging.getLogger("yuiju")
 
 
-def _setup_logging(level: str, *, stream: Any = None) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-        stream=stream or sys.stderr,
-    )
+class TownTimeFormatter(logging.Formatter):
+    """Stamps a log line with the wall-clock time in the town's zone and its offset
+    (``08:40:41+08:00``): on a server in UTC the log then reads like the panel's clock whenever
+    world time runs with real time, and says which zone it is in. Not world time: a log line
+    says when something happened to the process (a start, an outage), which other programs'
+    logs and the user's own clock tell in wall time, and which a sped-up world would move
+    hours or days away from them; the panel says how far world time is ahead."""
+
+    def __init__(self, fmt: str, tz: tzinfo | None) -> None:
+        super().__init__(fmt)
+        self.tz = tz
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        stamp = datetime.fromtimestamp(record.created, self.tz).astimezone(self.tz)
+        return stamp.isoformat(timespec="seconds")[11:]  # after the date: 08:40:41+08:00
+
+
+def _setup_logging(level: str, *, tz: tzinfo | None = None, stream: Any = None) -> None:
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(TownTimeFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", tz))
+    logging.basicConfig(level=getattr(logging, level), handlers=[handler])
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # its job bookkeeping is noise here
 
 
@@ -85,10 +100,36 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     else:
-        for r in rows:
-            place = HAURA.place_name(r["place"]) if r["place"] else "任意"
-            print(f"{r['id']:<22} {r['name']:<12}\t{place:<8}\t{','.join(r['tags'])}")
+        table = [
+            [
+                r["id"],
+                r["name"],
+                HAURA.place_name(r["place"]) if r["place"] else "任意",
+                ",".join(r["tags"]),
+            ]
+            for r in rows
+        ]
+        for line in columns(table):
+            print(line)
     return 0
+
+
+def display_width(text: str) -> int:
+    """Terminal columns ``text`` takes: East Asian wide and full-width characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def columns(table: list[list[str]], gap: int = 2) -> list[str]:
+    """Rows of cells as lines whose columns line up on screen, padded by display width
+    (``str.ljust`` counts a Chinese character as one column; a terminal shows two)."""
+    widths = [max(map(display_width, column)) for column in zip(*table, strict=True)]
+    return [
+        "".join(
+            cell + " " * (width - display_width(cell) + gap)
+            for cell, width in zip(row, widths, strict=True)
+        ).rstrip()
+        for row in table
+    ]
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -296,14 +337,24 @@ def _fleet_lines(
     )
     for _, (left, info) in workers.items():
         overhead, lag = info.get("overhead_ms") or {}, info.get("lag_ms") or {}
+        driving = info.get("driving")
         lines.append(
             f"    {info.get('name', '?')} (pid {info.get('pid', '?')} @ {info.get('host', '?')})：驱动 "
-            f"{info.get('characters', 0)} 个 {info.get('driving') or ''}"
+            f"{info.get('characters', 0)} 个"
+            + (f" {driving}" if driving else "")
             + (f"；推进 {', '.join(info['towns'])}" if info.get("towns") else "")
-            + f"；决策 {info.get('decisions', 0)} 次，引擎开销 p95 {overhead.get('p95')} ms，"
-            f"延迟 p95 {lag.get('p95')} ms，CPU {info.get('cpu_seconds')} s；心跳剩 {left / 1000:.0f} s"
+            + f"；决策 {info.get('decisions', 0)} 次，"
+            + _p95("引擎开销", overhead.get("p95"), "还没有决策")
+            + "，"
+            + _p95("延迟", lag.get("p95"), "还没有步骤")
+            + f"，CPU {info.get('cpu_seconds')} s；心跳剩 {left / 1000:.0f} s"
         )
     return "\n".join(lines)
+
+
+def _p95(label: str, value: float | None, none_yet: str) -> str:
+    """A worker's percentile, or why there is none yet (a fresh worker has measured nothing)."""
+    return f"{label} p95 {value} ms" if value is not None else f"{label} p95 尚无（{none_yet}）"
 
 
 # -- run ------------------------------------------------------------------------------------------
@@ -493,18 +544,7 @@ def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
 
     Call it before anything imports the `message` package: nonebot's loader refuses a module that
     was imported before it was loaded as a plugin."""
-    if log_to_stderr:
-        from nonebot.log import default_filter, logger, logger_id
-
-        with contextlib.suppress(ValueError):  # already moved
-            logger.remove(logger_id)
-            logger.add(
-                sys.stderr,
-                level=0,
-                diagnose=False,
-                filter=default_filter,
-                format="{time:HH:mm:ss} {level: <7} nonebot: {message}",
-            )
+    _nonebot_logs_in_town_time(cfg.app.tz, to_stderr=log_to_stderr)
     import nonebot
     from nonebot.adapters.onebot.v11 import Adapter
 
@@ -535,6 +575,31 @@ def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
     nonebot.get_driver().register_adapter(Adapter)
     if nonebot.load_plugin("nonebot_plugin_yuiju") is None:
         raise RuntimeError("the plugin nonebot_plugin_yuiju did not load (see the log above)")
+
+
+def _nonebot_logs_in_town_time(tz: tzinfo, *, to_stderr: bool) -> None:
+    """nonebot's log lines (loguru) stamped as ours are (`TownTimeFormatter`): the town's zone,
+    with its offset; on stderr in the daemon (stdout is its panel), in nonebot's own format on
+    stdout otherwise."""
+    from nonebot.log import default_filter, default_format, logger, logger_id
+
+    def in_town_time(record: Any) -> None:
+        # a fixed offset: loguru prints a zone's offset through utcoffset(None), which ZoneInfo lacks
+        moment = record["time"].astimezone(tz)
+        record["time"] = moment.replace(tzinfo=timezone(moment.utcoffset()))
+
+    logger.configure(patcher=in_town_time)
+    with contextlib.suppress(ValueError):  # already replaced
+        logger.remove(logger_id)
+        logger.add(
+            sys.stderr if to_stderr else sys.stdout,
+            level=0,
+            diagnose=False,
+            filter=default_filter,
+            format="{time:HH:mm:ssZ} {level: <7} nonebot: {message}"
+            if to_stderr
+            else default_format.replace("{time:MM-DD HH:mm:ss}", "{time:MM-DD HH:mm:ssZ}"),
+        )
 
 
 async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
@@ -933,7 +998,7 @@ def _main(args: argparse.Namespace) -> int:
         cfg = load_config(args.config)
     except ConfigError as exc:
         return _fail(str(exc))
-    _setup_logging(cfg.app.log_level if args.cmd != "simulate" else "WARNING")
+    _setup_logging(cfg.app.log_level if args.cmd != "simulate" else "WARNING", tz=cfg.app.tz)
     from yuiju.characters import CardError
     from yuiju.storage.errors import StorageError
     from yuiju.world.errors import ConfigurationError

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,3 +145,78 @@ def test_actions_check_finds_choices_naming_a_field_the_params_lack(
     out = capsys.readouterr().out
     assert "'pick_flowers'" in out and "'flowers'" in out and "['flower']" in out, out
     assert out.count("problem:") == 1
+
+
+# -- a newcomer's first look: status, the action list, the log -----------------------------------
+
+
+async def test_status_of_a_worker_without_figures_yet_says_so_instead_of_none(
+    tmp_path: Path, redis_url: str, redis: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker that has not decided anything yet has no overhead or lag percentiles."""
+    import json
+
+    from tests.conftest import make_engine
+    from yuiju.config import load_config
+
+    config = write_config(tmp_path, redis_url)
+    cfg = load_config(str(config))
+    kit = await make_engine(redis, None, prefix=cfg.redis.prefix)
+    info = kit.engine._worker_info()
+    assert info["overhead_ms"]["p95"] is None  # the case at hand: nothing measured yet
+    await kit.store.heartbeat("fresh-worker", 30_000, json.dumps(info, default=str))
+
+    assert await yuiju_cli._status(cfg, as_json=False) == 0
+
+    out = capsys.readouterr().out
+    worker = next(line for line in out.splitlines() if "决策 0 次" in line)
+    assert "None" not in out, worker
+    assert "引擎开销" in worker and "还没有" in worker, worker
+
+
+def display_width(text: str) -> int:
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def test_actions_list_columns_line_up_on_screen_with_chinese_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Padded by display width (a Chinese character takes two columns), with no tabs."""
+    import re
+
+    assert yuiju_cli.main(["actions", "list"]) == 0
+
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) > 20 and not any("\t" in row for row in rows)
+    starts = set()
+    for row in rows:
+        cells = list(re.finditer(r"\S+", row))
+        assert len(cells) == 4, row  # id, name, place, tags
+        starts.add(tuple(display_width(row[: cell.start()]) for cell in cells))
+    assert len(starts) == 1, sorted(starts)[:3]
+
+
+def test_log_lines_are_stamped_in_the_towns_time_zone_and_say_so() -> None:
+    """Whatever the machine's zone (UTC on a server), the log reads like the panel's clock."""
+    import io
+    import logging
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        root.handlers = []
+        yuiju_cli._setup_logging("INFO", tz=ZoneInfo("Asia/Shanghai"), stream=stream)
+        record = logging.makeLogRecord(
+            {"name": "yuiju", "levelno": 20, "levelname": "INFO", "msg": "she woke up"}
+        )
+        record.created = datetime(2026, 9, 1, 0, 40, 41, tzinfo=ZoneInfo("UTC")).timestamp()
+        root.handle(record)
+    finally:
+        root.handlers, _ = saved
+        root.setLevel(saved[1])
+    assert stream.getvalue().startswith("08:40:41+08:00 INFO"), stream.getvalue()
