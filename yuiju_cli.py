@@ -13,9 +13,13 @@ import sys
 import unicodedata
 from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yuiju.config import ConfigError, YuijuConfig, default_toml, load_config, resolve_path
+
+if TYPE_CHECKING:
+    from yuiju.world.clock import RealClock
+    from yuiju.world.store import StateStore
 
 log = logging.getLogger("yuiju")
 
@@ -194,6 +198,19 @@ def render_panel(
     return "\n".join(lines)
 
 
+async def panel_text(store: StateStore, character_ids: list[str], clock: RealClock) -> str:
+    """The live panel of `yuiju run` as drawn now, from the stores. Its time never runs past
+    what is saved while world time is ahead (`RealClock.shown`): a restart continues from the
+    saved time, and what the user saw before Ctrl-C must not step back after it."""
+    from yuiju.world.store import latest_saved_time
+    from yuiju.world.town import HAURA
+
+    world = await store.load_world()
+    chars = {cid: await store.load_character(cid) for cid in character_ids}
+    now = clock.shown(latest_saved_time(world, chars.values()))
+    return render_panel(world, chars, now, HAURA) + clock_line(clock)
+
+
 def clock_line(clock: Any) -> str:
     """The panel's note when world time is not the wall clock's (after a ``--speed`` run)."""
     from yuiju.world.clock import duration_text
@@ -292,9 +309,11 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
             )
         else:
             from yuiju.world.clock import duration_text
+            from yuiju.world.store import latest_saved_time
 
             wall = datetime.now(cfg.app.tz)
-            now = max(wall, world.time) if world is not None else wall  # world time never goes back
+            saved = latest_saved_time(world, chars.values())
+            now = max(wall, saved) if saved is not None else wall  # world time never goes back
             print(
                 render_panel(world, chars, now, HAURA, drivers=towns[cfg.redis.prefix]["driven_by"])
             )
@@ -363,7 +382,6 @@ def _p95(label: str, value: float | None, none_yet: str) -> str:
 async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from yuiju.world.clock import RealClock
     from yuiju.world.runtime import build_runtime
-    from yuiju.world.town import HAURA
 
     speed = args.speed or cfg.world.speed
     if args.resync and speed != 1:
@@ -427,9 +445,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     async def panel() -> None:
         while True:
             try:
-                world = await runtime.store.load_world()
-                chars = {cid: await runtime.store.load_character(cid) for cid in runtime.cards}
-                text = render_panel(world, chars, clock.now(), HAURA) + clock_line(clock)
+                text = await panel_text(runtime.store, list(runtime.cards), clock)
             except Exception as exc:  # the panel must never take the daemon down
                 text = f"(panel: {exc})"
             sys.stdout.write(
