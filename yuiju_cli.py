@@ -81,6 +81,8 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
         catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
     except ConfigurationError as exc:
         return _fail(str(exc))
+    if args.action_cmd == "why":
+        return asyncio.run(_actions_why(cfg, args.id, args.character))
     if args.action_cmd == "check":
         problems = [f"module {m}: {e}" for m, e in catalogue.broken.items()]
         problems += action_problems(catalogue, HAURA, cfg.app.tz)
@@ -115,6 +117,91 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
         ]
         for line in columns(table):
             print(line)
+    return 0
+
+
+async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | None) -> int:
+    """`yuiju actions why ID`: whether the action is offered to her now, and which of its
+    preconditions hold and which do not, each in its own words. Now is her state in the stores
+    (a fresh start from her card when nothing is saved) caught up to the present as the next
+    step would see it; nothing is written."""
+    import difflib
+
+    from yuiju.storage.keys import Keys
+    from yuiju.storage.redis import open_redis
+    from yuiju.world.action_check import moment_at
+    from yuiju.world.errors import CorruptState
+    from yuiju.world.loader import load_actions
+    from yuiju.world.runtime import character_from_card, load_cards, resolve_evolutions
+    from yuiju.world.store import StateStore, latest_saved_time
+    from yuiju.world.town import HAURA
+
+    catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
+    action = catalogue.actions.get(action_id)
+    if action is None:
+        close = difflib.get_close_matches(action_id, list(catalogue.actions), n=3)
+        return _fail(
+            f"no action {action_id!r}"
+            + (f" (did you mean {', '.join(close)}?)" if close else "")
+            + "; `yuiju actions list` lists every action with its id"
+        )
+    towns = cfg.towns()
+    cid = character_id or cfg.world.characters[0]
+    prefix = next((p for p, town in towns.items() if cid in town.characters), None)
+    if prefix is None:
+        configured = [c for town in towns.values() for c in town.characters]
+        return _fail(f"--character {cid!r} is not configured; the characters are {configured}")
+    card = load_cards([cid])[cid]
+    redis = await open_redis(
+        cfg.redis.url.get_secret_value() if cfg.redis.url else None,
+        cfg.data_path(),
+        cluster=cfg.redis.cluster,
+    )
+    try:
+        world, character = await StateStore(redis.client, Keys(prefix)).load(cid)
+    except CorruptState as exc:
+        return _fail(str(exc))
+    finally:
+        await redis.aclose()
+    wall = datetime.now(cfg.app.tz)
+    saved = latest_saved_time(world, [character])
+    fresh = character is None
+    ctx = moment_at(
+        max(wall, saved) if saved is not None else wall,  # world time never goes back
+        world,
+        character or character_from_card(card),
+        town=HAURA,
+        evolutions=[(e.name, e.fn) for e in resolve_evolutions(cfg.world.evolutions)],
+        seed=towns[prefix].seed if towns[prefix].seed is not None else cfg.world.seed,
+    )
+    verdicts = action.precondition.verdicts(ctx)
+    failing = sum(not v.holds for v in verdicts)
+    where = f" @ {HAURA.place_name(action.at)}" if action.at else ""
+    print(
+        f"{action.id} {action.name}{where}: "
+        + (
+            f"not offered now, {failing} of {len(verdicts)} preconditions fail"
+            if failing
+            else "offered now, every precondition holds"
+        )
+    )
+    print(
+        f"  {card.name} ({cid}) at {ctx.now:%Y-%m-%d %H:%M} world time, in {ctx.place_name}, "
+        + (
+            "from a fresh start (nothing saved yet: her card's start)"
+            if fresh
+            else "from the saved state"
+        )
+    )
+    if ctx.world.paused:
+        print("  the world is paused: nothing is offered until it resumes")
+    if (running := ctx.character.running) is not None:
+        print(
+            f"  she is busy with {running.name} until {running.ends_at.astimezone(cfg.app.tz):%H:%M}: "
+            "nothing is offered before it ends"
+        )
+    for verdict in verdicts:
+        print(f"  {'✓' if verdict.holds else '✗'} {verdict.text}")
     return 0
 
 
@@ -816,9 +903,8 @@ async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     if args.report:
         text = json.dumps(report, ensure_ascii=False, indent=1)
         await asyncio.to_thread(Path(args.report).write_text, text, encoding="utf-8")
-    summary = {
-        k: v for k, v in report.items() if k not in ("timeline", "per_day", "action_histogram")
-    }
+    long = ("timeline", "per_day", "action_histogram", "offered", "offered_histogram")
+    summary = {k: v for k, v in report.items() if k not in long}
     print(json.dumps(summary, ensure_ascii=False, indent=1))
     top = list(report["action_histogram"].items())[:12]
     print("most frequent actions: " + ", ".join(f"{k} {v}" for k, v in top))
@@ -902,6 +988,12 @@ def build_parser() -> argparse.ArgumentParser:
     lst = asub.add_parser("list")
     lst.add_argument("--json", action="store_true")
     asub.add_parser("check")
+    why = asub.add_parser(
+        "why",
+        help="whether an action is offered to her now, and which of its preconditions hold",
+    )
+    why.add_argument("id", help="the action's id (`yuiju actions list`)")
+    why.add_argument("--character", help="whose (default: the first of [world].characters)")
 
     mem = sub.add_parser(
         "memory", help="search her memory, distil chat memories, re-index knowledge files"
