@@ -193,12 +193,16 @@ class Observer:
             "posts": posts,
             "llm": _llm_view(day, usage, fallbacks, len(behavior_today)),
             "charts": self._charts(week, character, now, chart_start),
-            "map": svg.town_map(
-                self.town,
-                character.location if character else None,
-                {pid: p.open for pid, p in (world.places.items() if world else ())},
-                who=name,
-            ),
+            "map": {
+                kind: svg.town_map(
+                    self.town,
+                    character.location if character else None,
+                    {pid: p.open for pid, p in (world.places.items() if world else ())},
+                    who=name,
+                    layout=layout,
+                )
+                for kind, layout in (("wide", svg.WIDE), ("narrow", svg.NARROW))
+            },
             "stores": {"history": self.history.backend},
         }
 
@@ -371,7 +375,7 @@ class Observer:
                 ("money",),
                 low=None,
                 high=None,
-                height=120,
+                height=80,
                 title="最近七天的金币",
             ),
             "strip": svg.day_strip(spans, days),
