@@ -107,13 +107,8 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     else:
         table = [
-            [
-                r["id"],
-                r["name"],
-                HAURA.place_name(r["place"]) if r["place"] else "任意",
-                ",".join(r["tags"]),
-            ]
-            for r in rows
+            [a.id, a.name, HAURA.place_name(a.at) if a.at else "任意", ",".join(sorted(a.tags))]
+            for a in catalogue
         ]
         for line in columns(table):
             print(line)
@@ -172,7 +167,7 @@ async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | Non
         character or character_from_card(card),
         town=HAURA,
         evolutions=[(e.name, e.fn) for e in resolve_evolutions(cfg.world.evolutions)],
-        seed=towns[prefix].seed if towns[prefix].seed is not None else cfg.world.seed,
+        seed=cfg.world.seed if (seed := towns[prefix].seed) is None else seed,
     )
     verdicts = action.precondition.verdicts(ctx)
     failing = sum(not v.holds for v in verdicts)
