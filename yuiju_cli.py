@@ -10,22 +10,41 @@ import logging
 import os
 import signal
 import sys
-from datetime import datetime, timedelta
+import unicodedata
+from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yuiju.config import ConfigError, YuijuConfig, default_toml, load_config, resolve_path
+
+if TYPE_CHECKING:
+    from yuiju.world.clock import RealClock
+    from yuiju.world.store import StateStore
 
 log = logging.getLogger("yuiju")
 
 
-def _setup_logging(level: str, *, stream: Any = None) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-        stream=stream or sys.stderr,
-    )
+class TownTimeFormatter(logging.Formatter):
+    """Stamps a log line with the wall-clock time in the town's zone and its offset
+    (``08:40:41+08:00``): on a server in UTC the log then reads like the panel's clock whenever
+    world time runs with real time, and says which zone it is in. Not world time: a log line
+    says when something happened to the process (a start, an outage), which other programs'
+    logs and the user's own clock tell in wall time, and which a sped-up world would move
+    hours or days away from them; the panel says how far world time is ahead."""
+
+    def __init__(self, fmt: str, tz: tzinfo | None) -> None:
+        super().__init__(fmt)
+        self.tz = tz
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        stamp = datetime.fromtimestamp(record.created, self.tz).astimezone(self.tz)
+        return stamp.isoformat(timespec="seconds")[11:]  # after the date: 08:40:41+08:00
+
+
+def _setup_logging(level: str, *, tz: tzinfo | None = None, stream: Any = None) -> None:
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(TownTimeFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", tz))
+    logging.basicConfig(level=getattr(logging, level), handlers=[handler])
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # its job bookkeeping is noise here
 
 
@@ -62,6 +81,8 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
         catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
     except ConfigurationError as exc:
         return _fail(str(exc))
+    if args.action_cmd == "why":
+        return asyncio.run(_actions_why(cfg, args.id, args.character))
     if args.action_cmd == "check":
         problems = [f"module {m}: {e}" for m, e in catalogue.broken.items()]
         problems += action_problems(catalogue, HAURA, cfg.app.tz)
@@ -85,10 +106,116 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
     if args.json:
         print(json.dumps(rows, ensure_ascii=False, indent=2))
     else:
-        for a in catalogue:
-            place = HAURA.place_name(a.at) if a.at else "任意"
-            print(f"{a.id:<22} {a.name:<12}\t{place:<8}\t{','.join(sorted(a.tags))}")
+        table = [
+            [a.id, a.name, HAURA.place_name(a.at) if a.at else "任意", ",".join(sorted(a.tags))]
+            for a in catalogue
+        ]
+        for line in columns(table):
+            print(line)
     return 0
+
+
+async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | None) -> int:
+    """`yuiju actions why ID`: whether the action is offered to her now, and which of its
+    preconditions hold and which do not, each in its own words. Now is her state in the stores
+    (a fresh start from her card when nothing is saved) caught up to the present as the next
+    step would see it; nothing is written."""
+    import difflib
+
+    from yuiju.storage.keys import Keys
+    from yuiju.storage.redis import open_redis
+    from yuiju.world.action_check import moment_at
+    from yuiju.world.errors import CorruptState
+    from yuiju.world.loader import load_actions
+    from yuiju.world.runtime import character_from_card, load_cards, resolve_evolutions
+    from yuiju.world.store import StateStore, latest_saved_time
+    from yuiju.world.town import HAURA
+
+    catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
+    action = catalogue.actions.get(action_id)
+    if action is None:
+        close = difflib.get_close_matches(action_id, list(catalogue.actions), n=3)
+        return _fail(
+            f"no action {action_id!r}"
+            + (f" (did you mean {', '.join(close)}?)" if close else "")
+            + "; `yuiju actions list` lists every action with its id"
+        )
+    towns = cfg.towns()
+    cid = character_id or cfg.world.characters[0]
+    prefix = next((p for p, town in towns.items() if cid in town.characters), None)
+    if prefix is None:
+        configured = [c for town in towns.values() for c in town.characters]
+        return _fail(f"--character {cid!r} is not configured; the characters are {configured}")
+    card = load_cards([cid])[cid]
+    redis = await open_redis(
+        cfg.redis.url.get_secret_value() if cfg.redis.url else None,
+        cfg.data_path(),
+        cluster=cfg.redis.cluster,
+    )
+    try:
+        world, character = await StateStore(redis.client, Keys(prefix)).load(cid)
+    except CorruptState as exc:
+        return _fail(str(exc))
+    finally:
+        await redis.aclose()
+    wall = datetime.now(cfg.app.tz)
+    saved = latest_saved_time(world, [character])
+    fresh = character is None
+    ctx = moment_at(
+        max(wall, saved) if saved is not None else wall,  # world time never goes back
+        world,
+        character or character_from_card(card),
+        town=HAURA,
+        evolutions=[(e.name, e.fn) for e in resolve_evolutions(cfg.world.evolutions)],
+        seed=cfg.world.seed if (seed := towns[prefix].seed) is None else seed,
+    )
+    verdicts = action.precondition.verdicts(ctx)
+    failing = sum(not v.holds for v in verdicts)
+    where = f" @ {HAURA.place_name(action.at)}" if action.at else ""
+    print(
+        f"{action.id} {action.name}{where}: "
+        + (
+            f"not offered now, {failing} of {len(verdicts)} preconditions fail"
+            if failing
+            else "offered now, every precondition holds"
+        )
+    )
+    print(
+        f"  {card.name} ({cid}) at {ctx.now:%Y-%m-%d %H:%M} world time, in {ctx.place_name}, "
+        + (
+            "from a fresh start (nothing saved yet: her card's start)"
+            if fresh
+            else "from the saved state"
+        )
+    )
+    if ctx.world.paused:
+        print("  the world is paused: nothing is offered until it resumes")
+    if (running := ctx.character.running) is not None:
+        print(
+            f"  she is busy with {running.name} until {running.ends_at.astimezone(cfg.app.tz):%H:%M}: "
+            "nothing is offered before it ends"
+        )
+    for verdict in verdicts:
+        print(f"  {'✓' if verdict.holds else '✗'} {verdict.text}")
+    return 0
+
+
+def display_width(text: str) -> int:
+    """Terminal columns ``text`` takes: East Asian wide and full-width characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def columns(table: list[list[str]], gap: int = 2) -> list[str]:
+    """Rows of cells as lines whose columns line up on screen, padded by display width
+    (``str.ljust`` counts a Chinese character as one column; a terminal shows two)."""
+    widths = [max(map(display_width, column)) for column in zip(*table, strict=True)]
+    return [
+        "".join(
+            cell + " " * (width - display_width(cell) + gap)
+            for cell, width in zip(row, widths, strict=True)
+        ).rstrip()
+        for row in table
+    ]
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -151,6 +278,19 @@ def render_panel(
             f"  ……还有 {len(characters) - PANEL_CHARACTERS} 个角色（`yuiju status --json` 列出全部）"
         )
     return "\n".join(lines)
+
+
+async def panel_text(store: StateStore, character_ids: list[str], clock: RealClock) -> str:
+    """The live panel of `yuiju run` as drawn now, from the stores. Its time never runs past
+    what is saved while world time is ahead (`RealClock.shown`): a restart continues from the
+    saved time, and what the user saw before Ctrl-C must not step back after it."""
+    from yuiju.world.store import latest_saved_time
+    from yuiju.world.town import HAURA
+
+    world = await store.load_world()
+    chars = {cid: await store.load_character(cid) for cid in character_ids}
+    now = clock.shown(latest_saved_time(world, chars.values()))
+    return render_panel(world, chars, now, HAURA) + clock_line(clock)
 
 
 def clock_line(clock: Any) -> str:
@@ -251,9 +391,11 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
             )
         else:
             from yuiju.world.clock import duration_text
+            from yuiju.world.store import latest_saved_time
 
             wall = datetime.now(cfg.app.tz)
-            now = max(wall, world.time) if world is not None else wall  # world time never goes back
+            saved = latest_saved_time(world, chars.values())
+            now = max(wall, saved) if saved is not None else wall  # world time never goes back
             print(
                 render_panel(world, chars, now, HAURA, drivers=towns[cfg.redis.prefix]["driven_by"])
             )
@@ -296,14 +438,24 @@ def _fleet_lines(
     )
     for _, (left, info) in workers.items():
         overhead, lag = info.get("overhead_ms") or {}, info.get("lag_ms") or {}
+        driving = info.get("driving")
         lines.append(
             f"    {info.get('name', '?')} (pid {info.get('pid', '?')} @ {info.get('host', '?')})：驱动 "
-            f"{info.get('characters', 0)} 个 {info.get('driving') or ''}"
+            f"{info.get('characters', 0)} 个"
+            + (f" {driving}" if driving else "")
             + (f"；推进 {', '.join(info['towns'])}" if info.get("towns") else "")
-            + f"；决策 {info.get('decisions', 0)} 次，引擎开销 p95 {overhead.get('p95')} ms，"
-            f"延迟 p95 {lag.get('p95')} ms，CPU {info.get('cpu_seconds')} s；心跳剩 {left / 1000:.0f} s"
+            + f"；决策 {info.get('decisions', 0)} 次，"
+            + _p95("引擎开销", overhead.get("p95"), "还没有决策")
+            + "，"
+            + _p95("延迟", lag.get("p95"), "还没有步骤")
+            + f"，CPU {info.get('cpu_seconds')} s；心跳剩 {left / 1000:.0f} s"
         )
     return "\n".join(lines)
+
+
+def _p95(label: str, value: float | None, none_yet: str) -> str:
+    """A worker's percentile, or why there is none yet (a fresh worker has measured nothing)."""
+    return f"{label} p95 {value} ms" if value is not None else f"{label} p95 尚无（{none_yet}）"
 
 
 # -- run ------------------------------------------------------------------------------------------
@@ -318,7 +470,6 @@ def _log_memory_worker_failure(task: asyncio.Task[None]) -> None:
 async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from yuiju.world.clock import RealClock
     from yuiju.world.runtime import build_runtime
-    from yuiju.world.town import HAURA
 
     speed = args.speed or cfg.world.speed
     if args.resync and speed != 1:
@@ -382,9 +533,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     async def panel() -> None:
         while True:
             try:
-                world = await runtime.store.load_world()
-                chars = {cid: await runtime.store.load_character(cid) for cid in runtime.cards}
-                text = render_panel(world, chars, clock.now(), HAURA) + clock_line(clock)
+                text = await panel_text(runtime.store, list(runtime.cards), clock)
             except Exception as exc:  # the panel must never take the daemon down
                 text = f"(panel: {exc})"
             sys.stdout.write(
@@ -493,18 +642,7 @@ def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
 
     Call it before anything imports the `message` package: nonebot's loader refuses a module that
     was imported before it was loaded as a plugin."""
-    if log_to_stderr:
-        from nonebot.log import default_filter, logger, logger_id
-
-        with contextlib.suppress(ValueError):  # already moved
-            logger.remove(logger_id)
-            logger.add(
-                sys.stderr,
-                level=0,
-                diagnose=False,
-                filter=default_filter,
-                format="{time:HH:mm:ss} {level: <7} nonebot: {message}",
-            )
+    _nonebot_logs_in_town_time(cfg.app.tz, to_stderr=log_to_stderr)
     import nonebot
     from nonebot.adapters.onebot.v11 import Adapter
 
@@ -535,6 +673,31 @@ def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
     nonebot.get_driver().register_adapter(Adapter)
     if nonebot.load_plugin("nonebot_plugin_yuiju") is None:
         raise RuntimeError("the plugin nonebot_plugin_yuiju did not load (see the log above)")
+
+
+def _nonebot_logs_in_town_time(tz: tzinfo, *, to_stderr: bool) -> None:
+    """nonebot's log lines (loguru) stamped as ours are (`TownTimeFormatter`): the town's zone,
+    with its offset; on stderr in the daemon (stdout is its panel), in nonebot's own format on
+    stdout otherwise."""
+    from nonebot.log import default_filter, default_format, logger, logger_id
+
+    def in_town_time(record: Any) -> None:
+        # a fixed offset: loguru prints a zone's offset through utcoffset(None), which ZoneInfo lacks
+        moment = record["time"].astimezone(tz)
+        record["time"] = moment.replace(tzinfo=timezone(moment.utcoffset()))
+
+    logger.configure(patcher=in_town_time)
+    with contextlib.suppress(ValueError):  # already replaced
+        logger.remove(logger_id)
+        logger.add(
+            sys.stderr if to_stderr else sys.stdout,
+            level=0,
+            diagnose=False,
+            filter=default_filter,
+            format="{time:HH:mm:ssZ} {level: <7} nonebot: {message}"
+            if to_stderr
+            else default_format.replace("{time:MM-DD HH:mm:ss}", "{time:MM-DD HH:mm:ssZ}"),
+        )
 
 
 async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
@@ -735,9 +898,8 @@ async def _simulate(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     if args.report:
         text = json.dumps(report, ensure_ascii=False, indent=1)
         await asyncio.to_thread(Path(args.report).write_text, text, encoding="utf-8")
-    summary = {
-        k: v for k, v in report.items() if k not in ("timeline", "per_day", "action_histogram")
-    }
+    long = ("timeline", "per_day", "action_histogram", "offered", "offered_histogram")
+    summary = {k: v for k, v in report.items() if k not in long}
     print(json.dumps(summary, ensure_ascii=False, indent=1))
     top = list(report["action_histogram"].items())[:12]
     print("most frequent actions: " + ", ".join(f"{k} {v}" for k, v in top))
@@ -821,6 +983,12 @@ def build_parser() -> argparse.ArgumentParser:
     lst = asub.add_parser("list")
     lst.add_argument("--json", action="store_true")
     asub.add_parser("check")
+    why = asub.add_parser(
+        "why",
+        help="whether an action is offered to her now, and which of its preconditions hold",
+    )
+    why.add_argument("id", help="the action's id (`yuiju actions list`)")
+    why.add_argument("--character", help="whose (default: the first of [world].characters)")
 
     mem = sub.add_parser(
         "memory", help="search her memory, distil chat memories, re-index knowledge files"
@@ -933,7 +1101,7 @@ def _main(args: argparse.Namespace) -> int:
         cfg = load_config(args.config)
     except ConfigError as exc:
         return _fail(str(exc))
-    _setup_logging(cfg.app.log_level if args.cmd != "simulate" else "WARNING")
+    _setup_logging(cfg.app.log_level if args.cmd != "simulate" else "WARNING", tz=cfg.app.tz)
     from yuiju.characters import CardError
     from yuiju.storage.errors import StorageError
     from yuiju.world.errors import ConfigurationError

@@ -208,3 +208,33 @@ def test_every_character_card_validates(card_dir: str) -> None:
 def test_a_missing_card_names_the_fix(tmp_path) -> None:
     with pytest.raises(CardError, match=r"\[world\]\.characters"):
         load_card("nobody", folder=tmp_path)
+
+
+def test_a_precondition_says_part_by_part_what_holds_and_what_does_not() -> None:
+    """For `yuiju actions why`: every part of an ``&`` in its own words, holding or not."""
+    from yuiju.world.action import at, at_least, between, condition, has_item
+
+    @condition("没有伞")
+    def has_umbrella(ctx: ActionContext) -> bool:
+        return "伞" in ctx.character.inventory
+
+    when = (
+        between("06:00", "21:00")
+        & at_least("stamina", 8)
+        & (has_item("野莓") | has_item("鱼"))
+        & ~at("park")
+        & has_umbrella
+    )
+    ctx = make_ctx("2026-09-01 10:00", stamina=5, inventory={"鱼": 1})
+
+    assert when.verdicts(ctx) == [
+        (True, "现在在 06:00–21:00 之间"),
+        (False, "体力不足 8（现在 5）"),
+        (True, "有鱼"),
+        (True, "她在家，不在南风公园"),
+        (False, "没有伞"),
+    ]
+    assert when.why_not(ctx) == "体力不足 8（现在 5）；没有伞"  # unchanged for the observer
+    with_umbrella = make_ctx("2026-09-01 10:00", inventory={"伞": 1})
+    assert when.verdicts(with_umbrella)[-1] == (True, "成立（不成立时会说：没有伞）")
+    assert (~at("home")).explain(with_umbrella) == "她在家"

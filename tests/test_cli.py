@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,6 +85,7 @@ SUBCOMMANDS = [
     ["status"],
     ["actions", "list"],
     ["actions", "check"],
+    ["actions", "why", "walk_in_park"],
     ["memory", "search", "贝壳"],
     ["memory", "distill"],
     ["memory", "reindex"],
@@ -144,3 +146,159 @@ def test_actions_check_finds_choices_naming_a_field_the_params_lack(
     out = capsys.readouterr().out
     assert "'pick_flowers'" in out and "'flowers'" in out and "['flower']" in out, out
     assert out.count("problem:") == 1
+
+
+# -- a newcomer's first look: status, the action list, the log -----------------------------------
+
+
+async def test_status_of_a_worker_without_figures_yet_says_so_instead_of_none(
+    tmp_path: Path, redis_url: str, redis: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker that has not decided anything yet has no overhead or lag percentiles."""
+    import json
+
+    from tests.conftest import make_engine
+    from yuiju.config import load_config
+
+    config = write_config(tmp_path, redis_url)
+    cfg = load_config(str(config))
+    kit = await make_engine(redis, None, prefix=cfg.redis.prefix)
+    info = kit.engine._worker_info()
+    assert info["overhead_ms"]["p95"] is None  # the case at hand: nothing measured yet
+    await kit.store.heartbeat("fresh-worker", 30_000, json.dumps(info, default=str))
+
+    assert await yuiju_cli._status(cfg, as_json=False) == 0
+
+    out = capsys.readouterr().out
+    worker = next(line for line in out.splitlines() if "决策 0 次" in line)
+    assert "None" not in out, worker
+    assert "引擎开销" in worker and "还没有" in worker, worker
+
+
+def display_width(text: str) -> int:
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def test_actions_list_columns_line_up_on_screen_with_chinese_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Padded by display width (a Chinese character takes two columns), with no tabs."""
+    import re
+
+    assert yuiju_cli.main(["actions", "list"]) == 0
+
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) > 20 and not any("\t" in row for row in rows)
+    starts = set()
+    for row in rows:
+        cells = list(re.finditer(r"\S+", row))
+        assert len(cells) == 4, row  # id, name, place, tags
+        starts.add(tuple(display_width(row[: cell.start()]) for cell in cells))
+    assert len(starts) == 1, sorted(starts)[:3]
+
+
+def test_log_lines_are_stamped_in_the_towns_time_zone_and_say_so() -> None:
+    """Whatever the machine's zone (UTC on a server), the log reads like the panel's clock."""
+    import io
+    import logging
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        root.handlers = []
+        yuiju_cli._setup_logging("INFO", tz=ZoneInfo("Asia/Shanghai"), stream=stream)
+        record = logging.makeLogRecord(
+            {"name": "yuiju", "levelno": 20, "levelname": "INFO", "msg": "she woke up"}
+        )
+        record.created = datetime(2026, 9, 1, 0, 40, 41, tzinfo=ZoneInfo("UTC")).timestamp()
+        root.handle(record)
+    finally:
+        root.handlers, _ = saved
+        root.setLevel(saved[1])
+    assert stream.getvalue().startswith("08:40:41+08:00 INFO"), stream.getvalue()
+
+
+# -- yuiju actions why ID ------------------------------------------------------------------------
+
+
+def test_actions_why_on_a_fresh_start_says_which_preconditions_hold(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No state yet: she would start at home, awake (her card), so a walk in the park is not
+    offered because she is not in the park; each precondition in its own words."""
+    config = write_config(tmp_path, redis_url)
+
+    assert yuiju_cli.main(["--config", str(config), "actions", "why", "walk_in_park"]) == 0
+
+    out = capsys.readouterr().out
+    assert "walk_in_park" in out and "在公园散步" in out and "not offered" in out, out
+    assert "fresh start" in out, out
+    lines = out.splitlines()
+    assert "  ✓ 她醒着" in lines, out
+    assert "  ✗ 她在家，不在南风公园" in lines, out
+    assert any(line.startswith("  ✓ 体力至少 8") for line in lines), out
+    assert any("06:00–21:00" in line for line in lines), out
+
+
+async def test_actions_why_reads_her_state_from_the_stores(
+    tmp_path: Path, redis_url: str, redis: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from datetime import datetime
+
+    from tests.conftest import TZ, make_character, make_world
+    from yuiju.config import load_config
+    from yuiju.storage.keys import Keys
+    from yuiju.world.store import Commit, StateStore
+
+    config = write_config(tmp_path, redis_url)
+    cfg = load_config(str(config))
+    now = datetime.now(TZ)
+    await StateStore(redis, Keys(cfg.redis.prefix)).transact(
+        lambda _snap: (
+            Commit(
+                world=make_world(now),
+                characters={"yuiju": make_character(location="park", stamina=5)},
+            ),
+            None,
+        ),
+        characters=["yuiju"],
+    )
+
+    assert await yuiju_cli._actions_why(cfg, "walk_in_park", None) == 0
+
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert "not offered" in out and "fresh start" not in out, out
+    assert "  ✓ 她在南风公园" in lines, out
+    assert "  ✗ 体力不足 8（现在 5）" in lines, out
+
+
+def test_actions_why_an_unknown_action_names_the_close_ones(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, redis_url)
+
+    assert yuiju_cli.main(["--config", str(config), "actions", "why", "walk_in_parc"]) == 2
+
+    err = capsys.readouterr().err
+    assert "'walk_in_parc'" in err and "walk_in_park" in err and "yuiju actions list" in err
+
+
+def test_simulate_prints_what_was_never_offered_and_writes_every_offer_to_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    report = tmp_path / "r.json"
+
+    assert yuiju_cli.main(["simulate", "--days", "1", "--quiet", "--report", str(report)]) == 0
+
+    out = capsys.readouterr().out
+    assert '"never_offered"' in out and '"offered"' not in out and '"candidates"' not in out
+    written = json.loads(report.read_text(encoding="utf-8"))
+    assert len(written["offered"]) == written["decisions"] and written["offered_histogram"]

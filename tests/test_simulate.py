@@ -100,3 +100,23 @@ async def test_the_report_counts_llm_tokens_per_simulated_day_by_purpose_and_cal
     assert set(model.max_tokens) == {400} and set(model.purposes) == {
         "decide"
     }  # bounded, by purpose
+
+
+async def test_the_report_lists_what_every_decision_offered(two_days: tuple[dict, dict]) -> None:
+    """A new action can be seen offered (or never offered) from the report alone."""
+    from yuiju.world.loader import load_actions
+
+    report, _ = two_days
+    offered = report["offered"]
+    assert len(offered) == report["decisions"]  # no decision without a candidate here
+    for decision in offered:
+        assert decision["chosen"] in decision["candidates"], decision
+        assert decision["character"] == "yuiju" and decision["decided_by"]
+    # every action she did was chosen from what that decision offered
+    chosen = [(d["time"], d["chosen"]) for d in offered]
+    assert all((r["start"], r["id"]) in chosen for r in report["timeline"])
+    counts = report["offered_histogram"]
+    assert counts["wake_up"] == sum("wake_up" in d["candidates"] for d in offered) > 0
+    everything = {a.id for a in load_actions()}
+    assert report["never_offered"] == sorted(everything - set(counts))
+    assert "work_at_cafe" in report["never_offered"]  # two school days: no time for the café

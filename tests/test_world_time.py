@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -186,6 +187,48 @@ async def test_yuiju_status_json_says_a_world_on_real_time_has_no_lead(
 
     assert await yuiju_cli._status(cfg, as_json=True) == 0
     assert json.loads(capsys.readouterr().out)["world_time_lead"] == {"seconds": 0, "text": "0 min"}
+
+
+def panel_minute(text: str) -> datetime:
+    """The world time the terminal panel's first line shows (to the minute)."""
+    shown = re.search(r"羽浦町  (\d{4}-\d\d-\d\d \d\d:\d\d)", text)
+    assert shown, text
+    return datetime.fromisoformat(shown.group(1)).replace(tzinfo=TZ)
+
+
+async def test_the_panel_and_page_never_show_a_minute_the_next_start_steps_back_from(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """World time ahead of the wall clock, saved at 08:40:41 by the last tick; the panel is
+    redrawn at 08:41:20 and she is stopped before the next tick: the next start continues from
+    08:40:41, so neither the panel nor the observer page may have shown 08:41."""
+    from yuiju import cli as yuiju_cli
+    from yuiju.web import observer_for_runtime
+
+    cfg = config(redis_url, tmp_path)
+    saved = (datetime.now(TZ) + timedelta(hours=2)).replace(second=41, microsecond=0)
+    demo = await build_runtime(cfg, clock=SimClock(saved))
+    try:
+        await demo.engine.run(max_steps=1)
+    finally:
+        await demo.close()
+    running = RealClock(TZ)
+    running.continue_from(saved + timedelta(seconds=39))  # her clock ran on past the last save
+    runtime = await build_runtime(cfg, clock=RealClock(TZ))
+    try:
+        assert await runtime.store.saved_world_time(list(runtime.cards)) == saved
+        before_stop = yuiju_cli.panel_text(runtime.store, list(runtime.cards), running)
+        seen_last = panel_minute(await before_stop)
+        page = await observer_for_runtime(runtime, running).snapshot("yuiju")
+        seen_last = max(seen_last, page["now"].replace(second=0, microsecond=0))
+
+        await runtime.continue_world_clock()  # the next start
+        after_start = await yuiju_cli.panel_text(
+            runtime.store, list(runtime.cards), runtime.engine.clock
+        )
+    finally:
+        await runtime.close()
+    assert panel_minute(after_start) >= seen_last, (seen_last, after_start.splitlines()[0])
 
 
 def test_resync_with_a_speed_up_is_refused_before_anything_starts(

@@ -21,6 +21,7 @@ __all__ = ["Observer", "ObserverServer", "StoresDown", "create_app", "observer_f
 
 def observer_for_runtime(runtime: Runtime, clock: Clock | None = None) -> Observer:
     """An `Observer` on a running world's stores, labelled from its cards and catalogue."""
+    from yuiju.world.clock import RealClock
     from yuiju.world.town import HAURA
 
     cfg = runtime.cfg
@@ -33,5 +34,6 @@ def observer_for_runtime(runtime: Runtime, clock: Clock | None = None) -> Observ
         character_ids=list(cfg.world.characters),  # the default town's (the page's keys)
         catalogue=runtime.catalogue,
         now=clock.now if clock is not None else None,
+        shown=clock.shown if isinstance(clock, RealClock) else None,
         names={cid: getattr(card, "name", cid) for cid, card in runtime.cards.items()},
     )

@@ -1,8 +1,9 @@
-"""Server-side SVG: the 7-day needs and money charts, the day-by-day strip, the town map.
+"""Server-side drawings: the 7-day needs and money charts, the day-by-day strip, the town map.
 
-Plain functions from data to SVG text (no CDN, no build step, nothing runs in the browser).
-Every string that comes from data is escaped; sizes are in viewBox units, so the drawings
-scale to the width of a phone.
+Plain functions from data to SVG and HTML text (no CDN, no build step, nothing runs in the
+browser). Every string that comes from data is escaped. Text keeps its size from phone to
+laptop: the charts and the strip are HTML labels around SVG that stretches to the width, and the
+map comes in two drawings, `WIDE` and `NARROW`, the page showing the one that fits.
 """
 
 from __future__ import annotations
@@ -54,16 +55,39 @@ def category_of(tags: Iterable[str]) -> Category:
 
 
 def _day_label(day: datetime) -> str:
-    return f"{day.month}/{day.day} 周{WEEKDAYS[day.weekday()]}"
+    """``9/1 周二``: the date part in its own span, so a narrow chart can put it over the weekday."""
+    return f'<span class="d">{day.month}/{day.day}</span> 周{WEEKDAYS[day.weekday()]}'
+
+
+def _legend(keys: Iterable[tuple[str, str]]) -> str:
+    return (
+        '<div class="legend">'
+        + "".join(
+            f'<span class="key"><i style="background: {colour}"></i>{escape(name)}</span>'
+            for name, colour in keys
+        )
+        + "</div>"
+    )
+
+
+def _pct(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".") + "%"
 
 
 # -- the 7-day line charts --------------------------------------------------------------------
+# The plot is an SVG stretched to its box (preserveAspectRatio="none"; strokes keep their width);
+# axes and legend are HTML around it. Text then keeps its CSS size at any width: a drawing that
+# scales as a whole shrinks its labels to a few pixels on a phone and blows them up on a laptop.
 
 
 @dataclass(frozen=True)
 class Point:
     time: datetime
     stats: Mapping[str, float]
+
+
+PLOT_W, PLOT_H = 1000, 100
+"""The plot's own units: x in thousandths of the time span, y in hundredths of the value range."""
 
 
 def line_chart(
@@ -74,12 +98,11 @@ def line_chart(
     *,
     low: float | None = 0,
     high: float | None = 100,
-    height: int = 150,
+    height: int = 140,
     title: str = "",
 ) -> str:
-    """A line per series over [start, end) with a gridline and label per day."""
-    width, left, right, top, bottom = 640, 34, 8, 22, 22
-    plot_w, plot_h = width - left - right, height - top - bottom
+    """A line per series over [start, end), ``height`` px tall, with a gridline and label per
+    day and the value at the bottom, middle and top."""
     values = [
         float(p.stats[s]) for p in points for s in series if isinstance(p.stats.get(s), int | float)
     ]
@@ -93,46 +116,30 @@ def line_chart(
     span = (end - start).total_seconds() or 1.0
 
     def x(t: datetime) -> float:
-        return left + plot_w * min(1.0, max(0.0, (t - start).total_seconds() / span))
+        return PLOT_W * min(1.0, max(0.0, (t - start).total_seconds() / span))
 
     def y(v: float) -> float:
-        return top + plot_h * (1 - (v - lo) / (hi - lo))
+        return PLOT_H * (1 - (v - lo) / (hi - lo))
 
-    out = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
-        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="plot"/>',
+    plot = [
+        f'<svg class="chart" viewBox="0 0 {PLOT_W} {PLOT_H}" preserveAspectRatio="none" '
+        'xmlns="http://www.w3.org/2000/svg">'
     ]
+    y_ticks, x_ticks, dots = [], [], []
     for frac in (0, 0.5, 1):
         v = lo + (hi - lo) * frac
-        out.append(
-            f'<line x1="{left}" x2="{left + plot_w}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid"/>'
-        )
-        out.append(
-            f'<text x="{left - 4}" y="{y(v) + 4:.1f}" class="tick" text-anchor="end">{v:.0f}</text>'
-        )
+        plot.append(f'<line x1="0" x2="{PLOT_W}" y1="{y(v):.2f}" y2="{y(v):.2f}" class="grid"/>')
+        y_ticks.append(f'<span class="tick" style="top: {_pct(y(v))}">{v:.0f}</span>')
     day = start
     while day < end:
-        out.append(
-            f'<line x1="{x(day):.1f}" x2="{x(day):.1f}" y1="{top}" y2="{top + plot_h}" class="grid"/>'
+        plot.append(
+            f'<line x1="{x(day):.1f}" x2="{x(day):.1f}" y1="0" y2="{PLOT_H}" class="grid"/>'
         )
         mid = min(day + timedelta(hours=12), end)
-        out.append(
-            f'<text x="{x(mid):.1f}" y="{height - 6}" class="tick" text-anchor="middle">{_day_label(day)}</text>'
+        x_ticks.append(
+            f'<span class="tick" style="left: {_pct(x(mid) / 10)}">{_day_label(day)}</span>'
         )
         day += timedelta(days=1)
-    legend_x = left
-    for s in series:
-        colour = SERIES_COLOURS.get(s, "#666")
-        out.append(f'<rect x="{legend_x}" y="6" width="10" height="10" rx="2" fill="{colour}"/>')
-        out.append(
-            f'<text x="{legend_x + 14}" y="15" class="legend">{escape(SERIES_NAMES.get(s, s))}</text>'
-        )
-        legend_x += 62
-    if not points:
-        out.append(
-            f'<text x="{left + plot_w / 2}" y="{top + plot_h / 2}" class="empty" text-anchor="middle">暂无数据</text>'
-        )
     for s in series:
         coords = [
             (x(p.time), y(float(p.stats[s])))
@@ -141,16 +148,26 @@ def line_chart(
         ]
         if not coords:
             continue
-        path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy in coords)
+        path = " ".join(f"{cx:.1f},{cy:.2f}" for cx, cy in coords)
         colour = SERIES_COLOURS.get(s, "#666")
-        out.append(
+        plot.append(
             f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2" '
-            f'stroke-linejoin="round" class="series series-{escape(s)}"/>'
+            f'stroke-linejoin="round" vector-effect="non-scaling-stroke" '
+            f'class="series series-{escape(s)}"/>'
         )
         cx, cy = coords[-1]
-        out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3" fill="{colour}"/>')
-    out.append("</svg>")
-    return "".join(out)
+        dots.append(
+            f'<i class="dot" style="left: {_pct(cx / 10)}; top: {_pct(cy)}; background: {colour}"></i>'
+        )
+    plot.append("</svg>")
+    empty = "" if points else '<span class="empty">暂无数据</span>'
+    legend = _legend((SERIES_NAMES.get(s, s), SERIES_COLOURS.get(s, "#666")) for s in series)
+    return (
+        f'<div class="linechart" role="img" aria-label="{escape(title)}">{legend}'
+        f'<div class="y-axis">{"".join(y_ticks)}</div>'
+        f'<div class="plot" style="height: {height}px">{"".join(plot)}{"".join(dots)}{empty}</div>'
+        f'<div class="x-axis">{"".join(x_ticks)}</div></div>'
+    )
 
 
 # -- the day-by-day strip -----------------------------------------------------------------------
@@ -164,74 +181,101 @@ class Span:
     label: str
 
 
+DAY_MINUTES = 24 * 60
+
+
 def day_strip(spans: Sequence[Span], days: Sequence[datetime]) -> str:
-    """One row per day (local midnight in ``days``), 0–24 h across, a block per action."""
-    width, left, right, top, row_h, gap = 640, 74, 8, 18, 18, 6
-    plot_w = width - left - right
-    height = top + len(days) * (row_h + gap) + 34
-    out = [
-        f'<svg class="chart strip" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="最近七天每天做了什么" xmlns="http://www.w3.org/2000/svg">'
-    ]
-    for hour in range(0, 25, 6):
-        hx = left + plot_w * hour / 24
-        out.append(
-            f'<line x1="{hx:.1f}" x2="{hx:.1f}" y1="{top - 4}" y2="{top + len(days) * (row_h + gap) - gap}" class="grid"/>'
-        )
-        out.append(
-            f'<text x="{hx:.1f}" y="{top - 6}" class="tick" text-anchor="middle">{hour}:00</text>'
-        )
-    for row, day in enumerate(days):
-        ry = top + row * (row_h + gap)
+    """One row per day (local midnight in ``days``), 0–24 h across, a block per action; the
+    day labels and hours are HTML beside and above bars that stretch to the width."""
+    hours = "".join(
+        f'<span class="tick" style="left: {_pct(100 * hour / 24)}">{hour}:00</span>'
+        for hour in range(0, 25, 6)
+    )
+    rows = []
+    for day in days:
         day_end = day + timedelta(days=1)
-        out.append(
-            f'<text x="{left - 6}" y="{ry + 13}" class="tick" text-anchor="end">{_day_label(day)}</text>'
-        )
-        out.append(f'<rect x="{left}" y="{ry}" width="{plot_w}" height="{row_h}" class="plot"/>')
+        bar = [
+            f'<svg class="bar" viewBox="0 0 {DAY_MINUTES} 1" preserveAspectRatio="none" '
+            'xmlns="http://www.w3.org/2000/svg">'
+        ]
         for span in spans:
             s, e = max(span.start, day), min(span.end, day_end)
             if e <= s:
                 continue
-            x0 = left + plot_w * (s - day).total_seconds() / 86400
-            w = max(0.8, plot_w * (e - s).total_seconds() / 86400)
+            x0 = (s - day).total_seconds() / 60
+            w = max(1.0, (e - s).total_seconds() / 60)
             tip = f"{span.start:%H:%M}–{span.end:%H:%M} {span.label}"
-            out.append(
-                f'<rect x="{x0:.1f}" y="{ry}" width="{w:.1f}" height="{row_h}" '
+            bar.append(
+                f'<rect x="{x0:.1f}" y="0" width="{w:.1f}" height="1" '
                 f'fill="{span.category.colour}" class="cat-{span.category.id}"><title>{escape(tip)}</title></rect>'
             )
-    ly = top + len(days) * (row_h + gap) + 12
-    lx = left
-    for cat in CATEGORIES:
-        out.append(f'<rect x="{lx}" y="{ly}" width="10" height="10" rx="2" fill="{cat.colour}"/>')
-        out.append(f'<text x="{lx + 13}" y="{ly + 9}" class="legend">{cat.name}</text>')
-        lx += 58
-    out.append("</svg>")
-    return "".join(out)
+        bar += [
+            f'<line x1="{m}" x2="{m}" y1="0" y2="1" class="hour"/>'
+            for m in range(360, DAY_MINUTES, 360)
+        ]
+        bar.append("</svg>")
+        rows.append(f'<span class="tick day">{_day_label(day)}</span>{"".join(bar)}')
+    legend = _legend((cat.name, cat.colour) for cat in CATEGORIES)
+    return (
+        '<div class="strip" role="img" aria-label="最近七天每天做了什么">'
+        f'<span></span><div class="hours">{hours}</div>{"".join(rows)}{legend}</div>'
+    )
 
 
 # -- the town map ---------------------------------------------------------------------------------
 
-AREA_ANCHORS: dict[str, tuple[float, float]] = {
-    "家": (95, 215),
-    "星见丘高校": (95, 70),
-    "商业区": (300, 62),
-    "公园周边": (300, 230),
-    "海岸": (530, 200),
-}
-"""Where each district of 羽浦町 sits; unknown districts go along the right and bottom."""
-_SPARE_ANCHORS = [(530, 70), (530, 320), (95, 330), (300, 340)]
+
+@dataclass(frozen=True)
+class MapLayout:
+    """Where each district of the town sits in one drawing of the map."""
+
+    anchors: Mapping[str, tuple[float, float]]
+    """The centre of a district's first row of places; unknown districts go to ``spare``."""
+    spare: Sequence[tuple[float, float]]
+    columns: int
+    """Places per row in a district, at most."""
+    width: float
+    """The drawing's width (its text then shows at its CSS size × the width it gets / this)."""
+
+
+WIDE = MapLayout(
+    anchors={
+        "家": (95, 215),
+        "星见丘高校": (95, 70),
+        "商业区": (330, 70),
+        "公园周边": (330, 250),
+        "海岸": (575, 215),
+    },
+    spare=[(575, 70), (575, 330), (95, 330), (330, 360)],
+    columns=3,
+    width=670,
+)
+"""A laptop's map: 羽浦町 as it lies, school and home on the left, the coast on the right."""
+NARROW = MapLayout(
+    anchors={
+        "星见丘高校": (68, 62),
+        "商业区": (258, 62),
+        "家": (68, 228),
+        "公园周边": (112, 330),
+        "海岸": (292, 330),
+    },
+    spare=[(292, 450), (68, 450), (200, 560)],
+    columns=2,
+    width=360,
+)
+"""A phone's map: the same districts stacked, two places to a row, so its text is not shrunk."""
 _PLACE_W, _PLACE_H, _COL_GAP, _ROW_GAP = 82, 34, 12, 12
 
 
-def _layout(town: Town) -> dict[str, tuple[float, float]]:
+def _layout(town: Town, layout: MapLayout) -> dict[str, tuple[float, float]]:
     areas: dict[str, list[str]] = {}
     for place in town.places.values():
         areas.setdefault(place.area, []).append(place.id)
-    spare = iter(_SPARE_ANCHORS)
+    spare = iter(layout.spare)
     pos: dict[str, tuple[float, float]] = {}
     for n, (area, ids) in enumerate(areas.items()):
-        ax, ay = AREA_ANCHORS.get(area) or next(spare, (95 + 110 * n, 380))
-        cols = 1 if len(ids) == 1 else 2 if len(ids) <= 4 else 3
+        ax, ay = layout.anchors.get(area) or next(spare, (95 + 110 * n, 480))
+        cols = min(layout.columns, 1 if len(ids) == 1 else 2 if len(ids) <= 4 else 3)
         for i, pid in enumerate(ids):
             col, row = i % cols, i // cols
             px = ax + (col - (cols - 1) / 2) * (_PLACE_W + _COL_GAP)
@@ -239,22 +283,42 @@ def _layout(town: Town) -> dict[str, tuple[float, float]]:
     return pos
 
 
+Box = tuple[float, float, float, float]
+
+
+def _leave(box: Box, toward: tuple[float, float]) -> float:
+    """How far along the way from ``box``'s centre to ``toward`` (0–1) the way leaves the box."""
+    x0, y0, x1, y1 = box
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    dx, dy = toward[0] - cx, toward[1] - cy
+    limits = [(x1 - x0) / 2 / abs(dx) if dx else float("inf")]
+    limits.append((y1 - y0) / 2 / abs(dy) if dy else float("inf"))
+    return min(1.0, *limits)
+
+
 def town_map(
-    town: Town, here: str | None, open_state: Mapping[str, bool] | None = None, who: str = "她"
+    town: Town,
+    here: str | None,
+    open_state: Mapping[str, bool] | None = None,
+    who: str = "她",
+    *,
+    layout: MapLayout = WIDE,
 ) -> str:
     """The town's districts with their places, the roads between districts, ``here`` highlighted.
 
     Places of one district are next door to each other, so only roads between districts are
-    drawn, labelled with the walking minutes (a range when several places connect).
+    drawn, labelled with the walking minutes (a range when several places connect) halfway along
+    the stretch between the two districts, on top of everything.
     """
-    pos = _layout(town)
+    pos = _layout(town, layout)
     open_state = open_state or {}
     xs = [p[0] for p in pos.values()] or [0.0]
     ys = [p[1] for p in pos.values()] or [0.0]
-    width = max(640, max(xs) + _PLACE_W / 2 + 20)
-    height = max(ys) + _PLACE_H / 2 + 30
+    width = max(layout.width, max(xs) + _PLACE_W / 2 + 20)
+    height = max(ys) + _PLACE_H / 2 + 20
+    narrow = " narrow" if layout is not WIDE else ""
     out = [
-        f'<svg class="map" viewBox="0 0 {width:.0f} {height:.0f}" role="img" '
+        f'<svg class="map{narrow}" viewBox="0 0 {width:.0f} {height:.0f}" role="img" '
         f'aria-label="{escape(town.name)}地图" xmlns="http://www.w3.org/2000/svg">'
     ]
     members: dict[str, list[tuple[float, float]]] = {}
@@ -262,7 +326,7 @@ def town_map(
     for place in town.places.values():
         members.setdefault(place.area, []).append(pos[place.id])
         area_of[place.id] = place.area
-    boxes = {}
+    boxes: dict[str, Box] = {}
     for area, points in members.items():
         x0 = min(p[0] for p in points) - _PLACE_W / 2 - 8
         x1 = max(p[0] for p in points) + _PLACE_W / 2 + 8
@@ -285,9 +349,12 @@ def town_map(
             f'<line x1="{ax:.1f}" y1="{ay:.1f}" x2="{bx:.1f}" y2="{by:.1f}" class="link">'
             f"<title>{escape(a)} ↔ {escape(b)}：步行{text}</title></line>"
         )
+        # halfway along the stretch outside both districts, not under a place
+        t0, t1 = _leave(boxes[a], (bx, by)), 1 - _leave(boxes[b], (ax, ay))
+        t = (t0 + t1) / 2 if t0 < t1 else 0.5
         labels.append(
-            f'<text x="{(ax + bx) / 2:.1f}" y="{(ay + by) / 2 + 4:.1f}" class="link-label" '
-            f'text-anchor="middle">{text}</text>'
+            f'<text x="{ax + (bx - ax) * t:.1f}" y="{ay + (by - ay) * t + 4:.1f}" '
+            f'class="link-label" text-anchor="middle">{text}</text>'
         )
     for area, (x0, y0, x1, y1) in boxes.items():
         out.append(
@@ -296,7 +363,6 @@ def town_map(
         out.append(
             f'<text x="{x0 + 10:.1f}" y="{y0 + 15:.1f}" class="area-name">{escape(area)}</text>'
         )
-    out.extend(labels)
     for place in town.places.values():
         px, py = pos[place.id]
         classes = ["place"]
@@ -317,10 +383,12 @@ def town_map(
         )
     if here in pos:
         px, py = pos[here]
+        mx, my = px + _PLACE_W / 2 - 3, py - _PLACE_H / 2 - 1  # on the corner, clear of the name
         out.append(
-            f'<g class="marker"><circle cx="{px + _PLACE_W / 2 - 4:.1f}" cy="{py - _PLACE_H / 2 + 2:.1f}" r="9"/>'
-            f'<text x="{px + _PLACE_W / 2 - 4:.1f}" y="{py - _PLACE_H / 2 + 6:.1f}" text-anchor="middle">★</text>'
+            f'<g class="marker"><circle cx="{mx:.1f}" cy="{my:.1f}" r="10"/>'
+            f'<text x="{mx:.1f}" y="{my + 4.5:.1f}" text-anchor="middle">★</text>'
             f"<title>{escape(who)}在这里</title></g>"
         )
+    out.extend(labels)
     out.append("</svg>")
     return "".join(out)

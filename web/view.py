@@ -30,7 +30,7 @@ from yuiju.world.errors import CorruptState
 from yuiju.world.loader import Catalogue
 from yuiju.world.plans import PlanState
 from yuiju.world.state import CharacterState, WorldState
-from yuiju.world.store import StateStore
+from yuiju.world.store import StateStore, latest_saved_time
 from yuiju.world.town import Town
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,9 @@ class Observer:
     catalogue: Catalogue | None = None
     now: Callable[[], datetime] | None = None
     """World time (the daemon's clock); None: the world state's own time, else wall time."""
+    shown: Callable[[datetime | None], datetime] | None = None
+    """The world time to show given the saved one (`RealClock.shown`: never past what is saved
+    while world time is ahead, so a restart never steps the page's clock back); None: ``now``."""
     names: dict[str, str] = field(default_factory=dict)
     """Display name per character id (from the cards), e.g. {"yuiju": "悠酱"}."""
     _ensured: dict[str, CollectionSpec] | None = None
@@ -123,7 +126,9 @@ class Observer:
 
     # -- the page's data ------------------------------------------------------------------------
 
-    def clock_now(self, world: WorldState | None) -> datetime:
+    def clock_now(self, world: WorldState | None, character: CharacterState | None) -> datetime:
+        if self.shown is not None:
+            return self.shown(latest_saved_time(world, [character])).astimezone(self.tz)
         if self.now is not None:
             return self.now().astimezone(self.tz)
         if world is not None:
@@ -141,7 +146,7 @@ class Observer:
 
     async def snapshot(self, character_id: str) -> dict[str, Any]:
         world, character, plans = await self.live(character_id)
-        now = self.clock_now(world)
+        now = self.clock_now(world, character)
         day = now.date().isoformat()
         usage = await self._guard(
             "Redis",
@@ -188,12 +193,16 @@ class Observer:
             "posts": posts,
             "llm": _llm_view(day, usage, fallbacks, len(behavior_today)),
             "charts": self._charts(week, character, now, chart_start),
-            "map": svg.town_map(
-                self.town,
-                character.location if character else None,
-                {pid: p.open for pid, p in (world.places.items() if world else ())},
-                who=name,
-            ),
+            "map": {
+                kind: svg.town_map(
+                    self.town,
+                    character.location if character else None,
+                    {pid: p.open for pid, p in (world.places.items() if world else ())},
+                    who=name,
+                    layout=layout,
+                )
+                for kind, layout in (("wide", svg.WIDE), ("narrow", svg.NARROW))
+            },
             "stores": {"history": self.history.backend},
         }
 
@@ -366,7 +375,7 @@ class Observer:
                 ("money",),
                 low=None,
                 high=None,
-                height=120,
+                height=80,
                 title="最近七天的金币",
             ),
             "strip": svg.day_strip(spans, days),

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ValidationInfo
 
@@ -77,9 +77,16 @@ Duration = int | Callable[[ActionContext], int]
 # -- conditions -----------------------------------------------------------------------------
 
 
+class Verdict(NamedTuple):
+    """One part of a precondition at a moment: whether it holds, and its own words for it."""
+
+    holds: bool
+    text: str
+
+
 @dataclass(frozen=True)
 class Condition:
-    """A cheap, pure test of the context that can say why it does not hold.
+    """A cheap, pure test of the context that can say why it does not hold (and what holds).
 
     Compose with ``&``, ``|`` and ``~``: ``at_least("stamina", 10) & between("06:00", "22:00")``.
     """
@@ -87,6 +94,11 @@ class Condition:
     test: Callable[[ActionContext], bool]
     why_not: Callable[[ActionContext], str]
     """A Chinese sentence saying why the condition fails (shown to the observer and logs)."""
+    says_holds: Callable[[ActionContext], str] | None = None
+    """A Chinese sentence saying that it holds (`yuiju actions why`); None: only why it fails
+    is known, and a holding one is shown with that."""
+    parts: tuple[Condition, ...] = ()
+    """What ``&`` (`all_of`) joined, each part once (nested ``&`` flattened); empty otherwise."""
 
     def __call__(self, ctx: ActionContext) -> bool:
         return self.test(ctx)
@@ -95,6 +107,21 @@ class Condition:
         """None when it holds, else the reason it does not."""
         return None if self.test(ctx) else self.why_not(ctx)
 
+    def holds_text(self, ctx: ActionContext) -> str:
+        """What holds, in its words (call it when it holds)."""
+        if self.says_holds is not None:
+            return self.says_holds(ctx)
+        return f"成立（不成立时会说：{self.why_not(ctx)}）"
+
+    def verdicts(self, ctx: ActionContext) -> list[Verdict]:
+        """Each part of an ``&`` (or this one condition) at ``ctx``: holds or not, in its words."""
+        if self is always:
+            return []
+        if self.parts:
+            return [v for part in self.parts for v in part.verdicts(ctx)]
+        holds = self.test(ctx)
+        return [Verdict(holds, self.holds_text(ctx) if holds else self.why_not(ctx))]
+
     def __and__(self, other: Condition) -> Condition:
         return all_of(self, other)
 
@@ -102,53 +129,73 @@ class Condition:
         return Condition(
             lambda c: self.test(c) or other.test(c),
             lambda c: f"{self.why_not(c)}，且{other.why_not(c)}",
+            lambda c: (self if self.test(c) else other).holds_text(c),
         )
 
     def __invert__(self) -> Condition:
-        return Condition(lambda c: not self.test(c), lambda c: "条件不满足")
+        return Condition(
+            lambda c: not self.test(c),
+            self.says_holds or (lambda _c: "条件不满足"),
+            self.why_not,
+        )
 
 
 def condition(
     why: str | Callable[[ActionContext], str],
+    *,
+    holds: str | Callable[[ActionContext], str] | None = None,
 ) -> Callable[[Callable[[ActionContext], bool]], Condition]:
-    """Decorator: turn a predicate into a `Condition` with an explanation."""
+    """Decorator: turn a predicate into a `Condition` that says why it fails (and, given
+    ``holds``, what holds: `yuiju actions why` shows it)."""
 
     def wrap(test: Callable[[ActionContext], bool]) -> Condition:
-        return Condition(test, why if callable(why) else (lambda _c: why))
+        return Condition(test, _words(why), _words(holds) if holds is not None else None)
 
     return wrap
 
 
+def _words(text: str | Callable[[ActionContext], str]) -> Callable[[ActionContext], str]:
+    return text if callable(text) else (lambda _c: text)
+
+
 def all_of(*conditions: Condition) -> Condition:
+    parts = tuple(p for c in conditions for p in (c.parts or (c,)) if p is not always)
+
     def why(ctx: ActionContext) -> str:
-        return "；".join(r for c in conditions if (r := c.explain(ctx)) is not None)
+        return "；".join(r for c in parts if (r := c.explain(ctx)) is not None)
 
-    return Condition(lambda ctx: all(c.test(ctx) for c in conditions), why)
+    return Condition(lambda ctx: all(c.test(ctx) for c in parts), why, parts=parts)
 
 
-always = Condition(lambda _c: True, lambda _c: "")
+always = Condition(lambda _c: True, lambda _c: "", lambda _c: "")
 
 
 def at(place_id: str) -> Condition:
     return Condition(
         lambda c: c.character.location == place_id,
         lambda c: f"她在{c.place_name}，不在{c.town.place_name(place_id)}",
+        lambda c: f"她在{c.town.place_name(place_id)}",
     )
 
 
 def is_open(place_id: str) -> Condition:
-    def why(c: ActionContext) -> str:
+    def hours(c: ActionContext) -> str:
         place = c.town.places[place_id]
-        hours = f"（营业时间 {place.hours[0]}–{place.hours[1]}）" if place.hours else ""
-        return f"{place.name}现在不开门{hours}"
+        return f"（营业时间 {place.hours[0]}–{place.hours[1]}）" if place.hours else ""
 
-    return Condition(lambda c: c.place_open(place_id), why)
+    return Condition(
+        lambda c: c.place_open(place_id),
+        lambda c: f"{c.town.place_name(place_id)}现在不开门{hours(c)}",
+        lambda c: f"{c.town.place_name(place_id)}开着{hours(c)}",
+    )
 
 
 def between(start: str, end: str) -> Condition:
     """Local time in [start, end); may wrap midnight (``between("22:00", "06:00")``)."""
     return Condition(
-        lambda c: in_window(c.now, start, end), lambda _c: f"只能在 {start}–{end} 之间"
+        lambda c: in_window(c.now, start, end),
+        lambda _c: f"只能在 {start}–{end} 之间",
+        lambda _c: f"现在在 {start}–{end} 之间",
     )
 
 
@@ -157,6 +204,7 @@ def at_least(stat: str, value: float) -> Condition:
     return Condition(
         lambda c: getattr(c.character, stat) >= value,
         lambda c: f"{names.get(stat, stat)}不足 {value}（现在 {getattr(c.character, stat):.0f}）",
+        lambda c: f"{names.get(stat, stat)}至少 {value}（现在 {getattr(c.character, stat):.0f}）",
     )
 
 
@@ -165,24 +213,34 @@ def below(stat: str, value: float) -> Condition:
     return Condition(
         lambda c: getattr(c.character, stat) < value,
         lambda c: f"{names.get(stat, stat)}已经有 {getattr(c.character, stat):.0f}，不需要",
+        lambda c: f"{names.get(stat, stat)}低于 {value}（现在 {getattr(c.character, stat):.0f}）",
     )
 
 
 def not_done_today(action_id: str) -> Condition:
-    return Condition(lambda c: action_id not in c.character.done_today, lambda _c: "今天已经做过了")
+    return Condition(
+        lambda c: action_id not in c.character.done_today,
+        lambda _c: "今天已经做过了",
+        lambda _c: "今天还没做过",
+    )
 
 
 def has_item(name: str, quantity: int = 1) -> Condition:
     return Condition(
         lambda c: c.character.inventory.get(name, 0) >= quantity,
-        lambda _c: f"没有{name}",
+        lambda _c: f"没有{name}" if quantity == 1 else f"{name}不到 {quantity} 个",
+        lambda c: f"有{name}" + (f" {c.character.inventory[name]} 个" if quantity > 1 else ""),
     )
 
 
-school_day = Condition(lambda c: is_school_day(c.now.date()), lambda _c: "今天不上课")
-weekend = Condition(lambda c: is_weekend(c.now.date()), lambda _c: "今天不是周末")
-awake = Condition(lambda c: not c.character.asleep, lambda _c: "她在睡觉")
-asleep = Condition(lambda c: c.character.asleep, lambda _c: "她醒着")
+school_day = Condition(
+    lambda c: is_school_day(c.now.date()), lambda _c: "今天不上课", lambda _c: "今天上课"
+)
+weekend = Condition(
+    lambda c: is_weekend(c.now.date()), lambda _c: "今天不是周末", lambda _c: "今天是周末"
+)
+awake = Condition(lambda c: not c.character.asleep, lambda _c: "她在睡觉", lambda _c: "她醒着")
+asleep = Condition(lambda c: c.character.asleep, lambda _c: "她醒着", lambda _c: "她在睡觉")
 
 
 def decision_ctx(info: ValidationInfo) -> ActionContext | None:

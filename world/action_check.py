@@ -1,4 +1,5 @@
-"""What `yuiju actions check` finds in loaded actions beyond loading them.
+"""What `yuiju actions check` finds in loaded actions beyond loading them, and the moment
+`yuiju actions why` checks an action's preconditions at.
 
 Places must exist in the town. The parts of an action that only run when a decision is made —
 ``choices`` (what each parameter may be now) and ``menu`` (what is on offer) — are run at a few
@@ -8,8 +9,9 @@ parameter model does not have shows up here instead of at the first decision tha
 
 from __future__ import annotations
 
+import logging
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -25,6 +27,8 @@ from yuiju.world.evolutions import (
 from yuiju.world.items import ALL
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.town import Town
+
+log = logging.getLogger(__name__)
 
 SAMPLE_TIMES = (
     "2026-09-01 06:50",
@@ -111,3 +115,35 @@ def sample_world(now: datetime, town: Town, seed: int = 0) -> WorldState:
     ):
         evolution(tick)
     return world
+
+
+def moment_at(
+    now: datetime,
+    world: WorldState | None,
+    character: CharacterState,
+    *,
+    town: Town,
+    evolutions: Sequence[tuple[str, Callable[[TickContext], None]]],
+    seed: int,
+) -> ActionContext:
+    """Her moment at ``now`` as the engine's next step would see it: the saved world (a new one
+    when none is saved) caught up to ``now`` by the configured evolutions, in memory only, as a
+    world tick does after downtime. Nothing is written; an evolution that raises is skipped (and
+    logged), as the engine skips it."""
+    world = world or WorldState(time=now, last_advanced_at=now)
+    tick = TickContext(
+        from_time=world.last_advanced_at,
+        to_time=max(now, world.last_advanced_at),
+        world=world,
+        characters={character.id: character},
+        town=town,
+        seed=seed,
+    )
+    for name, evolution in evolutions:
+        try:
+            evolution(tick)
+        except Exception:  # an evolution's own bug: the engine skips it too
+            log.exception("evolution %s failed and was skipped", name)
+    return ActionContext(
+        now=tick.to_time, world=world, character=character, town=town, rng=random.Random(seed)
+    )

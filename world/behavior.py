@@ -80,7 +80,23 @@ class LoopStats:
     measured: int = 0
     """Decisions whose overhead was measured, ever."""
     timeline: list[dict[str, Any]] = field(default_factory=list)
+    offered: list[dict[str, Any]] = field(default_factory=list)
+    """Per decision (with ``keep_timeline``): when, whose, the candidates offered, the choice."""
     keep_timeline: bool = False
+
+    def note_offer(
+        self, character_id: str, now: datetime, candidates: list[Action], chosen: Decision | None
+    ) -> None:
+        if self.keep_timeline:
+            self.offered.append(
+                {
+                    "character": character_id,
+                    "time": now.isoformat(),
+                    "candidates": [a.id for a in candidates],
+                    "chosen": chosen.action.id if chosen else None,
+                    "decided_by": chosen.decided_by if chosen else None,
+                }
+            )
 
     def add_overhead(self, ms: float) -> None:
         self.decision_overhead_ms.append(ms)
@@ -406,6 +422,7 @@ class BehaviorLoop:
         candidates = self.candidates(view, exclude)
         if not candidates:
             self.stats.no_candidates += 1
+            self.stats.note_offer(self.character_id, now, candidates, None)
             log.error(
                 "%s has no candidate action at %s (location %s); retrying in %s",
                 self.character_id,
@@ -435,6 +452,7 @@ class BehaviorLoop:
         decision = await self._choose(request)
         t1 = self._perf()
         self.stats.decisions += 1
+        self.stats.note_offer(self.character_id, now, candidates, decision)
         if decision.action not in candidates:
             # A policy that bypassed validation: never run a non-candidate (counted for the report).
             self.stats.non_candidate_refused += 1

@@ -77,6 +77,16 @@ class RealClock:
             return self._floor
         return None
 
+    def shown(self, saved: datetime | None) -> datetime:
+        """The world time a display shows (the terminal panel, the observer page): this clock's,
+        but never past the saved world time while world time is ahead of the wall clock. A
+        restart continues from the saved time (`continue_from`), so a later moment shown before
+        a stop would step back at the next start; the saved time is at most a world tick behind.
+        With world time at the wall clock, a restart continues from the wall clock: the clock
+        itself is shown."""
+        wall = datetime.now(self.tz)
+        return min(self.now(), max(wall, saved or wall))
+
     def lead(self) -> timedelta:
         """How far world time is ahead of the wall clock (zero or negative: not ahead)."""
         return self.now() - datetime.now(self.tz)

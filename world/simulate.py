@@ -142,6 +142,7 @@ async def simulate(
         llm=runtime.llm_policy,
         episodes=episodes,
         final={k: v.stats() if v else None for k, v in final.items()},
+        actions=[a.id for a in runtime.catalogue],
     )
     report["llm"] = llm_report(runtime, days)
     if replayed is not None:
@@ -204,8 +205,11 @@ def build_report(
     llm: Any,
     episodes: int,
     final: dict[str, Any],
+    actions: Collection[str] = (),
 ) -> dict[str, Any]:
-    """The report; ``per_day``/``checks`` describe the first character, ``by_character`` each one."""
+    """The report; ``per_day``/``checks`` describe the first character, ``by_character`` each one.
+    ``offered`` lists every decision's candidates, ``never_offered`` which of ``actions`` (the
+    ids of the run's catalogue) no decision offered."""
     characters = list(final)
     by_character = {
         cid: _life_of(
@@ -220,6 +224,7 @@ def build_report(
         for v in life["violations"]
     ]
     overhead = stats.decision_overhead_ms
+    offered_histogram = Counter(a for d in stats.offered for a in d["candidates"])
     return {
         "days": days,
         "seed": seed,
@@ -249,6 +254,11 @@ def build_report(
             for cid, life in by_character.items()
         },
         "timeline": stats.timeline,
+        "offered": stats.offered,
+        "offered_histogram": dict(
+            sorted(offered_histogram.items(), key=lambda kv: (-kv[1], kv[0]))
+        ),
+        "never_offered": sorted(set(actions) - set(offered_histogram)),
     }
 
 

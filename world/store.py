@@ -25,7 +25,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -376,6 +376,27 @@ class WriteBatch:
     queued: list[_Queued] = field(default_factory=list)
 
 
+def latest_saved_time(
+    world: WorldState | None, characters: Iterable[CharacterState | None]
+) -> datetime | None:
+    """The latest world time in these states (the world's, each one's last action), or None: where
+    a restart continues world time from (`StateStore.saved_world_time`)."""
+    times: list[datetime] = []
+    if world is not None:
+        times += [world.time, world.last_advanced_at]
+    for character in characters:
+        if character is not None:
+            times += [
+                t
+                for t in (
+                    character.last_acted_at,
+                    character.running and character.running.started_at,
+                )
+                if t
+            ]
+    return max(times, default=None)
+
+
 class StateStore:
     def __init__(
         self, redis: RedisClient, keys: Keys, *, stream_maxlen: int = STREAM_MAXLEN
@@ -450,24 +471,17 @@ class StateStore:
         a first start. Values that do not validate are left out (the engine reports them)."""
         keys = [self.keys.world, *(self.keys.character(c) for c in character_ids)]
         raws = await self.redis.mget(keys)
-        times: list[datetime] = []
+        world: WorldState | None = None
+        characters: list[CharacterState | None] = []
         for key, raw in zip(keys, raws, strict=True):
             try:
                 if key == self.keys.world:
-                    if (world := parse_model(WorldState, key, raw)) is not None:
-                        times += [world.time, world.last_advanced_at]
-                elif (character := parse_model(CharacterState, key, raw)) is not None:
-                    times += [
-                        t
-                        for t in (
-                            character.last_acted_at,
-                            character.running and character.running.started_at,
-                        )
-                        if t
-                    ]
+                    world = parse_model(WorldState, key, raw)
+                else:
+                    characters.append(parse_model(CharacterState, key, raw))
             except CorruptState:
                 continue
-        return max(times, default=None)
+        return latest_saved_time(world, characters)
 
     # -- the one way to write -----------------------------------------------------------------
 
