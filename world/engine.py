@@ -274,6 +274,10 @@ class Engine:
         self._waiting_logged = False
         self._lease_trouble_since: float | None = None
         self._corrupt_logged: dict[str, float] = {}
+        self._released = False
+        """`release` ran since the last `run`."""
+        self._redis_silent = False
+        """Redis answered nothing while the last `run` stopped (it hangs): `release` skips it."""
 
     def stop(self) -> None:
         self._stop.set()
@@ -360,9 +364,20 @@ class Engine:
     async def release(self) -> None:
         """Give up every lease and leave the registry, so the other workers take over at once.
         Never raises: with Redis unreachable the leases simply expire (the lease TTL) and the
-        stop goes on."""
+        stop goes on. Once per run: a second call (the stores' close after the daemon's own)
+        does not wait on an unreachable Redis again."""
+        if self._released:
+            return
+        self._released = True
         for loop in self.loops.values():
             loop.lease_token = None
+        if self._redis_silent:
+            log.warning(
+                "Redis did not answer during the stop; the leases are not released but expire by "
+                "themselves within %d s",
+                self.lease_ttl_ms // 1000,
+            )
+            return
         try:
             async with asyncio.timeout(RELEASE_TIMEOUT_SECONDS):
                 await self.leases.release_all()
@@ -572,19 +587,24 @@ class Engine:
         """
         # redis-py can swallow a task's cancellation in the middle of a command (redis/redis-py#2028,
         # #2551), so the two loops also watch `halt` and end after their current command.
+        self._released = self._redis_silent = False
         halt = asyncio.Event()
         keeper = asyncio.create_task(self._keep_leases(halt))
         main = asyncio.create_task(self._run(until=until, max_steps=max_steps, halt=halt))
         stopper = asyncio.create_task(self._stop.wait())
+        probe: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         try:
             await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if not main.done():
+                # meanwhile: does Redis answer at all? A hung one is not waited on again (release)
+                probe = asyncio.ensure_future(self.store.redis.ping())
                 await asyncio.wait({main}, timeout=STOP_GRACE_SECONDS)
                 if not main.done():
                     log.info("stopping: the step in flight is cancelled (the next start redoes it)")
+                    self._redis_silent = not probe.done()
         finally:
             halt.set()
-            tasks = {keeper, main, stopper}
+            tasks = {keeper, main, stopper, probe}
             for task in tasks:
                 task.cancel()
             _, late = await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
