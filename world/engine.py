@@ -276,6 +276,10 @@ class Engine:
         self._corrupt_logged: dict[str, float] = {}
         self._released = False
         """`release` ran since the last `run`."""
+        self._idle = False
+        """The last lease check left this engine driving nothing: what it takes next, it takes
+        over from another engine (`_continue_clock`). False at first: a start anchors the clock
+        itself (`Runtime.continue_world_clock`)."""
         self._redis_silent = False
         """Redis answered nothing while the last `run` stopped (it hangs): `release` skips it."""
 
@@ -295,7 +299,36 @@ class Engine:
         async with self._lease_lock:
             change = await self.leases.refresh()
         self._follow(change)
-        return bool(change.taken or change.towns_taken)
+        took = bool(change.taken or change.towns_taken)
+        if took and self._idle:
+            await self._continue_clock()
+        self._idle = self.leases.held_count == 0 and not self.leases.towns_held()
+        return took
+
+    async def saved_world_time(self) -> datetime | None:
+        """The latest world time the towns' stores have seen (one clock for every town), or None
+        on a first start."""
+        times = [
+            await town.store.saved_world_time([loop.character_id for loop in town.loops])
+            for town in self.towns
+        ]
+        return max(filter(None, times), default=None)
+
+    async def _continue_clock(self) -> None:
+        """Taking over after driving nothing (another engine drove the world meanwhile): world
+        time goes on from where that engine saved it, as at a start, never from this engine's own
+        clock, which ran on by itself at its own speed all the while (a standby at ``--speed 6000``
+        would skip days of her life, one at speed 1 behind a demo would stall)."""
+        saved = await self.saved_world_time()
+        note = self.clock.continue_from(saved)
+        if saved is None or (note is None and self.clock.speed == 1.0):
+            return  # the wall clock at real speed, as it was: nothing to say
+        log.warning(
+            "taking over the world from another engine: world time continues from %s, where it "
+            "was saved, not from this engine's own clock%s",
+            self.clock.now().strftime("%m-%d %H:%M"),
+            f"; {note}" if note else f", at this engine's speed {self.clock.speed:g}x",
+        )
 
     def _follow(self, change: LeaseChange) -> None:
         """Point the loops at what the leases say, and say what changed (one line each)."""
