@@ -514,21 +514,38 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
     monitor = LoopLagMonitor(cfg.app.loop_lag_warn_ms).start()
     memory_stop, memory_task, semantic, bot = asyncio.Event(), None, None, None
+    panel_task: asyncio.Task[None] | None = None
+    all_started = False  # every part below exists: a stop may start waiting for them
+    others_stopped: asyncio.Future[Any] | None = None
+
+    def stop_others() -> asyncio.Future[Any]:
+        if panel_task is not None:
+            panel_task.cancel()
+        return asyncio.gather(
+            finish(panel_task, what="the panel"),
+            bot.stop() if bot is not None and not isinstance(bot, str) else asyncio.sleep(0),
+            finish(memory_task, what="the memory worker"),
+            web_server.stop() if web_server is not None else asyncio.sleep(0),
+        )
 
     def request_stop() -> None:
-        """Everything is asked to stop at once, so the slowest part bounds the stop, not the sum."""
+        """Everything is asked to stop at once, and the parts other than the engine are waited
+        for from that moment on, alongside the engine's own stop: the slowest part bounds the
+        stop, not the sum (a hung Redis holds each of them up to its own bound)."""
+        nonlocal others_stopped
         runtime.engine.stop()
         memory_stop.set()
         if web_server is not None:
             web_server.request_stop()
         if bot is not None and not isinstance(bot, str):
             bot.request_stop()
+        if all_started and others_stopped is None:
+            others_stopped = stop_others()
 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, request_stop)
-    panel_task = None
 
     async def panel() -> None:
         while True:
@@ -581,17 +598,14 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             print(bot_line, flush=True)
         if sys.stdout.isatty() and not args.no_panel and not worker:
             panel_task = asyncio.create_task(panel())
+        all_started = True
         await runtime.engine.run()
     finally:
         request_stop()
-        if panel_task:
-            panel_task.cancel()
-        await asyncio.gather(
-            finish(panel_task, what="the panel"),
-            bot.stop() if bot is not None and not isinstance(bot, str) else asyncio.sleep(0),
-            finish(memory_task, what="the memory worker"),
-            web_server.stop() if web_server is not None else asyncio.sleep(0),
-        )
+        if others_stopped is None:  # stopped during start-up (or it failed)
+            others_stopped = stop_others()
+        # the leases go (bounded) while the other parts finish: other workers take over at once
+        await asyncio.gather(others_stopped, runtime.engine.release())
         if semantic is not None:
             await bounded(semantic.store.close, seconds=1.0, what="closing the vector store")
         await runtime.close()

