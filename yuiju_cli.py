@@ -617,7 +617,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) -> Any:
     """The QQ bot inside the daemon, sharing its Redis, history store, vector store and clock;
     a `message.bot.BotServer`, or why it could not start. nonebot is initialised already."""
-    from yuiju.message.bot import serve_bot
+    from nonebot_plugin_yuiju.app import serve_bot
 
     memory = None
     if semantic is not None:
@@ -1142,7 +1142,7 @@ def _main(args: argparse.Namespace) -> int:
             logging.getLogger(
                 "uvicorn"
             ).propagate = False  # nonebot logs uvicorn itself: no doubled lines
-            from yuiju.message.bot import run_bot
+            from nonebot_plugin_yuiju.app import run_bot
 
             if cfg.memory.enabled:
                 from yuiju.memory.service import preload_embedder

@@ -34,12 +34,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from nonebot_plugin_yuiju.onebot import normalize
 from yuiju.config import YuijuConfig
 from yuiju.llm import FunctionChatModel
 from yuiju.memory.semantic import NewMemory
 from yuiju.memory.service import build_memory, open_semantic
 from yuiju.message.bot import build_service
-from yuiju.message.entry import normalize
 from yuiju.world.clock import RealClock
 from yuiju.world.runtime import build_runtime
 

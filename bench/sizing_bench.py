@@ -44,7 +44,7 @@ from yuiju.llm.model import ChatMessage, JsonSchema
 from yuiju.memory.episodes import EPISODES, EpisodeRepo
 from yuiju.memory.ledger import call_document
 from yuiju.memory.vectors import PUBLIC, EdgeVectorStore, MemoryPoint, point_id, user_scope
-from yuiju.message.entry import Entry
+from yuiju.message.model import Entry
 from yuiju.message.session import RECENT_LIMIT, SessionStore
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import open_redis

@@ -1,17 +1,19 @@
 """悠酱 as a NoneBot2 plugin: the thin entry (store name ``nonebot_plugin_yuiju``) over her chat side.
 
-The matchers (``yuiju.message.matchers``) are thin: they normalise an event and hand it to the plain
-Python `yuiju.message.service.ChatService`. Loaded into someone else's NoneBot app (``nb run`` with
+The plugin is her NoneBot edge: it maps an adapter's events to the core's platform-neutral
+`yuiju.message.model.Entry` (``onebot``), hands them to the plain Python
+`yuiju.message.service.ChatService` (``matchers``), and sends her lines through
+nonebot-plugin-alconna's UniMessage (``send``). Loaded into someone else's NoneBot app (``nb run`` with
 ``nonebot_plugin_yuiju`` in ``[tool.nonebot] plugins``, or ``nonebot.load_plugin("nonebot_plugin_yuiju")``),
 the plugin starts her chat and proactive posts with the app, from the plugin config
-(`yuiju.message.config`).
+(`nonebot_plugin_yuiju.config`).
 """
 
 from importlib.metadata import PackageNotFoundError, metadata
 
 from nonebot.plugin import PluginMetadata
 
-from yuiju.message.config import Config
+from nonebot_plugin_yuiju.config import Config
 
 
 def _homepage() -> str | None:
@@ -59,8 +61,10 @@ def _nonebot_ready() -> bool:
 if _nonebot_ready():  # importing it without an initialised nonebot registers nothing
     import nonebot
 
-    from yuiju.message.bot import start_in_host_app
+    nonebot.require("nonebot_plugin_alconna")  # the universal message her lines are sent as
+
+    from nonebot_plugin_yuiju.app import start_in_host_app
 
     # before the matchers' own start-up hook, which builds the service this one configures
     nonebot.get_driver().on_startup(start_in_host_app)
-    from yuiju.message import matchers as matchers
+    from nonebot_plugin_yuiju import matchers as matchers
