@@ -51,9 +51,7 @@ def situation(kit: Any) -> str:
     return str(kit.model.calls[-1][1]["content"])
 
 
-def entry(
-    kit: Any, text: str, *, conversation: Conversation, user: str, at: bool = True
-) -> Entry:
+def entry(kit: Any, text: str, *, conversation: Conversation, user: str, at: bool = True) -> Entry:
     kit.n += 1
     return Entry(
         id=f"m{kit.n}",
@@ -228,9 +226,7 @@ async def test_an_admin_links_accounts_and_her_memory_of_them_is_one(
     await memory.persons.correct(
         "qq", str(QQ_USER), "喜好", "喜欢海边", at_time("2026-08-30 10:00")
     )
-    kit = await make_kit(
-        redis, sqlite_history, memory=memory, groups={"tg:-100": GroupPolicy()}
-    )
+    kit = await make_kit(redis, sqlite_history, memory=memory, groups={"tg:-100": GroupPolicy()})
     tg_group = Conversation.group("tg", "-100")
     await kit.service.handle(entry(kit, "悠酱我能吃花生吗", conversation=tg_group, user="tg:678"))
     assert "花生过敏" not in situation(kit) and "喜欢海边" not in situation(kit)
