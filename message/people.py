@@ -25,9 +25,9 @@ class People:
         return _text(found) if found else person
 
     async def accounts(self, person: str) -> list[str]:
-        """Every account of the person ``person`` belongs to, the person first."""
-        head = await self.canonical(person)
+        """Every account of the person ``person`` belongs to, the person first (one read)."""
         links = await self._links()
+        head = links.get(person, person)
         return unique([head, *(a for a, p in links.items() if p == head)])
 
     async def scopes(self, person: str) -> list[str]:

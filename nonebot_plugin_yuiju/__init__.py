@@ -37,7 +37,8 @@ __plugin_meta__ = PluginMetadata(
     description="悠酱在 QQ 群和私聊里聊天，也会主动分享她在羽浦町的生活：回答都来自她真实的生活记录、日记和记忆，不编造。",
     usage=(
         "在群里 @她、叫她的名字或回复她的消息（群需在 [chat.groups] 里开启）；白名单里的人可以私聊。\n"
-        "管理员：/status /weather /give /pause /resume /distill /clear /proactive /tools\n"
+        "管理员：/status /weather /give /pause /resume /distill /clear /proactive /tools "
+        "/link /unlink（同一个人的不同平台账号，如 /link qq:123 tg:456）\n"
         "配置：.env 里的 YUIJU_CONFIG=yuiju.toml（`yuiju init` 生成）与 YUIJU_<SECTION>__<FIELD>；"
         "她的生活由 `yuiju world` 驱动。"
     ),
