@@ -519,7 +519,9 @@ def test_memory_reindex_converts_an_old_store_that_start_up_names(
     assert (
         "50 memories re-indexed, stored vectors kept (not re-embedded)" in capsys.readouterr().out
     )
-    assert yuiju_cli.main(["--config", config, "memory", "search", "荷花", "--group", "g1"]) == 0
+    # stored under the plain group id "g1" before ids were platform-qualified: read as QQ's
+    argv = ["memory", "search", "荷花", "--group", "qq:g1"]
+    assert yuiju_cli.main(["--config", config, *argv]) == 0
     assert "荷花" in capsys.readouterr().out
 
 
