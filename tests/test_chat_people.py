@@ -289,3 +289,27 @@ def test_the_chat_core_imports_nothing_of_nonebot() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_chat_core_has_no_import_cycle() -> None:
+    # issue 20 item 2: admin ↔ service ↔ tools imported each other (lazily or for types)
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "message"
+    graph: dict[str, set[str]] = {}
+    for path in root.glob("*.py"):
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "yuiju.message."
+            ):
+                found.add(str(node.module).split(".")[2])
+        graph[path.stem] = found - {path.stem}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        for nxt in graph.get(start, ()):
+            if nxt == goal or (nxt not in seen and reaches(nxt, goal, seen | {nxt})):
+                return True
+        return False
+
+    assert [m for m in sorted(graph) if reaches(m, m, {m})] == []
