@@ -617,7 +617,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) -> Any:
     """The QQ bot inside the daemon, sharing its Redis, history store, vector store and clock;
     a `message.bot.BotServer`, or why it could not start. nonebot is initialised already."""
-    from yuiju.message.bot import serve_bot
+    from nonebot_plugin_yuiju.app import serve_bot
 
     memory = None
     if semantic is not None:
@@ -759,6 +759,15 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             )
         characters = [args.character or characters[0]]
     redis, history = await open_stores(cfg)
+    users: list[str] = []
+    groups: list[str] = []
+    if args.memory_cmd == "search":
+        try:  # platform-qualified; a plain number is QQ's, as in an old config
+            users, groups = await _search_scopes(cfg, redis.client, args.user, args.group)
+        except ValueError as exc:
+            await history.close()
+            await redis.aclose()
+            return _fail(f"--user/--group: {exc}")
     try:
         semantic = await open_semantic(cfg)
     except VectorStoreError as exc:
@@ -771,7 +780,7 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             service = await build_memory(cfg, history, semantic, character_id=cid)
             if args.memory_cmd == "search":
                 found = await service.memory_search(
-                    args.text, now=now, user_id=args.user, group_id=args.group, limit=args.limit
+                    args.text, now=now, user_id=users, group_id=groups, limit=args.limit
                 )
                 if len(cfg.world.characters) > 1:
                     print(f"{cid}:")
@@ -821,6 +830,19 @@ def _read_chat_log(args: argparse.Namespace) -> tuple[str | None, list[Any], int
             0,
         )
     return None, parsed.lines, len(parsed.errors)
+
+
+async def _search_scopes(
+    cfg: YuijuConfig, redis: Any, user: str | None, group: str | None
+) -> tuple[list[str], list[str]]:
+    """Whose memories ``memory search --user/--group`` reads: every account linked to the user
+    (`/link`), and the plain ids QQ's were stored under before platforms."""
+    from yuiju.message.model import legacy_forms, qualify
+    from yuiju.message.people import People
+    from yuiju.storage.keys import Keys
+
+    users = await People(redis, Keys(cfg.redis.prefix)).scopes(qualify(user)) if user else []
+    return users, legacy_forms(qualify(group)) if group else []
 
 
 async def _import_chat_log(
@@ -1142,7 +1164,7 @@ def _main(args: argparse.Namespace) -> int:
             logging.getLogger(
                 "uvicorn"
             ).propagate = False  # nonebot logs uvicorn itself: no doubled lines
-            from yuiju.message.bot import run_bot
+            from nonebot_plugin_yuiju.app import run_bot
 
             if cfg.memory.enabled:
                 from yuiju.memory.service import preload_embedder

@@ -27,7 +27,7 @@ import tomllib
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin, overload
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, overload
 from urllib.parse import unquote, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -405,7 +405,8 @@ class ProactiveConfig(_Section):
     character_id: str | None = Field(None, examples=["yuiju"])
     """Whose life is shared; empty: the first of [world].characters."""
     groups: dict[str, ProactiveGroup] = Field(default_factory=dict, examples=[{"123456": {}}])
-    """Target groups by group id, each judged separately, e.g. ``[proactive.groups.123456] daily_cap = 2``."""
+    """Target groups by group id, each judged separately: ``[proactive.groups.123456]`` for a QQ
+    group (a plain number), ``[proactive.groups."tg:-100123"]`` for a group elsewhere."""
     max_event_age_minutes: int = Field(120, ge=1)
     """An event older than this when handled (e.g. after downtime) is skipped as stale, not posted."""
     max_message_chars: int = Field(200, ge=10, le=2000)
@@ -417,15 +418,22 @@ class ProactiveConfig(_Section):
     @classmethod
     def _group_ids(cls, value: dict[str, ProactiveGroup]) -> dict[str, ProactiveGroup]:
         for key in value:
-            if not (key.isdigit() and int(key) > 0):
+            try:
+                qualify_id(key)
+            except ValueError:
                 raise ValueError(
-                    f"{key!r} is not a QQ group number; write e.g. [proactive.groups.123456]"
-                )
+                    f"{key!r} is not a group id; write e.g. [proactive.groups.123456] for a QQ "
+                    'group or [proactive.groups."tg:-100123"]'
+                ) from None
         return value
 
-    def group(self, group_id: int) -> ProactiveGroup | None:
-        """The configured settings of ``group_id``, or None."""
-        return self.groups.get(str(group_id))
+    def group(self, group_key: str) -> ProactiveGroup | None:
+        """The configured settings of the group ``qq:123456`` (or of its plain number), or None."""
+        return _by_group(self.groups, group_key)
+
+    def group_keys(self) -> list[str]:
+        """The configured groups, platform-qualified (``123456`` → ``qq:123456``)."""
+        return [qualify_id(k) for k in self.groups]
 
 
 def _is_hhmm(value: str) -> bool:
@@ -629,6 +637,55 @@ def new_access_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+ID_PLATFORMS = {
+    "qq": "QQ through OneBot v11 (NapCat, Lagrange) or Satori",
+    "tg": "Telegram",
+    "lark": "Lark / Feishu",
+    "discord": "Discord",
+    "web": "the web chat on the observer page",
+    "term": "`yuiju chat` in a terminal",
+}
+"""The documented platform prefixes of people and groups (``qq:12345``, ``tg:678``); an adapter
+may bring its own (lowercase letters, digits, '_')."""
+LEGACY_PLATFORM = "qq"
+"""The platform of an id written without one (an old config's ``admins = [10001]``): QQ."""
+_G = TypeVar("_G")
+_PLATFORM_PREFIX = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
+
+
+def qualify_id(value: object, *, platform: str = LEGACY_PLATFORM) -> str:
+    """``value`` as a platform-qualified id: ``qq:12345`` stays, a plain number (int or digits)
+    gets ``platform``; anything else raises ValueError saying how to write it."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{value!r} is not a user or group id; write it as 'qq:12345' or 'tg:678'")
+    text = str(value).strip()
+    if re.fullmatch(r"-?\d+", text):
+        return f"{platform}:{int(text)}"
+    prefix, sep, rest = text.partition(":")
+    if sep and rest and _PLATFORM_PREFIX.match(prefix):
+        return text
+    raise ValueError(
+        f"{value!r} is not a platform-qualified id; write it as 'qq:12345' or 'tg:678' "
+        f"(platforms: {', '.join(ID_PLATFORMS)}; a plain number is QQ's)"
+    )
+
+
+def _by_group(groups: dict[str, _G], group_key: str) -> _G | None:
+    """``groups[group_key]``, or for a QQ group the entry under its plain number."""
+    if group_key in groups:
+        return groups[group_key]
+    platform, _, raw = group_key.partition(":")
+    return groups.get(raw) if platform == LEGACY_PLATFORM else None
+
+
+def _qualified_ids(value: Any) -> Any:
+    return [qualify_id(v) for v in value] if isinstance(value, list) else value
+
+
+QualifiedIds = Annotated[list[str], BeforeValidator(_qualified_ids)]
+"""A list of people written ``"qq:10001"``; plain numbers (older configs) are QQ's."""
+
+
 class GroupPolicy(_Section):
     enabled: bool = True
     """Whether she takes part in this group at all (messages are still recorded when false)."""
@@ -639,12 +696,14 @@ class GroupPolicy(_Section):
 class ChatConfig(_Section):
     character_id: str | None = Field(None, examples=["yuiju"])
     """Who answers in chat; empty: the first of [world].characters."""
-    admins: list[int] = Field(default_factory=list)
-    """QQ ids allowed to run admin commands and admin-only tools. Empty by default on purpose."""
-    private_whitelist: list[int] = Field(default_factory=list)
-    """QQ ids she answers in private chat (admins always)."""
+    admins: QualifiedIds = Field(default_factory=list, examples=[["qq:10001", "tg:678"]])
+    """People allowed to run admin commands and admin-only tools, platform-qualified
+    (``"qq:10001"``, ``"tg:678"``; a plain number is a QQ id). Empty by default on purpose."""
+    private_whitelist: QualifiedIds = Field(default_factory=list)
+    """People she answers in private chat (admins always), written like ``admins``."""
     groups: dict[str, GroupPolicy] = Field(default_factory=dict, examples=[{"123456": {}}])
-    """Per-group policy by group id, e.g. ``[chat.groups.123456] reply = "mention"``."""
+    """Per-group policy by group id: ``[chat.groups."tg:-100123"]``, or a plain number for a QQ
+    group (``[chat.groups.123456] reply = "mention"``)."""
     default_group: GroupPolicy = Field(default_factory=lambda: GroupPolicy(enabled=False))
     """Policy of groups not listed in ``groups`` (off by default: groups are opt-in)."""
     answer_while_asleep: Literal["mention", "never"] = "mention"
@@ -683,6 +742,18 @@ class ChatConfig(_Section):
     """...or after this much silence."""
     failure_line: str = "诶，我这边有点卡住了，等下再聊吧。"
     """The one in-character line sent when the model fails; then she stays silent until it recovers."""
+
+    @field_validator("groups")
+    @classmethod
+    def _group_keys(cls, value: dict[str, GroupPolicy]) -> dict[str, GroupPolicy]:
+        for key in value:
+            qualify_id(key)  # a clear error for a key that is no group id
+        return value
+
+    def group_policy(self, group_key: str) -> GroupPolicy:
+        """The policy of the group ``qq:123456`` (`message.model.Conversation.key`), configured
+        under that key or, for a QQ group, its plain number."""
+        return _by_group(self.groups, group_key) or self.default_group
 
 
 class YuijuConfig(_Section):

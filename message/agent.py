@@ -1,8 +1,9 @@
 """The agent loop (Vicky's design in Python): modes, tools with an optional immediate reply,
 a run-time tool registry, an authorizer deciding every call, a step limit and a wrap-up answer.
 
-The loop knows nothing of QQ: it gets the messages, a `ToolContext` and an async ``emit`` for
-what users should see, and returns the context items the turn produced.
+The loop knows no platform: it gets the messages, a `RunContext` (the turn's speaker and
+conversation, and the typed dependencies tools use, as pydantic-ai's ``RunContext[Deps]``) and an
+async ``emit`` for what users should see, and returns the context items the turn produced.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from yuiju.llm import ToolChatModel, ToolChatResult
+from yuiju.message.model import Conversation
 
 log = logging.getLogger(__name__)
 
@@ -65,19 +67,29 @@ class ToolResult:
     """Finish the turn after this batch of calls, without another completion."""
 
 
-@dataclass
-class ToolContext:
-    user_id: int
-    session_id: str
-    scene: str
-    group_id: int | None
+DepsT = TypeVar("DepsT")
+
+
+@dataclass(frozen=True)
+class RunContext(Generic[DepsT]):
+    """What a tool gets besides its arguments: the turn's speaker and conversation, and ``deps``."""
+
+    deps: DepsT
+    user_id: str
+    """Who the turn answers, platform-qualified (``qq:12345``)."""
+    conversation: Conversation
     is_admin: bool
-    service: Any = None
-    """The `ChatService` running the turn (tools reach memory, world and OneBot through it)."""
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def session_id(self) -> str:
+        return self.conversation.session_id
+
+    @property
+    def in_group(self) -> bool:
+        return self.conversation.scene == "group"
 
 
-ToolRun = Callable[[ToolContext, dict[str, Any]], Any]
+ToolRun = Callable[[RunContext[Any], dict[str, Any]], Any]
 """``run(ctx, args)`` returns (or awaits to) a `ToolResult` or a plain text for the model."""
 
 
@@ -157,7 +169,7 @@ class ToolRegistry:
 
 
 class Authorizer(Protocol):
-    def allow(self, user_id: int, t: Tool) -> bool: ...
+    def allow(self, user_id: str, t: Tool) -> bool: ...
 
 
 @dataclass
@@ -165,11 +177,12 @@ class AdminAuthorizer:
     """Admin-only tools for the admin list; the rest for everyone. Identity comes from the
     platform event, never from text."""
 
-    admins: frozenset[int]
+    admins: frozenset[str]
+    """Platform-qualified ids (``qq:10001``)."""
     admin_tools: frozenset[str] = frozenset()
     """Extra tool names treated as admin-only."""
 
-    def allow(self, user_id: int, t: Tool) -> bool:
+    def allow(self, user_id: str, t: Tool) -> bool:
         if t.admin_only or t.name in self.admin_tools:
             return user_id in self.admins
         return True
@@ -237,7 +250,7 @@ class Agent:
     async def run(
         self,
         messages: list[dict[str, Any]],
-        ctx: ToolContext,
+        ctx: RunContext[Any],
         emit: Emit,
         *,
         review: Reviewer | None = None,
@@ -349,7 +362,7 @@ class Agent:
             ],
         }
 
-    async def _invoke(self, ctx: ToolContext, name: str, arguments: str) -> ToolResult:
+    async def _invoke(self, ctx: RunContext[Any], name: str, arguments: str) -> ToolResult:
         t = self.registry.get(name)
         if t is None:
             return ToolResult(f"Error: tool '{name}' not found.")

@@ -1,20 +1,21 @@
-"""The two adapters other message-side services (proactive posts) need: a way to send to a group,
-and a read/write view of a group's conversation.
+"""What the chat core needs of a platform, as Protocols: sending (`Sender`), and, where the
+platform has them, group management (`GroupManager`); plus a group's conversation as proactive
+posts read it (`GroupContext`, backed here by the session store).
 
-The Protocols are what callers code against; the implementations below are backed by the
-connected OneBot v11 bot and by the chat service's session store. Neither needs nonebot at import
-time, so both are usable (and testable) with fakes.
+Implementations of `Sender` and `GroupManager` live with the adapters (the NoneBot plugin's
+`nonebot_plugin_yuiju.send`), or in tests as fakes; nothing here knows a platform.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
+
+from yuiju.message.model import Conversation, Entry, Outgoing
 
 if TYPE_CHECKING:
-    from yuiju.message.service import ChatService
+    from yuiju.message.session import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -24,99 +25,86 @@ class SendFailed(Exception):
 
 
 class Sender(Protocol):
-    """Sends plain text to a group as the character."""
+    """Delivers what she says to a conversation on its platform."""
 
-    async def send_group(self, group_id: int, text: str) -> None:
-        """Send ``text`` (sanitised and split into natural lines by the implementation).
-
-        Raises `SendFailed` when the group cannot be sent to.
-        """
+    async def send(self, message: Outgoing) -> str | None:
+        """Send one message; the platform's message id when it reports one. Raises `SendFailed`."""
         ...
+
+
+class GroupSender(Protocol):
+    """Posts to a group as her, in natural lines (proactive posts)."""
+
+    async def send_group(self, group: Conversation, text: str) -> None:
+        """Raises `SendFailed` when the group cannot be sent to."""
+        ...
+
+
+class GroupManager(Protocol):
+    """Group management where a platform has it (admin-only tools)."""
+
+    async def member_info(self, conversation: Conversation, person: str) -> dict[str, str]:
+        """What the platform says of a member (card, nickname, title, role). Raises `SendFailed`
+        when the platform cannot tell."""
+        ...
+
+    async def mute(self, conversation: Conversation, person: str, seconds: int) -> None:
+        """Mute a member for ``seconds`` (0 lifts it). Raises `SendFailed`."""
+        ...
+
+
+class RecentMessage(TypedDict):
+    """A group message as proactive posts read it."""
+
+    sender_id: str
+    sender_name: str
+    text: str
+    time: datetime
+    from_bot: bool
 
 
 class GroupContext(Protocol):
     """A group's conversation as the chat side keeps it."""
 
-    async def recent_messages(self, group_id: int, limit: int) -> list[dict[str, Any]]:
-        """The latest ``limit`` messages, oldest first, each
-        ``{sender_id, sender_name, text, time, from_bot}`` (``time`` an aware datetime)."""
+    async def recent_messages(self, group: Conversation, limit: int) -> list[RecentMessage]:
+        """The latest ``limit`` messages, oldest first."""
         ...
 
-    async def last_human_message_at(self, group_id: int) -> datetime | None:
-        """When someone other than the bot last spoke in the group, or None."""
+    async def last_human_message_at(self, group: Conversation) -> datetime | None:
+        """When someone other than her last spoke in the group, or None."""
         ...
 
-    async def record_bot_post(self, group_id: int, text: str, *, source: str) -> None:
-        """Record a message the bot sent on its own (``source`` e.g. 'proactive') in the group's
+    async def record_bot_post(self, group: Conversation, text: str, *, source: str) -> None:
+        """Record a message she sent on her own (``source`` e.g. 'proactive') in the group's
         session history and in the message log."""
         ...
 
 
-BotGetter = Callable[[], Any]
-"""Returns the connected nonebot OneBot v11 `Bot`, or None when none is connected."""
+class RecordPost(Protocol):
+    async def __call__(self, conversation: Conversation, text: str, *, source: str) -> Entry: ...
 
 
-class OneBotSender:
-    """`Sender` over the connected OneBot v11 bot: ``send_msg`` with text segments only (never a
-    CQ-code string), one call per line with the chat service's human-like pauses."""
+class SessionGroupContext:
+    """`GroupContext` over the session store, recording through the chat recorder."""
 
-    def __init__(self, get_bot: BotGetter, *, service: ChatService | None = None) -> None:
-        self.get_bot = get_bot
-        self.service = service
-        """When given, its output policy (sanitising, line splits, delays) is applied."""
+    def __init__(self, sessions: SessionStore, record: RecordPost) -> None:
+        self.sessions = sessions
+        self.record = record
 
-    async def send_group(self, group_id: int, text: str) -> None:
-        lines = self.service.output.lines(text) if self.service else [text]
-        for i, line in enumerate(lines):
-            if i and self.service is not None:
-                await self.service.pause_between(line)
-            await send_text(self.get_bot(), "group", group_id, line)
-
-
-async def send_text(bot: Any, scene: str, target: int, text: str) -> int | None:
-    """One ``send_msg`` call with a single text segment; the message id when the implementation
-    reports one. Raises `SendFailed`."""
-    if bot is None:
-        raise SendFailed(
-            "no OneBot connection: is NapCat/Lagrange connected to the reverse WebSocket?"
-        )
-    from nonebot.adapters.onebot.v11 import Message, MessageSegment
-    from nonebot.exception import ActionFailed, ApiNotAvailable, NetworkError
-
-    params: dict[str, Any] = {"message_type": scene, "message": Message(MessageSegment.text(text))}
-    params["group_id" if scene == "group" else "user_id"] = target
-    try:
-        result = await bot.call_api("send_msg", **params)
-    except (ActionFailed, NetworkError, ApiNotAvailable) as exc:
-        raise SendFailed(f"send_msg to {scene} {target} failed: {exc}") from exc
-    if isinstance(result, dict) and isinstance(result.get("message_id"), int):
-        return int(result["message_id"])
-    return None
-
-
-class ServiceGroupContext:
-    """`GroupContext` over the chat service's Redis session store and message log."""
-
-    def __init__(self, service: ChatService) -> None:
-        self.service = service
-
-    async def recent_messages(self, group_id: int, limit: int) -> list[dict[str, Any]]:
-        entries = await self.service.sessions.recent(
-            self.service.session_id("group", group_id), limit
-        )
+    async def recent_messages(self, group: Conversation, limit: int) -> list[RecentMessage]:
         return [
-            {
-                "sender_id": e.user_id,
-                "sender_name": e.sender_name,
-                "text": e.text,
-                "time": e.time,
-                "from_bot": e.from_bot,
-            }
-            for e in entries
+            RecentMessage(
+                sender_id=e.user_id,
+                sender_name=e.sender_name,
+                text=e.text,
+                time=e.time,
+                from_bot=e.from_bot,
+            )
+            for e in await self.sessions.recent(group.session_id, limit)
         ]
 
-    async def last_human_message_at(self, group_id: int) -> datetime | None:
-        return await self.service.sessions.last_human_at(self.service.session_id("group", group_id))
+    async def last_human_message_at(self, group: Conversation) -> datetime | None:
+        return await self.sessions.last_human_at(group.session_id)
 
-    async def record_bot_post(self, group_id: int, text: str, *, source: str) -> None:
-        await self.service.recorder.record_bot_message("group", group_id, text, source=source)
+    async def record_bot_post(self, group: Conversation, text: str, *, source: str) -> None:
+        await self.record(group, text, source=source)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
+
+from yuiju.message.channel import Sender
+from yuiju.message.model import Conversation, Outgoing
 
 log = logging.getLogger(__name__)
-
-Outlet = Callable[[str, int, str], Awaitable[int | None]]
 
 MAX_CHARS = 500
 """A debug message is cut to this many characters."""
@@ -25,23 +26,22 @@ class AdminDebugSink:
 
     def __init__(
         self,
-        admins: Iterable[int],
-        outlet: Callable[[], Outlet | None],
+        admins: Iterable[str],
+        sender: Sender,
         *,
         per_minute: int = 30,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.admins = list(admins)
-        self.outlet = outlet
-        """Returns the chat service's outlet (connected once the OneBot side is)."""
+        self.sender = sender
+        """The chat's sender: each admin is reached on their own platform."""
         self.per_minute = per_minute
         """Debug messages per minute at most; the rest stay in the log only."""
         self.clock = clock
         self._sent: deque[float] = deque()
 
     async def __call__(self, kind: str, session_id: str, text: str) -> None:
-        outlet = self.outlet()
-        if outlet is None or not self.admins:
+        if not self.admins:
             return
         now = self.clock()
         while self._sent and now - self._sent[0] > 60:
@@ -51,6 +51,10 @@ class AdminDebugSink:
         self._sent.append(now)
         for admin in self.admins:
             try:
-                await outlet("private", admin, f"[{kind} {session_id}] {text}"[:MAX_CHARS])
+                await self.sender.send(
+                    Outgoing.text(
+                        Conversation.private(admin), f"[{kind} {session_id}] {text}"[:MAX_CHARS]
+                    )
+                )
             except Exception as exc:  # an admin who is not her friend must not stop the reply
                 log.debug("debug output to admin %s failed: %s", admin, exc)

@@ -7,26 +7,28 @@ import logging
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
-from typing import Any
 
 from yuiju.characters import CharacterCard
-from yuiju.message.entry import Entry
+from yuiju.config import ChatConfig
+from yuiju.message.model import Entry
 
 log = logging.getLogger(__name__)
 
 
 class ReplyGate:
-    def __init__(self, cfg: Any, card: CharacterCard, is_admin: Callable[[int], bool]) -> None:
+    def __init__(
+        self, cfg: ChatConfig, card: CharacterCard, is_admin: Callable[[str], bool]
+    ) -> None:
         self.cfg = cfg
         """The `[chat]` section."""
         self.card = card
         self.is_admin = is_admin
         self.monotonic: Callable[[], float] = time.monotonic
         """The clock of the rate limits (tests move it)."""
-        self._user_times: dict[int, deque[float]] = defaultdict(deque)
-        self._group_replies: dict[int, deque[float]] = defaultdict(deque)
-        self._group_messages: dict[int, deque[float]] = {}
-        self._flooded: set[int] = set()
+        self._user_times: dict[str, deque[float]] = defaultdict(deque)
+        self._group_replies: dict[str, deque[float]] = defaultdict(deque)
+        self._group_messages: dict[str, deque[float]] = {}
+        self._flooded: set[str] = set()
 
     def called_by_name(self, text: str) -> bool:
         return any(n and n in text for n in (self.card.name, *self.card.nicknames))
@@ -37,12 +39,13 @@ class ReplyGate:
         if entry.from_bot:
             return False, "her own message"
         now = self.monotonic()
-        flooded = entry.group_id is not None and self._group_flooded(entry.group_id, now)
+        group = entry.group_key
+        flooded = group is not None and self._group_flooded(group, now)
         if entry.scene == "private":
             if entry.user_id not in cfg.private_whitelist and not self.is_admin(entry.user_id):
                 return False, "private sender not whitelisted"
         else:
-            policy = cfg.groups.get(str(entry.group_id), cfg.default_group)
+            policy = cfg.group_policy(entry.conversation.key)
             if not policy.enabled or policy.reply == "off":
                 return False, "group not enabled"
             directed = (
@@ -65,8 +68,8 @@ class ReplyGate:
             return False, "user flood"
         if flooded:
             return False, "group flood"
-        if entry.group_id is not None:
-            replies = self._group_replies[entry.group_id]
+        if group is not None:
+            replies = self._group_replies[group]
             while replies and now - replies[0] > 60:
                 replies.popleft()
             if len(replies) >= cfg.group_replies_per_minute:
@@ -74,7 +77,7 @@ class ReplyGate:
             replies.append(now)
         return True, "woken up" if asleep else "addressed"
 
-    def _group_flooded(self, group_id: int, now: float) -> bool:
+    def _group_flooded(self, group_id: str, now: float) -> bool:
         """Count one incoming message of ``group_id``; True while more than
         ``group_messages_per_minute`` arrived within the last minute (bounded memory per group)."""
         limit = self.cfg.group_messages_per_minute

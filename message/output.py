@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from yuiju.message.entry import clean_text
+from yuiju.message.model import clean_text
 
 Problem = Literal["reasoning", "structured", "truncated"]
 """Why a model answer is not a message."""

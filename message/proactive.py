@@ -43,7 +43,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import BaseModel, ValidationError
 
 from yuiju.characters import CharacterCard
-from yuiju.config import ProactiveConfig, ProactiveGroup
+from yuiju.config import LEGACY_PLATFORM, ProactiveConfig, ProactiveGroup
 from yuiju.llm import (
     ChatModel,
     JsonSchema,
@@ -55,13 +55,16 @@ from yuiju.llm import (
 from yuiju.memory.episodes import Episode, EpisodeRepo
 from yuiju.memory.semantic import NewMemory, render_memories
 from yuiju.memory.service import MemoryService
-from yuiju.message.channel import GroupContext, Sender, SendFailed
+from yuiju.message.channel import GroupContext, GroupSender, SendFailed
 from yuiju.message.grounding import ClaimLexicon, claims, feedback
+from yuiju.message.model import BadPersonId, Conversation, legacy_forms, qualify
 from yuiju.message.output import OutputFilter, Problem
 from yuiju.message.proactive_policy import GroupSituation, Verdict, check_policy
 from yuiju.storage.history import CollectionSpec, HistoryStore
 from yuiju.storage.keys import Keys
+from yuiju.storage.redis import RedisClient
 from yuiju.world.clock import Clock
+from yuiju.world.state import WorldState
 from yuiju.world.store import StateStore
 from yuiju.world.town import HAURA
 
@@ -108,13 +111,29 @@ def consumer_group(character_id: str) -> str:
     return f"proactive:{character_id}"
 
 
-def memory_group_id(group_id: int) -> str:
-    """The group id used in semantic memory: the same plain id the chat side recalls with."""
-    return str(group_id)
+def memory_group_id(group: Conversation) -> str:
+    """The group id used in semantic memory: the same key the chat side recalls with."""
+    return group.key
 
 
-def record_id(event_id: str, group_id: int) -> str:
-    return f"pro_{event_id}_{group_id}"
+def record_id(event_id: str, group: Conversation) -> str:
+    """The outbox record of (event, group); a QQ group keeps the id records had before platforms
+    (a re-read event finds its decision and never posts twice)."""
+    return f"pro_{event_id}_{group.id if group.platform == LEGACY_PLATFORM else group.key}"
+
+
+def outbox_group(group: Conversation) -> list[str | int]:
+    """The outbox's ``group_id`` values of ``group``: its key, and for a QQ group the number
+    records were written with before platforms."""
+    if group.platform == LEGACY_PLATFORM and group.id.lstrip("-").isdigit():
+        return [group.key, int(group.id)]
+    return [group.key]
+
+
+def _switch_fields(group: Conversation) -> list[str]:
+    """The Redis hash fields of ``group`` (switches, unreachable): its key, then the plain
+    number a QQ group was written with before platforms."""
+    return legacy_forms(group.key)
 
 
 class ProactiveAnswer(BaseModel):
@@ -173,13 +192,13 @@ class ProactiveService:
         cfg: ProactiveConfig,
         character_id: str,
         card: CharacterCard,
-        redis: Any,
+        redis: RedisClient,
         keys: Keys,
         history: HistoryStore,
         clock: Clock,
         chat_model: ChatModel | None,
         memory: MemoryService | None,
-        sender: Sender,
+        sender: GroupSender,
         group_context: GroupContext,
         max_attempts: int = 3,
         block_ms: int = 1000,
@@ -264,7 +283,7 @@ class ProactiveService:
             )
         acked = 0
         for start in ("0", ">"):
-            answer = await self.redis.xreadgroup(
+            answer: Any = await self.redis.xreadgroup(  # redis-py types stream replies loosely
                 self.group,
                 CONSUMER,
                 {self.stream: start},
@@ -300,11 +319,11 @@ class ProactiveService:
         self, entry_id: str, fields: dict[str, str], reason: str
     ) -> None:
         now = self.clock.now()
-        for group_id in await self.target_groups():
+        for group in await self.target_groups():
             doc = {
-                "_id": record_id(entry_id, group_id),
+                "_id": record_id(entry_id, group),
                 "character_id": self.character_id,
-                "group_id": group_id,
+                "group_id": group.key,
                 "status": "failed",
                 "time": now,
                 "event_id": entry_id,
@@ -342,8 +361,8 @@ class ProactiveService:
         event = await self._event(event_id, fields, data)
         records = []
         async with self._lock:
-            for group_id in await self.target_groups():
-                records.append(await self._decide_group(event, group_id))
+            for group in await self.target_groups():
+                records.append(await self._decide_group(event, group))
         return records
 
     async def _event(
@@ -379,9 +398,9 @@ class ProactiveService:
         )
 
     async def _decide_group(
-        self, event: SharedEvent, group_id: int, *, forced: bool = False
+        self, event: SharedEvent, group: Conversation, *, forced: bool = False
     ) -> dict[str, Any]:
-        rid = record_id(event.event_id, group_id)
+        rid = record_id(event.event_id, group)
         if forced:
             rid = f"{rid}_forced_{int(self.clock.now().timestamp())}"
         existing = await self.history.get(OUTBOX.name, rid)
@@ -395,8 +414,8 @@ class ProactiveService:
                 await self.history.put(OUTBOX.name, existing)
             return existing
         now = self.clock.now()
-        settings = self.settings(group_id)
-        situation, recent = await self._situation(group_id, settings, event, now)
+        settings = self.settings(group)
+        situation, recent = await self._situation(group, settings, event, now)
         verdict = check_policy(
             situation,
             settings,
@@ -406,7 +425,7 @@ class ProactiveService:
         doc: dict[str, Any] = {
             "_id": rid,
             "character_id": self.character_id,
-            "group_id": group_id,
+            "group_id": group.key,
             "time": now,
             "event_id": event.event_id,
             "episode_id": event.episode_id,
@@ -420,7 +439,7 @@ class ProactiveService:
         if not verdict.allowed:
             return await self._write(doc, "skipped", verdict.code, verdict.reason)
         try:
-            answer = await self._ask(event, group_id, settings, recent, now, forced=forced)
+            answer = await self._ask(event, group, settings, recent, now, forced=forced)
         except _NoAnswer as exc:
             return await self._write(doc, "skipped", exc.code, exc.reason)
         doc["llm"] = answer.model_dump()
@@ -430,14 +449,16 @@ class ProactiveService:
         doc["message"] = text
         await self._write(doc, "sending", "sending", answer.reason)
         try:
-            await self.sender.send_group(group_id, text)
+            await self.sender.send_group(group, text)
         except SendFailed as exc:
-            await self._mark_unreachable(group_id, str(exc), now)
+            await self._mark_unreachable(group, str(exc), now)
             return await self._write(doc, "failed", "send_failed", f"发不进这个群：{exc}")
-        await self.redis.hdel(self.keys.proactive_unreachable(self.character_id), str(group_id))
+        await self.redis.hdel(
+            self.keys.proactive_unreachable(self.character_id), *_switch_fields(group)
+        )
         record = await self._write(doc, "sent", "sent", answer.reason)
-        await self._remember(event, group_id, text, rid, now)
-        log.info("%s 主动在群 %s 分享「%s」：%s", self.character_id, group_id, event.name, text)
+        await self._remember(event, group, text, rid, now)
+        log.info("%s 主动在群 %s 分享「%s」：%s", self.character_id, group, event.name, text)
         return record
 
     async def _write(
@@ -448,15 +469,13 @@ class ProactiveService:
         return dict(doc)
 
     async def _remember(
-        self, event: SharedEvent, group_id: int, text: str, rid: str, now: datetime
+        self, event: SharedEvent, group: Conversation, text: str, rid: str, now: datetime
     ) -> None:
         """Continuity: the post enters the group's session and her memory (failures only logged)."""
         try:
-            await self.group_context.record_bot_post(group_id, text, source="proactive")
+            await self.group_context.record_bot_post(group, text, source="proactive")
         except Exception as exc:
-            log.warning(
-                "proactive post to %s sent but not recorded in the session: %s", group_id, exc
-            )
+            log.warning("proactive post to %s sent but not recorded in the session: %s", group, exc)
         if self.memory is None:
             return
         try:
@@ -469,59 +488,73 @@ class ProactiveService:
                         key=rid,
                         ref=rid,
                         text=f"我在群里主动说起{event.name}：{text}（那件事：{event.summary}）",
-                        group_id=memory_group_id(group_id),
+                        group_id=memory_group_id(group),
                         importance=0.5,
                         extra={"source": "proactive", "episode_id": event.episode_id},
                     )
                 ]
             )
         except Exception as exc:
-            log.warning("proactive post to %s sent but not stored in memory: %s", group_id, exc)
+            log.warning("proactive post to %s sent but not stored in memory: %s", group.key, exc)
 
     # -- the group's situation ------------------------------------------------------------------
 
-    def settings(self, group_id: int) -> ProactiveGroup:
+    def settings(self, group: Conversation) -> ProactiveGroup:
         """Configured settings of the group, or the defaults (a group an admin switched on)."""
-        return self.cfg.group(group_id) or ProactiveGroup()
+        return self.cfg.group(group.key) or ProactiveGroup()
 
-    async def target_groups(self) -> list[int]:
+    async def target_groups(self) -> list[Conversation]:
         """Configured groups plus groups an admin switched on, in a stable order."""
         switches = await self.redis.hgetall(self.keys.proactive_switches(self.character_id))
-        extra = [int(g) for g, on in _text(switches).items() if on == "1" and str(g).isdigit()]
-        return sorted({*(int(g) for g in self.cfg.groups), *extra})
+        extra = []
+        for field, on in _text(switches).items():
+            try:
+                key = qualify(field)
+            except BadPersonId:
+                continue
+            if on == "1":
+                extra.append(key)
+        return [Conversation.from_key(k) for k in sorted({*self.cfg.group_keys(), *extra})]
 
-    async def is_enabled(self, group_id: int) -> bool:
-        switch = await self.redis.hget(
-            self.keys.proactive_switches(self.character_id), str(group_id)
-        )
+    async def _field(self, key: str, group: Conversation) -> str | None:
+        """The group's value in a hash of groups, under its key or its pre-platform number."""
+        for name in _switch_fields(group):
+            raw = await self.redis.hget(key, name)
+            if raw is not None:
+                return _text({"v": raw})["v"]
+        return None
+
+    async def is_enabled(self, group: Conversation) -> bool:
+        switch = await self._field(self.keys.proactive_switches(self.character_id), group)
         if switch is not None:
-            return _text({"v": switch})["v"] == "1"
-        settings = self.cfg.group(group_id)
+            return switch == "1"
+        settings = self.cfg.group(group.key)
         return bool(self.cfg.enabled and settings and settings.enabled)
 
-    async def _mark_unreachable(self, group_id: int, reason: str, now: datetime) -> None:
+    async def _mark_unreachable(self, group: Conversation, reason: str, now: datetime) -> None:
         key = self.keys.proactive_unreachable(self.character_id)
         first = await self.redis.hsetnx(
             key,
-            str(group_id),
+            group.key,
             json.dumps({"reason": reason, "at": now.isoformat()}, ensure_ascii=False),
         )
         if first:  # reported once; later events skip the group until it is reachable again
             log.warning(
                 "proactive posts: cannot send to group %s (%s); skipping it until someone speaks "
                 "there again or an admin switches it on",
-                group_id,
+                group.key,
                 reason,
             )
 
-    async def _unreachable(self, group_id: int, last_human: datetime | None) -> bool:
+    async def _unreachable(self, group: Conversation, last_human: datetime | None) -> bool:
         key = self.keys.proactive_unreachable(self.character_id)
-        raw = await self.redis.hget(key, str(group_id))
+        raw = await self._field(key, group)
         if raw is None:
             return False
         since = _aware(json.loads(raw).get("at"))
         if last_human is not None and since is not None and last_human > since:
-            await self.redis.hdel(key, str(group_id))  # people talk there again: the bot is back in
+            # people talk there again: the bot is back in
+            await self.redis.hdel(key, *_switch_fields(group))
             return False
         return True
 
@@ -531,21 +564,25 @@ class ProactiveService:
             state and (state.asleep or (state.running and state.running.action_id == "sleep"))
         )
 
-    async def recent_posts(self, group_id: int, limit: int = 10) -> list[dict[str, Any]]:
+    async def recent_posts(self, group: Conversation, limit: int = 10) -> list[dict[str, Any]]:
         """Her latest posts in the group, newest first."""
         return await self.history.find(
             OUTBOX.name,
-            eq={"character_id": self.character_id, "group_id": group_id, "status": list(POSTED)},
+            eq={
+                "character_id": self.character_id,
+                "group_id": outbox_group(group),
+                "status": list(POSTED),
+            },
             sort="time",
             descending=True,
             limit=limit,
         )
 
-    async def records(self, group_id: int, limit: int = 20) -> list[dict[str, Any]]:
+    async def records(self, group: Conversation, limit: int = 20) -> list[dict[str, Any]]:
         """The group's latest outbox records (every decision), newest first."""
         return await self.history.find(
             OUTBOX.name,
-            eq={"character_id": self.character_id, "group_id": group_id},
+            eq={"character_id": self.character_id, "group_id": outbox_group(group)},
             sort="time",
             descending=True,
             limit=limit,
@@ -553,21 +590,25 @@ class ProactiveService:
 
     async def _situation(
         self,
-        group_id: int,
+        group: Conversation,
         settings: ProactiveGroup,
         event: SharedEvent,
         now: datetime,
     ) -> tuple[GroupSituation, list[dict[str, Any]]]:
-        last_human = _aware(await self.group_context.last_human_message_at(group_id))
-        recent = await self.group_context.recent_messages(
-            group_id, max(settings.recent_messages, settings.active_messages, RECENT_FOR_REPLIES)
+        last_human = _aware(await self.group_context.last_human_message_at(group))
+        said = await self.group_context.recent_messages(
+            group, max(settings.recent_messages, settings.active_messages, RECENT_FOR_REPLIES)
         )
-        recent = [{**m, "time": _aware(m.get("time")) or now} for m in recent]
-        posts = await self._settle_replies(group_id, settings, last_human, recent)
+        recent: list[dict[str, Any]] = [{**m, "time": _aware(m.get("time")) or now} for m in said]
+        posts = await self._settle_replies(group, settings, last_human, recent)
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
         posts_today = await self.history.count(
             OUTBOX.name,
-            eq={"character_id": self.character_id, "group_id": group_id, "status": list(POSTED)},
+            eq={
+                "character_id": self.character_id,
+                "group_id": outbox_group(group),
+                "status": list(POSTED),
+            },
             ranges={"time": (midnight, None)},
         )
         last = posts[0] if posts else None
@@ -580,8 +621,8 @@ class ProactiveService:
             streak += 1
         situation = GroupSituation(
             now=now,
-            enabled=await self.is_enabled(group_id),
-            unreachable=await self._unreachable(group_id, last_human),
+            enabled=await self.is_enabled(group),
+            unreachable=await self._unreachable(group, last_human),
             asleep=await self._asleep(),
             event_age=max(timedelta(0), now - event.time),
             posts_today=posts_today,
@@ -601,13 +642,13 @@ class ProactiveService:
 
     async def _settle_replies(
         self,
-        group_id: int,
+        group: Conversation,
         settings: ProactiveGroup,
         last_human: datetime | None,
         recent: list[dict[str, Any]],
     ) -> list[dict[str, Any]]:
         """Her latest posts, newest first, each answered one marked with when the first reply came."""
-        posts = await self.recent_posts(group_id)
+        posts = await self.recent_posts(group)
         window = timedelta(minutes=settings.reply_window_minutes)
         for post in posts:
             posted_at = _aware(post["time"])
@@ -631,17 +672,17 @@ class ProactiveService:
     def render_prompt(
         self,
         event: SharedEvent,
-        group_id: int,
+        group: Conversation,
         settings: ProactiveGroup,
         *,
         recent: Sequence[dict[str, Any]],
         own_posts: Sequence[dict[str, Any]],
         memories: str,
-        world: Any,
+        world: WorldState | None,
         now: datetime,
         forced: bool,
     ) -> list[dict[str, str]]:
-        label = settings.label or f"群 {group_id}"
+        label = settings.label or f"群 {group.id}"
         system = PROMPTS.get_template("proactive_system.md.j2").render(
             card=self.card, group_label=label, max_chars=self.cfg.max_message_chars
         )
@@ -684,7 +725,7 @@ class ProactiveService:
     async def _ask(
         self,
         event: SharedEvent,
-        group_id: int,
+        group: Conversation,
         settings: ProactiveGroup,
         recent: list[dict[str, Any]],
         now: datetime,
@@ -693,13 +734,13 @@ class ProactiveService:
     ) -> ProactiveAnswer:
         if self.chat_model is None:
             raise _NoAnswer("no_llm", "没有配置 LLM，不写主动消息")
-        own_posts = await self.recent_posts(group_id, OWN_POSTS_SHOWN)
+        own_posts = await self.recent_posts(group, OWN_POSTS_SHOWN)
         memories = ""
         if self.memory is not None and self.cfg.recall_limit:
             found = await self.memory.memory_search(
                 event.summary or event.name,
                 now=now,
-                group_id=memory_group_id(group_id),
+                group_id=legacy_forms(memory_group_id(group)),
                 limit=self.cfg.recall_limit,
                 token_budget=300,
             )
@@ -707,7 +748,7 @@ class ProactiveService:
         world = await self.states.load_world()
         messages = self.render_prompt(
             event,
-            group_id,
+            group,
             settings,
             recent=recent,
             own_posts=own_posts,
@@ -807,14 +848,14 @@ class ProactiveService:
         fields = stored["fields"]
         return await self._event(stored["event_id"], fields, json.loads(fields.get("data") or "{}"))
 
-    async def preview(self, group_id: int) -> dict[str, Any]:
+    async def preview(self, group: Conversation) -> dict[str, Any]:
         """What would be posted next in the group: the policy's verdict and the model's draft.
 
         Sends nothing and records nothing (the draft still costs one LLM call).
         """
         await self.ensure()
         event = await self._latest()
-        base: dict[str, Any] = {"group_id": group_id, "enabled": await self.is_enabled(group_id)}
+        base: dict[str, Any] = {"group_id": group.key, "enabled": await self.is_enabled(group)}
         if event is None:
             return {
                 **base,
@@ -825,8 +866,8 @@ class ProactiveService:
                 "reason": "还没有可以分享的事",
             }
         now = self.clock.now()
-        settings = self.settings(group_id)
-        situation, recent = await self._situation(group_id, settings, event, now)
+        settings = self.settings(group)
+        situation, recent = await self._situation(group, settings, event, now)
         verdict = check_policy(
             situation, settings, max_event_age=timedelta(minutes=self.cfg.max_event_age_minutes)
         )
@@ -841,11 +882,11 @@ class ProactiveService:
             "policy": _verdict(verdict),
             "posts_today": situation.posts_today,
             "already_decided": await self.history.get(
-                OUTBOX.name, record_id(event.event_id, group_id)
+                OUTBOX.name, record_id(event.event_id, group)
             ),
         }
         try:
-            answer = await self._ask(event, group_id, settings, recent, now, forced=False)
+            answer = await self._ask(event, group, settings, recent, now, forced=False)
         except _NoAnswer as exc:
             return {**out, "answer": None, "would_send": False, "reason": exc.reason}
         would = verdict.allowed and answer.shouldSend and out["already_decided"] is None
@@ -856,31 +897,36 @@ class ProactiveService:
             "reason": answer.reason if verdict.allowed else verdict.reason,
         }
 
-    async def force(self, group_id: int) -> dict[str, Any]:
+    async def force(self, group: Conversation) -> dict[str, Any]:
         """Post the latest shareable event in the group now, past caps, intervals and quiet hours
         (an admin's command; never while she sleeps). Returns the outbox record."""
         await self.ensure()
         event = await self._latest()
         if event is None:
             return {
-                "group_id": group_id,
+                "group_id": group.key,
                 "status": "skipped",
                 "code": "no_event",
                 "reason": "还没有可以分享的事",
             }
         async with self._lock:
-            return await self._decide_group(event, group_id, forced=True)
+            return await self._decide_group(event, group, forced=True)
 
-    async def set_enabled(self, group_id: int, enabled: bool) -> None:
+    async def set_enabled(self, group: Conversation, enabled: bool) -> None:
         """Switch her posts in the group on or off (kept in Redis, wins over the config).
 
         Switching on also forgets an earlier send failure, so the group is tried again.
         """
-        await self.redis.hset(
-            self.keys.proactive_switches(self.character_id), str(group_id), "1" if enabled else "0"
-        )
-        if enabled:
-            await self.redis.hdel(self.keys.proactive_unreachable(self.character_id), str(group_id))
+        switches = self.keys.proactive_switches(self.character_id)
+        async with self.redis.pipeline(transaction=True) as pipe:
+            if len(_switch_fields(group)) > 1:  # the pre-platform field gives way to the key
+                pipe.hdel(switches, *_switch_fields(group)[1:])
+            pipe.hset(switches, group.key, "1" if enabled else "0")
+            if enabled:
+                pipe.hdel(
+                    self.keys.proactive_unreachable(self.character_id), *_switch_fields(group)
+                )
+            await pipe.execute()
 
 
 class _NoAnswer(Exception):

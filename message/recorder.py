@@ -12,18 +12,17 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from typing import Any
 
 from redis.exceptions import RedisError
 
-from yuiju.characters import CharacterCard
 from yuiju.llm import ChatModel
 from yuiju.llm.errors import LLMError
-from yuiju.message.entry import Entry, Scene
-from yuiju.message.session import SessionStore
-from yuiju.storage.history import CollectionSpec, HistoryStore
+from yuiju.message.deps import ChatDeps
+from yuiju.message.model import SELF_PREFIX, Conversation, Entry, split_id
+from yuiju.storage.history import CollectionSpec
 
 log = logging.getLogger(__name__)
 
@@ -32,42 +31,35 @@ CHAT_LOG = CollectionSpec(
     fields=("character_id", "session_id", "time"),
     indexes=(("character_id", "session_id", "time"), ("character_id", "time")),
 )
-"""Every message seen or sent, per session: the message log."""
+"""Every message seen or sent, per session: the message log. Records written before platforms
+(``user_id`` a number, ``session_id`` ``group:123``) read as QQ's (`model.Entry` validates them)."""
 
 
 class Recorder:
     """Records messages and archives finished conversation windows into her memory."""
 
-    def __init__(
-        self,
-        *,
-        cfg: Any,
-        card: CharacterCard,
-        clock: Any,
-        sessions: SessionStore,
-        render: Callable[[Entry], str],
-        history: HistoryStore | None = None,
-        memory: Any = None,
-        model: ChatModel | None = None,
-    ) -> None:
-        self.cfg = cfg
+    def __init__(self, deps: ChatDeps, *, render: Callable[[Entry], str]) -> None:
+        self.deps = deps
+        self.cfg = deps.cfg
         """The `[chat]` section (window size and idle time)."""
-        self.card = card
-        self.clock = clock
-        self.sessions = sessions
+        self.card = deps.card
+        self.sessions = deps.sessions
         self.render = render
         """How a human message reads in the model context (`ChatContext.render_entry`)."""
-        self.history = history
-        self.memory = memory
-        self.model = model
-        """Summarises an archived conversation window."""
-        self.self_id: int | None = None
-        """Her QQ id, once the OneBot side told it."""
-        self._background: set[asyncio.Task[Any]] = set()
+        self.history = deps.history
+        self.memory = deps.memory
+        self.self_id = f"{SELF_PREFIX}:{deps.card.id}"
+        """Her own messages' sender: the same on every platform."""
+        self._background: set[asyncio.Task[None]] = set()
         self._returned: set[str] = set()
         """Sessions whose last window failed to archive and stays to be tried once more."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._ensured = False
+
+    @property
+    def model(self) -> ChatModel | None:
+        """Summarises an archived conversation window."""
+        return self.deps.model
 
     async def ensure(self) -> None:
         if not self._ensured and self.history is not None:
@@ -93,22 +85,20 @@ class Recorder:
 
     async def record_bot_message(
         self,
-        scene: Scene,
-        target: int,
+        conversation: Conversation,
         text: str,
         *,
         source: str,
-        message_id: int | None = None,
+        message_id: str | None = None,
         context: bool = True,
     ) -> Entry:
         """Record what she sent (a reply line or a proactive post)."""
         entry = Entry(
             id=f"bot-{message_id}" if message_id is not None else f"bot-{time.time_ns()}",
-            scene=scene,
-            group_id=target if scene == "group" else None,
-            user_id=self.self_id or 0,
+            conversation=conversation,
+            user_id=self.self_id,
             sender_name=self.card.name,
-            time=self.clock.now(),
+            time=self.deps.now(),
             text=text,
             from_bot=True,
             source=source,
@@ -148,7 +138,7 @@ class Recorder:
         elif len(before) + 1 >= self.cfg.window_messages:
             self._spawn(self._archive(entry.session_id, len(before) + 1))
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -220,8 +210,15 @@ class Recorder:
         is written on its own: a failing profile or memory costs only itself."""
         from yuiju.memory.episodes import Episode
 
-        now = self.clock.now()
-        humans = {e.user_id: e.sender_name for e in entries if not e.from_bot}
+        memory = self.memory
+        assert memory is not None  # checked by the caller
+        now = self.deps.now()
+        people = self.deps.people
+        # linked accounts are one person: what each says is remembered under the person
+        humans: dict[str, str] = {}
+        for e in entries:
+            if not e.from_bot:
+                humans.setdefault(await people.canonical(e.user_id), e.sender_name)
         pairs = [(e.sender_name, e.text) for e in entries]
         summary = await self._summary(entries, bool(humans))
         who = "、".join(humans.values()) or "大家"
@@ -236,7 +233,7 @@ class Recorder:
                 "utf-8", "replace"
             )
         ).hexdigest()[:20]
-        await self.memory.episodes.put(
+        await memory.episodes.put(
             Episode.model_validate(
                 {
                     "_id": f"conv_{digest}",
@@ -260,8 +257,9 @@ class Recorder:
         )
         for user_id, name in humans.items():
             try:
-                await self.memory.persons.update_from_conversation(
-                    "qq", str(user_id), name, pairs, now, model=self.model, name=self.card.name
+                platform, raw = split_id(user_id)
+                await memory.persons.update_from_conversation(
+                    platform, raw, name, pairs, now, model=self.model, name=self.card.name
                 )
             except Exception as exc:
                 log.warning("profile of %s not updated from %s: %s", user_id, sid, exc)
@@ -269,11 +267,11 @@ class Recorder:
             if e.from_bot:
                 continue
             try:
-                await self.memory.chat.add(
-                    str(e.user_id),
+                await memory.chat.add(
+                    await people.canonical(e.user_id),
                     e.text,
                     e.time,
-                    group_id=str(e.group_id or ""),
+                    group_id=e.group_key or "",
                     nickname=e.sender_name,
                 )
             except Exception as exc:

@@ -12,44 +12,42 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
-from redis.asyncio import Redis
-
-from yuiju.characters import CharacterCard
+from yuiju.config import ProactiveConfig
 from yuiju.llm import ToolChatModel
 from yuiju.llm.errors import LLMError
+from yuiju.message.admin import AdminCommands
 from yuiju.message.agent import (
     MODES,
     AdminAuthorizer,
     Agent,
     Review,
     Reviewer,
+    RunContext,
     Tool,
-    ToolContext,
     ToolRegistry,
 )
+from yuiju.message.channel import SessionGroupContext
 from yuiju.message.context import ChatContext
-from yuiju.message.entry import Entry
+from yuiju.message.deps import ChatDeps
 from yuiju.message.gate import ReplyGate
 from yuiju.message.grounding import UNSURE_LINE, ClaimLexicon, GroundingCheck
+from yuiju.message.model import Conversation, Entry, Outgoing
 from yuiju.message.output import FEEDBACK, LOST_LINE, OutputFilter
 from yuiju.message.prompt import SECURITY
 from yuiju.message.recorder import Recorder
-from yuiju.message.session import SessionStore
 from yuiju.message.tools import builtin_tools
-from yuiju.storage.history import HistoryStore
-from yuiju.storage.keys import Keys
+from yuiju.world.state import CharacterState
+
+if TYPE_CHECKING:
+    from yuiju.message.proactive import ProactiveService
 
 log = logging.getLogger(__name__)
 
-Outlet = Callable[[str, int, str], Awaitable[int | None]]
-"""``send(scene, target, text)`` → the platform message id if known; raises `SendFailed`."""
-Api = Callable[..., Awaitable[Any]]
-"""``api(action, **params)``: a OneBot v11 API call (``bot.call_api``)."""
 Sink = Callable[[str, str, str], Awaitable[None] | None]
 """``sink(kind, session_id, text)`` for debug and thinking output; never a group."""
 
@@ -66,122 +64,102 @@ class Outcome:
 
 
 class ChatService:
+    """The chat core over its typed dependencies (`message.deps.ChatDeps`)."""
+
     def __init__(
         self,
+        deps: ChatDeps,
         *,
-        cfg: Any,
-        card: CharacterCard,
-        redis: Redis,
-        keys: Keys,
-        clock: Any,
-        model: ToolChatModel | None = None,
-        history: HistoryStore | None = None,
-        memory: Any = None,
-        world: Any = None,
-        outlet: Outlet | None = None,
-        api: Api | None = None,
-        self_id: int | None = None,
         lexicon: ClaimLexicon | None = None,
         sink: Sink | None = None,
-        tools: Sequence[Tool] | None = None,
-        proactive: Any = None,
-        redis_for_commands: Redis | None = None,
+        tools: Iterable[Tool] | None = None,
+        proactive: ProactiveConfig | None = None,
     ) -> None:
-        self.cfg = cfg
+        self.deps = deps
+        self.cfg = deps.cfg
         """The `[chat]` section (`yuiju.config.ChatConfig`)."""
-        self.card = card
-        self.redis = redis
-        self.keys = keys
-        self.clock = clock
-        self.history = history
-        self.memory = memory
-        """A `memory.service.MemoryService`, or None (then life tools say they cannot look)."""
-        self.outlet = outlet
-        self.api = api
+        self.card = deps.card
+        self.sessions = deps.sessions
         self.sink = sink
         """Where debug and thinking output goes besides the log (`message.debug.AdminDebugSink`)."""
-        self.proactive = proactive
-        """A `message.proactive.ProactiveService` when configured (admin commands drive it)."""
-        self.command_redis = redis_for_commands or redis
-        self.sessions = SessionStore(redis, keys, card.id)
         self.registry = ToolRegistry(
-            builtin_tools(files=cfg.file_folder is not None) if tools is None else tools
+            builtin_tools(files=deps.cfg.file_folder is not None) if tools is None else list(tools)
         )
-        self.authorizer = AdminAuthorizer(frozenset(cfg.admins))
-        self.context = ChatContext(
-            cfg=cfg,
-            card=card,
-            clock=clock,
-            sessions=self.sessions,
-            registry=self.registry,
-            mode=MODES[cfg.mode],
-            is_admin=self.is_admin,
-            world=world,
-            memory=memory,
-            model=model,
-        )
+        self.authorizer = AdminAuthorizer(deps.admins)
+        self.context = ChatContext(deps, registry=self.registry, mode=MODES[deps.cfg.mode])
         """What the model reads for a turn: prompt, situation, recall, summary, context items."""
-        self.recorder = Recorder(
-            cfg=cfg,
-            card=card,
-            clock=clock,
-            sessions=self.sessions,
-            render=self.context.render_entry,
-            history=history,
-            memory=memory,
-            model=model,
-        )
+        self.recorder = Recorder(deps, render=deps.render_entry)
         """Every message seen or sent: session, message log, conversation windows into memory."""
-        self.recorder.self_id = self_id
         self.output = OutputFilter(
-            name=card.name,
-            max_chars=cfg.max_reply_chars,
-            max_lines=cfg.max_lines,
+            name=deps.card.name,
+            max_chars=deps.cfg.max_reply_chars,
+            max_lines=deps.cfg.max_lines,
             secret=lambda: SECURITY + "\n" + self.context.stable_prompt(),
         )
         """Between the model's text and what is sent (shared with proactive posts)."""
-        self.grounding = GroundingCheck(lexicon, memory, clock)
+        self.grounding = GroundingCheck(lexicon, deps.memory, deps.clock)
         """Her claims about today against today's episodes."""
-        self.gate = ReplyGate(cfg, card, self.is_admin)
+        self.gate = ReplyGate(deps.cfg, deps.card, deps.is_admin)
         """Whether she answers: policies, sleep, floods and rate limits."""
+        self.proactive = self._proactive(proactive)
+        """Her proactive posts when ``[proactive]`` names groups (admin commands drive them)."""
+        self.admin = AdminCommands(
+            deps,
+            recorder=self.recorder,
+            registry=self.registry,
+            mode=self.context.mode,
+            proactive=self.proactive,
+        )
         self._inflight: dict[str, asyncio.Task[Outcome]] = {}
         self._latest: dict[str, str] = {}
         self._failed: set[str] = set()
 
+    def _proactive(self, cfg: ProactiveConfig | None) -> ProactiveService | None:
+        deps = self.deps
+        if cfg is None or not cfg.enabled or not cfg.groups or deps.history is None:
+            return None
+        from yuiju.message.proactive import ProactiveService
+
+        cid = cfg.character_id or deps.card.id
+        if cid != deps.card.id:
+            log.warning(
+                "[proactive] character_id %r is not the chat's character %r: no proactive posts",
+                cid,
+                deps.card.id,
+            )
+            return None
+        return ProactiveService(
+            cfg=cfg,
+            character_id=cid,
+            card=deps.card,
+            redis=deps.redis,
+            keys=deps.keys,
+            history=deps.history,
+            clock=deps.clock,
+            chat_model=deps.model,
+            memory=deps.memory,
+            sender=self,
+            group_context=SessionGroupContext(deps.sessions, self.recorder.record_bot_message),
+            output=self.output,
+            lexicon=self.grounding.lexicon,
+        )
+
     # -- small helpers --------------------------------------------------------------------------
-
-    @property
-    def tz(self) -> Any:
-        return self.clock.now().tzinfo
-
-    def now(self) -> datetime:
-        return self.clock.now()
-
-    @property
-    def self_id(self) -> int | None:
-        return self.recorder.self_id
-
-    @self_id.setter
-    def self_id(self, value: int | None) -> None:
-        self.recorder.self_id = value
 
     @property
     def model(self) -> ToolChatModel | None:
         """Her chat model: answers, and the summaries the rooms write (context, archive)."""
-        return self.context.model
+        return self.deps.model
 
-    @model.setter
-    def model(self, value: ToolChatModel | None) -> None:
-        self.context.model = self.recorder.model = value
+    def now(self) -> datetime:
+        return self.deps.now()
 
-    @staticmethod
-    def session_id(scene: str, target: int) -> str:
-        return f"{scene}:{target}"
-
-    def is_admin(self, user_id: int) -> bool:
-        return user_id in self.authorizer.admins
+    def is_admin(self, person: str) -> bool:
+        return self.deps.is_admin(person)
 
     async def ensure(self) -> None:
+        """Create the message log's indexes; rename sessions stored before platforms."""
+        await self.sessions.migrate()
         await self.recorder.ensure()
 
     async def drain(self) -> None:
@@ -193,8 +171,6 @@ class ChatService:
     async def handle(self, entry: Entry, *, stateless: bool = False) -> Outcome:
         """Record ``entry`` and answer it when she should. A newer message in the same session
         cancels this reply (the outcome is then 'superseded')."""
-        if self.self_id is not None and entry.user_id == self.self_id:
-            entry = entry.model_copy(update={"from_bot": True})
         entry = self._in_world_time(entry)
         if len(entry.text) > self.cfg.max_input_chars:
             entry = entry.model_copy(
@@ -202,17 +178,15 @@ class ChatService:
             )
         command = self._admin_command(entry)
         if command is not None:
-            from yuiju.message.admin import run_admin
-
             await self.recorder.record(entry, context=False)
-            reply = await run_admin(self, entry, command)
-            await self._send_lines(entry, reply, token=None, source="admin", context=False)
-            return Outcome(True, "admin command", [reply])
+            answer = await self.admin.run(entry, command)
+            await self._send_lines(entry, answer, token=None, source="admin", context=False)
+            return Outcome(True, "admin command", [answer])
         await self.recorder.record(entry)
-        char = await self.context.character_state()
+        char = await self.deps.character_state()
         asleep = bool(char is not None and char.asleep)
-        answer, reason = self.gate.decide(entry, asleep)
-        if not answer:
+        answers, reason = self.gate.decide(entry, asleep)
+        if not answers:
             log.debug("not answering %s in %s: %s", entry.id, entry.session_id, reason)
             return Outcome(False, reason)
         if self.model is None:
@@ -242,7 +216,7 @@ class ChatService:
         in world time, which a `--speed` demo leaves ahead of the wall clock. Shifted by the
         clock's lead, the message sorts where it happened in her day (a conversation episode is
         never placed hours before her last action) and the gap to her reply is the real one."""
-        ahead = self.clock.lead()
+        ahead = self.deps.clock.lead()
         if ahead is None:  # a simulated clock: the caller stamps in world time
             return entry
         if abs(ahead) < timedelta(seconds=1):
@@ -263,7 +237,13 @@ class ChatService:
     # -- one turn -------------------------------------------------------------------------------
 
     async def _turn(
-        self, entry: Entry, char: Any, model: ToolChatModel, *, asleep: bool, stateless: bool
+        self,
+        entry: Entry,
+        char: CharacterState | None,
+        model: ToolChatModel,
+        *,
+        asleep: bool,
+        stateless: bool,
     ) -> Outcome:
         sid = entry.session_id
         token = entry.id
@@ -288,13 +268,11 @@ class ChatService:
                 mode=self.context.mode,
                 max_steps=self.cfg.max_steps,
             )
-            ctx = ToolContext(
+            ctx = RunContext(
+                deps=self.deps,
                 user_id=entry.user_id,
-                session_id=sid,
-                scene=entry.scene,
-                group_id=entry.group_id,
+                conversation=entry.conversation,
                 is_admin=self.is_admin(entry.user_id),
-                service=self,
             )
             result = await agent.run(messages, ctx, emit, review=self._reviewer(entry, char))
         except Stale:
@@ -316,7 +294,7 @@ class ChatService:
             await self.sessions.append(sid, result.items)
         return Outcome(bool(sent), "answered" if sent else "chose silence", sent)
 
-    def _reviewer(self, entry: Entry, char: Any) -> Reviewer:
+    def _reviewer(self, entry: Entry, char: CharacterState | None) -> Reviewer:
         """The turn's review of every text meant for users: the output filter, then the grounding
         check; each kind of problem is sent back to the model once, then a short line is said."""
         sid = entry.session_id
@@ -368,22 +346,23 @@ class ChatService:
                 await self.pause_between(line)
             self._check_current(sid, token)
             try:
-                message_id = (
-                    await self.outlet(entry.scene, entry.target, line) if self.outlet else None
-                )
+                message_id = await self.deps.sender.send(Outgoing.text(entry.conversation, line))
             except Exception as exc:  # SendFailed, or the connection went away mid-reply
                 log.warning("could not send to %s: %s", sid, exc)
                 break
             sent.append(line)
             await self.recorder.record_bot_message(
-                entry.scene,
-                entry.target,
-                line,
-                source=source,
-                message_id=message_id,
-                context=context,
+                entry.conversation, line, source=source, message_id=message_id, context=context
             )
         return sent
+
+    async def send_group(self, conversation: Conversation, text: str) -> None:
+        """Send ``text`` as her natural lines with human-like pauses (proactive posts); raises
+        `SendFailed` when the first line cannot be delivered."""
+        for i, line in enumerate(self.output.lines(text)):
+            if i:
+                await self.pause_between(line)
+            await self.deps.sender.send(Outgoing.text(conversation, line))
 
     async def _debug(self, kind: str, sid: str, text: str) -> None:
         log.debug("[%s] %s: %s", kind, sid, text)

@@ -10,18 +10,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from redis.asyncio import Redis
-
 from yuiju.llm import ChatModel, estimate_prompt_tokens, estimate_tokens
 from yuiju.llm.errors import LLMError
-from yuiju.message.entry import Entry
+from yuiju.message.model import Conversation, Entry
 from yuiju.storage.keys import Keys
-from yuiju.storage.redis import decoded
+from yuiju.storage.redis import RedisClient, decoded
 
 log = logging.getLogger(__name__)
 
 RECENT_LIMIT = 200
 """Raw messages kept per session for context tools and proactive posts."""
+LISTS = ("recent", "context", "window")
+"""The list keys of a session (the summary is a string)."""
 CONTEXT_HARD_LIMIT = 400
 """Context items kept at most even when summaries fail."""
 
@@ -36,16 +36,30 @@ SUMMARY_PROMPT = """你在帮{name}整理一段聊天记录的摘要，供她之
 {transcript}"""
 
 
-def entries(raw: Sequence[str | bytes]) -> list[Entry]:
+def entries(raw: Sequence[str | bytes], session_id: str | None = None) -> list[Entry]:
     """Stored messages; one that no longer validates (stored before a rule existed) is skipped
-    with a log line, so it never costs the messages around it."""
+    with a log line, so it never costs the messages around it. One stored before platforms is
+    QQ's, in ``session_id`` (where her own private lines were said)."""
     out = []
     for r in raw:
         try:
+            if session_id is not None and '"conversation"' not in (
+                r if isinstance(r, str) else r.decode("utf-8", "replace")
+            ):
+                legacy = json.loads(r)
+                if isinstance(legacy, dict):
+                    legacy.setdefault("session_id", _legacy_sid(session_id))
+                out.append(Entry.model_validate(legacy))
+                continue
             out.append(Entry.model_validate_json(r))
         except ValueError as exc:
             log.warning("skipped a stored chat message that does not validate: %s", str(exc)[:200])
     return out
+
+
+def _legacy_sid(session_id: str) -> str:
+    conversation = Conversation.from_session(session_id)
+    return conversation.legacy_session_id or session_id
 
 
 def item_tokens(item: dict[str, Any]) -> int:
@@ -99,13 +113,48 @@ def transcript(items: Sequence[dict[str, Any]], name: str) -> str:
 class SessionStore:
     """The Redis side of chat sessions for one character."""
 
-    def __init__(self, redis: Redis, keys: Keys, character_id: str) -> None:
+    def __init__(self, redis: RedisClient, keys: Keys, character_id: str) -> None:
         self.redis = redis
         self.keys = keys
         self.character_id = character_id
 
     def _k(self, kind: str, session_id: str) -> str:
         return getattr(self.keys, f"chat_{kind}")(self.character_id, session_id)
+
+    async def migrate(self) -> int:
+        """Rename sessions stored before platforms (``group:123``) to their QQ names
+        (``group:qq:123``), keeping every message, context item, summary and open window (put
+        before what the new name already holds); how many. Idempotent."""
+        moved = 0
+        for old in await self.sessions():
+            try:
+                new = Conversation.from_session(old).session_id
+            except ValueError:
+                log.warning("chat session %r has no platform and no QQ id; left as it is", old)
+                continue
+            if new == old:
+                continue
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for kind in LISTS:
+                    pipe.lrange(self._k(kind, old), 0, -1)
+                pipe.get(self._k("summary", old))
+                pipe.get(self._k("summary", new))
+                *lists, summary, newer = await pipe.execute()
+            async with self.redis.pipeline(transaction=True) as pipe:
+                for kind, items in zip(LISTS, lists, strict=True):
+                    if items:
+                        pipe.lpush(self._k(kind, new), *reversed(items))
+                    pipe.delete(self._k(kind, old))
+                if summary and not newer:
+                    pipe.set(self._k("summary", new), summary)
+                pipe.delete(self._k("summary", old))
+                pipe.srem(self.keys.chat_sessions(self.character_id), old)
+                pipe.sadd(self.keys.chat_sessions(self.character_id), new)
+                await pipe.execute()
+            moved += 1
+        if moved:
+            log.info("renamed %d chat sessions stored before platforms to their QQ names", moved)
+        return moved
 
     # -- raw messages ---------------------------------------------------------------------------
 
@@ -123,10 +172,12 @@ class SessionStore:
 
     async def recent(self, session_id: str, limit: int) -> list[Entry]:
         raw = await self.redis.lrange(self._k("recent", session_id), -max(1, limit), -1)
-        return entries(raw)
+        return entries(raw, session_id)
 
     async def last_human_at(self, session_id: str) -> datetime | None:
-        recent = entries(await self.redis.lrange(self._k("recent", session_id), -RECENT_LIMIT, -1))
+        recent = entries(
+            await self.redis.lrange(self._k("recent", session_id), -RECENT_LIMIT, -1), session_id
+        )
         return next((e.time for e in reversed(recent) if not e.from_bot), None)
 
     # -- model context --------------------------------------------------------------------------
@@ -209,7 +260,7 @@ class SessionStore:
             pipe.lrange(key, 0, -1)
             pipe.rpush(key, entry.model_dump_json())
             raw, _ = await pipe.execute()
-        return entries(raw)
+        return entries(raw, entry.session_id)
 
     async def window_peek(
         self, session_id: str, count: int | None = None
@@ -220,7 +271,7 @@ class SessionStore:
         raw = await self.redis.lrange(
             self._k("window", session_id), 0, -1 if count is None else count - 1
         )
-        return entries(raw), len(raw)
+        return entries(raw, session_id), len(raw)
 
     async def window_drop(self, session_id: str, count: int) -> None:
         """Remove the first ``count`` window messages (archived, or given up on)."""

@@ -1,17 +1,19 @@
 """悠酱 as a NoneBot2 plugin: the thin entry (store name ``nonebot_plugin_yuiju``) over her chat side.
 
-The matchers (``yuiju.message.matchers``) are thin: they normalise an event and hand it to the plain
-Python `yuiju.message.service.ChatService`. Loaded into someone else's NoneBot app (``nb run`` with
+The plugin is her NoneBot edge: it maps an adapter's events to the core's platform-neutral
+`yuiju.message.model.Entry` (``onebot``), hands them to the plain Python
+`yuiju.message.service.ChatService` (``matchers``), and sends her lines through
+nonebot-plugin-alconna's UniMessage (``send``). Loaded into someone else's NoneBot app (``nb run`` with
 ``nonebot_plugin_yuiju`` in ``[tool.nonebot] plugins``, or ``nonebot.load_plugin("nonebot_plugin_yuiju")``),
 the plugin starts her chat and proactive posts with the app, from the plugin config
-(`yuiju.message.config`).
+(`nonebot_plugin_yuiju.config`).
 """
 
 from importlib.metadata import PackageNotFoundError, metadata
 
 from nonebot.plugin import PluginMetadata
 
-from yuiju.message.config import Config
+from nonebot_plugin_yuiju.config import Config
 
 
 def _homepage() -> str | None:
@@ -35,7 +37,8 @@ __plugin_meta__ = PluginMetadata(
     description="悠酱在 QQ 群和私聊里聊天，也会主动分享她在羽浦町的生活：回答都来自她真实的生活记录、日记和记忆，不编造。",
     usage=(
         "在群里 @她、叫她的名字或回复她的消息（群需在 [chat.groups] 里开启）；白名单里的人可以私聊。\n"
-        "管理员：/status /weather /give /pause /resume /distill /clear /proactive /tools\n"
+        "管理员：/status /weather /give /pause /resume /distill /clear /proactive /tools "
+        "/link /unlink（同一个人的不同平台账号，如 /link qq:123 tg:456）\n"
         "配置：.env 里的 YUIJU_CONFIG=yuiju.toml（`yuiju init` 生成）与 YUIJU_<SECTION>__<FIELD>；"
         "她的生活由 `yuiju world` 驱动。"
     ),
@@ -59,8 +62,10 @@ def _nonebot_ready() -> bool:
 if _nonebot_ready():  # importing it without an initialised nonebot registers nothing
     import nonebot
 
-    from yuiju.message.bot import start_in_host_app
+    nonebot.require("nonebot_plugin_alconna")  # the universal message her lines are sent as
+
+    from nonebot_plugin_yuiju.app import start_in_host_app
 
     # before the matchers' own start-up hook, which builds the service this one configures
     nonebot.get_driver().on_startup(start_in_host_app)
-    from yuiju.message import matchers as matchers
+    from nonebot_plugin_yuiju import matchers as matchers

@@ -133,5 +133,12 @@ class Keys:
         return f"{self.tag}:chat:{character_id}:{session_id}:window"
 
     def chat_sessions(self, character_id: str) -> str:
-        """SET: the session ids she has context for (``group:<id>`` / ``private:<id>``)."""
+        """SET: the session ids she has context for (``group:qq:<id>`` / ``private:tg:<id>``;
+        before platforms ``group:<id>``, renamed by `SessionStore.migrate`)."""
         return f"{self.tag}:chat:{character_id}:sessions"
+
+    @property
+    def people_links(self) -> str:
+        """HASH: platform-qualified account (``tg:678``) -> the person it belongs to (``qq:123``):
+        one person's accounts across platforms, linked by an admin (``/link``)."""
+        return f"{self.tag}:people:links"

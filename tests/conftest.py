@@ -340,7 +340,7 @@ def pytest_configure(config: pytest.Config) -> None:
     nonebot.get_driver().register_adapter(OneBotV11Adapter)
     nonebot.load_plugin("nonebot_plugin_yuiju")
 
-    from yuiju.message.runtime import RUNTIME
+    from nonebot_plugin_yuiju.runtime import RUNTIME
 
     async def tests_set_the_service() -> None:
         return None

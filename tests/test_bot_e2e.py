@@ -29,21 +29,30 @@ nonebot.init(driver="~fastapi", host="127.0.0.1", port=int(os.environ["E2E_PORT"
              onebot_access_token=os.environ["E2E_TOKEN"], nickname=["悠酱"])
 nonebot.get_driver().register_adapter(Adapter)
 nonebot.load_plugin("nonebot_plugin_yuiju")
-from yuiju.message.runtime import RUNTIME
+from nonebot_plugin_yuiju.runtime import RUNTIME
 
 async def factory():
     from zoneinfo import ZoneInfo
     import redis.asyncio as aioredis
     from yuiju.characters import load_card
     from yuiju.llm import OpenAIChatModel
+    from yuiju.message.deps import ChatDeps
+    from yuiju.message.people import People
     from yuiju.message.service import ChatService
+    from yuiju.message.session import SessionStore
     from yuiju.storage.keys import Keys
     from yuiju.world.clock import RealClock
     from yuiju.config import ChatConfig, GroupPolicy
+    from nonebot_plugin_yuiju.send import NoneBotSender
     cfg = ChatConfig(groups={os.environ["E2E_GROUP"]: GroupPolicy()}, max_pause_seconds=0, mode="CHAT")
-    return ChatService(cfg=cfg, card=load_card("yuiju"), keys=Keys("e2e"), clock=RealClock(ZoneInfo("Asia/Shanghai")),
-                       redis=aioredis.Redis.from_url(os.environ["E2E_REDIS"], decode_responses=True),
-                       model=OpenAIChatModel(base_url=os.environ["E2E_STUB"], api_key=None, model="stub"))
+    redis = aioredis.Redis.from_url(os.environ["E2E_REDIS"], decode_responses=True)
+    keys = Keys("e2e")
+    return ChatService(ChatDeps(
+        cfg=cfg, card=load_card("yuiju"), clock=RealClock(ZoneInfo("Asia/Shanghai")), redis=redis,
+        keys=keys, sessions=SessionStore(redis, keys, "yuiju"), people=People(redis, keys),
+        sender=NoneBotSender(),
+        model=OpenAIChatModel(base_url=os.environ["E2E_STUB"], api_key=None, model="stub"),
+    ))
 
 RUNTIME.factory = factory
 nonebot.run()
@@ -202,4 +211,4 @@ async def test_the_bot_answers_a_mention_over_a_real_websocket(
     ], err.decode(errors="replace")[-2000:]
     assert second == []
     assert len(stub.requests) == 1
-    assert '<msg from="小明" id="20002"' in stub.requests[0]["messages"][-1]["content"]
+    assert '<msg from="小明" id="qq:20002"' in stub.requests[0]["messages"][-1]["content"]

@@ -6,12 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from tests.chatkit import RecordingSender
 from tests.conftest import at_time, make_character
-from tests.test_message_service import ADMIN, BOT, GROUP, FakeMemory, FakeWorld, make_kit
+from tests.test_message_service import ADMIN, GROUP, FakeMemory, FakeWorld, make_kit
 from yuiju.config import ChatConfig, GroupPolicy, YuijuConfig
 from yuiju.llm import FunctionChatModel
 from yuiju.memory.distill import DistillReport
 from yuiju.message.bot import build_service
+from yuiju.storage.keys import Keys
 from yuiju.world.clock import SimClock
 from yuiju.world.state import RunningAction
 
@@ -27,20 +29,17 @@ async def test_debug_output_reaches_admins_privately_in_the_production_build(
             groups={str(GROUP): GroupPolicy()},
         )
     )
+    sender = RecordingSender()
     service = await build_service(
         cfg,
+        sender=sender,
+        on_stop=[],
         redis=redis,
         history=sqlite_history,
         clock=SimClock(at_time("2026-09-01 10:00")),
         model=FunctionChatModel(lambda m, s: "嗯嗯，我在"),
     )
-    sent: list[tuple[str, int, str]] = []
-
-    async def outlet(scene: str, target: int, text: str) -> int:
-        sent.append((scene, target, text))
-        return len(sent)
-
-    service.outlet, service.self_id = outlet, BOT
+    sent = sender.sent
     kit = await make_kit(redis)  # only for its message factory
     out = await service.handle(kit.entry("在吗", at=True))
     assert out.replies == ["嗯嗯，我在"]
@@ -48,7 +47,7 @@ async def test_debug_output_reaches_admins_privately_in_the_production_build(
     private = [(target, t) for scene, target, t in sent if scene == "private"]
     assert {target for target, _ in private} == {ADMIN, 7}
     assert all(
-        t.startswith(f"[debug group:{GROUP}]") or t.startswith(f"[think group:{GROUP}]")
+        t.startswith(f"[debug group:qq:{GROUP}]") or t.startswith(f"[think group:qq:{GROUP}]")
         for _, t in private
     )
 
@@ -176,24 +175,25 @@ async def test_memories_her_recall_tool_finds_name_her_by_her_name(redis: Any) -
 async def test_a_failed_forced_post_says_why_in_one_short_line(
     redis: Any, sqlite_history: Any
 ) -> None:
-    from tests.test_proactive import emit, make_service
-    from yuiju.message.channel import ServiceGroupContext
+    from tests.test_proactive import emit
+    from yuiju.config import ProactiveConfig
 
-    kit = await make_kit(redis, sqlite_history)
-    broken = FunctionChatModel(lambda m, s: '{"shouldSend": "maybe", "message": 5}')
-    proactive, sender, _ = await make_service(
+    kit = await make_kit(
         redis,
         sqlite_history,
-        clock=kit.service.clock,
-        ctx=ServiceGroupContext(kit.service),
-        model=broken,
+        fn=lambda m, s: '{"shouldSend": "maybe", "message": 5}',
+        proactive=ProactiveConfig(groups={str(GROUP): {}}),
+        keys=Keys(),  # the stream `emit` writes to
     )
-    kit.service.proactive = proactive
+    proactive = kit.service.proactive
+    assert proactive is not None
+    proactive.block_ms = 10
+    await proactive.ensure()
     await emit(redis, kit.service.now())
     await proactive.run_once(block=False)
     out = await kit.say("/proactive force 100", user=ADMIN, at=True)
     [answer] = out.replies
-    assert answer.startswith("没有发出") and sender.sent == []
+    assert answer.startswith("没有发出") and [t for _, _, t in kit.sent] == [answer]
     assert "\n" not in answer and len(answer) <= 80, answer
     assert not any(w in answer for w in ("validation", "pydantic", "type=", "input_value")), answer
     assert "shouldSend" in answer  # which field was wrong

@@ -8,10 +8,10 @@ import json
 import random
 from typing import Any
 
+from nonebot_plugin_yuiju.onebot import REPORT, normalize
 from tests.conftest import TZ, at_time
 from tests.test_message_service import BOT, GROUP, FakeMemory, episode, make_kit
 from yuiju.llm import ToolCall, ToolChatResult
-from yuiju.message.entry import REPORT, normalize
 from yuiju.storage.keys import Keys
 
 BAD_ANSWERS = [
@@ -132,5 +132,5 @@ async def test_fuzzed_events_and_model_answers_never_crash_nor_reach_a_group_unf
             for mark in ('{"', '"}', "<think", "</think", "```", "CQ:", "@全体", "\ufffd")
         ), line
         assert "钓鱼" not in line, line  # today's record has no fishing
-    stored = await redis.lrange(Keys("t").chat_recent("yuiju", f"group:{GROUP}"), 0, -1)
+    stored = await redis.lrange(Keys("t").chat_recent("yuiju", f"group:qq:{GROUP}"), 0, -1)
     assert stored and all(json.loads(s)["text"] for s in stored)

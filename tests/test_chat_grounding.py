@@ -230,7 +230,7 @@ async def share(service: Any, clock: Any, action_id: str, when: str, *messages: 
     """Her ``action_id`` ends at ``when`` and she shares it; the model writes ``messages``."""
     import json
 
-    from tests.test_proactive import G
+    from tests.test_proactive import G, qq
     from yuiju.storage.keys import Keys
 
     await clock.sleep_until(at_time(f"2026-09-01 {when}"))
@@ -252,7 +252,7 @@ async def share(service: Any, clock: Any, action_id: str, when: str, *messages: 
     }
     entry_id = await service.redis.xadd(Keys().events, fields)
     records = await service.handle(entry_id, fields)
-    return next(r for r in records if r["group_id"] == G)
+    return next(r for r in records if r["group_id"] == qq(G).key)
 
 
 def post_writer(*messages: str) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from nonebot_plugin_yuiju.onebot import REPORT, normalize
 from tests.conftest import TZ, at_time
 from tests.test_message_service import BOT, GROUP, FakeMemory, make_kit
 from yuiju.config import YuijuConfig
@@ -21,7 +22,6 @@ from yuiju.memory.episodes import EpisodeRepo
 from yuiju.memory.semantic import SemanticMemory
 from yuiju.memory.service import build_memory
 from yuiju.memory.vectors import QdrantClientStore
-from yuiju.message.entry import REPORT, normalize
 from yuiju.message.recorder import CHAT_LOG
 from yuiju.storage.keys import Keys
 
@@ -56,6 +56,7 @@ async def test_lone_surrogates_are_replaced_and_the_message_kept_answered_and_lo
 ) -> None:
     kit = await make_kit(redis, history)
     caplog.set_level(logging.INFO, logger="yuiju.message")
+    caplog.set_level(logging.INFO, logger="nonebot_plugin_yuiju")
     entry = normalize(
         payload("你好\ud83d，在吗\udc00", nickname="小\ud800明"),
         self_id=BOT,
@@ -71,10 +72,10 @@ async def test_lone_surrogates_are_replaced_and_the_message_kept_answered_and_lo
     assert len(cleaned) == 1  # one line per message, whatever the number of bad characters
     out = await kit.service.handle(entry)
     assert out.answered and kit.sent == [("group", GROUP, "嗯嗯，我在")]
-    recent = await kit.service.sessions.recent(f"group:{GROUP}", 5)
+    recent = await kit.service.sessions.recent(f"group:qq:{GROUP}", 5)
     assert recent[0].text == "@悠酱你好\ufffd，在吗\ufffd"
     logged = await history.find(
-        CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"}
+        CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:qq:{GROUP}"}
     )
     assert len(logged) == 2 and logged[0]["sender_name"] == "小\ufffd明"
 
@@ -89,6 +90,7 @@ def test_a_timestamp_out_of_range_becomes_the_time_of_arrival(
     stamp: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="yuiju.message")
+    caplog.set_level(logging.INFO, logger="nonebot_plugin_yuiju")
     before = datetime.now(TZ)
     entry = normalize(payload(stamp=stamp), self_id=BOT, tz=TZ)
     assert entry is not None and entry.text == "@我你好"
@@ -97,18 +99,20 @@ def test_a_timestamp_out_of_range_becomes_the_time_of_arrival(
 
 
 @pytest.mark.parametrize("field", ["user_id", "group_id"])
-def test_an_id_beyond_64_bits_is_refused_with_one_line(
-    field: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger="yuiju.message")
+def test_an_id_beyond_64_bits_is_kept_as_text(field: str) -> None:
+    # issue 21 item 9: such a message was dropped (neither answered nor recorded)
     raw = payload()
     raw[field] = 2**64 + 5
-    assert normalize(raw, self_id=BOT, tz=TZ) is None
-    assert [r.getMessage() for r in caplog.records if "64" in r.getMessage()] != []
-    assert len(caplog.records) == 1
+    entry = normalize(raw, self_id=BOT, tz=TZ)
+    assert entry is not None
+    if field == "user_id":
+        assert entry.user_id == f"qq:{2**64 + 5}"
+    else:
+        assert entry.conversation.id == str(2**64 + 5)
+        assert entry.session_id == f"group:qq:{2**64 + 5}"
 
 
-async def test_an_id_beyond_64_bits_does_not_stop_archiving_the_conversation(
+async def test_an_id_beyond_64_bits_is_recorded_and_archived_with_the_conversation(
     redis: Any, history: Any
 ) -> None:
     store = await QdrantClientStore.open(collection="c", dim=64, location=":memory:")
@@ -145,7 +149,14 @@ async def test_an_id_beyond_64_bits_does_not_stop_archiving_the_conversation(
             "yuiju", at_time("2026-09-01 12:00"), type_="conversation"
         )
         assert len(episodes) == 1
-        assert [m["text"] for m in episodes[0].data["messages"]] == ["今天好热", "去游泳吧", "好啊"]
+        assert [m["text"] for m in episodes[0].data["messages"]] == [
+            "今天好热",
+            "我是谁",
+            "去游泳吧",
+            "好啊",
+        ]
+        logged = await history.find(CHAT_LOG.name, eq={"character_id": "yuiju"})
+        assert f"qq:{2**63}" in {d["user_id"] for d in logged}
     finally:
         await store.close()
 
@@ -164,9 +175,9 @@ async def test_a_stored_message_that_no_longer_validates_costs_only_itself(
         )
         kit = await make_kit(redis, history, memory=memory)
         await kit.say("今天好热")
-        sid = f"group:{GROUP}"
-        old = kit.entry("旧版本存下的").model_copy(update={"user_id": 5}).model_dump(mode="json")
-        old["user_id"] = 2**64  # written before ids were bounded
+        sid = f"group:qq:{GROUP}"
+        old = kit.entry("旧版本存下的").model_dump(mode="json")
+        old["time"] = "昨天"  # written by a version with looser rules
         for key in (Keys("t").chat_window("yuiju", sid), Keys("t").chat_recent("yuiju", sid)):
             await redis.rpush(key, json.dumps(old))
         await kit.say("去游泳吧")
@@ -265,7 +276,7 @@ async def test_two_messages_that_share_a_platform_id_are_both_kept_in_the_messag
         await kit.service.handle(entry)
         await kit.service.handle(entry)  # the same event delivered twice is logged once
     logged = await history.find(
-        CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"}
+        CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:qq:{GROUP}"}
     )
     assert sorted(d["text"] for d in logged) == ["今天好热", "去游泳吧"]
 

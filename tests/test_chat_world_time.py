@@ -8,13 +8,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from nonebot_plugin_yuiju.onebot import normalize
+from nonebot_plugin_yuiju.runtime import RUNTIME
+from tests.chatkit import RecordingSender
 from tests.conftest import TZ
 from tests.test_chat_input import payload
 from tests.test_message_service import BOT, FakeMemory, make_kit
 from yuiju.config import YuijuConfig
 from yuiju.memory.episodes import EpisodeRepo
-from yuiju.message.entry import normalize
-from yuiju.message.runtime import RUNTIME
 from yuiju.storage.keys import Keys
 from yuiju.world.clock import RealClock
 from yuiju.world.state import WorldState
@@ -35,11 +36,17 @@ async def test_a_standalone_bot_continues_from_the_saved_world_time(
     cfg = YuijuConfig()
     saved = await save_world_ahead(redis, Keys(cfg.redis.prefix), timedelta(hours=2))
     try:
-        service = await build_service(cfg, redis=redis, history=sqlite_history)
+        service = await build_service(
+            cfg,
+            sender=RecordingSender(),
+            on_stop=RUNTIME.on_stop,
+            redis=redis,
+            history=sqlite_history,
+        )
     finally:
         RUNTIME.on_stop.clear()
-    assert service.clock.now() >= saved  # not the wall clock, two hours behind her life
-    assert service.clock.now() - saved < timedelta(minutes=1)
+    assert service.deps.clock.now() >= saved  # not the wall clock, two hours behind her life
+    assert service.deps.clock.now() - saved < timedelta(minutes=1)
 
 
 async def test_messages_are_stamped_in_world_time_and_archived_after_her_last_action(
@@ -50,8 +57,7 @@ async def test_messages_are_stamped_in_world_time_and_archived_after_her_last_ac
     clock = RealClock(TZ)
     clock.continue_from(await StateStore(redis, keys).saved_world_time([]))
     memory = FakeMemory()
-    kit = await make_kit(redis, memory=memory)
-    kit.service.clock = kit.service.context.clock = kit.service.recorder.clock = clock
+    kit = await make_kit(redis, memory=memory, clock=clock)
 
     entry = normalize(
         payload("今天好热", stamp=int(datetime.now(TZ).timestamp())), self_id=BOT, tz=TZ
@@ -97,8 +103,7 @@ async def test_episodes_of_a_conversation_sort_after_the_action_they_followed(
         def episodes(self) -> Any:
             return repo
 
-    kit = await make_kit(redis, memory=Memory())
-    kit.service.clock = kit.service.context.clock = kit.service.recorder.clock = clock
+    kit = await make_kit(redis, memory=Memory(), clock=clock)
     entry = normalize(
         payload("散步开心吗", stamp=int(datetime.now(TZ).timestamp())), self_id=BOT, tz=TZ
     )

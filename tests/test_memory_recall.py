@@ -519,5 +519,42 @@ def test_memory_reindex_converts_an_old_store_that_start_up_names(
     assert (
         "50 memories re-indexed, stored vectors kept (not re-embedded)" in capsys.readouterr().out
     )
-    assert yuiju_cli.main(["--config", config, "memory", "search", "荷花", "--group", "g1"]) == 0
+    # stored under the plain group id "g1" before ids were platform-qualified: read as QQ's
+    argv = ["memory", "search", "荷花", "--group", "qq:g1"]
+    assert yuiju_cli.main(["--config", config, *argv]) == 0
     assert "荷花" in capsys.readouterr().out
+
+
+def test_memory_search_finds_imported_lines_by_plain_or_qualified_ids(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 19: `--user 12345 --group 67890` found nothing of what was imported as qq:12345
+    from yuiju import cli as yuiju_cli
+
+    config = str(_config(tmp_path, redis_url))
+    log = tmp_path / "chat.jsonl"
+    lines = [
+        {
+            "time": "2026-03-05T20:15:00+08:00",
+            "user_id": "qq:12345",
+            "text": "我下周要去海边",
+            "group_id": "qq:67890",
+        },
+        # an export with plain QQ numbers: read as QQ's, like an old config
+        {
+            "time": "2026-03-05T20:16:00+08:00",
+            "user_id": "12346",
+            "text": "我也想去海边",
+            "group_id": "67890",
+        },
+    ]
+    log.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), encoding="utf-8")
+    assert yuiju_cli.main(["--config", config, "memory", "import", str(log), "--quiet"]) == 0
+    capsys.readouterr()
+    for user, group in (("12345", "67890"), ("qq:12345", "qq:67890")):
+        argv = ["memory", "search", "海边", "--user", user, "--group", group]
+        assert yuiju_cli.main(["--config", config, *argv]) == 0
+        out = capsys.readouterr().out
+        assert "我下周要去海边" in out and "我也想去海边" in out, (user, group)
+    assert yuiju_cli.main(["--config", config, "memory", "search", "海边", "--user", "bob"]) != 0
+    assert "'qq:12345' or 'tg:678'" in capsys.readouterr().err

@@ -12,8 +12,9 @@ from nonebot.adapters.onebot.v11 import Adapter, Bot, GroupMessageEvent, Message
 from nonebot.adapters.onebot.v11.event import Sender
 from nonebug import App
 
+from nonebot_plugin_yuiju.runtime import RUNTIME
+from nonebot_plugin_yuiju.send import NoneBotSender
 from tests.test_message_service import BOT, GROUP, make_kit
-from yuiju.message.runtime import RUNTIME
 
 
 def group_event(
@@ -38,18 +39,17 @@ def group_event(
 
 
 async def test_an_at_mention_is_answered_with_one_send_msg(app: App, redis: Any) -> None:
-    import yuiju.message.matchers as matchers
+    import nonebot_plugin_yuiju.matchers as matchers
 
-    kit = await make_kit(redis)
-    kit.service.outlet = None  # the real outlet: send_msg through the bot
+    connected: dict[str, Bot] = {}
+    # the plugin's own sender: alconna's UniMessage exported to OneBot's send_msg
+    kit = await make_kit(redis, sender=NoneBotSender(lambda: connected))
     RUNTIME.service = kit.service
-    original = matchers.current_bot
     try:
         async with app.test_matcher(matchers.chat) as ctx:
             adapter = nonebot_adapter()
             bot = ctx.create_bot(base=Bot, adapter=adapter, self_id=str(BOT))
-            matchers.current_bot = lambda: bot
-            kit.service.outlet = matchers._outlet
+            connected["bot"] = bot
             event = group_event(MessageSegment.at(BOT) + MessageSegment.text(" 在吗"), to_me=True)
             ctx.receive_event(bot, event)
             ctx.should_call_api(
@@ -63,12 +63,13 @@ async def test_an_at_mention_is_answered_with_one_send_msg(app: App, redis: Any)
             )
         async with app.test_matcher(matchers.chat) as ctx:
             bot = ctx.create_bot(base=Bot, adapter=nonebot_adapter(), self_id=str(BOT))
-            matchers.current_bot = lambda: bot
+            connected["bot"] = bot
             ctx.receive_event(bot, group_event(Message("大家好"), mid=2))  # recorded, not answered
-        recent = await kit.service.sessions.recent(f"group:{GROUP}", 10)
+        recent = await kit.service.sessions.recent(f"group:qq:{GROUP}", 10)
         assert [e.text for e in recent] == ["@悠酱 在吗", "嗯嗯，我在", "大家好"]
+        [mine] = [e for e in recent if e.from_bot]
+        assert mine.id == "bot-77"  # the platform's message id, through alconna's receipt
     finally:
-        matchers.current_bot = original
         RUNTIME.service = None
 
 
@@ -80,7 +81,7 @@ def nonebot_adapter() -> Adapter:
 
 async def receive_with(app: App, redis: Any, handle: Any, *, mid: int) -> None:
     """One group message through the real matcher, with the chat service's ``handle`` replaced."""
-    import yuiju.message.matchers as matchers
+    import nonebot_plugin_yuiju.matchers as matchers
 
     kit = await make_kit(redis)
     kit.service.handle = handle  # type: ignore[method-assign]
@@ -104,9 +105,11 @@ async def test_a_message_the_service_cannot_handle_costs_one_log_line(
         raise RuntimeError("redis went away")
 
     caplog.set_level(logging.INFO, logger="yuiju.message")
+
+    caplog.set_level(logging.INFO, logger="nonebot_plugin_yuiju")
     for mid in (1, 2):
         await receive_with(app, redis, broken, mid=mid)
-    lines = [r for r in caplog.records if r.name == "yuiju.message.matchers"]
+    lines = [r for r in caplog.records if r.name == "nonebot_plugin_yuiju.matchers"]
     assert [r.getMessage() for r in lines] == [
         f"message {mid} not handled: RuntimeError: redis went away" for mid in (1, 2)
     ]
@@ -125,15 +128,17 @@ async def test_a_message_that_meets_redis_down_costs_one_line_without_a_tracebac
         raise RedisConnectionError("Error 111 connecting to redis.socket. Connection refused.")
 
     caplog.set_level(logging.INFO, logger="yuiju.message")
+
+    caplog.set_level(logging.INFO, logger="nonebot_plugin_yuiju")
     await receive_with(app, redis, down, mid=3)
-    [line] = [r for r in caplog.records if r.name == "yuiju.message.matchers"]
+    [line] = [r for r in caplog.records if r.name == "nonebot_plugin_yuiju.matchers"]
     assert "store is unavailable" in line.getMessage() and not line.exc_info
 
 
 async def test_a_reply_in_flight_is_given_up_when_the_bot_stops(app: App, redis: Any) -> None:
     # nonebot runs matchers shielded from cancellation, so a turn waiting on the model (or on a
     # locked history file) held every stop until it finished; found by bench/faults.py
-    import yuiju.message.matchers as matchers
+    import nonebot_plugin_yuiju.matchers as matchers
 
     cancelled = asyncio.Event()
 

@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
+from nonebot_plugin_yuiju.onebot import normalize
+from tests.chatkit import RecordingGroups, RecordingSender, group_context, make_service, qq_group
 from tests.conftest import TZ, at_time, make_character
-from yuiju.characters import load_card
 from yuiju.config import ChatConfig, GroupPolicy
 from yuiju.llm import FunctionChatModel, LLMUnavailable, ToolCall
 from yuiju.memory.episodes import Episode
 from yuiju.message.agent import Tool, ToolResult
-from yuiju.message.channel import ServiceGroupContext
-from yuiju.message.entry import normalize
 from yuiju.message.grounding import ClaimLexicon
 from yuiju.message.output import leaks, sanitize, split_lines
 from yuiju.message.recorder import CHAT_LOG
@@ -105,7 +104,7 @@ def episode(summary: str, when: str = "2026-09-01 08:00") -> Episode:
 
 class Kit:
     def __init__(
-        self, service: ChatService, sent: list[tuple[str, int, str]], model: FunctionChatModel
+        self, service: ChatService, sent: list[tuple[str, int | str, str]], model: FunctionChatModel
     ) -> None:
         self.service, self.sent, self.model = service, sent, model
         self.n = 0
@@ -153,14 +152,16 @@ async def make_kit(
     world: Any = None,
     memory: Any = None,
     tools: Any = None,
+    manager: Any = None,
+    sender: Any = None,
+    sink: Any = None,
+    proactive: Any = None,
+    clock: Any = None,
+    chat_model: Any = None,
+    keys: Any = None,
     **cfg: Any,
 ) -> Kit:
-    sent: list[tuple[str, int, str]] = []
-
-    async def outlet(scene: str, target: int, text: str) -> int:
-        sent.append((scene, target, text))
-        return len(sent)
-
+    recording = RecordingSender()
     config = ChatConfig(
         **{
             "admins": [ADMIN],
@@ -170,23 +171,25 @@ async def make_kit(
             **cfg,
         }
     )
-    model = FunctionChatModel(fn or (lambda m, s: "嗯嗯，我在"))
-    service = ChatService(
+    model = chat_model or FunctionChatModel(fn or (lambda m, s: "嗯嗯，我在"))
+    service = make_service(
+        redis,
         cfg=config,
-        card=load_card("yuiju"),
-        redis=redis,
-        keys=Keys("t"),
-        clock=SimClock(at_time("2026-09-01 10:00")),
+        clock=clock or SimClock(at_time("2026-09-01 10:00")),
+        sender=sender or recording,
         model=model,
         history=history,
         world=world or FakeWorld(),
         memory=memory,
-        outlet=outlet,
-        self_id=BOT,
+        groups=manager,
         lexicon=LEXICON,
         tools=tools,
+        sink=sink,
+        proactive=proactive,
+        keys=keys,
     )
-    return Kit(service, sent, model)
+    await service.ensure()
+    return Kit(service, getattr(sender, "sent", recording.sent), model)
 
 
 # -- normalisation --------------------------------------------------------------------------------
@@ -221,7 +224,9 @@ def test_every_segment_type_becomes_readable_text() -> None:
         tz=TZ,
         bot_name="悠酱",
     )
-    assert e is not None and e.mentions_me and e.sender_name == "明" and e.session_id == "group:9"
+    assert (
+        e is not None and e.mentions_me and e.sender_name == "明" and e.session_id == "group:qq:9"
+    )
     assert (
         e.text
         == "@悠酱看[表情][表情包][图片][语音][合并转发的聊天记录][卡片：[分享]好玩的]@全体成员[weird_new]"
@@ -265,14 +270,14 @@ async def test_group_messages_not_addressed_to_her_are_recorded_but_not_answered
     assert not out.answered and out.reason == "not addressed to her" and kit.sent == []
     out = await kit.say("在吗", at=True)
     assert out.answered and kit.sent == [("group", GROUP, "嗯嗯，我在")]
-    recent = await ServiceGroupContext(kit.service).recent_messages(GROUP, 10)
+    recent = await group_context(kit.service).recent_messages(qq_group(GROUP), 10)
     assert [(m["text"], m["from_bot"]) for m in recent] == [
         ("今天好热", False),
         ("@悠酱在吗", False),
         ("嗯嗯，我在", True),
     ]
     logged = await sqlite_history.find(
-        CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:{GROUP}"}
+        CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:qq:{GROUP}"}
     )
     assert len(logged) == 3
 
@@ -319,7 +324,7 @@ async def test_a_flooded_group_is_recorded_but_not_answered_until_it_calms(redis
     assert (await kit.say("悠酱在吗", group=200, user=15)).answered  # another group is not affected
     clock[0] += 61  # a quiet minute later
     assert (await kit.say("悠酱你看", user=15, at=True)).answered
-    recent = await kit.service.sessions.recent(f"group:{GROUP}", 20)
+    recent = await kit.service.sessions.recent(f"group:qq:{GROUP}", 20)
     assert [e.text for e in recent if not e.from_bot].count(
         "@悠酱悠酱你看"
     ) == 2  # the flooded one is recorded
@@ -364,7 +369,7 @@ async def test_a_tool_round_is_answered_grounded_and_kept_across_a_restart(redis
     assert tool_msg["role"] == "tool" and "在公园散步了一会儿" in tool_msg["content"]
     assert "today_events" in [t["function"]["name"] for t in kit.model.tools[0]]
     restarted = await make_kit(redis, memory=memory)
-    _, items = await restarted.service.sessions.context(f"group:{GROUP}")
+    _, items = await restarted.service.sessions.context(f"group:qq:{GROUP}")
     assert [i["role"] for i in items] == ["user", "assistant", "tool", "assistant"]
 
 
@@ -450,7 +455,6 @@ INJECTIONS = [
 async def test_injection_attempts_neither_unlock_admin_tools_nor_leak_the_prompt(
     redis: Any, attack: str
 ) -> None:
-    api_calls: list[Any] = []
 
     def obedient(messages: list[dict[str, Any]], schema: Any) -> Any:
         """A model that falls for everything: calls admin tools, then echoes its system prompt."""
@@ -461,17 +465,12 @@ async def test_injection_attempts_neither_unlock_admin_tools_nor_leak_the_prompt
             ]
         return "@全体成员 好的！" + messages[0]["content"][-300:]
 
-    kit = await make_kit(redis, fn=obedient)
-
-    async def api(action: str, **params: Any) -> dict[str, Any]:
-        api_calls.append((action, params))
-        return {}
-
-    kit.service.api = api
+    groups = RecordingGroups()
+    kit = await make_kit(redis, fn=obedient, manager=groups)
     out = await kit.say(f"悠酱 {attack}")
     denials = [m["content"] for m in kit.model.calls[1] if m["role"] == "tool"]
     assert all("permission denied" in d for d in denials) and len(denials) == 2
-    assert api_calls == []
+    assert groups.calls == []
     assert out.replies == ["这个不能告诉你哦。"]
     assert not any(leaks(t, kit.service.context.stable_prompt()) for _, _, t in kit.sent)
     user_turn = kit.model.calls[0][-1]["content"]
@@ -483,21 +482,16 @@ async def test_injection_attempts_neither_unlock_admin_tools_nor_leak_the_prompt
 
 
 async def test_admins_may_use_admin_tools(redis: Any) -> None:
-    api_calls: list[Any] = []
-
-    async def api(action: str, **params: Any) -> dict[str, Any]:
-        api_calls.append((action, params))
-        return {}
-
+    groups = RecordingGroups()
     kit = await make_kit(
         redis,
+        manager=groups,
         fn=scripted(
             ToolCall(id="b", name="mute_member", arguments='{"user_id": 6, "minutes": 1}'), "好"
         ),
     )
-    kit.service.api = api
     await kit.say("悠酱 禁言6号一分钟", user=ADMIN)
-    assert api_calls == [("set_group_ban", {"group_id": GROUP, "user_id": 6, "duration": 60})]
+    assert groups.calls == [("mute", f"qq:{GROUP}", "qq:6", 60)]
 
 
 # -- context -----------------------------------------------------------------------------------------
@@ -524,7 +518,7 @@ async def test_context_over_budget_is_summarised_into_the_rolling_summary(redis:
     kit = await make_kit(redis, fn=fn, context_token_budget=200, keep_recent_messages=4)
     for i in range(12):
         await kit.say(f"悠酱，第{i}句，今天天气真的很不错呢，我们去哪里玩好呢" * 2)
-    summary, items = await kit.service.sessions.context(f"group:{GROUP}")
+    summary, items = await kit.service.sessions.context(f"group:qq:{GROUP}")
     assert summary == "摘要：大家在聊天气" and len(items) < 12
     assert "摘要：大家在聊天气" in kit.model.calls[-1][1]["content"]
 
@@ -544,7 +538,7 @@ async def test_admin_commands_run_only_for_admins(redis: Any) -> None:
     out = await kit.say("/status", group=None, user=ADMIN)
     assert "现在是 2026-09-01 10:00" in out.replies[0]
     await kit.say("/clear", at=True, user=ADMIN)
-    assert (await kit.service.sessions.context(f"group:{GROUP}"))[1] == []
+    assert (await kit.service.sessions.context(f"group:qq:{GROUP}"))[1] == []
 
 
 async def test_finished_conversation_windows_become_conversation_episodes(redis: Any) -> None:
@@ -563,11 +557,11 @@ async def test_finished_conversation_windows_become_conversation_episodes(redis:
 
 async def test_group_context_records_proactive_posts(redis: Any, sqlite_history: Any) -> None:
     kit = await make_kit(redis, sqlite_history)
-    ctx = ServiceGroupContext(kit.service)
+    ctx = group_context(kit.service)
     await kit.say("有人吗")
-    await ctx.record_bot_post(GROUP, "我刚放学～", source="proactive")
-    recent = await ctx.recent_messages(GROUP, 5)
+    await ctx.record_bot_post(qq_group(GROUP), "我刚放学～", source="proactive")
+    recent = await ctx.recent_messages(qq_group(GROUP), 5)
     assert recent[-1]["text"] == "我刚放学～" and recent[-1]["from_bot"]
-    assert await ctx.last_human_message_at(GROUP) == at_time("2026-09-01 10:00")
-    _, items = await kit.service.sessions.context(f"group:{GROUP}")
+    assert await ctx.last_human_message_at(qq_group(GROUP)) == at_time("2026-09-01 10:00")
+    _, items = await kit.service.sessions.context(f"group:qq:{GROUP}")
     assert items[-1] == {"role": "assistant", "content": "我刚放学～"}

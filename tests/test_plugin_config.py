@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from nonebot_plugin_yuiju import __plugin_meta__
+from nonebot_plugin_yuiju.app import host_app_settings, host_token_problem
+from nonebot_plugin_yuiju.config import Config
 from yuiju.config import ConfigError
-from yuiju.message.bot import host_app_settings, host_token_problem
-from yuiju.message.config import Config
 
 
 def test_settings_rank_file_then_dotenv_then_process_environment(tmp_path: Path) -> None:
@@ -81,8 +81,8 @@ async def test_the_plugin_imports_the_offline_embedders_libraries_at_the_apps_st
     import nonebot
 
     import yuiju.memory.service
-    from yuiju.message import bot
-    from yuiju.message.runtime import RUNTIME
+    from nonebot_plugin_yuiju import app as bot
+    from nonebot_plugin_yuiju.runtime import RUNTIME
 
     config = tmp_path / "yuiju.toml"
     config.write_text(f'[app]\ndata_dir = "{(tmp_path / "data").as_posix()}"\n', encoding="utf-8")

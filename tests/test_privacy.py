@@ -10,7 +10,8 @@ import pytest
 
 from yuiju.memory.episodes import Episode, EpisodeRepo
 from yuiju.memory.service import MemoryService
-from yuiju.message.agent import ToolContext
+from yuiju.message.agent import RunContext
+from yuiju.message.model import Conversation, legacy_forms
 from yuiju.message.output import sanitize
 from yuiju.message.proactive import memory_group_id
 from yuiju.message.tools import person_profile
@@ -28,18 +29,22 @@ class _Profiles:
         return Profile()
 
 
-class _Service:
+class _People:
+    async def canonical(self, person: str) -> str:
+        return person
+
+
+class _Deps:
     memory = _Profiles()
+    people = _People()
 
 
-def _ctx(user_id: int, *, admin: bool = False) -> ToolContext:
-    return ToolContext(
-        user_id=user_id,
-        session_id="group:5",
-        scene="group",
-        group_id=5,
+def _ctx(user_id: int, *, admin: bool = False) -> RunContext[Any]:
+    return RunContext(
+        deps=_Deps(),
+        user_id=f"qq:{user_id}",
+        conversation=Conversation.group("qq", 5),
         is_admin=admin,
-        service=_Service(),
     )
 
 
@@ -85,7 +90,9 @@ async def test_today_events_and_the_diary_leave_private_chats_out(
 
 
 def test_her_group_posts_are_remembered_under_the_id_the_chat_recalls_with() -> None:
-    assert memory_group_id(123456) == str(123456)
+    group = Conversation.group("qq", 123456)
+    assert memory_group_id(group) == group.key == "qq:123456"
+    assert memory_group_id(group) in legacy_forms(group.key)  # what the chat side recalls with
 
 
 @pytest.mark.parametrize(

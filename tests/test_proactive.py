@@ -24,6 +24,7 @@ from yuiju.memory.semantic import SemanticMemory
 from yuiju.memory.service import build_memory
 from yuiju.memory.vectors import QdrantClientStore
 from yuiju.message.channel import SendFailed
+from yuiju.message.model import Conversation
 from yuiju.message.proactive import OUTBOX, ProactiveService, SharedEvent, memory_group_id
 from yuiju.message.proactive_policy import GroupSituation, check_policy, effective_interval
 from yuiju.storage.history import HistoryStore
@@ -32,7 +33,18 @@ from yuiju.world.clock import SimClock
 from yuiju.world.policies.scripted import ScriptedPolicy
 
 G = 100
-"""The default target group."""
+"""The default target group (a QQ group)."""
+
+
+def qq(group: int) -> Conversation:
+    return Conversation.group("qq", group)
+
+
+def gid(key: str) -> int:
+    """An outbox record's group (``qq:100``) as the test's number."""
+    return int(key.removeprefix("qq:"))
+
+
 CARD = load_card("yuiju")
 
 
@@ -46,7 +58,8 @@ class FakeSender:
         self.fail = fail or set()
         self.crash = crash
 
-    async def send_group(self, group_id: int, text: str) -> None:
+    async def send_group(self, group: Conversation, text: str) -> None:
+        group_id = int(group.id)
         self.attempts.append(group_id)
         if self.crash:
             raise RuntimeError("the process died while sending")
@@ -69,14 +82,15 @@ class FakeGroups:
             {"sender_id": "qq:1", "sender_name": name, "text": text, "time": at, "from_bot": False}
         )
 
-    async def recent_messages(self, group_id: int, limit: int) -> list[dict[str, Any]]:
-        return sorted(self.messages.get(group_id, []), key=lambda m: m["time"])[-limit:]
+    async def recent_messages(self, group: Conversation, limit: int) -> list[dict[str, Any]]:
+        return sorted(self.messages.get(int(group.id), []), key=lambda m: m["time"])[-limit:]
 
-    async def last_human_message_at(self, group_id: int) -> datetime | None:
-        times = [m["time"] for m in self.messages.get(group_id, []) if not m["from_bot"]]
+    async def last_human_message_at(self, group: Conversation) -> datetime | None:
+        times = [m["time"] for m in self.messages.get(int(group.id), []) if not m["from_bot"]]
         return max(times, default=None)
 
-    async def record_bot_post(self, group_id: int, text: str, *, source: str) -> None:
+    async def record_bot_post(self, group: Conversation, text: str, *, source: str) -> None:
+        group_id = int(group.id)
         now = self.clock.now()
         self.bot_posts.append((group_id, text, source))
         self.messages.setdefault(group_id, []).append(
@@ -173,7 +187,7 @@ async def post_at(service: ProactiveService, clock: SimClock, when: str) -> dict
     """Move the clock to ``when``, emit a fresh shareable event and handle it for group G."""
     await clock.sleep_until(at_time(when))
     records = await service.handle(*await emit(service.redis, clock.now()))
-    return next(r for r in records if r["group_id"] == G)
+    return next(r for r in records if r["group_id"] == qq(G).key)
 
 
 # -- the pure policy ------------------------------------------------------------------------------
@@ -228,7 +242,7 @@ def test_every_card_renders_the_proactive_prompts(character_id: str) -> None:
     )
     system, user = service.render_prompt(
         event,
-        G,
+        qq(G),
         settings(label="读书会"),
         recent=[],
         own_posts=[],
@@ -361,7 +375,7 @@ async def test_ignored_posts_back_off_the_interval(
     backed = await post_at(service, clock, "2026-09-01 12:00")
     assert backed["code"] == "backoff" and "4:00:00" in backed["reason"]
     assert (await post_at(service, clock, "2026-09-01 13:00"))["code"] == "sent"
-    [latest, first] = await service.recent_posts(G)
+    [latest, first] = await service.recent_posts(qq(G))
     assert first["reply"]["within_window"] is False and latest["reply"] is None
 
 
@@ -372,7 +386,7 @@ async def test_no_post_while_she_sleeps(
     service, sender, _ = await make_service(redis, sqlite_history, clock=clock)
     await redis.set(Keys().character("yuiju"), make_character(asleep=True).model_dump_json())
     assert (await post_at(service, clock, "2026-09-01 10:00"))["code"] == "asleep"
-    assert (await service.force(G))["code"] == "asleep"
+    assert (await service.force(qq(G)))["code"] == "asleep"
     assert sender.attempts == []
 
 
@@ -449,7 +463,7 @@ async def test_a_group_that_cannot_be_sent_to_is_reported_once_and_skipped(
         await clock.sleep_until(at_time(f"2026-09-01 {hour}"))
         codes.append(
             {
-                r["group_id"]: r["code"]
+                gid(r["group_id"]): r["code"]
                 for r in await service.handle(*await emit(redis, clock.now()))
             }
         )
@@ -459,12 +473,12 @@ async def test_a_group_that_cannot_be_sent_to_is_reported_once_and_skipped(
         {G: "sent", 200: "unreachable"},
     ]
     assert sender.attempts.count(200) == 1
-    assert sum("cannot send to group 200" in r.getMessage() for r in caplog.records) == 1
+    assert sum("cannot send to group qq:200" in r.getMessage() for r in caplog.records) == 1
     ctx.say(200, "机器人回来了吗", at_time("2026-09-01 11:30"))  # someone speaks there: try again
     sender.fail.clear()
     await clock.sleep_until(at_time("2026-09-01 12:00"))
     records = await service.handle(*await emit(redis, clock.now()))
-    assert {r["group_id"]: r["code"] for r in records} == {G: "sent", 200: "sent"}
+    assert {gid(r["group_id"]): r["code"] for r in records} == {G: "sent", 200: "sent"}
 
 
 # -- the stream: at-least-once, deduplicated ---------------------------------------------------------
@@ -520,7 +534,7 @@ async def test_a_crash_while_sending_never_resends(
     sender = FakeSender()
     second, _, _ = await make_service(redis, sqlite_history, clock=clock, sender=sender)
     assert await second.run_once(block=False) == 1
-    [record] = await second.records(G)
+    [record] = await second.records(qq(G))
     assert record["status"] == "uncertain" and sender.attempts == []
 
 
@@ -532,27 +546,27 @@ async def test_preview_force_and_switches(
 ) -> None:
     clock = SimClock(at_time("2026-09-01 10:00"))
     service, sender, ctx = await make_service(redis, sqlite_history, clock=clock)
-    assert (await service.preview(G))["event"] is None
-    assert (await service.force(G))["code"] == "no_event"
+    assert (await service.preview(qq(G)))["event"] is None
+    assert (await service.force(qq(G)))["code"] == "no_event"
 
-    await service.set_enabled(G, False)
+    await service.set_enabled(qq(G), False)
     assert (await post_at(service, clock, "2026-09-01 10:00"))["code"] == "disabled"
-    preview = await service.preview(G)
+    preview = await service.preview(qq(G))
     assert preview["policy"]["code"] == "disabled" and preview["would_send"] is False
     assert preview["answer"]["message"] and sender.attempts == []
 
-    await service.set_enabled(G, True)
-    preview = await service.preview(G)
+    await service.set_enabled(qq(G), True)
+    preview = await service.preview(qq(G))
     assert preview["policy"]["allowed"] and preview["already_decided"]["code"] == "disabled"
-    forced = await service.force(G)
+    forced = await service.force(qq(G))
     assert forced["status"] == "sent" and forced["forced"] is True
     # Forced past the unanswered rule and quiet hours; counted like any post.
     await clock.sleep_until(at_time("2026-09-01 23:30"))
-    assert (await service.force(G))["status"] == "sent"
+    assert (await service.force(qq(G)))["status"] == "sent"
     assert len(sender.sent) == 2 and len(ctx.bot_posts) == 2
 
-    await service.set_enabled(300, True)  # a group not in the config, switched on by an admin
-    assert await service.target_groups() == [G, 300]
+    await service.set_enabled(qq(300), True)  # a group not in the config, switched on by an admin
+    assert await service.target_groups() == [qq(G), qq(300)]
 
 
 async def test_a_sent_post_is_remembered_and_recalled_before_the_next_one(
@@ -578,7 +592,7 @@ async def test_a_sent_post_is_remembered_and_recalled_before_the_next_one(
         )
         assert (await post_at(service, clock, "2026-09-01 10:00"))["code"] == "sent"
         found = await memory.memory_search(
-            "在公园散步", now=clock.now(), group_id=memory_group_id(G)
+            "在公园散步", now=clock.now(), group_id=memory_group_id(qq(G))
         )
         assert any("刚去公园散了步" in r.text for r in found)
         assert (await post_at(service, clock, "2026-09-01 13:00"))["code"] == "sent"
@@ -646,7 +660,7 @@ async def test_one_walk_in_the_park_becomes_exactly_one_group_post(
 
     assert sender.sent == [(G, post)]
     assert ctx.bot_posts == [(G, post, "proactive")]
-    [record] = await service.records(G)
+    [record] = await service.records(qq(G))
     assert record["status"] == "sent" and record["action"] == "walk_in_park"
     assert len(openai_stub.requests) == 1
     prompt = openai_stub.requests[0]["messages"][-1]["content"]
@@ -683,7 +697,7 @@ async def test_a_burst_of_shareable_events_stays_within_the_daily_cap(
         await kit.engine.run(until=moment)
         await service.run_once(block=False)
 
-    records = await service.records(G, limit=100)
+    records = await service.records(qq(G), limit=100)
     assert len(records) >= 10  # every walk was decided
     assert len(sender.sent) == 3
     assert {r["code"] for r in records} == {"sent", "daily_cap"}

@@ -40,7 +40,7 @@ from yuiju.memory.indexer import GROUP, MemoryWorker
 from yuiju.memory.semantic import SemanticMemory
 from yuiju.memory.service import build_memory
 from yuiju.memory.vectors import QdrantClientStore, Where
-from yuiju.message.entry import Entry
+from yuiju.message.model import Entry
 from yuiju.message.session import SessionStore
 from yuiju.storage import StoreUnavailable, open_redis, testcluster
 from yuiju.storage.history import HistoryStore
@@ -601,7 +601,7 @@ async def test_proactive_posts_reclaim_a_dead_consumers_entry_on_a_cluster(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import yuiju.message.proactive
-    from tests.test_proactive import G, emit, make_service
+    from tests.test_proactive import G, emit, make_service, qq
 
     monkeypatch.setattr(yuiju.message.proactive, "CLAIM_IDLE_MS", 0)
     clock = SimClock(at_time("2026-09-01 10:00"))
@@ -618,8 +618,8 @@ async def test_proactive_posts_reclaim_a_dead_consumers_entry_on_a_cluster(
     assert await service.run_once(block=True) == 1  # XAUTOCLAIM, XREADGROUP '0', XACK
     assert [g for g, _ in sender.sent] == [G]
     assert (await cluster_redis.xpending(service.stream, service.group))["pending"] == 0
-    await service.set_enabled(G, False)  # the admin switch: HSET
-    assert (await service.preview(G))["policy"]["code"] == "disabled"
+    await service.set_enabled(qq(G), False)  # the admin switch: HSET
+    assert (await service.preview(qq(G)))["policy"]["code"] == "disabled"
 
 
 # -- chat sessions' transactions -------------------------------------------------------------------------
@@ -629,7 +629,7 @@ async def test_chat_sessions_keep_context_windows_and_summaries_on_a_cluster(
     cluster_redis: aioredis.RedisCluster,
 ) -> None:
     sessions = SessionStore(cluster_redis, KEYS, "yuiju")
-    sid = "group:100"
+    sid = "group:qq:100"
 
     def entry(n: int) -> Entry:
         return Entry(
@@ -658,9 +658,14 @@ async def test_chat_sessions_keep_context_windows_and_summaries_on_a_cluster(
     assert [e.id for e in taken] == ["0", "1", "2", "3"] and stored == 4
     await sessions.window_drop(sid, stored)  # LTRIM
     assert [e.id for e in (await sessions.window_peek(sid))[0]] == ["4", "5"]
+    # a session stored before platforms is renamed in one transaction on a cluster too
+    await cluster_redis.rpush(KEYS.chat_recent("yuiju", "group:200"), entry(9).model_dump_json())
+    await cluster_redis.sadd(KEYS.chat_sessions("yuiju"), "group:200")
+    assert await sessions.migrate() == 1
+    assert [e.id for e in await sessions.recent("group:qq:200", 5)] == ["9"]
     await sessions.clear(sid)  # DEL of two keys, one slot
     assert await sessions.context(sid) == ("", [])
-    assert await sessions.sessions() == [sid]
+    assert await sessions.sessions() == [sid, "group:qq:200"]
 
 
 # -- the observer's stream reads ------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""Thin nonebot matchers: an OneBot v11 message event → `normalize` → `ChatService.handle`."""
+"""Thin nonebot matchers: an adapter's message event → the core's `Entry` (per adapter: OneBot v11
+in `onebot.normalize`) → `ChatService.handle`. Replies go out through the service's sender
+(`send.NoneBotSender`), never through the matcher."""
 
 from __future__ import annotations
 
@@ -6,16 +8,15 @@ import asyncio
 import logging
 from typing import Any
 
-from nonebot import get_bots, get_driver, get_plugin_config, on_message
+from nonebot import get_driver, get_plugin_config, on_message
 from nonebot.adapters.onebot.v11 import Bot, MessageEvent
 from redis.exceptions import RedisError
 
-from yuiju.message import frames
-from yuiju.message.channel import send_text
-from yuiju.message.config import Config
-from yuiju.message.entry import normalize
+from nonebot_plugin_yuiju import frames
+from nonebot_plugin_yuiju.config import Config
+from nonebot_plugin_yuiju.onebot import event_payload, normalize
+from nonebot_plugin_yuiju.runtime import RUNTIME
 from yuiju.message.ratelog import RateLimitedLog
-from yuiju.message.runtime import RUNTIME
 
 log = logging.getLogger(__name__)
 plugin_config = get_plugin_config(Config)
@@ -29,29 +30,11 @@ STOPPING = asyncio.Event()
 from cancellation, so without it a turn waiting on the model held the stop until it finished."""
 
 
-def current_bot() -> Any:
-    return next(iter(get_bots().values()), None)
-
-
-async def _outlet(scene: str, target: int, text: str) -> int | None:
-    return await send_text(current_bot(), scene, target, text)
-
-
-async def _api(action: str, **params: Any) -> Any:
-    bot = current_bot()
-    if bot is None:
-        raise RuntimeError("no OneBot connection")
-    return await bot.call_api(action, **params)
-
-
 @driver.on_startup
 async def _start() -> None:
     STOPPING.clear()  # a new start of the app in this process
     if RUNTIME.service is None and RUNTIME.factory is not None:
         RUNTIME.service = await RUNTIME.factory()
-    if RUNTIME.service is not None:
-        RUNTIME.service.outlet = RUNTIME.service.outlet or _outlet
-        RUNTIME.service.api = RUNTIME.service.api or _api
 
 
 async def _unless_stopping(work: Any) -> bool:
@@ -90,27 +73,6 @@ CLOSER_SECONDS = 0.5
 """The most one shutdown step waits (archiving a conversation cut short stays in its window)."""
 
 
-def event_payload(event: MessageEvent) -> dict[str, Any]:
-    """The event as plain OneBot v11 JSON, with the quoted message the adapter resolved."""
-    payload: dict[str, Any] = {
-        "message_type": event.message_type,
-        "message_id": event.message_id,
-        "user_id": event.user_id,
-        "group_id": getattr(event, "group_id", None),
-        "time": event.time,
-        "sender": {"nickname": event.sender.nickname, "card": getattr(event.sender, "card", None)},
-        "message": [{"type": seg.type, "data": dict(seg.data)} for seg in event.original_message],
-    }
-    if event.reply is not None:
-        payload["reply"] = {
-            "message_id": event.reply.message_id,
-            "sender_id": event.reply.sender.user_id,
-            "sender_name": event.reply.sender.card or event.reply.sender.nickname,
-            "text": event.reply.message.extract_plain_text(),
-        }
-    return payload
-
-
 chat = on_message(priority=50, block=False)
 
 
@@ -120,15 +82,10 @@ async def _(bot: Bot, event: MessageEvent) -> None:
     if service is None or not plugin_config.yuiju_chat_enabled:
         return
     try:
-        self_id = int(bot.self_id)
-    except ValueError:
-        self_id = None
-    service.self_id = self_id
-    try:
         entry = normalize(
             event_payload(event),
-            self_id=self_id,
-            tz=service.tz,
+            self_id=bot.self_id,
+            tz=service.deps.tz,
             bot_name=service.card.name,
             max_chars=service.cfg.max_input_chars,
         )

@@ -1,7 +1,8 @@
-"""One structured history entry per message, from OneBot v11 events of any shape.
+"""OneBot v11 → the core's `Entry`: the QQ adapter's mapping (platform ``qq``).
 
 `normalize` takes the plain OneBot v11 JSON (segments as ``{"type", "data"}`` dicts), so it is
-tested without nonebot; malformed pieces are skipped with a log line, never raised.
+tested without nonebot; malformed pieces are skipped with a log line, never raised. People become
+``qq:<number>``, the group ``Conversation.group("qq", <number>)``; ids of any size are kept as text.
 """
 
 from __future__ import annotations
@@ -9,99 +10,49 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
-from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo
+from datetime import datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING, Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
-
+from yuiju.message.model import Conversation, Entry, Segment, clean_text
 from yuiju.message.ratelog import RateLimitedLog
+
+if TYPE_CHECKING:
+    from nonebot.adapters.onebot.v11 import MessageEvent
 
 log = logging.getLogger(__name__)
 REPORT = RateLimitedLog(log, burst=30)
 """Lines about bad messages: one per message, at most a burst a minute (a fuzzer fills no disk)."""
 
+PLATFORM = "qq"
 TRUNCATED_MARK = "…（后面太长，省略了）"
-INT64 = (-(2**63), 2**63 - 1)
-"""OneBot v11 ids are 64-bit signed integers (and so are the history stores' integers)."""
 EARLIEST = datetime(2000, 1, 1).astimezone()
 FUTURE_SLACK = timedelta(days=1)
 """A message stamped later than now plus this (a wrong clock, a fuzzer) gets its arrival time."""
 
-QQId = Annotated[int, Field(ge=INT64[0], le=INT64[1])]
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
+SEGMENT_TYPES = {
+    "text": "text",
+    "at": "at",
+    "face": "face",
+    "mface": "sticker",
+    "marketface": "sticker",
+    "image": "image",
+    "record": "voice",
+    "video": "video",
+    "file": "file",
+    "json": "card",
+    "xml": "card",
+    "share": "card",
+    "location": "card",
+    "music": "card",
+    "contact": "card",
+    "forward": "card",
+}
+"""OneBot segment types as the core's `model.SegmentType`; the rest are 'other'."""
 
 
-def clean_text(text: str, *, drop: bool = False) -> str:
-    """``text`` with lone UTF-16 surrogates (which no store or JSON encoder accepts) replaced by
-    U+FFFD, or dropped; a pair split into two escapes is joined into its character."""
-    if not _SURROGATE.search(text):
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode(
-        "utf-16-le", "ignore" if drop else "replace"
-    )
-
-
-class Segment(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    type: str
-    """The OneBot segment type (text, at, image, ...)."""
-    text: str
-    """How it reads in the history."""
-
-    @field_validator("type", "text", mode="after")
-    @classmethod
-    def _no_lone_surrogates(cls, value: str) -> str:
-        return clean_text(value)
-
-
-Scene = Literal["group", "private"]
-
-
-class Entry(BaseModel):
-    """A message as the chat side keeps it (incoming, hers, or a proactive post)."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    id: str
-    """The platform's message id (a string), or a generated one for her own messages."""
-    scene: Scene
-    group_id: QQId | None = None
-    user_id: QQId
-    """Sender's QQ id (hers for her own messages)."""
-    sender_name: str
-    """Group card, else nickname, else the id."""
-    time: AwareDatetime
-    text: str
-    """The readable content: text with [图片]/[表情]/@name markers, reply quote first."""
-    segments: list[Segment] = Field(default_factory=list)
-    mentions_me: bool = False
-    """@-mentioned her (not @all)."""
-    reply_to_me: bool = False
-    """Quotes one of her messages."""
-    reply_to: str | None = None
-    """Id of the quoted message."""
-    from_bot: bool = False
-    source: str = "chat"
-    """'chat' for conversation, or who posted it on her behalf ('proactive', 'admin')."""
-    truncated: bool = False
-
-    @field_validator("id", "sender_name", "text", mode="after")
-    @classmethod
-    def _no_lone_surrogates(cls, value: str) -> str:
-        return clean_text(value)
-
-    @property
-    def session_id(self) -> str:
-        return f"group:{self.group_id}" if self.scene == "group" else f"private:{self.user_id}"
-
-    @property
-    def target(self) -> int:
-        return (
-            self.group_id if self.scene == "group" and self.group_id is not None else self.user_id
-        )
+def person(user_id: object) -> str:
+    """A QQ number as the core's person id."""
+    return f"{PLATFORM}:{user_id}"
 
 
 def _str(value: Any) -> str:
@@ -127,7 +78,7 @@ def _card_text(raw: Any) -> str:
 
 
 def segment_text(
-    seg_type: str, data: dict[str, Any], *, self_id: int | None, names: dict[str, str]
+    seg_type: str, data: dict[str, Any], *, self_id: int | str | None, names: dict[str, str]
 ) -> str:
     """How one segment reads; unknown types read as ``[type]``."""
     if seg_type == "text":
@@ -178,7 +129,7 @@ def segment_text(
     return f"[{seg_type[:20]}]"
 
 
-def _arrival_time(stamp: Any, tz: ZoneInfo, mid: str) -> datetime:
+def _arrival_time(stamp: Any, tz: tzinfo, mid: str) -> datetime:
     """The event's timestamp, or now when it is missing or impossible (logged)."""
     now = datetime.now(tz)
     if isinstance(stamp, datetime) and stamp.tzinfo:
@@ -204,8 +155,8 @@ def _arrival_time(stamp: Any, tz: ZoneInfo, mid: str) -> datetime:
 def normalize(
     payload: dict[str, Any],
     *,
-    self_id: int | None,
-    tz: ZoneInfo,
+    self_id: int | str | None,
+    tz: tzinfo,
     bot_name: str = "我",
     max_chars: int = 800,
 ) -> Entry | None:
@@ -218,18 +169,8 @@ def normalize(
         if scene not in ("group", "private"):
             REPORT(logging.INFO, "ignored event: message_type %.40r", scene)
             return None
-        user_id = int(payload["user_id"])
-        group_id = int(payload["group_id"]) if scene == "group" else None
-        for field, value in (("user_id", user_id), ("group_id", group_id)):
-            if value is not None and not INT64[0] <= value <= INT64[1]:
-                REPORT(
-                    logging.WARNING,
-                    "ignored message %s: %s %d is outside OneBot's 64-bit range",
-                    mid,
-                    field,
-                    value,
-                )
-                return None
+        user_id = _qq_number(payload["user_id"])
+        group_id = _qq_number(payload["group_id"]) if scene == "group" else None
         sender = _dict(payload.get("sender"))
         name = _str(sender.get("card")) or _str(sender.get("nickname")) or str(user_id)
         raw_segments = payload.get("message")
@@ -264,7 +205,9 @@ def normalize(
             mentions_me = True
         segments.append(
             Segment(
-                type=raw["type"], text=segment_text(raw["type"], data, self_id=self_id, names=names)
+                type=SEGMENT_TYPES.get(raw["type"], "other"),
+                text=segment_text(raw["type"], data, self_id=self_id, names=names),
+                ref=_segment_ref(raw["type"], data),
             )
         )
 
@@ -273,6 +216,9 @@ def normalize(
         reply and self_id is not None and _str(reply.get("sender_id")) == str(self_id)
     )
     text = "".join(s.text for s in segments).strip()
+    if reply_id or reply:
+        quoted_id = reply_id or (_str(reply.get("message_id")) if reply else "") or None
+        segments.insert(0, Segment(type="reply", text="", ref=quoted_id))
     if reply:
         quoted = _str(reply.get("text")).replace("\n", " ")[:40]
         who = (
@@ -292,13 +238,18 @@ def normalize(
         return None
     clean, clean_name = clean_text(text), clean_text(name)
     if clean != text or clean_name != name:
-        REPORT(logging.INFO, "message %s from %d: lone surrogates replaced by U+FFFD", mid, user_id)
+        REPORT(logging.INFO, "message %s from %s: lone surrogates replaced by U+FFFD", mid, user_id)
         text, name = clean, clean_name
+    conversation = (
+        Conversation.group(PLATFORM, group_id)
+        if group_id is not None
+        else Conversation.private(person(user_id))
+    )
     return Entry(
         id=_str(payload.get("message_id")) or f"{user_id}-{when.timestamp():.0f}",
-        scene=scene,
-        group_id=group_id,
-        user_id=user_id,
+        conversation=conversation,
+        user_id=person(user_id),
+        from_bot=self_id is not None and user_id == str(self_id),
         sender_name=name[:40],
         time=when,
         text=text,
@@ -308,3 +259,46 @@ def normalize(
         reply_to=reply_id,
         truncated=truncated,
     )
+
+
+def _qq_number(value: Any) -> str:
+    """A QQ number (user or group) as text: any size (a number past 2^63 is kept, not dropped),
+    never a bool, a float or words."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"{value!r} is not a QQ number")
+    text = str(value).strip()
+    if not text.lstrip("-").isdigit():
+        raise ValueError(f"{text[:40]!r} is not a QQ number")
+    return str(int(text))
+
+
+def _segment_ref(seg_type: str, data: dict[str, Any]) -> str | None:
+    if seg_type == "at":
+        qq = _str(data.get("qq"))
+        return person(qq) if qq.isdigit() else None
+    if seg_type in ("image", "mface", "marketface", "record", "video"):
+        return _str(data.get("url") or data.get("file"))[:500] or None
+    if seg_type == "file":
+        return _str(data.get("name") or data.get("file"))[:200] or None
+    return None
+
+
+def event_payload(event: MessageEvent) -> dict[str, Any]:
+    """The event as plain OneBot v11 JSON, with the quoted message the adapter resolved."""
+    payload: dict[str, Any] = {
+        "message_type": event.message_type,
+        "message_id": event.message_id,
+        "user_id": event.user_id,
+        "group_id": getattr(event, "group_id", None),
+        "time": event.time,
+        "sender": {"nickname": event.sender.nickname, "card": getattr(event.sender, "card", None)},
+        "message": [{"type": seg.type, "data": dict(seg.data)} for seg in event.original_message],
+    }
+    if event.reply is not None:
+        payload["reply"] = {
+            "message_id": event.reply.message_id,
+            "sender_id": event.reply.sender.user_id,
+            "sender_name": event.reply.sender.card or event.reply.sender.nickname,
+            "text": event.reply.message.extract_plain_text(),
+        }
+    return payload

@@ -1,4 +1,5 @@
-"""The running chat service of this process, shared by the matchers and the start-up hooks.
+"""The running chat service of this process, shared by the matchers and the start-up hooks (the
+plugin's own state: the chat core knows nothing of it).
 
 `yuiju bot` / `yuiju run` set `factory` (opening stores and models at driver start-up); tests set
 `service` directly.

@@ -1,0 +1,272 @@
+"""Starting her chat in NoneBot: `yuiju bot` (its own process), `yuiju run` (inside the daemon's
+loop), and the plugin inside someone else's NoneBot app (`start_in_host_app`, on that app's
+start-up). Each builds the chat service with the plugin's sender (`send.NoneBotSender`).
+
+NapCat/Lagrange connect to the reverse WebSocket ``ws://HOST:PORT/onebot/v11/ws``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from typing import Any
+
+from nonebot_plugin_yuiju.runtime import RUNTIME
+from yuiju.message.bot import build_service
+from yuiju.message.service import ChatService
+
+log = logging.getLogger(__name__)
+
+STOP_SECONDS = 1.0
+"""About the most a stop of the bot takes: open requests, then each shutdown hook, are bounded."""
+
+
+def require_nonebot() -> None:
+    """nonebot must be initialised, with the OneBot v11 adapter and this plugin loaded, before the
+    `message` package is first imported (nonebot's loader refuses a module imported earlier):
+    `yuiju.cli.init_nonebot` does that; tests do it in conftest."""
+    import nonebot
+
+    try:
+        nonebot.get_driver()
+    except ValueError:
+        raise RuntimeError(
+            "nonebot is not initialised: call yuiju.cli.init_nonebot(cfg) first"
+        ) from None
+    if nonebot.get_plugin("nonebot_plugin_yuiju") is None:
+        raise RuntimeError(
+            "the plugin nonebot_plugin_yuiju is not loaded: call yuiju.cli.init_nonebot(cfg) first"
+        )
+
+
+async def _build(cfg: Any, **shared: Any) -> ChatService:
+    """The chat service with this plugin's sender and group management."""
+    from nonebot_plugin_yuiju.send import NoneBotGroups, NoneBotSender
+
+    return await build_service(
+        cfg, sender=NoneBotSender(), groups=NoneBotGroups(), on_stop=RUNTIME.on_stop, **shared
+    )
+
+
+def run_bot(cfg: Any) -> None:
+    """`yuiju bot`: the nonebot app in this process until interrupted."""
+    import signal
+    import sys
+
+    import nonebot
+
+    require_nonebot()
+    RUNTIME.factory = lambda: _build(cfg)
+    _watch_loop_lag(cfg.app.loop_lag_warn_ms)
+    # uvicorn stops the app on SIGTERM and then raises the signal again for the handler it found
+    # installed: with the default one the process would die of it (status -15, a crash to a
+    # supervisor). This one ends the process with 0, as `yuiju run` does, also before uvicorn runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    nonebot.run()
+
+
+def _watch_loop_lag(warn_ms: int) -> None:
+    """The event-loop lag monitor (`yuiju_tasks.LoopLagMonitor`) for the app's lifetime."""
+    import nonebot
+
+    from yuiju.tasks import LoopLagMonitor
+
+    monitor = LoopLagMonitor(warn_ms)
+
+    async def start() -> None:  # a coroutine: nonebot runs plain functions in a thread
+        monitor.start()
+
+    driver = nonebot.get_driver()
+    driver.on_startup(start)
+    driver.on_shutdown(monitor.stop)
+
+
+class BotServer:
+    """The nonebot ASGI app on uvicorn as a task in the daemon's loop: `url`, `stop`."""
+
+    def __init__(self, server: Any, task: Any, url: str) -> None:
+        self.server = server
+        self.task = task
+        self.url = url
+
+    def request_stop(self) -> None:
+        """Begin stopping (`stop` waits for it): replies in flight are given up now."""
+        from nonebot_plugin_yuiju.matchers import STOPPING
+
+        STOPPING.set()
+        self.server.should_exit = True
+
+    async def stop(self) -> None:
+        """Close the WebSocket, run the shutdown hooks (proactive task), release the port: within
+        about `STOP_SECONDS`, whatever the hooks wait on."""
+        from yuiju.tasks import finish
+
+        self.request_stop()
+        await finish(self.task, grace=STOP_SECONDS, what="the QQ bot")
+
+
+async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
+    """Inside `yuiju run`: the nonebot ASGI app on uvicorn in the running loop, sharing the
+    daemon's open stores, memory and clock (``shared``: `build_service`'s keywords). Returns once
+    the chat service is built and the port listens; raises `OSError` when the port is taken and
+    `RuntimeError` when start-up failed (the log says why)."""
+    import asyncio
+    import socket
+
+    import nonebot
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Any:
+            yield  # the daemon owns SIGINT/SIGTERM (they stop the engine, which stops us)
+
+    require_nonebot()
+
+    async def factory() -> ChatService:
+        return await _build(cfg, **shared)
+
+    RUNTIME.factory = factory
+    host, port = cfg.onebot.host, cfg.onebot.port
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    port = sock.getsockname()[1]
+    server = _Server(
+        uvicorn.Config(
+            nonebot.get_asgi(),
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            # uvicorn annotates an int but waits any number of seconds (asyncio.wait_for)
+            timeout_graceful_shutdown=STOP_SECONDS / 2,  # type: ignore[arg-type]
+            log_level="warning",
+        )
+    )
+    task = asyncio.create_task(server.serve(sockets=[sock]), name="qq-bot")
+    while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn has no started event)
+        await asyncio.sleep(0.01)
+    if task.done():
+        task.result()  # raise what stopped it
+        raise RuntimeError("the QQ bot did not start (its start-up failed; see the log above)")
+    RUNTIME.extras["server_task"] = task
+    shown = f"[{host}]" if ":" in host else host
+    return BotServer(server, task, f"ws://{shown}:{port}/onebot/v11/ws")
+
+
+# -- the plugin inside someone else's NoneBot app ---------------------------------------------------
+
+YUIJU_LOGGERS = ("yuiju", "nonebot_plugin_yuiju")
+"""Our top-level loggers, sent into the app's log when the plugin runs inside a NoneBot app."""
+
+
+async def start_in_host_app() -> None:
+    """On the NoneBot app's start-up, before the matchers' start-up hook builds the service: when
+    nobody set the runtime up (`yuiju bot`/`yuiju run` and the tests do), her settings come from
+    the plugin config (`nonebot_plugin_yuiju.config.Config`) and her chat service and proactive posts start
+    with the app; the world engine does not (`yuiju world` runs it, on the same stores)."""
+    import nonebot
+
+    from nonebot_plugin_yuiju.config import Config
+
+    if RUNTIME.service is not None or RUNTIME.factory is not None:
+        return
+    plugin = nonebot.get_plugin_config(Config)
+    if not plugin.yuiju_chat_enabled:
+        return
+    host = nonebot.get_driver().config
+    cfg = host_app_settings(plugin.yuiju_config, host.model_dump())
+    _log_through_nonebot(cfg.app.log_level)
+    if problem := host_token_problem(host, allow_no_token=cfg.onebot.allow_no_token):
+        raise RuntimeError(problem)
+    log.info(
+        "yuiju chat starts with this NoneBot app (%s): %s",
+        plugin.yuiju_config or "no yuiju_config",
+        json.dumps(cfg.summary(), ensure_ascii=False),
+    )
+    # what would otherwise look like a plugin that does nothing
+    if not cfg.llm.configured:
+        log.warning("[llm] base_url is not set: she records messages but answers none")
+    if not (
+        cfg.chat.groups
+        or cfg.chat.default_group.enabled
+        or cfg.chat.private_whitelist
+        or cfg.chat.admins
+    ):
+        log.warning("no [chat.groups] entry, private_whitelist or admin: she answers no one")
+
+    if (
+        cfg.memory.enabled
+    ):  # importing ONNX Runtime holds the GIL ~1 s: now, not at her first recall
+        from yuiju.memory.service import preload_embedder
+
+        preload_embedder(cfg)
+
+    async def factory() -> ChatService:
+        return await _build(cfg)
+
+    RUNTIME.factory = factory
+
+
+def host_app_settings(
+    path: str | None, host_config: dict[str, Any], environ: dict[str, str] | None = None
+) -> Any:
+    """Her `YuijuConfig` inside a NoneBot app: the TOML file at ``path``, then the app's .env lines
+    ``YUIJU_<SECTION>__<FIELD>`` (NoneBot keeps them as ``yuiju_<section>`` dicts in its config),
+    then the process environment; raises `yuiju.config.ConfigError` naming the key and the fix."""
+    from yuiju.config import load_config
+
+    dotenv = {
+        name.removeprefix("yuiju_"): value
+        for name, value in host_config.items()
+        if name.startswith("yuiju_") and isinstance(value, dict)
+    }
+    return load_config(path, environ=environ, dotenv=dotenv)
+
+
+def host_token_problem(host_config: Any, *, allow_no_token: bool) -> str | None:
+    """Why her chat must not start in this NoneBot app, or None: without ONEBOT_ACCESS_TOKEN
+    whoever reaches its port connects as the QQ side and speaks as any QQ user, her admins included."""
+    from yuiju.config import LOOPBACK_HOSTS
+
+    if getattr(host_config, "onebot_access_token", None):
+        return None
+    host = str(getattr(host_config, "host", "127.0.0.1"))
+    if host not in LOOPBACK_HOSTS:
+        return (
+            f"this NoneBot app listens on {host} without ONEBOT_ACCESS_TOKEN: whoever reaches its port "
+            "could connect as the QQ side and speak as any QQ user, her admins included. Set "
+            "ONEBOT_ACCESS_TOKEN=<a long random string> in the bot's .env and the same token in "
+            "NapCat/Lagrange"
+        )
+    if allow_no_token:
+        log.warning(
+            "this NoneBot app accepts OneBot connections without an access token "
+            "(YUIJU_ONEBOT__ALLOW_NO_TOKEN=true): any process on this machine can connect as the QQ "
+            "side and speak as any QQ user, her admins included. Set ONEBOT_ACCESS_TOKEN for real use."
+        )
+        return None
+    return (
+        "this NoneBot app has no ONEBOT_ACCESS_TOKEN: any process on this machine could connect as the "
+        "QQ side and speak as any QQ user, her admins included. Set ONEBOT_ACCESS_TOKEN=<a long random "
+        "string> in the bot's .env and the same token in NapCat/Lagrange; for a local experiment only, "
+        "YUIJU_ONEBOT__ALLOW_NO_TOKEN=true instead"
+    )
+
+
+def _log_through_nonebot(level: str) -> None:
+    """Her log lines into the app's (loguru) log, unless the app set up standard logging itself."""
+    if logging.getLogger().handlers:
+        return
+    from nonebot.log import LoguruHandler
+
+    for name in YUIJU_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(level)
+        if not any(isinstance(h, LoguruHandler) for h in logger.handlers):
+            logger.addHandler(LoguruHandler())

@@ -1,0 +1,144 @@
+"""Sending through NoneBot: the core's `Outgoing` as nonebot-plugin-alconna's `UniMessage`, sent
+to a `Target` with the connected bot of the conversation's platform. Alconna's exporters turn it
+into each adapter's own message (OneBot's ``send_msg`` with segments, Telegram's
+``sendMessage``, Satori's ``message.create``), so a new platform needs no sending code here, only
+its adapter name in `ADAPTER_PLATFORMS`.
+
+Group management (member info, mute) has no universal form: `NoneBotGroups` speaks OneBot v11
+for QQ and says the platform cannot where there is no mapping yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from yuiju.message.channel import SendFailed
+from yuiju.message.model import Conversation, Outgoing, split_id
+
+if TYPE_CHECKING:
+    from nonebot.adapters import Bot
+
+log = logging.getLogger(__name__)
+
+ADAPTER_PLATFORMS = {
+    "OneBot V11": "qq",
+    "Telegram": "tg",
+    "Feishu": "lark",
+    "Discord": "discord",
+    "Console": "term",
+}
+"""NoneBot adapter name → the platform prefix of its people and conversations. (Satori names
+its platform per login: `platform_of` asks the bot.)"""
+
+
+def platform_of(bot: Bot) -> str:
+    """The platform prefix of ``bot``'s people (``qq`` for OneBot v11)."""
+    name = bot.adapter.get_name()
+    if name == "Satori":  # one adapter, many platforms: its login says which
+        platform = str(getattr(bot, "platform", "") or "").lower()
+        return {"qq": "qq", "telegram": "tg", "feishu": "lark", "lark": "lark"}.get(
+            platform, platform or "satori"
+        )
+    return ADAPTER_PLATFORMS.get(name, name.lower().replace(" ", ""))
+
+
+def connected_bots() -> dict[str, Bot]:
+    import nonebot
+
+    return nonebot.get_bots()
+
+
+class NoneBotSender:
+    """`message.channel.Sender` over NoneBot's connected bots, through alconna's `UniMessage`."""
+
+    def __init__(self, bots: Callable[[], dict[str, Bot]] = connected_bots) -> None:
+        self.bots = bots
+        """The connected bots (looked up at each send: bots connect and go after start-up)."""
+
+    def bot_for(self, platform: str) -> Bot:
+        for bot in self.bots().values():
+            if platform_of(bot) == platform:
+                return bot
+        hint = (
+            ": is NapCat/Lagrange connected to the reverse WebSocket?" if platform == "qq" else ""
+        )
+        raise SendFailed(f"no {platform} bot is connected{hint}")
+
+    async def send(self, message: Outgoing) -> str | None:
+        from nonebot.exception import ActionFailed, ApiNotAvailable, NetworkError
+        from nonebot_plugin_alconna.uniseg import (
+            At,
+            Image,
+            Reply,
+            SerializeFailed,
+            Target,
+            Text,
+            UniMessage,
+        )
+
+        conversation = message.conversation
+        bot = self.bot_for(conversation.platform)
+        uni: UniMessage = UniMessage()
+        for seg in message.segments:
+            if seg.type == "text":
+                uni.append(Text(seg.text))
+            elif seg.type == "image" and seg.ref:
+                source = {"url": seg.ref} if "://" in seg.ref else {"path": seg.ref}
+                uni.append(Image(**source, sticker=seg.sticker))  # type: ignore[arg-type]
+            elif seg.type == "at" and seg.ref:
+                uni.append(At("user", split_id(seg.ref)[1]))
+            elif seg.type == "reply" and seg.ref:
+                uni.append(Reply(seg.ref))
+        target = Target(
+            conversation.id, private=conversation.scene == "private", self_id=bot.self_id
+        )
+        try:
+            receipt = await uni.send(target=target, bot=bot)
+        except (ActionFailed, NetworkError, ApiNotAvailable, SerializeFailed) as exc:
+            raise SendFailed(f"sending to {conversation} failed: {exc}") from exc
+        reply = receipt.get_reply(0) if receipt.msg_ids else None
+        return str(reply.id) if reply is not None else None
+
+
+class NoneBotGroups:
+    """`message.channel.GroupManager` for the platforms whose API is mapped (OneBot v11)."""
+
+    def __init__(self, sender: NoneBotSender | None = None) -> None:
+        self.sender = sender or NoneBotSender()
+
+    def _onebot(self, conversation: Conversation) -> Bot:
+        bot = self.sender.bot_for(conversation.platform)
+        if bot.adapter.get_name() != "OneBot V11" or conversation.scene != "group":
+            raise SendFailed(f"group management is not available on {conversation.platform}")
+        return bot
+
+    async def member_info(self, conversation: Conversation, person: str) -> dict[str, str]:
+        from nonebot.exception import ActionFailed, NetworkError
+
+        bot = self._onebot(conversation)
+        try:
+            info = await bot.call_api(
+                "get_group_member_info",
+                group_id=int(conversation.id),
+                user_id=int(split_id(person)[1]),
+            )
+        except (ActionFailed, NetworkError, ValueError) as exc:
+            raise SendFailed(f"member {person} of {conversation.key}: {exc}") from exc
+        keep = ("user_id", "nickname", "card", "title", "role", "level")
+        return {k: str(info[k]) for k in keep if isinstance(info, dict) and k in info}
+
+    async def mute(self, conversation: Conversation, person: str, seconds: int) -> None:
+        from nonebot.exception import ActionFailed, NetworkError
+
+        bot = self._onebot(conversation)
+        try:
+            await bot.call_api(
+                "set_group_ban",
+                group_id=int(conversation.id),
+                user_id=int(split_id(person)[1]),
+                duration=seconds,
+            )
+        except (ActionFailed, NetworkError, ValueError) as exc:
+            raise SendFailed(f"muting {person} in {conversation.key}: {exc}") from exc
