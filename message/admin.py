@@ -110,6 +110,11 @@ async def _proactive(service: ChatService, entry: Entry, args: list[str]) -> str
 
 def distill_text(report: Any) -> str:
     """A `memory.distill.DistillReport` as an admin (or the model) reads it."""
+    if report.waiting_without_model:
+        return (
+            f"有 {report.waiting_without_model} 条聊天记忆等着整理，但没有配置模型"
+            "（[llm] base_url），整理不了。"
+        )
     if not report.users:
         return "没有要整理的聊天记忆。"
     text = (

@@ -79,8 +79,9 @@ class Runtime:
     usage: UsageTotals
     """Every LLM call of this process by purpose (also in the Redis counters and the ledger)."""
     llm_model: MeteredModel | None = None
-    """The model every part of this process calls (bounds, ledger, circuit breaker); None
-    without an LLM."""
+    """The model every part of this process calls (bounds, ledger, circuit breaker), whatever
+    decides her actions: decisions, chat, the diary, distillation; None without ``[llm]``
+    (`configured_model`)."""
     llm_policy: LLMPolicy | None = None
     stores: dict[str, StateStore] = field(default_factory=dict)
     """Every town's store by key prefix, the default one (`store`) first."""
@@ -173,6 +174,27 @@ def make_chat_model(cfg: YuijuConfig) -> ChatModel:
     )
 
 
+def configured_model(
+    cfg: YuijuConfig,
+    *,
+    redis: Any,
+    keys: Keys,
+    clock: Clock,
+    usage: UsageTotals | None = None,
+    inner: ChatModel | None = None,
+) -> MeteredModel | None:
+    """The model of a process from ``[llm]`` (or ``inner``), for every job that needs one:
+    decisions when the LLM decides, and whatever decides, chat, the diary, distillation and
+    proactive posts. None without ``[llm]``. The one place that says whether a process has a
+    model: before, the daemon built it only for the LLM policy, and its memory worker then
+    wrote factual diaries and distilled nothing under ``policy = "utility"``."""
+    if inner is None:
+        if not cfg.llm.configured:
+            return None
+        inner = make_chat_model(cfg)
+    return metered_chat_model(cfg, inner, redis=redis, keys=keys, clock=clock, usage=usage)
+
+
 def metered_chat_model(
     cfg: YuijuConfig,
     inner: ChatModel,
@@ -218,6 +240,17 @@ async def build_runtime(
     towns = cfg.towns()
     cards = load_cards([cid for town in towns.values() for cid in town.characters])
     evolutions = resolve_evolutions(cfg.world.evolutions)
+    has_model = cfg.llm.configured or chat_model is not None
+    chosen = policy or cfg.world.policy
+    if chosen == "auto":
+        chosen = "llm" if has_model else "utility"
+    if chosen == "llm" and scripted is None and not has_model:
+        from yuiju.world.errors import ConfigurationError
+
+        raise ConfigurationError(
+            "the llm policy needs a model: set [llm].base_url (and api_key), or "
+            "[world].policy = 'utility'"
+        )
     redis, history = await open_stores(cfg)
     stores = {
         prefix: StateStore(
@@ -233,24 +266,16 @@ async def build_runtime(
     stats = LoopStats(keep_timeline=keep_timeline)
     usage = UsageTotals()
 
-    chosen = policy or cfg.world.policy
-    if chosen == "auto":
-        chosen = "llm" if (cfg.llm.configured or chat_model is not None) else "utility"
     utility = UtilityPolicy(seed=cfg.world.seed, all_actions=list(catalogue))
     llm_policy: LLMPolicy | None = None
-    llm_model: MeteredModel | None = None
+    llm_model = configured_model(
+        cfg, redis=redis.client, keys=keys, clock=clock, usage=usage, inner=chat_model
+    )
     primary: Policy
     if scripted is not None:
         primary = scripted
     elif chosen == "llm":
-        llm_model = metered_chat_model(
-            cfg,
-            chat_model or make_chat_model(cfg),
-            redis=redis.client,
-            keys=keys,
-            clock=clock,
-            usage=usage,
-        )
+        assert llm_model is not None  # checked before the stores opened
         ledger = UsageLedger(redis.client, keys, clock)
 
         async def budget_allows(now: datetime) -> bool:
