@@ -19,6 +19,7 @@ This module imports nothing of ours: every other package receives its section as
 from __future__ import annotations
 
 import ast
+import ipaddress
 import os
 import re
 import secrets
@@ -188,7 +189,9 @@ class LlmConfig(_Section):
     breaker_failures: int = Field(3, ge=1)
     """Unanswered requests in a row after which the circuit breaker stops asking: decisions go to the offline policy, chat stays quiet."""
     breaker_cooldown_seconds: float = Field(300.0, gt=0)
-    """How long the circuit breaker stops asking before it lets one probe request through."""
+    """How long (wall time, whatever the world's speed) the circuit breaker stops asking before it lets one probe request through; each failed probe doubles the wait, up to breaker_max_cooldown_seconds."""
+    breaker_max_cooldown_seconds: float = Field(1800.0, gt=0)
+    """The longest wait between two probes of a provider that stays down."""
     max_attempts: int = Field(3, ge=1, le=10)
     """Attempts per decision; each failed attempt shows the model its mistake."""
     temperature: float = Field(0.7, ge=0, le=2)
@@ -199,6 +202,30 @@ class LlmConfig(_Section):
     @property
     def configured(self) -> bool:
         return bool(self.base_url)
+
+    def key_problem(self) -> str | None:
+        """Why requests will likely be refused, or None: no api_key for an endpoint that is not
+        on this machine or the local network (a local server needs none)."""
+        if not self.base_url or self.api_key is not None:
+            return None
+        parts = urlsplit(self.base_url)
+        if parts.username or parts.query:  # credentials may ride in the URL itself
+            return None
+        host = (parts.hostname or "").lower()
+        if host == "localhost" or host.endswith((".localhost", ".local", ".lan")):
+            return None
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            pass
+        else:
+            if address.is_loopback or address.is_private or address.is_link_local:
+                return None
+        return (
+            f"[llm] base_url's host {host!r} is not on this machine or the local network and "
+            "[llm] api_key is empty: the provider will likely refuse every request (HTTP 401). "
+            "Set YUIJU_LLM__API_KEY (or [llm] api_key); a local server needs none"
+        )
 
     @property
     def resolved_output_mode(self) -> Literal["json_schema", "json_object"]:

@@ -7,6 +7,7 @@ below receives plain arguments.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,7 +22,7 @@ from yuiju.storage.history import HistoryStore, open_history
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisHandle, open_redis
 from yuiju.world.behavior import BehaviorLoop, LoopStats
-from yuiju.world.clock import Clock, RealClock
+from yuiju.world.clock import Clock, RealClock, SimClock
 from yuiju.world.day_record import DayRecord, day_record
 from yuiju.world.engine import Engine, NamedEvolution, TownRun, WorldTicker
 from yuiju.world.loader import Catalogue, load_actions, resolve
@@ -161,8 +162,11 @@ async def open_stores(cfg: YuijuConfig) -> tuple[RedisHandle, HistoryStore]:
 
 
 def make_chat_model(cfg: YuijuConfig) -> ChatModel:
-    """The provider's model from ``[llm]``, bare: wrap it with `metered_chat_model`."""
+    """The provider's model from ``[llm]``, bare: wrap it with `metered_chat_model`. Built
+    once per process at start-up (`configured_model`), so a likely wrong key is said once."""
     assert cfg.llm.base_url is not None
+    if problem := cfg.llm.key_problem():
+        log.warning("%s", problem)
     return OpenAIChatModel(
         base_url=cfg.llm.base_url,
         api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
@@ -204,16 +208,21 @@ def metered_chat_model(
     clock: Clock,
     usage: UsageTotals | None = None,
 ) -> MeteredModel:
-    """The model every part of a process calls: ``inner`` behind the circuit breaker (on the
-    world clock, so a simulated outage plays out in simulated time), with the ``max_tokens`` bound
-    of each purpose, and every call counted on the day and written to the ledger (``usage``, when
-    given, keeps totals in memory too)."""
+    """The model every part of a process calls: ``inner`` behind the circuit breaker, with the
+    ``max_tokens`` bound of each purpose, and every call counted on the day and written to the
+    ledger (``usage``, when given, keeps totals in memory too).
+
+    The breaker waits in wall time: a provider's outage lasts so many real seconds whatever the
+    world's speed (at 6000x a world-time cooldown of 300 s is over in 50 ms, and every decision
+    waited out another timeout). Under ``simulate``, whose clock jumps from event to event, it
+    waits in simulated time instead, so a recorded outage replays identically."""
     llm = cfg.llm
     breaker = CircuitBreaker(
         inner,
         failures=llm.breaker_failures,
         cooldown_seconds=llm.breaker_cooldown_seconds,
-        now=lambda: clock.now().timestamp(),
+        max_cooldown_seconds=llm.breaker_max_cooldown_seconds,
+        now=(lambda: clock.now().timestamp()) if isinstance(clock, SimClock) else time.monotonic,
     )
     ledger = UsageLedger(redis, keys, clock)
     if usage is not None:

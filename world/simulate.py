@@ -156,6 +156,7 @@ REPLAYED_LLM_SETTINGS = (
     "max_attempts",
     "breaker_failures",
     "breaker_cooldown_seconds",
+    "breaker_max_cooldown_seconds",
     "daily_token_budget",
 )
 """``[llm]`` settings that shape the requests or the decisions; a cassette keeps them (with every
