@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+import httpx2
 import openai
 
 from yuiju.config import redact_url
@@ -22,7 +23,6 @@ from yuiju.llm.model import (
 from yuiju.llm.tokens import estimate_prompt_tokens
 
 if TYPE_CHECKING:
-    import httpx2
     from openai.types.chat import ChatCompletionMessageParam
     from openai.types.chat.completion_create_params import ResponseFormat
 
@@ -35,6 +35,14 @@ JSON_OBJECT_DEFS = "JSON Schema 的 $defs：\n{defs}"
 """Appended to the leading system message in "json_object" mode when the schema has ``$defs``."""
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+_SCHEMA_WORDS = ("response_format", "json_schema", "schema", "grammar")
+"""Words of a provider's error that say the structured-output request itself was refused
+(llama.cpp: 'response_format type must be one of "text" or "json_object", but got:
+json_schema'; DeepSeek: 'This response_format type is unavailable now')."""
+
+_NEVER_REACHED = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
+"""Transport errors raised before a request reached the provider."""
 
 
 class OpenAIChatModel:
@@ -72,6 +80,9 @@ class OpenAIChatModel:
         """Default sampling temperature when `complete` is not given one."""
         self.name = f"{model} @ {redact_url(base_url)}"
         """Identity for logs and errors; contains no secret."""
+        self.json_schema_answered = False
+        """A json_schema request has been answered: the endpoint supports the mode, so a later
+        failure is not the mode's (no hint to switch to json_object then)."""
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             # Local servers need no key, but the client refuses to start without one.
@@ -126,6 +137,8 @@ class OpenAIChatModel:
             response_format=response_format,
             temperature=self.temperature if temperature is None else temperature,
         )
+        if isinstance(response_format, dict) and response_format["type"] == "json_schema":
+            self.json_schema_answered = True
         usage = completion.usage
         choice = completion.choices[0] if completion.choices else None
         result = ChatResult(
@@ -214,6 +227,7 @@ class OpenAIChatModel:
                 f"{what}: timed out after {timeout:g} s; check that the endpoint is up, or raise "
                 "llm.timeout_seconds (or lower llm.min_tokens_per_second for a slow model)",
                 prompt_tokens=estimate_prompt_tokens(sent),
+                reached=not isinstance(exc.__cause__, _NEVER_REACHED),
             ) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
@@ -221,6 +235,7 @@ class OpenAIChatModel:
                 f"{what}: connection failed ({type(cause).__name__}: {cause}); check that "
                 "llm.base_url is right and the server is running",
                 prompt_tokens=estimate_prompt_tokens(sent),
+                reached=not isinstance(cause, _NEVER_REACHED),
             ) from exc
         except openai.APIStatusError as exc:
             error = self._status_error(exc, json_schema, what)
@@ -239,16 +254,26 @@ class OpenAIChatModel:
             fix = f"check llm.base_url (usually ends in /v1) and llm.model={self.model!r}"
         elif status == 429:
             fix = "rate limited or out of quota; wait, or lower the request rate"
-        elif json_schema is not None and self.output_mode == "json_schema":
+        elif self._json_schema_refused(exc, json_schema):
             fix = (
-                "if this provider does not support response_format json_schema (DeepSeek answers "
-                "400, older llama.cpp servers 500), set llm.output_mode = 'json_object'"
+                "this provider seems not to support response_format json_schema (DeepSeek "
+                "answers 400, older llama.cpp servers 500): set llm.output_mode = 'json_object'"
             )
         elif retryable:
             fix = "the provider failed; try again later"
         else:
             fix = "the provider rejected the request"
         return LLMUnavailable(f"{what}: HTTP {status}: {exc.message}; {fix}", retryable=retryable)
+
+    def _json_schema_refused(
+        self, exc: openai.APIStatusError, json_schema: JsonSchema | None
+    ) -> bool:
+        """Whether the structured-output mode itself is what failed: a json_schema request the
+        provider refused saying so, from an endpoint that has never answered one."""
+        if json_schema is None or self.output_mode != "json_schema" or self.json_schema_answered:
+            return False
+        said = str(exc.message).lower()
+        return any(word in said for word in _SCHEMA_WORDS)
 
     async def aclose(self) -> None:
         """Close the HTTP connections (including a passed-in `http_client`)."""

@@ -14,8 +14,10 @@ from tests.openai_stub import OpenAIStub, StubDelay, StubError
 from yuiju.llm import (
     JsonSchema,
     LLMUnavailable,
+    MeteredModel,
     ModelRequestsBlocked,
     OpenAIChatModel,
+    UsageTotals,
     check_allow_model_requests,
     estimate_prompt_tokens,
 )
@@ -209,9 +211,48 @@ async def test_http_500_is_unavailable_and_names_the_endpoint(
         await model.complete(MESSAGES, json_schema=SCHEMA)
 
     assert stub.base_url in str(caught.value)
-    assert "output_mode" in str(caught.value)  # the hint for providers without json_schema
+    assert "output_mode" not in str(caught.value)  # nothing says json_schema is the problem
     assert caught.value.retryable
     assert len(stub.requests) == 1  # the client did not retry on its own
+
+
+LLAMA_CPP_NO_SCHEMA = {
+    "error": {
+        "code": 500,
+        "message": 'response_format type must be one of "text" or "json_object", but got: '
+        "json_schema",
+        "type": "server_error",
+    }
+}
+
+
+async def test_output_mode_is_suggested_only_when_json_schema_itself_fails(
+    stub: OpenAIStub,
+) -> None:
+    """Before: every HTTP 500 of a json_schema request suggested json_object mode, even after
+    the endpoint had answered json_schema 14 times."""
+    stub.reply(
+        StubError(500, LLAMA_CPP_NO_SCHEMA),
+        StubError(400, {"error": {"message": "This response_format type is unavailable now"}}),
+        '{"action_id": "sleep"}',
+        StubError(500, {"error": {"message": "CUDA out of memory"}}),
+        StubError(500, LLAMA_CPP_NO_SCHEMA),
+    )
+    chat = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="m")
+    errors = []
+    try:
+        for _ in range(5):
+            try:
+                await chat.complete(MESSAGES, json_schema=SCHEMA)
+            except LLMUnavailable as exc:
+                errors.append(str(exc))
+    finally:
+        await chat.aclose()
+
+    hinted = ["output_mode = 'json_object'" in e for e in errors]
+    # json_schema refused (llama.cpp, DeepSeek): the hint; once json_schema has been answered,
+    # a failure is the provider's, not the mode's
+    assert hinted == [True, True, False, False], errors
 
 
 async def test_http_401_is_unavailable_and_not_retryable(
@@ -266,6 +307,27 @@ async def test_refused_connection_is_unavailable() -> None:
         await chat.aclose()
 
     assert base_url in str(caught.value)
+    assert caught.value.sent and not caught.value.reached
+
+
+async def test_a_request_that_never_reached_the_server_is_no_call_and_spends_no_tokens() -> None:
+    """Before: a refused connection was reported as a call with the prompt's estimated tokens
+    (27 calls and 25,637 tokens for an endpoint that was never up)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    totals = UsageTotals()
+    chat = OpenAIChatModel(base_url=f"http://127.0.0.1:{port}/v1", api_key=None, model="m")
+    metered = MeteredModel(chat, sink=totals)
+    try:
+        for _ in range(2):
+            with pytest.raises(LLMUnavailable, match="connection failed"):
+                await metered.complete(MESSAGES, purpose="decide")
+    finally:
+        await chat.aclose()
+
+    decide = totals.by_purpose["decide"]
+    assert (decide.calls, decide.prompt_tokens, decide.failed, decide.unreached) == (0, 0, 0, 2)
 
 
 async def test_blocked_requests_raise_before_any_network_io(

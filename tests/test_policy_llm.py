@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -12,10 +13,12 @@ import redis.asyncio as aioredis
 from tests.conftest import make_ctx, make_engine
 from tests.openai_stub import OpenAIStub, StubAnswer, StubDelay, StubError
 from yuiju.characters import load_card
+from yuiju.config import load_config
 from yuiju.llm import MeteredModel, OpenAIChatModel, UsageTotals, estimate_prompt_tokens
 from yuiju.world.loader import load_actions
 from yuiju.world.policies.llm import LLMPolicy
 from yuiju.world.policy import DecisionRequest, PolicyFailed
+from yuiju.world.simulate import simulate
 
 CATALOGUE = load_actions()
 
@@ -149,7 +152,8 @@ async def test_garbage_three_times_raises_policy_failed(
         await policy.decide(request_at())
 
     assert len(openai_stub.requests) == 3
-    assert (policy.calls, policy.invalid) == (3, 3)
+    # one decision the model got wrong, in three rejected answers (before: "3 invalid decisions")
+    assert (policy.calls, policy.invalid, policy.invalid_answers) == (3, 1, 3)
 
 
 @pytest.mark.parametrize(
@@ -219,6 +223,7 @@ async def test_tokens_of_every_attempt_are_counted_by_purpose(
     assert (decide.calls, decide.failed, decide.estimated_prompt_tokens) == (3, 0, 0)
     assert [r["max_tokens"] for r in openai_stub.requests] == [300, 300, 300]
     assert (policy.calls, policy.decisions, policy.first_attempt_ok, policy.invalid) == (3, 2, 1, 1)
+    assert policy.invalid_answers == 1
 
 
 async def test_a_failed_attempt_counts_its_estimated_prompt_when_all_fail(
@@ -237,3 +242,22 @@ async def test_a_failed_attempt_counts_its_estimated_prompt_when_all_fail(
     failed_prompt = openai_stub.requests[1]["messages"]
     assert decide.estimated_prompt_tokens == estimate_prompt_tokens(failed_prompt) > 0
     assert policy.calls == 2 and policy.failed == 1
+
+
+async def test_the_simulate_report_counts_invalid_decisions_in_decisions_and_answers_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_stub: OpenAIStub
+) -> None:
+    """Before: ``invalid_decisions`` counted attempts (75 for 25 decisions)."""
+    monkeypatch.chdir(tmp_path)
+    openai_stub.handler = lambda _body: answer("游泳")  # never a candidate
+    cfg = load_config(
+        environ={},
+        overrides={"llm": {"base_url": openai_stub.base_url, "model": "m", "max_attempts": 2}},
+    )
+
+    report = await simulate(cfg, days=1, seed=3, policy="llm", progress=False)
+
+    decisions = report["decisions"]
+    assert decisions > 10 and report["fallbacks"] == decisions
+    assert report["invalid_decisions"] == decisions
+    assert report["invalid_answers"] == 2 * decisions == len(openai_stub.requests)

@@ -243,7 +243,9 @@ def build_report(
             "mean": round(statistics.fmean(overhead), 3) if overhead else 0.0,
         },
         "llm_calls": llm.calls if llm else 0,
+        # decisions, not attempts: one the model got wrong three times is one invalid decision
         "invalid_decisions": (llm.invalid if llm else 0) + stats.invalid_decisions,
+        "invalid_answers": llm.invalid_answers if llm else 0,
         "fallbacks": stats.fallbacks,
         "invariant_violations": violations,
         "checks": first["checks"],

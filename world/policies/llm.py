@@ -211,7 +211,10 @@ class LLMPolicy:
         self.calls = 0
         """Requests sent (attempts)."""
         self.invalid = 0
-        """Attempts whose answer was rejected (bad JSON, unknown action, bad params)."""
+        """Decisions with at least one rejected answer (bad JSON, unknown action, bad params),
+        whether a later attempt put it right or not."""
+        self.invalid_answers = 0
+        """Answers rejected, over all decisions (each went back to the model with the reason)."""
         self.failed = 0
         """Decisions that ended in `PolicyFailed` (then the utility policy decided)."""
 
@@ -231,7 +234,9 @@ class LLMPolicy:
 
     def _account(self, attempts: Sequence[Attempt]) -> None:
         self.calls += len(attempts)
-        self.invalid += sum(1 for a in attempts if a.error is not None and a.raw is not None)
+        rejected = sum(1 for a in attempts if a.error is not None and a.raw is not None)
+        self.invalid_answers += rejected
+        self.invalid += rejected > 0
         if attempts:
             self.decisions += 1
             self.first_attempt_ok += attempts[0].error is None
