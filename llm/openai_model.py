@@ -31,9 +31,6 @@ OutputMode = Literal["json_schema", "json_object"]
 JSON_OBJECT_INSTRUCTION = "只输出符合下面 JSON Schema（{name}）的一个 JSON 对象：\n{schema}"
 """Appended to the request in "json_object" mode, where the provider never sees the schema."""
 
-JSON_OBJECT_DEFS = "JSON Schema 的 $defs：\n{defs}"
-"""Appended to the leading system message in "json_object" mode when the schema has ``$defs``."""
-
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 _SCHEMA_WORDS = ("response_format", "json_schema", "schema", "grammar")
@@ -283,25 +280,27 @@ class OpenAIChatModel:
 def with_schema_instruction(
     messages: Sequence[ChatMessage], json_schema: JsonSchema
 ) -> list[ChatMessage]:
-    """`messages` with the schema shown to the model, laid out for prompt caching.
+    """`messages` with the schema shown to the model: one self-contained schema in one place.
 
-    The schema's ``$defs`` (stable by `JsonSchema`'s contract) are appended to the leading system
-    message, a new one if there is none; several chat templates (llama.cpp's among them) reject a
-    system message that is not the first. The rest of the schema, compact, is appended to the
-    end of the request proper: the last message before any assistant message, so that a retry
-    with feedback (request + wrong answer + correction) extends the first prompt instead of
-    changing it.
+    Its ``$defs`` are inlined where they are referred to (`self_contained`), so the model reads
+    one whole schema, compact. A ``stable`` schema (the same at every call) goes at the end of
+    the leading system message (a new one if there is none), so that providers' prompt caches
+    keep it with the rest of the stable prefix. Any other goes at the end of the request proper:
+    the last message before any assistant message, so that a retry with feedback (request +
+    wrong answer + correction) extends the first prompt instead of changing it, and the system
+    prompt before it stays the same bytes.
     """
-    schema = dict(json_schema.prompt or json_schema.schema)
-    defs = schema.pop("$defs", None)
+    schema = self_contained(json_schema.prompt or json_schema.schema)
     out = [dict(m) for m in messages]
-    if defs:
-        block = JSON_OBJECT_DEFS.format(defs=_compact(defs))
-        if out and out[0].get("role") == "system":
-            out[0]["content"] = f"{out[0]['content']}\n\n{block}"
-        else:
-            out.insert(0, {"role": "system", "content": block})
     instruction = JSON_OBJECT_INSTRUCTION.format(name=json_schema.name, schema=_compact(schema))
+    if json_schema.stable:
+        # several chat templates (llama.cpp's among them) reject a system message that is not
+        # the first: extend the first, or put one first
+        if out and out[0].get("role") == "system":
+            out[0]["content"] = f"{out[0]['content']}\n\n{instruction}"
+        else:
+            out.insert(0, {"role": "system", "content": instruction})
+        return out
     first_answer = next((n for n, m in enumerate(out) if m.get("role") == "assistant"), len(out))
     target = first_answer - 1
     if target < 0 or out[target].get("role") == "system":
@@ -309,6 +308,41 @@ def with_schema_instruction(
     else:
         out[target]["content"] = f"{out[target]['content']}\n\n{instruction}"
     return out
+
+
+class _Recursive(Exception):
+    """A definition refers to itself: it cannot be inlined."""
+
+
+def self_contained(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every local ``$ref`` (``#/$defs/...``) replaced by its definition and
+    ``$defs`` dropped: what a model reads in one piece. A schema whose definitions refer to
+    themselves (a tree) cannot be inlined and is returned whole."""
+    defs = schema.get("$defs")
+    if not defs:
+        return schema
+
+    def resolve(node: Any, seen: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [resolve(v, seen) for v in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        rest = {k: resolve(v, seen) for k, v in node.items() if k not in ("$ref", "$defs")}
+        if not (isinstance(ref, str) and ref.startswith("#/$defs/")):
+            return rest
+        name = ref.removeprefix("#/$defs/")
+        if name in seen or name not in defs:
+            raise _Recursive(name)
+        target = resolve(defs[name], seen | {name})
+        if set(target) & set(rest):  # keywords beside the $ref narrow it: both must hold
+            return {"allOf": [target], **rest}
+        return {**target, **rest}
+
+    try:
+        return dict(resolve(schema, frozenset()))
+    except _Recursive:
+        return schema
 
 
 def _compact(value: Any) -> str:

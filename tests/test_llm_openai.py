@@ -21,6 +21,7 @@ from yuiju.llm import (
     check_allow_model_requests,
     estimate_prompt_tokens,
 )
+from yuiju.llm.openai_model import with_schema_instruction
 
 SCHEMA = JsonSchema(
     name="decision",
@@ -81,33 +82,56 @@ NESTED = JsonSchema(
 )
 
 
-async def test_json_object_mode_shows_the_defs_with_the_system_prompt_and_the_rest_compact_at_the_end(
+async def test_json_object_mode_shows_one_self_contained_schema_at_the_end_of_the_request(
     stub: OpenAIStub,
 ) -> None:
-    stub.reply('{"action_id": "sleep"}', '{"action_id": "study"}', '{"action_id": "study"}')
+    """Before: ``{"$ref": "#/$defs/decision", ...}`` at the end of the user message and the
+    ``$defs`` appended to the system message: a model reading it had to join the two."""
+    stub.reply('{"action_id": "sleep"}', '{"action_id": "study"}')
     chat = OpenAIChatModel(
         base_url=stub.base_url, api_key=None, model="llama", output_mode="json_object"
     )
     try:
         await chat.complete(MESSAGES, json_schema=NESTED)
         await chat.complete(MESSAGES[1:], json_schema=NESTED)
-        await chat.complete(MESSAGES, json_schema=SCHEMA)
     finally:
         await chat.aclose()
 
-    with_system, without_system, no_defs = stub.requests
+    with_system, without_system = stub.requests
     assert with_system["response_format"] == {"type": "json_object"}
     [system, user] = with_system["messages"]
-    defs = json.dumps(NESTED.schema["$defs"], ensure_ascii=False, separators=(",", ":"))
-    assert system["content"].startswith("你是悠酱。\n\n") and system["content"].endswith(defs)
-    root = {k: v for k, v in NESTED.schema.items() if k != "$defs"}
-    assert user["content"].startswith(
-        "现在做什么？\n\n只输出符合下面 JSON Schema（decision）的一个 JSON 对象"
+    assert system == MESSAGES[0]  # the stable system prompt is left alone
+    inlined = {
+        "type": "object",
+        "properties": {
+            "action_id": {"enum": ["sleep", "study"]},
+            "reason": {"type": "string", "maxLength": 40},
+        },
+        "required": ["action_id"],
+    }
+    assert user["content"] == (
+        "现在做什么？\n\n只输出符合下面 JSON Schema（decision）的一个 JSON 对象：\n"
+        + json.dumps(inlined, ensure_ascii=False, separators=(",", ":"))
     )
-    assert user["content"].endswith(json.dumps(root, ensure_ascii=False, separators=(",", ":")))
-    assert [m["role"] for m in without_system["messages"]] == ["system", "user"]
-    assert without_system["messages"][0]["content"].endswith(defs)
-    assert no_defs["messages"][0] == MESSAGES[0]  # no $defs: the system prompt is left alone
+    assert without_system["messages"] == [user]
+
+
+def test_a_recursive_schema_is_shown_whole_in_one_place() -> None:
+    tree = JsonSchema(
+        name="tree",
+        schema={
+            "$defs": {
+                "node": {
+                    "type": "object",
+                    "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                }
+            },
+            "$ref": "#/$defs/node",
+        },
+    )
+    [user] = with_schema_instruction([{"role": "user", "content": "画一棵树"}], tree)
+    shown = json.loads(user["content"][user["content"].index("{") :])
+    assert shown == tree.schema
 
 
 async def test_json_object_mode_puts_the_schema_before_a_wrong_answer_so_a_retry_extends_the_prompt(

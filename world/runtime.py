@@ -295,6 +295,7 @@ async def build_runtime(
             llm_model,
             actions=list(catalogue),
             schema_in_prompt=cfg.llm.resolved_output_mode == "json_object",
+            schema=cfg.llm.resolved_decision_schema,
             max_attempts=cfg.llm.max_attempts,
             temperature=cfg.llm.temperature,
             budget_allows=budget_allows,

@@ -73,7 +73,12 @@ async def simulate(
         cfg = cfg.model_copy(
             update={
                 "llm": cfg.llm.model_validate(
-                    {**cfg.llm.model_dump(), **replayed.meta.get("llm", {})}
+                    # a cassette from before [llm].decision_schema was recorded with the moment's
+                    {
+                        **cfg.llm.model_dump(),
+                        "decision_schema": "moment",
+                        **replayed.meta.get("llm", {}),
+                    }
                 )
             }
         )
@@ -152,6 +157,7 @@ async def simulate(
 
 REPLAYED_LLM_SETTINGS = (
     "output_mode",
+    "decision_schema",
     "temperature",
     "max_attempts",
     "breaker_failures",
@@ -165,7 +171,11 @@ REPLAYED_LLM_SETTINGS = (
 
 def recorded_llm_settings(cfg: YuijuConfig) -> dict[str, Any]:
     # The output mode as used: "auto" depends on base_url, which a replay need not have.
-    llm = {**cfg.llm.model_dump(mode="json"), "output_mode": cfg.llm.resolved_output_mode}
+    llm = {
+        **cfg.llm.model_dump(mode="json"),
+        "output_mode": cfg.llm.resolved_output_mode,
+        "decision_schema": cfg.llm.resolved_decision_schema,
+    }
     return {
         k: v for k, v in llm.items() if k in REPLAYED_LLM_SETTINGS or k.startswith("max_tokens_")
     }
