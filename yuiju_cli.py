@@ -628,6 +628,7 @@ async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) 
             runtime.history,
             semantic,
             character_id=cfg.chat.character_id or cfg.world.characters[0],
+            chat_model=runtime.llm_model,
         )
     try:
         return await serve_bot(
@@ -740,7 +741,9 @@ async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
 async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from yuiju.memory.service import build_memory, open_semantic
     from yuiju.memory.vectors import VectorStoreError
-    from yuiju.world.runtime import open_stores
+    from yuiju.storage.keys import Keys
+    from yuiju.world.clock import RealClock
+    from yuiju.world.runtime import configured_model, open_stores
 
     if args.memory_cmd == "import":
         problem, lines, skipped = await asyncio.to_thread(_read_chat_log, args)
@@ -774,10 +777,14 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         await history.close()
         await redis.aclose()
         return _fail(str(exc))
+    # distillation (and a diary written from here) need the model, whatever decides her actions
+    model = configured_model(
+        cfg, redis=redis.client, keys=Keys(cfg.redis.prefix), clock=RealClock(cfg.app.tz)
+    )
     try:
         now = datetime.now(cfg.app.tz)
         for cid in characters:
-            service = await build_memory(cfg, history, semantic, character_id=cid)
+            service = await build_memory(cfg, history, semantic, character_id=cid, chat_model=model)
             if args.memory_cmd == "search":
                 found = await service.memory_search(
                     args.text, now=now, user_id=users, group_id=groups, limit=args.limit
@@ -797,6 +804,8 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             elif args.memory_cmd == "import":
                 await _import_chat_log(service, lines, args, skipped)
     finally:
+        if model is not None:
+            await model.aclose()
         await semantic.store.close()
         await history.close()
         await redis.aclose()

@@ -19,6 +19,7 @@ This module imports nothing of ours: every other package receives its section as
 from __future__ import annotations
 
 import ast
+import ipaddress
 import os
 import re
 import secrets
@@ -160,6 +161,12 @@ documents only json_object, and answers json_schema with "This response_format t
 unavailable now"): `output_mode = "auto"` uses json_object there."""
 
 
+SCHEMA_IN_PROMPT_HOSTS = ("api.openai.com", ".openai.azure.com")
+"""Providers that put a json_schema request's schema into the prompt, at its very start (OpenAI:
+"the structured output schema serves as a prefix to the system message and can be cached"), so
+a schema that changes from call to call leaves nothing of the prompt to their cache."""
+
+
 class LlmConfig(_Section):
     base_url: Annotated[str | None, *_url(HTTP_SCHEMES, "https://api.deepseek.com/v1")] = None
     """OpenAI-compatible endpoint, e.g. 'https://api.deepseek.com/v1'. Empty: no LLM, the offline utility policy decides."""
@@ -169,6 +176,8 @@ class LlmConfig(_Section):
     """Chat model name sent to the endpoint."""
     output_mode: Literal["auto", "json_schema", "json_object"] = "auto"
     """How a decision asks for its JSON. 'json_schema': the provider enforces the schema (OpenAI, vLLM, recent llama.cpp). 'json_object': the schema is shown in the prompt and the answer validated here, for providers without json_schema (DeepSeek's API rejects it with HTTP 400, older llama.cpp servers with 500). 'auto': json_object for api.deepseek.com, json_schema elsewhere."""
+    decision_schema: Literal["auto", "moment", "stable"] = "auto"
+    """The JSON schema of a decision. 'moment': a union over this moment's options with their params narrowed (what she owns, what she can afford): a provider that enforces it (llama.cpp, vLLM) lets the model answer only what is possible, but it changes at almost every decision. 'stable': one schema for the whole catalogue, the same bytes at every decision; the options and the narrowed params are said in the prompt and checked after (a wrong answer goes back to the model with the reason). 'auto': stable where the schema is part of the prompt (json_object mode; json_schema at OpenAI, api.openai.com and Azure OpenAI, which puts it before the system message, where a changing one leaves nothing to its prompt cache), moment for json_schema elsewhere (grammar engines such as llama.cpp's and vLLM's keep it out of the prompt and enforce it). bench/llm_bench.py measures both (bench/README.md)."""
     timeout_seconds: float = Field(60.0, gt=0)
     """Time a request may take before its answer starts (connecting, queueing, reading the prompt); each request gets max_tokens / min_tokens_per_second on top to write its answer."""
     min_tokens_per_second: float = Field(10.0, gt=0)
@@ -188,7 +197,9 @@ class LlmConfig(_Section):
     breaker_failures: int = Field(3, ge=1)
     """Unanswered requests in a row after which the circuit breaker stops asking: decisions go to the offline policy, chat stays quiet."""
     breaker_cooldown_seconds: float = Field(300.0, gt=0)
-    """How long the circuit breaker stops asking before it lets one probe request through."""
+    """How long (wall time, whatever the world's speed) the circuit breaker stops asking before it lets one probe request through; each failed probe doubles the wait, up to breaker_max_cooldown_seconds."""
+    breaker_max_cooldown_seconds: float = Field(1800.0, gt=0)
+    """The longest wait between two probes of a provider that stays down."""
     max_attempts: int = Field(3, ge=1, le=10)
     """Attempts per decision; each failed attempt shows the model its mistake."""
     temperature: float = Field(0.7, ge=0, le=2)
@@ -200,6 +211,30 @@ class LlmConfig(_Section):
     def configured(self) -> bool:
         return bool(self.base_url)
 
+    def key_problem(self) -> str | None:
+        """Why requests will likely be refused, or None: no api_key for an endpoint that is not
+        on this machine or the local network (a local server needs none)."""
+        if not self.base_url or self.api_key is not None:
+            return None
+        parts = urlsplit(self.base_url)
+        if parts.username or parts.query:  # credentials may ride in the URL itself
+            return None
+        host = (parts.hostname or "").lower()
+        if host == "localhost" or host.endswith((".localhost", ".local", ".lan")):
+            return None
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            pass
+        else:
+            if address.is_loopback or address.is_private or address.is_link_local:
+                return None
+        return (
+            f"[llm] base_url's host {host!r} is not on this machine or the local network and "
+            "[llm] api_key is empty: the provider will likely refuse every request (HTTP 401). "
+            "Set YUIJU_LLM__API_KEY (or [llm] api_key); a local server needs none"
+        )
+
     @property
     def resolved_output_mode(self) -> Literal["json_schema", "json_object"]:
         """``output_mode``, with 'auto' decided by the provider behind ``base_url``."""
@@ -207,6 +242,19 @@ class LlmConfig(_Section):
             return self.output_mode
         host = (urlsplit(self.base_url or "").hostname or "").lower()
         return "json_object" if host in JSON_OBJECT_ONLY_HOSTS else "json_schema"
+
+    @property
+    def resolved_decision_schema(self) -> Literal["moment", "stable"]:
+        """``decision_schema``, with 'auto' decided by the output mode and the provider."""
+        if self.decision_schema != "auto":
+            return self.decision_schema
+        if self.resolved_output_mode == "json_object":  # the schema is in the prompt
+            return "stable"
+        host = (urlsplit(self.base_url or "").hostname or "").lower()
+        in_prompt = any(
+            host == h or (h.startswith(".") and host.endswith(h)) for h in SCHEMA_IN_PROMPT_HOSTS
+        )
+        return "stable" if in_prompt else "moment"
 
     def max_tokens(self) -> dict[str, int]:
         """The output bound of each purpose (``max_tokens_<purpose>``)."""

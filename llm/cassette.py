@@ -118,6 +118,7 @@ class RecordingChatModel(ChatModelWrapper):
                 "message": str(exc),
                 "retryable": exc.retryable,
                 "sent": exc.sent,
+                "reached": exc.reached,
                 "prompt_tokens": exc.prompt_tokens,
                 "result": _result_doc(exc.result) if exc.result else None,
             }
@@ -178,6 +179,7 @@ class ReplayChatModel(RoutedChatModel):
                 result=result,
                 prompt_tokens=error.get("prompt_tokens", 0),
                 sent=error.get("sent", True),
+                reached=error.get("reached", True),
             )
         return _result_of(entry["response"], request["kind"])
 

@@ -27,6 +27,7 @@ class LLMUnavailable(LLMError):
         result: ChatResult | None = None,
         prompt_tokens: int = 0,
         sent: bool = True,
+        reached: bool = True,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
@@ -39,6 +40,10 @@ class LLMUnavailable(LLMError):
         self.sent = sent
         """False when no request left this process (the circuit breaker is open): nothing to
         count, and nothing to retry."""
+        self.reached = sent and reached
+        """False when the request never reached the provider (connection refused, no route, a
+        connect timeout): it is a failure to retry and to open the circuit breaker on, but not a
+        call, and it spent no tokens."""
 
 
 class ModelRequestsBlocked(LLMError):

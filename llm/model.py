@@ -45,10 +45,9 @@ def check_allow_model_requests(base_url: str) -> None:
 class JsonSchema:
     """A JSON schema the answer should match, e.g. from `Model.model_json_schema()`.
 
-    In ``json_object`` mode the schema is shown to the model in the prompt: its ``$defs`` go with
-    the leading system message and the rest after the last message. So keep ``$defs`` byte-stable
-    from call to call (what never changes) and put what changes with the moment in the root:
-    providers cache the longest unchanged prefix of a prompt.
+    In ``json_object`` mode the schema is shown to the model in the prompt, as one
+    self-contained schema (its ``$defs`` inlined): at the end of the request, or with the
+    system message when it is ``stable``.
     """
 
     name: str
@@ -57,6 +56,10 @@ class JsonSchema:
     """The JSON schema object: self-contained, what a provider enforces in ``json_schema`` mode."""
     prompt: dict[str, Any] | None = None
     """An equivalent, shorter form for the prompt in ``json_object`` mode (None: ``schema``)."""
+    stable: bool = False
+    """The same bytes at every call of its kind: in ``json_object`` mode it is shown with the
+    leading system message, where providers' prompt caches keep it, instead of after the
+    request."""
 
 
 @dataclass(frozen=True, kw_only=True)

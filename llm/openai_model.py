@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+import httpx2
 import openai
 
 from yuiju.config import redact_url
@@ -22,7 +23,6 @@ from yuiju.llm.model import (
 from yuiju.llm.tokens import estimate_prompt_tokens
 
 if TYPE_CHECKING:
-    import httpx2
     from openai.types.chat import ChatCompletionMessageParam
     from openai.types.chat.completion_create_params import ResponseFormat
 
@@ -31,10 +31,15 @@ OutputMode = Literal["json_schema", "json_object"]
 JSON_OBJECT_INSTRUCTION = "只输出符合下面 JSON Schema（{name}）的一个 JSON 对象：\n{schema}"
 """Appended to the request in "json_object" mode, where the provider never sees the schema."""
 
-JSON_OBJECT_DEFS = "JSON Schema 的 $defs：\n{defs}"
-"""Appended to the leading system message in "json_object" mode when the schema has ``$defs``."""
-
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+_SCHEMA_WORDS = ("response_format", "json_schema", "schema", "grammar")
+"""Words of a provider's error that say the structured-output request itself was refused
+(llama.cpp: 'response_format type must be one of "text" or "json_object", but got:
+json_schema'; DeepSeek: 'This response_format type is unavailable now')."""
+
+_NEVER_REACHED = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
+"""Transport errors raised before a request reached the provider."""
 
 
 class OpenAIChatModel:
@@ -72,6 +77,9 @@ class OpenAIChatModel:
         """Default sampling temperature when `complete` is not given one."""
         self.name = f"{model} @ {redact_url(base_url)}"
         """Identity for logs and errors; contains no secret."""
+        self.json_schema_answered = False
+        """A json_schema request has been answered: the endpoint supports the mode, so a later
+        failure is not the mode's (no hint to switch to json_object then)."""
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             # Local servers need no key, but the client refuses to start without one.
@@ -126,6 +134,8 @@ class OpenAIChatModel:
             response_format=response_format,
             temperature=self.temperature if temperature is None else temperature,
         )
+        if isinstance(response_format, dict) and response_format["type"] == "json_schema":
+            self.json_schema_answered = True
         usage = completion.usage
         choice = completion.choices[0] if completion.choices else None
         result = ChatResult(
@@ -214,6 +224,7 @@ class OpenAIChatModel:
                 f"{what}: timed out after {timeout:g} s; check that the endpoint is up, or raise "
                 "llm.timeout_seconds (or lower llm.min_tokens_per_second for a slow model)",
                 prompt_tokens=estimate_prompt_tokens(sent),
+                reached=not isinstance(exc.__cause__, _NEVER_REACHED),
             ) from exc
         except openai.APIConnectionError as exc:
             cause = exc.__cause__ or exc
@@ -221,6 +232,7 @@ class OpenAIChatModel:
                 f"{what}: connection failed ({type(cause).__name__}: {cause}); check that "
                 "llm.base_url is right and the server is running",
                 prompt_tokens=estimate_prompt_tokens(sent),
+                reached=not isinstance(cause, _NEVER_REACHED),
             ) from exc
         except openai.APIStatusError as exc:
             error = self._status_error(exc, json_schema, what)
@@ -239,16 +251,26 @@ class OpenAIChatModel:
             fix = f"check llm.base_url (usually ends in /v1) and llm.model={self.model!r}"
         elif status == 429:
             fix = "rate limited or out of quota; wait, or lower the request rate"
-        elif json_schema is not None and self.output_mode == "json_schema":
+        elif self._json_schema_refused(exc, json_schema):
             fix = (
-                "if this provider does not support response_format json_schema (DeepSeek answers "
-                "400, older llama.cpp servers 500), set llm.output_mode = 'json_object'"
+                "this provider seems not to support response_format json_schema (DeepSeek "
+                "answers 400, older llama.cpp servers 500): set llm.output_mode = 'json_object'"
             )
         elif retryable:
             fix = "the provider failed; try again later"
         else:
             fix = "the provider rejected the request"
         return LLMUnavailable(f"{what}: HTTP {status}: {exc.message}; {fix}", retryable=retryable)
+
+    def _json_schema_refused(
+        self, exc: openai.APIStatusError, json_schema: JsonSchema | None
+    ) -> bool:
+        """Whether the structured-output mode itself is what failed: a json_schema request the
+        provider refused saying so, from an endpoint that has never answered one."""
+        if json_schema is None or self.output_mode != "json_schema" or self.json_schema_answered:
+            return False
+        said = str(exc.message).lower()
+        return any(word in said for word in _SCHEMA_WORDS)
 
     async def aclose(self) -> None:
         """Close the HTTP connections (including a passed-in `http_client`)."""
@@ -258,25 +280,27 @@ class OpenAIChatModel:
 def with_schema_instruction(
     messages: Sequence[ChatMessage], json_schema: JsonSchema
 ) -> list[ChatMessage]:
-    """`messages` with the schema shown to the model, laid out for prompt caching.
+    """`messages` with the schema shown to the model: one self-contained schema in one place.
 
-    The schema's ``$defs`` (stable by `JsonSchema`'s contract) are appended to the leading system
-    message, a new one if there is none; several chat templates (llama.cpp's among them) reject a
-    system message that is not the first. The rest of the schema, compact, is appended to the
-    end of the request proper: the last message before any assistant message, so that a retry
-    with feedback (request + wrong answer + correction) extends the first prompt instead of
-    changing it.
+    Its ``$defs`` are inlined where they are referred to (`self_contained`), so the model reads
+    one whole schema, compact. A ``stable`` schema (the same at every call) goes at the end of
+    the leading system message (a new one if there is none), so that providers' prompt caches
+    keep it with the rest of the stable prefix. Any other goes at the end of the request proper:
+    the last message before any assistant message, so that a retry with feedback (request +
+    wrong answer + correction) extends the first prompt instead of changing it, and the system
+    prompt before it stays the same bytes.
     """
-    schema = dict(json_schema.prompt or json_schema.schema)
-    defs = schema.pop("$defs", None)
+    schema = self_contained(json_schema.prompt or json_schema.schema)
     out = [dict(m) for m in messages]
-    if defs:
-        block = JSON_OBJECT_DEFS.format(defs=_compact(defs))
-        if out and out[0].get("role") == "system":
-            out[0]["content"] = f"{out[0]['content']}\n\n{block}"
-        else:
-            out.insert(0, {"role": "system", "content": block})
     instruction = JSON_OBJECT_INSTRUCTION.format(name=json_schema.name, schema=_compact(schema))
+    if json_schema.stable:
+        # several chat templates (llama.cpp's among them) reject a system message that is not
+        # the first: extend the first, or put one first
+        if out and out[0].get("role") == "system":
+            out[0]["content"] = f"{out[0]['content']}\n\n{instruction}"
+        else:
+            out.insert(0, {"role": "system", "content": instruction})
+        return out
     first_answer = next((n for n, m in enumerate(out) if m.get("role") == "assistant"), len(out))
     target = first_answer - 1
     if target < 0 or out[target].get("role") == "system":
@@ -284,6 +308,41 @@ def with_schema_instruction(
     else:
         out[target]["content"] = f"{out[target]['content']}\n\n{instruction}"
     return out
+
+
+class _Recursive(Exception):
+    """A definition refers to itself: it cannot be inlined."""
+
+
+def self_contained(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every local ``$ref`` (``#/$defs/...``) replaced by its definition and
+    ``$defs`` dropped: what a model reads in one piece. A schema whose definitions refer to
+    themselves (a tree) cannot be inlined and is returned whole."""
+    defs = schema.get("$defs")
+    if not defs:
+        return schema
+
+    def resolve(node: Any, seen: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [resolve(v, seen) for v in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        rest = {k: resolve(v, seen) for k, v in node.items() if k not in ("$ref", "$defs")}
+        if not (isinstance(ref, str) and ref.startswith("#/$defs/")):
+            return rest
+        name = ref.removeprefix("#/$defs/")
+        if name in seen or name not in defs:
+            raise _Recursive(name)
+        target = resolve(defs[name], seen | {name})
+        if set(target) & set(rest):  # keywords beside the $ref narrow it: both must hold
+            return {"allOf": [target], **rest}
+        return {**target, **rest}
+
+    try:
+        return dict(resolve(schema, frozenset()))
+    except _Recursive:
+        return schema
 
 
 def _compact(value: Any) -> str:

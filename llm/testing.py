@@ -257,14 +257,24 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def schema_following(seed: int = 0, *, fill: float = 0.1) -> ChatFunc:
+def schema_following(
+    seed: int = 0,
+    *,
+    fill: float = 0.1,
+    read: Callable[[dict[str, Any], str], dict[str, Any]] | None = None,
+) -> ChatFunc:
     """For `FunctionChatModel`: answer every structured request with a random instance of its
-    schema (deterministic for the seed and the request), anything else with a short line."""
+    schema (deterministic for the seed and the request), anything else with a short line.
+    ``read(schema, prompt)`` narrows the schema by what the prompt says, as a model reading it
+    would (e.g. the options a decision prompt lists)."""
 
     def answer(messages: list[ChatMessage], schema: JsonSchema | None) -> str:
         rng = random.Random(f"{seed}|{json.dumps(messages, ensure_ascii=False, sort_keys=True)}")
         if schema is None:
             return rng.choice(PHRASES)
-        return json.dumps(follow_schema(schema.schema, rng, fill=fill), ensure_ascii=False)
+        followed = schema.schema
+        if read is not None:
+            followed = read(followed, "\n".join(m["content"] for m in messages))
+        return json.dumps(follow_schema(followed, rng, fill=fill), ensure_ascii=False)
 
     return answer

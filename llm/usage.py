@@ -4,7 +4,8 @@
 its purpose (decide, chat, summary, diary, distill, proactive) unless the caller set one, and
 reports every request that left this process as a `CallRecord`, including failed ones: when the
 provider did not count the prompt (a timeout, an HTTP error) its tokens are estimated from the
-text and marked so, because a budget that cannot see failed calls cannot stop them.
+text and marked so, because a budget that cannot see failed calls cannot stop them. A request that
+never reached the provider (a refused connection) is reported apart, as no call and no tokens.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class CallRecord:
     max_tokens: int | None
     truncated: bool = False
     """The answer was cut at ``max_tokens``."""
+    reached: bool = True
+    """False: the request never reached the provider (connection refused, a connect timeout).
+    Then it is no call and spent no tokens; it is kept apart (`Usage.unreached`)."""
 
 
 UsageSink = Callable[[CallRecord], Awaitable[None]]
@@ -63,8 +67,13 @@ class Usage:
     """The part of ``prompt_tokens`` estimated from the text (failed calls)."""
     truncated: int = 0
     """Answers cut at their ``max_tokens`` bound."""
+    unreached: int = 0
+    """Requests that never reached the provider (not calls: no tokens, not in ``calls``)."""
 
     def add(self, call: CallRecord) -> None:
+        if not call.reached:
+            self.unreached += 1
+            return
         self.calls += 1
         self.failed += not call.ok
         self.prompt_tokens += call.prompt_tokens
@@ -143,10 +152,13 @@ class MeteredModel(ChatModelWrapper):
     ) -> None:
         if self.sink is None:
             return
+        reached = error is None or error.reached
         counted = result is not None and result.prompt_tokens > 0
         if counted:
             assert result is not None
             prompt, completion = result.prompt_tokens, result.completion_tokens
+        elif not reached:  # nothing reached the provider: nothing was spent
+            prompt = completion = 0
         else:  # the provider did not count: estimate what was sent (and any text that came back)
             prompt = (error.prompt_tokens if error is not None else 0) or estimate_prompt_tokens(
                 messages
@@ -164,5 +176,6 @@ class MeteredModel(ChatModelWrapper):
                 latency_ms=result.latency_ms if result else (time.perf_counter() - started) * 1000,
                 max_tokens=bound,
                 truncated=bool(result and result.truncated),
+                reached=reached,
             )
         )

@@ -95,6 +95,8 @@ class DistillReport:
     facts_updated: int = 0
     deleted: int = 0
     failed_users: list[str] = field(default_factory=list)
+    waiting_without_model: int = 0
+    """Chat memories left undistilled because no model is configured (``[llm]``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -396,6 +398,12 @@ class Distiller:
                         CHAT_MEMORIES.name, {**doc, "distilled": True, "distilled_at": now}
                     )
                 report.processed += len(docs)
+        else:  # say what waits, not "nothing to distil"
+            report.waiting_without_model = await self.history.count(
+                CHAT_MEMORIES.name,
+                eq={"character_id": self.character_id, "distilled": False},
+                ranges={"time": (None, now)},
+            )
         report.deleted = await self._retention(now)
         log.info("distillation: %s", report)
         return report

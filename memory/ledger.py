@@ -23,6 +23,7 @@ COUNTERS = (
     "completion_tokens",
     "estimated_prompt_tokens",
     "truncated",
+    "unreached",
 )
 """The `Usage` fields counted per day and purpose."""
 
@@ -49,6 +50,8 @@ def call_document(now: datetime, call: CallRecord) -> dict[str, Any]:
 def usage_increments(day: str, call: CallRecord) -> dict[str, int]:
     """The counters one call adds to the day's usage hash: ``{day}:tokens`` (everything, the
     budget reads it), ``{day}:calls``, and ``{day}:{purpose}:{counter}`` for each of `COUNTERS`."""
+    if not call.reached:  # not a call, no tokens: counted apart
+        return {f"{day}:{call.purpose}:unreached": 1}
     one = Usage()
     one.add(call)
     out = {f"{day}:tokens": call.prompt_tokens + call.completion_tokens, f"{day}:calls": 1}
@@ -69,4 +72,4 @@ def usage_of_day(day: str, values: list[str | None]) -> dict[str, Usage]:
         if value is not None:
             _, purpose, name = field.split(":")
             setattr(out.setdefault(purpose, Usage()), name, int(value))
-    return {p: u for p, u in out.items() if u.calls}
+    return {p: u for p, u in out.items() if u.calls or u.unreached}

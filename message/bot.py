@@ -53,7 +53,7 @@ async def build_service(
     from yuiju.message.session import SessionStore
     from yuiju.storage.keys import Keys
     from yuiju.world.loader import load_actions
-    from yuiju.world.runtime import make_chat_model, metered_chat_model, open_stores, world_clock
+    from yuiju.world.runtime import configured_model, open_stores, world_clock
     from yuiju.world.store import StateStore
 
     cid = cfg.chat.character_id or cfg.world.characters[0]
@@ -64,18 +64,19 @@ async def build_service(
         redis = handle.client
         on_stop.append(handle.aclose)
         on_stop.append(history.close)
+    clock = clock or await world_clock(cfg, StateStore(redis, keys))
+    if model is None:
+        model = configured_model(cfg, redis=redis, keys=keys, clock=clock)
     if memory is None and cfg.memory.enabled and not shared and history is not None:
         try:
             from yuiju.memory.service import build_memory, open_semantic
 
             semantic = await open_semantic(cfg)
-            memory = await build_memory(cfg, history, semantic, character_id=cid)
+            # with the model: /distill and the memory_distill tool distil through it
+            memory = await build_memory(cfg, history, semantic, character_id=cid, chat_model=model)
             on_stop.append(semantic.store.close)
         except Exception as exc:  # e.g. a Qdrant server that is down
             log.warning("chat runs without memory (%s)", exc)
-    clock = clock or await world_clock(cfg, StateStore(redis, keys))
-    if model is None and cfg.llm.configured:
-        model = metered_chat_model(cfg, make_chat_model(cfg), redis=redis, keys=keys, clock=clock)
     lexicon = ClaimLexicon.build(load_actions("yuiju.actions", cfg.world.action_dirs))
     deps = ChatDeps(
         cfg=cfg.chat,

@@ -28,6 +28,11 @@ def _fmt_time(deps: ChatDeps, when: datetime) -> str:
 
 def distill_text(report: DistillReport) -> str:
     """A `memory.distill.DistillReport` as an admin (or the model) reads it."""
+    if report.waiting_without_model:
+        return (
+            f"有 {report.waiting_without_model} 条聊天记忆等着整理，但没有配置模型"
+            "（[llm] base_url），整理不了。"
+        )
     if not report.users:
         return "没有要整理的聊天记忆。"
     text = (

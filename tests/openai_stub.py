@@ -23,6 +23,7 @@ import contextlib
 import itertools
 import json
 import random
+import re
 import socket
 import threading
 import time
@@ -38,7 +39,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from yuiju.llm.openai_model import JSON_OBJECT_DEFS, JSON_OBJECT_INSTRUCTION
+from yuiju.llm.openai_model import JSON_OBJECT_INSTRUCTION
 from yuiju.llm.testing import PHRASES, follow_schema
 
 
@@ -205,16 +206,62 @@ class OpenAIStub:
         }
 
 
+OPTIONS_LINE = re.compile(r"^可选行为：(.+)$", re.MULTILINE)
+PARAMS_LINE = re.compile(r"^(.+?)的 params：(\{.*\})$", re.MULTILINE)
+
+
+def read_the_moment(schema: dict[str, Any], prompt: str) -> dict[str, Any]:
+    """A decision schema as a model that reads the prompt follows it: only the actions the
+    moment lists as options (``可选行为：``), and their params as the moment states them
+    (``X的 params：{...}``). With the moment's own schema this changes nothing; with the stable
+    one (a decision's shape only) it is what a capable model does with the prompt. Any other
+    schema is returned as it is."""
+    listed = OPTIONS_LINE.findall(prompt)
+    branches_of = schema.get("anyOf", [])
+    is_decision = "action" in schema.get("properties", {}) or any(
+        "action" in b.get("properties", {}) for b in branches_of
+    )
+    if not listed or not is_decision:
+        return schema
+    options = listed[-1].split("、")
+    stated = {name: json.loads(params) for name, params in PARAMS_LINE.findall(prompt)}
+    if "anyOf" not in schema:  # a decision's shape only (a stable schema): the moment says it all
+        branches = [
+            {
+                "properties": {
+                    "action": {"const": name},
+                    **({"params": stated[name]} if name in stated else {}),
+                },
+                "required": ["params"] if name in stated else [],
+            }
+            for name in options
+        ]
+        return {**schema, "anyOf": branches}
+    branches = []
+    for branch in schema["anyOf"]:
+        props = branch.get("properties", {})
+        action = props.get("action", {})
+        names = action.get("enum") or ([action["const"]] if "const" in action else [])
+        keep = [n for n in names if n in options]
+        if not keep:
+            continue
+        props = {**props, "action": {"enum": keep} if "enum" in action else action}
+        if "const" in action and action["const"] in stated:
+            props["params"] = stated[action["const"]]
+        branches.append({**branch, "properties": props})
+    return {**schema, "anyOf": branches} if branches else schema
+
+
 def schema_following(seed: int = 0, *, fill: float = 0.1) -> Callable[[dict[str, Any]], StubAnswer]:
     """A handler that answers like a model following the requested schema: the ``json_schema`` in
-    ``response_format``, or in ``json_object`` mode the schema shown in the prompt (its ``$defs``
-    with the system message, the rest at the end of the request, as `llm.openai_model` lays them
-    out). Plain requests get a short line.
+    ``response_format``, or in ``json_object`` mode the schema shown in the prompt (as
+    `llm.openai_model` shows it). Plain requests get a short line.
 
     The n-th request draws from ``Random(f"{seed}|{n}")``: the same seed gives the same answers,
     and both output modes, whose schemas say the same in two forms, live the same life (the
     answers differ only in plan changes, which the json_object form leaves to the prompt's rules),
-    so their prompts can be compared side by side."""
+    so their prompts can be compared side by side. A decision schema is followed as the prompt
+    narrows it (`read_the_moment`): the options it lists, the params it states."""
     order = itertools.count()
 
     def answer(body: dict[str, Any]) -> StubAnswer:
@@ -222,6 +269,8 @@ def schema_following(seed: int = 0, *, fill: float = 0.1) -> Callable[[dict[str,
         schema = requested_schema(body)
         if schema is None:
             return rng.choice(PHRASES)
+        prompt = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
+        schema = read_the_moment(schema, prompt)
         return json.dumps(follow_schema(schema, rng, fill=fill), ensure_ascii=False)
 
     return answer
@@ -235,11 +284,10 @@ def requested_schema(body: dict[str, Any]) -> dict[str, Any] | None:
     if fmt.get("type") != "json_object":
         return None
     text = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
-    root = _json_after(text, JSON_OBJECT_INSTRUCTION.split("（")[0])
-    if root is None:
+    shown = _json_after(text, JSON_OBJECT_INSTRUCTION.split("（")[0])
+    if shown is None:
         raise ValueError("json_object request without a schema in its prompt")
-    defs = _json_after(text, JSON_OBJECT_DEFS.split("\n")[0])
-    return {**root, "$defs": defs} if defs else root
+    return shown
 
 
 def _json_after(text: str, marker: str) -> Any:

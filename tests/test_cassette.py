@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,10 @@ async def test_a_replayed_day_reproduces_the_recorded_timeline_byte_for_byte(
 
 
 async def test_a_replay_that_asks_something_else_stops_at_the_first_differing_request(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flaky_fake: OpenAIStub
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    flaky_fake: OpenAIStub,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     cassette, _ = await record_day(tmp_path, flaky_fake)
@@ -84,11 +88,13 @@ async def test_a_replay_that_asks_something_else_stops_at_the_first_differing_re
     lines[5] = json.dumps(fifth, ensure_ascii=False)
     cassette.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
-    with pytest.raises(CassetteMismatch) as diverged:
+    with caplog.at_level(logging.WARNING), pytest.raises(CassetteMismatch) as diverged:
         await simulate(
             load_config(environ={}), days=1, seed=2, policy="llm", progress=False, replay=cassette
         )
 
+    # before: an ERROR "policy llm crashed" with a 40-line traceback, then this message
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info] == []
     message = str(diverged.value)
     assert diverged.value.index == 4
     assert "request #5 (complete, purpose 'decide') is not in the cassette" in message

@@ -11,10 +11,11 @@ import jsonschema
 import pytest
 
 from tests.conftest import make_ctx
+from tests.openai_stub import read_the_moment
 from tests.test_params import PARAMETERISED, sampled_states
 from yuiju.llm.testing import FunctionChatModel, follow_schema, schema_following
 from yuiju.world.action import ActionContext
-from yuiju.world.decision_schema import decision_schema
+from yuiju.world.decision_schema import decision_schema, stable_decision_schema
 from yuiju.world.errors import InvalidDecision
 from yuiju.world.loader import load_actions
 from yuiju.world.policies.llm import LLMPolicy
@@ -156,14 +157,6 @@ def test_the_prompt_form_offers_the_same_choices_as_the_provider_form() -> None:
         assert not provider.is_valid(wrong) and not prompt.is_valid(wrong)
 
 
-def test_the_prompt_forms_defs_never_change_with_the_moment() -> None:
-    seen = {
-        json.dumps(decision_schema(candidates_at(ctx), ctx).prompt["$defs"], sort_keys=True)  # type: ignore[index]
-        for ctx in moments()[::5]
-    }
-    assert len(seen) == 1
-
-
 def test_a_move_answered_by_where_it_goes_or_by_its_name_is_the_same_move() -> None:
     ctx = make_ctx("2026-09-05 10:00", location="diner")
     candidates = candidates_at(ctx)
@@ -174,3 +167,35 @@ def test_a_move_answered_by_where_it_goes_or_by_its_name_is_the_same_move() -> N
         assert decision.action.id == "go_from_diner_to_supermarket"
     with pytest.raises(InvalidDecision, match=r"只能从这些里选一个：.*去超市"):
         validate_decision(RawDecision(action="去游泳池", reason="想游泳"), candidates, "t", ctx)
+
+
+# -- issue 20 item 7: a schema that stays the same for providers that cache it with the prompt ----
+
+
+def test_the_stable_schema_is_the_same_bytes_at_every_moment_and_allows_every_moments_answer() -> (
+    None
+):
+    stable = stable_decision_schema()
+    assert stable.stable and stable_decision_schema() == stable
+    jsonschema.Draft202012Validator.check_schema(stable.schema)
+    validator = jsonschema.Draft202012Validator(stable.schema)
+    for n, ctx in enumerate(moments()[::7]):
+        moment = decision_schema(candidates_at(ctx), ctx)
+        for k in range(3):
+            answer = follow_schema(moment.schema, random.Random(f"{n}|{k}"), fill=0.5)
+            assert validator.is_valid(answer), answer  # nothing possible is ever refused
+
+
+async def test_with_the_stable_schema_a_model_that_reads_the_moment_is_accepted_first_time() -> (
+    None
+):
+    model = FunctionChatModel(schema_following(seed=5, read=read_the_moment))
+    policy = LLMPolicy(model, schema="stable", max_attempts=3)
+    requests = [DecisionRequest(ctx=ctx, candidates=candidates_at(ctx)) for ctx in moments()]
+
+    for request in requests:
+        decision = await policy.decide(request)
+        assert (decision.params is not None) == (decision.action.params is not None)
+
+    assert len(model.calls) == len(requests)  # the options and params the prompt states suffice
+    assert len({json.dumps(s.schema) for s in model.schemas if s is not None}) == 1

@@ -14,11 +14,14 @@ from tests.openai_stub import OpenAIStub, StubDelay, StubError
 from yuiju.llm import (
     JsonSchema,
     LLMUnavailable,
+    MeteredModel,
     ModelRequestsBlocked,
     OpenAIChatModel,
+    UsageTotals,
     check_allow_model_requests,
     estimate_prompt_tokens,
 )
+from yuiju.llm.openai_model import with_schema_instruction
 
 SCHEMA = JsonSchema(
     name="decision",
@@ -79,33 +82,56 @@ NESTED = JsonSchema(
 )
 
 
-async def test_json_object_mode_shows_the_defs_with_the_system_prompt_and_the_rest_compact_at_the_end(
+async def test_json_object_mode_shows_one_self_contained_schema_at_the_end_of_the_request(
     stub: OpenAIStub,
 ) -> None:
-    stub.reply('{"action_id": "sleep"}', '{"action_id": "study"}', '{"action_id": "study"}')
+    """Before: ``{"$ref": "#/$defs/decision", ...}`` at the end of the user message and the
+    ``$defs`` appended to the system message: a model reading it had to join the two."""
+    stub.reply('{"action_id": "sleep"}', '{"action_id": "study"}')
     chat = OpenAIChatModel(
         base_url=stub.base_url, api_key=None, model="llama", output_mode="json_object"
     )
     try:
         await chat.complete(MESSAGES, json_schema=NESTED)
         await chat.complete(MESSAGES[1:], json_schema=NESTED)
-        await chat.complete(MESSAGES, json_schema=SCHEMA)
     finally:
         await chat.aclose()
 
-    with_system, without_system, no_defs = stub.requests
+    with_system, without_system = stub.requests
     assert with_system["response_format"] == {"type": "json_object"}
     [system, user] = with_system["messages"]
-    defs = json.dumps(NESTED.schema["$defs"], ensure_ascii=False, separators=(",", ":"))
-    assert system["content"].startswith("你是悠酱。\n\n") and system["content"].endswith(defs)
-    root = {k: v for k, v in NESTED.schema.items() if k != "$defs"}
-    assert user["content"].startswith(
-        "现在做什么？\n\n只输出符合下面 JSON Schema（decision）的一个 JSON 对象"
+    assert system == MESSAGES[0]  # the stable system prompt is left alone
+    inlined = {
+        "type": "object",
+        "properties": {
+            "action_id": {"enum": ["sleep", "study"]},
+            "reason": {"type": "string", "maxLength": 40},
+        },
+        "required": ["action_id"],
+    }
+    assert user["content"] == (
+        "现在做什么？\n\n只输出符合下面 JSON Schema（decision）的一个 JSON 对象：\n"
+        + json.dumps(inlined, ensure_ascii=False, separators=(",", ":"))
     )
-    assert user["content"].endswith(json.dumps(root, ensure_ascii=False, separators=(",", ":")))
-    assert [m["role"] for m in without_system["messages"]] == ["system", "user"]
-    assert without_system["messages"][0]["content"].endswith(defs)
-    assert no_defs["messages"][0] == MESSAGES[0]  # no $defs: the system prompt is left alone
+    assert without_system["messages"] == [user]
+
+
+def test_a_recursive_schema_is_shown_whole_in_one_place() -> None:
+    tree = JsonSchema(
+        name="tree",
+        schema={
+            "$defs": {
+                "node": {
+                    "type": "object",
+                    "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+                }
+            },
+            "$ref": "#/$defs/node",
+        },
+    )
+    [user] = with_schema_instruction([{"role": "user", "content": "画一棵树"}], tree)
+    shown = json.loads(user["content"][user["content"].index("{") :])
+    assert shown == tree.schema
 
 
 async def test_json_object_mode_puts_the_schema_before_a_wrong_answer_so_a_retry_extends_the_prompt(
@@ -209,9 +235,48 @@ async def test_http_500_is_unavailable_and_names_the_endpoint(
         await model.complete(MESSAGES, json_schema=SCHEMA)
 
     assert stub.base_url in str(caught.value)
-    assert "output_mode" in str(caught.value)  # the hint for providers without json_schema
+    assert "output_mode" not in str(caught.value)  # nothing says json_schema is the problem
     assert caught.value.retryable
     assert len(stub.requests) == 1  # the client did not retry on its own
+
+
+LLAMA_CPP_NO_SCHEMA = {
+    "error": {
+        "code": 500,
+        "message": 'response_format type must be one of "text" or "json_object", but got: '
+        "json_schema",
+        "type": "server_error",
+    }
+}
+
+
+async def test_output_mode_is_suggested_only_when_json_schema_itself_fails(
+    stub: OpenAIStub,
+) -> None:
+    """Before: every HTTP 500 of a json_schema request suggested json_object mode, even after
+    the endpoint had answered json_schema 14 times."""
+    stub.reply(
+        StubError(500, LLAMA_CPP_NO_SCHEMA),
+        StubError(400, {"error": {"message": "This response_format type is unavailable now"}}),
+        '{"action_id": "sleep"}',
+        StubError(500, {"error": {"message": "CUDA out of memory"}}),
+        StubError(500, LLAMA_CPP_NO_SCHEMA),
+    )
+    chat = OpenAIChatModel(base_url=stub.base_url, api_key=None, model="m")
+    errors = []
+    try:
+        for _ in range(5):
+            try:
+                await chat.complete(MESSAGES, json_schema=SCHEMA)
+            except LLMUnavailable as exc:
+                errors.append(str(exc))
+    finally:
+        await chat.aclose()
+
+    hinted = ["output_mode = 'json_object'" in e for e in errors]
+    # json_schema refused (llama.cpp, DeepSeek): the hint; once json_schema has been answered,
+    # a failure is the provider's, not the mode's
+    assert hinted == [True, True, False, False], errors
 
 
 async def test_http_401_is_unavailable_and_not_retryable(
@@ -266,6 +331,27 @@ async def test_refused_connection_is_unavailable() -> None:
         await chat.aclose()
 
     assert base_url in str(caught.value)
+    assert caught.value.sent and not caught.value.reached
+
+
+async def test_a_request_that_never_reached_the_server_is_no_call_and_spends_no_tokens() -> None:
+    """Before: a refused connection was reported as a call with the prompt's estimated tokens
+    (27 calls and 25,637 tokens for an endpoint that was never up)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    totals = UsageTotals()
+    chat = OpenAIChatModel(base_url=f"http://127.0.0.1:{port}/v1", api_key=None, model="m")
+    metered = MeteredModel(chat, sink=totals)
+    try:
+        for _ in range(2):
+            with pytest.raises(LLMUnavailable, match="connection failed"):
+                await metered.complete(MESSAGES, purpose="decide")
+    finally:
+        await chat.aclose()
+
+    decide = totals.by_purpose["decide"]
+    assert (decide.calls, decide.prompt_tokens, decide.failed, decide.unreached) == (0, 0, 0, 2)
 
 
 async def test_blocked_requests_raise_before_any_network_io(

@@ -149,6 +149,7 @@ async def test_the_ledger_counts_each_call_on_the_worlds_day_by_purpose(
         "completion_tokens": 40,
         "estimated_prompt_tokens": 1100,
         "truncated": 0,
+        "unreached": 0,
     }
     assert usage["chat"].calls == 1 and set(usage) == {"decide", "chat"}
     assert await ledger.tokens_on(clock.now()) == 1200 + 40 + 1100 + 300 + 50

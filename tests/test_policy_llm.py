@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -12,10 +13,12 @@ import redis.asyncio as aioredis
 from tests.conftest import make_ctx, make_engine
 from tests.openai_stub import OpenAIStub, StubAnswer, StubDelay, StubError
 from yuiju.characters import load_card
+from yuiju.config import load_config
 from yuiju.llm import MeteredModel, OpenAIChatModel, UsageTotals, estimate_prompt_tokens
 from yuiju.world.loader import load_actions
 from yuiju.world.policies.llm import LLMPolicy
 from yuiju.world.policy import DecisionRequest, PolicyFailed
+from yuiju.world.simulate import simulate
 
 CATALOGUE = load_actions()
 
@@ -102,8 +105,9 @@ async def test_json_object_mode_asks_for_an_object_and_puts_the_schema_at_the_en
     [sent] = openai_stub.requests
     assert sent["response_format"] == {"type": "json_object"}
     system, moment = (m["content"] for m in sent["messages"])
-    assert '"$defs"' not in moment and "JSON Schema 的 $defs" in system
+    assert system == policy.messages(request)[0]["content"]  # the stable prompt, untouched
     tail = moment[moment.index("只输出符合下面 JSON Schema") :]
+    assert "$ref" not in tail and "$defs" not in tail  # one self-contained schema
     assert all(json.dumps(a.offered_as, ensure_ascii=False) in tail for a in request.candidates)
     assert "可选行为：" not in moment  # the schema lists them: not twice
 
@@ -149,7 +153,8 @@ async def test_garbage_three_times_raises_policy_failed(
         await policy.decide(request_at())
 
     assert len(openai_stub.requests) == 3
-    assert (policy.calls, policy.invalid) == (3, 3)
+    # one decision the model got wrong, in three rejected answers (before: "3 invalid decisions")
+    assert (policy.calls, policy.invalid, policy.invalid_answers) == (3, 1, 3)
 
 
 @pytest.mark.parametrize(
@@ -219,6 +224,7 @@ async def test_tokens_of_every_attempt_are_counted_by_purpose(
     assert (decide.calls, decide.failed, decide.estimated_prompt_tokens) == (3, 0, 0)
     assert [r["max_tokens"] for r in openai_stub.requests] == [300, 300, 300]
     assert (policy.calls, policy.decisions, policy.first_attempt_ok, policy.invalid) == (3, 2, 1, 1)
+    assert policy.invalid_answers == 1
 
 
 async def test_a_failed_attempt_counts_its_estimated_prompt_when_all_fail(
@@ -237,3 +243,80 @@ async def test_a_failed_attempt_counts_its_estimated_prompt_when_all_fail(
     failed_prompt = openai_stub.requests[1]["messages"]
     assert decide.estimated_prompt_tokens == estimate_prompt_tokens(failed_prompt) > 0
     assert policy.calls == 2 and policy.failed == 1
+
+
+async def test_the_simulate_report_counts_invalid_decisions_in_decisions_and_answers_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_stub: OpenAIStub
+) -> None:
+    """Before: ``invalid_decisions`` counted attempts (75 for 25 decisions)."""
+    monkeypatch.chdir(tmp_path)
+    openai_stub.handler = lambda _body: answer("游泳")  # never a candidate
+    cfg = load_config(
+        environ={},
+        overrides={"llm": {"base_url": openai_stub.base_url, "model": "m", "max_attempts": 2}},
+    )
+
+    report = await simulate(cfg, days=1, seed=3, policy="llm", progress=False)
+
+    decisions = report["decisions"]
+    assert decisions > 10 and report["fallbacks"] == decisions
+    assert report["invalid_decisions"] == decisions
+    assert report["invalid_answers"] == 2 * decisions == len(openai_stub.requests)
+
+
+async def test_with_the_stable_schema_every_decision_sends_the_same_schema_and_states_the_moment(
+    openai_stub: OpenAIStub, make_model: ModelFactory
+) -> None:
+    """Before: the schema enumerated the moment's candidates and changed in 194 of 199 requests;
+    OpenAI puts it before the system message, so its prompt cache kept ~23 % of each prompt."""
+    openai_stub.reply(answer("游泳"), answer(), answer("在日和食堂吃饭", params={"item": "乌冬面"}))
+    policy = LLMPolicy(make_model(output_mode="json_schema"), schema="stable")
+    home = request_at()
+    diner = request_at("2026-09-01 12:10", location="diner", satiety=30)
+
+    decision = await policy.decide(home)  # a wrong answer goes back with the reason
+    await policy.decide(diner)
+
+    assert decision.action.id == "idle"
+    _, retry, third = openai_stub.requests
+    schemas = [r["response_format"]["json_schema"]["schema"] for r in openai_stub.requests]
+    assert schemas[0] == schemas[1] == schemas[2]  # the same schema at every moment
+    assert "游泳" in retry["messages"][-1]["content"]  # the reason went back
+    moment = third["messages"][1]["content"]
+    assert "可选行为：" in moment and "在日和食堂吃饭" in moment
+    assert "在日和食堂吃饭的 params：{" in moment  # what the moment's schema would have said
+
+
+async def test_json_object_mode_with_the_stable_schema_shows_it_once_in_the_system_message(
+    openai_stub: OpenAIStub, make_model: ModelFactory
+) -> None:
+    openai_stub.reply(answer(), answer())
+    policy = LLMPolicy(
+        make_model(output_mode="json_object"), schema_in_prompt=True, schema="stable"
+    )
+
+    await policy.decide(request_at())
+    await policy.decide(request_at("2026-09-01 16:40", location="park"))
+
+    (system_1, moment_1), (system_2, moment_2) = (
+        [m["content"] for m in r["messages"]] for r in openai_stub.requests
+    )
+    assert system_1 == system_2 and "只输出符合下面 JSON Schema（decision）" in system_1
+    assert "$ref" not in system_1 and "JSON Schema" not in moment_1 + moment_2
+    assert "可选行为：" in moment_1 and "可选行为：" in moment_2
+
+
+@pytest.mark.parametrize(
+    ("llm", "chosen"),
+    [
+        ({"base_url": "https://api.openai.com/v1"}, "stable"),  # the schema is in its prompt
+        ({"base_url": "https://x.openai.azure.com/openai/v1"}, "stable"),
+        ({"base_url": "https://api.deepseek.com/v1"}, "stable"),  # json_object: in the prompt
+        ({"base_url": "http://127.0.0.1:8080/v1"}, "moment"),  # a grammar engine enforces it
+        ({"base_url": "http://127.0.0.1:8080/v1", "output_mode": "json_object"}, "stable"),
+        ({"base_url": "https://api.deepseek.com/v1", "decision_schema": "moment"}, "moment"),
+        ({"base_url": "https://api.openai.com/v1", "decision_schema": "moment"}, "moment"),
+    ],
+)
+def test_the_decision_schema_is_chosen_per_provider_unless_set(llm: dict, chosen: str) -> None:
+    assert load_config(environ={}, overrides={"llm": llm}).llm.resolved_decision_schema == chosen

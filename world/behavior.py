@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from yuiju.characters import CharacterCard
+from yuiju.llm import CassetteMismatch
 from yuiju.memory.episodes import Episode, episode_id
 from yuiju.world.action import Action, ActionContext
 from yuiju.world.day_record import DayRecord
@@ -380,6 +381,8 @@ class BehaviorLoop:
     async def _choose(self, request: DecisionRequest) -> Decision:
         try:
             return await self.policy.decide(request)
+        except CassetteMismatch:
+            raise  # a replay that diverged is over: the fallback must not hide it
         except Exception as exc:  # whatever the policy does, she goes on living
             if self.fallback is None:
                 raise

@@ -1,4 +1,5 @@
-"""The JSON schema of a decision at this moment: a union over the candidates.
+"""The JSON schema of a decision: a union over this moment's candidates, or one for the whole
+catalogue that never changes.
 
 Each candidate belongs to one branch keyed by ``action``: actions without a choice share one
 branch, actions that ask a duration share another, and an action with parameters has its own
@@ -9,14 +10,21 @@ answer against the moment.
 
 Two forms come out (`llm.JsonSchema`): ``schema``, self-contained branches that every grammar
 engine compiles (the provider enforces it in ``json_schema`` mode), and ``prompt``, the same
-choices in a compact form for ``json_object`` mode: its ``$defs`` (what any decision says) never
-change and are shown with the stable system prompt; its root, the branches of the moment, is a
-few hundred characters after the moment's description (`PROMPT_DEFS` says what it leaves to the
-prose rules).
+choices in a compact form for ``json_object`` mode, shown whole after the moment's description:
+a few hundred characters (`PROMPT_BASE` says what it leaves to the prose rules).
+
+The moment's union changes at almost every decision, and some providers put the schema in the
+prompt: OpenAI makes the structured-output schema the prefix of the system message, so a schema
+that changes leaves nothing of the prompt to its cache. `stable_decision_schema` is the other
+choice: a decision's shape only, the same bytes at every decision; the moment's options and
+each offered action's narrowed params are then said in the prompt (`moment_params`) and checked
+after, as always. `[llm]
+decision_schema` chooses (`LlmConfig.resolved_decision_schema`; bench/llm_bench.py measures both).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -88,14 +96,11 @@ DECISION = _decision(
 )
 """Any decision; the moment's union narrows ``action``, ``durationMinute`` and ``params``."""
 
-PROMPT_DEFS = {
-    "decision": {"properties": {"reason": {"type": "string"}}, "required": ["action", "reason"]}
-}
-"""The prompt form's ``$defs``: what every decision says beyond the moment's branches, shown once
-with the stable system prompt (the same bytes at every moment). Much shorter than `DECISION`: the
-moment's branches name ``durationMinute`` and ``params`` where an action takes them, and the rules
-in the system prompt spell out the rest (plan changes and their five keys, the share intent and
-its two); validation checks them either way."""
+PROMPT_BASE = {"properties": {"reason": {"type": "string"}}, "required": ["action", "reason"]}
+"""What the prompt form says of every decision beyond the moment's branches. Much shorter than
+`DECISION`: the branches name ``durationMinute`` and ``params`` where an action takes them, and
+the rules in the system prompt spell out the rest (plan changes and their five keys, the share
+intent and its two); validation checks them either way."""
 
 
 def decision_schema(candidates: Sequence[Action], ctx: ActionContext | None = None) -> JsonSchema:
@@ -111,9 +116,10 @@ def decision_schema(candidates: Sequence[Action], ctx: ActionContext | None = No
             if params is not None:
                 with_params.append(_branch({"const": action.offered_as}, NULL, params, "params"))
         elif action.asks_duration:
-            timed.append(action.offered_as)
+            if action.offered_as not in timed:  # moves from different places share a label
+                timed.append(action.offered_as)
             tiers.update(action.duration.tiers)  # type: ignore[union-attr]
-        else:
+        elif action.offered_as not in plain:
             plain.append(action.offered_as)
     # One branch for every action that asks a duration, offering every tier any of them has:
     # an answer between an action's tiers is snapped up to the next one (`choose_minutes`), and
@@ -128,12 +134,58 @@ def decision_schema(candidates: Sequence[Action], ctx: ActionContext | None = No
         ),
         *with_params,
     ]
-    prompt = {
-        "$defs": PROMPT_DEFS,
-        "$ref": "#/$defs/decision",
-        "anyOf": [_lean(b) for b in branches],
-    }
+    prompt = {**PROMPT_BASE, "anyOf": [_lean(b) for b in branches]}
     return JsonSchema(name="decision", schema=_self_contained(branches), prompt=prompt)
+
+
+STABLE_PROMPT = {
+    "properties": {
+        "action": {"type": "string"},
+        "reason": {"type": "string"},
+        "durationMinute": {"type": ["integer", "null"]},
+        "params": {"type": ["object", "null"]},
+    },
+    "required": ["action", "reason"],
+}
+"""The stable schema as the prompt shows it: the shape of every decision; which actions, which
+durations and which params are possible now, the moment says (options, `moment_params`), the
+catalogue says each action's durations, and the rules the rest."""
+
+
+def stable_decision_schema() -> JsonSchema:
+    """One decision schema for every moment, the same bytes at every decision (``stable``): the
+    shape of a decision (`DECISION`), nothing of the moment. Which actions are possible now, and
+    their params narrowed to now, go into the prompt instead (the options line and
+    `moment_params`); the catalogue in the system prompt gives each action's durations; the
+    answer is validated against the moment either way. Every token of it is in every prompt
+    where the provider counts the schema (cached, but the daily budget counts it in full), so it
+    holds no enumeration of the catalogue: a union over all of it was several times the tokens
+    and told nothing the prompt does not."""
+    return JsonSchema(
+        name="decision", schema={"$defs": SHARED, **DECISION}, prompt=STABLE_PROMPT, stable=True
+    )
+
+
+def offered(candidates: Sequence[Action], ctx: ActionContext | None) -> list[Action]:
+    """The candidates an answer can name: without those whose params have no possible value
+    now (nothing to eat in the bag, nothing affordable), which no schema of the moment offers."""
+    return [a for a in candidates if a.params is None or params_schema(a, ctx) is not None]
+
+
+def moment_params(candidates: Sequence[Action], ctx: ActionContext) -> list[tuple[str, str]]:
+    """For a stable schema, what the moment's schema would have said of params: each offered
+    action's params narrowed to this moment (what she owns, what she can afford), as compact
+    JSON Schema, by the name the prompt offers it under."""
+    out = []
+    for action in candidates:
+        if action.params is None:
+            continue
+        params = params_schema(action, ctx)
+        if params is not None:
+            out.append(
+                (action.offered_as, json.dumps(params, ensure_ascii=False, separators=(",", ":")))
+            )
+    return out
 
 
 def _branch(

@@ -7,6 +7,7 @@ below receives plain arguments.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,7 +22,7 @@ from yuiju.storage.history import HistoryStore, open_history
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisHandle, open_redis
 from yuiju.world.behavior import BehaviorLoop, LoopStats
-from yuiju.world.clock import Clock, RealClock
+from yuiju.world.clock import Clock, RealClock, SimClock
 from yuiju.world.day_record import DayRecord, day_record
 from yuiju.world.engine import Engine, NamedEvolution, TownRun, WorldTicker
 from yuiju.world.loader import Catalogue, load_actions, resolve
@@ -79,8 +80,9 @@ class Runtime:
     usage: UsageTotals
     """Every LLM call of this process by purpose (also in the Redis counters and the ledger)."""
     llm_model: MeteredModel | None = None
-    """The model every part of this process calls (bounds, ledger, circuit breaker); None
-    without an LLM."""
+    """The model every part of this process calls (bounds, ledger, circuit breaker), whatever
+    decides her actions: decisions, chat, the diary, distillation; None without ``[llm]``
+    (`configured_model`)."""
     llm_policy: LLMPolicy | None = None
     stores: dict[str, StateStore] = field(default_factory=dict)
     """Every town's store by key prefix, the default one (`store`) first."""
@@ -160,8 +162,11 @@ async def open_stores(cfg: YuijuConfig) -> tuple[RedisHandle, HistoryStore]:
 
 
 def make_chat_model(cfg: YuijuConfig) -> ChatModel:
-    """The provider's model from ``[llm]``, bare: wrap it with `metered_chat_model`."""
+    """The provider's model from ``[llm]``, bare: wrap it with `metered_chat_model`. Built
+    once per process at start-up (`configured_model`), so a likely wrong key is said once."""
     assert cfg.llm.base_url is not None
+    if problem := cfg.llm.key_problem():
+        log.warning("%s", problem)
     return OpenAIChatModel(
         base_url=cfg.llm.base_url,
         api_key=cfg.llm.api_key.get_secret_value() if cfg.llm.api_key else None,
@@ -173,6 +178,27 @@ def make_chat_model(cfg: YuijuConfig) -> ChatModel:
     )
 
 
+def configured_model(
+    cfg: YuijuConfig,
+    *,
+    redis: Any,
+    keys: Keys,
+    clock: Clock,
+    usage: UsageTotals | None = None,
+    inner: ChatModel | None = None,
+) -> MeteredModel | None:
+    """The model of a process from ``[llm]`` (or ``inner``), for every job that needs one:
+    decisions when the LLM decides, and whatever decides, chat, the diary, distillation and
+    proactive posts. None without ``[llm]``. The one place that says whether a process has a
+    model: before, the daemon built it only for the LLM policy, and its memory worker then
+    wrote factual diaries and distilled nothing under ``policy = "utility"``."""
+    if inner is None:
+        if not cfg.llm.configured:
+            return None
+        inner = make_chat_model(cfg)
+    return metered_chat_model(cfg, inner, redis=redis, keys=keys, clock=clock, usage=usage)
+
+
 def metered_chat_model(
     cfg: YuijuConfig,
     inner: ChatModel,
@@ -182,16 +208,21 @@ def metered_chat_model(
     clock: Clock,
     usage: UsageTotals | None = None,
 ) -> MeteredModel:
-    """The model every part of a process calls: ``inner`` behind the circuit breaker (on the
-    world clock, so a simulated outage plays out in simulated time), with the ``max_tokens`` bound
-    of each purpose, and every call counted on the day and written to the ledger (``usage``, when
-    given, keeps totals in memory too)."""
+    """The model every part of a process calls: ``inner`` behind the circuit breaker, with the
+    ``max_tokens`` bound of each purpose, and every call counted on the day and written to the
+    ledger (``usage``, when given, keeps totals in memory too).
+
+    The breaker waits in wall time: a provider's outage lasts so many real seconds whatever the
+    world's speed (at 6000x a world-time cooldown of 300 s is over in 50 ms, and every decision
+    waited out another timeout). Under ``simulate``, whose clock jumps from event to event, it
+    waits in simulated time instead, so a recorded outage replays identically."""
     llm = cfg.llm
     breaker = CircuitBreaker(
         inner,
         failures=llm.breaker_failures,
         cooldown_seconds=llm.breaker_cooldown_seconds,
-        now=lambda: clock.now().timestamp(),
+        max_cooldown_seconds=llm.breaker_max_cooldown_seconds,
+        now=(lambda: clock.now().timestamp()) if isinstance(clock, SimClock) else time.monotonic,
     )
     ledger = UsageLedger(redis, keys, clock)
     if usage is not None:
@@ -218,6 +249,17 @@ async def build_runtime(
     towns = cfg.towns()
     cards = load_cards([cid for town in towns.values() for cid in town.characters])
     evolutions = resolve_evolutions(cfg.world.evolutions)
+    has_model = cfg.llm.configured or chat_model is not None
+    chosen = policy or cfg.world.policy
+    if chosen == "auto":
+        chosen = "llm" if has_model else "utility"
+    if chosen == "llm" and scripted is None and not has_model:
+        from yuiju.world.errors import ConfigurationError
+
+        raise ConfigurationError(
+            "the llm policy needs a model: set [llm].base_url (and api_key), or "
+            "[world].policy = 'utility'"
+        )
     redis, history = await open_stores(cfg)
     stores = {
         prefix: StateStore(
@@ -233,24 +275,16 @@ async def build_runtime(
     stats = LoopStats(keep_timeline=keep_timeline)
     usage = UsageTotals()
 
-    chosen = policy or cfg.world.policy
-    if chosen == "auto":
-        chosen = "llm" if (cfg.llm.configured or chat_model is not None) else "utility"
     utility = UtilityPolicy(seed=cfg.world.seed, all_actions=list(catalogue))
     llm_policy: LLMPolicy | None = None
-    llm_model: MeteredModel | None = None
+    llm_model = configured_model(
+        cfg, redis=redis.client, keys=keys, clock=clock, usage=usage, inner=chat_model
+    )
     primary: Policy
     if scripted is not None:
         primary = scripted
     elif chosen == "llm":
-        llm_model = metered_chat_model(
-            cfg,
-            chat_model or make_chat_model(cfg),
-            redis=redis.client,
-            keys=keys,
-            clock=clock,
-            usage=usage,
-        )
+        assert llm_model is not None  # checked before the stores opened
         ledger = UsageLedger(redis.client, keys, clock)
 
         async def budget_allows(now: datetime) -> bool:
@@ -261,6 +295,7 @@ async def build_runtime(
             llm_model,
             actions=list(catalogue),
             schema_in_prompt=cfg.llm.resolved_output_mode == "json_object",
+            schema=cfg.llm.resolved_decision_schema,
             max_attempts=cfg.llm.max_attempts,
             temperature=cfg.llm.temperature,
             budget_allows=budget_allows,

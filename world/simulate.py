@@ -73,7 +73,12 @@ async def simulate(
         cfg = cfg.model_copy(
             update={
                 "llm": cfg.llm.model_validate(
-                    {**cfg.llm.model_dump(), **replayed.meta.get("llm", {})}
+                    # a cassette from before [llm].decision_schema was recorded with the moment's
+                    {
+                        **cfg.llm.model_dump(),
+                        "decision_schema": "moment",
+                        **replayed.meta.get("llm", {}),
+                    }
                 )
             }
         )
@@ -152,10 +157,12 @@ async def simulate(
 
 REPLAYED_LLM_SETTINGS = (
     "output_mode",
+    "decision_schema",
     "temperature",
     "max_attempts",
     "breaker_failures",
     "breaker_cooldown_seconds",
+    "breaker_max_cooldown_seconds",
     "daily_token_budget",
 )
 """``[llm]`` settings that shape the requests or the decisions; a cassette keeps them (with every
@@ -164,7 +171,11 @@ REPLAYED_LLM_SETTINGS = (
 
 def recorded_llm_settings(cfg: YuijuConfig) -> dict[str, Any]:
     # The output mode as used: "auto" depends on base_url, which a replay need not have.
-    llm = {**cfg.llm.model_dump(mode="json"), "output_mode": cfg.llm.resolved_output_mode}
+    llm = {
+        **cfg.llm.model_dump(mode="json"),
+        "output_mode": cfg.llm.resolved_output_mode,
+        "decision_schema": cfg.llm.resolved_decision_schema,
+    }
     return {
         k: v for k, v in llm.items() if k in REPLAYED_LLM_SETTINGS or k.startswith("max_tokens_")
     }
@@ -242,7 +253,9 @@ def build_report(
             "mean": round(statistics.fmean(overhead), 3) if overhead else 0.0,
         },
         "llm_calls": llm.calls if llm else 0,
+        # decisions, not attempts: one the model got wrong three times is one invalid decision
         "invalid_decisions": (llm.invalid if llm else 0) + stats.invalid_decisions,
+        "invalid_answers": llm.invalid_answers if llm else 0,
         "fallbacks": stats.fallbacks,
         "invariant_violations": violations,
         "checks": first["checks"],

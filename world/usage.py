@@ -34,8 +34,9 @@ class UsageLedger:
                 for field, amount in usage_increments(now.date().isoformat(), call).items():
                     if amount:
                         pipe.hincrby(self.keys.llm_usage, field, amount)
-                doc = outbox_entry(LLM_CALLS.name, call_document(now, call))
-                pipe.rpush(self.keys.episode_outbox, dumps_doc(doc))
+                if call.reached:  # a request that never reached the provider is no call
+                    doc = outbox_entry(LLM_CALLS.name, call_document(now, call))
+                    pipe.rpush(self.keys.episode_outbox, dumps_doc(doc))
                 await pipe.execute()
         except (RedisError, OSError) as exc:  # accounting must never fail the call it accounts
             log.warning("LLM usage not recorded (%s): %s", exc, call)

@@ -11,11 +11,13 @@ gives each action's effects and durations and at most a price range, a price lis
 where its action is offered (`Action.menu`), a move is offered by where it goes (`Action.label`),
 and her day is told by its landmarks and last two steps (`world.day_record`).
 
-The JSON schema is a union over this moment's candidates (`world.decision_schema`), so a model
-that follows it can only answer with something possible; `validate_decision` still checks the
-answer, and every mistake goes back to the model with the reason (``ask_structured``). After
-the last attempt, or when the daily token budget is spent, it raises `PolicyFailed` and the
-engine falls back to the utility policy.
+The JSON schema (`world.decision_schema`) is either a union over this moment's candidates, so a
+model that follows it can only answer with something possible, or (``schema="stable"``) one
+schema for the whole catalogue, the same bytes at every decision for providers that cache the
+schema with the prompt, with the moment's options and narrowed params said in the prompt.
+Either way `validate_decision` checks the answer, and every mistake goes back to the model with
+the reason (``ask_structured``). After the last attempt, or when the daily token budget is
+spent, it raises `PolicyFailed` and the engine falls back to the utility policy.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from typing import Literal
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
@@ -36,7 +39,12 @@ from yuiju.llm import (
 )
 from yuiju.llm.structured import Attempt
 from yuiju.world.action import Action, ActionContext
-from yuiju.world.decision_schema import decision_schema
+from yuiju.world.decision_schema import (
+    decision_schema,
+    moment_params,
+    offered,
+    stable_decision_schema,
+)
 from yuiju.world.errors import InvalidDecision
 from yuiju.world.policy import (
     Decision,
@@ -154,9 +162,13 @@ def menus(request: DecisionRequest) -> list[tuple[str, str]]:
     return out
 
 
-def render_moment_prompt(request: DecisionRequest, *, list_options: bool = True) -> str:
+def render_moment_prompt(
+    request: DecisionRequest, *, list_options: bool = True, state_params: bool = False
+) -> str:
     """The moment; ``list_options=False`` leaves out the candidates' names when the schema in
-    the prompt lists them anyway (``json_object`` mode)."""
+    the prompt lists them anyway (``json_object`` mode with the moment's schema);
+    ``state_params`` says what params each offered action takes now (with a stable schema,
+    which does not)."""
     ctx = request.ctx
     weather = ctx.world.weather
     return PROMPTS.get_template("decide_moment.md.j2").render(
@@ -168,7 +180,8 @@ def render_moment_prompt(request: DecisionRequest, *, list_options: bool = True)
         character=ctx.character,
         today=list(request.today),
         recent=list(request.recent),
-        options=[a.offered_as for a in request.candidates] if list_options else [],
+        options=[a.offered_as for a in offered(request.candidates, ctx)] if list_options else [],
+        params=moment_params(request.candidates, ctx) if state_params else [],
         menus=menus(request),
     )
 
@@ -186,6 +199,7 @@ class LLMPolicy:
         *,
         actions: Sequence[Action] | None = None,
         schema_in_prompt: bool = False,
+        schema: Literal["moment", "stable"] = "moment",
         max_attempts: int = 3,
         temperature: float | None = None,
         budget_allows: BudgetCheck | None = None,
@@ -199,7 +213,11 @@ class LLMPolicy:
         """The whole catalogue, described once in the stable system prompt."""
         self.schema_in_prompt = schema_in_prompt
         """The model shows the schema in the prompt (``llm.output_mode = "json_object"``), so the
-        moment need not list the candidates' names a second time."""
+        moment need not list the candidates' names a second time (with the moment's schema)."""
+        self.schema = schema
+        """'moment': a union over this moment's candidates; 'stable': one for the whole
+        catalogue, the same bytes at every decision (``[llm] decision_schema``)."""
+        self._stable = stable_decision_schema() if schema == "stable" else None
         self.max_attempts = max_attempts
         self.temperature = temperature
         self.budget_allows = budget_allows
@@ -211,7 +229,10 @@ class LLMPolicy:
         self.calls = 0
         """Requests sent (attempts)."""
         self.invalid = 0
-        """Attempts whose answer was rejected (bad JSON, unknown action, bad params)."""
+        """Decisions with at least one rejected answer (bad JSON, unknown action, bad params),
+        whether a later attempt put it right or not."""
+        self.invalid_answers = 0
+        """Answers rejected, over all decisions (each went back to the model with the reason)."""
         self.failed = 0
         """Decisions that ended in `PolicyFailed` (then the utility policy decided)."""
 
@@ -225,13 +246,19 @@ class LLMPolicy:
             {"role": "system", "content": self._system[key]},
             {
                 "role": "user",
-                "content": render_moment_prompt(request, list_options=not self.schema_in_prompt),
+                "content": render_moment_prompt(
+                    request,
+                    list_options=self._stable is not None or not self.schema_in_prompt,
+                    state_params=self._stable is not None,
+                ),
             },
         ]
 
     def _account(self, attempts: Sequence[Attempt]) -> None:
         self.calls += len(attempts)
-        self.invalid += sum(1 for a in attempts if a.error is not None and a.raw is not None)
+        rejected = sum(1 for a in attempts if a.error is not None and a.raw is not None)
+        self.invalid_answers += rejected
+        self.invalid += rejected > 0
         if attempts:
             self.decisions += 1
             self.first_attempt_ok += attempts[0].error is None
@@ -254,7 +281,7 @@ class LLMPolicy:
                 self.model,
                 self.messages(request),
                 parse,
-                json_schema=decision_schema(candidates, request.ctx),
+                json_schema=self._stable or decision_schema(candidates, request.ctx),
                 max_attempts=self.max_attempts,
                 temperature=self.temperature,
                 purpose=PURPOSE,
