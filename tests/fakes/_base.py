@@ -105,9 +105,9 @@ class CallLog:
         new, self._read = self.all[self._read :], len(self.all)
         return new
 
-    async def wait_for(self, match: Callable[[ApiCall], bool], timeout: float) -> ApiCall:
-        """The first call (read or not) that ``match`` accepts, waiting up to ``timeout`` s."""
-        deadline = time.monotonic() + timeout
+    async def wait_for(self, match: Callable[[ApiCall], bool], within: float) -> ApiCall:
+        """The first call (read or not) that ``match`` accepts, waiting up to ``within`` s."""
+        deadline = time.monotonic() + within
         while True:
             for call in self.all:
                 if match(call):
@@ -115,7 +115,7 @@ class CallLog:
             left = deadline - time.monotonic()
             if left <= 0:
                 names = [c.name for c in self.all]
-                raise TimeoutError(f"no matching API call within {timeout} s; calls were {names}")
+                raise TimeoutError(f"no matching API call within {within} s; calls were {names}")
             self._arrived.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), left)
@@ -145,6 +145,8 @@ class FakePlatform:
         self.port = 0
         self.closing = asyncio.Event()
         """Set when the fake shuts down, so long-held requests (long polls) end at once."""
+        self.app_url = ""
+        """Where the NoneBot app listens (NoneBotApp sets it): webhook platforms post there."""
         self._server: _LoopbackServer | None = None
         self._serving: asyncio.Task[None] | None = None
         self._ids = 0
@@ -158,8 +160,35 @@ class FakePlatform:
         """Keyword arguments for ``nonebot.init`` that point the adapter at this fake."""
         raise NotImplementedError
 
-    async def wait_connected(self, timeout: float = 30.0) -> None:
+    async def wait_connected(self, within: float = 30.0) -> None:
         """Return once the adapter has connected (and can be sent events)."""
+        raise NotImplementedError
+
+    async def send_group_message(
+        self,
+        text: str = "",
+        *,
+        user: Person | None = None,
+        mention_bot: bool = False,
+        reply_to: str | None = None,
+        image: bool = False,
+        sticker: bool = False,
+    ) -> str:
+        """A message from ``user`` (DEFAULT_USER) in the fake's group, as this platform shapes it:
+        an @ of the bot first, a quote of ``reply_to`` (an id a send or a ``Sent`` returned), an
+        image, a sticker. Returns the new message's id."""
+        raise NotImplementedError
+
+    async def send_private_message(
+        self,
+        text: str = "",
+        *,
+        user: Person | None = None,
+        reply_to: str | None = None,
+        image: bool = False,
+        sticker: bool = False,
+    ) -> str:
+        """The same in ``user``'s private chat with the bot. Returns the message id."""
         raise NotImplementedError
 
     async def send_bad_frame(self, kind: BadFrame) -> None:
@@ -244,9 +273,11 @@ def parse_multipart(body: bytes, content_type: str) -> tuple[dict[str, str], dic
     message = BytesParser(policy=policy.HTTP).parsebytes(head + body)
     fields: dict[str, str] = {}
     files: dict[str, bytes] = {}
-    for part in message.iter_parts():  # type: ignore[attr-defined]
+    for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
-        payload = part.get_payload(decode=True) or b""
+        payload = part.get_payload(decode=True)
+        if not isinstance(payload, bytes):
+            payload = b""
         if part.get_filename() is not None:
             files[str(name)] = payload
         else:

@@ -39,6 +39,34 @@ nonebot.run()
 """
 
 
+ECHO_PLUGIN = """
+from nonebot import on_message
+from nonebot.adapters import Bot, Event
+from nonebot.rule import to_me
+
+echo = on_message(rule=to_me(), priority=10, block=True)
+
+
+@echo.handle()
+async def _(bot: Bot, event: Event) -> None:
+    kinds = [seg.type for seg in event.get_message()]
+    quoted = getattr(event, "reply", None) or getattr(event, "reply_to_message", None)
+    text = event.get_plaintext().strip()
+    await echo.send(f"{'quote ' if quoted else ''}echo: {text} [{','.join(kinds)}]")
+    if {"img", "image", "photo", "post"} & set(kinds):
+        await echo.send(await picture(bot))
+"""
+
+
+def echo_plugin(picture: str) -> str:
+    """A plugin that answers every message to the bot with ``echo: <text> [<segment types>]``
+    (``quote echo: ...`` when it quoted something), and an image after one that had an image.
+
+    ``picture`` is the source of ``async def picture(bot) -> MessageSegment``: how this
+    platform's adapter sends an image."""
+    return picture + ECHO_PLUGIN
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -81,6 +109,7 @@ class NoneBotApp:
         return self._proc is not None and self._proc.returncode is None
 
     async def __aenter__(self) -> Self:
+        self.fake.app_url = f"http://127.0.0.1:{self.port}"
         self.workdir.mkdir(parents=True, exist_ok=True)
         script = self.workdir / "bot.py"
         script.write_text(BOT_SCRIPT, encoding="utf-8")
@@ -101,6 +130,8 @@ class NoneBotApp:
             "FAKES_ADAPTER": self.fake.adapter,
             "FAKES_PLUGIN": str(plugin),
             "PYTHONPATH": str(ROOT),
+            "NO_PROXY": "127.0.0.1,localhost",  # loopback only, whatever proxy the machine has
+            "no_proxy": "127.0.0.1,localhost",
             **self.env,
         }
         with self.log_path.open("wb") as log:

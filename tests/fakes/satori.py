@@ -90,12 +90,12 @@ class SatoriFake(FakePlatform):
 
     # -- what a test does -----------------------------------------------------------------------
 
-    async def wait_connected(self, timeout: float = 30.0, *, count: int = 1) -> None:
+    async def wait_connected(self, within: float = 30.0, *, count: int = 1) -> None:
         """Wait until the adapter has identified ``count`` times in all (reconnects included)."""
         async with self._ready:
             await asyncio.wait_for(
                 self._ready.wait_for(lambda: self.connections >= count and bool(self._sockets)),
-                timeout,
+                within,
             )
 
     async def send_group_message(
@@ -132,7 +132,11 @@ class SatoriFake(FakePlatform):
     async def send_recall(self, message_id: str) -> None:
         """A message-deleted event: the user took the message back (撤回)."""
         message = self.messages.pop(message_id)
-        body = {**self._envelope("message-deleted"), **message["_where"], "message": _public(message)}
+        body = {
+            **self._envelope("message-deleted"),
+            **message["_where"],
+            "message": _public(message),
+        }
         await self._dispatch(body)
 
     async def send_bad_frame(self, kind: BadFrame) -> None:
@@ -327,7 +331,10 @@ class SatoriFake(FakePlatform):
             ),
             "channel.get": lambda p: ({"id": p["channel_id"], "type": TEXT_CHANNEL}, None),
             "guild.get": lambda p: ({"id": p["guild_id"], "name": self.group_name}, None),
-            "guild.list": lambda p: ({"data": [{"id": self.group_id, "name": self.group_name}]}, None),
+            "guild.list": lambda p: (
+                {"data": [{"id": self.group_id, "name": self.group_name}]},
+                None,
+            ),
             "guild.member.get": lambda p: ({"user": {"id": p["user_id"]}}, None),
             "friend.list": lambda p: ({"data": []}, None),
         }

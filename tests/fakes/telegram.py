@@ -146,12 +146,12 @@ class TelegramFake(FakePlatform):
 
     # -- what a test does -----------------------------------------------------------------------
 
-    async def wait_connected(self, timeout: float = 30.0) -> None:
+    async def wait_connected(self, within: float = 30.0) -> None:
         """Wait for the adapter's first ``getUpdates`` (it polls once it has set up)."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within
         while self.polls == 0:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"TelegramFake: no getUpdates within {timeout} s")
+                raise TimeoutError(f"TelegramFake: no getUpdates within {within} s")
             await asyncio.sleep(0.05)
 
     async def send_group_message(
@@ -179,6 +179,10 @@ class TelegramFake(FakePlatform):
     ) -> str:
         """A ``message`` update in the user's private chat with the bot; returns the message id."""
         user = user or self.DEFAULT_USER
+        if not user.id.isdigit():
+            raise ValueError(
+                f"Telegram user ids are numbers: Person(id='20002', ...), not {user.id!r}"
+            )
         chat = {"id": int(user.id), "type": "private", "first_name": user.name}
         self.chats[int(user.id)] = chat
         return self._queue_message(chat, user, text, False, reply_to, image, sticker)
@@ -212,6 +216,10 @@ class TelegramFake(FakePlatform):
         sticker: bool,
     ) -> str:
         user = user or self.DEFAULT_USER
+        if not user.id.isdigit():
+            raise ValueError(
+                f"Telegram user ids are numbers: Person(id='20002', ...), not {user.id!r}"
+            )
         if sticker and (text or mention_bot or image):
             raise ValueError(
                 "a Telegram sticker message carries nothing else: send the text separately"
@@ -341,7 +349,7 @@ class TelegramFake(FakePlatform):
             "getchat": lambda p, f: (self._chat(p), None),
             "getfile": self._get_file,
             "sendmessage": self._send_message,
-            **{name: self._send_media for name in MEDIA_METHODS},
+            **dict.fromkeys(MEDIA_METHODS, self._send_media),
         }
 
     def _chat(self, params: dict[str, Any]) -> dict[str, Any]:
