@@ -170,9 +170,10 @@ async def test_the_chat_sides_distill_command_distils(
 ) -> None:
     """Before: the chat side (`yuiju bot`, the plugin in a NoneBot app) built its memory without
     the model, so /distill answered 没有要整理的聊天记忆 over every pending chat memory."""
+    from yuiju.message.runtime import RUNTIME
+
     from yuiju.message.admin import run_admin
     from yuiju.message.bot import build_service
-    from yuiju.message.runtime import RUNTIME
 
     openai_stub.handler = memory_jobs_model
     cfg = config(tmp_path, redis_url, openai_stub)
