@@ -170,23 +170,23 @@ async def test_the_chat_sides_distill_command_distils(
 ) -> None:
     """Before: the chat side (`yuiju bot`, the plugin in a NoneBot app) built its memory without
     the model, so /distill answered 没有要整理的聊天记忆 over every pending chat memory."""
-    from yuiju.message.runtime import RUNTIME
-
-    from yuiju.message.admin import run_admin
+    from tests.chatkit import RecordingSender
     from yuiju.message.bot import build_service
 
     openai_stub.handler = memory_jobs_model
     cfg = config(tmp_path, redis_url, openai_stub)
+    on_stop: list[Any] = []
     try:
-        service = await build_service(cfg)  # opens its own stores and memory, as `yuiju bot` does
-        assert service.memory is not None
-        await service.memory.chat.add("qq:1", "我家有两只猫", service.now() - timedelta(minutes=5))
+        # opens its own stores and memory, as `yuiju bot` does
+        service = await build_service(cfg, sender=RecordingSender(), on_stop=on_stop)
+        memory = service.deps.memory
+        assert memory is not None
+        await memory.chat.add("qq:1", "我家有两只猫", service.now() - timedelta(minutes=5))
 
-        answer = await run_admin(service, cast("Any", None), "distill")
+        answer = await service.admin.run(cast("Any", None), "distill")
     finally:
-        for close in reversed(RUNTIME.on_stop):
+        for close in reversed(on_stop):
             await close()
-        RUNTIME.on_stop.clear()
 
     assert "整理了 1 个人的 1 条聊天" in answer and "新记下 1 条" in answer, answer
     assert asked(openai_stub) == ["facts"]
@@ -196,7 +196,7 @@ async def test_without_a_model_distillation_says_what_waits_and_why(
     sqlite_history: Any, semantic: SemanticMemory
 ) -> None:
     """Not 没有要整理的聊天记忆 over pending memories: the admin learns that [llm] is missing."""
-    from yuiju.message.admin import distill_text
+    from yuiju.message.tools import distill_text
 
     memory = await build_memory(YuijuConfig(), sqlite_history, semantic, character_id="yuiju")
     await memory.chat.add("qq:1", "我家有两只猫", NOW - timedelta(hours=1))
