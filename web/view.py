@@ -401,6 +401,7 @@ PURPOSE_LABELS = {
     "diary": "日记",
     "distill": "记忆提炼",
     "proactive": "主动分享",
+    "converse": "角色间对话",
 }
 """How the page names the purposes of LLM calls (`llm.PURPOSES`)."""
 

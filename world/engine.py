@@ -233,6 +233,8 @@ class Engine:
         self.store = self.towns[0].store
         self.ticker = self.towns[0].ticker
         self.loops = {loop.character_id: loop for town in self.towns for loop in town.loops}
+        for loop in self.loops.values():  # a partner driven elsewhere is never interrupted
+            loop.drives = self._drives
         if len(self.loops) != sum(len(town.loops) for town in self.towns):
             raise ValueError("a character id may live in one town of an engine only")
         self.tick = timedelta(minutes=tick_minutes)
@@ -285,6 +287,13 @@ class Engine:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _drives(self, character_id: str) -> bool:
+        """Whether this engine drives her (before its first lease check, as when a test steps
+        the loops by hand: all of its own)."""
+        return character_id in self.loops and (
+            self.leases.holds(character_id) or not self.leases.live
+        )
 
     @property
     def holds_town(self) -> bool:
@@ -534,7 +543,8 @@ class Engine:
         stats = {id(loop.stats): loop.stats for loop in town.loops}.values()
         measured = [s.measured for s in stats]
         try:
-            async with town.store.batched(together) as batch:
+            everyone = [loop.character_id for loop in town.loops]
+            async with town.store.batched(together, also=everyone) as batch:
                 try:
                     for cid in together:
                         await self._step(cid, now, dues)
@@ -579,6 +589,7 @@ class Engine:
         self.figures.steps += 1
         try:
             self._due[cid] = await loop.step(now)
+            self._wake_partners(loop, dues)
         except CorruptState as exc:
             self._log_corrupt(f"{cid} paused", exc)
             self._due[cid] = now + CORRUPT_RETRY
@@ -595,6 +606,15 @@ class Engine:
             self._log_step_bug(cid, exc)  # the daemon: her bug does not stop the others
             self._due[cid] = now + STEP_BUG_RETRY
         dues.append(self._due[cid])
+
+    def _wake_partners(self, loop: BehaviorLoop, dues: list[datetime]) -> None:
+        """A meeting she started took partners out of their pastimes: step each when it ends
+        (not at her old due time, which may be later)."""
+        for pid, ends in loop.engaged.items():
+            if pid in self.loops and self.leases.holds(pid):
+                self._due[pid] = min(self._due.get(pid, ends), ends)
+                dues.append(self._due[pid])
+        loop.engaged.clear()
 
     async def _tick(self, town: TownRun, now: datetime) -> None:
         """The town's world tick, fenced on its town lease."""
