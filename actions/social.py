@@ -12,6 +12,8 @@ runs on each side when it ends.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from yuiju.world.action import (
     ActionContext,
     Companion,
@@ -28,10 +30,28 @@ from yuiju.world.social import (
     InviteParams,
     free_times,
     met_today,
+    preferred_partner,
     together,
 )
 
 # -- short ones, anywhere but home -----------------------------------------------------------
+
+
+def _in_class(ctx: ActionContext) -> bool:
+    return school_day(ctx) and (
+        in_window(ctx.now, "07:30", "11:50") or in_window(ctx.now, "13:00", "16:30")
+    )
+
+
+def _not_in_class(
+    value: Callable[[ActionContext], float] | None = None,
+) -> Callable[[ActionContext], float]:
+    """The offline policy's hint, less a lot in class time: meeting friends is for the breaks."""
+
+    def utility(ctx: ActionContext) -> float:
+        return (value(ctx) if value is not None else 0.0) - (2.5 if _in_class(ctx) else 0.0)
+
+    return utility
 
 
 def _greet(ctx: ActionContext) -> str:
@@ -57,7 +77,7 @@ greet = together(
     news=False,
     duration=5,
     complete=_greet,
-    utility=_not_greeted_yet,
+    utility=_not_in_class(_not_greeted_yet),
     share=False,
 )
 
@@ -78,6 +98,7 @@ chat = together(
     duration=20,
     complete=_chat,
     tags=("leisure",),
+    utility=_not_in_class(),
 )
 
 
@@ -108,6 +129,8 @@ lunch_together = together(
     duration=30,
     complete=_canteen_lunch,
     tags=("meal",),
+    # The lunch break is for lunch with classmates, not for waiting in the classroom.
+    utility=lambda ctx: 1.3,
 )
 
 DINER_SET = 30
@@ -229,8 +252,10 @@ def _day_off(ctx: ActionContext, when: str) -> bool:
 
 
 def _slot(ctx: ActionContext) -> dict[str, str]:
-    """The offline choice: a day off, in the afternoon if she can, somewhere she likes."""
-    times = free_times(ctx)
+    """The offline choice: a day off, in the afternoon if she can, when the one she asks has
+    nothing planned as far as she knows; somewhere she fancies."""
+    partner = preferred_partner(ctx, invite.joint)  # type: ignore[arg-type]
+    times = free_times(ctx, also=partner.state) or free_times(ctx)
     days_off = [w for w in times if _day_off(ctx, w)]
     pool = [w for w in days_off if w.endswith("15:00")] or days_off or times
     place = ctx.rng.choice(sorted(MEETING_PLACES))
@@ -264,6 +289,6 @@ invite = together(
         "place": {"enum": [ctx.town.place_name(p) for p in MEETING_PLACES]},
         "when": {"enum": free_times(ctx)},
     },
-    utility=_invite_value,
+    utility=_not_in_class(_invite_value),
     share=False,
 )

@@ -316,6 +316,7 @@ async def make_engine(
         town=HAURA,
         seed=seed,
         character_ids=list(states),
+        names=neighbours.names,
     )
     engine = Engine(
         clock=clock,

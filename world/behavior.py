@@ -31,7 +31,7 @@ from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.plans import PlanError, apply_plan_changes
 from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed
-from yuiju.world.relations import CLOSENESS_DELTAS, Relation, settle_missed
+from yuiju.world.relations import CLOSENESS_DELTAS, EARLY_MINUTES, Relation, settle_missed
 from yuiju.world.social import (
     MeetingPlan,
     Neighbours,
@@ -752,12 +752,12 @@ class BehaviorLoop:
         returns a plan episode for each, in the same write as her next start."""
         social = character.social
         social.roll_day(now.date())
+        out = self._visit(character, now)
         if not any(a.status == "planned" and now > a.end for a in social.appointments):
-            return []
+            return out
         where = self.town.place_name(character.location)
         appointments, missed = settle_missed(social.appointments, now, where)
         social.appointments = appointments
-        out = []
         for appointment in missed:
             key = appointment.other.key
             relation = social.relations.get(key) or Relation(party=appointment.other)
@@ -775,6 +775,32 @@ class BehaviorLoop:
                 data={"appointment": appointment.model_dump(mode="json"), "status": "missed"},
             )
             out.append(outbox_entry("episodes", episode.document()))
+        return out
+
+    def _visit(self, character: CharacterState, now: datetime) -> list[dict[str, Any]]:
+        """An appointment with a person (who lives outside the town) is kept by being there in
+        time: she went, and the episode says so."""
+        social = character.social
+        out = []
+        for a in social.appointments:
+            if (
+                a.status == "planned"
+                and a.other.kind == "person"
+                and a.place == character.location
+                and a.start - timedelta(minutes=EARLY_MINUTES) <= now <= a.end
+            ):
+                kept = a.model_copy(update={"status": "kept", "note": f"{now:%H:%M}到了"})
+                social.appointments = [kept if x.id == a.id else x for x in social.appointments]
+                episode = Episode(
+                    id=f"apk_{a.id[4:]}_{character.id}",
+                    character_id=character.id,
+                    type="plan",
+                    time=now,
+                    summary=f"{character.id}赴约：{a.line(self.town, a.start)}，{now:%H:%M}到了"
+                    f"{self.town.place_name(a.place)}",
+                    data={"appointment": kept.model_dump(mode="json"), "status": "kept"},
+                )
+                out.append(outbox_entry("episodes", episode.document()))
         return out
 
     def _talk_request(
@@ -1017,6 +1043,9 @@ class BehaviorLoop:
                     action=action,
                     names=town.names,
                     initiator=self.character_id,
+                    proposal_place=self.town.place_name(fresh.proposal.place)
+                    if fresh.proposal
+                    else "",
                 )
                 outbox += [
                     outbox_entry("episodes", episode.document()),

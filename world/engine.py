@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import logging
 import os
@@ -37,7 +38,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -101,8 +102,11 @@ class WorldTicker:
         town: Town,
         seed: int,
         character_ids: Sequence[str],
+        names: Mapping[str, str] | None = None,
     ) -> None:
         self.store = store
+        self.names = dict(names or {})
+        """Display names by character id, for the episodes commands write."""
         self.evolutions = list(evolutions)
         self.town = town
         self.seed = seed
@@ -119,10 +123,19 @@ class WorldTicker:
         characters = {cid: c for cid, c in snap.characters.items() if c is not None}
         events: list[Event] = []
         rejected: list[dict[str, Any]] = []
+        outbox: list[dict[str, Any]] = []
         for raw in snap.commands:
             try:
                 command = parse_command(raw)
-                done = apply_command(command, world, characters)
+                done = apply_command(
+                    command,
+                    world,
+                    characters,
+                    now=now,
+                    town=self.town,
+                    names=self.names,
+                    episodes=outbox,
+                )
                 events.append(
                     Event("command_applied", {"command": command.model_dump(), "result": done})
                 )
@@ -152,6 +165,7 @@ class WorldTicker:
                 events=events + ctx.events,
                 commands_taken=len(snap.commands),
                 rejected=rejected,
+                outbox=outbox,
             ),
             True,
         )
@@ -533,6 +547,9 @@ class Engine:
         (stepped again at once on values read fresh, so a lost lease or a conflict shows as usual),
         and one whose policy is not instant (an LLM call takes seconds: nothing is held meanwhile,
         and a write that did not land never costs a second call)."""
+        # Who goes first decides who starts a meeting: the same order for the same moment
+        # (a replay, a seed), and a different one from moment to moment (nobody always first).
+        cids = sorted(cids, key=lambda c: hashlib.sha1(f"{now.isoformat()}|{c}".encode()).digest())
         alone = [cid for cid in cids if cid in self._redo or not self.loops[cid].policy.instant]
         for cid in alone:
             self._redo.discard(cid)

@@ -66,16 +66,17 @@ HALF_LIFE_DAYS = 14.0
 """Closeness above (or below) where it rests halves its distance to it in this many days."""
 
 CLOSENESS_DELTAS: dict[str, float] = {
-    "greet": 1.0,
-    "chat": 3.0,
-    "together": 4.0,
+    "greet": 0.5,
+    "chat": 2.0,
+    "together": 2.5,
     "invite": 1.0,
-    "invite_accepted": 2.0,
+    "invite_accepted": 1.0,
     "invite_declined": -1.0,
-    "appointment_kept": 5.0,
+    "appointment_kept": 3.0,
     "appointment_missed": -4.0,
 }
-"""How much each kind of thing that happens between two of them moves closeness (both sides)."""
+"""How much each kind of thing that happens between two of them moves closeness (both sides);
+a gain shrinks as closeness nears 100 (`Relation.moved`)."""
 
 BANDS = ((20, "不太熟"), (40, "认识"), (60, "朋友"), (80, "好朋友"), (101, "最好的朋友"))
 """Closeness as the model and the observer read it."""
@@ -104,8 +105,13 @@ class Relation(_Model):
         return self.rest + (self.closeness - self.rest) * math.pow(0.5, days / HALF_LIFE_DAYS)
 
     def moved(self, now: datetime, delta: float, *, met: bool = False) -> Relation:
-        """This relation after ``delta`` at ``now`` (decayed up to now first; clamped to 0–100)."""
-        value = min(100.0, max(0.0, self.closeness_at(now) + delta))
+        """This relation after ``delta`` at ``now`` (decayed up to now first; clamped to 0–100).
+        A gain is full up to 50 and shrinks above it (half at 75): good friends are not made
+        in a week of lunches."""
+        current = self.closeness_at(now)
+        if delta > 0:
+            delta *= min(1.0, (100 - current) / 50)
+        value = min(100.0, max(0.0, current + delta))
         return self.model_copy(
             update={
                 "closeness": round(value, 3),

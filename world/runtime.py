@@ -333,6 +333,7 @@ async def build_runtime(
             town=town,
             seed=seed,
             character_ids=list(spec.characters),
+            names=neighbours.names,
         )
         runs.append(TownRun(store=stores[prefix], ticker=ticker, loops=loops))
     engine = Engine(

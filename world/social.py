@@ -206,6 +206,21 @@ def company_line(company: Sequence[Companion]) -> str:
     return "、".join(parts)
 
 
+def heard_from(
+    state: CharacterState, *, about: str | None = None, text: str | None = None
+) -> list[NewsItem]:
+    """What she has heard, newest first: about someone (a party id, ``qq:123`` or ``kaede``),
+    or containing ``text``. Each item names who told her and the episode where she heard it,
+    so a claim such as "悠酱说你要搬家了" can be checked against a record."""
+    found = [
+        n
+        for n in state.social.news
+        if (about is None or (n.about is not None and n.about.id == about))
+        and (text is None or text in n.text)
+    ]
+    return sorted(found, key=lambda n: n.learned_at, reverse=True)
+
+
 # -- joint actions ----------------------------------------------------------------------------
 
 
@@ -577,9 +592,13 @@ def proposal_of(
     )
 
 
-def own_review(ctx: ActionContext, place: str, when: str) -> str | None:
-    """Why ``ctx``'s character could not go to ``place`` at ``when`` herself (None: she could)."""
-    me = character_party(ctx.character.id, ctx.character.id)
+def own_review(
+    ctx: ActionContext, place: str, when: str, who: CharacterState | None = None
+) -> str | None:
+    """Why ``ctx``'s character (or ``who``) could not go to ``place`` at ``when`` (None: she
+    could)."""
+    who = who or ctx.character
+    me = character_party(who.id, who.id)
     probe = Appointment(
         id="probe",
         other=me,
@@ -589,16 +608,20 @@ def own_review(ctx: ActionContext, place: str, when: str) -> str | None:
         minutes=INVITE_MINUTES,
         created_at=ctx.now,
     )
-    return review_invitation(probe, ctx.character.social.appointments, now=ctx.now, town=ctx.town)
+    return review_invitation(probe, who.social.appointments, now=ctx.now, town=ctx.town)
 
 
-def free_times(ctx: ActionContext, place: str = "park") -> list[str]:
-    """When (明天 15:00) she could meet someone at ``place``, soonest first."""
+def free_times(
+    ctx: ActionContext, place: str = "park", also: CharacterState | None = None
+) -> list[str]:
+    """When (明天 15:00) she (and ``also``, as far as she can tell) could meet at ``place``,
+    soonest first."""
     return [
         f"{day} {time}"
         for day in INVITE_DAYS
         for time in INVITE_TIMES
         if own_review(ctx, place, f"{day} {time}") is None
+        and (also is None or own_review(ctx, place, f"{day} {time}", also) is None)
     ]
 
 
@@ -619,6 +642,7 @@ def conversation_episode(
     action: Action,
     names: Mapping[str, str],
     initiator: str,
+    proposal_place: str = "",
 ) -> Episode:
     """Her record of a meeting's conversation: with whom, where, what was said in short, the news
     passed on (who told whom, from whom they had it) and any invitation and its answer."""
@@ -639,7 +663,7 @@ def conversation_episode(
         answer = "答应了" if plan.declined is None else f"没答应（{plan.declined}）"
         parts.append(
             f"{first}约{second}{p.start.month}月{p.start.day}日{p.start.strftime('%H:%M')}"
-            f"在{p.activity}，{second}{answer}"
+            f"在{proposal_place}{p.activity}，{second}{answer}"
         )
     quoted = "；".join(f"{line.name}说「{line.text}」" for line in said.lines[:2])
     summary = "；".join(parts) + (f"。{quoted}" if quoted else "")
