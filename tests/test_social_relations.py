@@ -175,3 +175,10 @@ def test_meeting_the_other_at_the_place_in_time_keeps_it() -> None:
     assert not planned.keeps(at_time("2026-09-05 14:20"), "park", KAEDE.key)
     assert not planned.keeps(at_time("2026-09-05 15:10"), "coast", KAEDE.key)
     assert planned.line(HAURA, at_time("2026-09-04 20:00")) == "明天 15:00 和枫在南风公园（枫约的）"
+
+
+def test_copies_of_a_card_are_told_apart_by_name() -> None:
+    from yuiju.world.social import unique_names
+
+    names = unique_names({"yuiju": "悠酱", "kaede@1": "枫", "kaede@2": "枫"})
+    assert names == {"yuiju": "悠酱", "kaede@1": "枫@1", "kaede@2": "枫@2"}

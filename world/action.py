@@ -95,7 +95,9 @@ class ActionContext:
     def companion(self, key: str) -> Companion | None:
         """Whoever of ``company`` is called ``key`` (a name or an id)."""
         key = key.strip()
-        return next((c for c in self.company if key in (c.name, c.id)), None)
+        return next((c for c in self.company if key == c.id), None) or next(
+            (c for c in self.company if key == c.name), None
+        )
 
 
 Executor = Callable[[ActionContext], "str | None"]

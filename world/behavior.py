@@ -142,6 +142,10 @@ def outbox_entry(collection: str, doc: dict[str, Any]) -> dict[str, Any]:
     return {"collection": collection, "doc": doc}
 
 
+_JointStart = tuple[datetime | None, str | None, dict[str, Any] | None]
+"""A joint start's end (None: not started), why not, and the record of the partner's pastime it
+ended."""
+
 _Completed = tuple[dict[str, Any] | None, WorldState, CharacterState]
 """A completion's timeline record (None: there was nothing to complete) and her state as committed."""
 
@@ -870,19 +874,16 @@ class BehaviorLoop:
         ) and town.model_talks_per_day > 0
         request = self._talk_request(mid, action, view.character, seen.state, plan, now)
         words = await town.talker.converse(request, use_model=budget_left)
-        stale: list[str] = []
-        done: list[dict[str, Any]] = []
 
-        def start(snap: Snapshot) -> tuple[Commit, datetime | None]:
-            stale.clear()
-            done.clear()
+        def start(snap: Snapshot) -> tuple[Commit, _JointStart]:
+            """Returns when it ends (None: not started), why not if it was no longer possible,
+            and the timeline record of the partner's pastime it ended."""
             me, partner = snap.characters[self.character_id], snap.characters[partner_id]
             assert snap.world is not None and me is not None
             if me.running is not None:
-                return Commit(), None
+                return Commit(), (None, None, None)
             if partner is None:
-                stale.append(f"{town.name(partner_id)}不在了")
-                return Commit(), None
+                return Commit(), (None, f"{town.name(partner_id)}不在了", None)
             for who in (me, partner):
                 if who.day != now.date():
                     who.day = now.date()
@@ -913,11 +914,11 @@ class BehaviorLoop:
             ):
                 why_not = f"{town.name(partner_id)}现在没空"
             if why_not is not None:  # the world changed since she decided: decide again
-                stale.append(why_not)
-                return Commit(), None
+                return Commit(), (None, why_not, None)
             events: list[Event] = []
             outbox: list[dict[str, Any]] = [*missed]
             world_changed = False
+            ended_record: dict[str, Any] | None = None
             if partner.running is not None:  # her pastime ends here (or was due to end now)
                 cut = f"（{town.name(self.character_id)}{joint.invited}，就先停下了）"
                 try:
@@ -931,7 +932,7 @@ class BehaviorLoop:
                     )
                 outbox.append(ended.episode)
                 events.append(ended.event)
-                done.append(ended.record)
+                ended_record = ended.record
                 world_changed = ended.world_changed
             outbox += self._settle_appointments(partner, now)
             ctx.partner = partner
@@ -1083,14 +1084,15 @@ class BehaviorLoop:
                     events=events,
                     outbox=[*outbox, *plan_docs],
                 ),
-                ends,
+                (ends, None, ended_record),
             )
 
-        def started(ends: datetime | None) -> None:
+        def started(result: _JointStart) -> None:
+            ends, _, ended_record = result
             if ends is None:
                 return
-            for record in done:
-                self._count_completion(record)
+            if ended_record is not None:
+                self._count_completion(ended_record)
             self.engaged[partner_id] = ends
             log.info(
                 "%s %s 和 %s 开始「%s」到 %s（%s：%s）",
@@ -1103,7 +1105,7 @@ class BehaviorLoop:
                 decision.reason,
             )
 
-        ends = await self.store.transact(
+        ends, stale, _ = await self.store.transact(
             start,
             characters=[self.character_id, partner_id],
             lease=self._lease(),
@@ -1111,14 +1113,14 @@ class BehaviorLoop:
             then=started,
         )
         if ends is None:
-            if stale:
+            if stale is not None:
                 log.info(
                     "%s: %s with %s is no longer possible (%s); deciding again",
                     self.character_id,
                     action.id,
                     partner_id,
-                    stale[0],
+                    stale,
                 )
-            self.stats.stale_starts += bool(stale)
+            self.stats.stale_starts += stale is not None
             return now + STALE_RETRY
         return ends

@@ -547,9 +547,7 @@ class Engine:
         (stepped again at once on values read fresh, so a lost lease or a conflict shows as usual),
         and one whose policy is not instant (an LLM call takes seconds: nothing is held meanwhile,
         and a write that did not land never costs a second call)."""
-        # Who goes first decides who starts a meeting: the same order for the same moment
-        # (a replay, a seed), and a different one from moment to moment (nobody always first).
-        cids = sorted(cids, key=lambda c: hashlib.sha1(f"{now.isoformat()}|{c}".encode()).digest())
+        cids = step_order(cids, now)
         alone = [cid for cid in cids if cid in self._redo or not self.loops[cid].policy.instant]
         for cid in alone:
             self._redo.discard(cid)
@@ -628,7 +626,7 @@ class Engine:
         """A meeting she started took partners out of their pastimes: step each when it ends
         (not at her old due time, which may be later)."""
         for pid, ends in loop.engaged.items():
-            if pid in self.loops and self.leases.holds(pid):
+            if self._drives(pid):
                 self._due[pid] = min(self._due.get(pid, ends), ends)
                 dues.append(self._due[pid])
         loop.engaged.clear()
@@ -851,6 +849,15 @@ class Engine:
                 if not task.done():
                     task.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
+
+
+def step_order(character_ids: Sequence[str], now: datetime) -> list[str]:
+    """The order in which characters due at ``now`` are stepped. Who goes first decides who
+    starts a meeting: the same order for the same moment (a replay, a seed), and another from
+    moment to moment (nobody always first)."""
+    return sorted(
+        character_ids, key=lambda c: hashlib.sha1(f"{now.isoformat()}|{c}".encode()).digest()
+    )
 
 
 def _pct(ordered: Sequence[float], q: float) -> float | None:

@@ -30,7 +30,7 @@ from yuiju.world.policies.llm import LLMPolicy
 from yuiju.world.policies.utility import UtilityPolicy
 from yuiju.world.policy import Policy
 from yuiju.world.relations import DEFAULT_CLOSENESS
-from yuiju.world.social import Neighbours, starting_relations
+from yuiju.world.social import Neighbours, starting_relations, unique_names
 from yuiju.world.state import CharacterState
 from yuiju.world.store import StateStore, stream_maxlen
 from yuiju.world.town import HAURA, Town
@@ -304,7 +304,7 @@ async def build_runtime(
         seed = cfg.world.seed if spec.seed is None else spec.seed
         neighbours = Neighbours(
             characters=tuple(spec.characters),
-            names={cid: cards[cid].name for cid in spec.characters},
+            names=unique_names({cid: cards[cid].name for cid in spec.characters}),
             cards={cid: cards[cid] for cid in spec.characters},
             talker=talker,
             model_talks_per_day=cfg.social.model_talks_per_day if llm_model is not None else 0,

@@ -102,6 +102,18 @@ class Neighbours:
         return float(table.get(other, table.get(card_of(other), DEFAULT_CLOSENESS)))
 
 
+def unique_names(names: Mapping[str, str]) -> dict[str, str]:
+    """Display names that tell everyone apart (the decision names a partner by name): copies of
+    a card (``kaede@7``) share its name, so each is called by it and its number (枫@7)."""
+    counts: dict[str, int] = {}
+    for name in names.values():
+        counts[name] = counts.get(name, 0) + 1
+    return {
+        cid: name if counts[name] == 1 else f"{name}@{cid.partition('@')[2] or cid}"
+        for cid, name in names.items()
+    }
+
+
 # -- who is here ----------------------------------------------------------------------------
 
 
