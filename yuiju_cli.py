@@ -311,6 +311,7 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
     from yuiju.storage.keys import Keys
     from yuiju.world.errors import CorruptState
     from yuiju.world.runtime import open_stores
+    from yuiju.world.social import social_lines, social_view
     from yuiju.world.store import StateStore
     from yuiju.world.town import HAURA
 
@@ -340,6 +341,13 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
             return _fail(str(exc))
         world, chars = towns[cfg.redis.prefix]["world"], towns[cfg.redis.prefix]["characters"]
         outbox = towns[cfg.redis.prefix]["episode_outbox"]
+        names = _display_names(list(chars))
+        social = social_view(  # as of the world's own time (the engine may be stopped)
+            chars,
+            now=world.time if world is not None else datetime.now(cfg.app.tz),
+            town=HAURA,
+            names=names,
+        )
         dead = await store.dead_letter_count()
         dead_latest = await store.dead_letters(5) if dead else []
         if as_json:
@@ -364,6 +372,7 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
                         "world": dump(world),
                         "world_time_lead": lead(world),
                         "characters": {k: dump(v) for k, v in chars.items()},
+                        "social": social,
                         "episode_outbox": outbox,
                         "outbox_dead_letters": {
                             "count": dead,
@@ -399,6 +408,8 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
             print(
                 render_panel(world, chars, now, HAURA, drivers=towns[cfg.redis.prefix]["driven_by"])
             )
+            for line in social_lines(social, names, cfg.app.tz):
+                print(line)
             if now - wall > timedelta(minutes=1):
                 print(
                     f"  世界时间比现实快 {duration_text(now - wall)}（上次加速运行留下的）；"
@@ -416,6 +427,18 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
         await history.close()
         await redis.aclose()
     return 0
+
+
+def _display_names(character_ids: list[str]) -> dict[str, str]:
+    """Each character's name from her card (her id when the card is missing)."""
+    from yuiju.characters import CardError
+    from yuiju.world.runtime import load_cards
+    from yuiju.world.social import unique_names
+
+    try:
+        return unique_names({cid: card.name for cid, card in load_cards(character_ids).items()})
+    except CardError:
+        return {cid: cid for cid in character_ids}
 
 
 def _fleet_lines(

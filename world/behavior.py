@@ -35,6 +35,7 @@ from yuiju.world.relations import CLOSENESS_DELTAS, EARLY_MINUTES, Relation, set
 from yuiju.world.social import (
     MeetingPlan,
     Neighbours,
+    WithPartner,
     apply_meeting,
     company_of,
     conversation_episode,
@@ -854,10 +855,11 @@ class BehaviorLoop:
         pastime (if any) ends now, both start it, each gets her behavior episode and a
         conversation episode, closeness moves on both sides and news passes on."""
         action, joint, town = decision.action, decision.action.joint, self.neighbours
-        assert joint is not None and town is not None and decision.params is not None
-        partner_id: str = decision.params.partner
+        chosen = decision.params
+        assert joint is not None and town is not None and isinstance(chosen, WithPartner)
+        partner_id = chosen.partner
         seen = next(c for c in view.company if c.id == partner_id)
-        proposal = proposal_of(decision.params, view, town.name)
+        proposal = proposal_of(chosen, view, town.name)
         mid = meeting_id(self.character_id, partner_id, now, action.id)
         plan = plan_meeting(
             view.character,
@@ -988,7 +990,7 @@ class BehaviorLoop:
                     None,
                 ),
             ):
-                params = {**decision.params.model_dump(), "partner": other.id}
+                params = {**chosen.model_dump(), "partner": other.id}
                 who.done_today = [*who.done_today, action.id]
                 who.running = RunningAction(
                     action_id=action.id,

@@ -14,10 +14,10 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from redis.asyncio import Redis
 
 from yuiju.memory.episodes import Episode
 from yuiju.storage.keys import Keys
+from yuiju.storage.redis import RedisClient
 from yuiju.world.relations import (
     Appointment,
     NewsItem,
@@ -269,7 +269,9 @@ def _character(characters: dict[str, CharacterState], cid: str) -> CharacterStat
     return characters[cid]
 
 
-async def enqueue_command(redis: Redis, keys: Keys, command: dict[str, Any] | Command) -> Command:
+async def enqueue_command(
+    redis: RedisClient, keys: Keys, command: dict[str, Any] | Command
+) -> Command:
     """Validate and queue a command for the next tick. Raises `CommandRejected` if malformed."""
     parsed = parse_command(command) if isinstance(command, dict) else command
     await redis.rpush(keys.commands, json.dumps(parsed.model_dump(mode="json"), ensure_ascii=False))

@@ -44,7 +44,9 @@ from yuiju.world.relations import (
     Party,
     Relation,
     appointment_id,
+    band,
     character_party,
+    fresh_news,
     heard,
     keep_news,
     news_to_tell,
@@ -713,3 +715,103 @@ def conversation_episode(
             "kept_appointment": plan.kept.id if plan.kept else None,
         },
     )
+
+
+# -- what the observer and `yuiju status` show ------------------------------------------------
+
+
+def social_view(
+    characters: Mapping[str, CharacterState | None],
+    *,
+    now: datetime,
+    town: Town,
+    names: Mapping[str, str],
+) -> dict[str, Any]:
+    """Who is with whom now (one entry per meeting in progress), each character's relations
+    (closest first), planned appointments and what she has heard, as plain data."""
+
+    def name(cid: str) -> str:
+        return names.get(cid, cid)
+
+    together: dict[str, dict[str, Any]] = {}
+    relations: dict[str, list[dict[str, Any]]] = {}
+    appointments: dict[str, list[str]] = {}
+    news: dict[str, list[dict[str, Any]]] = {}
+    for cid, state in characters.items():
+        if state is None:
+            continue
+        running = state.running
+        if (
+            running is not None
+            and running.partners
+            and running.meeting_id
+            and now < running.ends_at
+        ):
+            entry = together.setdefault(
+                running.meeting_id,
+                {
+                    "meeting_id": running.meeting_id,
+                    "with": [],
+                    "doing": _bare(running.name, running.partners, names),
+                    "place": town.place_name(running.place),
+                    "since": running.started_at.isoformat(),
+                    "until": running.ends_at.isoformat(),
+                },
+            )
+            entry["with"] += [c for c in (cid, *running.partners) if c not in entry["with"]]
+        relations[cid] = sorted(
+            (
+                {
+                    "id": r.party.id,
+                    "kind": r.party.kind,
+                    "name": r.party.name,
+                    "closeness": round(r.closeness_at(now), 1),
+                    "band": band(r.closeness_at(now)),
+                    "meetings": r.meetings,
+                    "last_met": r.last_met.isoformat() if r.last_met else None,
+                }
+                for r in state.social.relations.values()
+            ),
+            key=lambda r: (-r["closeness"], r["id"]),
+        )
+        appointments[cid] = [a.line(town, now) for a in state.social.planned()]
+        news[cid] = [
+            {
+                "text": n.text,
+                "from": n.source.name,
+                "origin": n.origin.name,
+                "at": n.learned_at.isoformat(),
+                "episode_id": n.episode_id,
+            }
+            for n in fresh_news(state.social.news, now)
+        ]
+    return {
+        "together": list(together.values()),
+        "relations": relations,
+        "appointments": appointments,
+        "news": news,
+    }
+
+
+def social_lines(view: Mapping[str, Any], names: Mapping[str, str], tz: Any) -> list[str]:
+    """The panel's lines for `social_view`: who is together now, then each one's relations."""
+
+    def name(cid: str) -> str:
+        return names.get(cid, cid)
+
+    lines = []
+    for meeting in view["together"]:
+        who = "和".join(name(c) for c in meeting["with"])
+        until = datetime.fromisoformat(meeting["until"]).astimezone(tz)
+        lines.append(f"  在一起：{who}在{meeting['place']}{meeting['doing']}（到 {until:%H:%M}）")
+    for cid, relations in view["relations"].items():
+        if relations:
+            lines.append(
+                f"  {name(cid)} → "
+                + "，".join(
+                    f"{r['name']} {r['band']}（{r['closeness']:.0f}）" for r in relations[:5]
+                )
+            )
+        for line in view["appointments"].get(cid, []):
+            lines.append(f"    约定：{line}")
+    return lines

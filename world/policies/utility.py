@@ -219,7 +219,7 @@ class UtilityPolicy:
         ctx: ActionContext,
         want: dict[str, float],
         fancy: set[str],
-        pulls: set[str] = frozenset(),  # type: ignore[assignment]
+        pulls: Set[str] = frozenset(),
     ) -> dict[str, float]:
         """Best score of anything she could do at each place, reached by the shortest route.
 
