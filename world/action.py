@@ -358,6 +358,9 @@ def until(hhmm: str, *, at_least_minutes: int = 1) -> Callable[[ActionContext], 
 PartnerTest = Callable[[ActionContext, Companion], bool]
 """Whether one of those present qualifies as the partner of a joint action (hungry too, can pay)."""
 
+JointKind = Literal["greet", "chat", "together", "invite"]
+"""What a joint action is between the two (closeness and the conversation follow it)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class Joint:
@@ -369,7 +372,7 @@ class Joint:
     news passed on. Build one with `world.social.together`.
     """
 
-    kind: Literal["greet", "chat", "together", "invite"]
+    kind: JointKind
     """What it is between them: closeness moves by `world.relations.CLOSENESS_DELTAS`, and the
     conversation follows it."""
     invited: str

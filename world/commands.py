@@ -165,7 +165,7 @@ def apply_command(
                     time=moment,
                     summary=f"{by.name}告诉{name}：{text}",
                     data={
-                        "source": (by.kind == "person" and "chat") or "character",
+                        "source": "chat" if by.kind == "person" else "character",
                         "by": by.model_dump(),
                         "news": item.model_dump(mode="json"),
                     },

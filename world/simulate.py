@@ -471,10 +471,15 @@ def social_report(
     invitations: dict[str, tuple[datetime, bool]] = {}
     kept: set[str] = set()
     sources: Counter[str] = Counter()
+    model_talks: Counter[tuple[str, str]] = Counter()
     for episodes in talks.values():
         for e in episodes:
             if e.data.get("initiator") == e.character_id:
                 sources[str(e.data.get("source"))] += 1
+                if e.data.get("source") == "model":
+                    model_talks[
+                        (e.character_id, e.time.astimezone(end.tzinfo).date().isoformat())
+                    ] += 1
             proposal = e.data.get("invitation")
             if proposal and e.data.get("initiator") == e.character_id:
                 start = datetime.fromisoformat(proposal["start"])
@@ -520,4 +525,6 @@ def social_report(
             if state is not None
         },
         "conversations_by_source": dict(sorted(sources.items())),
+        # bounded by [social] model_talks_per_day: the most one character started in one day
+        "model_talks_most_in_a_day": max(model_talks.values(), default=0),
     }

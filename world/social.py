@@ -30,6 +30,7 @@ from yuiju.world.action import (
     Duration,
     Executor,
     Joint,
+    JointKind,
     PartnerTest,
     always,
     decision_ctx,
@@ -207,8 +208,6 @@ def company_of(
 
 def company_line(company: Sequence[Companion]) -> str:
     """Who is here, for the decision prompt: 枫（好朋友，在公园散步）、千夏（认识，正在上课，没空）."""
-    from yuiju.world.relations import band
-
     parts = []
     for c in company:
         what = [band(c.closeness)]
@@ -308,7 +307,7 @@ def together(
     id: str,
     name: str,
     description: str,
-    kind: str,
+    kind: JointKind,
     invited: str,
     at: str | None = None,
     when: Condition = always,
@@ -334,7 +333,7 @@ def together(
     ``params`` may extend `WithPartner` (what else the decision chooses); ``offline_params``
     and ``choices`` then fill and narrow those extra fields (the partner is handled here)."""
     joint = Joint(
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         invited=invited,
         partner_when=partner_when,
         partner_why=partner_why,
