@@ -223,3 +223,42 @@ async def test_a_partner_taken_out_of_a_pastime_goes_on_when_the_meeting_ends(
     her = await kit.character("kaede")
     assert her is not None and her.running is not None
     assert her.running.started_at == at_time("2026-09-05 10:20")  # not at 12:00, her walk's end
+
+
+def test_a_partner_driven_by_another_worker_is_joined_only_between_two_of_her_steps() -> None:
+    from tests.conftest import make_ctx
+    from yuiju.world.loader import load_actions
+    from yuiju.world.social import company_of
+    from yuiju.world.state import RunningAction
+
+    ctx = make_ctx("2026-09-05 10:00", location="park")
+    walking = make_character(id="kaede", location="park")
+    walking.running = RunningAction(
+        action_id="walk_in_park",
+        name="在公园散步",
+        started_at=at_time("2026-09-05 09:30"),
+        ends_at=at_time("2026-09-05 11:30"),
+        episode_id="bhv_k",
+        place="park",
+        reason="想走走",
+        decided_by="utility",
+    )
+    catalogue = load_actions()
+
+    def seen(**kw: Any) -> Any:
+        (kaede,) = company_of(
+            ctx.character,
+            [walking],
+            now=ctx.now,
+            town=ctx.town,
+            action_of=catalogue.actions.get,
+            names={"kaede": "枫"},
+            **kw,
+        )
+        return kaede
+
+    assert seen().free  # driven here: her walk can end for a chat
+    elsewhere = seen(may_interrupt=lambda _cid: False)
+    assert not elsewhere.free and elsewhere.busy == "正在公园散步"
+    walking.running = walking.running.model_copy(update={"ends_at": at_time("2026-09-05 10:00")})
+    assert seen(may_interrupt=lambda _cid: False).free  # due now: between two of her steps

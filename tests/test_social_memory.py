@@ -14,7 +14,9 @@ from yuiju.storage.history import HistoryStore
 
 
 async def test_the_memory_worker_remembers_whom_she_met_and_what_was_said(
-    history: HistoryStore, semantic: SemanticMemory, redis: object  # noqa: F811
+    history: HistoryStore,
+    semantic: SemanticMemory,
+    redis: object,  # noqa: F811
 ) -> None:
     m = await service(history, semantic)
     summary = "悠酱和枫在南风公园聊天；悠酱告诉枫：小林下周要搬家（小林说的）"

@@ -9,7 +9,13 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from tests.conftest import at_time, make_engine
-from tests.test_social_meetings import CHAT_WITH_KAEDE, WALK, by_character, in_the_park, step_in_order
+from tests.test_social_meetings import (
+    CHAT_WITH_KAEDE,
+    WALK,
+    by_character,
+    in_the_park,
+    step_in_order,
+)
 from yuiju.llm import FunctionChatModel
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.storage.history import HistoryStore
