@@ -3,20 +3,31 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
-from tests.test_memory_services import NOW, FixedClock, semantic, service  # noqa: F401
+import pytest
+
+from tests.test_memory_services import NOW, FixedClock, service
+from yuiju.memory.embeddings import HashingEmbedder
 from yuiju.memory.episodes import Episode
 from yuiju.memory.indexer import MemoryWorker
 from yuiju.memory.semantic import SemanticMemory
-from yuiju.memory.vectors import Where
+from yuiju.memory.vectors import QdrantClientStore, Where
 from yuiju.storage.history import HistoryStore
+
+
+@pytest.fixture
+async def semantic() -> AsyncIterator[SemanticMemory]:
+    store = await QdrantClientStore.open(collection="t", dim=64, location=":memory:")
+    yield SemanticMemory(store, HashingEmbedder(64))
+    await store.close()
 
 
 async def test_the_memory_worker_remembers_whom_she_met_and_what_was_said(
     history: HistoryStore,
     semantic: SemanticMemory,
-    redis: object,  # noqa: F811
+    redis: object,
 ) -> None:
     m = await service(history, semantic)
     summary = "悠酱和枫在南风公园聊天；悠酱告诉枫：小林下周要搬家（小林说的）"
