@@ -128,6 +128,7 @@ async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | Non
     from yuiju.world.errors import CorruptState
     from yuiju.world.loader import load_actions
     from yuiju.world.runtime import character_from_card, load_cards, resolve_evolutions
+    from yuiju.world.social import company_of
     from yuiju.world.store import StateStore, latest_saved_time
     from yuiju.world.town import HAURA
 
@@ -152,8 +153,11 @@ async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | Non
         cfg.data_path(),
         cluster=cfg.redis.cluster,
     )
+    town_ids = list(towns[prefix].characters)
     try:
-        world, character = await StateStore(redis.client, Keys(prefix)).load(cid)
+        store = StateStore(redis.client, Keys(prefix))
+        world, character = await store.load(cid)
+        others = await store.peek_characters([c for c in town_ids if c != cid])
     except CorruptState as exc:
         return _fail(str(exc))
     finally:
@@ -168,6 +172,14 @@ async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | Non
         town=HAURA,
         evolutions=[(e.name, e.fn) for e in resolve_evolutions(cfg.world.evolutions)],
         seed=cfg.world.seed if (seed := towns[prefix].seed) is None else seed,
+    )
+    ctx.company = company_of(  # who else is there, as her decision would see them
+        ctx.character,
+        [o for o in others.values() if o is not None],
+        now=ctx.now,
+        town=HAURA,
+        action_of=catalogue.actions.get,
+        names=_display_names(town_ids),
     )
     verdicts = action.precondition.verdicts(ctx)
     failing = sum(not v.holds for v in verdicts)

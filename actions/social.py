@@ -61,7 +61,7 @@ def _greet(ctx: ActionContext) -> str:
 
 def _not_greeted_yet(ctx: ActionContext) -> float:
     """Saying hello to someone she has not seen today comes before anything but sleep."""
-    met = ctx.character.social.met_today
+    met = ctx.character.social.met_on(ctx.now.date())
     return 1.8 if any(f"character:{c.id}" not in met and c.free for c in ctx.company) else -1.0
 
 

@@ -229,3 +229,20 @@ def test_a_sociable_decision_prompt_lists_the_joint_actions_within_its_budget() 
         assert f"- {CATALOGUE.actions[action_id].name}：" in system
     assert "在场：枫（不太熟）" in moment
     assert estimate_prompt_tokens(policy.messages(request)) <= 1100
+
+
+def test_nobody_free_is_said_with_what_each_is_doing() -> None:
+    chat = CATALOGUE.actions["chat"]
+    ctx = with_kaede("2026-09-05 10:00", "park", asleep=False)
+    ctx.company = tuple(
+        c.__class__(**{**vars(c), "free": False, "busy": "正在和千夏聊天"}) for c in ctx.company
+    )
+    assert chat.why_not(ctx) == "在场的人都没空（枫正在和千夏聊天）"
+
+
+def test_whom_she_met_yesterday_she_greets_again_today() -> None:
+    greet = CATALOGUE.actions["greet"]
+    ctx = with_kaede("2026-09-05 10:00", "park")
+    ctx.character.social.day = ctx.now.date().replace(day=4)
+    ctx.character.social.met_today = ["character:kaede"]
+    assert greet.available(ctx)

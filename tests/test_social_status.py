@@ -103,3 +103,23 @@ async def test_the_observer_page_shows_who_is_together_and_her_relations(
     assert "枫" in page and "朋友（57）" in page
     assert state["social"]["together"][0]["with"] == ["yuiju", "kaede"]
     assert state["social"]["relations"][0]["name"] == "枫"
+
+
+async def test_actions_why_sees_who_is_there(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from yuiju import cli as yuiju_cli
+
+    await meeting(redis)
+    cfg = load_config(
+        environ={
+            "YUIJU_REDIS__URL": redis_url,
+            "YUIJU_APP__DATA_DIR": str(tmp_path),
+            "YUIJU_WORLD__CHARACTERS": '["yuiju", "kaede"]',
+        }
+    )
+
+    assert await yuiju_cli._actions_why(cfg, "greet", "yuiju") == 0
+    out = capsys.readouterr().out
+    # now (the wall clock, months after the chat) 枫 is there, free, and not met today
+    assert "greet 打招呼: offered now" in out and "这里没有别人" not in out

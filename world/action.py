@@ -388,6 +388,18 @@ class Joint:
     def qualifies(self, ctx: ActionContext, companion: Companion) -> bool:
         return companion.free and (self.partner_when is None or self.partner_when(ctx, companion))
 
+    def why_nobody(self, ctx: ActionContext) -> str:
+        """Why nobody present can do it with her: nobody here, all busy, or none qualifies."""
+        if not ctx.company:
+            return "这里没有别人"
+        if not any(c.free for c in ctx.company):
+            return (
+                "在场的人都没空（"
+                + "，".join(f"{c.name}{c.busy or '在忙'}" for c in ctx.company)
+                + "）"
+            )
+        return self.partner_why
+
     def partners(self, ctx: ActionContext) -> list[Companion]:
         """Those present who could do it with her now, closest first."""
         return sorted(
@@ -470,12 +482,7 @@ class Action:
                 parts.append(is_open(self.at))
         if self.joint is not None:
             joint = self.joint
-            parts.append(
-                Condition(
-                    lambda c: bool(joint.partners(c)),
-                    lambda c: joint.partner_why if c.company else "这里没有别人",
-                )
-            )
+            parts.append(Condition(lambda c: bool(joint.partners(c)), joint.why_nobody))
         parts.append(self.when)
         return all_of(*parts)
 

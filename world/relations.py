@@ -374,6 +374,10 @@ class SocialState(_Model):
         relation = self.relations.get(key)
         return default if relation is None else relation.closeness_at(now)
 
+    def met_on(self, day: date) -> list[str]:
+        """Party keys she met on ``day`` (``met_today`` is of `day`, until her next start)."""
+        return self.met_today if self.day == day else []
+
     def planned(self) -> list[Appointment]:
         return [a for a in self.appointments if a.status == "planned"]
 

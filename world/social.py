@@ -299,7 +299,7 @@ def social_utility(ctx: ActionContext, joint: Joint) -> float:
 
 def met_today(key_of: Callable[[Companion], str] = lambda c: f"character:{c.id}") -> PartnerTest:
     """A partner she has not met yet today (whom to greet)."""
-    return lambda ctx, c: key_of(c) not in ctx.character.social.met_today
+    return lambda ctx, c: key_of(c) not in ctx.character.social.met_on(ctx.now.date())
 
 
 def together(
