@@ -72,6 +72,10 @@ async def test_news_passes_on_in_a_chat_and_the_listener_knows_who_told_her(
     # the query the chat side uses: what she heard about someone, and from whom
     (found,) = heard_from(kaede, about="qq:123")
     assert found.source.name == "悠酱" and found.episode_id == episode.id
+    repo = EpisodeRepo(sqlite_history)
+    day = (at_time(SATURDAY), at_time("2026-09-06 00:00"))
+    assert [e.id for e in await repo.conversations("kaede", *day, with_="yuiju")] == [episode.id]
+    assert await repo.conversations("kaede", *day, with_="chika") == []
 
 
 async def test_a_greeting_passes_no_news(redis: aioredis.Redis) -> None:
