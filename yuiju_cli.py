@@ -128,6 +128,7 @@ async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | Non
     from yuiju.world.errors import CorruptState
     from yuiju.world.loader import load_actions
     from yuiju.world.runtime import character_from_card, load_cards, resolve_evolutions
+    from yuiju.world.social import company_of
     from yuiju.world.store import StateStore, latest_saved_time
     from yuiju.world.town import HAURA
 
@@ -152,8 +153,11 @@ async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | Non
         cfg.data_path(),
         cluster=cfg.redis.cluster,
     )
+    town_ids = list(towns[prefix].characters)
     try:
-        world, character = await StateStore(redis.client, Keys(prefix)).load(cid)
+        store = StateStore(redis.client, Keys(prefix))
+        world, character = await store.load(cid)
+        others = await store.peek_characters([c for c in town_ids if c != cid])
     except CorruptState as exc:
         return _fail(str(exc))
     finally:
@@ -168,6 +172,14 @@ async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | Non
         town=HAURA,
         evolutions=[(e.name, e.fn) for e in resolve_evolutions(cfg.world.evolutions)],
         seed=cfg.world.seed if (seed := towns[prefix].seed) is None else seed,
+    )
+    ctx.company = company_of(  # who else is there, as her decision would see them
+        ctx.character,
+        [o for o in others.values() if o is not None],
+        now=ctx.now,
+        town=HAURA,
+        action_of=catalogue.actions.get,
+        names=_display_names(town_ids),
     )
     verdicts = action.precondition.verdicts(ctx)
     failing = sum(not v.holds for v in verdicts)
@@ -311,6 +323,7 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
     from yuiju.storage.keys import Keys
     from yuiju.world.errors import CorruptState
     from yuiju.world.runtime import open_stores
+    from yuiju.world.social import social_lines, social_view
     from yuiju.world.store import StateStore
     from yuiju.world.town import HAURA
 
@@ -340,6 +353,13 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
             return _fail(str(exc))
         world, chars = towns[cfg.redis.prefix]["world"], towns[cfg.redis.prefix]["characters"]
         outbox = towns[cfg.redis.prefix]["episode_outbox"]
+        names = _display_names(list(chars))
+        social = social_view(  # as of the world's own time (the engine may be stopped)
+            chars,
+            now=world.time if world is not None else datetime.now(cfg.app.tz),
+            town=HAURA,
+            names=names,
+        )
         dead = await store.dead_letter_count()
         dead_latest = await store.dead_letters(5) if dead else []
         if as_json:
@@ -364,6 +384,7 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
                         "world": dump(world),
                         "world_time_lead": lead(world),
                         "characters": {k: dump(v) for k, v in chars.items()},
+                        "social": social,
                         "episode_outbox": outbox,
                         "outbox_dead_letters": {
                             "count": dead,
@@ -399,6 +420,8 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
             print(
                 render_panel(world, chars, now, HAURA, drivers=towns[cfg.redis.prefix]["driven_by"])
             )
+            for line in social_lines(social, names, cfg.app.tz):
+                print(line)
             if now - wall > timedelta(minutes=1):
                 print(
                     f"  世界时间比现实快 {duration_text(now - wall)}（上次加速运行留下的）；"
@@ -416,6 +439,18 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
         await history.close()
         await redis.aclose()
     return 0
+
+
+def _display_names(character_ids: list[str]) -> dict[str, str]:
+    """Each character's name from her card (her id when the card is missing)."""
+    from yuiju.characters import CardError
+    from yuiju.world.runtime import load_cards
+    from yuiju.world.social import unique_names
+
+    try:
+        return unique_names({cid: card.name for cid, card in load_cards(character_ids).items()})
+    except CardError:
+        return {cid: cid for cid in character_ids}
 
 
 def _fleet_lines(

@@ -194,6 +194,8 @@ class LlmConfig(_Section):
     """Output bound of distilling chat memories into facts."""
     max_tokens_proactive: int = Field(400, ge=16)
     """Output bound of a proactive post to a group."""
+    max_tokens_converse: int = Field(300, ge=16)
+    """Output bound of the lines two characters say when they meet (a few short lines as JSON)."""
     breaker_failures: int = Field(3, ge=1)
     """Unanswered requests in a row after which the circuit breaker stops asking: decisions go to the offline policy, chat stays quiet."""
     breaker_cooldown_seconds: float = Field(300.0, gt=0)
@@ -625,6 +627,11 @@ class WorldConfig(_Section):
         return value
 
 
+class SocialConfig(_Section):
+    model_talks_per_day: int = Field(3, ge=0, le=48)
+    """Conversations each character may start per day whose words the model writes, one call each (purpose 'converse'); the others, and all of them without [llm], come from templates. A character makes about 30 decision calls a day, so 3 adds at most 10 %. 0: templates only."""
+
+
 class WebConfig(_Section):
     enabled: bool = True
     """Serve the read-only observer page from `yuiju run` and `yuiju world`."""
@@ -813,6 +820,7 @@ class YuijuConfig(_Section):
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     world: WorldConfig = Field(default_factory=WorldConfig)
+    social: SocialConfig = Field(default_factory=SocialConfig)
     web: WebConfig = Field(default_factory=WebConfig)
     proactive: ProactiveConfig = Field(default_factory=ProactiveConfig)
     onebot: OnebotConfig = Field(default_factory=OnebotConfig)

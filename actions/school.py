@@ -99,4 +99,9 @@ class_break = Action(
     duration=_break_minutes,
     tags=frozenset({"school", "rest"}),
     share=False,
+    # The lunch break is for lunch when she is at all hungry, not for waiting in the classroom
+    # (the offline policy's pull to school would otherwise skip it: one meal a day).
+    utility=lambda ctx: (
+        -1.2 if in_window(ctx.now, "11:50", "13:00") and ctx.character.satiety < 75 else 0.0
+    ),
 )

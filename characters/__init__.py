@@ -50,6 +50,17 @@ class CharacterCard(BaseModel):
     world_view: str = ""
     """Her world and where it ends: users live in reality and cannot enter it."""
     start: StartingState = Field(default_factory=StartingState)
+    relations: dict[str, float] = Field(default_factory=dict)
+    """How close she starts to other characters of her town, 0–100, by id
+    (``kaede = 55``): where her closeness to them rests (others start and rest at 10)."""
+
+    @field_validator("relations")
+    @classmethod
+    def _closeness_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        for other, closeness in value.items():
+            if not 0 <= closeness <= 100:
+                raise ValueError(f"closeness to {other!r} must be 0–100, got {closeness!r}")
+        return value
 
     @field_validator("secrets")
     @classmethod

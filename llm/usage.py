@@ -1,7 +1,7 @@
 """Every call bounded and counted: a per-purpose model wrapper and the usage it reports.
 
 `MeteredModel` sits in front of the real model. It gives each call the ``max_tokens`` bound of
-its purpose (decide, chat, summary, diary, distill, proactive) unless the caller set one, and
+its purpose (decide, chat, summary, diary, distill, proactive, converse) unless the caller set one, and
 reports every request that left this process as a `CallRecord`, including failed ones: when the
 provider did not count the prompt (a timeout, an HTTP error) its tokens are estimated from the
 text and marked so, because a budget that cannot see failed calls cannot stop them. A request that
@@ -20,7 +20,7 @@ from yuiju.llm.model import ChatModel, ChatResult
 from yuiju.llm.tokens import estimate_prompt_tokens, estimate_tokens
 from yuiju.llm.wrapper import ChatModelWrapper
 
-PURPOSES = ("decide", "chat", "summary", "diary", "distill", "proactive")
+PURPOSES = ("decide", "chat", "summary", "diary", "distill", "proactive", "converse")
 """What calls are for; each has its own ``max_tokens`` bound (``[llm].max_tokens_<purpose>``)."""
 
 DEFAULT_MAX_TOKENS = 600

@@ -108,6 +108,26 @@ class EpisodeRepo:
         )
         return list(reversed(found))
 
+    async def conversations(
+        self,
+        character_id: str,
+        start: datetime,
+        end: datetime,
+        *,
+        with_: str | None = None,
+        newest_first: bool = True,
+    ) -> list[Episode]:
+        """Her conversations in [start, end): meetings with other characters (``data.with``,
+        ``data.news``, ``data.lines``) and news told from chat; with ``with_`` only those with that
+        character (an id). What a claim about meeting someone, or about what someone said, is
+        checked against."""
+        found = await self.between(
+            character_id, start, end, type_="conversation", newest_first=newest_first
+        )
+        if with_ is None:
+            return found
+        return [e for e in found if any(w.get("id") == with_ for w in e.data.get("with", []))]
+
     async def running(self) -> list[Episode]:
         docs = await self.store.find(EPISODES.name, eq={"status": "running"}, sort="time")
         return [Episode.model_validate(d) for d in docs]

@@ -9,6 +9,8 @@ day), so a replay duplicates nothing.
 
 - ``action_completed`` → the episode (from history, else from the event) into semantic memory;
   the completed episodes of one read are embedded in one call (batch embedding).
+- ``conversation`` → a meeting's conversation episode, the same way: her memory of whom she met
+  and what they told each other.
 - ``action_started`` with action ``sleep`` in the evening or night → the diary of that day.
 
 Run one per deployment: the embedded vector store can be opened by one process only.
@@ -40,6 +42,11 @@ RETRY_INDEX_SECONDS = 60.0
 
 IMPORTANCE_BY_ACTION: dict[str, float] = {"sleep": 0.1, "idle": 0.1, "wake_up": 0.1}
 DEFAULT_IMPORTANCE = 0.4
+CONVERSATION_IMPORTANCE = 0.6
+"""Meeting someone and what was said weighs more than an ordinary step of her day."""
+EPISODE_EVENTS = frozenset({"action_completed", "conversation"})
+"""Events whose episode becomes a memory: a completed step, a meeting's conversation (her
+memory of the other and of what they told each other)."""
 
 
 class MemoryWorker:
@@ -116,7 +123,7 @@ class MemoryWorker:
                 continue
             text = _text(fields)
             service = self.services.get(text.get("character_id", ""))
-            if service is not None and text.get("type") == "action_completed":
+            if service is not None and text.get("type") in EPISODE_EVENTS:
                 when = (
                     datetime.fromisoformat(text["time"]) if text.get("time") else self.clock.now()
                 )
@@ -229,6 +236,10 @@ async def episode_memory(
     importance = IMPORTANCE_BY_ACTION.get(action, DEFAULT_IMPORTANCE) + (
         0.2 if data.get("share") else 0.0
     )
+    extra: dict[str, Any] = {"action": action}
+    if data.get("meeting_id"):  # a conversation: whom she met
+        importance = CONVERSATION_IMPORTANCE
+        extra = {"with": data.get("with", []), "meeting_id": data["meeting_id"]}
     return NewMemory(
         kind="episode",
         character_id=service.character_id,
@@ -237,7 +248,7 @@ async def episode_memory(
         key=episode_id,
         ref=episode_id,
         importance=min(1.0, importance),
-        extra={"action": action},
+        extra=extra,
     )
 
 

@@ -57,7 +57,7 @@ class RedisCommands:
     keys: Keys
 
     async def enqueue(self, command: dict[str, Any]) -> None:
-        await enqueue_command(self.redis, self.keys, command)  # type: ignore[arg-type]
+        await enqueue_command(self.redis, self.keys, command)
 
 
 def _feel(value: float, low: str, high: str) -> str:

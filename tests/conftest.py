@@ -24,6 +24,7 @@ from redis.retry import Retry
 
 import yuiju.llm.model
 import yuiju.llm.structured
+from yuiju.characters import CardError, CharacterCard, load_card
 from yuiju.config import DEFAULT_EVOLUTIONS
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.storage.history import HistoryStore
@@ -35,6 +36,7 @@ from yuiju.storage.testcluster import LocalCluster, start_cluster
 from yuiju.world.action import ActionContext
 from yuiju.world.behavior import BehaviorLoop, LoopStats
 from yuiju.world.clock import SimClock
+from yuiju.world.conversation import Talker, TemplateTalker
 from yuiju.world.engine import Engine, WorldTicker
 from yuiju.world.evolutions import (
     TickContext,
@@ -47,6 +49,7 @@ from yuiju.world.loader import Catalogue, load_actions
 from yuiju.world.policies.utility import UtilityPolicy
 from yuiju.world.policy import Policy
 from yuiju.world.runtime import resolve_evolutions
+from yuiju.world.social import Neighbours
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.store import StateStore
 from yuiju.world.town import HAURA
@@ -219,6 +222,19 @@ def make_ctx(
     )
 
 
+NAMES = {"yuiju": "悠酱", "kaede": "枫", "chika": "千夏"}
+"""Display names the engine factory gives characters (the cards' names)."""
+
+
+def cards_of(character_ids: list[str]) -> dict[str, CharacterCard]:
+    """The cards of those ids that have one (tests also use made-up ids)."""
+    out = {}
+    for cid in character_ids:
+        with contextlib.suppress(CardError):
+            out[cid] = load_card(cid)
+    return out
+
+
 @dataclass
 class EngineKit:
     """An engine wired like `world.runtime.build_runtime`, with its parts exposed."""
@@ -253,6 +269,8 @@ async def make_engine(
     tick_minutes: int = 60,
     prefix: str = "yuiju",
     lease_ttl_ms: int | None = None,
+    talker: Talker | None = None,
+    model_talks_per_day: int = 0,
 ) -> EngineKit:
     """A `SimClock` engine on real Redis (and the given history store), no CLI, no config.
 
@@ -270,6 +288,13 @@ async def make_engine(
     backup = utility if fallback == "utility" else fallback
     states = characters or {"yuiju": make_character()}
     stats = LoopStats(keep_timeline=True)
+    neighbours = Neighbours(
+        characters=tuple(states),
+        names={cid: NAMES.get(cid, cid) for cid in states},
+        cards=cards_of(list(states)),
+        talker=talker or TemplateTalker(),
+        model_talks_per_day=model_talks_per_day,
+    )
     loops = {
         cid: BehaviorLoop(
             character_id=cid,
@@ -281,6 +306,7 @@ async def make_engine(
             seed=seed,
             initial_state=state,
             stats=stats,
+            neighbours=neighbours,
         )
         for cid, state in states.items()
     }
@@ -290,6 +316,7 @@ async def make_engine(
         town=HAURA,
         seed=seed,
         character_ids=list(states),
+        names=neighbours.names,
     )
     engine = Engine(
         clock=clock,

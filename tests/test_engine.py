@@ -18,6 +18,7 @@ from yuiju.memory.episodes import EpisodeRepo
 from yuiju.storage.errors import StoreUnavailable
 from yuiju.storage.history import HistoryStore
 from yuiju.world.behavior import outbox_entry
+from yuiju.world.engine import step_order
 from yuiju.world.policies.scripted import ScriptedPolicy
 from yuiju.world.store import dumps_doc
 
@@ -630,7 +631,7 @@ async def test_one_characters_bug_in_a_batch_does_not_drop_what_the_others_befor
     )
     await kit.engine.run(max_steps=1)  # both idle until 06:30
     await kit.clock.sleep_until(at_time("2026-09-01 06:30"))
-    order = list(kit.engine.leases.held())
+    order = step_order(list(kit.engine.leases.held()), at_time("2026-09-01 06:30"))
     with pytest.raises(RuntimeError, match="a bug"):  # simulate and tests: a bug stops the run
         await kit.engine.run_once()
     for cid in order[: order.index(victim)]:  # stepped before her

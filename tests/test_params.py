@@ -21,7 +21,8 @@ from yuiju.world.state import RunningAction
 
 CATALOGUE = load_actions()
 ACTIONS = list(CATALOGUE)
-PARAMETERISED = sorted(a.id for a in ACTIONS if a.params is not None)
+PARAMETERISED = sorted(a.id for a in ACTIONS if a.params is not None and a.joint is None)
+"""Parameterised actions done alone (joint ones need company: tests/test_social_actions.py)."""
 
 # Where and when each parameterised action is offered (a Saturday, so no school in the way).
 SETTING: dict[str, dict[str, Any]] = {

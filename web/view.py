@@ -29,6 +29,7 @@ from yuiju.web import svg
 from yuiju.world.errors import CorruptState
 from yuiju.world.loader import Catalogue
 from yuiju.world.plans import PlanState
+from yuiju.world.social import social_view
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.store import StateStore, latest_saved_time
 from yuiju.world.town import Town
@@ -175,6 +176,8 @@ class Observer:
             history_name, self._latest("outbox", optional, character_id, limit=5)
         )
 
+        social = await self._social(character_id, character, now)
+
         behavior_today = [e for e in today if e.type == "behavior"]
         fallbacks = sum(
             1 for e in behavior_today if str(e.data.get("decided_by", "")).startswith("fallback")
@@ -204,6 +207,35 @@ class Observer:
                 for kind, layout in (("wide", svg.WIDE), ("narrow", svg.NARROW))
             },
             "stores": {"history": self.history.backend},
+            "social": social,
+        }
+
+    async def _social(
+        self, character_id: str, character: CharacterState | None, now: datetime
+    ) -> dict[str, Any]:
+        """Who is with whom now in her town, and her relations, appointments and news."""
+        others = [c for c in self.character_ids if c != character_id]
+        states: dict[str, CharacterState | None] = {character_id: character}
+        if others:
+            store = StateStore(self.redis, self.keys)
+            states |= await self._guard("Redis", store.peek_characters(others))
+        ordered = {cid: states.get(cid) for cid in self.character_ids if cid in states}
+        view = social_view(ordered, now=now, town=self.town, names=self.names)
+        return {
+            "together": [
+                {
+                    **m,
+                    "line": "和".join(self.names.get(c, c) for c in m["with"])
+                    + f"在{m['place']}{m['doing']}（到 "
+                    + datetime.fromisoformat(m["until"]).astimezone(self.tz).strftime("%H:%M")
+                    + "）",
+                    "mine": character_id in m["with"],
+                }
+                for m in view["together"]
+            ],
+            "relations": view["relations"].get(character_id, []),
+            "appointments": view["appointments"].get(character_id, []),
+            "news": view["news"].get(character_id, []),
         }
 
     async def _latest(
@@ -401,6 +433,7 @@ PURPOSE_LABELS = {
     "diary": "日记",
     "distill": "记忆提炼",
     "proactive": "主动分享",
+    "converse": "角色间对话",
 }
 """How the page names the purposes of LLM calls (`llm.PURPOSES`)."""
 

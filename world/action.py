@@ -15,13 +15,34 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ValidationInfo
 
 from yuiju.world.clock import in_window, is_school_day, is_weekend, minutes_until
 from yuiju.world.state import CharacterState, RunningAction, WorldState
 from yuiju.world.town import Town
+
+
+@dataclass(frozen=True, kw_only=True)
+class Companion:
+    """Someone at her place right now, as her decision sees them (`ActionContext.company`)."""
+
+    id: str
+    """Their character id."""
+    name: str
+    """Their name as she says it (枫)."""
+    doing: str
+    """What they are doing, in Chinese (在公园散步), or '' when between two things."""
+    free: bool
+    """Whether they can do something with her now: between two things, or in a pastime they
+    would break off for her; never while in class, at work, asleep, eating or in a conversation."""
+    busy: str | None
+    """Why not, when not free (在上课)."""
+    closeness: float
+    """Hers to them, 0–100, now."""
+    state: CharacterState
+    """Their state as read (read-only: joint actions change a partner through `ActionContext.partner`)."""
 
 
 @dataclass(kw_only=True)
@@ -47,6 +68,11 @@ class ActionContext:
     """Extra lines for the episode (e.g. a random event), in Chinese."""
     world_changed: bool = False
     """Set when the action changed the world (e.g. took resources); only then is the world saved."""
+    company: tuple[Companion, ...] = ()
+    """Who else is here now (never at a private place such as home): what joint actions need."""
+    partner: CharacterState | None = None
+    """A joint action's start: the partner's working copy (change it through its mutators, as
+    ``character``); both are written in the same atomic write. None otherwise."""
 
     @property
     def place_name(self) -> str:
@@ -65,6 +91,13 @@ class ActionContext:
         state.resources = {}
         self.world_changed = True
         return taken
+
+    def companion(self, key: str) -> Companion | None:
+        """Whoever of ``company`` is called ``key`` (a name or an id)."""
+        key = key.strip()
+        return next((c for c in self.company if key == c.id), None) or next(
+            (c for c in self.company if key == c.name), None
+        )
 
 
 Executor = Callable[[ActionContext], "str | None"]
@@ -320,6 +353,61 @@ def until(hhmm: str, *, at_least_minutes: int = 1) -> Callable[[ActionContext], 
     return lambda ctx: max(at_least_minutes, minutes_until(ctx.now, hhmm))
 
 
+# -- doing something together ----------------------------------------------------------------
+
+PartnerTest = Callable[[ActionContext, Companion], bool]
+"""Whether one of those present qualifies as the partner of a joint action (hungry too, can pay)."""
+
+JointKind = Literal["greet", "chat", "together", "invite"]
+"""What a joint action is between the two (closeness and the conversation follow it)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Joint:
+    """What makes an action something two characters do together (a meeting).
+
+    The decision names the partner among those present (``params.partner``); the engine starts
+    it for both in one atomic write: her state and the partner's (whose pastime, if any, ends
+    early), both behavior episodes, a conversation episode on each side, closeness on both sides,
+    news passed on. Build one with `world.social.together`.
+    """
+
+    kind: JointKind
+    """What it is between them: closeness moves by `world.relations.CLOSENESS_DELTAS`, and the
+    conversation follows it."""
+    invited: str
+    """How the partner's record says she was asked, after the initiator's name (来打招呼,
+    找我聊天, 叫我一起散步)."""
+    partner_when: PartnerTest | None = None
+    """Extra test a companion must pass to be the partner (beyond being here and free)."""
+    partner_why: str = "在场的人现在没空"
+    """Why nobody qualifies, in Chinese, when nobody does."""
+    news: bool = True
+    """News passes on in this conversation."""
+
+    def qualifies(self, ctx: ActionContext, companion: Companion) -> bool:
+        return companion.free and (self.partner_when is None or self.partner_when(ctx, companion))
+
+    def why_nobody(self, ctx: ActionContext) -> str:
+        """Why nobody present can do it with her: nobody here, all busy, or none qualifies."""
+        if not ctx.company:
+            return "这里没有别人"
+        if not any(c.free for c in ctx.company):
+            return (
+                "在场的人都没空（"
+                + "，".join(f"{c.name}{c.busy or '在忙'}" for c in ctx.company)
+                + "）"
+            )
+        return self.partner_why
+
+    def partners(self, ctx: ActionContext) -> list[Companion]:
+        """Those present who could do it with her now, closest first."""
+        return sorted(
+            (c for c in ctx.company if self.qualifies(ctx, c)),
+            key=lambda c: (-c.closeness, c.id),
+        )
+
+
 # -- the action itself ----------------------------------------------------------------------
 
 
@@ -374,6 +462,9 @@ class Action:
     not in every prompt; the description gives the range ("18~35金币")."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form data for the action's own code."""
+    joint: Joint | None = None
+    """Set for something done with someone present (`world.social.together` builds these):
+    offered only while someone who qualifies is here, and started for both at once."""
 
     def __post_init__(self) -> None:
         if not self.id.replace("_", "").isalnum() or not self.id.isascii():
@@ -389,6 +480,9 @@ class Action:
             parts.append(at(self.at))
             if self.moves_to is None:  # leaving a place that has just closed is always allowed
                 parts.append(is_open(self.at))
+        if self.joint is not None:
+            joint = self.joint
+            parts.append(Condition(lambda c: bool(joint.partners(c)), joint.why_nobody))
         parts.append(self.when)
         return all_of(*parts)
 

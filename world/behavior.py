@@ -16,6 +16,7 @@ import logging
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,13 +24,27 @@ from typing import Any
 from yuiju.characters import CharacterCard
 from yuiju.llm import CassetteMismatch
 from yuiju.memory.episodes import Episode, episode_id
-from yuiju.world.action import Action, ActionContext
+from yuiju.world.action import Action, ActionContext, Companion
+from yuiju.world.conversation import Speaker, TalkRequest, TemplateTalker
 from yuiju.world.day_record import DayRecord
 from yuiju.world.errors import InvalidDecision
 from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.plans import PlanError, apply_plan_changes
 from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed
+from yuiju.world.relations import CLOSENESS_DELTAS, EARLY_MINUTES, Relation, settle_missed
+from yuiju.world.social import (
+    MeetingPlan,
+    Neighbours,
+    WithPartner,
+    apply_meeting,
+    company_of,
+    conversation_episode,
+    conversation_episode_id,
+    meeting_id,
+    plan_meeting,
+    proposal_of,
+)
 from yuiju.world.state import CharacterState, RunningAction, WorldState
 from yuiju.world.store import Commit, Snapshot, StateStore
 from yuiju.world.town import Town
@@ -113,9 +128,25 @@ class LoopStats:
         )  # O(last): no deque indexing
 
 
+@dataclass
+class Completed:
+    """A running action completed on a working copy: what to write and what to count."""
+
+    episode: dict[str, Any]
+    """Its outbox entry (the completed behavior episode)."""
+    event: Event
+    record: dict[str, Any]
+    """Its timeline record (`LoopStats.timeline`)."""
+    world_changed: bool
+
+
 def outbox_entry(collection: str, doc: dict[str, Any]) -> dict[str, Any]:
     return {"collection": collection, "doc": doc}
 
+
+_JointStart = tuple[datetime | None, str | None, dict[str, Any] | None]
+"""A joint start's end (None: not started), why not, and the record of the partner's pastime it
+ended."""
 
 _Completed = tuple[dict[str, Any] | None, WorldState, CharacterState]
 """A completion's timeline record (None: there was nothing to complete) and her state as committed."""
@@ -137,6 +168,7 @@ class BehaviorLoop:
         recent: Any = None,
         stats: LoopStats | None = None,
         perf_counter: Any = None,
+        neighbours: Neighbours | None = None,
     ) -> None:
         self.character_id = character_id
         self.store = store
@@ -152,13 +184,25 @@ class BehaviorLoop:
         self.stats = stats or LoopStats()
         self._perf = perf_counter or time.perf_counter
         self.lease_token: str | None = None
+        self.neighbours = neighbours
+        """The town's other characters (names, cards, the conversation writer); None: she lives
+        alone and meets nobody."""
+        self.drives: Callable[[str], bool] = lambda _cid: True
+        """Whether this loop's engine drives a character (the engine sets it): a partner driven
+        elsewhere is joined only between two of her steps, never taken out of a pastime."""
+        self.engaged: dict[str, datetime] = {}
+        """Partners this loop started a meeting with, and when it ends: their engine steps them
+        then (`Engine` reads and clears it after each step)."""
         self._reported: set[tuple[str, str]] = set()
         self._clock_behind_reported = False
 
     # -- helpers ----------------------------------------------------------------------------
 
     def _rng(self, *parts: object) -> random.Random:
-        return random.Random("|".join([str(self.seed), self.character_id, *map(str, parts)]))
+        return self._rng_of(self.character_id, *parts)
+
+    def _rng_of(self, character_id: str, *parts: object) -> random.Random:
+        return random.Random("|".join([str(self.seed), character_id, *map(str, parts)]))
 
     def _ctx(
         self, now: datetime, world: WorldState, character: CharacterState, **kw: Any
@@ -264,119 +308,156 @@ class BehaviorLoop:
             self._report_broken(exc.action_id, "completion")
             return await self._complete_once(now, with_effects=False)
 
+    def _completion(
+        self,
+        world: WorldState,
+        character: CharacterState,
+        now: datetime,
+        *,
+        with_effects: bool,
+        cut_short: str | None = None,
+    ) -> Completed:
+        """Complete ``character``'s running action on the working copies (hers, the world's).
+
+        Used for her own completion, and for a partner's whose pastime a meeting ends early
+        (``cut_short`` says why: the action ends at ``now``, and effects that depend on its
+        length see the shorter one). Raises `ActionCrashed` if the action's own code does.
+        """
+        running = character.running
+        assert running is not None
+        cid = character.id
+        if cut_short is not None and now < running.ends_at:
+            running = running.model_copy(update={"ends_at": now})
+        action = self.catalogue.actions.get(running.action_id)
+        ctx = self._ctx(
+            now,
+            world,
+            character,
+            rng=self._rng_of(cid, running.episode_id, "complete"),
+            running=running,
+            reason=running.reason,
+        )
+        ctx.duration_minute = None
+        summary = running.start_summary
+        if action is None:
+            ctx.notes.append(f"（行为 {running.action_id} 已不在行为目录中，按原样结束）")
+        else:
+            if action.complete is not None and with_effects:
+                try:
+                    summary = action.complete(ctx) or summary
+                except Exception as exc:  # the action's own bug: redo without its effects
+                    raise ActionCrashed(action.id) from exc
+            elif action.complete is not None:
+                ctx.notes.append("（这件事结束时出了点意外，没有带来变化）")
+            if action.moves_to is not None:
+                character.location = action.moves_to
+        if cut_short is not None:
+            ctx.notes.append(cut_short)
+        character.running = None
+        character.last_action = running.action_id
+        character.last_acted_at = now
+        character.last_event = "；".join(ctx.notes) or None
+        finished = min(now, running.ends_at) if now >= running.ends_at else now
+        minutes = round((finished - running.started_at).total_seconds() / 60)
+        episode = Episode(
+            id=running.episode_id,
+            character_id=cid,
+            type="behavior",
+            time=running.started_at,
+            end_time=finished,
+            status="completed",
+            summary=f"{character.id}在{self.town.place_name(running.place)}{running.name}，用了{minutes}分钟"
+            + (f"：{summary}" if summary else ""),
+            data={
+                "action": running.action_id,
+                "name": running.name,
+                "place": running.place,
+                "reason": running.reason,
+                "decided_by": running.decided_by,
+                "params": running.params,
+                "result": summary,
+                "notes": ctx.notes,
+                "share_intent": running.share_intent.model_dump() if running.share_intent else None,
+                "shareable": bool(action.share) if action else False,
+                "stats_before": running.stats_before,
+                "stats_after": character.stats(),
+                "duration_minutes": minutes,
+                **(
+                    {"with": running.partners, "meeting_id": running.meeting_id}
+                    if running.partners
+                    else {}
+                ),
+            },
+        )
+        event = Event(
+            "action_completed",
+            {
+                "episode_id": running.episode_id,
+                "action": running.action_id,
+                "name": running.name,
+                "summary": episode.summary,
+                "share": bool(
+                    running.share_intent
+                    and running.share_intent.should_share
+                    and action
+                    and action.share
+                ),
+            },
+            cid,
+        )
+        record = {
+            "character": cid,
+            "id": running.action_id,
+            "place": running.place,
+            "start": running.started_at.isoformat(),
+            "end": finished.isoformat(),
+            "reason": running.reason,
+            "decided_by": running.decided_by,
+            "before": running.stats_before,
+            "after": character.stats(),
+            **(
+                {"with": running.partners, "meeting": running.meeting_id}
+                if running.partners
+                else {}
+            ),
+        }
+        return Completed(
+            outbox_entry("episodes", episode.document()), event, record, ctx.world_changed
+        )
+
     async def _complete_once(
         self, now: datetime, *, with_effects: bool
     ) -> tuple[WorldState, CharacterState]:
         def complete(snap: Snapshot) -> tuple[Commit, _Completed]:
             character = snap.characters[self.character_id]
             assert snap.world is not None and character is not None
-            running = character.running
-            if running is None:
+            if character.running is None:
                 return Commit(), (None, snap.world, character)  # someone completed it already
-            action = self.catalogue.actions.get(running.action_id)
-            ctx = self._ctx(
-                now,
-                snap.world,
-                character,
-                rng=self._rng(running.episode_id, "complete"),
-                running=running,
-                reason=running.reason,
-            )
-            ctx.duration_minute = None
-            summary = running.start_summary
-            if action is None:
-                ctx.notes.append(f"（行为 {running.action_id} 已不在行为目录中，按原样结束）")
-            else:
-                if action.complete is not None and with_effects:
-                    try:
-                        summary = action.complete(ctx) or summary
-                    except Exception as exc:  # the action's own bug: redo without its effects
-                        raise ActionCrashed(action.id) from exc
-                elif action.complete is not None:
-                    ctx.notes.append("（这件事结束时出了点意外，没有带来变化）")
-                if action.moves_to is not None:
-                    character.location = action.moves_to
-            character.running = None
-            character.last_action = running.action_id
-            character.last_acted_at = now
-            character.last_event = "；".join(ctx.notes) or None
-            finished = min(now, running.ends_at) if now >= running.ends_at else now
-            minutes = round((finished - running.started_at).total_seconds() / 60)
-            episode = Episode(
-                id=running.episode_id,
-                character_id=self.character_id,
-                type="behavior",
-                time=running.started_at,
-                end_time=finished,
-                status="completed",
-                summary=f"{character.id}在{self.town.place_name(running.place)}{running.name}，用了{minutes}分钟"
-                + (f"：{summary}" if summary else ""),
-                data={
-                    "action": running.action_id,
-                    "name": running.name,
-                    "place": running.place,
-                    "reason": running.reason,
-                    "decided_by": running.decided_by,
-                    "params": running.params,
-                    "result": summary,
-                    "notes": ctx.notes,
-                    "share_intent": running.share_intent.model_dump()
-                    if running.share_intent
-                    else None,
-                    "shareable": bool(action.share) if action else False,
-                    "stats_before": running.stats_before,
-                    "stats_after": character.stats(),
-                    "duration_minutes": minutes,
-                },
-            )
-            event = Event(
-                "action_completed",
-                {
-                    "episode_id": running.episode_id,
-                    "action": running.action_id,
-                    "name": running.name,
-                    "summary": episode.summary,
-                    "share": bool(
-                        running.share_intent
-                        and running.share_intent.should_share
-                        and action
-                        and action.share
-                    ),
-                },
-                self.character_id,
-            )
-            record = {
-                "character": self.character_id,
-                "id": running.action_id,
-                "place": running.place,
-                "start": running.started_at.isoformat(),
-                "end": finished.isoformat(),
-                "reason": running.reason,
-                "decided_by": running.decided_by,
-                "before": running.stats_before,
-                "after": character.stats(),
-            }
+            done = self._completion(snap.world, character, now, with_effects=with_effects)
             return (
                 Commit(
-                    world=snap.world if ctx.world_changed else None,
+                    world=snap.world if done.world_changed else None,
                     characters={self.character_id: character},
-                    events=[event],
-                    outbox=[outbox_entry("episodes", episode.document())],
+                    events=[done.event],
+                    outbox=[done.episode],
                 ),
-                (record, snap.world, character),
+                (done.record, snap.world, character),
             )
 
         def completed(result: _Completed) -> None:
             record = result[0]
             if record is not None:
-                self.stats.completions += 1
-                if self.stats.keep_timeline:
-                    self.stats.timeline.append(record)
+                self._count_completion(record)
 
         _, world, character = await self.store.transact(
             complete, characters=[self.character_id], lease=self._lease(), now=now, then=completed
         )
         return world, character
+
+    def _count_completion(self, record: dict[str, Any]) -> None:
+        self.stats.completions += 1
+        if self.stats.keep_timeline:
+            self.stats.timeline.append(record)
 
     async def _choose(self, request: DecisionRequest) -> Decision:
         try:
@@ -421,7 +502,7 @@ class BehaviorLoop:
         self, now: datetime, world: WorldState, character: CharacterState, exclude: frozenset[str]
     ) -> datetime:
         t0 = self._perf()
-        view = self._ctx(now, world, character)
+        view = self._ctx(now, world, character, company=await self._company(now, character))
         candidates = self.candidates(view, exclude)
         if not candidates:
             self.stats.no_candidates += 1
@@ -450,6 +531,7 @@ class BehaviorLoop:
             today=record.today,
             recent=record.recent,
             card=self.card,
+            sociable=self.neighbours is not None and len(self.neighbours.characters) > 1,
         )
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)
@@ -466,10 +548,33 @@ class BehaviorLoop:
                 decision.action.id,
             )
             return now + NO_CANDIDATE_RETRY
-        started = await self._start(now, decision)
+        if decision.action.joint is not None:
+            started = await self._start_joint(now, decision, view)
+        else:
+            started = await self._start(now, decision)
         engine_ms += (self._perf() - t1) * 1000
         self.stats.add_overhead(engine_ms)
         return started
+
+    async def _company(self, now: datetime, character: CharacterState) -> tuple[Companion, ...]:
+        """Who else is at her place now (`world.social.company_of`); nobody at home, and no
+        read at all in a town of one."""
+        town = self.neighbours
+        if town is None or len(town.characters) < 2 or character.asleep:
+            return ()
+        place = self.town.places.get(character.location)
+        if place is not None and place.private:
+            return ()
+        others = await self.store.peek_characters(town.others(self.character_id))
+        return company_of(
+            character,
+            [o for o in others.values() if o is not None],
+            now=now,
+            town=self.town,
+            action_of=self.catalogue.actions.get,
+            names=town.names,
+            may_interrupt=self.drives,
+        )
 
     def _apply_plans(
         self, character: CharacterState, decision: Decision, now: datetime, eid: str
@@ -528,6 +633,7 @@ class BehaviorLoop:
             if character.day != now.date():
                 character.day = now.date()
                 character.done_today = []
+            missed = self._settle_appointments(character, now)
             ctx = self._ctx(
                 now,
                 snap.world,
@@ -610,7 +716,7 @@ class BehaviorLoop:
                     world=snap.world if ctx.world_changed else None,
                     characters={self.character_id: character},
                     events=[event],
-                    outbox=[outbox_entry("episodes", episode.document()), *plan_docs],
+                    outbox=[outbox_entry("episodes", episode.document()), *plan_docs, *missed],
                 ),
                 (ends, None),
             )
@@ -642,5 +748,384 @@ class BehaviorLoop:
             self.stats.stale_starts += stale is not None
             # decide again almost at once; the small step keeps a simulated clock moving even if a
             # precondition were inconsistent between the decision and the start
+            return now + STALE_RETRY
+        return ends
+
+    # -- meetings ---------------------------------------------------------------------------
+
+    def _settle_appointments(
+        self, character: CharacterState, now: datetime
+    ) -> list[dict[str, Any]]:
+        """Mark her appointments whose time has passed as missed (closeness to the other drops);
+        returns a plan episode for each, in the same write as her next start."""
+        social = character.social
+        social.roll_day(now.date())
+        out = self._visit(character, now)
+        if not any(a.status == "planned" and now > a.end for a in social.appointments):
+            return out
+        where = self.town.place_name(character.location)
+        appointments, missed = settle_missed(social.appointments, now, where)
+        social.appointments = appointments
+        for appointment in missed:
+            key = appointment.other.key
+            relation = social.relations.get(key) or Relation(party=appointment.other)
+            social.relations = {
+                **social.relations,
+                key: relation.moved(now, CLOSENESS_DELTAS["appointment_missed"]),
+            }
+            episode = Episode(
+                id=f"apm_{appointment.id[4:]}_{character.id}",
+                character_id=character.id,
+                type="plan",
+                time=now,
+                summary=f"{character.id}没能赴约：{appointment.line(self.town, appointment.start)}；"
+                f"{appointment.note}",
+                data={"appointment": appointment.model_dump(mode="json"), "status": "missed"},
+            )
+            out.append(outbox_entry("episodes", episode.document()))
+        return out
+
+    def _visit(self, character: CharacterState, now: datetime) -> list[dict[str, Any]]:
+        """An appointment with a person (who lives outside the town) is kept by being there in
+        time: she went, and the episode says so."""
+        social = character.social
+        out = []
+        for a in social.appointments:
+            if (
+                a.status == "planned"
+                and a.other.kind == "person"
+                and a.place == character.location
+                and a.start - timedelta(minutes=EARLY_MINUTES) <= now <= a.end
+            ):
+                kept = a.model_copy(update={"status": "kept", "note": f"{now:%H:%M}到了"})
+                social.appointments = [kept if x.id == a.id else x for x in social.appointments]
+                episode = Episode(
+                    id=f"apk_{a.id[4:]}_{character.id}",
+                    character_id=character.id,
+                    type="plan",
+                    time=now,
+                    summary=f"{character.id}赴约：{a.line(self.town, a.start)}，{now:%H:%M}到了"
+                    f"{self.town.place_name(a.place)}",
+                    data={"appointment": kept.model_dump(mode="json"), "status": "kept"},
+                )
+                out.append(outbox_entry("episodes", episode.document()))
+        return out
+
+    def _talk_request(
+        self,
+        mid: str,
+        action: Action,
+        me: CharacterState,
+        partner: CharacterState,
+        plan: MeetingPlan,
+        now: datetime,
+    ) -> TalkRequest:
+        town = self.neighbours
+        assert town is not None
+
+        def speaker(who: CharacterState, other: CharacterState) -> Speaker:
+            card = town.cards.get(who.id)
+            return Speaker(
+                id=who.id,
+                name=town.name(who.id),
+                persona=card.persona if card else "",
+                speaking_style=card.speaking_style if card else "",
+                closeness=who.social.closeness(
+                    f"character:{other.id}", now, town.rest(who.id, other.id)
+                ),
+            )
+
+        assert action.joint is not None
+        return TalkRequest(
+            meeting_id=mid,
+            kind=action.joint.kind,
+            activity=action.name,
+            place=self.town.place_name(me.location),
+            now=now,
+            a=speaker(me, partner),
+            b=speaker(partner, me),
+            news=tuple((t.teller, t.item) for t in plan.told),
+            proposal=plan.proposal,
+            proposal_place=self.town.place_name(plan.proposal.place) if plan.proposal else "",
+            declined=plan.declined,
+            kept=plan.kept,
+        )
+
+    async def _start_joint(
+        self, now: datetime, decision: Decision, view: ActionContext
+    ) -> datetime:
+        """Start a joint action for her and her partner in one write on both: the partner's
+        pastime (if any) ends now, both start it, each gets her behavior episode and a
+        conversation episode, closeness moves on both sides and news passes on."""
+        action, joint, town = decision.action, decision.action.joint, self.neighbours
+        chosen = decision.params
+        assert joint is not None and town is not None and isinstance(chosen, WithPartner)
+        partner_id = chosen.partner
+        seen = next(c for c in view.company if c.id == partner_id)
+        proposal = proposal_of(chosen, view, town.name)
+        mid = meeting_id(self.character_id, partner_id, now, action.id)
+        plan = plan_meeting(
+            view.character,
+            seen.state,
+            joint=joint,
+            place=view.character.location,
+            now=now,
+            town=self.town,
+            proposal=proposal,
+        )
+        budget_left = (
+            view.character.social.day != now.date()
+            or view.character.social.model_talks_today < town.model_talks_per_day
+        ) and town.model_talks_per_day > 0
+        request = self._talk_request(mid, action, view.character, seen.state, plan, now)
+        words = await town.talker.converse(request, use_model=budget_left)
+
+        def start(snap: Snapshot) -> tuple[Commit, _JointStart]:
+            """Returns when it ends (None: not started), why not if it was no longer possible,
+            and the timeline record of the partner's pastime it ended."""
+            me, partner = snap.characters[self.character_id], snap.characters[partner_id]
+            assert snap.world is not None and me is not None
+            if me.running is not None:
+                return Commit(), (None, None, None)
+            if partner is None:
+                return Commit(), (None, f"{town.name(partner_id)}不在了", None)
+            for who in (me, partner):
+                if who.day != now.date():
+                    who.day = now.date()
+                    who.done_today = []
+            missed = self._settle_appointments(me, now)
+            company = company_of(
+                me,
+                [partner],
+                now=now,
+                town=self.town,
+                action_of=self.catalogue.actions.get,
+                names=town.names,
+                may_interrupt=self.drives,
+            )
+            ctx = self._ctx(
+                now,
+                snap.world,
+                me,
+                rng=self._rng(now.isoformat(), action.id, "start"),
+                params=decision.params,
+                duration_minute=decision.duration_minute,
+                reason=decision.reason,
+                company=company,
+            )
+            why_not = action.why_not(ctx)
+            if why_not is None and not any(
+                c.id == partner_id and joint.qualifies(ctx, c) for c in company
+            ):
+                why_not = f"{town.name(partner_id)}现在没空"
+            if why_not is not None:  # the world changed since she decided: decide again
+                return Commit(), (None, why_not, None)
+            events: list[Event] = []
+            outbox: list[dict[str, Any]] = [*missed]
+            world_changed = False
+            ended_record: dict[str, Any] | None = None
+            if partner.running is not None:  # her pastime ends here (or was due to end now)
+                cut = f"（{town.name(self.character_id)}{joint.invited}，就先停下了）"
+                try:
+                    ended = self._completion(
+                        snap.world, partner, now, with_effects=True, cut_short=cut
+                    )
+                except ActionCrashed as exc:
+                    self._report_broken(exc.action_id, "completion")
+                    ended = self._completion(
+                        snap.world, partner, now, with_effects=False, cut_short=cut
+                    )
+                outbox.append(ended.episode)
+                events.append(ended.event)
+                ended_record = ended.record
+                world_changed = ended.world_changed
+            outbox += self._settle_appointments(partner, now)
+            ctx.partner = partner
+            before, partner_before = me.stats(), partner.stats()
+            try:
+                summary = (action.run(ctx) if action.run else None) or ""
+                minutes = action.minutes(ctx)
+            except Exception as exc:  # the action's own bug: nothing is written, she re-decides
+                raise ActionCrashed(action.id) from exc
+            fresh = plan_meeting(
+                me,
+                partner,
+                joint=joint,
+                place=me.location,
+                now=now,
+                town=self.town,
+                proposal=proposal,
+            )
+            said = words
+            if fresh.key() != plan.key():  # what happens changed since the words were written
+                said = TemplateTalker().write(
+                    self._talk_request(mid, action, me, partner, fresh, now)
+                )
+            eid = episode_id(self.character_id, now, action.id)
+            peid = episode_id(partner_id, now, action.id)
+            conversations = {
+                self.character_id: conversation_episode_id(mid, self.character_id),
+                partner_id: conversation_episode_id(mid, partner_id),
+            }
+            apply_meeting(
+                me,
+                partner,
+                fresh,
+                joint=joint,
+                names=town.names,
+                now=now,
+                episodes=conversations,
+                rest=town.rest,
+            )
+            if said.source == "model":
+                me.social.model_talks_today += 1
+            plan_docs = self._apply_plans(me, decision, now, eid)
+            ends = now + timedelta(minutes=minutes)
+            place = me.location
+            for who, other, ep, reason, decided_by, share in (
+                (me, partner, eid, decision.reason, decision.decided_by, decision.share_intent),
+                (
+                    partner,
+                    me,
+                    peid,
+                    f"{town.name(self.character_id)}{joint.invited}",
+                    f"with:{self.character_id}",
+                    None,
+                ),
+            ):
+                params = {**chosen.model_dump(), "partner": other.id}
+                who.done_today = [*who.done_today, action.id]
+                who.running = RunningAction(
+                    action_id=action.id,
+                    name=f"和{town.name(other.id)}{action.name}",
+                    started_at=now,
+                    ends_at=ends,
+                    episode_id=ep,
+                    place=place,
+                    reason=reason,
+                    decided_by=decided_by,
+                    params=params,
+                    start_summary=summary,
+                    share_intent=share,
+                    stats_before=before if who is me else partner_before,
+                    partners=[other.id],
+                    meeting_id=mid,
+                )
+                who.blocked_reason = None
+                who.last_acted_at = now
+                episode = Episode(
+                    id=ep,
+                    character_id=who.id,
+                    type="behavior",
+                    time=now,
+                    end_time=ends,
+                    status="running",
+                    summary=f"{who.id}在{self.town.place_name(place)}开始{who.running.name}",
+                    data={
+                        "action": action.id,
+                        "name": who.running.name,
+                        "place": place,
+                        "reason": reason,
+                        "decided_by": decided_by,
+                        "params": params,
+                        "result": summary,
+                        "planned_minutes": minutes,
+                        "with": [other.id],
+                        "meeting_id": mid,
+                        "stats_before": who.running.stats_before,
+                        "stats_after_start": who.stats(),
+                    },
+                )
+                talk = conversation_episode(
+                    conversations[who.id],
+                    who,
+                    other,
+                    said,
+                    fresh,
+                    mid=mid,
+                    now=now,
+                    ends=ends,
+                    place=self.town.place_name(place),
+                    action=action,
+                    names=town.names,
+                    initiator=self.character_id,
+                    proposal_place=self.town.place_name(fresh.proposal.place)
+                    if fresh.proposal
+                    else "",
+                )
+                outbox += [
+                    outbox_entry("episodes", episode.document()),
+                    outbox_entry("episodes", talk.document()),
+                ]
+                events += [
+                    Event(
+                        "action_started",
+                        {
+                            "episode_id": ep,
+                            "action": action.id,
+                            "name": who.running.name,
+                            "reason": reason,
+                            "ends_at": ends.isoformat(),
+                            "with": [other.id],
+                        },
+                        who.id,
+                    ),
+                    Event(
+                        "conversation",
+                        {
+                            "episode_id": talk.id,
+                            "meeting_id": mid,
+                            "with": [other.id],
+                            "summary": talk.summary,
+                            "source": said.source,
+                        },
+                        who.id,
+                    ),
+                ]
+            return (
+                Commit(
+                    world=snap.world if (ctx.world_changed or world_changed) else None,
+                    characters={self.character_id: me, partner_id: partner},
+                    events=events,
+                    outbox=[*outbox, *plan_docs],
+                ),
+                (ends, None, ended_record),
+            )
+
+        def started(result: _JointStart) -> None:
+            ends, _, ended_record = result
+            if ends is None:
+                return
+            if ended_record is not None:
+                self._count_completion(ended_record)
+            self.engaged[partner_id] = ends
+            log.info(
+                "%s %s 和 %s 开始「%s」到 %s（%s：%s）",
+                now.strftime("%m-%d %H:%M"),
+                self.character_id,
+                partner_id,
+                action.name,
+                ends.strftime("%H:%M"),
+                decision.decided_by,
+                decision.reason,
+            )
+
+        ends, stale, _ = await self.store.transact(
+            start,
+            characters=[self.character_id, partner_id],
+            lease=self._lease(),
+            now=now,
+            then=started,
+        )
+        if ends is None:
+            if stale is not None:
+                log.info(
+                    "%s: %s with %s is no longer possible (%s); deciding again",
+                    self.character_id,
+                    action.id,
+                    partner_id,
+                    stale,
+                )
+            self.stats.stale_starts += stale is not None
             return now + STALE_RETRY
         return ends

@@ -9,13 +9,27 @@ goes on.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from redis.asyncio import Redis
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from yuiju.memory.episodes import Episode
 from yuiju.storage.keys import Keys
+from yuiju.storage.redis import RedisClient
+from yuiju.world.relations import (
+    Appointment,
+    NewsItem,
+    Party,
+    appointment_id,
+    keep_news,
+    news_id,
+    prune,
+    review_invitation,
+)
 from yuiju.world.state import CharacterState, TemperatureLevel, Weather, WeatherType, WorldState
+from yuiju.world.town import HAURA, Town
 
 
 class _Command(BaseModel):
@@ -57,8 +71,40 @@ class ConsumeResource(_Command):
     amount: int = Field(ge=1)
 
 
+class TellNews(_Command):
+    """Someone (a person in chat, usually) tells her something she may pass on."""
+
+    type: Literal["tell_news"] = "tell_news"
+    character_id: str
+    by: Party
+    """Who told her (``{"kind": "person", "id": "qq:123", "name": "小林"}``)."""
+    text: str = Field(min_length=1, max_length=120)
+    """What it says, as she would repeat it ("小林下周要搬家")."""
+    about: Party | None = None
+    """Whom it is about, if someone (she does not tell them their own news)."""
+
+
+class Invite(_Command):
+    """An invitation to a place and a time, reviewed against her calendar, opening hours and her
+    other plans (`world.relations.review_invitation`) and applied or declined; the episode names
+    who asked. The chat side proposes these for a person; characters invite each other in person
+    (``actions/social.py``) through the same review."""
+
+    type: Literal["invite"] = "invite"
+    character_id: str
+    by: Party
+    place: str
+    """Place id (``park``)."""
+    start: AwareDatetime
+    minutes: int = Field(60, ge=10, le=240)
+    activity: str = Field("", max_length=40)
+    """What they would do, in Chinese (一起散步)."""
+    lenient: bool = False
+    """An admin's invitation: the per-person and per-day limits do not apply."""
+
+
 Command = Annotated[
-    SetWeather | GiveItem | GiveMoney | Pause | Resume | ConsumeResource,
+    SetWeather | GiveItem | GiveMoney | Pause | Resume | ConsumeResource | TellNews | Invite,
     Field(discriminator="type"),
 ]
 COMMAND: TypeAdapter[Command] = TypeAdapter(Command)
@@ -83,10 +129,98 @@ def parse_command(raw: str | dict[str, Any]) -> Command:
 
 
 def apply_command(
-    command: Command, world: WorldState, characters: dict[str, CharacterState]
+    command: Command,
+    world: WorldState,
+    characters: dict[str, CharacterState],
+    *,
+    now: datetime | None = None,
+    town: Town = HAURA,
+    names: Mapping[str, str] | None = None,
+    episodes: list[dict[str, Any]] | None = None,
 ) -> str:
-    """Apply one command to the tick's working copy; returns a short description."""
+    """Apply one command to the tick's working copy; returns a short description. Commands that
+    change her life (news, invitations) add their episode documents to ``episodes``."""
+    moment = now or world.time
     match command:
+        case TellNews(character_id=cid, by=by, text=text, about=about):
+            character = _character(characters, cid)
+            eid = f"nws_{news_id(by, text)[5:]}_{cid}"
+            item = NewsItem(
+                id=news_id(by, text),
+                text=text,
+                about=about,
+                origin=by,
+                source=by,
+                learned_at=moment,
+                episode_id=eid,
+            )
+            character.social.news = keep_news(character.social.news, item)
+            name = (names or {}).get(cid, cid)
+            _record(
+                episodes,
+                Episode(
+                    id=eid,
+                    character_id=cid,
+                    type="conversation",
+                    time=moment,
+                    summary=f"{by.name}告诉{name}：{text}",
+                    data={
+                        "source": "chat" if by.kind == "person" else "character",
+                        "by": by.model_dump(),
+                        "news": item.model_dump(mode="json"),
+                    },
+                ),
+            )
+            return f"{by.name} told {cid}: {text}"
+        case Invite(character_id=cid, by=by) as invite:
+            character = _character(characters, cid)
+            proposal = Appointment(
+                id=appointment_id(by, cid, invite.start, invite.place),
+                other=by,
+                asked_by=by,
+                source="chat" if by.kind == "person" else "character",
+                place=invite.place,
+                start=invite.start,
+                minutes=invite.minutes,
+                activity=invite.activity,
+                created_at=moment,
+            )
+            social = character.social
+            closeness = social.closeness(by.key, moment) if by.kind == "character" else None
+            why = review_invitation(
+                proposal,
+                social.appointments,
+                now=moment,
+                town=town,
+                closeness=closeness,
+                lenient=invite.lenient,
+            )
+            if why is None:
+                social.appointments = prune(
+                    [a for a in social.appointments if a.id != proposal.id] + [proposal]
+                )
+            name = (names or {}).get(cid, cid)
+            start = invite.start.astimezone(moment.tzinfo)
+            answer = "答应了" if why is None else f"没答应：{why}"
+            _record(
+                episodes,
+                Episode(
+                    id=f"inv_{proposal.id[4:]}_{cid}",
+                    character_id=cid,
+                    type="plan",
+                    time=moment,
+                    summary=f"{by.name}约{name}{start.month}月{start.day}日{start.strftime('%H:%M')}"
+                    f"在{town.place_name(invite.place)}{invite.activity}，{answer}",
+                    data={
+                        "source": proposal.source,
+                        "asked_by": by.model_dump(),
+                        "appointment": proposal.model_dump(mode="json"),
+                        "accepted": why is None,
+                        "reason": why,
+                    },
+                ),
+            )
+            return "accepted" if why is None else f"declined: {why}"
         case SetWeather(weather=kind, temperature=temp):
             if world.weather is None:
                 raise CommandRejected("the world has no weather yet; retry after the first tick")
@@ -122,6 +256,11 @@ def apply_command(
     raise CommandRejected(f"unsupported command {command!r}")  # pragma: no cover
 
 
+def _record(episodes: list[dict[str, Any]] | None, episode: Episode) -> None:
+    if episodes is not None:
+        episodes.append({"collection": "episodes", "doc": episode.document()})
+
+
 def _character(characters: dict[str, CharacterState], cid: str) -> CharacterState:
     if cid not in characters:
         raise CommandRejected(
@@ -130,8 +269,10 @@ def _character(characters: dict[str, CharacterState], cid: str) -> CharacterStat
     return characters[cid]
 
 
-async def enqueue_command(redis: Redis, keys: Keys, command: dict[str, Any] | Command) -> Command:
+async def enqueue_command(
+    redis: RedisClient, keys: Keys, command: dict[str, Any] | Command
+) -> Command:
     """Validate and queue a command for the next tick. Raises `CommandRejected` if malformed."""
     parsed = parse_command(command) if isinstance(command, dict) else command
-    await redis.rpush(keys.commands, json.dumps(parsed.model_dump(), ensure_ascii=False))
+    await redis.rpush(keys.commands, json.dumps(parsed.model_dump(mode="json"), ensure_ascii=False))
     return parsed

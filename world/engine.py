@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import logging
 import os
@@ -37,7 +38,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -101,8 +102,11 @@ class WorldTicker:
         town: Town,
         seed: int,
         character_ids: Sequence[str],
+        names: Mapping[str, str] | None = None,
     ) -> None:
         self.store = store
+        self.names = dict(names or {})
+        """Display names by character id, for the episodes commands write."""
         self.evolutions = list(evolutions)
         self.town = town
         self.seed = seed
@@ -119,10 +123,19 @@ class WorldTicker:
         characters = {cid: c for cid, c in snap.characters.items() if c is not None}
         events: list[Event] = []
         rejected: list[dict[str, Any]] = []
+        outbox: list[dict[str, Any]] = []
         for raw in snap.commands:
             try:
                 command = parse_command(raw)
-                done = apply_command(command, world, characters)
+                done = apply_command(
+                    command,
+                    world,
+                    characters,
+                    now=now,
+                    town=self.town,
+                    names=self.names,
+                    episodes=outbox,
+                )
                 events.append(
                     Event("command_applied", {"command": command.model_dump(), "result": done})
                 )
@@ -152,6 +165,7 @@ class WorldTicker:
                 events=events + ctx.events,
                 commands_taken=len(snap.commands),
                 rejected=rejected,
+                outbox=outbox,
             ),
             True,
         )
@@ -233,6 +247,8 @@ class Engine:
         self.store = self.towns[0].store
         self.ticker = self.towns[0].ticker
         self.loops = {loop.character_id: loop for town in self.towns for loop in town.loops}
+        for loop in self.loops.values():  # a partner driven elsewhere is never interrupted
+            loop.drives = self._drives
         if len(self.loops) != sum(len(town.loops) for town in self.towns):
             raise ValueError("a character id may live in one town of an engine only")
         self.tick = timedelta(minutes=tick_minutes)
@@ -285,6 +301,13 @@ class Engine:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _drives(self, character_id: str) -> bool:
+        """Whether this engine drives her (before its first lease check, as when a test steps
+        the loops by hand: all of its own)."""
+        return character_id in self.loops and (
+            self.leases.holds(character_id) or not self.leases.live
+        )
 
     @property
     def holds_town(self) -> bool:
@@ -524,6 +547,7 @@ class Engine:
         (stepped again at once on values read fresh, so a lost lease or a conflict shows as usual),
         and one whose policy is not instant (an LLM call takes seconds: nothing is held meanwhile,
         and a write that did not land never costs a second call)."""
+        cids = step_order(cids, now)
         alone = [cid for cid in cids if cid in self._redo or not self.loops[cid].policy.instant]
         for cid in alone:
             self._redo.discard(cid)
@@ -534,7 +558,8 @@ class Engine:
         stats = {id(loop.stats): loop.stats for loop in town.loops}.values()
         measured = [s.measured for s in stats]
         try:
-            async with town.store.batched(together) as batch:
+            everyone = [loop.character_id for loop in town.loops]
+            async with town.store.batched(together, also=everyone) as batch:
                 try:
                     for cid in together:
                         await self._step(cid, now, dues)
@@ -579,6 +604,7 @@ class Engine:
         self.figures.steps += 1
         try:
             self._due[cid] = await loop.step(now)
+            self._wake_partners(loop, dues)
         except CorruptState as exc:
             self._log_corrupt(f"{cid} paused", exc)
             self._due[cid] = now + CORRUPT_RETRY
@@ -595,6 +621,15 @@ class Engine:
             self._log_step_bug(cid, exc)  # the daemon: her bug does not stop the others
             self._due[cid] = now + STEP_BUG_RETRY
         dues.append(self._due[cid])
+
+    def _wake_partners(self, loop: BehaviorLoop, dues: list[datetime]) -> None:
+        """A meeting she started took partners out of their pastimes: step each when it ends
+        (not at her old due time, which may be later)."""
+        for pid, ends in loop.engaged.items():
+            if self._drives(pid):
+                self._due[pid] = min(self._due.get(pid, ends), ends)
+                dues.append(self._due[pid])
+        loop.engaged.clear()
 
     async def _tick(self, town: TownRun, now: datetime) -> None:
         """The town's world tick, fenced on its town lease."""
@@ -814,6 +849,15 @@ class Engine:
                 if not task.done():
                     task.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
+
+
+def step_order(character_ids: Sequence[str], now: datetime) -> list[str]:
+    """The order in which characters due at ``now`` are stepped. Who goes first decides who
+    starts a meeting: the same order for the same moment (a replay, a seed), and another from
+    moment to moment (nobody always first)."""
+    return sorted(
+        character_ids, key=lambda c: hashlib.sha1(f"{now.isoformat()}|{c}".encode()).digest()
+    )
 
 
 def _pct(ordered: Sequence[float], q: float) -> float | None:

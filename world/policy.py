@@ -58,6 +58,9 @@ class DecisionRequest:
     """Her last steps, one Chinese line each, oldest first; the last with its reason."""
     card: CharacterCard | None = None
     """Who is deciding: prompts render from the card."""
+    sociable: bool = False
+    """Others live in her town: the prompt's catalogue lists the joint actions (never offered to
+    a character who lives alone, so left out of her prompt)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

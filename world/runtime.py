@@ -23,12 +23,15 @@ from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisHandle, open_redis
 from yuiju.world.behavior import BehaviorLoop, LoopStats
 from yuiju.world.clock import Clock, RealClock, SimClock
+from yuiju.world.conversation import ModelTalker, Talker, TemplateTalker
 from yuiju.world.day_record import DayRecord, day_record
 from yuiju.world.engine import Engine, NamedEvolution, TownRun, WorldTicker
 from yuiju.world.loader import Catalogue, load_actions, resolve
 from yuiju.world.policies.llm import LLMPolicy
 from yuiju.world.policies.utility import UtilityPolicy
 from yuiju.world.policy import Policy
+from yuiju.world.relations import DEFAULT_CLOSENESS
+from yuiju.world.social import Neighbours, starting_relations, unique_names
 from yuiju.world.state import CharacterState
 from yuiju.world.store import StateStore, stream_maxlen
 from yuiju.world.town import HAURA, Town
@@ -37,9 +40,13 @@ from yuiju.world.usage import UsageLedger
 log = logging.getLogger(__name__)
 
 
-def character_from_card(card: CharacterCard) -> CharacterState:
+def character_from_card(
+    card: CharacterCard, neighbours: Neighbours | None = None
+) -> CharacterState:
+    """Her state as the card starts it; with ``neighbours``, her relations to those of her town
+    the card names (``[relations]``)."""
     s = card.start
-    return CharacterState(
+    state = CharacterState(
         id=card.id,
         location=s.location,
         stamina=s.stamina,
@@ -48,6 +55,14 @@ def character_from_card(card: CharacterCard) -> CharacterState:
         money=s.money,
         inventory=dict(s.inventory),
     )
+    if neighbours is not None:
+        table = {
+            other: neighbours.rest(card.id, other)
+            for other in neighbours.others(card.id)
+            if neighbours.rest(card.id, other) != DEFAULT_CLOSENESS
+        }
+        state.social.relations = starting_relations(card.id, table, neighbours.names)
+    return state
 
 
 def resolve_evolutions(names: list[str]) -> list[NamedEvolution]:
@@ -310,9 +325,25 @@ async def build_runtime(
         )
         return day_record(found, now, action_of=catalogue.actions.get, town=town)
 
+    talker: Talker = (
+        ModelTalker(
+            llm_model,
+            temperature=cfg.llm.temperature,
+            budget_allows=llm_policy.budget_allows if llm_policy is not None else None,
+        )
+        if llm_model is not None
+        else TemplateTalker()
+    )
     runs = []
     for prefix, spec in towns.items():
         seed = cfg.world.seed if spec.seed is None else spec.seed
+        neighbours = Neighbours(
+            characters=tuple(spec.characters),
+            names=unique_names({cid: cards[cid].name for cid in spec.characters}),
+            cards={cid: cards[cid] for cid in spec.characters},
+            talker=talker,
+            model_talks_per_day=cfg.social.model_talks_per_day if llm_model is not None else 0,
+        )
         loops = [
             BehaviorLoop(
                 character_id=cid,
@@ -322,10 +353,11 @@ async def build_runtime(
                 fallback=utility if primary is not utility else None,
                 town=town,
                 seed=seed,
-                initial_state=character_from_card(cards[cid]),
+                initial_state=character_from_card(cards[cid], neighbours),
                 card=cards[cid],
                 recent=recent,
                 stats=stats,
+                neighbours=neighbours,
             )
             for cid in spec.characters
         ]
@@ -336,6 +368,7 @@ async def build_runtime(
             town=town,
             seed=seed,
             character_ids=list(spec.characters),
+            names=neighbours.names,
         )
         runs.append(TownRun(store=stores[prefix], ticker=ticker, loops=loops))
     engine = Engine(

@@ -11,12 +11,13 @@ that asks something the recording did not stops with `llm.CassetteMismatch`.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,11 @@ from zoneinfo import ZoneInfo
 from yuiju.config import YuijuConfig
 from yuiju.llm import ChatModel, CircuitBreaker, RecordingChatModel, ReplayChatModel
 from yuiju.llm.usage import Usage
+from yuiju.memory.episodes import Episode
 from yuiju.world.clock import SimClock, is_school_day
+from yuiju.world.commands import enqueue_command
 from yuiju.world.runtime import build_runtime
+from yuiju.world.state import CharacterState
 
 DEFAULT_START = "2026-09-01T06:00"
 """A fixed default start (a school day), so the same seed gives the same report on any day."""
@@ -65,7 +69,10 @@ async def simulate(
     tick_minutes: int = 360,
     record: Path | None = None,
     replay: Path | None = None,
+    commands: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
+    """``commands``: world commands queued before the run (applied at its first tick), e.g. a
+    piece of news told to one character (``tell_news``) to follow how it travels."""
     replayed: ReplayChatModel | None = None
     if replay is not None:
         replayed = ReplayChatModel(replay)
@@ -114,6 +121,12 @@ async def simulate(
             # the LLM prompt reads recent episodes from history: flush at once then
             flush_every=1 if policy == "llm" else 200,
         )
+        if commands:  # they name characters: create them first, as their first step would
+            for town in runtime.engine.towns:
+                for loop in town.loops:
+                    await loop.ensure_character()
+        for command in commands:
+            await enqueue_command(runtime.redis.client, runtime.keys, command)
         stats = runtime.stats
         last_shown = [0.0]
 
@@ -136,6 +149,16 @@ async def simulate(
                 sys.stderr.write("\n")
             final = {cid: await runtime.store.load_character(cid) for cid in runtime.cards}
             episodes = await runtime.history.count("episodes")
+            talks = {
+                cid: [
+                    e
+                    for e in await runtime.episodes.between(
+                        cid, begin, end + timedelta(days=1), type_="conversation"
+                    )
+                    if e.data.get("meeting_id")
+                ]
+                for cid in runtime.cards
+            }
             await runtime.close()
     report = build_report(
         days=days,
@@ -149,6 +172,12 @@ async def simulate(
         final={k: v.stats() if v else None for k, v in final.items()},
         actions=[a.id for a in runtime.catalogue],
     )
+    report["social"] = social_report(talks, final, days=days, end=end)
+    report["invariant_violations"] += [
+        f"{name}: {c['evidence']}" for name, c in report["social"]["checks"].items() if not c["ok"]
+    ]
+    for cid, n in report["social"]["meetings"].items():
+        report["by_character"][cid]["meetings"] = n
     report["llm"] = llm_report(runtime, days)
     if replayed is not None:
         report["llm"]["replayed"] = {"requests": replayed.replayed, "unused": replayed.unused}
@@ -404,3 +433,111 @@ def life_checks(
 
 
 TIMING_FIELDS = ("wall_seconds", "decisions_per_second", "engine_overhead_ms")
+
+
+def social_checks(talks: Mapping[str, Sequence[Episode]]) -> dict[str, dict[str, Any]]:
+    """The social invariants, from the conversation episodes the history store holds: nobody
+    is in two conversations at once, and every meeting is recorded on both sides."""
+    overlaps = []
+    for cid, episodes in talks.items():
+        spans = sorted((e.time, e.end_time or e.time, e.data["meeting_id"]) for e in episodes)
+        for (_, end, a), (start, _, b) in itertools.pairwise(spans):
+            if start < end:
+                overlaps.append(
+                    f"{cid}: {a} until {end.isoformat()} and {b} from {start.isoformat()}"
+                )
+    sides: dict[str, set[str]] = defaultdict(set)
+    participants: dict[str, set[str]] = {}
+    for cid, episodes in talks.items():
+        for e in episodes:
+            sides[e.data["meeting_id"]].add(cid)
+            participants[e.data["meeting_id"]] = set(e.data.get("participants", ()))
+    one_sided = sorted(
+        f"{m} ({'、'.join(sorted(sides[m]))} of {'、'.join(sorted(p))})"
+        for m, p in participants.items()
+        if sides[m] != p
+    )
+    total = sum(len(e) for e in talks.values())
+    return {
+        "no_overlapping_conversations": {
+            "ok": not overlaps,
+            "evidence": f"{total} conversation episodes; overlapping: {overlaps or 'none'}",
+        },
+        "both_sides_recorded": {
+            "ok": not one_sided,
+            "evidence": f"{len(participants)} meetings, each must have a conversation episode on "
+            f"every participant's side; recorded on one side only: {one_sided or 'none'}",
+        },
+    }
+
+
+def social_report(
+    talks: Mapping[str, Sequence[Episode]],
+    final: Mapping[str, CharacterState | None],
+    *,
+    days: int,
+    end: datetime,
+) -> dict[str, Any]:
+    """Meetings per character, the social checks, invitations made and kept, how far each piece
+    of news travelled (who had it from whom, when), closeness at the end, who wrote the words."""
+    meetings = {cid: len(talks.get(cid, ())) for cid in final}
+    invitations: dict[str, tuple[datetime, bool]] = {}
+    kept: set[str] = set()
+    sources: Counter[str] = Counter()
+    model_talks: Counter[tuple[str, str]] = Counter()
+    for episodes in talks.values():
+        for e in episodes:
+            if e.data.get("initiator") == e.character_id:
+                sources[str(e.data.get("source"))] += 1
+                if e.data.get("source") == "model":
+                    model_talks[
+                        (e.character_id, e.time.astimezone(end.tzinfo).date().isoformat())
+                    ] += 1
+            proposal = e.data.get("invitation")
+            if proposal and e.data.get("initiator") == e.character_id:
+                start = datetime.fromisoformat(proposal["start"])
+                invitations[proposal["id"]] = (start, e.data.get("declined") is None)
+            if e.data.get("kept_appointment"):
+                kept.add(e.data["kept_appointment"])
+    accepted = {k for k, (_, ok) in invitations.items() if ok}
+    due = {k for k in accepted if invitations[k][0] + timedelta(hours=1) <= end}
+    news: dict[str, dict[str, Any]] = {}
+    for cid, state in final.items():
+        for item in state.social.news if state else ():
+            entry = news.setdefault(
+                item.id, {"id": item.id, "text": item.text, "origin": item.origin.name, "path": []}
+            )
+            entry["path"].append(
+                {
+                    "to": cid,
+                    "from": item.source.name,
+                    "at": item.learned_at.isoformat(),
+                    "hops": item.hops,
+                }
+            )
+    for entry in news.values():
+        entry["path"].sort(key=lambda p: (p["at"], p["hops"]))
+        entry["reached"] = [p["to"] for p in entry["path"]]
+    return {
+        "meetings": meetings,
+        "meetings_per_day": {cid: round(n / days, 2) for cid, n in meetings.items()},
+        "checks": social_checks(talks),
+        "invitations": {
+            "made": len(invitations),
+            "accepted": len(accepted),
+            "due": len(due),
+            "kept": len(due & kept),
+            "kept_share": round(len(due & kept) / len(due), 3) if due else None,
+        },
+        "news": sorted(news.values(), key=lambda n: n["path"][0]["at"]),
+        "relations": {
+            cid: {
+                r.party.id: round(r.closeness_at(end), 1) for r in state.social.relations.values()
+            }
+            for cid, state in final.items()
+            if state is not None
+        },
+        "conversations_by_source": dict(sorted(sources.items())),
+        # bounded by [social] model_talks_per_day: the most one character started in one day
+        "model_talks_most_in_a_day": max(model_talks.values(), default=0),
+    }

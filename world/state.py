@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from yuiju.world.plans import PlanState
+from yuiju.world.relations import SocialState
 
 WeatherType = Literal["晴", "多云", "阴", "小雨", "雨", "雷雨", "雪", "雾"]
 TemperatureLevel = Literal["严寒", "寒冷", "清凉", "舒适", "温暖", "炎热"]
@@ -88,6 +89,10 @@ class RunningAction(_Model):
     """What the executor reported at the start."""
     share_intent: ShareIntent | None = None
     stats_before: dict[str, Any] = Field(default_factory=dict)
+    partners: list[str] = Field(default_factory=list)
+    """Characters she does this with (a joint action: a meeting); empty when alone."""
+    meeting_id: str | None = None
+    """The meeting this is her side of (the same id on both sides)."""
 
 
 Stat = Literal["stamina", "satiety", "mood"]
@@ -124,6 +129,8 @@ class CharacterState(_Model):
     """Why her last plan changes were rejected; shown to her next decision, then cleared."""
     blocked_reason: str | None = None
     """Why the loop could not decide last time (e.g. no candidate), for status/observer."""
+    social: SocialState = Field(default_factory=SocialState)
+    """Whom she knows and how well, what she has heard and from whom, whom she is to meet."""
 
     # -- mutators executors use ------------------------------------------------------------
 

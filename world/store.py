@@ -449,6 +449,28 @@ class StateStore:
             for cid, raw in zip(character_ids, raws, strict=True)
         }
 
+    async def peek_characters(
+        self, character_ids: Sequence[str]
+    ) -> dict[str, CharacterState | None]:
+        """Other characters' state for a decision's context (who is here): in a `batched` block as
+        the block knows them, with no round trip, else read in one. Values that do not validate
+        are left out (None): another character's corrupt state must not stop this one."""
+        keys = [self.keys.character(c) for c in character_ids]
+        if self._own_batch() is not None and all(k in self._known for k in keys):
+            raws = [self._known[k] for k in keys]
+        else:
+            await self.send_queued()
+            raws = [decoded(r) for r in await self.redis.mget(keys)] if keys else []
+            if not self._foreign():
+                self._known.update(zip(keys, raws, strict=True))
+        out: dict[str, CharacterState | None] = {}
+        for cid, key, raw in zip(character_ids, keys, raws, strict=True):
+            try:
+                out[cid] = parse_model(CharacterState, key, raw)
+            except CorruptState:
+                out[cid] = None
+        return out
+
     async def load(self, character_id: str) -> tuple[WorldState | None, CharacterState | None]:
         """The world and one character in one round trip (in a `batched` block: as read at its
         start, or as written since, with no round trip; the writes' scripts check them)."""
@@ -486,9 +508,11 @@ class StateStore:
     # -- the one way to write -----------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def batched(self, character_ids: Sequence[str]) -> AsyncIterator[WriteBatch]:
-        """Step these characters together: the world and their state are read here in one round
-        trip, and in the block `transact` queues the writes it computes on known values instead of
+    async def batched(
+        self, character_ids: Sequence[str], *, also: Sequence[str] = ()
+    ) -> AsyncIterator[WriteBatch]:
+        """Step these characters together: the world and their state (and that of ``also``, the
+        town's others a decision sees at her place) are read here in one round trip, and in the block `transact` queues the writes it computes on known values instead of
         sending each (`send_queued` sends them, in order, in one pipeline; the block's end too).
 
         Every queued script checks the values it was computed on, as a lone one does; one that
@@ -499,7 +523,8 @@ class StateStore:
         """
         if self._batch is not None:
             raise RuntimeError("StateStore.batched blocks do not nest")
-        keys = [self.keys.world, *(self.keys.character(c) for c in character_ids)]
+        ids = [*character_ids, *(c for c in also if c not in character_ids)]
+        keys = [self.keys.world, *(self.keys.character(c) for c in ids)]
         self._known.update(
             zip(keys, [decoded(r) for r in await self.redis.mget(keys)], strict=True)
         )

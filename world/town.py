@@ -23,6 +23,8 @@ class Place:
     """Items that appear here every day (collected by walks)."""
     daily_resource_total: tuple[int, int] = (0, 0)
     """Min and max number of resource units that appear each morning."""
+    private: bool = False
+    """Each character has her own (home): two characters "at home" are not together."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +64,7 @@ HAURA = Town(
     places={
         p.id: p
         for p in (
-            Place(id="home", name="家", area="家"),
+            Place(id="home", name="家", area="家", private=True),
             Place(id="school", name="星见丘高校", area="星见丘高校", hours=("07:00", "18:00")),
             Place(id="shop", name="小町商店", area="商业区", hours=("09:00", "21:00")),
             Place(id="supermarket", name="超市", area="商业区", hours=("09:00", "21:00")),

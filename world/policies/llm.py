@@ -53,6 +53,7 @@ from yuiju.world.policy import (
     RawDecision,
     validate_decision,
 )
+from yuiju.world.social import company_line
 from yuiju.world.town import Town
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,8 @@ def render_moment_prompt(
         options=[a.offered_as for a in offered(request.candidates, ctx)] if list_options else [],
         params=moment_params(request.candidates, ctx) if state_params else [],
         menus=menus(request),
+        company=company_line(ctx.company),
+        appointments=[a.line(ctx.town, ctx.now) for a in ctx.character.social.planned()],
     )
 
 
@@ -221,7 +224,7 @@ class LLMPolicy:
         self.max_attempts = max_attempts
         self.temperature = temperature
         self.budget_allows = budget_allows
-        self._system: dict[tuple[str, str], str] = {}
+        self._system: dict[tuple[str, str, bool], str] = {}
         self.decisions = 0
         """Decisions for which a request was sent."""
         self.first_attempt_ok = 0
@@ -239,9 +242,10 @@ class LLMPolicy:
     def messages(self, request: DecisionRequest) -> list[ChatMessage]:
         """The decision prompt: the stable system message, then the moment."""
         card = request.card or DEFAULT_CARD
-        key = (card.id, request.ctx.town.name)
+        key = (card.id, request.ctx.town.name, request.sociable)
         if key not in self._system:
-            self._system[key] = render_system_prompt(card, self.actions, request.ctx.town)
+            actions = [a for a in self.actions if request.sociable or a.joint is None]
+            self._system[key] = render_system_prompt(card, actions, request.ctx.town)
         return [
             {"role": "system", "content": self._system[key]},
             {

@@ -47,6 +47,7 @@ NEED_NAMES = {
     "idle": "发呆",
     "snack": "吃点东西",
     "phone": "看看手机",
+    "social": "和朋友待一会儿",
 }
 """How the offline policy names a need in the reason she records (Chinese: users read it)."""
 
@@ -113,7 +114,24 @@ def desires(ctx: ActionContext, seed: int) -> dict[str, float]:
     d["snack"] = hunger * 0.8
     d["phone"] = 0.3
     d["idle"] = 0.05
+    # Company: wanted more the longer she has been without (Humanoid Agents' social need).
+    last = c.social.last_met_at
+    alone_hours = 24.0 if last is None else (now - last).total_seconds() / 3600
+    d["social"] = 0.4 + min(1.0, alone_hours / 8) if 7 * 60 <= m < 21 * 60 + 30 else 0.0
     return d
+
+
+APPOINTMENT_LEAD = 45
+"""Minutes before an appointment she sets off (no link in town takes longer)."""
+APPOINTMENT_PULL = 3.2
+"""How much being where she has an appointment is worth: more than anything but sleep at night."""
+APPOINTMENT_STAY = 1.0
+"""What she adds to what she can do at an appointment's place while it lasts: she waits there."""
+
+
+def appointment_places(ctx: ActionContext) -> set[str]:
+    """Places she has an appointment at now or within `APPOINTMENT_LEAD` minutes."""
+    return {a.place for a in ctx.character.social.appointments if a.due(ctx.now, APPOINTMENT_LEAD)}
 
 
 def _safe_available(action: Action, ctx: ActionContext) -> bool:
@@ -197,7 +215,11 @@ class UtilityPolicy:
         """What needs each place can serve (``idle`` stands for the untagged default score)."""
 
     def _place_values(
-        self, ctx: ActionContext, want: dict[str, float], fancy: set[str]
+        self,
+        ctx: ActionContext,
+        want: dict[str, float],
+        fancy: set[str],
+        pulls: Set[str] = frozenset(),
     ) -> dict[str, float]:
         """Best score of anything she could do at each place, reached by the shortest route.
 
@@ -220,6 +242,8 @@ class UtilityPolicy:
                     (score(a, later, want, fancy) for a in options if _safe_available(a, later)),
                     default=0.0,
                 )
+                if place in pulls:
+                    local = max(local, APPOINTMENT_PULL)
                 values[place] = local * HOP_DISCOUNT**hops - HOP_COST * hops
             if hops >= MAX_HOPS:
                 continue
@@ -285,15 +309,17 @@ class UtilityPolicy:
                 else 0.0
             )
 
+        pulls = appointment_places(ctx)
+        here = ctx.character.location
+        stay = APPOINTMENT_STAY if here in pulls else 0.0
         local = {
-            a.id: score(a, ctx, want, fancy) - repeat_penalty(a)
+            a.id: score(a, ctx, want, fancy) - repeat_penalty(a) + stay
             for a in request.candidates
             if not a.moves_to
         }
         # No other place can score more than the strongest need its actions serve plus the largest
         # bonuses, discounted by one hop; when something here already beats that even with the most
         # noise, skip the walk (the result is the same, only faster).
-        here = ctx.character.location
         elsewhere = [
             want.get(t, 0.0)
             for place, tags in self._tags_by_place.items()
@@ -301,9 +327,11 @@ class UtilityPolicy:
             for t in tags
         ]
         ceiling = (max(elsewhere, default=0.05) + MAX_BONUS) * HOP_DISCOUNT - HOP_COST
+        if pulls - {here}:
+            ceiling = max(ceiling, APPOINTMENT_PULL)
         worth_looking = max(local.values(), default=-1.0) < ceiling + NOISE
         places = (
-            self._place_values(ctx, want, fancy)
+            self._place_values(ctx, want, fancy, pulls - {here})
             if worth_looking and any(a.moves_to for a in request.candidates)
             else {}
         )

@@ -1,0 +1,308 @@
+"""What two characters say when they meet: a few short lines, by the model or from templates.
+
+A meeting's conversation is written once, before the meeting is committed, and recorded on both
+sides (their conversation episodes). What it must contain is decided by the world, not by the
+words: the news passed on, an invitation and its answer, an appointment kept (`TalkRequest`);
+the episode records those facts whatever the lines say.
+
+`TemplateTalker` writes the lines from Chinese templates, seeded by the meeting: no model, no
+cost. `ModelTalker` asks the model for them in one call (purpose ``converse``) while the
+initiator's per-day budget lasts (`[social] model_talks_per_day`, checked by the behavior loop)
+and the day's token budget allows; any failure, and every conversation past the budget, falls
+back to the templates, so the social part adds a bounded number of calls per character-day.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from pydantic import BaseModel, ConfigDict, Field
+
+from yuiju.llm import (
+    ChatModel,
+    JsonSchema,
+    RetryWithFeedback,
+    StructuredOutputFailed,
+    ask_structured,
+)
+from yuiju.world.relations import Appointment, NewsItem, band
+
+log = logging.getLogger(__name__)
+
+PURPOSE = "converse"
+"""The purpose of every call the model talker makes (usage accounting, ``max_tokens`` bound)."""
+MAX_LINES = 6
+MAX_LINE_CHARS = 60
+
+PROMPTS = Environment(
+    loader=PackageLoader("yuiju.world", "prompts"),
+    undefined=StrictUndefined,
+    autoescape=False,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Speaker:
+    id: str
+    name: str
+    persona: str = ""
+    speaking_style: str = ""
+    closeness: float = 10.0
+    """Hers to the other speaker."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TalkRequest:
+    """Everything the words of one meeting depend on."""
+
+    meeting_id: str
+    kind: str
+    """greet, chat, together, invite (`world.action.Joint.kind`)."""
+    activity: str
+    """What they do, in Chinese (一起散步)."""
+    place: str
+    """The place's Chinese name."""
+    now: datetime
+    a: Speaker
+    """Who started it."""
+    b: Speaker
+    news: tuple[tuple[str, NewsItem], ...] = ()
+    """(teller id, the item as the teller knew it), in telling order."""
+    proposal: Appointment | None = None
+    proposal_place: str = ""
+    declined: str | None = None
+    kept: Appointment | None = None
+
+    def speaker(self, speaker_id: str) -> Speaker:
+        return self.a if speaker_id == self.a.id else self.b
+
+
+@dataclass(frozen=True)
+class Line:
+    speaker: str
+    """Character id."""
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Conversation:
+    lines: tuple[Line, ...]
+    source: Literal["model", "template"]
+
+
+class Talker(Protocol):
+    async def converse(self, request: TalkRequest, *, use_model: bool) -> Conversation:
+        """The lines of this meeting; ``use_model`` False: without the model (budget spent)."""
+        ...
+
+
+# -- templates ------------------------------------------------------------------------------
+
+
+def _hello(now: datetime) -> str:
+    hour = now.hour
+    if hour < 10:
+        return "早上好"
+    if hour < 13:
+        return "中午好"
+    if hour < 18:
+        return "下午好"
+    return "晚上好"
+
+
+OPENERS = {
+    "greet": (("{hello}，{b}！", "{a}！{hello}～"), ("{b}，你也在这里呀。", "嗯，好巧！")),
+    "chat": (
+        ("{b}，聊一会儿吧？", "好呀，正好想找人说说话。"),
+        ("今天过得怎么样？", "还不错，就是有点累。"),
+        ("在{place}碰到你真好。", "是啊，我们聊聊吧。"),
+    ),
+    "together": (
+        ("{b}，一起{activity}吧？", "好呀，走吧！"),
+        ("要不要一起{activity}？", "正想找人一起呢。"),
+    ),
+    "invite": (("{b}，有件事想约你。", "什么事？"),),
+}
+CLOSERS = {
+    "greet": ("那我先忙啦，回头见！",),
+    "chat": ("和你聊天真开心。", "下次再聊！"),
+    "together": ("下次也一起吧。", "今天很开心！"),
+    "invite": ("那就这么说定啦。",),
+}
+
+
+class TemplateTalker:
+    """Lines from Chinese templates, the same for the same meeting (seeded by its id)."""
+
+    async def converse(self, request: TalkRequest, *, use_model: bool = False) -> Conversation:
+        return self.write(request)
+
+    def write(self, request: TalkRequest) -> Conversation:
+        rng = random.Random(request.meeting_id)
+        a, b = request.a, request.b
+        fill = {
+            "a": a.name,
+            "b": b.name,
+            "hello": _hello(request.now),
+            "place": request.place,
+            "activity": request.activity,
+        }
+        lines: list[Line] = []
+
+        def say(who: Speaker, text: str) -> None:
+            lines.append(Line(who.id, who.name, text.format(**fill)))
+
+        if request.kept is not None:
+            say(a, "{b}，你来啦！")
+            say(b, "说好的嘛，我可不会迟到。")
+        else:
+            first, reply = rng.choice(OPENERS.get(request.kind, OPENERS["chat"]))
+            say(a, first)
+            say(b, reply)
+        for teller_id, item in request.news:
+            teller = request.speaker(teller_id)
+            listener = b if teller is a else a
+            origin = (
+                f"{item.told_by_line()}，" if item.source.key != f"character:{listener.id}" else ""
+            )
+            lines.append(Line(teller.id, teller.name, f"对了，{origin}{item.text}。"))
+            lines.append(
+                Line(
+                    listener.id,
+                    listener.name,
+                    rng.choice(("诶，真的吗？", "原来是这样，我都不知道。", "是吗，我记住了。")),
+                )
+            )
+        if request.proposal is not None:
+            when = _when(request.proposal.start, request.now)
+            say(a, f"{when}一起去{request.proposal_place}{request.proposal.activity}好不好？")
+            if request.declined is None:
+                say(b, f"好呀，那就{when}见！")
+            else:
+                say(b, f"抱歉，{request.declined}。")
+        closer = rng.choice(CLOSERS.get(request.kind, CLOSERS["chat"]))
+        say(rng.choice((a, b)), closer)
+        return Conversation(tuple(lines[: MAX_LINES + 2 * len(request.news)]), "template")
+
+
+def _when(start: datetime, now: datetime) -> str:
+    days = (start.date() - now.date()).days
+    day = {0: "今天", 1: "明天", 2: "后天"}.get(days, f"{start.month}月{start.day}日")
+    return f"{day}{start.strftime('%H:%M')}"
+
+
+# -- the model ------------------------------------------------------------------------------
+
+
+class _LineOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    speaker: str = Field(min_length=1, max_length=20)
+    text: str = Field(min_length=1, max_length=MAX_LINE_CHARS)
+
+
+class _TalkOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lines: list[_LineOut] = Field(min_length=2, max_length=MAX_LINES)
+
+
+def talk_schema(names: Sequence[str]) -> JsonSchema:
+    line = {
+        "type": "object",
+        "properties": {
+            "speaker": {"enum": list(names)},
+            "text": {"type": "string", "minLength": 1, "maxLength": MAX_LINE_CHARS},
+        },
+        "required": ["speaker", "text"],
+        "additionalProperties": False,
+    }
+    schema = {
+        "type": "object",
+        "properties": {
+            "lines": {"type": "array", "items": line, "minItems": 2, "maxItems": MAX_LINES}
+        },
+        "required": ["lines"],
+        "additionalProperties": False,
+    }
+    return JsonSchema(name="conversation", schema=schema)
+
+
+def render_talk_prompt(request: TalkRequest) -> str:
+    return PROMPTS.get_template("converse.md.j2").render(
+        r=request,
+        when=f"{request.now.month}月{request.now.day}日 {request.now.strftime('%H:%M')}",
+        a_band=band(request.a.closeness),
+        b_band=band(request.b.closeness),
+        proposal_when=_when(request.proposal.start, request.now) if request.proposal else "",
+        news=[(request.speaker(t).name, item) for t, item in request.news],
+    )
+
+
+BudgetCheck = Callable[[datetime], Awaitable[bool]]
+
+
+class ModelTalker:
+    """One model call per conversation while allowed; the templates otherwise."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        temperature: float | None = None,
+        budget_allows: BudgetCheck | None = None,
+    ) -> None:
+        self.model = model
+        self.temperature = temperature
+        self.budget_allows = budget_allows
+        """The day's token budget ([llm] daily_token_budget), shared with decisions."""
+        self.templates = TemplateTalker()
+        self.calls = 0
+        self.failed = 0
+
+    async def converse(self, request: TalkRequest, *, use_model: bool = True) -> Conversation:
+        if not use_model or (
+            self.budget_allows is not None and not await self.budget_allows(request.now)
+        ):
+            return self.templates.write(request)
+        names = {request.a.name: request.a, request.b.name: request.b}
+
+        def parse(text: str) -> Conversation:
+            out = _TalkOut.model_validate_json(text)
+            lines = []
+            for line in out.lines:
+                who = names.get(line.speaker.strip())
+                if who is None:
+                    raise RetryWithFeedback(f"speaker 只能是 {'、'.join(names)}")
+                lines.append(Line(who.id, who.name, line.text.strip()))
+            return Conversation(tuple(lines), "model")
+
+        self.calls += 1
+        try:
+            outcome = await ask_structured(
+                self.model,
+                [{"role": "user", "content": render_talk_prompt(request)}],
+                parse,
+                json_schema=talk_schema(list(names)),
+                max_attempts=1,
+                temperature=self.temperature,
+                purpose=PURPOSE,
+            )
+        except (StructuredOutputFailed, json.JSONDecodeError) as exc:
+            self.failed += 1
+            log.info(
+                "conversation %s: the model's lines were not usable (%s); templates instead",
+                request.meeting_id,
+                exc,
+            )
+            return self.templates.write(request)
+        return outcome.value

@@ -1,0 +1,388 @@
+"""Who she knows and what she knows about them: parties, closeness, news and appointments.
+
+Plain validated data that lives inside each character's state (`CharacterState.social`), so a
+meeting changes both sides in the one atomic write that starts it, and pure functions over it:
+
+- `Party`: someone she can know, a character of her town (``character:kaede``) or a person from
+  chat (``person:qq:123``); relations, news sources and appointments all name one.
+- `Relation`: her closeness to one party, 0–100, moved by what happens between them and decaying
+  slowly back to where it rests (`Relation.closeness_at`: a pure function of time, so nothing has
+  to rewrite it every tick).
+- `NewsItem`: something she was told, with who said it first (``origin``), who told her
+  (``source``), when, and the episode where she heard it: 枫 can say "悠酱说你要搬家了" because
+  her conversation episode with 悠酱 records it.
+- `Appointment`: a meeting planned for a place and a time, with who asked. An invitation from
+  another character and one from a person in chat are the same thing, reviewed by the same
+  `review_invitation` (her calendar, opening hours, school, the night, her other plans, limits
+  per inviter and per day) before the world applies it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from yuiju.world.clock import in_window, is_school_day
+from yuiju.world.town import Town
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, use_attribute_docstrings=True
+    )
+
+
+PartyKind = Literal["character", "person"]
+
+
+class Party(_Model):
+    kind: PartyKind = "character"
+    id: str = Field(min_length=1, max_length=80)
+    """A character id (``kaede``), or a platform-qualified person id (``qq:123``)."""
+    name: str = Field(min_length=1, max_length=40)
+    """How she calls them (枫, 小林)."""
+
+    @property
+    def key(self) -> str:
+        """The key of her relation to them: ``character:kaede``, ``person:qq:123``."""
+        return f"{self.kind}:{self.id}"
+
+
+def character_party(character_id: str, name: str) -> Party:
+    return Party(kind="character", id=character_id, name=name)
+
+
+# -- closeness ------------------------------------------------------------------------------
+
+DEFAULT_CLOSENESS = 10.0
+"""Where a relation to someone of her town starts and rests when the card names no other value:
+they know each other by sight."""
+HALF_LIFE_DAYS = 14.0
+"""Closeness above (or below) where it rests halves its distance to it in this many days."""
+
+CLOSENESS_DELTAS: dict[str, float] = {
+    "greet": 0.5,
+    "chat": 2.0,
+    "together": 2.5,
+    "invite": 1.0,
+    "invite_accepted": 1.0,
+    "invite_declined": -1.0,
+    "appointment_kept": 3.0,
+    "appointment_missed": -4.0,
+}
+"""How much each kind of thing that happens between two of them moves closeness (both sides);
+a gain shrinks as closeness nears 100 (`Relation.moved`)."""
+
+BANDS = ((20, "不太熟"), (40, "认识"), (60, "朋友"), (80, "好朋友"), (101, "最好的朋友"))
+"""Closeness as the model and the observer read it."""
+
+
+def band(closeness: float) -> str:
+    return next(name for limit, name in BANDS if closeness < limit)
+
+
+class Relation(_Model):
+    party: Party
+    closeness: float = Field(DEFAULT_CLOSENESS, ge=0, le=100)
+    """As of ``as_of``; read it through `closeness_at` (it decays after)."""
+    rest: float = Field(DEFAULT_CLOSENESS, ge=0, le=100)
+    """Where closeness decays to: the card's value for someone she knew from the start."""
+    as_of: AwareDatetime | None = None
+    meetings: int = Field(0, ge=0)
+    """Meetings with them, ever."""
+    last_met: AwareDatetime | None = None
+
+    def closeness_at(self, now: datetime) -> float:
+        """Closeness at ``now``: its distance to ``rest`` halves every `HALF_LIFE_DAYS`."""
+        if self.as_of is None or now <= self.as_of:
+            return self.closeness
+        days = (now - self.as_of).total_seconds() / 86400
+        return self.rest + (self.closeness - self.rest) * math.pow(0.5, days / HALF_LIFE_DAYS)
+
+    def moved(self, now: datetime, delta: float, *, met: bool = False) -> Relation:
+        """This relation after ``delta`` at ``now`` (decayed up to now first; clamped to 0–100).
+        A gain is full up to 50 and shrinks above it (half at 75): good friends are not made
+        in a week of lunches."""
+        current = self.closeness_at(now)
+        if delta > 0:
+            delta *= min(1.0, (100 - current) / 50)
+        value = min(100.0, max(0.0, current + delta))
+        return self.model_copy(
+            update={
+                "closeness": round(value, 3),
+                "as_of": now,
+                "meetings": self.meetings + (1 if met else 0),
+                "last_met": now if met else self.last_met,
+            }
+        )
+
+
+# -- news -----------------------------------------------------------------------------------
+
+NEWS_FRESH_DAYS = 14
+"""News older than this (since she heard it) is no longer passed on."""
+NEWS_KEPT = 20
+"""News items a character keeps; the oldest goes first."""
+NEWS_PER_CONVERSATION = 1
+"""Items each side tells in one conversation at most (the freshest the other does not know)."""
+
+
+def news_id(origin: Party, text: str) -> str:
+    """Stable per origin and text, so the same news told along two paths is one item."""
+    return "news_" + hashlib.sha1(f"{origin.key}|{text}".encode()).hexdigest()[:12]
+
+
+class NewsItem(_Model):
+    id: str
+    text: str = Field(min_length=1, max_length=120)
+    """What it says, as she would repeat it, in Chinese ("小林下周要搬家")."""
+    about: Party | None = None
+    """Whom it is about, if someone (she does not tell someone news about themselves)."""
+    origin: Party
+    """Who said it first (a person in chat, a character)."""
+    source: Party
+    """Who told her (the origin, or whoever passed it on)."""
+    learned_at: AwareDatetime
+    episode_id: str | None = None
+    """Her episode in which she heard it (a conversation; None when told through a command)."""
+    hops: int = Field(0, ge=0)
+    """How many tellings from the origin to her (0: the origin told her)."""
+
+    def told_by_line(self) -> str:
+        """How she says where she has it from (听悠酱说 / 小林说)."""
+        return f"{self.source.name}说" if self.hops == 0 else f"听{self.source.name}说"
+
+
+def fresh_news(news: Sequence[NewsItem], now: datetime) -> list[NewsItem]:
+    """The items she would still pass on, freshest first."""
+    limit = now - timedelta(days=NEWS_FRESH_DAYS)
+    return sorted(
+        (n for n in news if n.learned_at >= limit), key=lambda n: n.learned_at, reverse=True
+    )
+
+
+def news_to_tell(
+    teller: Sequence[NewsItem], listener: Sequence[NewsItem], listener_key: str, now: datetime
+) -> list[NewsItem]:
+    """What the teller passes on to the listener in one conversation: the freshest items the
+    listener does not know yet, none about the listener, none the listener told her."""
+    known = {n.id for n in listener}
+    return [
+        n
+        for n in fresh_news(teller, now)
+        if n.id not in known
+        and (n.about is None or n.about.key != listener_key)
+        and n.source.key != listener_key
+    ][:NEWS_PER_CONVERSATION]
+
+
+def heard(item: NewsItem, teller: Party, now: datetime, episode_id: str | None) -> NewsItem:
+    """The listener's copy of ``item`` told by ``teller``."""
+    return item.model_copy(
+        update={
+            "source": teller,
+            "learned_at": now,
+            "episode_id": episode_id,
+            "hops": item.hops + 1,
+        }
+    )
+
+
+def keep_news(news: Sequence[NewsItem], *new: NewsItem) -> list[NewsItem]:
+    """Her news with ``new`` added (an item she already has stays as she first heard it)."""
+    known = {n.id for n in news}
+    out = [*news, *(n for n in new if n.id not in known)]
+    return out[-NEWS_KEPT:]
+
+
+# -- appointments ---------------------------------------------------------------------------
+
+AppointmentStatus = Literal["planned", "kept", "missed", "cancelled"]
+
+EARLY_MINUTES = 30
+"""A meeting this long before an appointment's start still keeps it."""
+MIN_LEAD_MINUTES = 30
+"""An invitation must leave her this long to get there."""
+MAX_AHEAD_DAYS = 7
+MAX_PLANNED = 5
+"""Appointments she keeps planned at most."""
+MAX_PER_INVITER = 2
+"""Planned appointments one inviter may have with her at once (a stranger cannot fill her week)."""
+MAX_PER_DAY = 2
+"""Appointments on one day at most."""
+CLEARANCE_MINUTES = 90
+"""Two appointments must start this far apart."""
+AWAKE_WINDOW = ("08:00", "21:00")
+"""Appointments start within this window (she sleeps, gets ready, eats breakfast outside it)."""
+SCHOOL_WINDOW = ("07:30", "16:30")
+"""Class time on school days: no appointments then."""
+MIN_CLOSENESS_TO_ACCEPT = 20.0
+"""A character accepts another's invitation only from someone she knows at least this well."""
+KEPT_APPOINTMENTS = 10
+"""Past appointments (kept, missed) kept in her state for the record; the oldest goes first."""
+
+
+def appointment_id(asked_by: Party, invitee: str, start: datetime, place: str) -> str:
+    key = f"{asked_by.key}|{invitee}|{start.isoformat()}|{place}"
+    return "apt_" + hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+class Appointment(_Model):
+    id: str
+    other: Party
+    """Whom she meets (for the invitee: the inviter; for the inviter: the invitee)."""
+    asked_by: Party
+    """Who proposed it (a character, or a person in chat)."""
+    source: Literal["character", "chat"] = "character"
+    """Where the invitation came from: another character's conversation, or chat."""
+    place: str
+    """Place id where they meet."""
+    start: AwareDatetime
+    minutes: int = Field(60, ge=10, le=240)
+    activity: str = Field("", max_length=40)
+    """What they mean to do there, in Chinese (一起散步)."""
+    status: AppointmentStatus = "planned"
+    created_at: AwareDatetime
+    note: str = Field("", max_length=120)
+    """How it ended (kept: the meeting's episode; missed: where she was instead)."""
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(minutes=self.minutes)
+
+    def keeps(self, now: datetime, place: str, other_key: str) -> bool:
+        """Whether meeting ``other_key`` at ``place`` at ``now`` keeps this appointment."""
+        return (
+            self.status == "planned"
+            and place == self.place
+            and other_key == self.other.key
+            and self.start - timedelta(minutes=EARLY_MINUTES) <= now <= self.end
+        )
+
+    def due(self, now: datetime, lead_minutes: int = 60) -> bool:
+        """Planned, and time to go there or be there (from ``lead_minutes`` before the start)."""
+        return self.status == "planned" and (
+            self.start - timedelta(minutes=lead_minutes) <= now <= self.end
+        )
+
+    def line(self, town: Town, now: datetime) -> str:
+        """One Chinese line for prompts and status: 明天 15:00 和枫在南风公园一起散步（枫约的）."""
+        days = (self.start.date() - now.date()).days
+        day = {0: "今天", 1: "明天", 2: "后天"}.get(days, f"{self.start.month}月{self.start.day}日")
+        who = "我约的" if self.asked_by.key != self.other.key else f"{self.asked_by.name}约的"
+        return (
+            f"{day} {self.start.strftime('%H:%M')} 和{self.other.name}在{town.place_name(self.place)}"
+            f"{self.activity}（{who}）"
+        )
+
+
+def review_invitation(
+    proposal: Appointment,
+    planned: Sequence[Appointment],
+    *,
+    now: datetime,
+    town: Town,
+    closeness: float | None = None,
+    lenient: bool = False,
+) -> str | None:
+    """Why she declines ``proposal`` given her ``planned`` appointments (a Chinese sentence the
+    inviter reads), or None if she accepts.
+
+    ``closeness`` is hers to the inviter (a character's invitation needs
+    `MIN_CLOSENESS_TO_ACCEPT`); ``lenient`` (an admin in chat) lifts the per-inviter and per-day
+    limits, never the calendar, the opening hours or the clock."""
+    start = proposal.start
+    place = town.places.get(proposal.place)
+    if place is None:
+        return f"羽浦町没有「{proposal.place}」这个地方"
+    if place.private:
+        return f"{place.name}不方便见面"
+    if start < now + timedelta(minutes=MIN_LEAD_MINUTES):
+        return "时间太赶了，来不及过去"
+    if start > now + timedelta(days=MAX_AHEAD_DAYS):
+        return "太久以后的事情，现在还定不下来"
+    if not in_window(start, *AWAKE_WINDOW):
+        return f"那个时间不方便出门（约在 {AWAKE_WINDOW[0]}–{AWAKE_WINDOW[1]} 之间吧）"
+    if is_school_day(start.date()) and in_window(start, *SCHOOL_WINDOW):
+        return "那时候要上课"
+    if place.hours is not None and not (
+        in_window(start, *place.hours)
+        and in_window(proposal.end - timedelta(minutes=1), *place.hours)
+    ):
+        return f"{place.name}那时候不开门（营业 {place.hours[0]}–{place.hours[1]}）"
+    if closeness is not None and closeness < MIN_CLOSENESS_TO_ACCEPT:
+        return f"和{proposal.asked_by.name}还不太熟"
+    ahead = [a for a in planned if a.status == "planned"]
+    for other in ahead:
+        if abs((other.start - start).total_seconds()) < CLEARANCE_MINUTES * 60:
+            return f"那时候已经和{other.other.name}约好了"
+    if lenient:
+        return None
+    if len(ahead) >= MAX_PLANNED:
+        return "最近已经约了好多事，排不下了"
+    if sum(1 for a in ahead if a.asked_by.key == proposal.asked_by.key) >= MAX_PER_INVITER:
+        return f"已经答应{proposal.asked_by.name}好几件事了，先把这些做完"
+    if sum(1 for a in ahead if a.start.date() == start.date()) >= MAX_PER_DAY:
+        return "那天已经有别的约了"
+    return None
+
+
+def settle_missed(
+    appointments: Sequence[Appointment], now: datetime, where: str
+) -> tuple[list[Appointment], list[Appointment]]:
+    """Her appointments with every planned one whose time has passed marked missed; and those.
+    ``where`` says where she was instead (for the note)."""
+    out: list[Appointment] = []
+    missed: list[Appointment] = []
+    for a in appointments:
+        if a.status == "planned" and now > a.end:
+            a = a.model_copy(update={"status": "missed", "note": f"那时她在{where}"})
+            missed.append(a)
+        out.append(a)
+    return prune(out), missed
+
+
+def prune(appointments: Sequence[Appointment]) -> list[Appointment]:
+    """Planned ones all; of the past ones, the latest `KEPT_APPOINTMENTS`."""
+    past = [a for a in appointments if a.status != "planned"][-KEPT_APPOINTMENTS:]
+    return [a for a in appointments if a.status == "planned" or a in past]
+
+
+# -- her social state -----------------------------------------------------------------------
+
+
+class SocialState(_Model):
+    relations: dict[str, Relation] = Field(default_factory=dict)
+    """By `Party.key`."""
+    news: list[NewsItem] = Field(default_factory=list)
+    appointments: list[Appointment] = Field(default_factory=list)
+    day: date | None = None
+    """Local date ``met_today`` and ``model_talks_today`` refer to."""
+    met_today: list[str] = Field(default_factory=list)
+    """Party keys she met today (whom she has greeted already)."""
+    model_talks_today: int = Field(0, ge=0)
+    """Conversations she started today whose words the model wrote (the per-day budget)."""
+    last_met_at: AwareDatetime | None = None
+    """When she last met anyone (the offline policy's social need)."""
+
+    def closeness(self, key: str, now: datetime, default: float = DEFAULT_CLOSENESS) -> float:
+        relation = self.relations.get(key)
+        return default if relation is None else relation.closeness_at(now)
+
+    def met_on(self, day: date) -> list[str]:
+        """Party keys she met on ``day`` (``met_today`` is of `day`, until her next start)."""
+        return self.met_today if self.day == day else []
+
+    def planned(self) -> list[Appointment]:
+        return [a for a in self.appointments if a.status == "planned"]
+
+    def roll_day(self, today: date) -> None:
+        if self.day != today:
+            self.day = today
+            self.met_today = []
+            self.model_talks_today = 0
