@@ -755,7 +755,7 @@ class ChatConfig(_Section):
     """People allowed to run admin commands and admin-only tools, platform-qualified
     (``"qq:10001"``, ``"tg:678"``; a plain number is a QQ id). Empty by default on purpose."""
     private_whitelist: QualifiedIds = Field(default_factory=list)
-    """People she answers in private chat (admins always), written like ``admins``."""
+    """People she answers in private chat (admins always), written like ``admins``; ``"tg:*"`` is everyone on a platform (the web chat and `yuiju chat` add ``"web:*"`` and ``"term:*"`` themselves)."""
     groups: dict[str, GroupPolicy] = Field(default_factory=dict, examples=[{"123456": {}}])
     """Per-group policy by group id: ``[chat.groups."tg:-100123"]``, or a plain number for a QQ
     group (``[chat.groups.123456] reply = "mention"``)."""
