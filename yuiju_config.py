@@ -641,6 +641,20 @@ class WebConfig(_Section):
     """TCP port of the page (0: any free port, printed at start-up)."""
     token: OptionalSecret = Field(None, examples=["..."])
     """Access token: when set, the page needs ?token=... (or an 'Authorization: Bearer' header). Prefer YUIJU_WEB__TOKEN."""
+    chat: bool = True
+    """Talk to her on the page: a chat box with one conversation per visitor name (people ``web:<name>``), answered like her groups. Needs ``enabled``; on a host other than loopback only with a token (otherwise it stays off and the log says so)."""
+    chat_per_minute: int = Field(20, ge=1)
+    """Web chat messages a minute from one network address at most (all its visitor names together); each visitor is also held to [chat] user_messages_per_minute. Past either, the message is refused with when to try again."""
+
+    def chat_problem(self) -> str | None:
+        """Why the web chat must stay off with these settings, or None."""
+        if self.token is None and self.host not in LOOPBACK_HOSTS:
+            return (
+                f"the web chat stays off: the page listens on {self.host!r} without a token, so "
+                "anyone who reaches it could talk to her as anyone. Set [web] token "
+                "(YUIJU_WEB__TOKEN), or listen on 127.0.0.1"
+            )
+        return None
 
 
 class OnebotConfig(_Section):

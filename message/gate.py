@@ -36,9 +36,7 @@ class ReplyGate:
         owner let in, such as the observer page behind its token)."""
         whitelist = self.cfg.private_whitelist
         return (
-            person in whitelist
-            or f"{split_id(person)[0]}:*" in whitelist
-            or self.is_admin(person)
+            person in whitelist or f"{split_id(person)[0]}:*" in whitelist or self.is_admin(person)
         )
 
     def called_by_name(self, text: str) -> bool:

@@ -175,9 +175,7 @@ class LocalSender:
         message_id = f"{conversation.platform}-{uuid.uuid4().hex[:16]}"
         self.publish(
             conversation.session_id,
-            ChatEvent(
-                "line", text=message.plain, id=message_id, time=self.clock.now().isoformat()
-            ),
+            ChatEvent("line", text=message.plain, id=message_id, time=self.clock.now().isoformat()),
         )
         return message_id
 
@@ -226,9 +224,9 @@ class LocalChat:
         """Whether she recalls and archives into her memory here."""
         return self.service.deps.memory is not None
 
-    def listen(self, conversation: Conversation) -> contextlib.AbstractContextManager[
-        asyncio.Queue[ChatEvent]
-    ]:
+    def listen(
+        self, conversation: Conversation
+    ) -> contextlib.AbstractContextManager[asyncio.Queue[ChatEvent]]:
         return self.sender.listen(conversation.session_id)
 
     def _stamp(self) -> datetime:

@@ -179,9 +179,9 @@ async def test_the_local_sender_refuses_other_platforms(redis: Any) -> None:
     sender = LocalSender(SimClock(at_time("2026-09-01 10:00")))
     with pytest.raises(SendFailed):
         await sender.send(Outgoing.text(Conversation.group("qq", 123), "你好"))
-    assert (await sender.send(Outgoing.text(Conversation.private("web:a"), "你好")) or "").startswith(
-        "web-"
-    )
+    assert (
+        await sender.send(Outgoing.text(Conversation.private("web:a"), "你好")) or ""
+    ).startswith("web-")
 
 
 def test_web_admins_count_only_behind_a_page_token() -> None:
