@@ -271,10 +271,12 @@ class LocalChat:
                 ),
             )
 
-    async def turn(self, person: str, name: str, text: str) -> AsyncIterator[ChatEvent]:
+    async def turn(
+        self, person: str, name: str, text: str, *, message_id: str | None = None
+    ) -> AsyncIterator[ChatEvent]:
         """``say``, as the events of this turn (and any line of hers in the conversation
         meanwhile), ending with its ``done``."""
-        message_id = f"{split_id(person)[0]}-{uuid.uuid4().hex[:16]}"
+        message_id = message_id or f"{split_id(person)[0]}-{uuid.uuid4().hex[:16]}"
         with self.listen(Conversation.private(person)) as queue:
             task = asyncio.create_task(self.say(person, name, text, message_id=message_id))
             try:
