@@ -634,7 +634,7 @@ class SocialConfig(_Section):
 
 class WebConfig(_Section):
     enabled: bool = True
-    """Serve the read-only observer page from `yuiju run` and `yuiju world`."""
+    """Serve the observer page (her life, read-only, and the web chat: ``chat``) from `yuiju run` and `yuiju world`."""
     host: str = "127.0.0.1"
     """Address the page listens on; '0.0.0.0' exposes it to the network (set a token then)."""
     port: int = Field(8765, ge=0, le=65535)
@@ -642,7 +642,7 @@ class WebConfig(_Section):
     token: OptionalSecret = Field(None, examples=["..."])
     """Access token: when set, the page needs ?token=... (or an 'Authorization: Bearer' header). Prefer YUIJU_WEB__TOKEN."""
     chat: bool = True
-    """Talk to her on the page: a chat box with one conversation per visitor name (people ``web:<name>``), answered like her groups. Needs ``enabled``; on a host other than loopback only with a token (otherwise it stays off and the log says so)."""
+    """Talk to her on the page: a chat box with one conversation per visitor name (people ``web:<name>``), answered like her groups. Needs ``enabled``; on a host other than loopback only with a token (otherwise it stays off and the log says so). `yuiju chat` (the terminal) needs no setting."""
     chat_per_minute: int = Field(20, ge=1)
     """Web chat messages a minute from one network address at most (all its visitor names together); each visitor is also held to [chat] user_messages_per_minute. Past either, the message is refused with when to try again."""
 

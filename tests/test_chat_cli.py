@@ -163,9 +163,10 @@ class Terminal:
         os.setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    def read_until(self, text: str, wait_s: float = 60) -> str:
+    def read_until(self, text: str, wait_s: float = 60, *, times: int = 1) -> str:
+        """What it printed once ``text`` is there (``times`` times)."""
         deadline = time.monotonic() + wait_s
-        while text not in self.seen:
+        while self.seen.count(text) < times:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AssertionError(f"never printed {text!r}; printed:\n{self.seen}")
@@ -209,7 +210,7 @@ def test_at_a_terminal_a_prompt_her_answer_and_a_clean_end(
         term.read_until("你：")
         term.type("你好\n")
         term.read_until("悠酱：你好呀～")
-        term.read_until("你：", wait_s=10)
+        term.read_until("你：", wait_s=10, times=2)  # the next prompt, once she is done
         term.type(key)
         code = term.wait()
     finally:
