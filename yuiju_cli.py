@@ -670,36 +670,46 @@ async def _serve_page_and_chat(
     from yuiju.message.local import build_local_chat
     from yuiju.message.terminal import TerminalServer, socket_path
 
-    memory = None
-    cid = cfg.chat.character_id or cfg.world.characters[0]
-    if semantic is not None:
-        from yuiju.memory.service import build_memory
-
-        memory = await build_memory(cfg, runtime.history, semantic, character_id=cid)
     token = cfg.web.token.get_secret_value() if cfg.web.token else None
-    chat = await build_local_chat(
-        cfg,
-        clock=clock,
-        web_token=token is not None,
-        on_stop=closers,
-        redis=runtime.redis.client,
-        history=runtime.history,
-        memory=memory,
-        model=runtime.llm_model,
-    )
-    served = TerminalServer(chat, socket_path(cfg))
-    terminal: TerminalServer | None = None
+    cid = cfg.chat.character_id or cfg.world.characters[0]
+    chat = None
     try:
-        if await served.start():
-            terminal = served
-    except OSError as exc:
-        log.warning("`yuiju chat` cannot reach this daemon (%s): it will chat on its own", exc)
+        memory = None
+        if semantic is not None:
+            from yuiju.memory.service import build_memory
+
+            memory = await build_memory(cfg, runtime.history, semantic, character_id=cid)
+        chat = await build_local_chat(
+            cfg,
+            clock=clock,
+            web_token=token is not None,
+            on_stop=closers,
+            redis=runtime.redis.client,
+            history=runtime.history,
+            memory=memory,
+            model=runtime.llm_model,
+        )
+    except Exception as exc:  # her life and its page go on without the chat
+        log.error(
+            "the web chat and `yuiju chat` through this daemon are off: her chat (%r) could not "
+            "be built: %s",
+            cid,
+            exc,
+        )
+    terminal: TerminalServer | None = None
+    if chat is not None:
+        served = TerminalServer(chat, socket_path(cfg))
+        try:
+            if await served.start():
+                terminal = served
+        except OSError as exc:
+            log.warning("`yuiju chat` cannot reach this daemon (%s): it will chat on its own", exc)
     if not cfg.web.enabled:
         return None, terminal, ""
     from yuiju.web import ObserverServer, create_app, observer_for_runtime
 
     web_chat = None
-    if cfg.web.chat:
+    if cfg.web.chat and chat is not None:
         if problem := cfg.web.chat_problem():
             log.warning("%s", problem)
         else:

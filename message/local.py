@@ -21,7 +21,7 @@ import json
 import logging
 import unicodedata
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
@@ -273,7 +273,7 @@ class LocalChat:
 
     async def turn(
         self, person: str, name: str, text: str, *, message_id: str | None = None
-    ) -> AsyncIterator[ChatEvent]:
+    ) -> AsyncGenerator[ChatEvent, None]:
         """``say``, as the events of this turn (and any line of hers in the conversation
         meanwhile), ending with its ``done``."""
         message_id = message_id or f"{split_id(person)[0]}-{uuid.uuid4().hex[:16]}"

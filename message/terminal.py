@@ -318,9 +318,12 @@ class TerminalServer:
                 writer.write(bad.to_json().encode() + b"\n")
                 await writer.drain()
                 continue
-            async for event in self.chat.turn(person, name, text, message_id=f"term-{turn_id}"):
-                writer.write(event.to_json().encode() + b"\n")
-                await writer.drain()
+            # closed at once when the terminal goes away (Ctrl-C): its turn ends with it
+            events = self.chat.turn(person, name, text, message_id=f"term-{turn_id}")
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    writer.write(event.to_json().encode() + b"\n")
+                    await writer.drain()
 
 
 def _peer_user(writer: asyncio.StreamWriter) -> str | None:

@@ -282,3 +282,36 @@ def test_a_socket_left_by_a_dead_daemon_is_not_in_the_way(
     dead.close()  # bound, never listening: what a killed daemon leaves
     done = chat(config, "在吗\n")
     assert (done.returncode, done.stdout.strip()) == (0, "在的～"), done.stderr
+
+
+def test_a_chat_that_cannot_be_built_leaves_the_world_and_its_page_running(
+    tmp_path: Path, redis_url: str
+) -> None:
+    config = write_config(tmp_path, redis_url=redis_url)
+    config.write_text(
+        config.read_text(encoding="utf-8").replace("[chat]\n", '[chat]\ncharacter_id = "nobody"\n'),
+        encoding="utf-8",
+    )
+    port = free_port()
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "yuiju.cli", "world", "--no-panel"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=env_for(config, YUIJU_WEB__PORT=str(port)),
+    )
+    try:
+        assert daemon.stdout is not None
+        line = daemon.stdout.readline().decode()
+        assert f"http://127.0.0.1:{port}/" in line and "web chat" not in line, line
+        page = httpx.get(f"http://127.0.0.1:{port}/", timeout=30)
+        assert page.status_code == 200 and 'id="chat"' not in page.text
+        daemon.send_signal(signal.SIGINT)
+        assert daemon.wait(30) == 0
+        assert daemon.stderr is not None
+        log = daemon.stderr.read().decode()
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    assert "nobody" in log and "yuiju chat" in log  # what is off, and why

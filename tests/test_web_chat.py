@@ -5,6 +5,7 @@ Chromium: type, see her answer, reload, a phone's width (screenshots to look at)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -19,7 +20,15 @@ from tests.browser import chromium_page
 from tests.chatkit import make_service
 from tests.conftest import at_time, make_engine
 from tests.test_message_service import LEXICON
-from tests.test_web import CHROMIUM, client_of, needs_chromium, observer_of, read_events, served
+from tests.test_web import (
+    CHROMIUM,
+    RedisProxy,
+    client_of,
+    needs_chromium,
+    observer_of,
+    read_events,
+    served,
+)
 from yuiju.config import ChatConfig, YuijuConfig
 from yuiju.llm import FunctionChatModel
 from yuiju.message.local import LocalChat, LocalSender, local_config
@@ -275,6 +284,32 @@ async def test_a_visitor_and_an_address_are_rate_limited_with_when_to_retry(
     assert late.status_code == 429 and 1 <= int(late.headers["retry-after"]) <= 60
     assert "秒后再发" in late.json()["error"]
     assert [m["text"] for m in history["messages"] if m["me"]] == ["第0句", "第1句"]
+
+
+async def test_redis_down_refuses_with_503_and_the_chat_comes_back(
+    redis: aioredis.Redis, redis_url: str, sqlite_history: HistoryStore
+) -> None:
+    proxy = RedisProxy(redis_url)
+    await proxy.plug()
+    through = aioredis.Redis.from_url(
+        f"redis://127.0.0.1:{proxy.port}", decode_responses=True, socket_connect_timeout=1
+    )
+    try:
+        app, _ = await chat_app(through, sqlite_history)
+        async with client_of(app) as client:
+            await proxy.unplug()
+            down = await send(client, "小明", "你好")
+            history = await client.get("/chat/history", params={"name": "小明"})
+            await proxy.plug()
+            back = await send(client, "小明", "你好")
+    finally:
+        await through.aclose()
+        with contextlib.suppress(Exception):
+            await proxy.unplug()
+    assert down.status_code == 503 and down.headers["retry-after"] == "5"
+    assert "Redis" in down.json()["error"]
+    assert history.status_code == 503
+    assert back.status_code == 200 and back.json()["answered"]
 
 
 def test_a_rate_limit_frees_up_after_a_minute_and_forgets_idle_keys() -> None:

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.params import Depends
 from fastapi.responses import JSONResponse, StreamingResponse
+from redis.exceptions import RedisError
 
 from yuiju.message.local import NOTES, BadName, ChatEvent, LocalChat, web_person
 from yuiju.message.model import Conversation, Entry, clean_text
@@ -157,6 +158,15 @@ def _refuse(status: int, reason: str, **headers: str) -> HTTPException:
     return HTTPException(status, reason, headers=headers or None)
 
 
+def _stores_down(exc: BaseException) -> HTTPException:
+    log.warning("web chat: Redis is unavailable: %s", exc)
+    return _refuse(
+        503,
+        f"存储暂时不可用，稍后再发 / Redis is unavailable: {type(exc).__name__}",
+        **{"Retry-After": "5"},
+    )
+
+
 def _same_origin(request: Request) -> bool:
     """A browser names the page a request comes from (``Origin``); a request without one is not
     a cross-site page's (curl, the tests)."""
@@ -185,7 +195,10 @@ def add_chat_routes(
     @app.get("/chat/history", dependencies=guarded)
     async def history(name: str = "") -> dict[str, Any]:
         person, shown = web.person(name)
-        entries = await chat.history(person, HISTORY_LIMIT)
+        try:
+            entries = await chat.history(person, HISTORY_LIMIT)
+        except (RedisError, OSError) as exc:
+            raise _stores_down(exc) from exc
         return {
             "person": person,
             "name": shown,
@@ -237,7 +250,10 @@ def add_chat_routes(
         if not turn.done():
             turn.cancel()
             raise _refuse(503, "页面正在停止 / the page is stopping", **{"Retry-After": "5"})
-        out = turn.result()
+        try:
+            out = turn.result()
+        except (RedisError, OSError) as exc:  # before anything was said: the page keeps the text
+            raise _stores_down(exc) from exc
         return {
             "answered": out.answered,
             "replies": out.replies,
