@@ -94,7 +94,12 @@ async def test_a_visitor_talks_to_her_and_the_conversation_is_kept(
         said = await send(client, "小明", "你今天做了什么？")
         again = await client.get("/chat/history", params={"name": "小明"})
         other = await client.get("/chat/history", params={"name": "小红"})
-    assert page.status_code == 200 and 'id="chat"' in page.text and "和悠酱聊天" in page.text
+    assert (
+        page.status_code == 200
+        and 'id="chat"' in page.text
+        and "和悠酱聊天" in page.text
+        and "💬" not in page.text
+    )
     assert said.status_code == 200, said.text
     assert said.json() == {
         "answered": True,
@@ -402,7 +407,11 @@ async def wait_for(page: Any, expression: str, *, seconds: float = 15) -> Any:
         if value:
             return value
         await asyncio.sleep(0.1)
-    raise AssertionError(f"never true in the browser: {expression}")
+    state = await page.evaluate(
+        "JSON.stringify({log: [...document.querySelectorAll('#chat-log li')].map(li => li.className"
+        " + ':' + li.textContent), note: document.getElementById('chat-note').textContent})"
+    )
+    raise AssertionError(f"never true in the browser: {expression}; the chat: {state}")
 
 
 BUBBLES = "[...document.querySelectorAll('#chat-log li')].map(li => [li.className, li.querySelector('.bubble').textContent])"
@@ -431,6 +440,7 @@ async def test_chromium_a_visitor_talks_types_reloads_and_the_conversation_is_th
         token="s3cret",
         max_pause_seconds=0.4,
         chars_per_second=40,
+        user_messages_per_minute=2,
     )
     shots = screenshots_dir(tmp_path)
     async with served(app) as url, chromium_page(CHROMIUM) as page:
@@ -441,6 +451,7 @@ async def test_chromium_a_visitor_talks_types_reloads_and_the_conversation_is_th
         await page.open(url + "?token=s3cret", width=1280, height=800)
         await page.evaluate("document.getElementById('chat-open').click(), true")
         await wait_for(page, "!document.getElementById('chat-name-form').hidden")
+        await page.screenshot(shots / "webchat-laptop-name.png", "#chat")
         await page.evaluate(
             "(() => { document.getElementById('chat-name').value = '小明';"
             " document.getElementById('chat-name-form').requestSubmit(); return true; })()"
@@ -449,6 +460,7 @@ async def test_chromium_a_visitor_talks_types_reloads_and_the_conversation_is_th
         await type_and_send(page, "早上好！")
         await wait_for(page, "!document.getElementById('chat-typing').hidden")  # she is typing
         await wait_for(page, "document.querySelectorAll('#chat-log li.her').length >= 2")
+        await wait_for(page, "!document.querySelector('#chat-log li.pending')")  # the send ended
         bubbles = await page.evaluate(BUBBLES)
         assert bubbles == [
             ["me", "早上好！"],
@@ -466,22 +478,37 @@ async def test_chromium_a_visitor_talks_types_reloads_and_the_conversation_is_th
         assert (
             await page.evaluate("document.getElementById('chat-who').textContent") == "· 你是 小明"
         )
-        # a phone
+        # a phone: the launcher over the page, then the box over the whole screen
+        await page.evaluate("localStorage.setItem('yuiju-chat-open', ''), true")
         await page.open(url + "?token=s3cret", width=390, height=844, mobile=True)
+        await page.screenshot(shots / "webchat-phone-launcher.png", "#chat-open")
+        launcher = await page.evaluate(
+            "(() => { const r = document.getElementById('chat-open').getBoundingClientRect();"
+            " return r.right <= innerWidth && r.bottom <= innerHeight && r.width > 0; })()"
+        )
+        await page.evaluate("document.getElementById('chat-open').click(), true")
         await wait_for(page, "document.querySelectorAll('#chat-log li').length === 3")
         await type_and_send(page, "你在干嘛")
         await wait_for(page, "document.querySelectorAll('#chat-log li').length === 5")
+        await wait_for(page, "!document.querySelector('#chat-log li.pending')")
         phone = await page.evaluate(CHAT_LAYOUT)
         await page.screenshot(shots / "webchat-phone.png", "#chat")
-        # a message refused (too long) comes back into the box, with the reason
+        # too long: said at once, nothing sent, the text stays in the box
         await type_and_send(page, "啊" * 801)
         await wait_for(page, "!document.getElementById('chat-note').hidden")
-        note = await page.evaluate("document.getElementById('chat-note').textContent")
+        too_long = await page.evaluate("document.getElementById('chat-note').textContent")
         kept = await page.evaluate("document.getElementById('chat-input').value.length")
+        # refused by the server (a third message in a minute): the text comes back into the box
+        await type_and_send(page, "还有一句")
+        await wait_for(page, "!!document.querySelector('#chat-log li.failed')")
+        refused = await page.evaluate("document.getElementById('chat-note').textContent")
+        back = await page.evaluate("document.getElementById('chat-input').value")
         await page.screenshot(shots / "webchat-phone-refused.png", "#chat")
     print(f"screenshots: {shots}")
     assert {"laptop": laptop, "phone": phone} == {"laptop": [], "phone": []}
-    assert "800" in note and kept == 801
+    assert launcher  # on the screen
+    assert "800" in too_long and kept == 801
+    assert "秒后再发" in refused and back == "还有一句"
 
 
 @needs_chromium
@@ -499,7 +526,9 @@ async def test_chromium_without_a_model_the_box_says_why(
         await wait_for(page, "!document.getElementById('chat-form').hidden")
         why = await page.evaluate("document.getElementById('chat-why').textContent")
         await type_and_send(page, "在吗")
-        await wait_for(page, "document.querySelector('#chat-log li.me .meta').textContent")  # sent
+        await wait_for(
+            page, "!!document.querySelector('#chat-log li.me .meta').textContent"
+        )  # sent
         note_hidden = await page.evaluate("document.getElementById('chat-note').hidden")
         bubbles = await page.evaluate(BUBBLES)
         await page.screenshot(shots / "webchat-phone-no-model.png", "#chat")

@@ -271,6 +271,7 @@ def add_chat_routes(
             with chat.listen(conversation) as queue:
                 yield "retry: 3000\n: connected\n\n"
                 halt = asyncio.ensure_future(stopping.wait())
+                got: asyncio.Future[ChatEvent] | None = None
                 try:
                     while not stopping.is_set():
                         got = asyncio.ensure_future(queue.get())
@@ -286,8 +287,10 @@ def add_chat_routes(
                             yield ": keep-alive\n\n"
                             continue
                         yield _sse(got.result())
-                finally:
+                finally:  # stopping, or the visitor went away (then we are cancelled)
                     halt.cancel()
+                    if got is not None:
+                        got.cancel()
 
         return StreamingResponse(
             feed(),
