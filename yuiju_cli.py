@@ -678,7 +678,9 @@ async def _serve_page_and_chat(
         if semantic is not None:
             from yuiju.memory.service import build_memory
 
-            memory = await build_memory(cfg, runtime.history, semantic, character_id=cid)
+            memory = await build_memory(
+                cfg, runtime.history, semantic, character_id=cid, chat_model=runtime.llm_model
+            )
         chat = await build_local_chat(
             cfg,
             clock=clock,

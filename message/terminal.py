@@ -176,7 +176,7 @@ async def open_here(cfg: YuijuConfig, user: str) -> InProcessLink:
     """The conversation in this process, on the stores of ``cfg`` (no daemon serves it)."""
     from yuiju.memory.vectors import VectorStoreError
     from yuiju.storage.keys import Keys
-    from yuiju.world.runtime import make_chat_model, metered_chat_model, open_stores, world_clock
+    from yuiju.world.runtime import configured_model, open_stores, world_clock
     from yuiju.world.store import StateStore
 
     closers: list[Closer] = []
@@ -185,6 +185,9 @@ async def open_here(cfg: YuijuConfig, user: str) -> InProcessLink:
     try:
         keys = Keys(cfg.redis.prefix)
         clock = await world_clock(cfg, StateStore(handle.client, keys))
+        model = configured_model(cfg, redis=handle.client, keys=keys, clock=clock)
+        if model is not None:
+            closers.append(model.aclose)
         memory, memory_note = None, ""
         if cfg.memory.enabled:
             from yuiju.memory.service import build_memory, open_semantic
@@ -200,14 +203,8 @@ async def open_here(cfg: YuijuConfig, user: str) -> InProcessLink:
                     history,
                     semantic,
                     character_id=cfg.chat.character_id or cfg.world.characters[0],
+                    chat_model=model,
                 )
-        model = None
-        if cfg.llm.configured:
-            metered = metered_chat_model(
-                cfg, make_chat_model(cfg), redis=handle.client, keys=keys, clock=clock
-            )
-            closers.append(metered.aclose)
-            model = metered
         chat = await build_local_chat(
             cfg,
             clock=clock,
