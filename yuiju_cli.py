@@ -528,30 +528,28 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         json.dumps(cfg.summary(), ensure_ascii=False),
     )
     log.info("stores: redis %s, history %s", runtime.redis.description, runtime.history.backend)
-    web_server, page_line = None, ""
-    if cfg.web.enabled and not worker:
-        from yuiju.web import ObserverServer, create_app, observer_for_runtime
-
-        token = cfg.web.token.get_secret_value() if cfg.web.token else None
-        app = create_app(observer_for_runtime(runtime, clock), token=token)
-        web_server = ObserverServer(app, cfg.web.host, cfg.web.port)
-        try:
-            url = await web_server.start()
-        except OSError as exc:
-            await runtime.close()
-            return _fail(
-                f"cannot serve the observer page on {cfg.web.host}:{cfg.web.port} ({exc}); "
-                "set [web].port (YUIJU_WEB__PORT) to a free port, or [web].enabled = false"
-            )
-        page_line = f"观察页面 observer page: {url}" + ("  (needs ?token=...)" if token else "")
-        print(page_line, flush=True)
+    web_server: Any = None
+    page_line = ""
     from yuiju.tasks import LoopLagMonitor, bounded, finish
 
     monitor = LoopLagMonitor(cfg.app.loop_lag_warn_ms).start()
     memory_stop, memory_task, semantic, bot = asyncio.Event(), None, None, None
     panel_task: asyncio.Task[None] | None = None
+    terminal: Any = None
+    chat_closers: list[Any] = []  # the in-process chat's (web chat, `yuiju chat`), run last-first
     all_started = False  # every part below exists: a stop may start waiting for them
     others_stopped: asyncio.Future[Any] | None = None
+
+    async def stop_chat_side() -> None:
+        """The page and the terminal socket first (turns in flight end), then the chat's own
+        closers (archiving), each bounded, before the stores close."""
+        await asyncio.gather(
+            web_server.stop() if web_server is not None else asyncio.sleep(0),
+            terminal.stop() if terminal is not None else asyncio.sleep(0),
+        )
+        while chat_closers:
+            closer = chat_closers.pop()
+            await bounded(closer, seconds=0.5, what="the in-process chat's shutdown step")
 
     def stop_others() -> asyncio.Future[Any]:
         if panel_task is not None:
@@ -560,7 +558,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             finish(panel_task, what="the panel"),
             bot.stop() if bot is not None and not isinstance(bot, str) else asyncio.sleep(0),
             finish(memory_task, what="the memory worker"),
-            web_server.stop() if web_server is not None else asyncio.sleep(0),
+            stop_chat_side(),
         )
 
     def request_stop() -> None:
@@ -609,6 +607,15 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                 semantic = await open_semantic(cfg)
             except VectorStoreError as exc:
                 log.error("memory is off for this run (the world carries on): %s", exc)
+        if not worker:  # the observer page with its web chat, and `yuiju chat`'s socket
+            try:
+                web_server, terminal, page_line = await _serve_page_and_chat(
+                    cfg, runtime, semantic, clock, chat_closers
+                )
+            except PageUnavailable as exc:
+                return _fail(str(exc))
+            if page_line:
+                print(page_line, flush=True)
         if semantic is not None:  # episodes into Qdrant, the diary at bedtime, nightly distillation
             from yuiju.memory.indexer import run_memory_worker
 
@@ -649,6 +656,85 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     return 0
 
 
+class PageUnavailable(Exception):
+    """The observer page cannot be served (its port is taken); the message names the fix."""
+
+
+async def _serve_page_and_chat(
+    cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any, closers: list[Any]
+) -> tuple[Any, Any, str]:
+    """The in-process chat on the daemon's stores, memory and model (its closers appended to
+    ``closers``), served on the observer page (with `[web] chat`) and on the data dir's socket
+    for `yuiju chat`: (the page's server or None, the terminal server or None, the line that
+    tells where the page is). Raises `PageUnavailable` when the page's port is taken."""
+    from yuiju.message.local import build_local_chat
+    from yuiju.message.terminal import TerminalServer, socket_path
+
+    token = cfg.web.token.get_secret_value() if cfg.web.token else None
+    cid = cfg.chat.character_id or cfg.world.characters[0]
+    chat = None
+    try:
+        memory = None
+        if semantic is not None:
+            from yuiju.memory.service import build_memory
+
+            memory = await build_memory(
+                cfg, runtime.history, semantic, character_id=cid, chat_model=runtime.llm_model
+            )
+        chat = await build_local_chat(
+            cfg,
+            clock=clock,
+            web_token=token is not None,
+            on_stop=closers,
+            redis=runtime.redis.client,
+            history=runtime.history,
+            memory=memory,
+            model=runtime.llm_model,
+        )
+    except Exception as exc:  # her life and its page go on without the chat
+        log.error(
+            "the web chat and `yuiju chat` through this daemon are off: her chat (%r) could not "
+            "be built: %s",
+            cid,
+            exc,
+        )
+    terminal: TerminalServer | None = None
+    if chat is not None:
+        served = TerminalServer(chat, socket_path(cfg))
+        try:
+            if await served.start():
+                terminal = served
+        except OSError as exc:
+            log.warning("`yuiju chat` cannot reach this daemon (%s): it will chat on its own", exc)
+    if not cfg.web.enabled:
+        return None, terminal, ""
+    from yuiju.web import ObserverServer, create_app, observer_for_runtime
+
+    web_chat = None
+    if cfg.web.chat and chat is not None:
+        if problem := cfg.web.chat_problem():
+            log.warning("%s", problem)
+        else:
+            from yuiju.web.chat import WebChat
+
+            web_chat = WebChat.of(chat, per_minute=cfg.web.chat_per_minute)
+    app = create_app(observer_for_runtime(runtime, clock), token=token, chat=web_chat)
+    web_server = ObserverServer(app, cfg.web.host, cfg.web.port)
+    try:
+        url = await web_server.start()
+    except OSError as exc:
+        if terminal is not None:
+            await terminal.stop()
+        raise PageUnavailable(
+            f"cannot serve the observer page on {cfg.web.host}:{cfg.web.port} ({exc}); "
+            "set [web].port (YUIJU_WEB__PORT) to a free port, or [web].enabled = false"
+        ) from exc
+    line = f"观察页面 observer page: {url}" + ("  (needs ?token=...)" if token else "")
+    if web_chat is not None:
+        line += "  · 网页聊天 web chat: on"
+    return web_server, terminal, line
+
+
 async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) -> Any:
     """The QQ bot inside the daemon, sharing its Redis, history store, vector store and clock;
     a `message.bot.BotServer`, or why it could not start. nonebot is initialised already."""
@@ -682,6 +768,166 @@ async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) 
     except Exception as exc:
         log.exception("QQ bot start-up failed")
         return f"the QQ bot did not start: {exc}"
+
+
+# -- chat -----------------------------------------------------------------------------------------
+
+CHAT_FAILED = ("model failed", "model failing (silent)", "interrupted", "bad request")
+"""How a turn ends when something went wrong (`ChatEvent.reason`, a prefix): a pipe exits 1."""
+
+
+async def _chat(cfg: YuijuConfig) -> int:
+    """`yuiju chat`: talk to her as ``term:<os user>``, through the running daemon when there is
+    one (`message.terminal`), else in this process on the same stores. Lines from a pipe are
+    said one by one, her answers printed, and it ends at the end of the input; at a terminal,
+    a prompt until Ctrl-D or Ctrl-C."""
+    import getpass
+
+    from yuiju.message.terminal import connect, open_here, socket_path
+
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name (a container's bare uid)
+        user = "user"
+    interactive = sys.stdin.isatty()
+    link: Any = await connect(socket_path(cfg), user)
+    if link is None:
+        link = await open_here(cfg, user)
+    hello = link.hello
+    notes = sys.stdout if interactive else sys.stderr
+    try:
+        if interactive:
+            where = "，她在正在运行的 yuiju 里" if hello.daemon else ""
+            print(f"和{hello.her}聊天（你是 {hello.person}{where}）。Ctrl-D 或 Ctrl-C 结束。")
+        if not hello.available:
+            print(_no_chat_model(hello.daemon), file=sys.stderr, flush=True)
+        if not hello.memory and hello.memory_note:
+            print(
+                f"（这次她想不起以前的事 / she chats without her memory: {hello.memory_note}）",
+                file=notes,
+                flush=True,
+            )
+        failed = await _converse(link, interactive=interactive)
+    finally:
+        await link.close()
+    if interactive:
+        return 0
+    return 1 if failed or not hello.available else 0
+
+
+def _no_chat_model(daemon: bool) -> str:
+    from yuiju.message.local import NO_MODEL
+
+    restart = (
+        ", then restart the running `yuiju run`/`yuiju world` (this conversation is its chat)"
+        if daemon
+        else ""
+    )
+    return (
+        f"{NO_MODEL}\nshe cannot answer: no chat model is configured. Set [llm] base_url (and "
+        "api_key) in yuiju.toml, or YUIJU_LLM__BASE_URL and YUIJU_LLM__API_KEY"
+        f"{restart}. What you say is recorded."
+    )
+
+
+async def _converse(link: Any, *, interactive: bool) -> bool:
+    """Read lines and say them until the input ends or Ctrl-C; whether a turn went wrong."""
+    import threading
+
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    ready = threading.Event()
+    stop = asyncio.Event()
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdin.reconfigure(errors="replace")  # type: ignore[union-attr]
+
+    def read() -> None:
+        # a daemon thread: blocked in a read, it never holds the exit (Ctrl-C, a stop)
+        while True:
+            ready.wait()
+            ready.clear()
+            if interactive:
+                # no GNU readline: a process that ends inside it (Ctrl-C) leaves the terminal
+                # without echo; the terminal's own line editing serves
+                sys.stdout.write("你：")
+                sys.stdout.flush()
+            try:
+                line: str | None = (
+                    sys.stdin.readline() or None
+                )  # "": the end (Ctrl-D, a pipe's end)
+            except (OSError, ValueError):
+                line = None
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+            if line is None:
+                return
+
+    threading.Thread(target=read, name="yuiju-chat-stdin", daemon=True).start()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+    failed = False
+    try:
+        while not stop.is_set():
+            ready.set()
+            line = await _unless(lines.get(), stop)
+            if line is None:
+                break
+            if not line.strip():
+                continue
+            reason = await _unless(_show_turn(link, line.strip(), interactive), stop)
+            if reason is None:
+                break
+            failed = failed or reason.startswith(CHAT_FAILED)
+    except ConnectionError as exc:
+        print(f"\n{exc}", file=sys.stderr)
+        return True
+    finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+    if interactive:
+        print()  # the prompt's line ends
+    return failed
+
+
+async def _unless(work: Any, stop: asyncio.Event) -> Any:
+    """``work``'s result, or None when ``stop`` is set first (then ``work`` is cancelled)."""
+    task = asyncio.ensure_future(work)
+    halt = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, halt}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        halt.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return None
+    return task.result()
+
+
+async def _show_turn(link: Any, text: str, interactive: bool) -> str:
+    """Say ``text`` and print her lines as they come (at a terminal with who says them and a
+    typing line meanwhile); the reason the turn ended with."""
+    her = link.hello.her
+    typing = False
+    reason = "interrupted"
+    async for event in link.turn(text):
+        if event.kind == "typing" and interactive and not typing:
+            sys.stdout.write(f"\x1b[2m{her}正在输入…\x1b[0m")
+            sys.stdout.flush()
+            typing = True
+        elif event.kind == "line":
+            if typing:
+                sys.stdout.write("\r\x1b[K")
+                typing = False
+            print(f"{her}：{event.text}" if interactive else event.text, flush=True)
+        elif event.kind == "done":
+            reason = event.reason
+            if typing:
+                sys.stdout.write("\r\x1b[K")
+                typing = False
+            if event.text and reason != "no chat model configured":  # said once, at the start
+                print(event.text, file=sys.stdout if interactive else sys.stderr, flush=True)
+    return reason
 
 
 # -- bot ------------------------------------------------------------------------------------------
@@ -1117,6 +1363,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="run only the QQ bot (OneBot v11 reverse WebSocket, [onebot] and [chat]); "
         "next to a running daemon it needs [qdrant].url",
     )
+    sub.add_parser(
+        "chat",
+        help="talk to her in the terminal (through the running daemon when there is one); "
+        "reads lines from a pipe and ends at its end",
+        description=(
+            "A private conversation with her as term:<your OS user>, through the same chat as "
+            "her groups. At a terminal: a prompt, Ctrl-D or Ctrl-C to end. From a pipe "
+            "(`echo 你好 | yuiju chat`): each line is said, her answers printed, and it ends at "
+            "the end of the input (exit 1 when she could not answer: no [llm], a failing model)."
+        ),
+    )
     init = sub.add_parser("init", help="write a commented default config file")
     init.add_argument("--force", action="store_true")
     return parser
@@ -1181,7 +1438,9 @@ def _main(args: argparse.Namespace) -> int:
         cfg = load_config(args.config)
     except ConfigError as exc:
         return _fail(str(exc))
-    _setup_logging(cfg.app.log_level if args.cmd != "simulate" else "WARNING", tz=cfg.app.tz)
+    # their own output on the terminal: log lines only when they matter (or asked for, in chat)
+    quiet = args.cmd == "simulate" or (args.cmd == "chat" and cfg.app.log_level != "DEBUG")
+    _setup_logging("WARNING" if quiet else cfg.app.log_level, tz=cfg.app.tz)
     from yuiju.characters import CardError
     from yuiju.storage.errors import StorageError
     from yuiju.world.errors import ConfigurationError
@@ -1218,6 +1477,8 @@ def _main(args: argparse.Namespace) -> int:
             return 0
         if args.cmd == "memory":
             return asyncio.run(_memory(cfg, args))
+        if args.cmd == "chat":
+            return asyncio.run(_chat(cfg))
     except (ConfigurationError, CardError, StorageError) as exc:
         return _fail(str(exc))
     except KeyboardInterrupt:

@@ -634,13 +634,27 @@ class SocialConfig(_Section):
 
 class WebConfig(_Section):
     enabled: bool = True
-    """Serve the read-only observer page from `yuiju run` and `yuiju world`."""
+    """Serve the observer page (her life, read-only, and the web chat: ``chat``) from `yuiju run` and `yuiju world`."""
     host: str = "127.0.0.1"
     """Address the page listens on; '0.0.0.0' exposes it to the network (set a token then)."""
     port: int = Field(8765, ge=0, le=65535)
     """TCP port of the page (0: any free port, printed at start-up)."""
     token: OptionalSecret = Field(None, examples=["..."])
     """Access token: when set, the page needs ?token=... (or an 'Authorization: Bearer' header). Prefer YUIJU_WEB__TOKEN."""
+    chat: bool = True
+    """Talk to her on the page: a chat box with one conversation per visitor name (people ``web:<name>``), answered like her groups. Needs ``enabled``; on a host other than loopback only with a token (otherwise it stays off and the log says so). `yuiju chat` (the terminal) needs no setting."""
+    chat_per_minute: int = Field(20, ge=1)
+    """Web chat messages a minute from one network address at most (all its visitor names together); each visitor is also held to [chat] user_messages_per_minute. Past either, the message is refused with when to try again."""
+
+    def chat_problem(self) -> str | None:
+        """Why the web chat must stay off with these settings, or None."""
+        if self.token is None and self.host not in LOOPBACK_HOSTS:
+            return (
+                f"the web chat stays off: the page listens on {self.host!r} without a token, so "
+                "anyone who reaches it could talk to her as anyone. Set [web] token "
+                "(YUIJU_WEB__TOKEN), or listen on 127.0.0.1"
+            )
+        return None
 
 
 class OnebotConfig(_Section):
@@ -755,7 +769,7 @@ class ChatConfig(_Section):
     """People allowed to run admin commands and admin-only tools, platform-qualified
     (``"qq:10001"``, ``"tg:678"``; a plain number is a QQ id). Empty by default on purpose."""
     private_whitelist: QualifiedIds = Field(default_factory=list)
-    """People she answers in private chat (admins always), written like ``admins``."""
+    """People she answers in private chat (admins always), written like ``admins``; ``"tg:*"`` is everyone on a platform (the web chat and `yuiju chat` add ``"web:*"`` and ``"term:*"`` themselves)."""
     groups: dict[str, GroupPolicy] = Field(default_factory=dict, examples=[{"123456": {}}])
     """Per-group policy by group id: ``[chat.groups."tg:-100123"]``, or a plain number for a QQ
     group (``[chat.groups.123456] reply = "mention"``)."""

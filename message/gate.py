@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from yuiju.characters import CharacterCard
 from yuiju.config import ChatConfig
-from yuiju.message.model import Entry
+from yuiju.message.model import Entry, split_id
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,15 @@ class ReplyGate:
         self._group_messages: dict[str, deque[float]] = {}
         self._flooded: set[str] = set()
 
+    def private_allowed(self, person: str) -> bool:
+        """Whether she answers ``person`` in private: an admin, someone on the whitelist, or anyone
+        on a platform whitelisted as a whole (``"web:*"``: a platform that lets in only people its
+        owner let in, such as the observer page behind its token)."""
+        whitelist = self.cfg.private_whitelist
+        return (
+            person in whitelist or f"{split_id(person)[0]}:*" in whitelist or self.is_admin(person)
+        )
+
     def called_by_name(self, text: str) -> bool:
         return any(n and n in text for n in (self.card.name, *self.card.nicknames))
 
@@ -42,7 +51,7 @@ class ReplyGate:
         group = entry.group_key
         flooded = group is not None and self._group_flooded(group, now)
         if entry.scene == "private":
-            if entry.user_id not in cfg.private_whitelist and not self.is_admin(entry.user_id):
+            if not self.private_allowed(entry.user_id):
                 return False, "private sender not whitelisted"
         else:
             policy = cfg.group_policy(entry.conversation.key)

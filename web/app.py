@@ -1,6 +1,6 @@
 """The observer page: a read-only FastAPI app over the stores, and its uvicorn server.
 
-Routes (all GET; nothing here changes the world):
+Routes (all GET; nothing here changes the world; the web chat adds its own, `web.chat`):
 
 - ``/``            the page (HTML; ``?character=<id>`` for another character of the town)
 - ``/panel``       the page's live part alone, which the page's script swaps in on events
@@ -25,7 +25,7 @@ import socket
 from collections.abc import AsyncIterator
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import uvicorn
@@ -36,6 +36,9 @@ from redis.exceptions import RedisError
 
 from yuiju.storage.redis import decoded
 from yuiju.web.view import Observer, StoresDown
+
+if TYPE_CHECKING:
+    from yuiju.web.chat import WebChat
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +66,11 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def create_app(observer: Observer, *, token: str | None = None) -> FastAPI:
-    """The observer app on these read handles; ``token`` guards every route when set."""
+def create_app(
+    observer: Observer, *, token: str | None = None, chat: WebChat | None = None
+) -> FastAPI:
+    """The observer app on these read handles; ``token`` guards every route when set; ``chat``
+    adds the web chat (its box on the page of the character she is, and its routes)."""
     app = FastAPI(title="yuiju observer", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.observer = observer
     app.state.stopping = asyncio.Event()
@@ -99,11 +105,14 @@ def create_app(observer: Observer, *, token: str | None = None) -> FastAPI:
             (cid, name, "?" + urlencode({**query, "character": cid}))
             for cid, name in snap["characters"]
         ]
+        box = chat.box() if chat is not None and snap["character_id"] == chat.character_id else None
         return {
             **snap,
             "query": query,
             "query_json": json.dumps(query, ensure_ascii=False),
             "character_links": links,
+            "chat": box,
+            "chat_json": json.dumps(box, ensure_ascii=False) if box else "",
         }
 
     @app.exception_handler(StoresDown)
@@ -189,6 +198,10 @@ def create_app(observer: Observer, *, token: str | None = None) -> FastAPI:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    if chat is not None:
+        from yuiju.web.chat import add_chat_routes
+
+        add_chat_routes(app, chat, guarded=guarded, stopping=app.state.stopping)
     return app
 
 
