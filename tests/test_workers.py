@@ -270,8 +270,11 @@ async def test_a_worker_that_joins_never_takes_a_character_in_the_middle_of_a_st
 
     second = await worker(redis, 2)
     second_run = asyncio.create_task(second.engine.run())
-    await asyncio.sleep(2.5)  # several checks: the first sees the newcomer and is over its share
-    assert first.engine.leases.over_share
+    async def first_over_its_share() -> bool:  # after a check or two it sees the newcomer
+        return first.engine.leases.over_share
+
+    await until(first_over_its_share, 15)
+    await asyncio.sleep(0.5)  # and keeps checking meanwhile
     assert set((await holders(first)).values()) == {first.engine.token}  # nothing taken mid-step
 
     gated.gate.set()  # the step ends; before the next one the first gives up the one it has not stepped
