@@ -280,6 +280,11 @@ async def test_a_worker_that_joins_never_takes_a_character_in_the_middle_of_a_st
     gated.gate.set()  # the step ends; before the next one the first gives up the one it has not stepped
     await until(lambda: holds(second, 1), 5)
     assert await holds(first, 1)
+
+    async def second_started_hers() -> bool:
+        return second.stats.decisions > 0
+
+    await until(second_started_hers, 10)
     assert first.stats.decisions == second.stats.decisions == 1  # each started one, once
     assert first.stats.stale_starts == second.stats.stale_starts == 0
     for cid in first.loops:
