@@ -270,6 +270,7 @@ async def test_a_worker_that_joins_never_takes_a_character_in_the_middle_of_a_st
 
     second = await worker(redis, 2)
     second_run = asyncio.create_task(second.engine.run())
+
     async def first_over_its_share() -> bool:  # after a check or two it sees the newcomer
         return first.engine.leases.over_share
 
