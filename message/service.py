@@ -39,6 +39,7 @@ from yuiju.message.grounding import UNSURE_LINE, ClaimLexicon, GroundingCheck
 from yuiju.message.model import Conversation, Entry, Outgoing
 from yuiju.message.output import FEEDBACK, LOST_LINE, OutputFilter
 from yuiju.message.prompt import SECURITY
+from yuiju.message.proposals import after_turn
 from yuiju.message.recorder import Recorder
 from yuiju.message.tools import builtin_tools
 from yuiju.world.state import CharacterState
@@ -273,6 +274,7 @@ class ChatService:
                 user_id=entry.user_id,
                 conversation=entry.conversation,
                 is_admin=self.is_admin(entry.user_id),
+                user_name=entry.sender_name,
             )
             result = await agent.run(messages, ctx, emit, review=self._reviewer(entry, char))
         except Stale:
@@ -292,6 +294,8 @@ class ChatService:
         self._failed.discard(sid)
         if not stateless:
             await self.sessions.append(sid, result.items)
+        if sent:  # she talked with them: her closeness to them moves (through the world)
+            await after_turn(self.deps, entry.user_id, entry.sender_name, entry.text)
         return Outcome(bool(sent), "answered" if sent else "chose silence", sent)
 
     def _reviewer(self, entry: Entry, char: CharacterState | None) -> Reviewer:

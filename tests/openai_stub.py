@@ -70,8 +70,21 @@ class StubCut:
     text: str
 
 
-StubAnswer = str | StubError | StubDelay | StubCut
-"""Assistant content, an HTTP error, a delayed answer, or a cut-off answer."""
+@dataclass(frozen=True)
+class StubToolCall:
+    """Answer with a call of one tool (``finish_reason: "tool_calls"``), as a model that decided
+    to use it: ``stub.reply(StubToolCall("propose_plan", {"kind": "invite", ...}), "好呀")``. A list
+    of them is one answer calling several."""
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    """The call's arguments: a dict (sent as JSON) or the raw JSON text."""
+    text: str = ""
+    """Content next to the call (a model's thinking aloud); usually empty."""
+
+
+StubAnswer = str | StubError | StubDelay | StubCut | StubToolCall | list[StubToolCall]
+"""Assistant content, an HTTP error, a delayed answer, a cut-off answer, or tool calls."""
 
 
 @dataclass
@@ -171,6 +184,9 @@ class OpenAIStub:
             return JSONResponse(body_out, status_code=answer.status)
         if isinstance(answer, StubCut):
             return JSONResponse(self._completion(body, answer.text, finish_reason="length"))
+        if isinstance(answer, StubToolCall | list):
+            calls = [answer] if isinstance(answer, StubToolCall) else answer
+            return JSONResponse(self._completion(body, calls[0].text if calls else "", calls=calls))
         return JSONResponse(self._completion(body, answer))
 
     async def _delay(self, seconds: float) -> None:
@@ -181,10 +197,32 @@ class OpenAIStub:
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _completion(
-        self, body: dict[str, Any], content: str, finish_reason: str = "stop"
+        self,
+        body: dict[str, Any],
+        content: str,
+        finish_reason: str = "stop",
+        calls: list[StubToolCall] | None = None,
     ) -> dict[str, Any]:
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         prompt_tokens, completion_tokens = self.count_tokens(prompt), self.count_tokens(content)
+        message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        if calls:
+            finish_reason = "tool_calls"
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{next(self._ids)}",
+                    "type": "function",
+                    "function": {
+                        "name": c.name,
+                        "arguments": c.arguments
+                        if isinstance(c.arguments, str)
+                        else json.dumps(c.arguments, ensure_ascii=False),
+                    },
+                }
+                for c in calls
+            ]
+        else:
+            message["content"] = content
         return {
             "id": f"chatcmpl-stub-{next(self._ids)}",
             "object": "chat.completion",
@@ -193,7 +231,7 @@ class OpenAIStub:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": content},
+                    "message": message,
                     "finish_reason": finish_reason,
                     "logprobs": None,
                 }
