@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any, Protocol
@@ -100,6 +101,9 @@ class ChatDeps:
     groups: GroupManager | None = None
     """Group management where the platform has it (admin tools)."""
     town: Town = HAURA
+    neighbours: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The other characters of her town, id → name and nicknames (their cards'): what she says
+    about meeting them, or what they said, is checked against her record."""
     admins: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:

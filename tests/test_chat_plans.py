@@ -76,9 +76,13 @@ class Town:
         return now
 
     async def her(self) -> Any:
-        state = await self.world.character()
+        state = await self.world.character(self.chat.deps.card.id)
         assert state is not None
         return state
+
+
+NEIGHBOURS = {"kaede": ("枫", "小枫", "kaede"), "chika": ("千夏", "chika")}
+"""Her classmates as `message.bot.build_service` reads them from the cards."""
 
 
 async def town(
@@ -87,10 +91,14 @@ async def town(
     model: Any,
     *,
     start: str = THURSDAY_EVENING,
+    kit: EngineKit | None = None,
+    character_id: str = "yuiju",
+    neighbours: dict[str, tuple[str, ...]] = NEIGHBOURS,
 ) -> Town:
-    kit = await make_engine(redis, history, start=start)
-    await kit.loop.ensure_character()
-    await kit.ticker.tick(at_time(start))
+    if kit is None:
+        kit = await make_engine(redis, history, start=start)
+        await kit.loop.ensure_character()
+        await kit.ticker.tick(at_time(start))
     chat = make_service(
         redis,
         cfg=ChatConfig(
@@ -104,6 +112,8 @@ async def town(
         history=history,
         world=kit.store,
         lexicon=LEXICON,
+        character_id=character_id,
+        neighbours=neighbours,
     )
     await chat.ensure()
     return Town(kit, chat, model)
