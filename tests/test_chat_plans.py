@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from nonebot_plugin_yuiju.onebot import normalize
 from tests.chatkit import make_service
-from tests.conftest import TZ, EngineKit, at_time, make_ctx, make_engine
+from tests.conftest import TZ, EngineKit, at_time, make_character, make_ctx, make_engine
 from tests.openai_stub import OpenAIStub, StubToolCall
 from tests.test_message_service import LEXICON
 from yuiju.config import ChatConfig, GroupPolicy, load_config
@@ -24,6 +24,7 @@ from yuiju.llm import FunctionChatModel, OpenAIChatModel, ToolCall
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.message.service import ChatService
 from yuiju.storage.history import HistoryStore
+from yuiju.world.clock import SimClock
 from yuiju.world.policies.llm import render_moment_prompt
 from yuiju.world.policy import DecisionRequest
 
@@ -420,3 +421,47 @@ async def test_what_is_not_in_her_world_is_not_queued(
     assert "羽浦町没有「东京塔」这个地方" in tool_result(yuiju.model, 3)
     assert "明天下午" in tool_result(yuiju.model, 5)  # how to say when
     assert [c for c in await yuiju.chat.deps.commands.pending() if c.type != "chat_with"] == []
+
+
+# -- she tells them she went ----------------------------------------------------------------------
+
+
+async def test_a_proactive_post_may_say_she_kept_what_someone_in_that_group_asked(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    from tests.test_proactive import emit, writer
+    from tests.test_proactive import make_service as make_proactive
+    from yuiju.storage.keys import Keys
+    from yuiju.world.relations import Appointment, Party
+    from yuiju.world.store import Commit, StateStore
+
+    asker = Party(kind="person", id="qq:5", name="小林")
+    kept = Appointment(
+        id="apt_test",
+        other=asker,
+        asked_by=asker,
+        source="chat",
+        place="park",
+        start=at_time("2026-09-04 16:30"),
+        activity="一起散步",
+        via="group:qq:100",
+        status="kept",
+        note="16:40到了",
+        created_at=at_time(THURSDAY_EVENING),
+    )
+    elsewhere = kept.model_copy(update={"id": "apt_other", "via": "group:qq:200"})
+    her = make_character(location="park")
+    her.social.appointments = [kept, elsewhere]
+    await StateStore(redis, Keys()).transact(
+        lambda snap: (Commit(characters={"yuiju": her}), None), characters=["yuiju"]
+    )
+    clock = SimClock(at_time("2026-09-04 17:20"))
+    model = writer()
+    service, sender, _ = await make_proactive(redis, sqlite_history, clock=clock, model=model)
+
+    await service.handle(*await emit(redis, clock.now()))
+
+    prompt = model.calls[0][-1]["content"]
+    assert "小林在这个群里约你今天 16:30 来南风公园一起散步，你 16:40到了" in prompt
+    assert prompt.count("约你今天") == 1  # the appointment from another group is not this one's
+    assert sender.sent
