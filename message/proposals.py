@@ -270,7 +270,14 @@ async def _note(
     if error := await _queue(ctx, command):
         return error
     why = (
-        review_note(note, char.social.notes, now=now, town=deps.town, lenient=ctx.is_admin)
+        review_note(
+            note,
+            char.social.notes,
+            now=now,
+            town=deps.town,
+            closeness=char.social.closeness(by.key, now),
+            lenient=ctx.is_admin,
+        )
         if char is not None
         else None
     )
@@ -330,7 +337,12 @@ async def receive_gift(ctx: Ctx, args: dict[str, Any]) -> str:
         if isinstance(c, GiveItem) and c.by is not None and c.character_id == deps.card.id
     ]
     why = review_gift(
-        name, quantity, by, [*gifts, *(c.by.key for c in pending if c.by)], lenient=ctx.is_admin
+        name,
+        quantity,
+        by,
+        [*gifts, *(c.by.key for c in pending if c.by)],
+        closeness=char.social.closeness(by.key, deps.now()) if char is not None else None,
+        lenient=ctx.is_admin,
     )
     if why is not None:
         return f"这份礼物收不了：{why}。没有交给你的生活；谢谢对方的心意就好。"

@@ -11,6 +11,11 @@ Use it as a context manager::
 or as a pytest plugin: `pytest_plugins = ["tests.openai_stub"]` in tests/conftest.py provides the
 `openai_stub` fixture (a running stub, stopped after the test).
 
+A model that uses a tool is scripted with `StubToolCall` (a list of them: several calls in one
+answer), answered as OpenAI's ``tool_calls``; the next request carries the tool's result::
+
+    stub.reply(StubToolCall("propose_plan", {"kind": "invite", "when": "明天下午", ...}), "好呀")
+
 `schema_following(seed)` is a handler that plays a model which follows the requested JSON schema
 (from ``response_format``, or from the prompt in ``json_object`` mode), deterministic for the seed
 and the request: ``OpenAIStub(handler=schema_following(7))``.

@@ -11,7 +11,15 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.conftest import at_time
-from tests.test_chat_plans import INVITE, THURSDAY_EVENING, call, scripted, status_json, town
+from tests.test_chat_plans import (
+    INVITE,
+    THURSDAY_EVENING,
+    call,
+    scripted,
+    status_json,
+    tool_result,
+    town,
+)
 from yuiju.config import load_config
 from yuiju.storage.history import HistoryStore
 from yuiju.world.relations import (
@@ -159,3 +167,37 @@ async def test_status_and_the_observer_page_show_her_people_from_chat(
     assert any(r["kind"] == "person" and r["name"] == "小林" for r in social["relations"])
     assert social["notes"] == ["9月7日：考试（小林提醒的）"]
     assert "小林（聊天） 不太熟（12）" in page and "9月7日：考试（小林提醒的）" in page
+
+
+async def test_someone_she_has_come_to_dislike_gets_no_for_everything(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    yuiju = await town(
+        redis,
+        sqlite_history,
+        scripted(
+            call("propose_plan", **INVITE),
+            "……",
+            call("propose_plan", kind="remind", when="周五", what="考试"),
+            "……",
+            call("receive_gift", item="铜锣烧"),
+            "……",
+        ),
+    )
+    her = await yuiju.her()
+    her.social.relations["person:qq:5"] = Relation(
+        party=XIAOLIN, closeness=3, rest=10, as_of=at_time(THURSDAY_EVENING)
+    )
+    await yuiju.world.store.transact(
+        lambda snap: (Commit(characters={"yuiju": her}), None), characters=["yuiju"]
+    )
+
+    for text in ("明天下午一起去南风公园吧", "别忘了周五考试", "送你铜锣烧"):
+        await yuiju.say(text)
+    await yuiju.tick()
+
+    for request in (1, 3, 5):
+        assert "和小林还不太熟" in tool_result(yuiju.model, request)
+    her = await yuiju.her()
+    assert her.social.planned() == [] and her.social.notes == []
+    assert "铜锣烧" not in her.inventory

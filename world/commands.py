@@ -36,6 +36,7 @@ from yuiju.world.relations import (
     note_id,
     prune,
     prune_notes,
+    pushed_away,
     review_gift,
     review_note,
 )
@@ -227,6 +228,8 @@ def apply_command(
             )
             if by.kind == "person" and not tell.lenient and told >= NEWS_PER_PERSON_PER_DAY:
                 return f"ignored: {by.name} told {cid} {told} things today already"
+            if not tell.lenient and pushed_away(by, character.social.closeness(by.key, moment)):
+                return f"ignored: {cid} does not listen to {by.name}"
             eid = f"nws_{news_id(by, text)[5:]}_{cid}"
             item = NewsItem(
                 id=news_id(by, text),
@@ -323,7 +326,14 @@ def apply_command(
                 via=remind.via,
                 created_at=moment,
             )
-            why = review_note(note, social.notes, now=moment, town=town, lenient=remind.lenient)
+            why = review_note(
+                note,
+                social.notes,
+                now=moment,
+                town=town,
+                closeness=social.closeness(by.key, moment),
+                lenient=remind.lenient,
+            )
             if why is None:
                 social.notes = prune_notes([n for n in social.notes if n.id != note.id] + [note])
             name = (names or {}).get(cid, cid)
@@ -386,7 +396,14 @@ def apply_command(
             social = character.social
             today = moment.astimezone(world.time.tzinfo).date()
             social.roll_day(today)
-            why = review_gift(item, qty, by, social.gifts_today, lenient=gift.lenient)
+            why = review_gift(
+                item,
+                qty,
+                by,
+                social.gifts_today,
+                closeness=social.closeness(by.key, moment),
+                lenient=gift.lenient,
+            )
             if why is None:
                 character.add_item(item, qty)
                 social.gifts_today = [*social.gifts_today, by.key]

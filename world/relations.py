@@ -350,6 +350,11 @@ def review_invitation(
     friend may have more appointments at once: `inviter_limit`); ``lenient`` (an admin in chat)
     lifts the per-inviter and per-day limits, never the calendar, the opening hours or the
     clock."""
+    if proposal.asked_by.kind == "person":
+        if why := pushed_away(proposal.asked_by, closeness):
+            return why  # whoever asks comes first: no time would do
+    elif closeness is not None and closeness < MIN_CLOSENESS_TO_ACCEPT:
+        return f"和{proposal.asked_by.name}还不太熟"
     start = proposal.start
     place = town.places.get(proposal.place)
     if place is None:
@@ -369,11 +374,6 @@ def review_invitation(
         and in_window(proposal.end - timedelta(minutes=1), *place.hours)
     ):
         return f"{place.name}那时候不开门（营业 {place.hours[0]}–{place.hours[1]}）"
-    person = proposal.asked_by.kind == "person"
-    if closeness is not None and closeness < (
-        MIN_CLOSENESS_PERSON if person else MIN_CLOSENESS_TO_ACCEPT
-    ):
-        return f"和{proposal.asked_by.name}还不太熟"
     ahead = [a for a in planned if a.status == "planned"]
     for other in ahead:
         if abs((other.start - start).total_seconds()) < CLEARANCE_MINUTES * 60:
@@ -537,11 +537,28 @@ class Note(_Model):
         return f"{when}{where}：{self.text}（{whose}）"
 
 
+def pushed_away(party: Party, closeness: float | None) -> str | None:
+    """Why she wants nothing from a person in chat she has come to dislike (closeness under
+    `MIN_CLOSENESS_PERSON`), or None."""
+    if party.kind == "person" and closeness is not None and closeness < MIN_CLOSENESS_PERSON:
+        return f"和{party.name}还不太熟"
+    return None
+
+
 def review_note(
-    note: Note, notes: Sequence[Note], *, now: datetime, town: Town, lenient: bool = False
+    note: Note,
+    notes: Sequence[Note],
+    *,
+    now: datetime,
+    town: Town,
+    closeness: float | None = None,
+    lenient: bool = False,
 ) -> str | None:
-    """Why she does not take ``note`` on (a Chinese sentence), or None. ``lenient`` (an admin)
-    lifts the per-person and total limits, never the clock or the town."""
+    """Why she does not take ``note`` on (a Chinese sentence), or None. ``closeness`` is hers to
+    whoever asks (`pushed_away`); ``lenient`` (an admin) lifts the per-person and total limits,
+    never the clock or the town."""
+    if why := pushed_away(note.by, closeness):
+        return why
     if note.end <= now:
         return "那个时间已经过去了"
     if note.at > now + timedelta(days=NOTE_MAX_AHEAD_DAYS):
@@ -593,15 +610,23 @@ GIFTS_PER_DAY = 3
 
 
 def review_gift(
-    name: str, quantity: int, by: Party, gifts_today: Sequence[str], *, lenient: bool = False
+    name: str,
+    quantity: int,
+    by: Party,
+    gifts_today: Sequence[str],
+    *,
+    closeness: float | None = None,
+    lenient: bool = False,
 ) -> str | None:
     """Why she does not take ``quantity`` × ``name`` from ``by`` (a Chinese sentence), or None.
-    ``gifts_today`` are the party keys of today's gifts, one per gift. ``lenient`` (an admin,
-    like ``/give``) lifts every limit."""
+    ``gifts_today`` are the party keys of today's gifts, one per gift; ``closeness`` is hers to
+    ``by`` (`pushed_away`). ``lenient`` (an admin, like ``/give``) lifts every limit."""
     from yuiju.world.items import item
 
     if lenient:
         return None
+    if why := pushed_away(by, closeness):
+        return why
     found = item(name)
     if found is None:
         return f"羽浦町没有「{name}」这种东西，收不到"
