@@ -406,8 +406,19 @@ def chat_tone(text: str) -> str:
     return "neutral"
 
 
+MAX_QUEUED = 500
+"""Commands waiting for the world beyond which chat stops adding closeness updates: a bot running
+without its world (``yuiju bot`` alone) does not pile them up."""
+
+
 async def after_turn(deps: ChatDeps, user_id: str, user_name: str, text: str) -> None:
     """She answered ``user_id``: her closeness to them moves (a ``chat_with`` command)."""
+    try:
+        if await deps.redis.llen(deps.keys.commands) >= MAX_QUEUED:
+            return
+    except Exception as exc:  # closeness must never cost the reply
+        log.warning("closeness not updated: %s", exc)
+        return
     person = await deps.people.canonical(user_id)
     by = Party(kind="person", id=person[:80], name=(user_name or person).strip()[:40] or person)
     try:

@@ -201,3 +201,15 @@ async def test_someone_she_has_come_to_dislike_gets_no_for_everything(
     her = await yuiju.her()
     assert her.social.planned() == [] and her.social.notes == []
     assert "铜锣烧" not in her.inventory
+
+
+async def test_without_a_world_to_apply_them_chat_does_not_pile_up_commands(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    from yuiju.message.proposals import MAX_QUEUED
+
+    yuiju = await town(redis, sqlite_history, scripted())
+    keys = yuiju.world.keys
+    await redis.rpush(keys.commands, *(['{"type": "pause"}'] * MAX_QUEUED))
+    await yuiju.say("你好")
+    assert await redis.llen(keys.commands) == MAX_QUEUED
