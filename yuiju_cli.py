@@ -321,6 +321,7 @@ def clock_line(clock: Any) -> str:
 
 async def _status(cfg: YuijuConfig, as_json: bool) -> int:
     from yuiju.storage.keys import Keys
+    from yuiju.world.commands import pending_view, queued_commands
     from yuiju.world.errors import CorruptState
     from yuiju.world.runtime import open_stores
     from yuiju.world.social import social_lines, social_view
@@ -360,6 +361,8 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
             town=HAURA,
             names=names,
         )
+        # what people asked in chat that the world has not reviewed yet (its next tick will)
+        social["pending"] = pending_view(await queued_commands(redis.client, store.keys), names)
         dead = await store.dead_letter_count()
         dead_latest = await store.dead_letters(5) if dead else []
         if as_json:
@@ -422,6 +425,8 @@ async def _status(cfg: YuijuConfig, as_json: bool) -> int:
             )
             for line in social_lines(social, names, cfg.app.tz):
                 print(line)
+            for pending in social["pending"]:
+                print(f"  待定：{pending['line']}（下一刻审核）")
             if now - wall > timedelta(minutes=1):
                 print(
                     f"  世界时间比现实快 {duration_text(now - wall)}（上次加速运行留下的）；"

@@ -79,6 +79,8 @@ class RunContext(Generic[DepsT]):
     """Who the turn answers, platform-qualified (``qq:12345``)."""
     conversation: Conversation
     is_admin: bool
+    user_name: str = ""
+    """How the speaker is called on their platform (the message's sender name)."""
 
     @property
     def session_id(self) -> str:

@@ -4,6 +4,7 @@ then the `ChatService` over them. Platform-free: the caller brings the sender (t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -45,7 +46,7 @@ async def build_service(
     shared stores the caller owns memory too: ``memory=None`` then means none (the embedded
     vector store is opened once per process, by the caller). ``sender`` (and ``groups``) are the
     platform side: the NoneBot plugin's, a test's fake, the web chat's."""
-    from yuiju.characters import load_card
+    from yuiju.characters import CardError, load_card
     from yuiju.message.debug import AdminDebugSink
     from yuiju.message.deps import ChatDeps
     from yuiju.message.grounding import ClaimLexicon
@@ -78,6 +79,12 @@ async def build_service(
         except Exception as exc:  # e.g. a Qdrant server that is down
             log.warning("chat runs without memory (%s)", exc)
     lexicon = ClaimLexicon.build(load_actions("yuiju.actions", cfg.world.action_dirs))
+    neighbours = {}
+    for other in cfg.world.characters:
+        if other != cid:
+            with contextlib.suppress(CardError):  # a missing card stops the world, not the chat
+                card = load_card(other)
+                neighbours[other] = (card.name, *card.nicknames)
     deps = ChatDeps(
         cfg=cfg.chat,
         card=load_card(cid),
@@ -92,6 +99,7 @@ async def build_service(
         memory=memory,
         history=history,
         model=model,
+        neighbours=neighbours,
     )
     service = ChatService(
         deps,

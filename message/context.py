@@ -15,6 +15,7 @@ from yuiju.message.agent import Mode, ToolRegistry
 from yuiju.message.deps import ChatDeps
 from yuiju.message.model import Entry, legacy_forms, platform_label, split_id
 from yuiju.message.prompt import ASLEEP_RULE, system_prompt
+from yuiju.message.proposals import person_context
 from yuiju.message.session import model_messages
 from yuiju.world.state import CharacterState
 
@@ -55,6 +56,10 @@ class ChatContext:
             )
         else:
             parts.append(f"你在和 {entry.sender_name} 私聊。")
+        try:
+            parts += await person_context(self.deps, entry.user_id, entry.sender_name, char)
+        except Exception as exc:  # what she knows of them must never cost the answer
+            log.warning("what she knows of %s unavailable: %s", entry.user_id, exc)
         if asleep:
             parts.append(ASLEEP_RULE)
         if self.memory is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,7 +23,7 @@ from yuiju.message.session import SessionStore
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
 from yuiju.world.clock import Clock
-from yuiju.world.commands import enqueue_command
+from yuiju.world.commands import Command, enqueue_command, queued_commands
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.town import HAURA, Town
 
@@ -42,10 +43,15 @@ class WorldView(Protocol):
 
 
 class CommandQueue(Protocol):
-    """Where admin commands for the world go (the engine applies them on its next tick)."""
+    """Where the chat side's world commands go (admin commands, and what people propose: the
+    engine applies them on its next tick)."""
 
     async def enqueue(self, command: dict[str, Any]) -> None:
         """Raises `world.commands.CommandRejected` for a malformed command."""
+        ...
+
+    async def pending(self) -> list[Command]:
+        """The commands still waiting for the next tick, in order."""
         ...
 
 
@@ -58,6 +64,9 @@ class RedisCommands:
 
     async def enqueue(self, command: dict[str, Any]) -> None:
         await enqueue_command(self.redis, self.keys, command)
+
+    async def pending(self) -> list[Command]:
+        return await queued_commands(self.redis, self.keys)
 
 
 def _feel(value: float, low: str, high: str) -> str:
@@ -92,6 +101,9 @@ class ChatDeps:
     groups: GroupManager | None = None
     """Group management where the platform has it (admin tools)."""
     town: Town = HAURA
+    neighbours: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The other characters of her town, id → name and nicknames (their cards'): what she says
+    about meeting them, or what they said, is checked against her record."""
     admins: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:

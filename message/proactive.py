@@ -681,7 +681,10 @@ class ProactiveService:
         world: WorldState | None,
         now: datetime,
         forced: bool,
+        promised: Sequence[str] = (),
     ) -> list[dict[str, str]]:
+        """The post's prompt; ``promised`` are what people of this group asked of her that she
+        did today (`promised_here`), which the post may tell them."""
         label = settings.label or f"群 {group.id}"
         system = PROMPTS.get_template("proactive_system.md.j2").render(
             card=self.card, group_label=label, max_chars=self.cfg.max_message_chars
@@ -719,8 +722,40 @@ class ProactiveService:
             ],
             memories=memories,
             forced=forced,
+            promised=promised,
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    async def promised_here(
+        self, group: Conversation, event: SharedEvent, now: datetime
+    ) -> list[str]:
+        """What someone asked of her in this group (an invitation from chat, a promise) that she
+        kept today, where the event happened (anywhere, when its place is not known yet): from
+        her state, as lines for the prompt."""
+        try:
+            her = await self.states.load_character(self.character_id)
+        except Exception as exc:  # the post goes without it
+            log.warning("proactive posts: her plans unavailable (%s)", exc)
+            return []
+        if her is None:
+            return []
+        today, here = now.date(), group.session_id
+        tz = now.tzinfo
+        out = []
+        for a in her.social.appointments:
+            start = a.start.astimezone(tz)
+            there = not event.place or a.place == event.place
+            if a.status == "kept" and a.via == here and start.date() == today and there:
+                out.append(
+                    f"{a.asked_by.name}在这个群里约你今天 {start:%H:%M} 来"
+                    f"{HAURA.place_name(a.place)}{a.activity}，你 {a.note}"
+                )
+        for n in her.social.notes:
+            at = n.at.astimezone(tz)
+            there = not event.place or n.place == event.place
+            if n.status == "done" and n.via == here and at.date() == today and there:
+                out.append(f"你在这个群里答应{n.by.name}的事：{n.text}，你 {n.note}")
+        return out
 
     async def _ask(
         self,
@@ -756,6 +791,7 @@ class ProactiveService:
             world=world,
             now=now,
             forced=forced,
+            promised=await self.promised_here(group, event, now),
         )
         said = {p.get("message", "").strip() for p in own_posts if p.get("message")}
         limit = self.cfg.max_message_chars

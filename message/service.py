@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from yuiju.config import ProactiveConfig
 from yuiju.llm import ToolChatModel
 from yuiju.llm.errors import LLMError
+from yuiju.memory.episodes import EpisodeRepo
 from yuiju.message.admin import AdminCommands
 from yuiju.message.agent import (
     MODES,
@@ -38,7 +39,9 @@ from yuiju.message.gate import ReplyGate
 from yuiju.message.grounding import UNSURE_LINE, ClaimLexicon, GroundingCheck
 from yuiju.message.model import Conversation, Entry, Outgoing
 from yuiju.message.output import FEEDBACK, LOST_LINE, OutputFilter
+from yuiju.message.people_grounding import PEOPLE_UNSURE_LINE, PeopleCheck
 from yuiju.message.prompt import SECURITY
+from yuiju.message.proposals import after_turn
 from yuiju.message.recorder import Recorder
 from yuiju.message.tools import builtin_tools
 from yuiju.world.state import CharacterState
@@ -99,6 +102,12 @@ class ChatService:
         """Between the model's text and what is sent (shared with proactive posts)."""
         self.grounding = GroundingCheck(lexicon, deps.memory, deps.clock)
         """Her claims about today against today's episodes."""
+        self.people_grounding = PeopleCheck(
+            EpisodeRepo(deps.history) if deps.history is not None else None,
+            deps.card.id,
+            deps.neighbours,
+        )
+        """Her claims about meeting someone or what someone said, against her record."""
         self.gate = ReplyGate(deps.cfg, deps.card, deps.is_admin)
         """Whether she answers: policies, sleep, floods and rate limits."""
         self.proactive = self._proactive(proactive)
@@ -273,6 +282,7 @@ class ChatService:
                 user_id=entry.user_id,
                 conversation=entry.conversation,
                 is_admin=self.is_admin(entry.user_id),
+                user_name=entry.sender_name,
             )
             result = await agent.run(messages, ctx, emit, review=self._reviewer(entry, char))
         except Stale:
@@ -292,6 +302,8 @@ class ChatService:
         self._failed.discard(sid)
         if not stateless:
             await self.sessions.append(sid, result.items)
+        if sent:  # she talked with them: her closeness to them moves (through the world)
+            await after_turn(self.deps, entry.user_id, entry.sender_name, entry.text)
         return Outcome(bool(sent), "answered" if sent else "chose silence", sent)
 
     def _reviewer(self, entry: Entry, char: CharacterState | None) -> Reviewer:
@@ -313,11 +325,21 @@ class ChatService:
             if filtered.leaked or not filtered.text:
                 return Review(filtered.text)
             feedback = await self.grounding.check(filtered.text, question=entry.text, char=char)
+            unsure = UNSURE_LINE
+            if feedback is None:
+
+                async def recent() -> list[tuple[str, str]]:
+                    return [(e.user_id, e.text) for e in await self.sessions.recent(sid, 30)]
+
+                feedback = await self.people_grounding.check(
+                    filtered.text, char=char, now=self.now(), recent=recent
+                )
+                unsure = PEOPLE_UNSURE_LINE
             if feedback is None:
                 return Review(filtered.text)
             await self._debug("debug", sid, f"not grounded: {filtered.text[:200]}")
             if final or "grounding" in sent_back:
-                return Review(UNSURE_LINE)
+                return Review(unsure)
             sent_back.add("grounding")
             return Review(feedback=feedback)
 

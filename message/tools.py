@@ -265,4 +265,12 @@ FILE_TOOLS = (file_list, file_read, file_write)
 
 
 def builtin_tools(*, files: bool) -> list[Tool]:
-    return [*LIFE_TOOLS, *MEMORY_TOOLS, *GROUP_TOOLS, *(FILE_TOOLS if files else ())]
+    from yuiju.message.proposals import PROPOSAL_TOOLS
+
+    return [
+        *LIFE_TOOLS,
+        *PROPOSAL_TOOLS,
+        *MEMORY_TOOLS,
+        *GROUP_TOOLS,
+        *(FILE_TOOLS if files else ()),
+    ]

@@ -11,6 +11,11 @@ Use it as a context manager::
 or as a pytest plugin: `pytest_plugins = ["tests.openai_stub"]` in tests/conftest.py provides the
 `openai_stub` fixture (a running stub, stopped after the test).
 
+A model that uses a tool is scripted with `StubToolCall` (a list of them: several calls in one
+answer), answered as OpenAI's ``tool_calls``; the next request carries the tool's result::
+
+    stub.reply(StubToolCall("propose_plan", {"kind": "invite", "when": "明天下午", ...}), "好呀")
+
 `schema_following(seed)` is a handler that plays a model which follows the requested JSON schema
 (from ``response_format``, or from the prompt in ``json_object`` mode), deterministic for the seed
 and the request: ``OpenAIStub(handler=schema_following(7))``.
@@ -70,8 +75,21 @@ class StubCut:
     text: str
 
 
-StubAnswer = str | StubError | StubDelay | StubCut
-"""Assistant content, an HTTP error, a delayed answer, or a cut-off answer."""
+@dataclass(frozen=True)
+class StubToolCall:
+    """Answer with a call of one tool (``finish_reason: "tool_calls"``), as a model that decided
+    to use it: ``stub.reply(StubToolCall("propose_plan", {"kind": "invite", ...}), "好呀")``. A list
+    of them is one answer calling several."""
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    """The call's arguments: a dict (sent as JSON) or the raw JSON text."""
+    text: str = ""
+    """Content next to the call (a model's thinking aloud); usually empty."""
+
+
+StubAnswer = str | StubError | StubDelay | StubCut | StubToolCall | list[StubToolCall]
+"""Assistant content, an HTTP error, a delayed answer, a cut-off answer, or tool calls."""
 
 
 @dataclass
@@ -171,6 +189,9 @@ class OpenAIStub:
             return JSONResponse(body_out, status_code=answer.status)
         if isinstance(answer, StubCut):
             return JSONResponse(self._completion(body, answer.text, finish_reason="length"))
+        if isinstance(answer, StubToolCall | list):
+            calls = [answer] if isinstance(answer, StubToolCall) else answer
+            return JSONResponse(self._completion(body, calls[0].text if calls else "", calls=calls))
         return JSONResponse(self._completion(body, answer))
 
     async def _delay(self, seconds: float) -> None:
@@ -181,10 +202,32 @@ class OpenAIStub:
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _completion(
-        self, body: dict[str, Any], content: str, finish_reason: str = "stop"
+        self,
+        body: dict[str, Any],
+        content: str,
+        finish_reason: str = "stop",
+        calls: list[StubToolCall] | None = None,
     ) -> dict[str, Any]:
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         prompt_tokens, completion_tokens = self.count_tokens(prompt), self.count_tokens(content)
+        message: dict[str, Any] = {"role": "assistant", "content": content or None}
+        if calls:
+            finish_reason = "tool_calls"
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{next(self._ids)}",
+                    "type": "function",
+                    "function": {
+                        "name": c.name,
+                        "arguments": c.arguments
+                        if isinstance(c.arguments, str)
+                        else json.dumps(c.arguments, ensure_ascii=False),
+                    },
+                }
+                for c in calls
+            ]
+        else:
+            message["content"] = content
         return {
             "id": f"chatcmpl-stub-{next(self._ids)}",
             "object": "chat.completion",
@@ -193,7 +236,7 @@ class OpenAIStub:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": content},
+                    "message": message,
                     "finish_reason": finish_reason,
                     "logprobs": None,
                 }

@@ -235,6 +235,7 @@ class Observer:
             ],
             "relations": view["relations"].get(character_id, []),
             "appointments": view["appointments"].get(character_id, []),
+            "notes": view["notes"].get(character_id, []),
             "news": view["news"].get(character_id, []),
         }
 

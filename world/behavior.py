@@ -32,7 +32,14 @@ from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.plans import PlanError, apply_plan_changes
 from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed
-from yuiju.world.relations import CLOSENESS_DELTAS, EARLY_MINUTES, Relation, settle_missed
+from yuiju.world.relations import (
+    CLOSENESS_DELTAS,
+    EARLY_MINUTES,
+    Note,
+    Relation,
+    settle_missed,
+    settle_notes,
+)
 from yuiju.world.social import (
     MeetingPlan,
     Neighbours,
@@ -760,7 +767,7 @@ class BehaviorLoop:
         returns a plan episode for each, in the same write as her next start."""
         social = character.social
         social.roll_day(now.date())
-        out = self._visit(character, now)
+        out = self._visit(character, now) + self._settle_notes(character, now)
         if not any(a.status == "planned" and now > a.end for a in social.appointments):
             return out
         where = self.town.place_name(character.location)
@@ -778,8 +785,8 @@ class BehaviorLoop:
                 character_id=character.id,
                 type="plan",
                 time=now,
-                summary=f"{character.id}没能赴约：{appointment.line(self.town, appointment.start)}；"
-                f"{appointment.note}",
+                summary=f"{self._name(character.id)}没能赴约："
+                f"{appointment.line(self.town, appointment.start)}；{appointment.note}",
                 data={"appointment": appointment.model_dump(mode="json"), "status": "missed"},
             )
             out.append(outbox_entry("episodes", episode.document()))
@@ -799,17 +806,72 @@ class BehaviorLoop:
             ):
                 kept = a.model_copy(update={"status": "kept", "note": f"{now:%H:%M}到了"})
                 social.appointments = [kept if x.id == a.id else x for x in social.appointments]
+                relation = social.relations.get(a.other.key) or Relation(party=a.other)
+                social.relations = {
+                    **social.relations,
+                    a.other.key: relation.moved(
+                        now, CLOSENESS_DELTAS["appointment_kept"], met=True
+                    ),
+                }
                 episode = Episode(
                     id=f"apk_{a.id[4:]}_{character.id}",
                     character_id=character.id,
                     type="plan",
                     time=now,
-                    summary=f"{character.id}赴约：{a.line(self.town, a.start)}，{now:%H:%M}到了"
-                    f"{self.town.place_name(a.place)}",
-                    data={"appointment": kept.model_dump(mode="json"), "status": "kept"},
+                    summary=f"{self._name(character.id)}赴约：{a.line(self.town, a.start)}，"
+                    f"{now:%H:%M}到了{self.town.place_name(a.place)}",
+                    data={
+                        "appointment": kept.model_dump(mode="json"),
+                        "status": "kept",
+                        "source": a.source,
+                        "asked_by": a.asked_by.model_dump(),
+                        "via": a.via,
+                    },
                 )
                 out.append(outbox_entry("episodes", episode.document()))
         return out
+
+    def _settle_notes(self, character: CharacterState, now: datetime) -> list[dict[str, Any]]:
+        """Her notes: a promise at a place is done when she is there in time (its episode says
+        so) and missed when its hour passes elsewhere (with where she was); any other note is
+        past once its day or hour is over."""
+        social = character.social
+        out = []
+        for n in social.notes:
+            if n.due(now, lead_minutes=EARLY_MINUTES) and n.place == character.location:
+                done = n.model_copy(update={"status": "done", "note": f"{now:%H:%M}到了"})
+                social.notes = [done if x.id == n.id else x for x in social.notes]
+                out.append(self._note_episode(character, done, now, "done"))
+        if any(n.status == "planned" and now >= n.end for n in social.notes):
+            where = self.town.place_name(character.location)
+            social.notes, missed = settle_notes(social.notes, now, where)
+            out += [self._note_episode(character, n, now, "missed") for n in missed]
+        return out
+
+    def _note_episode(
+        self, character: CharacterState, n: Note, now: datetime, status: str
+    ) -> dict[str, Any]:
+        line = n.line(self.town, n.at)
+        verb = "做到了" if status == "done" else "没做到"
+        episode = Episode(
+            id=f"nt{status[0]}_{n.id[5:]}_{character.id}",
+            character_id=character.id,
+            type="plan",
+            time=now,
+            summary=f"{self._name(character.id)}{verb}：{line}，{n.note}",
+            data={
+                "note": n.model_dump(mode="json"),
+                "status": status,
+                "source": "chat" if n.by.kind == "person" else "character",
+                "asked_by": n.by.model_dump(),
+                "via": n.via,
+            },
+        )
+        return outbox_entry("episodes", episode.document())
+
+    def _name(self, character_id: str) -> str:
+        """Her display name (the card's) for episodes; her id without neighbours."""
+        return self.neighbours.name(character_id) if self.neighbours else character_id
 
     def _talk_request(
         self,

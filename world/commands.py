@@ -8,6 +8,7 @@ goes on.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime
@@ -19,14 +20,25 @@ from yuiju.memory.episodes import Episode
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
 from yuiju.world.relations import (
+    CLOSENESS_DELTAS,
+    NEWS_PER_PERSON_PER_DAY,
     Appointment,
     NewsItem,
+    Note,
+    NoteKind,
     Party,
+    Relation,
+    SocialState,
     appointment_id,
+    choose_start,
     keep_news,
     news_id,
+    note_id,
     prune,
-    review_invitation,
+    prune_notes,
+    pushed_away,
+    review_gift,
+    review_note,
 )
 from yuiju.world.state import CharacterState, TemperatureLevel, Weather, WeatherType, WorldState
 from yuiju.world.town import HAURA, Town
@@ -44,10 +56,20 @@ class SetWeather(_Command):
 
 
 class GiveItem(_Command):
+    """An item for her: from an admin (``/give``: anything), or a gift from a person in chat
+    (``by``), reviewed (`world.relations.review_gift`: small everyday things, a few a day) and
+    recorded with who gave it."""
+
     type: Literal["give_item"] = "give_item"
     character_id: str
     item: str = Field(min_length=1, max_length=40)
     quantity: int = Field(1, ge=1, le=99)
+    by: Party | None = None
+    """Who gives it (a gift from chat); None: an admin's ``/give``, applied as it is."""
+    via: str = Field("", max_length=80)
+    """The chat conversation it came from (``group:qq:123``)."""
+    lenient: bool = False
+    """An admin's gift: none of the limits apply."""
 
 
 class GiveMoney(_Command):
@@ -82,6 +104,10 @@ class TellNews(_Command):
     """What it says, as she would repeat it ("小林下周要搬家")."""
     about: Party | None = None
     """Whom it is about, if someone (she does not tell them their own news)."""
+    via: str = Field("", max_length=80)
+    """The chat conversation it came from (``group:qq:123``)."""
+    lenient: bool = False
+    """An admin: no limit on news a day."""
 
 
 class Invite(_Command):
@@ -101,10 +127,58 @@ class Invite(_Command):
     """What they would do, in Chinese (一起散步)."""
     lenient: bool = False
     """An admin's invitation: the per-person and per-day limits do not apply."""
+    earliest: AwareDatetime | None = None
+    """With ``latest``: a part of a day was said (明天下午), ``start`` is its usual time and she
+    may meet at any other in [earliest, latest] her calendar allows (`relations.choose_start`)."""
+    latest: AwareDatetime | None = None
+    via: str = Field("", max_length=80)
+    """The chat conversation it was made in (``group:qq:123``)."""
+
+
+class Remind(_Command):
+    """A reminder for her (别忘了周五考试) or something she promised someone in chat, for a day
+    or a time, maybe at a place: reviewed (`relations.review_note`), kept in her state and shown
+    in her decisions from the day before; the episode names who asked."""
+
+    type: Literal["remind"] = "remind"
+    character_id: str
+    by: Party
+    kind: NoteKind = "reminder"
+    text: str = Field(min_length=1, max_length=60)
+    at: AwareDatetime
+    all_day: bool = False
+    place: str | None = None
+    via: str = Field("", max_length=80)
+    lenient: bool = False
+    """An admin: no limit on notes per person or in all."""
+
+
+ChatTone = Literal["kind", "neutral", "unkind"]
+
+
+class ChatWith(_Command):
+    """She talked with a person in chat (turns she answered): her closeness to them moves
+    (`relations.Relation.talked`: a little per turn, more for kind words, less for unkind ones,
+    gains capped per day)."""
+
+    type: Literal["chat_with"] = "chat_with"
+    character_id: str
+    by: Party
+    tone: ChatTone = "neutral"
+    turns: int = Field(1, ge=1, le=20)
 
 
 Command = Annotated[
-    SetWeather | GiveItem | GiveMoney | Pause | Resume | ConsumeResource | TellNews | Invite,
+    SetWeather
+    | GiveItem
+    | GiveMoney
+    | Pause
+    | Resume
+    | ConsumeResource
+    | TellNews
+    | Invite
+    | Remind
+    | ChatWith,
     Field(discriminator="type"),
 ]
 COMMAND: TypeAdapter[Command] = TypeAdapter(Command)
@@ -142,8 +216,20 @@ def apply_command(
     change her life (news, invitations) add their episode documents to ``episodes``."""
     moment = now or world.time
     match command:
-        case TellNews(character_id=cid, by=by, text=text, about=about):
+        case TellNews(character_id=cid, by=by, text=text, about=about) as tell:
             character = _character(characters, cid)
+            today = moment.astimezone(world.time.tzinfo).date()
+            told = sum(
+                1
+                for n in character.social.news
+                if n.origin.key == by.key
+                and n.hops == 0
+                and n.learned_at.astimezone(world.time.tzinfo).date() == today
+            )
+            if by.kind == "person" and not tell.lenient and told >= NEWS_PER_PERSON_PER_DAY:
+                return f"ignored: {by.name} told {cid} {told} things today already"
+            if not tell.lenient and pushed_away(by, character.social.closeness(by.key, moment)):
+                return f"ignored: {cid} does not listen to {by.name}"
             eid = f"nws_{news_id(by, text)[5:]}_{cid}"
             item = NewsItem(
                 id=news_id(by, text),
@@ -167,6 +253,7 @@ def apply_command(
                     data={
                         "source": "chat" if by.kind == "person" else "character",
                         "by": by.model_dump(),
+                        "via": tell.via,
                         "news": item.model_dump(mode="json"),
                     },
                 ),
@@ -174,7 +261,7 @@ def apply_command(
             return f"{by.name} told {cid}: {text}"
         case Invite(character_id=cid, by=by) as invite:
             character = _character(characters, cid)
-            proposal = Appointment(
+            asked = Appointment(
                 id=appointment_id(by, cid, invite.start, invite.place),
                 other=by,
                 asked_by=by,
@@ -183,24 +270,28 @@ def apply_command(
                 start=invite.start,
                 minutes=invite.minutes,
                 activity=invite.activity,
+                via=invite.via,
                 created_at=moment,
             )
             social = character.social
-            closeness = social.closeness(by.key, moment) if by.kind == "character" else None
-            why = review_invitation(
-                proposal,
+            proposal, why = choose_start(
+                asked,
                 social.appointments,
                 now=moment,
                 town=town,
-                closeness=closeness,
+                earliest=invite.earliest,
+                latest=invite.latest,
+                closeness=social.closeness(by.key, moment),
                 lenient=invite.lenient,
             )
             if why is None:
                 social.appointments = prune(
                     [a for a in social.appointments if a.id != proposal.id] + [proposal]
                 )
+                if by.kind == "person":
+                    _relate(social, by, moment, 0.0)
             name = (names or {}).get(cid, cid)
-            start = invite.start.astimezone(moment.tzinfo)
+            start = proposal.start.astimezone(moment.tzinfo)
             answer = "答应了" if why is None else f"没答应：{why}"
             _record(
                 episodes,
@@ -221,6 +312,73 @@ def apply_command(
                 ),
             )
             return "accepted" if why is None else f"declined: {why}"
+        case Remind(character_id=cid, by=by) as remind:
+            character = _character(characters, cid)
+            social = character.social
+            note = Note(
+                id=note_id(by, cid, remind.at, remind.text),
+                kind=remind.kind,
+                text=remind.text,
+                by=by,
+                at=remind.at,
+                all_day=remind.all_day,
+                place=remind.place,
+                via=remind.via,
+                created_at=moment,
+            )
+            why = review_note(
+                note,
+                social.notes,
+                now=moment,
+                town=town,
+                closeness=social.closeness(by.key, moment),
+                lenient=remind.lenient,
+            )
+            if why is None:
+                social.notes = prune_notes([n for n in social.notes if n.id != note.id] + [note])
+            name = (names or {}).get(cid, cid)
+            local = remind.at.astimezone(moment.tzinfo)
+            when = f"{local.month}月{local.day}日" + ("" if remind.all_day else f"{local:%H:%M}")
+            where = f"在{town.place_name(remind.place)}" if remind.place else ""
+            did = (
+                f"{by.name}提醒{name}{when}{where}：{remind.text}"
+                if remind.kind == "reminder"
+                else f"{name}答应{by.name}{when}{where}：{remind.text}"
+            )
+            answer = "记下了" if why is None else f"没记下：{why}"
+            _record(
+                episodes,
+                Episode(
+                    id=f"rem_{note.id[5:]}_{cid}",
+                    character_id=cid,
+                    type="plan",
+                    time=moment,
+                    summary=f"{did}，{answer}",
+                    data={
+                        "source": "chat" if by.kind == "person" else "character",
+                        "asked_by": by.model_dump(),
+                        "note": note.model_dump(mode="json"),
+                        "accepted": why is None,
+                        "reason": why,
+                        "via": remind.via,
+                    },
+                ),
+            )
+            return "noted" if why is None else f"declined: {why}"
+        case ChatWith(character_id=cid, by=by, tone=tone, turns=turns):
+            character = _character(characters, cid)
+            delta = (
+                CLOSENESS_DELTAS["chat_turn"] * turns
+                + {
+                    "kind": CLOSENESS_DELTAS["kind_words"],
+                    "unkind": CLOSENESS_DELTAS["unkind_words"],
+                    "neutral": 0.0,
+                }[tone]
+            )
+            social = character.social
+            relation = _relation(social, by)
+            social.relations = {**social.relations, by.key: relation.talked(moment, delta, turns)}
+            return f"{cid} talked with {by.name} ({tone})"
         case SetWeather(weather=kind, temperature=temp):
             if world.weather is None:
                 raise CommandRejected("the world has no weather yet; retry after the first tick")
@@ -230,9 +388,48 @@ def apply_command(
                 period_start=world.weather.period_start,
             )
             return f"weather set to {kind}"
-        case GiveItem(character_id=cid, item=item, quantity=qty):
+        case GiveItem(character_id=cid, item=item, quantity=qty, by=None):
             _character(characters, cid).add_item(item, qty)
             return f"gave {qty} × {item} to {cid}"
+        case GiveItem(character_id=cid, item=item, quantity=qty, by=Party() as by) as gift:
+            character = _character(characters, cid)
+            social = character.social
+            today = moment.astimezone(world.time.tzinfo).date()
+            social.roll_day(today)
+            why = review_gift(
+                item,
+                qty,
+                by,
+                social.gifts_today,
+                closeness=social.closeness(by.key, moment),
+                lenient=gift.lenient,
+            )
+            if why is None:
+                character.add_item(item, qty)
+                social.gifts_today = [*social.gifts_today, by.key]
+                _relate(social, by, moment, CLOSENESS_DELTAS["gift"])
+            name = (names or {}).get(cid, cid)
+            answer = "收下了" if why is None else f"没收下：{why}"
+            gid = hashlib.sha1(f"{by.key}|{cid}|{moment.isoformat()}|{item}".encode()).hexdigest()
+            _record(
+                episodes,
+                Episode(
+                    id=f"gft_{gid[:16]}",
+                    character_id=cid,
+                    type="conversation",
+                    time=moment,
+                    summary=f"{by.name}送给{name}{item}×{qty}，{answer}",
+                    data={
+                        "source": "chat" if by.kind == "person" else "character",
+                        "by": by.model_dump(),
+                        "gift": {"item": item, "quantity": qty},
+                        "accepted": why is None,
+                        "reason": why,
+                        "via": gift.via,
+                    },
+                ),
+            )
+            return f"gave {qty} × {item} to {cid}" if why is None else f"declined: {why}"
         case GiveMoney(character_id=cid, amount=amount):
             character = _character(characters, cid)
             character.money += amount
@@ -256,6 +453,19 @@ def apply_command(
     raise CommandRejected(f"unsupported command {command!r}")  # pragma: no cover
 
 
+def _relation(social: SocialState, party: Party) -> Relation:
+    """Her relation to ``party`` (a new one, where a stranger rests, the first time), under the
+    name they go by now."""
+    relation = social.relations.get(party.key) or Relation(party=party)
+    if relation.party != party:
+        relation = relation.model_copy(update={"party": party})
+    return relation
+
+
+def _relate(social: SocialState, party: Party, now: datetime, delta: float) -> None:
+    social.relations = {**social.relations, party.key: _relation(social, party).moved(now, delta)}
+
+
 def _record(episodes: list[dict[str, Any]] | None, episode: Episode) -> None:
     if episodes is not None:
         episodes.append({"collection": "episodes", "doc": episode.document()})
@@ -276,3 +486,69 @@ async def enqueue_command(
     parsed = parse_command(command) if isinstance(command, dict) else command
     await redis.rpush(keys.commands, json.dumps(parsed.model_dump(mode="json"), ensure_ascii=False))
     return parsed
+
+
+async def queued_commands(redis: RedisClient, keys: Keys) -> list[Command]:
+    """The commands waiting for the next tick, in order (a malformed one is left out here; the
+    tick rejects it with its reason)."""
+    out = []
+    for raw in await redis.lrange(keys.commands, 0, -1):
+        try:
+            out.append(parse_command(raw.decode() if isinstance(raw, bytes) else raw))
+        except CommandRejected:
+            continue
+    return out
+
+
+Proposal = TellNews | Invite | Remind | GiveItem
+
+
+def proposal_line(command: Command, names: Mapping[str, str], town: Town = HAURA) -> str | None:
+    """A proposal from someone (an invitation, a reminder or promise, a gift, news) as one
+    Chinese line, for a command not applied yet (`yuiju status`, the chat's context); None for
+    any other command."""
+
+    def day(moment: datetime) -> str:
+        return f"{moment.month}月{moment.day}日"
+
+    match command:
+        case Invite(character_id=cid, by=by) as c:
+            when = day(c.start) + (
+                f"{c.earliest:%H:%M}–{c.latest:%H:%M}间"
+                if c.earliest is not None and c.latest is not None
+                else f"{c.start:%H:%M}"
+            )
+            return f"{by.name}约{names.get(cid, cid)}{when}在{town.place_name(c.place)}{c.activity}"
+        case Remind(character_id=cid, by=by) as c:
+            when = day(c.at) + ("" if c.all_day else f"{c.at:%H:%M}")
+            where = f"在{town.place_name(c.place)}" if c.place else ""
+            if c.kind == "reminder":
+                return f"{by.name}提醒{names.get(cid, cid)}{when}{where}：{c.text}"
+            return f"{names.get(cid, cid)}答应{by.name}{when}{where}：{c.text}"
+        case GiveItem(character_id=cid, by=Party() as by) as c:
+            return f"{by.name}送给{names.get(cid, cid)}{c.item}×{c.quantity}"
+        case TellNews(character_id=cid, by=by, text=text):
+            return f"{by.name}告诉{names.get(cid, cid)}：{text}"
+    return None
+
+
+def pending_view(commands: list[Command], names: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The proposals among queued ``commands``, as plain data: what, for whom, who asked, the
+    line."""
+    out = []
+    for c in commands:
+        line = proposal_line(c, names)
+        if line is None or not isinstance(c, Proposal):
+            continue
+        by = c.by
+        out.append(
+            {
+                "type": c.type,
+                "character_id": c.character_id,
+                "by": by.model_dump() if by is not None else None,
+                "source": "chat" if by is not None and by.kind == "person" else "admin",
+                "line": line,
+                "status": "queued",
+            }
+        )
+    return out

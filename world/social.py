@@ -727,7 +727,8 @@ def social_view(
     names: Mapping[str, str],
 ) -> dict[str, Any]:
     """Who is with whom now (one entry per meeting in progress), each character's relations
-    (closest first), planned appointments and what she has heard, as plain data."""
+    (closest first; people from chat among them, ``kind`` person), planned appointments,
+    reminders and promises, and what she has heard, as plain data."""
 
     def name(cid: str) -> str:
         return names.get(cid, cid)
@@ -735,6 +736,7 @@ def social_view(
     together: dict[str, dict[str, Any]] = {}
     relations: dict[str, list[dict[str, Any]]] = {}
     appointments: dict[str, list[str]] = {}
+    notes: dict[str, list[str]] = {}
     news: dict[str, list[dict[str, Any]]] = {}
     for cid, state in characters.items():
         if state is None:
@@ -767,6 +769,7 @@ def social_view(
                     "closeness": round(r.closeness_at(now), 1),
                     "band": band(r.closeness_at(now)),
                     "meetings": r.meetings,
+                    "talks": r.talks,
                     "last_met": r.last_met.isoformat() if r.last_met else None,
                 }
                 for r in state.social.relations.values()
@@ -774,6 +777,7 @@ def social_view(
             key=lambda r: (-r["closeness"], r["id"]),
         )
         appointments[cid] = [a.line(town, now) for a in state.social.planned()]
+        notes[cid] = [n.line(town, now) for n in state.social.notes if n.status == "planned"]
         news[cid] = [
             {
                 "text": n.text,
@@ -788,6 +792,7 @@ def social_view(
         "together": list(together.values()),
         "relations": relations,
         "appointments": appointments,
+        "notes": notes,
         "news": news,
     }
 
@@ -808,9 +813,13 @@ def social_lines(view: Mapping[str, Any], names: Mapping[str, str], tz: Any) -> 
             lines.append(
                 f"  {name(cid)} → "
                 + "，".join(
-                    f"{r['name']} {r['band']}（{r['closeness']:.0f}）" for r in relations[:5]
+                    f"{r['name']}{'（聊天）' if r['kind'] == 'person' else ''} {r['band']}"
+                    f"（{r['closeness']:.0f}）"
+                    for r in relations[:6]
                 )
             )
         for line in view["appointments"].get(cid, []):
             lines.append(f"    约定：{line}")
+        for line in view.get("notes", {}).get(cid, []):
+            lines.append(f"    记着：{line}")
     return lines

@@ -186,6 +186,7 @@ def render_moment_prompt(
         menus=menus(request),
         company=company_line(ctx.company),
         appointments=[a.line(ctx.town, ctx.now) for a in ctx.character.social.planned()],
+        notes=[n.line(ctx.town, ctx.now) for n in ctx.character.social.notes_now(ctx.now)],
     )
 
 

@@ -130,8 +130,12 @@ APPOINTMENT_STAY = 1.0
 
 
 def appointment_places(ctx: ActionContext) -> set[str]:
-    """Places she has an appointment at now or within `APPOINTMENT_LEAD` minutes."""
-    return {a.place for a in ctx.character.social.appointments if a.due(ctx.now, APPOINTMENT_LEAD)}
+    """Places she has an appointment at, or promised to be at, now or within `APPOINTMENT_LEAD`
+    minutes."""
+    social = ctx.character.social
+    return {a.place for a in social.appointments if a.due(ctx.now, APPOINTMENT_LEAD)} | {
+        n.place for n in social.notes if n.place is not None and n.due(ctx.now, APPOINTMENT_LEAD)
+    }
 
 
 def _safe_available(action: Action, ctx: ActionContext) -> bool:

@@ -1,0 +1,344 @@
+"""The grounding check for people: what she says about meeting someone, or about what someone
+said, must be in her record.
+
+Claims are read sentence by sentence around the names she knows — the other characters of her
+town (their cards' names and nicknames) and the people from chat she has a relation to:
+
+- **met**: 见到/遇到/碰到了枫, 和枫一起吃了午饭, 枫来找我 — on the day the sentence names (昨天,
+  上周, 今天…), or lately (the last `RECENT_DAYS`) when it names none but says it happened (了/过).
+  True when her conversation episodes with that character fall in that time
+  (`EpisodeRepo.conversations`); with a person from chat, when she kept an appointment with them
+  then. "昨天没见到枫" is checked the other way round.
+- **said**: 枫说…, 听枫说…, 悠酱告诉我… — true when what follows matches (by its words) news she
+  heard from or through them (`world.social.heard_from`), a conversation with them (what they
+  said in it, what they passed on), or, for a person from chat, their messages in her record.
+
+Wishes, plans, questions, other people's doings and habits are not claims. A mismatch goes back
+to the model once with her record of that person, like the check of her day.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from yuiju.memory.episodes import Episode, EpisodeRepo
+from yuiju.memory.timeparse import time_range
+from yuiju.world.state import CharacterState
+
+log = logging.getLogger(__name__)
+
+RECENT_DAYS = 14
+"""A meeting said without a day ("我见到枫了") is checked against this many days back."""
+SAID_DAYS = 30
+"""What someone said, without a day, is checked against this many days back."""
+MATCH_SHARE = 0.5
+"""The share of a claimed saying's word pairs a record must contain to back it."""
+PEOPLE_UNSURE_LINE = "这个我记不太清了，不乱说啦～"
+"""Said when a revised answer still claims about someone what her record does not show."""
+
+_SENTENCES = re.compile(r"[^。！？!?\n]+[。！？!?\n]*")
+_MEET_BEFORE = re.compile(r"(?:见到|遇到|碰到|碰见|遇见|见了|见过|遇上)了?\s*$")
+_WITH_BEFORE = re.compile(r"(?:和|跟|与|同)\s*$")
+_WITH_AFTER = re.compile(
+    r"^(?:一起|一块儿?)?[^，,。！？!?]{0,6}?(?:聊|吃|散步|散了|学习|自习|玩|逛|见面|见了|喝|钓|走|去|待|坐)"
+)
+_COMES = re.compile(r"^(?:来|过来)?找(?:了)?我")
+_SAY_AFTER = re.compile(
+    r"^(?:也|还|就|都|又|之前|刚才|昨天|那天)?(?:跟我|和我|对我)?(?:说(?![得的])|告诉我|讲)(?:过|了)?[：:，,\s]*"
+)
+_ONE_CHAR_NAME_END = re.compile(
+    r"^(?:$|[了啦呀吧呢啊，,。！!？?~～\s]|一起|一块|来|说|告诉|和|跟|在|聊|吃|玩|散|学|去|找)"
+)
+"""What may follow a one-character name (枫) for it to be her and not a word (枫叶, 枫树)."""
+_HEARD_BEFORE = re.compile(r"听\s*$")
+_WISH = re.compile(
+    r"想|要|打算|准备|计划|如果|将来|以后|待会|等会|等下|下次|改天|希望|明天|后天|下周"
+)
+_HABIT = re.compile(r"经常|常常|总是|每天|每次|平时|平常|一般|有时|偶尔|通常")
+_TODAY = re.compile(r"今天|今早|今晚|刚才|刚刚|早上|上午|中午|下午|傍晚|晚上")
+_DONE = re.compile(r"了|过")
+_OTHERS = re.compile(r"你|他|她|大家|别人|他们|她们")
+_NEGATION = re.compile(r"没|不|未")
+_FILLER = re.compile(r"[你我他她它们的了啦呢吧哦呀啊嘛哈诶欸也都还就又要会说过着]")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@dataclass(frozen=True)
+class Someone:
+    """Someone she may claim to have met or heard from."""
+
+    kind: Literal["character", "person"]
+    id: str
+    """A character id (``kaede``) or a person id (``qq:123``)."""
+    name: str
+    """Their display name (what the record calls them)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.id}"
+
+
+@dataclass(frozen=True)
+class PeopleClaim:
+    who: Someone
+    kind: Literal["met", "said"]
+    said: str
+    """The words as they stand in the answer."""
+    content: str
+    """For ``said``: what they are claimed to have said."""
+    start: datetime
+    end: datetime
+    day: str
+    """How the time reads for the feedback (昨天, 最近)."""
+    negated: bool = False
+
+
+def known_people(
+    neighbours: Mapping[str, Sequence[str]], char: CharacterState | None
+) -> dict[str, Someone]:
+    """Every name that makes a claim about someone: the town's characters (``neighbours``: id →
+    name and nicknames) and whoever she has a relation to (characters and people from chat)."""
+    out: dict[str, Someone] = {}
+    if char is not None:
+        for relation in char.social.relations.values():
+            party = relation.party
+            if len(party.name) >= 2 or party.kind == "character":
+                out.setdefault(party.name, Someone(party.kind, party.id, party.name))
+    for cid, names in neighbours.items():
+        if not names:
+            continue
+        for name in names:
+            if name:
+                out[name] = Someone("character", cid, names[0])
+    return out
+
+
+def words(text: str) -> set[str]:
+    """The pairs of Chinese characters ``text`` is made of, fillers left out."""
+    core = "".join(_CJK.findall(_FILLER.sub("", text)))
+    return {core[i : i + 2] for i in range(len(core) - 1)} or ({core} if core else set())
+
+
+def backs(content: str, record: str) -> bool:
+    """Whether ``record`` says what ``content`` claims (most of its word pairs are in it)."""
+    claimed = words(content)
+    if not claimed:
+        return True
+    found = words(record)
+    return len(claimed & found) / len(claimed) >= MATCH_SHARE
+
+
+def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> list[PeopleClaim]:
+    """The claims ``answer`` makes about meeting someone or what someone said."""
+    if not people:
+        return []
+    names = sorted(people, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(n) for n in names))
+    out: list[PeopleClaim] = []
+    for sentence in _SENTENCES.findall(answer):
+        if "？" in sentence or "?" in sentence or sentence.rstrip("。！!…~～ \n").endswith("吗"):
+            continue
+        for m in pattern.finditer(sentence):
+            who = people[m.group(0)]
+            before, after = sentence[: m.start()], sentence[m.end() :]
+            if len(m.group(0)) == 1 and not _ONE_CHAR_NAME_END.match(after):
+                continue
+            clause_before = re.split(r"[，,；;]", before)[-1]
+            if _WISH.search(clause_before) or _HABIT.search(clause_before):
+                continue
+            if (_OTHERS.search(clause_before) or pattern.search(clause_before)) and (
+                "我" not in clause_before
+            ):
+                continue  # someone else's meeting (千夏和枫…, 他见到枫…)
+            said = _SAY_AFTER.match(after)
+            if said is not None or _HEARD_BEFORE.search(before):
+                content = after[said.end() :] if said is not None else after
+                content = content.strip(" ：:，,。！!~～")
+                if not words(content):
+                    continue  # 枫说得对, 小林说呢: no saying to check
+                span = _span(clause_before + after[: said.end() if said else 0], now, SAID_DAYS)
+                if span is not None and not _NEGATION.search(clause_before[-3:]):
+                    out.append(PeopleClaim(who, "said", sentence.strip(), content, *span))
+                continue
+            met = (
+                _MEET_BEFORE.search(clause_before)
+                or (_WITH_BEFORE.search(clause_before) and _WITH_AFTER.search(after))
+                or _COMES.search(after)
+            )
+            if not met:
+                continue
+            clause = clause_before + m.group(0) + re.split(r"[，,；;。！!]", after)[0]
+            if _WISH.search(clause):
+                continue
+            span = _span(clause, now, RECENT_DAYS, need_done=not _TODAY.search(clause))
+            if span is None:
+                continue
+            negated = bool(_NEGATION.search(clause_before))
+            out.append(PeopleClaim(who, "met", clause.strip(), "", *span, negated=negated))
+    return out
+
+
+def _span(
+    text: str, now: datetime, days: int, *, need_done: bool = False
+) -> tuple[datetime, datetime, str] | None:
+    """The time ``text`` names as (start, end, how it reads), or the last ``days`` days; None when
+    it names a time ahead, or (``need_done``) says nothing happened yet."""
+    found = time_range(text, now)
+    if found is not None:
+        if found.start > now:
+            return None
+        word = re.search(r"大前天|前天|昨天|昨晚|上周|上个?星期|今天|今晚|\d+天前", text)
+        return (
+            found.start,
+            min(found.end, now + timedelta(seconds=1)),
+            word.group(0) if word else "那时",
+        )
+    if _TODAY.search(text):
+        start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return start, now + timedelta(seconds=1), "今天"
+    if need_done and not _DONE.search(text):
+        return None
+    return now - timedelta(days=days), now + timedelta(seconds=1), "最近"
+
+
+@dataclass
+class PeopleCheck:
+    """Checks her claims about people against her record."""
+
+    episodes: EpisodeRepo | None
+    """Her episodes (conversations, kept appointments); None: no check."""
+    character_id: str
+    neighbours: Mapping[str, Sequence[str]]
+    """The other characters of her town: id → name and nicknames."""
+
+    async def check(
+        self,
+        text: str,
+        *,
+        char: CharacterState | None,
+        now: datetime,
+        recent: Callable[[], Awaitable[Iterable[tuple[str, str]]]] | None = None,
+    ) -> str | None:
+        """Feedback for the model when ``text`` claims about someone what her record does not
+        show; None when it bears every claim out. ``recent()`` gives the conversation's latest
+        messages as (person id, text), for what a person from chat said just now (read only
+        when there is a claim to check)."""
+        if self.episodes is None:
+            return None
+        found = people_claims(text, known_people(self.neighbours, char), now)
+        if not found:
+            return None
+        problems: list[str] = []
+        records: dict[str, list[str]] = {}
+        heard = list(await recent()) if recent is not None else []
+        try:
+            for claim in found:
+                problem, record = await self._check(claim, char, now, heard)
+                if problem:
+                    problems.append(problem)
+                    records.setdefault(claim.who.name, record)
+        except Exception as exc:  # no record to check against: let the answer through
+            log.warning("people grounding skipped: episodes unavailable (%s)", exc)
+            return None
+        if not problems:
+            return None
+        lines = ["你的回答里关于别人的话和记录对不上："]
+        lines += [f"- {p}" for p in dict.fromkeys(problems)]
+        for name, record in records.items():
+            lines.append(f"你和{name}的记录：")
+            lines += [f"- {r}" for r in record] or ["- （没有记录）"]
+        lines.append("请只根据记录重新回答：没见过就说没见过，没听谁说过就别说是谁说的，不要编造。")
+        return "\n".join(lines)
+
+    async def _check(
+        self,
+        claim: PeopleClaim,
+        char: CharacterState | None,
+        now: datetime,
+        recent: Sequence[tuple[str, str]],
+    ) -> tuple[str | None, list[str]]:
+        who = claim.who
+        tz = now.tzinfo
+        talks = await self._talks(who, claim.start, claim.end)
+        problem = None
+        if claim.kind == "met":
+            met = (
+                [e.time for e in talks] if who.kind == "character" else self._kept(char, who, claim)
+            )
+            if claim.negated and met:
+                problem = (
+                    f"你说{claim.day}没见到{who.name}，"
+                    f"但记录里 {met[0].astimezone(tz):%m-%d %H:%M} 见过。"
+                )
+            elif not claim.negated and not met:
+                problem = f"你说「{claim.said}」，但记录里{claim.day}没有和{who.name}见过面。"
+        else:
+            sources = self._heard(char, who) + [_said_in(e, who) for e in talks]
+            sources += [text for person, text in recent if person == who.id]
+            if not any(backs(claim.content, s) for s in sources if s):
+                problem = f"你说「{claim.said}」，但记录里{who.name}没说过这件事。"
+        if problem is None:
+            return None, []
+        lately = await self._talks(who, now - timedelta(days=RECENT_DAYS), now)
+        record = [f"{e.time.astimezone(tz):%m-%d %H:%M} {e.summary}" for e in lately[:4]]
+        record += [f"听{who.name}说的：{h}" for h in self._heard(char, who)[:3]]
+        return problem, record
+
+    async def _talks(self, who: Someone, start: datetime, end: datetime) -> list[Episode]:
+        """Her conversations with ``who`` in [start, end), newest first."""
+        assert self.episodes is not None
+        if who.kind == "character":
+            return await self.episodes.conversations(self.character_id, start, end, with_=who.id)
+        return await self._chats(who, start, end)
+
+    def _heard(self, char: CharacterState | None, who: Someone) -> list[str]:
+        """News she has from or through ``who``."""
+        if char is None:
+            return []
+        return [
+            n.text for n in char.social.news if n.source.key == who.key or n.origin.key == who.key
+        ]
+
+    def _kept(
+        self, char: CharacterState | None, who: Someone, claim: PeopleClaim
+    ) -> list[datetime]:
+        """When she kept an appointment with a person from chat in the claim's time."""
+        if char is None:
+            return []
+        return [
+            a.start
+            for a in char.social.appointments
+            if a.status == "kept" and a.other.key == who.key and claim.start <= a.start < claim.end
+        ]
+
+    async def _chats(self, who: Someone, start: datetime, end: datetime) -> list[Episode]:
+        """Her archived chat conversations in which ``who`` (a person) took part."""
+        assert self.episodes is not None
+        found = await self.episodes.conversations(self.character_id, start, end)
+        return [
+            e
+            for e in found
+            if any(c.get("user_id") == who.id for c in e.data.get("counterparties", []))
+            or (e.data.get("by") or {}).get("id") == who.id
+        ]
+
+
+def _said_in(episode: Episode, who: Someone) -> str:
+    """What ``who`` said or passed on in a conversation episode, as one text (never what she
+    told them: the summary names both)."""
+    data: dict[str, Any] = episode.data
+    parts = [
+        line.get("text", "") for line in data.get("lines", []) if line.get("speaker") == who.id
+    ]
+    news = data.get("news")
+    if isinstance(news, list):
+        parts += [n.get("text", "") for n in news if n.get("teller") == who.id]
+    elif isinstance(news, dict) and (data.get("by") or {}).get("id") == who.id:
+        parts.append(str(news.get("text", "")))
+    parts += [m.get("text", "") for m in data.get("messages", []) if m.get("speaker") == who.name]
+    return "\n".join(p for p in parts if p)
