@@ -17,8 +17,10 @@ from yuiju.config import ChatConfig
 from yuiju.llm import ToolChatModel
 from yuiju.message.channel import GroupManager, Sender
 from yuiju.message.model import Entry
+from yuiju.message.pacing import Pacing
 from yuiju.message.people import People
 from yuiju.message.session import SessionStore
+from yuiju.message.stickers import NO_STICKERS, StickerSet
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
 from yuiju.world.clock import Clock
@@ -92,6 +94,11 @@ class ChatDeps:
     groups: GroupManager | None = None
     """Group management where the platform has it (admin tools)."""
     town: Town = HAURA
+    stickers: StickerSet = NO_STICKERS
+    """The stickers she may send (`message.stickers`); none unless given."""
+    pacing: Pacing | None = None
+    """How long she takes before each line (`message.pacing`); None: every line at once (tests,
+    benchmarks), unless they ask for it."""
     admins: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from yuiju.config import ProactiveConfig
 from yuiju.llm import ToolChatModel
@@ -36,7 +36,7 @@ from yuiju.message.context import ChatContext
 from yuiju.message.deps import ChatDeps
 from yuiju.message.gate import ReplyGate
 from yuiju.message.grounding import UNSURE_LINE, ClaimLexicon, GroundingCheck
-from yuiju.message.model import Conversation, Entry, Outgoing
+from yuiju.message.model import Conversation, Entry
 from yuiju.message.output import FEEDBACK, LOST_LINE, OutputFilter
 from yuiju.message.prompt import SECURITY
 from yuiju.message.recorder import Recorder
@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 
 Sink = Callable[[str, str, str], Awaitable[None] | None]
 """``sink(kind, session_id, text)`` for debug and thinking output; never a group."""
+
+
+Opening = Literal["read", "next", "none"]
+"""How long the first line of a text waits: as her first line answering the message (reading it
+and typing the line), as a further line of hers, or not at all (admin answers, failure lines)."""
 
 
 class Stale(Exception):
@@ -95,6 +100,7 @@ class ChatService:
             max_chars=deps.cfg.max_reply_chars,
             max_lines=deps.cfg.max_lines,
             secret=lambda: SECURITY + "\n" + self.context.stable_prompt(),
+            stickers=deps.stickers,
         )
         """Between the model's text and what is sent (shared with proactive posts)."""
         self.grounding = GroundingCheck(lexicon, deps.memory, deps.clock)
@@ -252,7 +258,12 @@ class ChatService:
         async def emit(kind: str, text: str) -> list[str] | None:
             if kind in ("reply", "tool_reply"):
                 lines = await self._send_lines(
-                    entry, text, token=token, source="reply", context=kind == "tool_reply"
+                    entry,
+                    text,
+                    token=token,
+                    source="reply",
+                    context=kind == "tool_reply",
+                    opening="next" if sent else "read",
                 )
                 sent.extend(lines)
                 return lines
@@ -312,7 +323,9 @@ class ChatService:
                 log.warning("reply withheld in %s: it quotes the system prompt", sid)
             if filtered.leaked or not filtered.text:
                 return Review(filtered.text)
-            feedback = await self.grounding.check(filtered.text, question=entry.text, char=char)
+            feedback = await self.grounding.check(
+                self.output.words(filtered.text), question=entry.text, char=char
+            )
             if feedback is None:
                 return Review(filtered.text)
             await self._debug("debug", sid, f"not grounded: {filtered.text[:200]}")
@@ -325,28 +338,39 @@ class ChatService:
 
     # -- sending --------------------------------------------------------------------------------
 
-    async def pause_between(self, line: str) -> None:
-        pause = min(self.cfg.max_pause_seconds, len(line) / self.cfg.chars_per_second)
-        if pause > 0:
-            await asyncio.sleep(pause)
-
     def _check_current(self, sid: str, token: str | None) -> None:
         if token is not None and self._latest.get(sid) != token:
             raise Stale(sid)
 
     async def _send_lines(
-        self, entry: Entry, text: str, *, token: str | None, source: str, context: bool
+        self,
+        entry: Entry,
+        text: str,
+        *,
+        token: str | None,
+        source: str,
+        context: bool,
+        opening: Opening = "none",
     ) -> list[str]:
         """Send ``text`` as natural lines; the lines sent (each recorded as sent), stopping at the
-        first that cannot be delivered."""
+        first that cannot be delivered. Each further line waits as long as a person would take
+        to type it (`message.pacing`); the first waits as ``opening`` says."""
         sid = entry.session_id
+        pacing = self.deps.pacing
         sent: list[str] = []
         for i, line in enumerate(self.output.lines(text)):
-            if i:
-                await self.pause_between(line)
+            if pacing is not None and (i or opening != "none"):
+                if i or opening == "next":
+                    delay = pacing.next_delay(line)
+                else:
+                    elapsed = (self.now() - entry.time).total_seconds()
+                    delay = pacing.first_delay(entry.text, line, elapsed=elapsed)
+                await pacing.wait(delay)
             self._check_current(sid, token)
             try:
-                message_id = await self.deps.sender.send(Outgoing.text(entry.conversation, line))
+                message_id = await self.deps.sender.send(
+                    self.deps.stickers.outgoing(entry.conversation, line)
+                )
             except Exception as exc:  # SendFailed, or the connection went away mid-reply
                 log.warning("could not send to %s: %s", sid, exc)
                 break
@@ -359,10 +383,11 @@ class ChatService:
     async def send_group(self, conversation: Conversation, text: str) -> None:
         """Send ``text`` as her natural lines with human-like pauses (proactive posts); raises
         `SendFailed` when the first line cannot be delivered."""
+        pacing = self.deps.pacing
         for i, line in enumerate(self.output.lines(text)):
-            if i:
-                await self.pause_between(line)
-            await self.deps.sender.send(Outgoing.text(conversation, line))
+            if i and pacing is not None:
+                await pacing.wait(pacing.next_delay(line))
+            await self.deps.sender.send(self.deps.stickers.outgoing(conversation, line))
 
     async def _debug(self, kind: str, sid: str, text: str) -> None:
         log.debug("[%s] %s: %s", kind, sid, text)
