@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,10 +37,10 @@ from yuiju.message.context import ChatContext
 from yuiju.message.deps import ChatDeps
 from yuiju.message.gate import ReplyGate
 from yuiju.message.grounding import UNSURE_LINE, ClaimLexicon, GroundingCheck
-from yuiju.message.model import Conversation, Entry
+from yuiju.message.model import Conversation, Entry, Retraction
 from yuiju.message.output import FEEDBACK, LOST_LINE, OutputFilter
 from yuiju.message.prompt import SECURITY
-from yuiju.message.recorder import Recorder
+from yuiju.message.recorder import Recorder, Retracted
 from yuiju.message.tools import builtin_tools
 from yuiju.world.state import CharacterState
 
@@ -55,6 +56,11 @@ Sink = Callable[[str, str, str], Awaitable[None] | None]
 Opening = Literal["read", "next", "none"]
 """How long the first line of a text waits: as her first line answering the message (reading it
 and typing the line), as a further line of hers, or not at all (admin answers, failure lines)."""
+
+
+TAKEN_BACK = "its message was taken back"
+TAKEN_BACK_KEPT = 1024
+"""Messages taken back that are remembered (per service) in case their notice overtakes them."""
 
 
 class Stale(Exception):
@@ -119,6 +125,8 @@ class ChatService:
         self._inflight: dict[str, asyncio.Task[Outcome]] = {}
         self._latest: dict[str, str] = {}
         self._failed: set[str] = set()
+        self._taken_back: OrderedDict[tuple[str, str], None] = OrderedDict()
+        """Messages taken back lately (session, id): one whose notice overtook it stays out."""
 
     def _proactive(self, cfg: ProactiveConfig | None) -> ProactiveService | None:
         deps = self.deps
@@ -178,6 +186,8 @@ class ChatService:
         """Record ``entry`` and answer it when she should. A newer message in the same session
         cancels this reply (the outcome is then 'superseded')."""
         entry = self._in_world_time(entry)
+        if (entry.session_id, entry.id) in self._taken_back:  # its 撤回 came first
+            return Outcome(False, TAKEN_BACK)
         if len(entry.text) > self.cfg.max_input_chars:
             entry = entry.model_copy(
                 update={"text": entry.text[: self.cfg.max_input_chars] + "…", "truncated": True}
@@ -189,6 +199,9 @@ class ChatService:
             await self._send_lines(entry, answer, token=None, source="admin", context=False)
             return Outcome(True, "admin command", [answer])
         await self.recorder.record(entry)
+        if (entry.session_id, entry.id) in self._taken_back:  # taken back while it was recorded
+            await self.recorder.retract(entry.session_id, entry.id)
+            return Outcome(False, TAKEN_BACK)
         char = await self.deps.character_state()
         asleep = bool(char is not None and char.asleep)
         answers, reason = self.gate.decide(entry, asleep)
@@ -214,8 +227,31 @@ class ChatService:
         if self._inflight.get(sid) is task:
             del self._inflight[sid]
         if task.cancelled():
+            if (sid, entry.id) in self._taken_back:
+                return Outcome(False, TAKEN_BACK)
             return Outcome(False, "superseded by a newer message")
         return task.result()
+
+    async def retract(self, what: Retraction) -> Retracted:
+        """A message taken back (撤回): the reply she is preparing to it is cancelled (no further
+        line of it goes out), and it leaves her context, the window that becomes memory, the
+        message log's words and, when archived already, her memory (`Recorder.retract`)."""
+        sid = what.conversation.session_id
+        if what.mine:  # nothing of hers is being answered
+            return await self.recorder.retract(sid, f"bot-{what.message_id}")
+        self._taken_back[(sid, what.message_id)] = None
+        while len(self._taken_back) > TAKEN_BACK_KEPT:
+            self._taken_back.popitem(last=False)
+        cancelled = False
+        if self._latest.get(sid) == what.message_id:
+            self._latest[sid] = f"taken back: {what.message_id}"  # stops a reply mid-lines
+            task = self._inflight.get(sid)
+            if task is not None and not task.done():
+                task.cancel()
+                cancelled = True
+        done = await self.recorder.retract(sid, what.message_id)
+        done.cancelled = cancelled
+        return done
 
     def _in_world_time(self, entry: Entry) -> Entry:
         """The platform stamps a message in wall time; her life, her replies and her timeline run
