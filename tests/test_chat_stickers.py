@@ -317,3 +317,34 @@ async def test_a_sticker_file_gone_since_start_goes_as_its_name(app: App, tmp_pa
         )
         outgoing = stickers.outgoing(Conversation.group("qq", GROUP), "[表情包：开心]")
         assert await sender.send(outgoing) == "83"
+
+
+# -- proactive posts ------------------------------------------------------------------------------
+
+
+async def test_a_proactive_post_may_carry_a_sticker(
+    redis: Any, sqlite_history: Any, tmp_path: Path
+) -> None:
+    from tests.test_proactive import G, post_at, writer
+    from tests.test_proactive import make_service as make_proactive
+
+    stickers = StickerSet.load(sticker_folder(tmp_path))
+    clock = SimClock(at_time("2026-09-01 09:00"))
+    model = writer({"shouldSend": True, "reason": "想分享", "message": "散步回来啦\n[表情包：开心]"})
+    service, sender, _ = await make_proactive(
+        redis,
+        sqlite_history,
+        clock=clock,
+        model=model,
+        output=OutputFilter(name="悠酱", max_chars=80, stickers=stickers),
+    )
+    record = await post_at(service, clock, "2026-09-01 10:00")
+    assert record["status"] == "sent", record
+    assert sender.sent == [(G, "散步回来啦\n[表情包：开心]")]
+    system = model.calls[0][0]["content"]
+    assert "[表情包：名字]" in system and "开心、摸鱼" in system
+    # ...and the chat side's sender turns the marker line into the image
+    kit = await sticker_kit(redis, stickers)
+    await kit.service.send_group(Conversation.group("qq", G), "散步回来啦\n[表情包：开心]")
+    assert [m.plain for m in sent_messages(kit)] == ["散步回来啦", "[开心]"]
+    assert sent_messages(kit)[1].segments[0].sticker
