@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +163,87 @@ async def test_a_recalled_message_leaves_her_context_and_window_and_her_reply_is
     last_prompt = json.dumps(stub.requests[-1]["messages"], ensure_ascii=False)
     assert "314159" not in last_prompt and "帮我记一下" not in last_prompt
     assert "Traceback" not in err
+
+
+YUIJU_ON_SATORI = """
+import os
+import nonebot
+
+nonebot.require("nonebot_plugin_yuiju")
+from nonebot_plugin_yuiju.runtime import RUNTIME
+
+
+async def factory():
+    from zoneinfo import ZoneInfo
+    import redis.asyncio as aioredis
+    from yuiju.characters import load_card
+    from yuiju.config import ChatConfig
+    from yuiju.message.deps import ChatDeps
+    from yuiju.message.people import People
+    from yuiju.message.service import ChatService
+    from yuiju.message.session import SessionStore
+    from yuiju.storage.keys import Keys
+    from yuiju.world.clock import RealClock
+    from nonebot_plugin_yuiju.send import NoneBotSender
+
+    redis = aioredis.Redis.from_url(os.environ["E2E_REDIS"], decode_responses=True)
+    keys = Keys("e2e-satori")
+    return ChatService(ChatDeps(
+        cfg=ChatConfig(max_pause_seconds=0), card=load_card("yuiju"),
+        clock=RealClock(ZoneInfo("Asia/Shanghai")), redis=redis, keys=keys,
+        sessions=SessionStore(redis, keys, "yuiju"), people=People(redis, keys),
+        sender=NoneBotSender(),
+    ))
+
+RUNTIME.factory = factory
+"""
+
+
+@pytest.mark.slow
+async def test_a_satori_message_deleted_event_over_a_real_socket_takes_the_message_back(
+    redis_url: str, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from tests.fakes import NoneBotApp, SatoriFake
+    from yuiju.message.model import Conversation, Entry
+    from yuiju.message.session import SessionStore
+
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    sessions = SessionStore(client, Keys("e2e-satori"), "yuiju")
+    group = Conversation.group("qq", "123456")
+    try:
+        async with (
+            SatoriFake() as fake,
+            NoneBotApp(tmp_path, fake, YUIJU_ON_SATORI, env={"E2E_REDIS": redis_url}) as app,
+        ):
+            await fake.wait_connected(30)
+            mid = await fake.send_group_message("我的银行卡密码是 314159")
+            # as her Satori message matcher records it (the chat side's own mapping, elsewhere)
+            await sessions.record(
+                Entry(
+                    id=mid,
+                    conversation=group,
+                    user_id="qq:20002",
+                    sender_name="小明",
+                    time=datetime.now(UTC),
+                    text="我的银行卡密码是 314159",
+                ),
+                {
+                    "role": "user",
+                    "content": "<msg>我的银行卡密码是 314159</msg>",
+                    "message_id": mid,
+                },
+            )
+            await fake.send_recall(mid)
+            for _ in range(100):
+                if not await sessions.recent(group.session_id, 10):
+                    break
+                await asyncio.sleep(0.1)
+            log = app.log()
+        assert await sessions.recent(group.session_id, 10) == [], log[-3000:]
+        _, items = await sessions.context(group.session_id)
+        assert [i["content"] for i in items] == ["<msg>（撤回了一条消息）</msg>"]
+        assert "Traceback" not in log
+    finally:
+        await client.aclose()

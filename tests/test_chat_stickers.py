@@ -330,7 +330,9 @@ async def test_a_proactive_post_may_carry_a_sticker(
 
     stickers = StickerSet.load(sticker_folder(tmp_path))
     clock = SimClock(at_time("2026-09-01 09:00"))
-    model = writer({"shouldSend": True, "reason": "想分享", "message": "散步回来啦\n[表情包：开心]"})
+    model = writer(
+        {"shouldSend": True, "reason": "想分享", "message": "散步回来啦\n[表情包：开心]"}
+    )
     service, sender, _ = await make_proactive(
         redis,
         sqlite_history,
