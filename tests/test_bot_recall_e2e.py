@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 
 from tests.openai_stub import OpenAIStub, StubDelay
 from tests.test_bot_e2e import BOT, BOT_MAIN, GROUP, TOKEN, calls_until_quiet, connect, free_port
@@ -73,23 +72,20 @@ def friend_recall(mid: int) -> dict[str, Any]:
     }
 
 
-async def session_lists(redis_url: str, sid: str) -> dict[str, list[str]]:
+async def session_lists(redis: Any, sid: str) -> dict[str, list[str]]:
     keys = Keys("e2e")
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    try:
-        return {
-            "context": await client.lrange(keys.chat_context("yuiju", sid), 0, -1),
-            "recent": await client.lrange(keys.chat_recent("yuiju", sid), 0, -1),
-            "window": await client.lrange(keys.chat_window("yuiju", sid), 0, -1),
-        }
-    finally:
-        await client.aclose()
+    return {
+        "context": await redis.lrange(keys.chat_context("yuiju", sid), 0, -1),
+        "recent": await redis.lrange(keys.chat_recent("yuiju", sid), 0, -1),
+        "window": await redis.lrange(keys.chat_window("yuiju", sid), 0, -1),
+    }
 
 
 @pytest.mark.slow
 async def test_a_recalled_message_leaves_her_context_and_window_and_her_reply_is_never_sent(
-    redis_url: str, tmp_path: Path
+    redis: Any, redis_url: str, tmp_path: Path
 ) -> None:
+    """``redis``: an emptied database (other end-to-end tests use the same keys)."""
     port = free_port()
     script = tmp_path / "bot_main.py"
     script.write_text(BOT_MAIN, encoding="utf-8")
@@ -151,8 +147,8 @@ async def test_a_recalled_message_leaves_her_context_and_window_and_her_reply_is
         [{"type": "text", "data": {"text": "在的～"}}]
     ], err[-2000:]
     assert len(stub.requests) == 2
-    group = await session_lists(redis_url, f"group:qq:{GROUP}")
-    private = await session_lists(redis_url, f"private:qq:{FRIEND}")
+    group = await session_lists(redis, f"group:qq:{GROUP}")
+    private = await session_lists(redis, f"private:qq:{FRIEND}")
     for kind, items in {**group, **{f"private {k}": v for k, v in private.items()}}.items():
         text = "\n".join(items)
         for gone in ("314159", "帮我记一下", "271828", "好的，我帮你记着"):
@@ -201,7 +197,7 @@ RUNTIME.factory = factory
 
 @pytest.mark.slow
 async def test_a_satori_message_deleted_event_over_a_real_socket_takes_the_message_back(
-    redis_url: str, tmp_path: Path
+    redis: Any, redis_url: str, tmp_path: Path
 ) -> None:
     import asyncio
 
@@ -209,41 +205,37 @@ async def test_a_satori_message_deleted_event_over_a_real_socket_takes_the_messa
     from yuiju.message.model import Conversation, Entry
     from yuiju.message.session import SessionStore
 
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    sessions = SessionStore(client, Keys("e2e-satori"), "yuiju")
+    sessions = SessionStore(redis, Keys("e2e-satori"), "yuiju")
     group = Conversation.group("qq", "123456")
-    try:
-        async with (
-            SatoriFake() as fake,
-            NoneBotApp(tmp_path, fake, YUIJU_ON_SATORI, env={"E2E_REDIS": redis_url}) as app,
-        ):
-            await fake.wait_connected(30)
-            mid = await fake.send_group_message("我的银行卡密码是 314159")
-            # as her Satori message matcher records it (the chat side's own mapping, elsewhere)
-            await sessions.record(
-                Entry(
-                    id=mid,
-                    conversation=group,
-                    user_id="qq:20002",
-                    sender_name="小明",
-                    time=datetime.now(UTC),
-                    text="我的银行卡密码是 314159",
-                ),
-                {
-                    "role": "user",
-                    "content": "<msg>我的银行卡密码是 314159</msg>",
-                    "message_id": mid,
-                },
-            )
-            await fake.send_recall(mid)
-            for _ in range(100):
-                if not await sessions.recent(group.session_id, 10):
-                    break
-                await asyncio.sleep(0.1)
-            log = app.log()
-        assert await sessions.recent(group.session_id, 10) == [], log[-3000:]
-        _, items = await sessions.context(group.session_id)
-        assert [i["content"] for i in items] == ["<msg>（撤回了一条消息）</msg>"]
-        assert "Traceback" not in log
-    finally:
-        await client.aclose()
+    async with (
+        SatoriFake() as fake,
+        NoneBotApp(tmp_path, fake, YUIJU_ON_SATORI, env={"E2E_REDIS": redis_url}) as app,
+    ):
+        await fake.wait_connected(30)
+        mid = await fake.send_group_message("我的银行卡密码是 314159")
+        # as her Satori message matcher records it (the chat side's own mapping, elsewhere)
+        await sessions.record(
+            Entry(
+                id=mid,
+                conversation=group,
+                user_id="qq:20002",
+                sender_name="小明",
+                time=datetime.now(UTC),
+                text="我的银行卡密码是 314159",
+            ),
+            {
+                "role": "user",
+                "content": "<msg>我的银行卡密码是 314159</msg>",
+                "message_id": mid,
+            },
+        )
+        await fake.send_recall(mid)
+        for _ in range(100):
+            if not await sessions.recent(group.session_id, 10):
+                break
+            await asyncio.sleep(0.1)
+        log = app.log()
+    assert await sessions.recent(group.session_id, 10) == [], log[-3000:]
+    _, items = await sessions.context(group.session_id)
+    assert [i["content"] for i in items] == ["<msg>（撤回了一条消息）</msg>"]
+    assert "Traceback" not in log
