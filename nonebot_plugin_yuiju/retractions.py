@@ -50,6 +50,17 @@ async def take_back(what: Retraction) -> None:
             exc,
         )
         return
+    except Exception as exc:  # one notice must never stop the bot, nor fill the log
+        FAILURES(
+            logging.ERROR,
+            "message %s taken back in %s, not handled: %s: %.200s",
+            what.message_id,
+            what.conversation,
+            type(exc).__name__,
+            exc,
+            exc_info=True,
+        )
+        return
     log.info("message %s taken back in %s: %s", what.message_id, what.conversation, done)
 
 
