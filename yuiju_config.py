@@ -791,10 +791,20 @@ class ChatConfig(_Section):
     """Her reply is cut to this many characters."""
     max_lines: int = Field(3, ge=1, le=10)
     """A reply is sent as at most this many messages."""
-    chars_per_second: float = Field(8.0, gt=0)
-    """Typing speed for the pause before each further line."""
-    max_pause_seconds: float = Field(2.5, ge=0)
-    """Longest pause between lines; 0 sends at once (tests)."""
+    chars_per_second: float = Field(5.0, gt=0)
+    """Her typing speed: each line of an answer waits as long as typing it takes (a beat more
+    after the first line, a little jitter), so several lines arrive as a person sends them."""
+    read_chars_per_second: float = Field(20.0, gt=0)
+    """Her reading speed: her first line comes no sooner than reading the message and typing that
+    line take (the model's own time counts toward it)."""
+    max_pause_seconds: float = Field(8.0, ge=0)
+    """The longest wait before one line; 0 sends every line at once."""
+    stickers: bool = True
+    """Let her send stickers: the model may pick one by name from the sticker folder."""
+    sticker_folder: Path | None = Field(None, examples=["yuiju-stickers"])
+    """Her stickers: a folder of images named by what they say (开心.png, 摸鱼.gif; PNG, JPEG, GIF
+    or WebP, at most 2 MiB each), read at start. Empty: the ones on her character card
+    (characters/<id>/stickers)."""
     user_messages_per_minute: int = Field(6, ge=1)
     """A user's messages beyond this per minute are recorded but not answered."""
     group_replies_per_minute: int = Field(12, ge=1)

@@ -164,6 +164,12 @@ def embedded_chat_text(doc: dict[str, Any]) -> str:
     )
 
 
+_MS = timedelta(milliseconds=1)
+"""Stored times are cut to the millisecond: a line's time is matched within one."""
+_CONTEXT_FIELDS = frozenset({"reply_to", "answer", "context_text", "context_nickname"})
+"""What a line keeps of the line before it."""
+
+
 class ChatMemories:
     """Raw chat memories: store one per user message.
 
@@ -341,6 +347,47 @@ class ChatMemories:
             limit=limit,
         )
         return await self._index(pending)
+
+    async def forget(self, user_id: str, time: datetime, text: str) -> int:
+        """Forget what ``user_id`` said at ``time`` (a message taken back, 撤回): its stored
+        line and its vector, and what the next line of its chat carried of it as context (that
+        line is indexed again without it). How many lines were forgotten (0: none was stored)."""
+        found = await self.history.find(
+            CHAT_MEMORIES.name,
+            eq={"character_id": self.character_id, "user_id": user_id},
+            ranges={"time": (time - _MS, time + _MS)},
+        )
+        gone = [d for d in found if d.get("text") == text]
+        for doc in gone:
+            await self.history.delete(CHAT_MEMORIES.name, doc["_id"])
+            if self.semantic is not None:
+                await self.semantic.forget(ref=doc["_id"], kind="chat")
+            chat = _chat(doc)
+            if self._last.get(chat, {}).get("_id") == doc["_id"]:
+                del self._last[chat]  # the next line must not be read after it
+            await self._unlink(doc)
+        return len(gone)
+
+    async def _unlink(self, doc: dict[str, Any]) -> None:
+        """Lines read after ``doc`` (forgotten) lose it as their context and are indexed again."""
+        group, user = _chat(doc)
+        eq = {
+            "character_id": self.character_id,
+            "group_id": group,
+            **({"user_id": user} if user else {}),
+        }
+        later = await self.history.find(
+            CHAT_MEMORIES.name,
+            eq=eq,
+            ranges={"time": (doc["time"], doc["time"] + self.context_gap + _MS)},
+        )
+        for line in later:
+            if line.get("reply_to") != doc["_id"]:
+                continue
+            alone = {k: v for k, v in line.items() if k not in _CONTEXT_FIELDS}
+            alone["indexed"] = False
+            await self.history.put(CHAT_MEMORIES.name, alone)
+            await self._index([alone])
 
     async def facts(self, user_id: str) -> list[dict[str, Any]]:
         return await self.history.find(

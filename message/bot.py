@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from yuiju.config import YuijuConfig
+from yuiju.config import ChatConfig, YuijuConfig
 from yuiju.llm import ToolChatModel
 from yuiju.message.channel import GroupManager, Sender
 from yuiju.message.deps import WorldView
@@ -19,6 +19,7 @@ from yuiju.world.clock import Clock
 
 if TYPE_CHECKING:
     from yuiju.memory.service import MemoryService
+    from yuiju.message.stickers import StickerSet
     from yuiju.storage.history import HistoryStore
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ async def build_service(
     from yuiju.message.debug import AdminDebugSink
     from yuiju.message.deps import ChatDeps
     from yuiju.message.grounding import ClaimLexicon
+    from yuiju.message.pacing import Pacing
     from yuiju.message.people import People
     from yuiju.message.session import SessionStore
     from yuiju.storage.keys import Keys
@@ -88,6 +90,8 @@ async def build_service(
     deps = ChatDeps(
         cfg=cfg.chat,
         card=load_card(cid),
+        stickers=load_stickers(cfg.chat, cid),
+        pacing=Pacing.from_config(cfg.chat, seed=f"{cfg.world.seed}:{cid}"),
         clock=clock,
         redis=redis,
         keys=keys,
@@ -111,6 +115,18 @@ async def build_service(
     _start_proactive(service, on_stop)
     on_stop.append(service.drain)  # closers run last-first: archiving ends before stores close
     return service
+
+
+def load_stickers(cfg: ChatConfig, character_id: str) -> StickerSet:
+    """Her stickers per ``[chat]``: the configured folder, else her card's own; none when
+    ``stickers = false``. A folder that cannot be read is a log line, never a failed start."""
+    from yuiju.message.stickers import NO_STICKERS, StickerSet, card_folder
+
+    if not cfg.stickers:
+        return NO_STICKERS
+    if cfg.sticker_folder is not None:
+        return StickerSet.load(cfg.sticker_folder, configured=True)
+    return StickerSet.load(card_folder(character_id), configured=False)
 
 
 def _start_proactive(service: ChatService, on_stop: list[Closer]) -> None:

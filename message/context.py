@@ -41,9 +41,17 @@ class ChatContext:
         return self.deps.render_entry(entry)
 
     def stable_prompt(self) -> str:
-        key = (self.mode, self.registry.version, bool(self.registry.snapshot()))
+        key = (
+            self.mode,
+            self.registry.version,
+            bool(self.registry.snapshot()),
+            self.deps.stickers.names,
+        )
         if self._prompt_cache is None or self._prompt_cache[0] != key:
-            self._prompt_cache = (key, system_prompt(self.card, self.mode, tools=key[2]))
+            self._prompt_cache = (
+                key,
+                system_prompt(self.card, self.mode, tools=key[2], stickers=key[3]),
+            )
         return self._prompt_cache[1]
 
     async def dynamic_context(

@@ -18,8 +18,10 @@ from yuiju.config import ChatConfig
 from yuiju.llm import ToolChatModel
 from yuiju.message.channel import GroupManager, Sender
 from yuiju.message.model import Entry
+from yuiju.message.pacing import Pacing
 from yuiju.message.people import People
 from yuiju.message.session import SessionStore
+from yuiju.message.stickers import NO_STICKERS, StickerSet
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
 from yuiju.world.clock import Clock
@@ -104,6 +106,11 @@ class ChatDeps:
     neighbours: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """The other characters of her town, id → name and nicknames (their cards'): what she says
     about meeting them, or what they said, is checked against her record."""
+    stickers: StickerSet = NO_STICKERS
+    """The stickers she may send (`message.stickers`); none unless given."""
+    pacing: Pacing | None = None
+    """How long she takes before each line (`message.pacing`); None: every line at once (tests,
+    benchmarks), unless they ask for it."""
     admins: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -250,6 +250,25 @@ class Entry(BaseModel):
         return self.conversation.key if self.scene == "group" else None
 
 
+class Retraction(BaseModel):
+    """A message taken back after it was sent: QQ's 撤回 (OneBot v11 ``group_recall`` /
+    ``friend_recall``), Satori's ``message-deleted``, any platform's deletion. Her answer to it
+    is cancelled and it leaves her context and memory (`message.service.ChatService.retract`)."""
+
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
+
+    conversation: Conversation
+    message_id: str
+    """The platform's id of the message taken back."""
+    mine: bool = False
+    """It was one of her own messages (a group admin took it back): kept as ``bot-<id>``."""
+    user_id: PersonId | None = None
+    """Who had said it, when the platform says."""
+    operator_id: PersonId | None = None
+    """Who took it back (a group admin may take back someone else's message)."""
+    time: AwareDatetime | None = None
+
+
 class OutSegment(BaseModel):
     """One piece of what she sends."""
 

@@ -5,7 +5,9 @@ wrote: reasoning blocks are dropped; JSON and other structured fragments, tool-c
 answers cut off at the token limit are not messages (the caller asks again once, or says a short
 line instead); the rest is sanitised (no CQ codes, no @all, none of our prompt's markup), cut at a
 sentence end when too long, and withheld when it quotes her prompt. `OutputFilter.lines` splits
-what may be sent into natural chat lines.
+what may be sent into natural chat lines. Sticker markers (``[表情包：开心]``, `message.stickers`) are taken
+out before anything reads the text: a known one comes back as a line of its own, an unknown one
+never reaches a chat.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from yuiju.message.model import clean_text
+from yuiju.message.stickers import NO_STICKERS, StickerSet, Taken
+
+log = logging.getLogger(__name__)
 
 Problem = Literal["reasoning", "structured", "truncated"]
 """Why a model answer is not a message."""
@@ -134,7 +140,13 @@ class OutputFilter:
     """The one filter for her chat answers and proactive posts."""
 
     def __init__(
-        self, *, name: str, max_chars: int, max_lines: int = 3, secret: Callable[[], str] | str = ""
+        self,
+        *,
+        name: str,
+        max_chars: int,
+        max_lines: int = 3,
+        secret: Callable[[], str] | str = "",
+        stickers: StickerSet = NO_STICKERS,
     ) -> None:
         self.name = name
         """Her name: a "名字：" prefix the model adds is removed."""
@@ -142,6 +154,20 @@ class OutputFilter:
         self.max_lines = max_lines
         self.secret = secret
         """What she must never quote (her system prompt); a callable is read at each review."""
+        self.stickers = stickers
+        """The stickers a marker may name; any other marker is dropped."""
+
+    def _take(self, text: str) -> Taken:
+        taken = self.stickers.take(text)
+        if taken.unknown:
+            log.info(
+                "sticker marker(s) for %s left out: not among her stickers (%s)",
+                "、".join(repr(n) for n in taken.unknown),
+                "、".join(self.stickers.names) or "she has none",
+            )
+        if taken.extra:
+            log.info("one sticker per message: %s left out", "、".join(taken.extra))
+        return taken
 
     def review(self, text: str, *, finish_reason: str | None = None) -> Filtered:
         """What of the model's ``text`` may be sent, or why none of it is a message."""
@@ -154,24 +180,39 @@ class OutputFilter:
         if _REASONING_OPEN.search(prose):
             return Filtered("", "reasoning")
         prose = _REASONING_CLOSE.split(prose)[-1]
+        reasoned = prose != text
+        taken = self._take(prose)
+        prose = taken.text
         if finish_reason == "length" or _unbalanced(prose):
             return Filtered("", "truncated")
         if _STRUCTURED.search(prose) or unquoted_structure(prose):
             return Filtered("", "structured")
         clean = sanitize(prose, max_chars=self.max_chars, name=self.name)
-        if not clean:
-            return Filtered("", "reasoning" if prose != text else None)
+        if not clean and taken.sticker is None:
+            return Filtered("", "reasoning" if reasoned else None)
         secret = self.secret() if callable(self.secret) else self.secret
-        if secret and leaks(clean, secret):
+        if secret and clean and leaks(clean, secret):
             return Filtered(REFUSAL, leaked=True)
-        return Filtered(clean)
+        return Filtered(taken.joined(clean))
 
     def lines(self, text: str) -> list[str]:
-        """``text`` (already reviewed, or ours) as chat messages."""
-        return split_lines(
-            sanitize(clean_text(text, drop=True), max_chars=self.max_chars, name=self.name),
-            max_lines=self.max_lines,
+        """``text`` (already reviewed, or ours) as chat messages; a sticker is a line of its own
+        (its marker), before the words or after them, within ``max_lines``."""
+        taken = self._take(clean_text(text, drop=True))
+        sticker = taken.sticker
+        budget = (
+            self.max_lines - 1 if sticker is not None and self.max_lines > 1 else self.max_lines
         )
+        lines = split_lines(
+            sanitize(taken.text, max_chars=self.max_chars, name=self.name), max_lines=budget
+        )
+        if sticker is None or len(lines) >= self.max_lines:
+            return lines
+        return [sticker.marker, *lines] if taken.first else [*lines, sticker.marker]
+
+    def words(self, text: str) -> str:
+        """``text`` without its sticker markers: what claims and quotes are checked on."""
+        return self.stickers.take(text).text
 
 
 def _unbalanced(text: str) -> bool:

@@ -687,7 +687,10 @@ class ProactiveService:
         did today (`promised_here`), which the post may tell them."""
         label = settings.label or f"群 {group.id}"
         system = PROMPTS.get_template("proactive_system.md.j2").render(
-            card=self.card, group_label=label, max_chars=self.cfg.max_message_chars
+            card=self.card,
+            group_label=label,
+            max_chars=self.cfg.max_message_chars,
+            stickers=list(self.output.stickers.names),
         )
         weather = world.weather if world is not None else None
         stats = event.stats_after or {}

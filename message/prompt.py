@@ -6,6 +6,7 @@ providers can cache it; the current situation and recalled memories follow in a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -39,9 +40,18 @@ def _template() -> Template:
     return _env.get_template("system.md.j2")
 
 
-def system_prompt(card: CharacterCard, mode: Mode, *, tools: bool) -> str:
+def system_prompt(
+    card: CharacterCard, mode: Mode, *, tools: bool, stickers: Sequence[str] = ()
+) -> str:
+    """The stable system message; ``stickers`` are the names she may send, in a fixed order."""
     return (
         _template()
-        .render(card=card, mode=mode, tools=tools and mode.tools_enabled, security=SECURITY)
+        .render(
+            card=card,
+            mode=mode,
+            tools=tools and mode.tools_enabled,
+            security=SECURITY,
+            stickers=list(stickers),
+        )
         .strip()
     )

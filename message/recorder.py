@@ -9,11 +9,14 @@ profiles and chat memories. One bad message never costs the rest of its window.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
+import re
 import time
 from collections.abc import Callable, Coroutine
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -22,17 +25,62 @@ from yuiju.llm import ChatModel
 from yuiju.llm.errors import LLMError
 from yuiju.message.deps import ChatDeps
 from yuiju.message.model import SELF_PREFIX, Conversation, Entry, split_id
+from yuiju.message.session import RETRACTED, Removed
 from yuiju.storage.history import CollectionSpec
 
 log = logging.getLogger(__name__)
 
 CHAT_LOG = CollectionSpec(
     name="chat_log",
-    fields=("character_id", "session_id", "time"),
-    indexes=(("character_id", "session_id", "time"), ("character_id", "time")),
+    fields=("character_id", "session_id", "time", "id"),
+    indexes=(
+        ("character_id", "session_id", "time"),
+        ("character_id", "time"),
+        ("character_id", "session_id", "id"),
+    ),
 )
 """Every message seen or sent, per session: the message log. Records written before platforms
-(``user_id`` a number, ``session_id`` ``group:123``) read as QQ's (`model.Entry` validates them)."""
+(``user_id`` a number, ``session_id`` ``group:123``) read as QQ's (`model.Entry` validates them).
+A message taken back keeps its record, marked ``recalled`` with its words removed."""
+
+
+@dataclass
+class Retracted:
+    """What taking a message back (撤回) changed: `Recorder.retract`, `ChatService.retract`."""
+
+    removed: Removed = field(default_factory=Removed)
+    """From the session: recent messages, the open window, the model context."""
+    logged: int = 0
+    """Message-log records marked taken back, their words removed."""
+    forgotten: int = 0
+    """Chat memories forgotten (it had been archived already)."""
+    episodes: int = 0
+    """Conversation episodes it was taken out of."""
+    cancelled: bool = False
+    """The reply she was preparing to it was cancelled."""
+
+    @property
+    def found(self) -> bool:
+        r = self.removed
+        return bool(r.recent or r.window or r.context or self.logged or self.forgotten)
+
+    def __str__(self) -> str:
+        r = self.removed
+        parts = [
+            f"{n} {what}"
+            for n, what in (
+                (r.context, "context item(s) blanked"),
+                (r.recent, "recent message(s) removed"),
+                (r.window, "left the window"),
+                (self.logged, "log record(s) blanked"),
+                (self.forgotten, "chat memor(ies) forgotten"),
+                (self.episodes, "conversation episode(s) edited"),
+            )
+            if n
+        ]
+        if self.cancelled:
+            parts.insert(0, "her reply cancelled")
+        return "; ".join(parts) or "nothing of it was kept"
 
 
 class Recorder:
@@ -72,10 +120,12 @@ class Recorder:
         """Record ``entry``; with ``context`` it also joins the model context (hers as she said it)."""
         item = None
         if context:
+            # a person's message carries its id, so taking it back finds it (`retract`); the
+            # model never reads the field (`session.model_messages`)
             item = (
                 {"role": "assistant", "content": entry.text}
                 if entry.from_bot
-                else {"role": "user", "content": self.render(entry)}
+                else {"role": "user", "content": self.render(entry), "message_id": entry.id}
             )
         await self.sessions.record(entry, item)
         await self._feed(
@@ -126,6 +176,83 @@ class Recorder:
             await self.history.put(CHAT_LOG.name, doc)
         except Exception as exc:
             log.warning("message log write failed: %s", exc)
+
+    # -- messages taken back (撤回) ----------------------------------------------------------------
+
+    async def retract(self, sid: str, message_id: str) -> Retracted:
+        """Take the message ``message_id`` (one of hers: ``bot-<id>``) back from session ``sid``:
+        out of the recent messages
+        and the open window (it will not be archived), its words out of the model context and the
+        message log; if its window was archived already, out of her chat memories (the line and
+        its vector) and the conversation episode's messages. What she made of it stays: her own
+        replies, the episode's summary, a person profile or facts distilled from it since."""
+        ids = {message_id}
+        done = Retracted()
+        async with self._locks.setdefault(sid, asyncio.Lock()):  # never under an archiving
+            done.removed = await self.sessions.retract(sid, ids, marker=_retracted_body)
+            logged = await self._unlog(sid, ids)
+            done.logged = len(logged)
+            entry = done.removed.entry or next(iter(logged), None)
+            if entry is not None and not entry.from_bot and self.memory is not None:
+                try:
+                    await self._forget(sid, entry, done)
+                except Exception as exc:  # the store is down: the rest is done, say what is not
+                    log.warning("message %s taken back but not forgotten: %s", message_id, exc)
+        return done
+
+    async def _unlog(self, sid: str, ids: set[str]) -> list[Entry]:
+        """Mark the message-log records of ``ids`` taken back, without their words; the entries
+        as they were."""
+        if self.history is None:
+            return []
+        await self.ensure()
+        docs = await self.history.find(
+            CHAT_LOG.name,
+            eq={"character_id": self.card.id, "session_id": sid, "id": sorted(ids)},
+        )
+        out = []
+        for doc in docs:
+            if doc.get("recalled"):
+                continue
+            with contextlib.suppress(
+                ValueError
+            ):  # a record no longer valid is blanked all the same
+                out.append(Entry.model_validate(doc))
+            await self.history.put(
+                CHAT_LOG.name,
+                {
+                    **doc,
+                    "text": "",
+                    "segments": [],
+                    "recalled": True,
+                    "recalled_at": self.deps.now(),
+                },
+            )
+        return out
+
+    async def _forget(self, sid: str, entry: Entry, done: Retracted) -> None:
+        """An archived message out of her memory: its chat memory, its line in the episode."""
+        memory = self.memory
+        assert memory is not None
+        user = await self.deps.people.canonical(entry.user_id)
+        done.forgotten = await memory.chat.forget(user, entry.time, entry.text)
+        around = await memory.episodes.between(
+            self.card.id,
+            entry.time - timedelta(days=1),
+            entry.time + timedelta(seconds=1),
+            type_="conversation",
+        )
+        for episode in around:
+            data = dict(episode.data)
+            if data.get("session_id") != sid:
+                continue
+            said = list(data.get("messages") or [])
+            kept = [m for m in said if not _same_line(m, entry)]
+            if len(kept) == len(said):
+                continue
+            data.update(messages=kept, message_count=len(kept))
+            await memory.episodes.put(episode.model_copy(update={"data": data}))
+            done.episodes += 1
 
     # -- conversation windows -------------------------------------------------------------------
 
@@ -294,3 +421,22 @@ class Recorder:
         except LLMError as exc:
             log.warning("conversation summary failed: %s", exc)
             return ""
+
+
+_MSG_BODY = re.compile(r"^(<msg\b[^>]*>).*(</msg>)$", re.S)
+
+
+def _retracted_body(content: str) -> str:
+    """A context item's content with the words of the message taken back replaced: who said it
+    and when stay (her answer after it still reads in turn)."""
+    match = _MSG_BODY.match(content)
+    return f"{match.group(1)}{RETRACTED}{match.group(2)}" if match else RETRACTED
+
+
+def _same_line(said: dict[str, Any], entry: Entry) -> bool:
+    """Whether an episode's message is ``entry`` (times are kept to the millisecond)."""
+    when = said.get("time")
+    close = not isinstance(when, datetime) or abs((when - entry.time).total_seconds()) < 0.002
+    return bool(
+        said.get("text") == entry.text and said.get("speaker") == entry.sender_name and close
+    )

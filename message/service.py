@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from yuiju.config import ProactiveConfig
 from yuiju.llm import ToolChatModel
@@ -37,12 +38,12 @@ from yuiju.message.context import ChatContext
 from yuiju.message.deps import ChatDeps
 from yuiju.message.gate import ReplyGate
 from yuiju.message.grounding import UNSURE_LINE, ClaimLexicon, GroundingCheck
-from yuiju.message.model import Conversation, Entry, Outgoing
+from yuiju.message.model import Conversation, Entry, Retraction
 from yuiju.message.output import FEEDBACK, LOST_LINE, OutputFilter
 from yuiju.message.people_grounding import PEOPLE_UNSURE_LINE, PeopleCheck
 from yuiju.message.prompt import SECURITY
 from yuiju.message.proposals import after_turn
-from yuiju.message.recorder import Recorder
+from yuiju.message.recorder import Recorder, Retracted
 from yuiju.message.tools import builtin_tools
 from yuiju.world.state import CharacterState
 
@@ -53,6 +54,16 @@ log = logging.getLogger(__name__)
 
 Sink = Callable[[str, str, str], Awaitable[None] | None]
 """``sink(kind, session_id, text)`` for debug and thinking output; never a group."""
+
+
+Opening = Literal["read", "next", "none"]
+"""How long the first line of a text waits: as her first line answering the message (reading it
+and typing the line), as a further line of hers, or not at all (admin answers, failure lines)."""
+
+
+TAKEN_BACK = "its message was taken back"
+TAKEN_BACK_KEPT = 1024
+"""Messages taken back that are remembered (per service) in case their notice overtakes them."""
 
 
 class Stale(Exception):
@@ -98,6 +109,7 @@ class ChatService:
             max_chars=deps.cfg.max_reply_chars,
             max_lines=deps.cfg.max_lines,
             secret=lambda: SECURITY + "\n" + self.context.stable_prompt(),
+            stickers=deps.stickers,
         )
         """Between the model's text and what is sent (shared with proactive posts)."""
         self.grounding = GroundingCheck(lexicon, deps.memory, deps.clock)
@@ -122,6 +134,8 @@ class ChatService:
         self._inflight: dict[str, asyncio.Task[Outcome]] = {}
         self._latest: dict[str, str] = {}
         self._failed: set[str] = set()
+        self._taken_back: OrderedDict[tuple[str, str], None] = OrderedDict()
+        """Messages taken back lately (session, id): one whose notice overtook it stays out."""
 
     def _proactive(self, cfg: ProactiveConfig | None) -> ProactiveService | None:
         deps = self.deps
@@ -181,6 +195,8 @@ class ChatService:
         """Record ``entry`` and answer it when she should. A newer message in the same session
         cancels this reply (the outcome is then 'superseded')."""
         entry = self._in_world_time(entry)
+        if (entry.session_id, entry.id) in self._taken_back:  # its 撤回 came first
+            return Outcome(False, TAKEN_BACK)
         if len(entry.text) > self.cfg.max_input_chars:
             entry = entry.model_copy(
                 update={"text": entry.text[: self.cfg.max_input_chars] + "…", "truncated": True}
@@ -192,6 +208,9 @@ class ChatService:
             await self._send_lines(entry, answer, token=None, source="admin", context=False)
             return Outcome(True, "admin command", [answer])
         await self.recorder.record(entry)
+        if (entry.session_id, entry.id) in self._taken_back:  # taken back while it was recorded
+            await self.recorder.retract(entry.session_id, entry.id)
+            return Outcome(False, TAKEN_BACK)
         char = await self.deps.character_state()
         asleep = bool(char is not None and char.asleep)
         answers, reason = self.gate.decide(entry, asleep)
@@ -217,8 +236,31 @@ class ChatService:
         if self._inflight.get(sid) is task:
             del self._inflight[sid]
         if task.cancelled():
+            if (sid, entry.id) in self._taken_back:
+                return Outcome(False, TAKEN_BACK)
             return Outcome(False, "superseded by a newer message")
         return task.result()
+
+    async def retract(self, what: Retraction) -> Retracted:
+        """A message taken back (撤回): the reply she is preparing to it is cancelled (no further
+        line of it goes out), and it leaves her context, the window that becomes memory, the
+        message log's words and, when archived already, her memory (`Recorder.retract`)."""
+        sid = what.conversation.session_id
+        if what.mine:  # nothing of hers is being answered
+            return await self.recorder.retract(sid, f"bot-{what.message_id}")
+        self._taken_back[(sid, what.message_id)] = None
+        while len(self._taken_back) > TAKEN_BACK_KEPT:
+            self._taken_back.popitem(last=False)
+        cancelled = False
+        if self._latest.get(sid) == what.message_id:
+            self._latest[sid] = f"taken back: {what.message_id}"  # stops a reply mid-lines
+            task = self._inflight.get(sid)
+            if task is not None and not task.done():
+                task.cancel()
+                cancelled = True
+        done = await self.recorder.retract(sid, what.message_id)
+        done.cancelled = cancelled
+        return done
 
     def _in_world_time(self, entry: Entry) -> Entry:
         """The platform stamps a message in wall time; her life, her replies and her timeline run
@@ -261,7 +303,12 @@ class ChatService:
         async def emit(kind: str, text: str) -> list[str] | None:
             if kind in ("reply", "tool_reply"):
                 lines = await self._send_lines(
-                    entry, text, token=token, source="reply", context=kind == "tool_reply"
+                    entry,
+                    text,
+                    token=token,
+                    source="reply",
+                    context=kind == "tool_reply",
+                    opening="next" if sent else "read",
                 )
                 sent.extend(lines)
                 return lines
@@ -324,7 +371,8 @@ class ChatService:
                 log.warning("reply withheld in %s: it quotes the system prompt", sid)
             if filtered.leaked or not filtered.text:
                 return Review(filtered.text)
-            feedback = await self.grounding.check(filtered.text, question=entry.text, char=char)
+            words = self.output.words(filtered.text)  # without her sticker markers
+            feedback = await self.grounding.check(words, question=entry.text, char=char)
             unsure = UNSURE_LINE
             if feedback is None:
 
@@ -332,7 +380,7 @@ class ChatService:
                     return [(e.user_id, e.text) for e in await self.sessions.recent(sid, 30)]
 
                 feedback = await self.people_grounding.check(
-                    filtered.text, char=char, now=self.now(), recent=recent
+                    words, char=char, now=self.now(), recent=recent
                 )
                 unsure = PEOPLE_UNSURE_LINE
             if feedback is None:
@@ -347,28 +395,39 @@ class ChatService:
 
     # -- sending --------------------------------------------------------------------------------
 
-    async def pause_between(self, line: str) -> None:
-        pause = min(self.cfg.max_pause_seconds, len(line) / self.cfg.chars_per_second)
-        if pause > 0:
-            await asyncio.sleep(pause)
-
     def _check_current(self, sid: str, token: str | None) -> None:
         if token is not None and self._latest.get(sid) != token:
             raise Stale(sid)
 
     async def _send_lines(
-        self, entry: Entry, text: str, *, token: str | None, source: str, context: bool
+        self,
+        entry: Entry,
+        text: str,
+        *,
+        token: str | None,
+        source: str,
+        context: bool,
+        opening: Opening = "none",
     ) -> list[str]:
         """Send ``text`` as natural lines; the lines sent (each recorded as sent), stopping at the
-        first that cannot be delivered."""
+        first that cannot be delivered. Each further line waits as long as a person would take
+        to type it (`message.pacing`); the first waits as ``opening`` says."""
         sid = entry.session_id
+        pacing = self.deps.pacing
         sent: list[str] = []
         for i, line in enumerate(self.output.lines(text)):
-            if i:
-                await self.pause_between(line)
+            if pacing is not None and (i or opening != "none"):
+                if i or opening == "next":
+                    delay = pacing.next_delay(line)
+                else:
+                    elapsed = (self.now() - entry.time).total_seconds()
+                    delay = pacing.first_delay(entry.text, line, elapsed=elapsed)
+                await pacing.wait(delay)
             self._check_current(sid, token)
             try:
-                message_id = await self.deps.sender.send(Outgoing.text(entry.conversation, line))
+                message_id = await self.deps.sender.send(
+                    self.deps.stickers.outgoing(entry.conversation, line)
+                )
             except Exception as exc:  # SendFailed, or the connection went away mid-reply
                 log.warning("could not send to %s: %s", sid, exc)
                 break
@@ -381,10 +440,11 @@ class ChatService:
     async def send_group(self, conversation: Conversation, text: str) -> None:
         """Send ``text`` as her natural lines with human-like pauses (proactive posts); raises
         `SendFailed` when the first line cannot be delivered."""
+        pacing = self.deps.pacing
         for i, line in enumerate(self.output.lines(text)):
-            if i:
-                await self.pause_between(line)
-            await self.deps.sender.send(Outgoing.text(conversation, line))
+            if i and pacing is not None:
+                await pacing.wait(pacing.next_delay(line))
+            await self.deps.sender.send(self.deps.stickers.outgoing(conversation, line))
 
     async def _debug(self, kind: str, sid: str, text: str) -> None:
         log.debug("[%s] %s: %s", kind, sid, text)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +35,36 @@ SUMMARY_PROMPT = """你在帮{name}整理一段聊天记录的摘要，供她之
 
 新的聊天记录：
 {transcript}"""
+
+
+RETRACTED = "（撤回了一条消息）"
+"""What her context keeps of a message taken back (撤回): that it was said, not its words."""
+
+_REPLACE_ITEM = """
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+for i, item in ipairs(items) do
+  if item == ARGV[1] then
+    redis.call('LSET', KEYS[1], i - 1, ARGV[2])
+    return 1
+  end
+end
+return 0
+"""
+"""Replace one context item in place, atomically: compaction trims the context from the left by
+count, so the items' number and order must not change under it."""
+
+
+@dataclass
+class Removed:
+    """What taking messages back (`SessionStore.retract`) removed from a session."""
+
+    entry: Entry | None = None
+    """The message taken back, as recorded (None: not among the recent messages or the window)."""
+    recent: int = 0
+    window: int = 0
+    """Taken out of the open conversation window: it will not be archived."""
+    context: int = 0
+    """Context items whose words were replaced (by `RETRACTED`)."""
 
 
 def entries(raw: Sequence[str | bytes], session_id: str | None = None) -> list[Entry]:
@@ -277,6 +308,40 @@ class SessionStore:
         """Remove the first ``count`` window messages (archived, or given up on)."""
         if count > 0:
             await self.redis.ltrim(self._k("window", session_id), count, -1)
+
+    # -- messages taken back (撤回) ----------------------------------------------------------------
+
+    async def retract(
+        self, session_id: str, message_ids: Collection[str], *, marker: Callable[[str], str]
+    ) -> Removed:
+        """Take the messages with these ids out of the recent messages and the open window, and
+        their words out of the model context: each such item's content becomes ``marker(content)``
+        in place (her answer after it still reads in turn). Call it while the window is not being
+        archived (`Recorder` holds the session's archive lock)."""
+        removed = Removed()
+        for kind in ("recent", "window"):
+            key = self._k(kind, session_id)
+            for raw in await self.redis.lrange(key, 0, -1):
+                found = entries([raw], session_id)
+                if not found or found[0].id not in message_ids:
+                    continue
+                count = int(await self.redis.lrem(key, 0, decoded(raw)))
+                setattr(removed, kind, getattr(removed, kind) + count)
+                removed.entry = removed.entry or found[0]
+        key = self._k("context", session_id)
+        for raw in await self.redis.lrange(key, 0, -1):
+            item = json.loads(raw)
+            if item.get("message_id") not in message_ids:
+                continue
+            # without its id: a notice delivered twice finds nothing the second time
+            replaced = {k: v for k, v in item.items() if k != "message_id"}
+            replaced["content"] = marker(str(item.get("content") or ""))
+            removed.context += int(
+                await self.redis.eval(
+                    _REPLACE_ITEM, 1, key, raw, json.dumps(replaced, ensure_ascii=False)
+                )
+            )
+        return removed
 
     async def window_sessions(self) -> list[str]:
         out = []

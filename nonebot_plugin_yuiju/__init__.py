@@ -69,3 +69,4 @@ if _nonebot_ready():  # importing it without an initialised nonebot registers no
     # before the matchers' own start-up hook, which builds the service this one configures
     nonebot.get_driver().on_startup(start_in_host_app)
     from nonebot_plugin_yuiju import matchers as matchers
+    from nonebot_plugin_yuiju import retractions as retractions

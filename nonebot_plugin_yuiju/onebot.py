@@ -13,7 +13,7 @@ import math
 from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from yuiju.message.model import Conversation, Entry, Segment, clean_text
+from yuiju.message.model import Conversation, Entry, Retraction, Segment, clean_text
 from yuiju.message.ratelog import RateLimitedLog
 
 if TYPE_CHECKING:
@@ -258,6 +258,40 @@ def normalize(
         reply_to_me=reply_to_me,
         reply_to=reply_id,
         truncated=truncated,
+    )
+
+
+def retraction(
+    payload: dict[str, Any], *, tz: tzinfo, self_id: int | str | None = None
+) -> Retraction | None:
+    """A OneBot v11 recall notice (JSON) as a `Retraction`: ``group_recall`` (the sender or a
+    group admin took a group message back) or ``friend_recall`` (a private one); None, with a
+    log line, for anything else or a malformed one."""
+    kind = payload.get("notice_type")
+    if kind not in ("group_recall", "friend_recall"):
+        return None
+    mid = payload.get("message_id")
+    try:
+        if mid is None or isinstance(mid, bool | dict | list):
+            raise ValueError(f"message_id {mid!r}")
+        user_id = _qq_number(payload["user_id"])
+        if kind == "group_recall":
+            conversation = Conversation.group(PLATFORM, _qq_number(payload["group_id"]))
+            operator = payload.get("operator_id")
+            operator_id = person(_qq_number(operator)) if operator is not None else None
+        else:
+            conversation = Conversation.private(person(user_id))
+            operator_id = person(user_id)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        REPORT(logging.INFO, "ignored malformed %s notice: %s", kind, str(exc)[:200])
+        return None
+    return Retraction(
+        conversation=conversation,
+        message_id=str(mid)[:80],
+        mine=self_id is not None and user_id == str(self_id),
+        user_id=person(user_id),
+        operator_id=operator_id,
+        time=_arrival_time(payload.get("time"), tz, str(mid)[:40]),
     )
 
 

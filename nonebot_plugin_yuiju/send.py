@@ -15,10 +15,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from yuiju.message.channel import SendFailed
-from yuiju.message.model import Conversation, Outgoing, split_id
+from yuiju.message.model import Conversation, Outgoing, OutSegment, split_id
 
 if TYPE_CHECKING:
     from nonebot.adapters import Bot
+    from nonebot_plugin_alconna.uniseg import Image
 
 log = logging.getLogger(__name__)
 
@@ -67,26 +68,56 @@ class NoneBotSender:
         raise SendFailed(f"no {platform} bot is connected{hint}")
 
     async def send(self, message: Outgoing) -> str | None:
+        """Send ``message``; one with an image the platform cannot take (no image support in its
+        adapter, or the upload refused) goes again with the image's text (``[开心]``)."""
         from nonebot.exception import ActionFailed, ApiNotAvailable, NetworkError
+        from nonebot_plugin_alconna.uniseg import SerializeFailed
+
+        conversation = message.conversation
+        bot = self.bot_for(conversation.platform)
+        images = any(seg.type == "image" for seg in message.segments)
+        try:
+            return await self._send(bot, message, images=images)
+        except (ActionFailed, SerializeFailed, OSError) as exc:
+            if not images:
+                raise SendFailed(f"sending to {conversation} failed: {exc}") from exc
+            log.info(
+                "image to %s not sent (%s: %.200s); sending its text instead",
+                conversation,
+                type(exc).__name__,
+                exc,
+            )
+            as_text = Outgoing(
+                conversation=conversation,
+                segments=tuple(
+                    OutSegment(type="text", text=seg.text) if seg.type == "image" else seg
+                    for seg in message.segments
+                ),
+            )
+            try:
+                return await self._send(bot, as_text, images=False)
+            except (ActionFailed, NetworkError, ApiNotAvailable, SerializeFailed) as again:
+                raise SendFailed(f"sending to {conversation} failed: {again}") from again
+        except (NetworkError, ApiNotAvailable) as exc:
+            raise SendFailed(f"sending to {conversation} failed: {exc}") from exc
+
+    async def _send(self, bot: Bot, message: Outgoing, *, images: bool) -> str | None:
         from nonebot_plugin_alconna.uniseg import (
             At,
-            Image,
+            FallbackStrategy,
             Reply,
-            SerializeFailed,
             Target,
             Text,
             UniMessage,
         )
 
         conversation = message.conversation
-        bot = self.bot_for(conversation.platform)
         uni: UniMessage = UniMessage()
         for seg in message.segments:
             if seg.type == "text":
                 uni.append(Text(seg.text))
             elif seg.type == "image" and seg.ref:
-                source = {"url": seg.ref} if "://" in seg.ref else {"path": seg.ref}
-                uni.append(Image(**source, sticker=seg.sticker))  # type: ignore[arg-type]
+                uni.append(await _image(seg.ref, sticker=seg.sticker))
             elif seg.type == "at" and seg.ref:
                 uni.append(At("user", split_id(seg.ref)[1]))
             elif seg.type == "reply" and seg.ref:
@@ -94,12 +125,27 @@ class NoneBotSender:
         target = Target(
             conversation.id, private=conversation.scene == "private", self_id=bot.self_id
         )
-        try:
-            receipt = await uni.send(target=target, bot=bot)
-        except (ActionFailed, NetworkError, ApiNotAvailable, SerializeFailed) as exc:
-            raise SendFailed(f"sending to {conversation} failed: {exc}") from exc
+        # an image a platform cannot show raises here instead of going out as "[image]开心.png"
+        fallback = FallbackStrategy.forbid if images else FallbackStrategy.auto
+        receipt = await uni.send(target=target, bot=bot, fallback=fallback)
         reply = receipt.get_reply(0) if receipt.msg_ids else None
         return str(reply.id) if reply is not None else None
+
+
+async def _image(ref: str, *, sticker: bool) -> Image:
+    """An image segment: a URL as it is, a local file as its bytes (an implementation on another
+    machine or in another container cannot open a path of ours). Raises `OSError` when the file
+    cannot be read."""
+    import asyncio
+    from pathlib import Path
+
+    from nonebot_plugin_alconna.uniseg import Image
+
+    if "://" in ref:
+        return Image(url=ref, sticker=sticker)
+    path = Path(ref)
+    raw = await asyncio.to_thread(path.read_bytes)
+    return Image(raw=raw, name=path.name, sticker=sticker)
 
 
 class NoneBotGroups:

@@ -25,6 +25,7 @@ from yuiju.memory.service import build_memory
 from yuiju.memory.vectors import QdrantClientStore
 from yuiju.message.channel import SendFailed
 from yuiju.message.model import Conversation
+from yuiju.message.output import OutputFilter
 from yuiju.message.proactive import OUTBOX, ProactiveService, SharedEvent, memory_group_id
 from yuiju.message.proactive_policy import GroupSituation, check_policy, effective_interval
 from yuiju.storage.history import HistoryStore
@@ -227,6 +228,7 @@ def test_every_card_renders_the_proactive_prompts(character_id: str) -> None:
     now = at_time("2026-09-01 10:35")
     service = ProactiveService.__new__(ProactiveService)  # rendering needs only the card and config
     service.card, service.cfg = load_card(character_id), ProactiveConfig()
+    service.output = OutputFilter(name=service.card.name, max_chars=service.cfg.max_message_chars)
     event = SharedEvent(
         event_id="1-0",
         time=now,
