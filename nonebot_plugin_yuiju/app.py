@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from nonebot_plugin_yuiju.runtime import RUNTIME
@@ -83,12 +84,18 @@ def _watch_loop_lag(warn_ms: int) -> None:
 
 
 class BotServer:
-    """The nonebot ASGI app on uvicorn as a task in the daemon's loop: `url`, `stop`."""
+    """The nonebot ASGI app on uvicorn as a task in the daemon's loop: `url`, `lines`, `stop`."""
 
-    def __init__(self, server: Any, task: Any, url: str) -> None:
+    def __init__(
+        self, server: Any, task: Any, url: str, *, host: str = "", lines: list[str] | None = None
+    ) -> None:
         self.server = server
         self.task = task
         self.url = url
+        """OneBot's reverse WebSocket on the server's real port."""
+        self.host = host
+        self.lines = lines or [f"QQ 机器人 bot: NapCat/Lagrange connect to {url}"]
+        """What to print at start-up: one line per platform, where it connects (no secrets)."""
 
     def request_stop(self) -> None:
         """Begin stopping (`stop` waits for it): replies in flight are given up now."""
@@ -106,11 +113,14 @@ class BotServer:
         await finish(self.task, grace=STOP_SECONDS, what="the QQ bot")
 
 
-async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
+async def serve_bot(
+    cfg: Any, *, describe: Callable[[str, int], list[str]] | None = None, **shared: Any
+) -> BotServer:
     """Inside `yuiju run`: the nonebot ASGI app on uvicorn in the running loop, sharing the
     daemon's open stores, memory and clock (``shared``: `build_service`'s keywords). Returns once
     the chat service is built and the port listens; raises `OSError` when the port is taken and
-    `RuntimeError` when start-up failed (the log says why)."""
+    `RuntimeError` when start-up failed (the log says why). ``describe(host, port)`` gives the
+    start-up lines of its platforms (`BotServer.lines`) once the real port is known."""
     import asyncio
     import socket
 
@@ -156,7 +166,8 @@ async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
         raise RuntimeError("the QQ bot did not start (its start-up failed; see the log above)")
     RUNTIME.extras["server_task"] = task
     shown = f"[{host}]" if ":" in host else host
-    return BotServer(server, task, f"ws://{shown}:{port}/onebot/v11/ws")
+    url = f"ws://{shown}:{port}/onebot/v11/ws"
+    return BotServer(server, task, url, host=host, lines=describe(host, port) if describe else None)
 
 
 # -- the plugin inside someone else's NoneBot app ---------------------------------------------------

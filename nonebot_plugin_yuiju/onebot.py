@@ -129,7 +129,7 @@ def segment_text(
     return f"[{seg_type[:20]}]"
 
 
-def _arrival_time(stamp: Any, tz: tzinfo, mid: str) -> datetime:
+def arrival_time(stamp: Any, tz: tzinfo, mid: str) -> datetime:
     """The event's timestamp, or now when it is missing or impossible (logged)."""
     now = datetime.now(tz)
     if isinstance(stamp, datetime) and stamp.tzinfo:
@@ -187,7 +187,7 @@ def normalize(
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         REPORT(logging.INFO, "ignored malformed message event %s: %s", mid, str(exc)[:200])
         return None
-    when = _arrival_time(payload.get("time"), tz, mid)
+    when = arrival_time(payload.get("time"), tz, mid)
 
     names = {"self": bot_name}
     segments: list[Segment] = []

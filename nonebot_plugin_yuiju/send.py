@@ -2,7 +2,7 @@
 to a `Target` with the connected bot of the conversation's platform. Alconna's exporters turn it
 into each adapter's own message (OneBot's ``send_msg`` with segments, Telegram's
 ``sendMessage``, Satori's ``message.create``), so a new platform needs no sending code here, only
-its adapter name in `ADAPTER_PLATFORMS`.
+its edge in `platforms.EDGES`.
 
 Group management (member info, mute) has no universal form: `NoneBotGroups` speaks OneBot v11
 for QQ and says the platform cannot where there is no mapping yet.
@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from nonebot_plugin_yuiju.platforms import platform_of
 from yuiju.message.channel import SendFailed
 from yuiju.message.model import Conversation, Outgoing, split_id
 
@@ -21,27 +22,6 @@ if TYPE_CHECKING:
     from nonebot.adapters import Bot
 
 log = logging.getLogger(__name__)
-
-ADAPTER_PLATFORMS = {
-    "OneBot V11": "qq",
-    "Telegram": "tg",
-    "Feishu": "lark",
-    "Discord": "discord",
-    "Console": "term",
-}
-"""NoneBot adapter name → the platform prefix of its people and conversations. (Satori names
-its platform per login: `platform_of` asks the bot.)"""
-
-
-def platform_of(bot: Bot) -> str:
-    """The platform prefix of ``bot``'s people (``qq`` for OneBot v11)."""
-    name = bot.adapter.get_name()
-    if name == "Satori":  # one adapter, many platforms: its login says which
-        platform = str(getattr(bot, "platform", "") or "").lower()
-        return {"qq": "qq", "telegram": "tg", "feishu": "lark", "lark": "lark"}.get(
-            platform, platform or "satori"
-        )
-    return ADAPTER_PLATFORMS.get(name, name.lower().replace(" ", ""))
 
 
 def connected_bots() -> dict[str, Bot]:
@@ -98,8 +78,27 @@ class NoneBotSender:
             receipt = await uni.send(target=target, bot=bot)
         except (ActionFailed, NetworkError, ApiNotAvailable, SerializeFailed) as exc:
             raise SendFailed(f"sending to {conversation} failed: {exc}") from exc
-        reply = receipt.get_reply(0) if receipt.msg_ids else None
-        return str(reply.id) if reply is not None else None
+        return sent_message_id(receipt)
+
+
+def sent_message_id(receipt: Any) -> str | None:
+    """The id of the message a send delivered, or None: never an error, the message is out.
+
+    alconna reads it from the adapter's answer, but Feishu's answer is ``{"code", "msg",
+    "data": {"message_id", ...}}`` where alconna looks for ``message_id`` at the top (KeyError)."""
+    if not receipt.msg_ids:
+        return None
+    try:
+        reply = receipt.get_reply(0)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError):
+        reply = None
+    if reply is not None:
+        return str(reply.id)
+    answer = receipt.msg_ids[0]
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if isinstance(data, dict) and data.get("message_id"):
+        return str(data["message_id"])
+    return None
 
 
 class NoneBotGroups:

@@ -70,7 +70,11 @@ def test_the_plugin_metadata_follows_nonebot_conventions() -> None:
     meta = __plugin_meta__
     assert meta.name and meta.description and meta.usage
     assert meta.type == "application" and meta.config is Config
-    assert meta.supported_adapters == {"~onebot.v11"}
+    # what it claims is what the end-to-end tests prove: OneBot v11, and each platform's fake
+    from tests.test_platforms_e2e import FAKES
+
+    proven = {"~" + fake.adapter.removeprefix("nonebot.adapters.") for fake in FAKES.values()}
+    assert meta.supported_adapters == {"~onebot.v11", *proven}
     assert Config.model_fields["yuiju_config"].description  # documented where declared
 
 
