@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from nonebot_plugin_yuiju.runtime import RUNTIME
@@ -193,7 +193,9 @@ async def start_in_host_app() -> None:
     host = nonebot.get_driver().config
     cfg = host_app_settings(plugin.yuiju_config, host.model_dump())
     _log_through_nonebot(cfg.app.log_level)
-    if problem := host_token_problem(host, allow_no_token=cfg.onebot.allow_no_token):
+    if problem := host_token_problem(
+        host, allow_no_token=cfg.onebot.allow_no_token, adapters=set(nonebot.get_adapters())
+    ):
         raise RuntimeError(problem)
     log.info(
         "yuiju chat starts with this NoneBot app (%s): %s",
@@ -240,12 +242,15 @@ def host_app_settings(
     return load_config(path, environ=environ, dotenv=dotenv)
 
 
-def host_token_problem(host_config: Any, *, allow_no_token: bool) -> str | None:
+def host_token_problem(
+    host_config: Any, *, allow_no_token: bool, adapters: Collection[str] = ("OneBot V11",)
+) -> str | None:
     """Why her chat must not start in this NoneBot app, or None: without ONEBOT_ACCESS_TOKEN
-    whoever reaches its port connects as the QQ side and speaks as any QQ user, her admins included."""
+    whoever reaches its port connects as the QQ side and speaks as any QQ user, her admins included.
+    ``adapters``: the app's (by name); without OneBot v11 there is no QQ side to pose as."""
     from yuiju.config import LOOPBACK_HOSTS
 
-    if getattr(host_config, "onebot_access_token", None):
+    if "OneBot V11" not in adapters or getattr(host_config, "onebot_access_token", None):
         return None
     host = str(getattr(host_config, "host", "127.0.0.1"))
     if host not in LOOPBACK_HOSTS:

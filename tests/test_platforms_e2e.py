@@ -1,4 +1,4 @@
-"""Her chat on Satori, Telegram and Feishu/Lark, end to end: the real `yuiju bot`, started from a
+"""Her chat on QQ (OneBot v11), Satori, Telegram and Feishu/Lark, end to end: the real `yuiju bot`, started from a
 yuiju.toml section per platform, over the platform's real NoneBot adapter against a fake server on
 loopback (tests/fakes), with the OpenAI-compatible stub as her model. One bot process per platform
 serves every check of this module, in order.
@@ -15,13 +15,14 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 import redis.asyncio as aioredis
 
-from tests.fakes import BAD_FRAMES, FeishuFake, SatoriFake, Sent, TelegramFake
+from tests.fakes import BAD_FRAMES, FeishuFake, OneBotFake, SatoriFake, Sent, TelegramFake
 from tests.openai_stub import OpenAIStub
 from tests.yuiju_e2e import (
     CHAT_REPLY,
@@ -36,7 +37,12 @@ from yuiju.storage.keys import Keys
 
 pytestmark = pytest.mark.slow
 
-FAKES = {"satori": SatoriFake, "telegram": TelegramFake, "feishu": FeishuFake}
+FAKES = {
+    "onebot": OneBotFake,
+    "satori": SatoriFake,
+    "telegram": TelegramFake,
+    "feishu": FeishuFake,
+}
 FIRST_REPLY = 20.0
 """How long the first reply to a message may take (a loaded machine; Telegram's poll after a bad
 frame waits 5 s in the adapter)."""
@@ -71,7 +77,7 @@ async def bot(
 
 async def replies(bot: YuijuOverFake, *, first_within: float = FIRST_REPLY) -> list[Sent]:
     """What she sent since the last look, once she has been quiet for a second."""
-    return await bot.fake.sent_until_quiet(1.0, first_within=first_within)
+    return await bot.fake.sent_until_quiet(0.7, first_within=first_within)
 
 
 def in_group(bot: YuijuOverFake, sent: list[Sent]) -> list[tuple[str, str]]:
@@ -88,6 +94,18 @@ async def test_a_mention_in_the_group_gets_exactly_one_reply(bot: YuijuOverFake)
     expected_name = bot.setup.user.id if isinstance(bot.fake, FeishuFake) else bot.setup.user.name
     assert f'<msg from="{expected_name}" id="{bot.setup.person(bot.setup.user)}"' in said, said
     assert "在吗" in said
+
+
+async def test_a_picture_with_a_mention_reads_as_a_picture_she_was_called_to(
+    bot: YuijuOverFake,
+) -> None:
+    # Feishu sends this as a rich-text post, Telegram as a photo with a caption
+    asked = len(bot.stub.requests)
+    await bot.fake.send_group_message("看我拍的", user=bot.setup.user, mention_bot=True, image=True)
+    assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], bot.tail()
+    [request] = bot.stub.requests[asked:]
+    said = request["messages"][-1]["content"].rsplit("<msg ", 1)[-1]
+    assert "看我拍的" in said and "[图片]" in said and "@悠酱" in said, said
 
 
 async def test_chatter_in_the_group_gets_no_reply(bot: YuijuOverFake) -> None:
@@ -128,7 +146,9 @@ async def test_an_admin_command_from_a_platform_admin_is_answered(bot: YuijuOver
     await bot.fake.send_group_message("/status", user=bot.setup.admin, mention_bot=True)
     sent = await replies(bot)
     assert sent and all(s.chat == bot.setup.group for s in sent), bot.tail()
-    assert "模式 CHAT" in "\n".join(s.text for s in sent), bot.stub.requests[-1]["messages"][-1]["content"][-600:]
+    assert "模式 CHAT" in "\n".join(s.text for s in sent), bot.stub.requests[-1]["messages"][-1][
+        "content"
+    ][-600:]
     assert len(bot.stub.requests) == asked  # a command, not a turn of the model
 
     # the same words from someone who is no admin are a message to her, not a command
@@ -182,7 +202,9 @@ async def test_bad_frames_never_stop_her_and_the_next_mention_is_answered(
     await replies(bot)
     for kind in BAD_FRAMES:
         await bot.fake.send_bad_frame(kind)
-        await bot.fake.send_group_message(f"还在吗（{kind}）", user=bot.setup.user, mention_bot=True)
+        await bot.fake.send_group_message(
+            f"还在吗（{kind}）", user=bot.setup.user, mention_bot=True
+        )
         assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], (
             f"after a {kind} frame:\n{bot.tail()}"
         )
@@ -194,3 +216,19 @@ async def test_ctrl_c_stops_her_cleanly(bot: YuijuOverFake) -> None:
     # the adapters log a frame they cannot decode with its traceback; none may end in her code
     assert our_tracebacks(bot.log()) == [], bot.tail()
 
+
+async def test_yuiju_run_starts_the_platforms_switched_on_next_to_her_life(
+    tmp_path: Path, stub: OpenAIStub, redis_url: str
+) -> None:
+    async with (
+        SatoriFake() as fake,
+        yuiju_over(
+            fake, tmp_path, stub=stub, redis_url=redis_url, prefix="e2erun", command="run"
+        ) as running,
+    ):
+        await fake.send_group_message("在吗", user=running.setup.user, mention_bot=True)
+        assert in_group(running, await replies(running)) == [(running.setup.group, CHAT_REPLY)]
+        assert f"Satori: connecting to ws://127.0.0.1:{fake.port}/v1/events" in running.log()
+        assert "QQ 机器人" not in running.log()  # OneBot is off: no reverse WebSocket offered
+        assert await running.stop() == 0, running.tail()
+    assert "yuiju stopped" in running.log() and our_tracebacks(running.log()) == []

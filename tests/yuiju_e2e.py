@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.fakes import FakePlatform, FeishuFake, Person, SatoriFake, TelegramFake, free_port
+from tests.fakes import (
+    FakePlatform,
+    FeishuFake,
+    OneBotFake,
+    Person,
+    SatoriFake,
+    TelegramFake,
+    free_port,
+)
 from tests.openai_stub import OpenAIStub
 
 ROOT = Path(__file__).parents[1]
@@ -45,6 +53,10 @@ def her_model(body: dict[str, Any]) -> str:
     return CHAT_REPLY
 
 
+USER, OTHER, ADMIN = Person("20002", "小明"), Person("20003", "小红"), Person("30003", "店长")
+"""Who writes in the tests, on platforms with numeric user ids."""
+
+
 @dataclass(frozen=True)
 class PlatformSetup:
     """How one fake is configured in yuiju.toml and how yuiju names what is on it."""
@@ -55,10 +67,12 @@ class PlatformSetup:
     """The fake's group as the fake names it in `Sent.chat`."""
     section: str
     """The yuiju.toml section that starts the platform."""
-    user: Person
-    other: Person
+    onebot: str = ""
+    """Lines of its [onebot] section besides the port (OneBot v11 is started from there)."""
+    user: Person = USER
+    other: Person = OTHER
     """Someone else in the group."""
-    admin: Person
+    admin: Person = ADMIN
 
     @property
     def group_key(self) -> str:
@@ -70,6 +84,13 @@ class PlatformSetup:
 
 
 def setup_of(fake: FakePlatform) -> PlatformSetup:
+    if isinstance(fake, OneBotFake):
+        return PlatformSetup(
+            prefix="qq",
+            group=fake.group_id,
+            section="",
+            onebot=f'enabled = true\naccess_token = "{fake.token}"\n',
+        )
     if isinstance(fake, SatoriFake):
         return PlatformSetup(
             prefix="qq" if fake.platform == "qq" else fake.platform,
@@ -81,9 +102,6 @@ host = "127.0.0.1"
 port = {fake.port}
 token = "{fake.token}"
 """,
-            user=Person("20002", "小明"),
-            other=Person("20003", "小红"),
-            admin=Person("30003", "店长"),
         )
     if isinstance(fake, TelegramFake):
         return PlatformSetup(
@@ -95,9 +113,6 @@ enabled = true
 token = "{fake.token}"
 api_server = "{fake.base_url}/"
 """,
-            user=Person("20002", "小明"),
-            other=Person("20003", "小红"),
-            admin=Person("30003", "店长"),
         )
     if isinstance(fake, FeishuFake):
         encrypt = f'encrypt_key = "{fake.encrypt_key}"\n' if fake.encrypt_key else ""
@@ -216,6 +231,7 @@ policy = "utility"
 enabled = false
 [onebot]
 port = {port}
+{setup.onebot}
 {setup.section}
 {chat_sections(setup)}
 {extra_toml}
