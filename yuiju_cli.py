@@ -742,7 +742,7 @@ async def _serve_page_and_chat(
 
 
 async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) -> Any:
-    """The QQ bot inside the daemon, sharing its Redis, history store, vector store and clock;
+    """Her chat platforms inside the daemon, sharing its Redis, history store, vector store and clock;
     a `message.bot.BotServer`, or why it could not start. nonebot is initialised already."""
     from nonebot_plugin_yuiju.app import serve_bot
 
@@ -1119,7 +1119,7 @@ async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
         semantic = await open_semantic(cfg)
     except VectorStoreError as exc:
         return (
-            f"{exc}.\n`yuiju run` already serves the QQ bot when [onebot].enabled = true, sharing its "
+            f"{exc}.\n`yuiju run` already serves the chat bot when a platform is enabled, sharing its "
             "memory; run `yuiju bot` as a separate process only with [qdrant].url set to a Qdrant "
             "server that both use (or with [memory].enabled = false)"
         )
@@ -1362,7 +1362,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="run the daemon with a live terminal panel (and the QQ bot when [onebot].enabled)",
+        help="run the daemon with a live terminal panel (and her chat on every platform enabled)",
     )
     run.add_argument(
         "--speed", type=float, help="world clock speed-up for demos (default [world].speed)"
@@ -1374,7 +1374,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--resync", action="store_true", help=resync_help)
     world = sub.add_parser(
-        "world", help="run the daemon without the QQ bot (world, memory worker, page)"
+        "world", help="run the daemon without the chat platforms (world, memory worker, page)"
     )
     world.add_argument("--speed", type=float)
     world.add_argument("--no-panel", action="store_true")
@@ -1471,8 +1471,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "bot",
-        help="run only the QQ bot (OneBot v11 reverse WebSocket, [onebot] and [chat]); "
-        "next to a running daemon it needs [qdrant].url",
+        help="run only her chat: the platforms switched on ([onebot], [satori], [telegram], "
+        "[feishu]; OneBot v11 when none is) with [chat]; next to a running daemon it needs "
+        "[qdrant].url",
     )
     sub.add_parser(
         "chat",

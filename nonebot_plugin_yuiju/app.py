@@ -2,7 +2,8 @@
 loop), and the plugin inside someone else's NoneBot app (`start_in_host_app`, on that app's
 start-up). Each builds the chat service with the plugin's sender (`send.NoneBotSender`).
 
-NapCat/Lagrange connect to the reverse WebSocket ``ws://HOST:PORT/onebot/v11/ws``.
+NapCat/Lagrange connect to the reverse WebSocket ``ws://HOST:PORT/onebot/v11/ws``; the Satori,
+Telegram and Feishu adapters connect out (Feishu's HTTP callbacks come in on the same server).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ STOP_SECONDS = 1.0
 
 
 def require_nonebot() -> None:
-    """nonebot must be initialised, with the OneBot v11 adapter and this plugin loaded, before the
+    """nonebot must be initialised, with the platforms' adapters and this plugin loaded, before the
     `message` package is first imported (nonebot's loader refuses a module imported earlier):
     `yuiju.cli.init_nonebot` does that; tests do it in conftest."""
     import nonebot
@@ -110,7 +111,7 @@ class BotServer:
         from yuiju.tasks import finish
 
         self.request_stop()
-        await finish(self.task, grace=STOP_SECONDS, what="the QQ bot")
+        await finish(self.task, grace=STOP_SECONDS, what="the chat bot")
 
 
 async def serve_bot(
@@ -163,7 +164,7 @@ async def serve_bot(
         await asyncio.sleep(0.01)
     if task.done():
         task.result()  # raise what stopped it
-        raise RuntimeError("the QQ bot did not start (its start-up failed; see the log above)")
+        raise RuntimeError("the chat bot did not start (its start-up failed; see the log above)")
     RUNTIME.extras["server_task"] = task
     shown = f"[{host}]" if ":" in host else host
     url = f"ws://{shown}:{port}/onebot/v11/ws"

@@ -1,0 +1,63 @@
+"""What each adapter's edge reads that alconna does not (`nonebot_plugin_yuiju.platforms`): whether a
+quote is hers on Satori, where the adapter's one flag also means an @ or her nickname; and the id
+of what a send delivered, whatever shape the platform answers in."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from nonebot.adapters.satori import Message, MessageSegment
+
+from nonebot_plugin_yuiju.platforms import EDGES
+from nonebot_plugin_yuiju.send import sent_message_id
+
+SATORI_BOT = SimpleNamespace(
+    self_id="qq:10001", get_self_id=lambda: "10001", config=SimpleNamespace(nickname=["悠酱"])
+)
+
+
+def satori_event(*segments: Any, to_me: bool, author: str | None = None) -> Any:
+    """A Satori message as the adapter leaves it: the quote in ``reply`` (with its author when
+    the server sent one), ``to_me`` as the adapter set it, the message as it arrived."""
+    content = Message(MessageSegment.author(author)) if author else None
+    quote = MessageSegment.quote("7", content=content)
+    original = Message([quote, *segments])
+    return SimpleNamespace(reply=quote, to_me=to_me, original_message=original)
+
+
+def reply_to_me(event: Any) -> bool:
+    return EDGES["Satori"].reply_to_me(SATORI_BOT, event)
+
+
+def test_a_satori_quote_of_her_message_is_a_reply_to_her() -> None:
+    assert reply_to_me(satori_event(MessageSegment.text("真的吗"), to_me=True))
+    assert reply_to_me(satori_event(MessageSegment.text("真的吗"), to_me=False, author="10001"))
+
+
+def test_a_satori_quote_of_someone_else_is_not_made_hers_by_an_at_or_her_name() -> None:
+    # the adapter's to_me came from the @ or the leading nickname, not from the quote
+    at_her = MessageSegment.at("10001")
+    assert not reply_to_me(satori_event(at_her, MessageSegment.text(" 你看"), to_me=True))
+    assert not reply_to_me(satori_event(MessageSegment.text("悠酱，你看"), to_me=True))
+    assert not reply_to_me(satori_event(MessageSegment.text("对"), to_me=True, author="20003"))
+    assert not reply_to_me(satori_event(MessageSegment.text("对"), to_me=False))
+
+
+class Receipt:
+    def __init__(self, *answers: Any, reply_id: str | None = None) -> None:
+        self.msg_ids = list(answers)
+        self.reply_id = reply_id
+
+    def get_reply(self, index: int) -> Any:
+        if self.reply_id is None:
+            raise KeyError("message_id")  # alconna reading Feishu's answer at its top level
+        return SimpleNamespace(id=self.reply_id)
+
+
+def test_the_id_of_a_sent_message_is_read_from_any_answer_and_never_fails_the_send() -> None:
+    assert sent_message_id(Receipt({"message_id": 5}, reply_id="5")) == "5"
+    feishu = {"code": 0, "msg": "success", "data": {"message_id": "om_9", "chat_id": "oc_1"}}
+    assert sent_message_id(Receipt(feishu)) == "om_9"
+    assert sent_message_id(Receipt({"code": 0})) is None
+    assert sent_message_id(Receipt()) is None
