@@ -22,7 +22,16 @@ from zoneinfo import ZoneInfo
 import pytest
 import redis.asyncio as aioredis
 
-from tests.fakes import BAD_FRAMES, FeishuFake, OneBotFake, SatoriFake, Sent, TelegramFake
+from tests.fakes import (
+    BAD_FRAMES,
+    FeishuFake,
+    NoneBotApp,
+    OneBotFake,
+    SatoriFake,
+    Sent,
+    TelegramFake,
+    free_port,
+)
 from tests.openai_stub import OpenAIStub
 from tests.yuiju_e2e import (
     CHAT_REPLY,
@@ -30,6 +39,8 @@ from tests.yuiju_e2e import (
     YuijuOverFake,
     her_model,
     our_tracebacks,
+    setup_of,
+    write_config,
     yuiju_over,
 )
 from yuiju.message.proactive import consumer_group
@@ -232,3 +243,39 @@ async def test_yuiju_run_starts_the_platforms_switched_on_next_to_her_life(
         assert "QQ 机器人" not in running.log()  # OneBot is off: no reverse WebSocket offered
         assert await running.stop() == 0, running.tail()
     assert "yuiju stopped" in running.log() and our_tracebacks(running.log()) == []
+
+
+HOST_PLUGIN = """
+import nonebot
+
+nonebot.require("nonebot_plugin_yuiju")
+"""
+
+
+async def test_in_a_host_bot_with_only_telegram_she_chats_on_the_hosts_own_adapter(
+    tmp_path: Path, stub: OpenAIStub, redis_url: str
+) -> None:
+    # someone's NoneBot app: its own TELEGRAM_BOTS setting, no OneBot adapter and so no
+    # ONEBOT_ACCESS_TOKEN; her yuiju.toml names the group, the model and the stores
+    async with TelegramFake() as fake:
+        setup = setup_of(fake)
+        config = write_config(
+            tmp_path / "her",
+            setup,
+            stub=stub,
+            redis_url=redis_url,
+            prefix="e2ehost",
+            port=free_port(),
+            extra_toml="",
+        )
+        app = NoneBotApp(tmp_path / "host", fake, HOST_PLUGIN, config={"yuiju_config": str(config)})
+        async with app:
+            await fake.wait_connected(60)
+            await fake.calls_until_quiet(0.5)
+            await fake.send_group_message("在吗", user=setup.user, mention_bot=True)
+            sent = await fake.sent_until_quiet(0.7, first_within=FIRST_REPLY)
+            assert [(s.chat, s.text) for s in sent] == [(setup.group, CHAT_REPLY)], app.log()[
+                -3000:
+            ]
+    assert "yuiju chat starts with this NoneBot app" in app.log()
+    assert our_tracebacks(app.log()) == []
