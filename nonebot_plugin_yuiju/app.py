@@ -47,7 +47,11 @@ async def _build(cfg: Any, **shared: Any) -> ChatService:
     from nonebot_plugin_yuiju.send import NoneBotGroups, NoneBotSender
 
     return await build_service(
-        cfg, sender=NoneBotSender(), groups=NoneBotGroups(), on_stop=RUNTIME.on_stop, **shared
+        cfg,
+        sender=NoneBotSender(direct=RUNTIME.direct_channels),
+        groups=NoneBotGroups(),
+        on_stop=RUNTIME.on_stop,
+        **shared,
     )
 
 

@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 from nonebot_plugin_yuiju import frames
 from nonebot_plugin_yuiju.config import Config
 from nonebot_plugin_yuiju.onebot import event_payload, normalize
+from nonebot_plugin_yuiju.platforms import edge_of
 from nonebot_plugin_yuiju.runtime import RUNTIME
 from nonebot_plugin_yuiju.uni import entry_from_event
 from yuiju.message.model import Entry
@@ -105,6 +106,10 @@ async def _(bot: Bot, event: Event) -> None:
                 max_chars=service.cfg.max_input_chars,
             )
             message_id = entry.id if entry is not None else message_id
+            if entry is not None and entry.scene == "private":
+                channel = edge_of(bot.adapter.get_name()).direct_channel(event)
+                if channel is not None:
+                    RUNTIME.direct_channels.note(entry.user_id, channel)
         if entry is not None and not await _unless_stopping(service.handle(entry)):
             log.info(
                 "message %s: reply given up, the bot is stopping (the message is recorded)",

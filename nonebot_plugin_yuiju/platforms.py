@@ -46,6 +46,10 @@ def _no_time(event: Event) -> float | None:
     return None
 
 
+def _no_channel(event: Event) -> str | None:
+    return None
+
+
 def _user_only(event: Event) -> tuple[str, str]:
     user = event.get_user_id()
     return user, user
@@ -65,6 +69,9 @@ class AdapterEdge:
     sent_at: Callable[[Event], float | None] = _no_time
     """Unix time the platform stamped on the message, or None (then: when it arrived)."""
     message: Callable[[Event], Message] = _original
+    direct_channel: Callable[[Event], str | None] = _no_channel
+    """The private channel a message came in, where the platform sends a private answer there
+    rather than to the person (Satori: a server need not open a channel by ``user.channel.create``)."""
 
 
 # -- Satori ---------------------------------------------------------------------------------------
@@ -111,6 +118,11 @@ def _calls_nickname(bot: Any, text: str) -> bool:
     return bool(names) and bool(
         re.search(rf"^({'|'.join(names)})([\s,，]*|$)", text.lstrip(), re.IGNORECASE)
     )
+
+
+def _satori_direct_channel(event: Any) -> str | None:
+    channel = getattr(event, "channel", None)
+    return str(channel.id) if channel is not None and channel.type == 1 else None  # DIRECT
 
 
 def _satori_sent_at(event: Any) -> float | None:
@@ -218,6 +230,7 @@ EDGES: dict[str, AdapterEdge] = {
         sender=_satori_sender,
         reply_to_me=_satori_reply_to_me,
         sent_at=_satori_sent_at,
+        direct_channel=_satori_direct_channel,
     ),
     "Telegram": AdapterEdge(
         prefix="tg",

@@ -11,6 +11,7 @@ for QQ and says the platform cannot where there is no mapping yet.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,12 +31,38 @@ def connected_bots() -> dict[str, Bot]:
     return nonebot.get_bots()
 
 
+class DirectChannels:
+    """The private channel each person last wrote to her from (``qq:20002`` → ``private:20002``),
+    on platforms that answer there (`platforms.AdapterEdge.direct_channel`): the most recent
+    `LIMIT` people."""
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._channels: OrderedDict[str, str] = OrderedDict()
+
+    def note(self, person: str, channel: str) -> None:
+        self._channels[person] = channel
+        self._channels.move_to_end(person)
+        while len(self._channels) > self.LIMIT:
+            self._channels.popitem(last=False)
+
+    def get(self, person: str) -> str | None:
+        return self._channels.get(person)
+
+
 class NoneBotSender:
     """`message.channel.Sender` over NoneBot's connected bots, through alconna's `UniMessage`."""
 
-    def __init__(self, bots: Callable[[], dict[str, Bot]] = connected_bots) -> None:
+    def __init__(
+        self,
+        bots: Callable[[], dict[str, Bot]] = connected_bots,
+        direct: DirectChannels | None = None,
+    ) -> None:
         self.bots = bots
         """The connected bots (looked up at each send: bots connect and go after start-up)."""
+        self.direct = direct or DirectChannels()
+        """Where a private answer goes on platforms that answer in the channel a message came in."""
 
     def bot_for(self, platform: str) -> Bot:
         for bot in self.bots().values():
@@ -71,8 +98,12 @@ class NoneBotSender:
                 uni.append(At("user", split_id(seg.ref)[1]))
             elif seg.type == "reply" and seg.ref:
                 uni.append(Reply(seg.ref))
-        target = Target(
-            conversation.id, private=conversation.scene == "private", self_id=bot.self_id
+        private = conversation.scene == "private"
+        channel = self.direct.get(f"{conversation.platform}:{conversation.id}") if private else None
+        target = (
+            Target(channel, self_id=bot.self_id)  # that very channel, as a group's is
+            if channel is not None
+            else Target(conversation.id, private=private, self_id=bot.self_id)
         )
         try:
             receipt = await uni.send(target=target, bot=bot)

@@ -143,10 +143,13 @@ async def test_her_name_calls_her_in_the_group(bot: YuijuOverFake) -> None:
 
 
 async def test_a_private_message_is_answered_only_from_the_whitelist(bot: YuijuOverFake) -> None:
+    before = len(bot.fake.calls.all)
     await bot.fake.send_private_message("你好", user=bot.setup.user)
     [sent] = await replies(bot)
     assert sent.text == CHAT_REPLY and sent.chat != bot.setup.group, bot.tail()
     assert bot.setup.user.id in sent.chat  # her private chat with that person
+    # she answers in the channel the message came from (a Satori server need not open one)
+    assert "user.channel.create" not in [c.name for c in bot.fake.calls.all[before:]]
 
     await bot.fake.send_private_message("你好", user=bot.setup.other)
     assert await replies(bot, first_within=2.0) == []
