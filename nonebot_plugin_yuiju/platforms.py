@@ -34,6 +34,10 @@ def _original(event: Event) -> Message:
     return original if original is not None else event.get_message()
 
 
+def _as_arrived(bot: Bot, event: Event) -> Message:
+    return _original(event)
+
+
 def _self_only(bot: Bot) -> set[str]:
     return {str(bot.self_id)}
 
@@ -68,7 +72,7 @@ class AdapterEdge:
     reply_to_me: Callable[[Bot, Event], bool] = _no_reply_info
     sent_at: Callable[[Event], float | None] = _no_time
     """Unix time the platform stamped on the message, or None (then: when it arrived)."""
-    message: Callable[[Event], Message] = _original
+    message: Callable[[Bot, Event], Message] = _as_arrived
     direct_channel: Callable[[Event], str | None] = _no_channel
     """The private channel a message came in, where the platform sends a private answer there
     rather than to the person (Satori: a server need not open a channel by ``user.channel.create``)."""
@@ -156,6 +160,27 @@ def _telegram_sent_at(event: Any) -> float | None:
     return float(event.date) if getattr(event, "date", None) else None
 
 
+def _telegram_message(bot: Any, event: Any) -> Message:
+    """A command addressed to her by username (``/status@her_bot``, as Telegram clients write
+    commands in groups) as an @ of her and the command (``@her /status``)."""
+    from nonebot.adapters.telegram import Message as TelegramMessage
+    from nonebot.adapters.telegram.message import Entity
+
+    original = _original(event)
+    username = getattr(bot, "username", None)
+    first = original[0] if original else None
+    if not username or first is None or first.type not in ("bot_command", "text"):
+        return original
+    text = str(first.data.get("text", ""))
+    found = re.match(rf"^(/\w+)@{re.escape(username)}\b", text, re.IGNORECASE)
+    if found is None:
+        return original
+    rest = found.group(1) + text[found.end() :]
+    out = TelegramMessage([Entity.mention(f"@{username}"), Entity.text(rest)])
+    out.extend(original[1:])
+    return out
+
+
 # -- Feishu / Lark --------------------------------------------------------------------------------
 
 
@@ -189,7 +214,7 @@ def _feishu_sent_at(event: Any) -> float | None:
         return None
 
 
-def _feishu_message(event: Any) -> Message:
+def _feishu_message(bot: Any, event: Any) -> Message:
     """A rich-text ``post`` (text with an image, a mention, a link) as plain segments: alconna
     reads a whole post as one card, which would lose its words and her @."""
     from nonebot.adapters.feishu import Message as FeishuMessage
@@ -238,6 +263,7 @@ EDGES: dict[str, AdapterEdge] = {
         sender=_telegram_sender,
         reply_to_me=_telegram_reply_to_me,
         sent_at=_telegram_sent_at,
+        message=_telegram_message,
     ),
     "Feishu": AdapterEdge(
         prefix="lark",

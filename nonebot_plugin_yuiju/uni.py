@@ -170,7 +170,7 @@ async def entry_from_event(
         if target.private
         else Conversation.group(platform, target.id)
     )
-    uni = await UniMessage.of(edge.message(event), bot=bot).attach_reply(event, bot)
+    uni = await UniMessage.of(edge.message(bot, event), bot=bot).attach_reply(event, bot)
     return entry_from_uni(
         uni,
         platform=platform,

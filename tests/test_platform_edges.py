@@ -61,3 +61,28 @@ def test_the_id_of_a_sent_message_is_read_from_any_answer_and_never_fails_the_se
     assert sent_message_id(Receipt(feishu)) == "om_9"
     assert sent_message_id(Receipt({"code": 0})) is None
     assert sent_message_id(Receipt()) is None
+
+
+def test_a_telegram_command_addressed_to_her_by_username_is_a_mention_and_the_command() -> None:
+    # in groups Telegram clients write commands as /status@her_bot
+    from nonebot.adapters.telegram import Message as TgMessage
+    from nonebot.adapters.telegram.message import Entity
+    from nonebot_plugin_alconna.uniseg import UniMessage
+
+    from nonebot_plugin_yuiju.uni import read_segments
+
+    bot = SimpleNamespace(self_id="7000000001", username="yuiju_bot")
+    edge = EDGES["Telegram"]
+    for sent in (
+        TgMessage([Entity.bot_command("/status@yuiju_bot"), Entity.text(" 今天")]),
+        TgMessage([Entity.text("/status@yuiju_bot 今天")]),
+    ):
+        message = edge.message(bot, SimpleNamespace(original_message=sent))
+        uni = UniMessage.of(message, adapter="Telegram")
+        segments, mentions_me, _ = read_segments(
+            uni, platform="tg", self_id=bot.self_id, bot_name="悠酱", her_ids=edge.her_ids(bot)
+        )
+        assert mentions_me and "".join(s.text for s in segments) == "@悠酱/status 今天"
+    other = TgMessage([Entity.bot_command("/status@other_bot")])
+    message = edge.message(bot, SimpleNamespace(original_message=other))
+    assert str(message) == "/status@other_bot"

@@ -165,6 +165,10 @@ async def test_an_admin_command_from_a_platform_admin_is_answered(bot: YuijuOver
     ][-600:]
     assert len(bot.stub.requests) == asked  # a command, not a turn of the model
 
+    if isinstance(bot.fake, TelegramFake):  # a group command as Telegram clients write it
+        await bot.fake.send_group_message(f"/status@{bot.fake.username}", user=bot.setup.admin)
+        assert "模式 CHAT" in "\n".join(s.text for s in await replies(bot)), bot.tail()
+
     # the same words from someone who is no admin are a message to her, not a command
     await bot.fake.send_group_message("/status", user=bot.setup.user, mention_bot=True)
     assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)]
