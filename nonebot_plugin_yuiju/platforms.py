@@ -12,10 +12,13 @@ one small entry each:
 - ``reply_to_me``: whether a quoted message is hers (each adapter resolves quotes its own way);
 - ``sent_at``: when the platform says the message was sent;
 - ``message``: the message as it arrived. Adapters strip an @ of her, a quote and a leading
-  nickname from ``get_message()``; the core reads every message whole, so it gets the original.
+  nickname from ``get_message()``; the core reads every message whole, so it gets the original
+  (Feishu's rich-text posts opened into words, @s and images; Telegram's ``/cmd@her_bot`` as an @
+  of her and the command);
+- ``direct_channel``: where a private answer goes when it is not the person (Satori).
 
 A new platform costs one entry in `EDGES` (and, to be started by `yuiju run`, a config section
-in `yuiju.config` and a branch in `yuiju.cli.nonebot_settings`).
+in `yuiju.config` and its adapter in `yuiju.cli.nonebot_settings` and ``ADAPTER_MODULES``).
 """
 
 from __future__ import annotations
@@ -145,7 +148,10 @@ def _telegram_her_ids(bot: Any) -> set[str]:
 
 
 def _telegram_sender(event: Any) -> tuple[str, str]:
-    user = event.from_
+    user = getattr(event, "from_", None)
+    if user is None:  # a channel's post: the channel speaks
+        chat = event.chat
+        return str(chat.id), str(getattr(chat, "title", None) or chat.id)
     name = " ".join(p for p in (user.first_name, user.last_name) if p) or user.username
     return str(user.id), name or str(user.id)
 

@@ -86,3 +86,11 @@ def test_a_telegram_command_addressed_to_her_by_username_is_a_mention_and_the_co
     other = TgMessage([Entity.bot_command("/status@other_bot")])
     message = edge.message(bot, SimpleNamespace(original_message=other))
     assert str(message) == "/status@other_bot"
+
+
+def test_telegram_names_a_person_by_their_names_and_a_channel_post_by_the_channel() -> None:
+    sender = EDGES["Telegram"].sender
+    person = SimpleNamespace(id=678, first_name="Alice", last_name="Liddell", username="al")
+    assert sender(SimpleNamespace(from_=person)) == ("678", "Alice Liddell")
+    channel = SimpleNamespace(id=-100123, title="公告")
+    assert sender(SimpleNamespace(chat=channel)) == ("-100123", "公告")
