@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import unicodedata
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -518,7 +519,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             "drop --speed (and [world].speed) for this start"
         )
     clock = RealClock(cfg.app.tz, speed=speed)
-    with_bot = args.cmd == "run" and cfg.onebot.enabled
+    with_bot = args.cmd == "run" and bool(cfg.platforms())
     if with_bot:  # before anything imports the message package (the observer page reads its outbox)
         try:
             init_nonebot(cfg, log_to_stderr=True)  # stdout is the daemon's panel
@@ -636,11 +637,11 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                 )
             )
             memory_task.add_done_callback(_log_memory_worker_failure)
-        if with_bot:  # the QQ bot, on the same stores and memory
+        if with_bot:  # her chat platforms, on the same stores and memory
             bot = await _start_bot(cfg, runtime, semantic, clock)
             if isinstance(bot, str):
                 return _fail(bot)
-            bot_line = f"QQ 机器人 bot: NapCat/Lagrange connect to {bot.url}"
+            bot_line = "\n".join(bot.lines)
             page_line = f"{page_line}\n{bot_line}" if page_line else bot_line
             print(bot_line, flush=True)
         if sys.stdout.isatty() and not args.no_panel and not worker:
@@ -741,7 +742,7 @@ async def _serve_page_and_chat(
 
 
 async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) -> Any:
-    """The QQ bot inside the daemon, sharing its Redis, history store, vector store and clock;
+    """Her chat platforms inside the daemon, sharing its Redis, history store, vector store and clock;
     a `message.bot.BotServer`, or why it could not start. nonebot is initialised already."""
     from nonebot_plugin_yuiju.app import serve_bot
 
@@ -759,6 +760,9 @@ async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) 
     try:
         return await serve_bot(
             cfg,
+            describe=lambda host, port: platform_lines(
+                cfg, served_platforms(cfg), host=host, port=port
+            ),
             redis=runtime.redis.client,
             history=runtime.history,
             memory=memory,
@@ -767,12 +771,13 @@ async def _start_bot(cfg: YuijuConfig, runtime: Any, semantic: Any, clock: Any) 
         )
     except OSError as exc:
         return (
-            f"cannot serve the QQ bot on {cfg.onebot.host}:{cfg.onebot.port} ({exc}); set [onebot].port "
-            "(YUIJU_ONEBOT__PORT) to a free port, or [onebot].enabled = false"
+            f"cannot serve the chat bot on {cfg.onebot.host}:{cfg.onebot.port} ({exc}); set "
+            "[onebot].port (YUIJU_ONEBOT__PORT) to a free port, or switch its platforms off "
+            f"({', '.join(f'[{p}] enabled = false' for p in cfg.platforms())})"
         )
     except Exception as exc:
-        log.exception("QQ bot start-up failed")
-        return f"the QQ bot did not start: {exc}"
+        log.exception("chat bot start-up failed")
+        return f"the chat bot did not start: {exc}"
 
 
 # -- chat -----------------------------------------------------------------------------------------
@@ -935,43 +940,144 @@ async def _show_turn(link: Any, text: str, interactive: bool) -> str:
     return reason
 
 
-# -- bot ------------------------------------------------------------------------------------------
+# -- bot: her chat platforms: which NoneBot adapters `yuiju run` / `yuiju bot` start, with what --------
+
+DRIVER = "~fastapi+~httpx+~websockets"
+"""The server (OneBot's reverse WebSocket, Feishu's callbacks) and the clients (Satori's
+WebSocket, every adapter's HTTP API)."""
+
+ADAPTER_MODULES = {
+    "onebot": "nonebot.adapters.onebot.v11",
+    "satori": "nonebot.adapters.satori",
+    "telegram": "nonebot.adapters.telegram",
+    "feishu": "nonebot.adapters.feishu",
+}
+"""yuiju.toml section → the NoneBot adapter module it starts (`nonebot_plugin_yuiju.platforms`
+has what the plugin needs to know of each)."""
 
 
-def init_nonebot(cfg: YuijuConfig, *, log_to_stderr: bool = False) -> None:
-    """``nonebot.init`` with the [onebot] section, the OneBot v11 adapter and the `message` plugin.
+@dataclass(frozen=True)
+class NoneBotSettings:
+    """What `nonebot.init` and the adapters need for the platforms yuiju.toml switches on."""
+
+    init: dict[str, Any]
+    """Keyword arguments of ``nonebot.init`` (secrets included: never log them)."""
+    adapters: tuple[str, ...]
+    """Sections whose adapters are registered, in order (`ADAPTER_MODULES`)."""
+
+
+def served_platforms(cfg: YuijuConfig) -> list[str]:
+    """The platforms `yuiju bot` serves: those enabled, or OneBot v11 alone when none is (the
+    QQ bot it always was)."""
+    return cfg.platforms() or ["onebot"]
+
+
+def nonebot_settings(
+    cfg: YuijuConfig, platforms: list[str], *, nickname: list[str]
+) -> NoneBotSettings:
+    """``nonebot.init`` arguments for ``platforms`` (sections of ``cfg``). The bot's own server
+    listens on ``[onebot] host``/``port`` (OneBot's reverse WebSocket, Feishu's callbacks)."""
+    init: dict[str, Any] = {
+        "driver": DRIVER,
+        "host": cfg.onebot.host,
+        "port": cfg.onebot.port,
+        "nickname": nickname,
+        "command_start": ["/"],
+    }
+    if "onebot" in platforms and cfg.onebot.access_token is not None:
+        init["onebot_access_token"] = cfg.onebot.access_token.get_secret_value()
+    if "satori" in platforms:
+        s = cfg.satori
+        client: dict[str, Any] = {
+            "host": s.host,
+            "port": s.port,
+            "path": s.path,
+            "secure": s.secure,
+        }
+        if s.token is not None:
+            client["token"] = s.token.get_secret_value()
+        init["satori_clients"] = [client]
+    if "telegram" in platforms:
+        t = cfg.telegram
+        if t.token is None:  # the config refuses that when enabled; `platforms` may say more
+            raise ValueError("[telegram] token is not set")
+        init["telegram_bots"] = [{"token": t.token.get_secret_value(), "api_server": t.api_base()}]
+        if t.proxy is not None:
+            init["telegram_proxy"] = t.proxy.get_secret_value()
+    if "feishu" in platforms:
+        f = cfg.feishu
+        if f.app_id is None or f.app_secret is None or f.verification_token is None:
+            raise ValueError("[feishu] app_id, app_secret and verification_token must be set")
+        bot: dict[str, Any] = {
+            "app_id": f.app_id,
+            "app_secret": f.app_secret.get_secret_value(),
+            "verification_token": f.verification_token.get_secret_value(),
+            "is_lark": f.is_lark,
+            "protocol": f.protocol,
+        }
+        if f.encrypt_key is not None:
+            bot["encrypt_key"] = f.encrypt_key.get_secret_value()
+        if f.api_base is not None:
+            bot["api_base"] = f.api_base
+        init["feishu_bots"] = [bot]
+    return NoneBotSettings(init=init, adapters=tuple(p for p in ADAPTER_MODULES if p in platforms))
+
+
+def platform_lines(cfg: YuijuConfig, platforms: list[str], *, host: str, port: int) -> list[str]:
+    """One start-up line per platform: where it connects or what connects to her (no secrets)."""
+    shown = f"[{host}]" if ":" in host else host
+    lines = []
+    if "onebot" in platforms:
+        lines.append(f"QQ 机器人 bot: NapCat/Lagrange connect to ws://{shown}:{port}/onebot/v11/ws")
+    if "satori" in platforms:
+        lines.append(f"Satori: connecting to {cfg.satori.describe()}")
+    if "telegram" in platforms:
+        lines.append(f"Telegram: polling {cfg.telegram.api_base()} for updates")
+    if "feishu" in platforms:
+        f = cfg.feishu
+        where = (
+            "a long connection to the open platform"
+            if f.protocol == "ws"
+            else f"event callbacks at http://{shown}:{port}/feishu/{f.app_id}"
+        )
+        lines.append(f"{'Lark' if f.is_lark else '飞书 Feishu'}: {where}")
+    return lines
+
+
+def init_nonebot(
+    cfg: YuijuConfig, *, log_to_stderr: bool = False, platforms: list[str] | None = None
+) -> None:
+    """``nonebot.init`` for ``platforms`` (the sections of yuiju.toml whose adapters to register;
+    default: `served_platforms`), those adapters, and the plugin `nonebot_plugin_yuiju`.
 
     Call it before anything imports the `message` package: nonebot's loader refuses a module that
     was imported before it was loaded as a plugin."""
+    import importlib
+
     _nonebot_logs_in_town_time(cfg.app.tz, to_stderr=log_to_stderr)
     import nonebot
-    from nonebot.adapters.onebot.v11 import Adapter
 
     from yuiju.characters import load_card
 
-    if problem := cfg.onebot.token_problem():
-        raise RuntimeError(problem)
+    platforms = served_platforms(cfg) if platforms is None else platforms
+    if "onebot" in platforms:
+        if problem := cfg.onebot.token_problem():
+            raise RuntimeError(problem)
+        if cfg.onebot.access_token is None:
+            log.warning(
+                "the OneBot WebSocket on %s:%s accepts connections without an access token "
+                "([onebot] allow_no_token = true): any process on this machine can connect as the "
+                "QQ side and speak as any QQ user, admins included. Set [onebot] access_token for "
+                "real use.",
+                cfg.onebot.host,
+                cfg.onebot.port,
+            )
     card = load_card(cfg.chat.character_id or cfg.world.characters[0])
-    token = cfg.onebot.access_token.get_secret_value() if cfg.onebot.access_token else None
-    if token is None:
-        log.warning(
-            "the OneBot WebSocket on %s:%s accepts connections without an access token "
-            "([onebot] allow_no_token = true): any process on this machine can connect as the QQ "
-            "side and speak as any QQ user, admins included. Set [onebot] access_token for real use.",
-            cfg.onebot.host,
-            cfg.onebot.port,
-        )
-    kwargs: dict[str, Any] = {
-        "driver": "~fastapi",
-        "host": cfg.onebot.host,
-        "port": cfg.onebot.port,
-        "nickname": [card.name, *card.nicknames],
-        "command_start": ["/"],
-    }
-    if token:
-        kwargs["onebot_access_token"] = token
-    nonebot.init(**kwargs)
-    nonebot.get_driver().register_adapter(Adapter)
+    settings = nonebot_settings(cfg, platforms, nickname=[card.name, *card.nicknames])
+    nonebot.init(**settings.init)
+    for section in settings.adapters:
+        adapter = importlib.import_module(ADAPTER_MODULES[section]).Adapter
+        nonebot.get_driver().register_adapter(adapter)
     if nonebot.load_plugin("nonebot_plugin_yuiju") is None:
         raise RuntimeError("the plugin nonebot_plugin_yuiju did not load (see the log above)")
 
@@ -1013,7 +1119,7 @@ async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
         semantic = await open_semantic(cfg)
     except VectorStoreError as exc:
         return (
-            f"{exc}.\n`yuiju run` already serves the QQ bot when [onebot].enabled = true, sharing its "
+            f"{exc}.\n`yuiju run` already serves the chat bot when a platform is enabled, sharing its "
             "memory; run `yuiju bot` as a separate process only with [qdrant].url set to a Qdrant "
             "server that both use (or with [memory].enabled = false)"
         )
@@ -1256,7 +1362,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="run the daemon with a live terminal panel (and the QQ bot when [onebot].enabled)",
+        help="run the daemon with a live terminal panel (and her chat on every platform enabled)",
     )
     run.add_argument(
         "--speed", type=float, help="world clock speed-up for demos (default [world].speed)"
@@ -1268,7 +1374,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--resync", action="store_true", help=resync_help)
     world = sub.add_parser(
-        "world", help="run the daemon without the QQ bot (world, memory worker, page)"
+        "world", help="run the daemon without the chat platforms (world, memory worker, page)"
     )
     world.add_argument("--speed", type=float)
     world.add_argument("--no-panel", action="store_true")
@@ -1365,8 +1471,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "bot",
-        help="run only the QQ bot (OneBot v11 reverse WebSocket, [onebot] and [chat]); "
-        "next to a running daemon it needs [qdrant].url",
+        help="run only her chat: the platforms switched on ([onebot], [satori], [telegram], "
+        "[feishu]; OneBot v11 when none is) with [chat]; next to a running daemon it needs "
+        "[qdrant].url",
     )
     sub.add_parser(
         "chat",
@@ -1466,7 +1573,8 @@ def _main(args: argparse.Namespace) -> int:
         if args.cmd == "simulate":
             return asyncio.run(_simulate(cfg, args))
         if args.cmd == "bot":
-            if problem := cfg.onebot.token_problem() or asyncio.run(_embedded_memory_problem(cfg)):
+            onebot_problem = "onebot" in served_platforms(cfg) and cfg.onebot.token_problem()
+            if problem := onebot_problem or asyncio.run(_embedded_memory_problem(cfg)):
                 return _fail(problem)
             init_nonebot(cfg)
             logging.getLogger(

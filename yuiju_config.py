@@ -661,9 +661,10 @@ class OnebotConfig(_Section):
     enabled: bool = False
     """Serve the reverse WebSocket for NapCat/Lagrange (``ws://HOST:PORT/onebot/v11/ws``); `yuiju run` starts the bot too when true."""
     host: str = "127.0.0.1"
-    """Address the bot listens on; the OneBot implementation connects here."""
+    """Address the bot listens on; the OneBot implementation connects here (and Feishu posts its
+    events here, with [feishu] protocol = "http")."""
     port: int = Field(8080, ge=0, le=65535)
-    """TCP port of the bot's HTTP/WebSocket server."""
+    """TCP port of the bot's HTTP/WebSocket server (OneBot's reverse WebSocket, Feishu's callbacks)."""
     access_token: OptionalSecret = Field(None, examples=["paste-a-long-random-string-here"])
     """Shared secret the implementation must send (``Authorization: Bearer ...``): whoever connects can
     speak as any QQ user, admins included. `yuiju init` writes a random one; or YUIJU_ONEBOT__ACCESS_TOKEN."""
@@ -704,6 +705,125 @@ class OnebotConfig(_Section):
 def new_access_token() -> str:
     """A random shared secret for [onebot] access_token."""
     return secrets.token_urlsafe(32)
+
+
+# -- the other chat platforms: each a NoneBot adapter that `yuiju run` / `yuiju bot` start --------
+
+
+class SatoriConfig(_Section):
+    enabled: bool = False
+    """Connect to a Satori server (Chronocat, LLOneBot, NapCat's Satori, Koishi with
+    @koishijs/plugin-server) as her way into QQ or wherever it serves; `yuiju run` starts the bot
+    too when true. People there are named by the server's platform (``qq:…`` for QQ)."""
+    host: str = "127.0.0.1"
+    """Address of the Satori server (she connects to it: ``ws://HOST:PORT/PATH/v1/events``)."""
+    port: int = Field(5500, ge=1, le=65535)
+    """Its port (Chronocat's default is 5500; Koishi's server plugin listens on 5140)."""
+    path: str = ""
+    """Its path prefix, if it has one (Koishi: '/satori'); empty for none."""
+    token: OptionalSecret = Field(None, examples=["the-token-the-server-shows"])
+    """The token the server asks for (Chronocat writes one into its config); empty if it asks none."""
+    secure: bool = False
+    """Connect with https/wss (a server behind TLS)."""
+
+    @field_validator("host")
+    @classmethod
+    def _bare_host(cls, value: str) -> str:
+        if not value.strip() or "://" in value or "/" in value:
+            raise ValueError(
+                f"{value!r} is not a host name; write the server's address alone, e.g. "
+                "'127.0.0.1', and its port and path in [satori] port and path"
+            )
+        return value.strip()
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        value = value.strip()
+        return "" if value in ("", "/") else "/" + value.strip("/")
+
+    def describe(self) -> str:
+        """Where she connects, for start-up lines (no token)."""
+        scheme = "wss" if self.secure else "ws"
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{shown}:{self.port}{self.path}/v1/events"
+
+
+TELEGRAM_TOKEN = re.compile(r"^\d{3,}:[A-Za-z0-9_-]{20,}$")
+PROXY_SCHEMES = ("http", "https", "socks5")
+
+
+class TelegramConfig(_Section):
+    enabled: bool = False
+    """Chat on Telegram through the Bot API (long polling: no public address needed); `yuiju run`
+    starts the bot too when true. People there are ``tg:<user id>``, groups ``tg:<chat id>``."""
+    token: OptionalSecret = Field(None, examples=["123456789:AAExampleTokenFromBotFather000000"])
+    """The bot's token from @BotFather (``123456789:AA…``). Prefer YUIJU_TELEGRAM__TOKEN."""
+    api_server: Annotated[str | None, *_url(HTTP_SCHEMES, "https://api.telegram.org/")] = None
+    """Another Bot API server (a local ``telegram-bot-api``, a mirror); empty: api.telegram.org."""
+    proxy: Annotated[SecretStr | None, *_url(PROXY_SCHEMES, "http://127.0.0.1:7890")] = None
+    """A proxy for reaching Telegram (http://, https://, or socks5:// with ``pip install
+    httpx[socks]``); empty: none."""
+
+    @model_validator(mode="after")
+    def _token_when_enabled(self) -> TelegramConfig:
+        if self.token is not None and not TELEGRAM_TOKEN.match(self.token.get_secret_value()):
+            raise ValueError(
+                "[telegram] token is not a bot token: it looks like '123456789:AA…' (digits, a "
+                "colon, then letters). Copy it whole from @BotFather (/mybots → API Token)"
+            )
+        if self.enabled and self.token is None:
+            raise ValueError(
+                "[telegram] enabled = true but no token is set: create a bot with @BotFather "
+                '(/newbot) and set [telegram] token = "123456789:AA…" (or YUIJU_TELEGRAM__TOKEN)'
+            )
+        return self
+
+    def api_base(self) -> str:
+        """The Bot API root the adapter calls, with the trailing slash it expects."""
+        return (self.api_server or "https://api.telegram.org/").rstrip("/") + "/"
+
+
+class FeishuConfig(_Section):
+    enabled: bool = False
+    """Chat on Feishu (飞书) or Lark as a self-built app's bot; `yuiju run` starts the bot too when
+    true. People there are ``lark:<open_id>``, groups ``lark:<chat_id>``."""
+    app_id: str | None = Field(None, examples=["cli_a1b2c3d4e5f6"])
+    """App ID (凭证与基础信息 → App ID), ``cli_…``."""
+    app_secret: OptionalSecret = Field(None, examples=["the-app-secret"])
+    """App Secret from the same page. Prefer YUIJU_FEISHU__APP_SECRET."""
+    verification_token: OptionalSecret = Field(None, examples=["the-verification-token"])
+    """Verification Token (事件与回调 → 加密策略): callbacks without it are refused."""
+    encrypt_key: OptionalSecret = Field(None, examples=["the-encrypt-key"])
+    """Encrypt Key from the same page, when one is set there (callbacks are then encrypted and
+    signed); empty if none."""
+    is_lark: bool = False
+    """The app is on Lark (larksuite.com, outside China) rather than Feishu (feishu.cn)."""
+    protocol: Literal["http", "ws"] = "http"
+    """How events arrive: 'http' — Feishu POSTs them to ``http://<[onebot] host>:<port>/feishu/<app_id>``
+    (a public HTTPS address in front of it, set as the request URL in 事件与回调); 'ws' — she keeps a
+    long connection to Feishu (使用长连接接收事件, self-built enterprise apps only; no public address)."""
+    api_base: Annotated[str | None, *_url(HTTP_SCHEMES, "https://open.feishu.cn")] = None
+    """Another OpenAPI root (a private deployment); empty: open.feishu.cn, or open.larksuite.com for Lark."""
+
+    @model_validator(mode="after")
+    def _credentials_when_enabled(self) -> FeishuConfig:
+        if not self.enabled:
+            return self
+        missing = [
+            name
+            for name in ("app_id", "app_secret", "verification_token")
+            if getattr(self, name) is None
+        ]
+        if missing:
+            raise ValueError(
+                f"[feishu] enabled = true but {', '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} not set: copy them from the app's page on "
+                "the Feishu/Lark open platform (凭证与基础信息: App ID and App Secret; 事件与回调 → "
+                "加密策略: Verification Token and Encrypt Key) into [feishu] (or "
+                "YUIJU_FEISHU__APP_SECRET, ...)"
+            )
+        return self
 
 
 ID_PLATFORMS = {
@@ -848,6 +968,9 @@ class YuijuConfig(_Section):
     web: WebConfig = Field(default_factory=WebConfig)
     proactive: ProactiveConfig = Field(default_factory=ProactiveConfig)
     onebot: OnebotConfig = Field(default_factory=OnebotConfig)
+    satori: SatoriConfig = Field(default_factory=SatoriConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    feishu: FeishuConfig = Field(default_factory=FeishuConfig)
     chat: ChatConfig = Field(default_factory=ChatConfig)
 
     @model_validator(mode="after")
@@ -888,7 +1011,16 @@ class YuijuConfig(_Section):
             "qdrant": redact_url(self.qdrant.url) or "embedded",
             "characters": self.world.characters,
             "policy": self.world.policy,
+            "platforms": self.platforms() or "none",
         }
+
+    def platforms(self) -> list[str]:
+        """The chat platforms switched on (``enabled = true``), by section name, in start order."""
+        return [name for name in CHAT_PLATFORMS if getattr(self, name).enabled]
+
+
+CHAT_PLATFORMS = ("onebot", "satori", "telegram", "feishu")
+"""The sections of the chat platforms `yuiju run` / `yuiju bot` can start."""
 
 
 _SECRET_SUFFIXES = ("key", "token", "secret", "password", "passwd", "signature", "credential")
@@ -1000,7 +1132,7 @@ def _describe(errors: ValidationError, source: str) -> str:
             continue
         if "url" in key and isinstance(value, str):
             shown = repr(redact_url(value))
-        elif any(s in key for s in ("key", "url", "token")):
+        elif any(s in key for s in ("key", "url", "token", "secret", "proxy")):
             shown = "**********"
         else:
             shown = repr(value)

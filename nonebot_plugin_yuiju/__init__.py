@@ -1,7 +1,8 @@
 """悠酱 as a NoneBot2 plugin: the thin entry (store name ``nonebot_plugin_yuiju``) over her chat side.
 
 The plugin is her NoneBot edge: it maps an adapter's events to the core's platform-neutral
-`yuiju.message.model.Entry` (``onebot``), hands them to the plain Python
+`yuiju.message.model.Entry` (``onebot`` for OneBot v11; ``uni`` with ``platforms`` for Satori,
+Telegram and Feishu/Lark), hands them to the plain Python
 `yuiju.message.service.ChatService` (``matchers``), and sends her lines through
 nonebot-plugin-alconna's UniMessage (``send``). Loaded into someone else's NoneBot app (``nb run`` with
 ``nonebot_plugin_yuiju`` in ``[tool.nonebot] plugins``, or ``nonebot.load_plugin("nonebot_plugin_yuiju")``),
@@ -34,7 +35,7 @@ def _homepage() -> str | None:
 
 __plugin_meta__ = PluginMetadata(
     name="悠酱 yuiju",
-    description="悠酱在 QQ 群和私聊里聊天，也会主动分享她在羽浦町的生活：回答都来自她真实的生活记录、日记和记忆，不编造。",
+    description="悠酱在 QQ、Telegram、飞书的群和私聊里聊天，也会主动分享她在羽浦町的生活：回答都来自她真实的生活记录、日记和记忆，不编造。",
     usage=(
         "在群里 @她、叫她的名字或回复她的消息（群需在 [chat.groups] 里开启）；白名单里的人可以私聊。\n"
         "管理员：/status /weather /give /pause /resume /distill /clear /proactive /tools "
@@ -45,7 +46,7 @@ __plugin_meta__ = PluginMetadata(
     type="application",
     homepage=_homepage(),
     config=Config,
-    supported_adapters={"~onebot.v11"},
+    supported_adapters={"~onebot.v11", "~satori", "~telegram", "~feishu"},
 )
 
 

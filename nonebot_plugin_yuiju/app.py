@@ -2,7 +2,8 @@
 loop), and the plugin inside someone else's NoneBot app (`start_in_host_app`, on that app's
 start-up). Each builds the chat service with the plugin's sender (`send.NoneBotSender`).
 
-NapCat/Lagrange connect to the reverse WebSocket ``ws://HOST:PORT/onebot/v11/ws``.
+NapCat/Lagrange connect to the reverse WebSocket ``ws://HOST:PORT/onebot/v11/ws``; the Satori,
+Telegram and Feishu adapters connect out (Feishu's HTTP callbacks come in on the same server).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Callable, Collection
 from typing import Any
 
 from nonebot_plugin_yuiju.runtime import RUNTIME
@@ -23,7 +25,7 @@ STOP_SECONDS = 1.0
 
 
 def require_nonebot() -> None:
-    """nonebot must be initialised, with the OneBot v11 adapter and this plugin loaded, before the
+    """nonebot must be initialised, with the platforms' adapters and this plugin loaded, before the
     `message` package is first imported (nonebot's loader refuses a module imported earlier):
     `yuiju.cli.init_nonebot` does that; tests do it in conftest."""
     import nonebot
@@ -45,7 +47,11 @@ async def _build(cfg: Any, **shared: Any) -> ChatService:
     from nonebot_plugin_yuiju.send import NoneBotGroups, NoneBotSender
 
     return await build_service(
-        cfg, sender=NoneBotSender(), groups=NoneBotGroups(), on_stop=RUNTIME.on_stop, **shared
+        cfg,
+        sender=NoneBotSender(direct=RUNTIME.direct_channels),
+        groups=NoneBotGroups(),
+        on_stop=RUNTIME.on_stop,
+        **shared,
     )
 
 
@@ -83,12 +89,18 @@ def _watch_loop_lag(warn_ms: int) -> None:
 
 
 class BotServer:
-    """The nonebot ASGI app on uvicorn as a task in the daemon's loop: `url`, `stop`."""
+    """The nonebot ASGI app on uvicorn as a task in the daemon's loop: `url`, `lines`, `stop`."""
 
-    def __init__(self, server: Any, task: Any, url: str) -> None:
+    def __init__(
+        self, server: Any, task: Any, url: str, *, host: str = "", lines: list[str] | None = None
+    ) -> None:
         self.server = server
         self.task = task
         self.url = url
+        """OneBot's reverse WebSocket on the server's real port."""
+        self.host = host
+        self.lines = lines or [f"QQ 机器人 bot: NapCat/Lagrange connect to {url}"]
+        """What to print at start-up: one line per platform, where it connects (no secrets)."""
 
     def request_stop(self) -> None:
         """Begin stopping (`stop` waits for it): replies in flight are given up now."""
@@ -103,14 +115,17 @@ class BotServer:
         from yuiju.tasks import finish
 
         self.request_stop()
-        await finish(self.task, grace=STOP_SECONDS, what="the QQ bot")
+        await finish(self.task, grace=STOP_SECONDS, what="the chat bot")
 
 
-async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
+async def serve_bot(
+    cfg: Any, *, describe: Callable[[str, int], list[str]] | None = None, **shared: Any
+) -> BotServer:
     """Inside `yuiju run`: the nonebot ASGI app on uvicorn in the running loop, sharing the
     daemon's open stores, memory and clock (``shared``: `build_service`'s keywords). Returns once
     the chat service is built and the port listens; raises `OSError` when the port is taken and
-    `RuntimeError` when start-up failed (the log says why)."""
+    `RuntimeError` when start-up failed (the log says why). ``describe(host, port)`` gives the
+    start-up lines of its platforms (`BotServer.lines`) once the real port is known."""
     import asyncio
     import socket
 
@@ -153,10 +168,11 @@ async def serve_bot(cfg: Any, **shared: Any) -> BotServer:
         await asyncio.sleep(0.01)
     if task.done():
         task.result()  # raise what stopped it
-        raise RuntimeError("the QQ bot did not start (its start-up failed; see the log above)")
+        raise RuntimeError("the chat bot did not start (its start-up failed; see the log above)")
     RUNTIME.extras["server_task"] = task
     shown = f"[{host}]" if ":" in host else host
-    return BotServer(server, task, f"ws://{shown}:{port}/onebot/v11/ws")
+    url = f"ws://{shown}:{port}/onebot/v11/ws"
+    return BotServer(server, task, url, host=host, lines=describe(host, port) if describe else None)
 
 
 # -- the plugin inside someone else's NoneBot app ---------------------------------------------------
@@ -182,7 +198,9 @@ async def start_in_host_app() -> None:
     host = nonebot.get_driver().config
     cfg = host_app_settings(plugin.yuiju_config, host.model_dump())
     _log_through_nonebot(cfg.app.log_level)
-    if problem := host_token_problem(host, allow_no_token=cfg.onebot.allow_no_token):
+    if problem := host_token_problem(
+        host, allow_no_token=cfg.onebot.allow_no_token, adapters=set(nonebot.get_adapters())
+    ):
         raise RuntimeError(problem)
     log.info(
         "yuiju chat starts with this NoneBot app (%s): %s",
@@ -229,12 +247,15 @@ def host_app_settings(
     return load_config(path, environ=environ, dotenv=dotenv)
 
 
-def host_token_problem(host_config: Any, *, allow_no_token: bool) -> str | None:
+def host_token_problem(
+    host_config: Any, *, allow_no_token: bool, adapters: Collection[str] = ("OneBot V11",)
+) -> str | None:
     """Why her chat must not start in this NoneBot app, or None: without ONEBOT_ACCESS_TOKEN
-    whoever reaches its port connects as the QQ side and speaks as any QQ user, her admins included."""
+    whoever reaches its port connects as the QQ side and speaks as any QQ user, her admins included.
+    ``adapters``: the app's (by name); without OneBot v11 there is no QQ side to pose as."""
     from yuiju.config import LOOPBACK_HOSTS
 
-    if getattr(host_config, "onebot_access_token", None):
+    if "OneBot V11" not in adapters or getattr(host_config, "onebot_access_token", None):
         return None
     host = str(getattr(host_config, "host", "127.0.0.1"))
     if host not in LOOPBACK_HOSTS:

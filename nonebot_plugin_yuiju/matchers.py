@@ -1,6 +1,6 @@
-"""Thin nonebot matchers: an adapter's message event → the core's `Entry` (per adapter: OneBot v11
-in `onebot.normalize`) → `ChatService.handle`. Replies go out through the service's sender
-(`send.NoneBotSender`), never through the matcher."""
+"""Thin nonebot matchers: an adapter's message event → the core's `Entry` (OneBot v11 through
+`onebot.normalize`, every other adapter through `uni.entry_from_event`) → `ChatService.handle`.
+Replies go out through the service's sender (`send.NoneBotSender`), never through the matcher."""
 
 from __future__ import annotations
 
@@ -9,13 +9,17 @@ import logging
 from typing import Any
 
 from nonebot import get_driver, get_plugin_config, on_message
-from nonebot.adapters.onebot.v11 import Bot, MessageEvent
+from nonebot.adapters import Bot, Event
+from nonebot.adapters.onebot.v11 import MessageEvent as OneBotMessageEvent
 from redis.exceptions import RedisError
 
 from nonebot_plugin_yuiju import frames
 from nonebot_plugin_yuiju.config import Config
 from nonebot_plugin_yuiju.onebot import event_payload, normalize
+from nonebot_plugin_yuiju.platforms import edge_of
 from nonebot_plugin_yuiju.runtime import RUNTIME
+from nonebot_plugin_yuiju.uni import entry_from_event
+from yuiju.message.model import Entry
 from yuiju.message.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -77,28 +81,45 @@ chat = on_message(priority=50, block=False)
 
 
 @chat.handle()
-async def _(bot: Bot, event: MessageEvent) -> None:
+async def _(bot: Bot, event: Event) -> None:
     service = RUNTIME.service
     if service is None or not plugin_config.yuiju_chat_enabled:
         return
+    message_id = "?"
     try:
-        entry = normalize(
-            event_payload(event),
-            self_id=bot.self_id,
-            tz=service.deps.tz,
-            bot_name=service.card.name,
-            max_chars=service.cfg.max_input_chars,
-        )
+        entry: Entry | None
+        if isinstance(event, OneBotMessageEvent):
+            message_id = str(event.message_id)
+            entry = normalize(
+                event_payload(event),
+                self_id=bot.self_id,
+                tz=service.deps.tz,
+                bot_name=service.card.name,
+                max_chars=service.cfg.max_input_chars,
+            )
+        else:
+            entry = await entry_from_event(
+                bot,
+                event,
+                tz=service.deps.tz,
+                bot_name=service.card.name,
+                max_chars=service.cfg.max_input_chars,
+            )
+            message_id = entry.id if entry is not None else message_id
+            if entry is not None and entry.scene == "private":
+                channel = edge_of(bot.adapter.get_name()).direct_channel(event)
+                if channel is not None:
+                    RUNTIME.direct_channels.note(entry.user_id, channel)
         if entry is not None and not await _unless_stopping(service.handle(entry)):
             log.info(
                 "message %s: reply given up, the bot is stopping (the message is recorded)",
-                event.message_id,
+                message_id,
             )
     except (RedisError, OSError) as exc:  # a store that is down is not a bug: no traceback
         FAILURES(
             logging.ERROR,
             "message %s not handled, a store is unavailable: %s: %.200s",
-            event.message_id,
+            message_id,
             type(exc).__name__,
             exc,
         )
@@ -109,7 +130,7 @@ async def _(bot: Bot, event: MessageEvent) -> None:
         FAILURES(
             logging.ERROR,
             "message %s not handled: %s: %.200s",
-            event.message_id,
+            message_id,
             kind,
             exc,
             exc_info=first,

@@ -129,7 +129,7 @@ def segment_text(
     return f"[{seg_type[:20]}]"
 
 
-def _arrival_time(stamp: Any, tz: tzinfo, mid: str) -> datetime:
+def arrival_time(stamp: Any, tz: tzinfo, mid: str) -> datetime:
     """The event's timestamp, or now when it is missing or impossible (logged)."""
     now = datetime.now(tz)
     if isinstance(stamp, datetime) and stamp.tzinfo:
@@ -187,7 +187,7 @@ def normalize(
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         REPORT(logging.INFO, "ignored malformed message event %s: %s", mid, str(exc)[:200])
         return None
-    when = _arrival_time(payload.get("time"), tz, mid)
+    when = arrival_time(payload.get("time"), tz, mid)
 
     names = {"self": bot_name}
     segments: list[Segment] = []
@@ -291,7 +291,7 @@ def retraction(
         mine=self_id is not None and user_id == str(self_id),
         user_id=person(user_id),
         operator_id=operator_id,
-        time=_arrival_time(payload.get("time"), tz, str(mid)[:40]),
+        time=arrival_time(payload.get("time"), tz, str(mid)[:40]),
     )
 
 

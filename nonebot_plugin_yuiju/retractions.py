@@ -21,8 +21,8 @@ from redis.exceptions import RedisError
 from nonebot_plugin_yuiju.config import Config
 from nonebot_plugin_yuiju.matchers import FAILURES
 from nonebot_plugin_yuiju.onebot import retraction
+from nonebot_plugin_yuiju.platforms import platform_of
 from nonebot_plugin_yuiju.runtime import RUNTIME
-from nonebot_plugin_yuiju.send import platform_of
 from yuiju.message.model import Conversation, Retraction
 
 if TYPE_CHECKING:

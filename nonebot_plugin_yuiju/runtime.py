@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nonebot_plugin_yuiju.send import DirectChannels
 from yuiju.message.service import ChatService
 
 
@@ -21,6 +22,8 @@ class Runtime:
     """Builds the service at start-up when `service` is not set."""
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     """Closers run at shutdown (stores, proactive task)."""
+    direct_channels: DirectChannels = field(default_factory=DirectChannels)
+    """Private channels people wrote from (the matchers note them, the sender answers there)."""
     extras: dict[str, Any] = field(default_factory=dict)
 
 

@@ -2,7 +2,7 @@
 to a `Target` with the connected bot of the conversation's platform. Alconna's exporters turn it
 into each adapter's own message (OneBot's ``send_msg`` with segments, Telegram's
 ``sendMessage``, Satori's ``message.create``), so a new platform needs no sending code here, only
-its adapter name in `ADAPTER_PLATFORMS`.
+its edge in `platforms.EDGES`.
 
 Group management (member info, mute) has no universal form: `NoneBotGroups` speaks OneBot v11
 for QQ and says the platform cannot where there is no mapping yet.
@@ -11,9 +11,11 @@ for QQ and says the platform cannot where there is no mapping yet.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from nonebot_plugin_yuiju.platforms import platform_of
 from yuiju.message.channel import SendFailed
 from yuiju.message.model import Conversation, Outgoing, OutSegment, split_id
 
@@ -23,27 +25,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ADAPTER_PLATFORMS = {
-    "OneBot V11": "qq",
-    "Telegram": "tg",
-    "Feishu": "lark",
-    "Discord": "discord",
-    "Console": "term",
-}
-"""NoneBot adapter name → the platform prefix of its people and conversations. (Satori names
-its platform per login: `platform_of` asks the bot.)"""
-
-
-def platform_of(bot: Bot) -> str:
-    """The platform prefix of ``bot``'s people (``qq`` for OneBot v11)."""
-    name = bot.adapter.get_name()
-    if name == "Satori":  # one adapter, many platforms: its login says which
-        platform = str(getattr(bot, "platform", "") or "").lower()
-        return {"qq": "qq", "telegram": "tg", "feishu": "lark", "lark": "lark"}.get(
-            platform, platform or "satori"
-        )
-    return ADAPTER_PLATFORMS.get(name, name.lower().replace(" ", ""))
-
 
 def connected_bots() -> dict[str, Bot]:
     import nonebot
@@ -51,12 +32,38 @@ def connected_bots() -> dict[str, Bot]:
     return nonebot.get_bots()
 
 
+class DirectChannels:
+    """The private channel each person last wrote to her from (``qq:20002`` → ``private:20002``),
+    on platforms that answer there (`platforms.AdapterEdge.direct_channel`): the most recent
+    `LIMIT` people."""
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._channels: OrderedDict[str, str] = OrderedDict()
+
+    def note(self, person: str, channel: str) -> None:
+        self._channels[person] = channel
+        self._channels.move_to_end(person)
+        while len(self._channels) > self.LIMIT:
+            self._channels.popitem(last=False)
+
+    def get(self, person: str) -> str | None:
+        return self._channels.get(person)
+
+
 class NoneBotSender:
     """`message.channel.Sender` over NoneBot's connected bots, through alconna's `UniMessage`."""
 
-    def __init__(self, bots: Callable[[], dict[str, Bot]] = connected_bots) -> None:
+    def __init__(
+        self,
+        bots: Callable[[], dict[str, Bot]] = connected_bots,
+        direct: DirectChannels | None = None,
+    ) -> None:
         self.bots = bots
         """The connected bots (looked up at each send: bots connect and go after start-up)."""
+        self.direct = direct or DirectChannels()
+        """Where a private answer goes on platforms that answer in the channel a message came in."""
 
     def bot_for(self, platform: str) -> Bot:
         for bot in self.bots().values():
@@ -122,14 +129,37 @@ class NoneBotSender:
                 uni.append(At("user", split_id(seg.ref)[1]))
             elif seg.type == "reply" and seg.ref:
                 uni.append(Reply(seg.ref))
-        target = Target(
-            conversation.id, private=conversation.scene == "private", self_id=bot.self_id
+        private = conversation.scene == "private"
+        channel = self.direct.get(f"{conversation.platform}:{conversation.id}") if private else None
+        target = (
+            Target(channel, self_id=bot.self_id)  # that very channel, as a group's is
+            if channel is not None
+            else Target(conversation.id, private=private, self_id=bot.self_id)
         )
         # an image a platform cannot show raises here instead of going out as "[image]开心.png"
         fallback = FallbackStrategy.forbid if images else FallbackStrategy.auto
         receipt = await uni.send(target=target, bot=bot, fallback=fallback)
-        reply = receipt.get_reply(0) if receipt.msg_ids else None
-        return str(reply.id) if reply is not None else None
+        return sent_message_id(receipt)
+
+
+def sent_message_id(receipt: Any) -> str | None:
+    """The id of the message a send delivered, or None: never an error, the message is out.
+
+    alconna reads it from the adapter's answer, but Feishu's answer is ``{"code", "msg",
+    "data": {"message_id", ...}}`` where alconna looks for ``message_id`` at the top (KeyError)."""
+    if not receipt.msg_ids:
+        return None
+    try:
+        reply = receipt.get_reply(0)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError):
+        reply = None
+    if reply is not None:
+        return str(reply.id)
+    answer = receipt.msg_ids[0]
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if isinstance(data, dict) and data.get("message_id"):
+        return str(data["message_id"])
+    return None
 
 
 async def _image(ref: str, *, sticker: bool) -> Image:

@@ -1,24 +1,27 @@
 """Any NoneBot adapter's message → the core's `Entry`, through nonebot-plugin-alconna's universal
-segments: the mapping a new platform uses (OneBot v11 keeps its own, hardened against malformed
-frames, in `onebot`).
+segments: the mapping every platform but OneBot v11 uses (OneBot keeps its own, hardened against
+malformed frames, in `onebot`).
 
-An adapter's matcher turns its event into ``UniMessage.of(event.get_message(), bot=bot)`` plus
-who, where and when (alconna's ``get_target(event, bot)`` gives the conversation, the event the
-sender), and `entry_from_uni` reads the segments the way the core keeps them: text, @ (her or
-someone, @all), faces, images and stickers, a quoted message, files, voice and video; anything else
-as a short marker. People and conversations get the platform's prefix (`send.platform_of`).
+`entry_from_event` reads an event with its adapter's edge (`platforms.AdapterEdge`: the message
+as it arrived, who sent it and when, whether a quote is hers) and alconna (``get_target``: the
+conversation, group or private; ``get_message_id``), then `entry_from_uni` reads the segments the
+way the core keeps them: text, @ (her or someone, @all), faces, images and stickers, a quoted
+message, files, voice and video; anything else as a short marker. People and conversations get
+the platform's prefix (`platforms.platform_of`).
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from collections.abc import Collection
+from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING
 
 from yuiju.message.model import Conversation, Entry, Segment, clean_text
 from yuiju.message.ratelog import RateLimitedLog
 
 if TYPE_CHECKING:
+    from nonebot.adapters import Bot, Event
     from nonebot_plugin_alconna.uniseg import UniMessage
 
 log = logging.getLogger(__name__)
@@ -27,9 +30,16 @@ TRUNCATED_MARK = "…（后面太长，省略了）"
 
 
 def read_segments(
-    uni: UniMessage, *, platform: str, self_id: str, bot_name: str
+    uni: UniMessage,
+    *,
+    platform: str,
+    self_id: str,
+    bot_name: str,
+    her_ids: Collection[str] = (),
 ) -> tuple[list[Segment], bool, str | None]:
-    """``uni`` as the core's segments, whether it @-mentions her, and the quoted message's id."""
+    """``uni`` as the core's segments, whether it @-mentions her (``self_id``, or any of
+    ``her_ids``: how the platform's @ names her), and the quoted message's id."""
+    me = {self_id, *her_ids}
     from nonebot_plugin_alconna.uniseg import (
         At,
         AtAll,
@@ -53,7 +63,7 @@ def read_segments(
         elif isinstance(seg, AtAll):
             segments.append(Segment(type="at", text="@全体成员"))
         elif isinstance(seg, At):
-            if seg.flag == "user" and seg.target == self_id:
+            if seg.flag == "user" and seg.target in me:
                 mentions_me = True
                 segments.append(
                     Segment(type="at", text=f"@{bot_name}", ref=f"{platform}:{self_id}")
@@ -103,11 +113,12 @@ def entry_from_uni(
     bot_name: str = "我",
     reply_to_me: bool = False,
     max_chars: int = 800,
+    her_ids: Collection[str] = (),
 ) -> Entry | None:
     """One message of any adapter as an `Entry`; None (one log line) when nothing is left of it.
     ``user_id`` is the platform's own id (``678``): it gets the ``platform`` prefix here."""
     segments, mentions_me, reply_to = read_segments(
-        uni, platform=platform, self_id=self_id, bot_name=bot_name
+        uni, platform=platform, self_id=self_id, bot_name=bot_name, her_ids=her_ids
     )
     text = "".join(s.text for s in segments).strip()
     if reply_to is not None:
@@ -131,4 +142,46 @@ def entry_from_uni(
         reply_to=reply_to,
         from_bot=user_id == self_id,
         truncated=truncated,
+    )
+
+
+async def entry_from_event(
+    bot: Bot, event: Event, *, tz: tzinfo, bot_name: str, max_chars: int = 800
+) -> Entry | None:
+    """A message event of any adapter but OneBot v11 as an `Entry`; None (one log line) for her
+    own messages echoed back (she records what she sends when she sends it) and for what is no
+    usable message."""
+    from nonebot_plugin_alconna.uniseg import UniMessage, get_message_id, get_target
+
+    from nonebot_plugin_yuiju.onebot import arrival_time
+    from nonebot_plugin_yuiju.platforms import edge_of, platform_of
+
+    edge = edge_of(bot.adapter.get_name())
+    platform = platform_of(bot)
+    user_id, name = edge.sender(event)
+    message_id = get_message_id(event, bot)
+    her_ids = edge.her_ids(bot)
+    if user_id == str(bot.self_id) or user_id in her_ids:
+        REPORT(logging.DEBUG, "message %s is her own, echoed back: not recorded twice", message_id)
+        return None
+    target = get_target(event, bot)
+    conversation = (
+        Conversation.private(f"{platform}:{user_id}")
+        if target.private
+        else Conversation.group(platform, target.id)
+    )
+    uni = await UniMessage.of(edge.message(bot, event), bot=bot).attach_reply(event, bot)
+    return entry_from_uni(
+        uni,
+        platform=platform,
+        conversation=conversation,
+        user_id=user_id,
+        sender_name=name,
+        message_id=message_id,
+        time=arrival_time(edge.sent_at(event), tz, message_id[:40]),
+        self_id=str(bot.self_id),
+        bot_name=bot_name,
+        reply_to_me=edge.reply_to_me(bot, event),
+        max_chars=max_chars,
+        her_ids=her_ids,
     )

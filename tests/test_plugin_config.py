@@ -70,7 +70,11 @@ def test_the_plugin_metadata_follows_nonebot_conventions() -> None:
     meta = __plugin_meta__
     assert meta.name and meta.description and meta.usage
     assert meta.type == "application" and meta.config is Config
-    assert meta.supported_adapters == {"~onebot.v11"}
+    # what it claims is what the end-to-end tests prove: OneBot v11, and each platform's fake
+    from tests.test_platforms_e2e import FAKES
+
+    proven = {"~" + fake.adapter.removeprefix("nonebot.adapters.") for fake in FAKES.values()}
+    assert meta.supported_adapters == {"~onebot.v11", *proven}
     assert Config.model_fields["yuiju_config"].description  # documented where declared
 
 
@@ -90,7 +94,8 @@ async def test_the_plugin_imports_the_offline_embedders_libraries_at_the_apps_st
     monkeypatch.setattr(
         nonebot, "get_plugin_config", lambda _model: Config(yuiju_config=str(config))
     )
-    monkeypatch.setattr(nonebot, "get_driver", lambda: SimpleNamespace(config=host))
+    driver = SimpleNamespace(config=host, _adapters={"OneBot V11": None})  # as get_adapters reads
+    monkeypatch.setattr(nonebot, "get_driver", lambda: driver)
     preloaded: list[Any] = []
     monkeypatch.setattr(yuiju.memory.service, "preload_embedder", preloaded.append)
     monkeypatch.setattr(RUNTIME, "service", None)
@@ -101,3 +106,10 @@ async def test_the_plugin_imports_the_offline_embedders_libraries_at_the_apps_st
 
     assert len(preloaded) == 1 and preloaded[0].memory.enabled
     assert RUNTIME.factory is not None
+
+
+def test_an_app_without_the_onebot_adapter_needs_no_onebot_token() -> None:
+    # a Telegram-only host bot: nobody can connect as the QQ side, so nothing to refuse
+    host = SimpleNamespace(host="0.0.0.0", onebot_access_token=None)
+    assert host_token_problem(host, allow_no_token=False, adapters={"Telegram"}) is None
+    assert host_token_problem(host, allow_no_token=False, adapters={"Telegram", "OneBot V11"})

@@ -8,8 +8,8 @@ of a NoneBot app over its real adapter: events in, API calls out, nothing beyond
 | `TelegramFake` | nonebot-adapter-telegram   | getUpdates long poll, offset confirms     | /bot<token>/... |
 | `FeishuFake`   | nonebot-adapter-feishu     | encrypted, signed callbacks POSTed to the | /open-apis/...  |
 |                |                            | app's webhook /feishu/<app_id>            |                 |
-
-(OneBot v11, a reverse WebSocket the fake dials, is in tests/test_bot_e2e.py.)
+| `OneBotFake`   | nonebot-adapter-onebot v11 | the app's reverse WebSocket, dialled by   | on the same     |
+|                |                            | the fake with its token                   | socket          |
 
 Every fake has the same surface:
 
@@ -43,6 +43,7 @@ it against the real adapter with `echo_plugin` the way tests/test_fakes_satori.p
 from tests.fakes._base import BAD_FRAMES, ApiCall, BadFrame, CallLog, FakePlatform, Person, Sent
 from tests.fakes.app import NoneBotApp, echo_plugin, free_port
 from tests.fakes.feishu import FeishuFake
+from tests.fakes.onebot import OneBotFake
 from tests.fakes.satori import SatoriFake
 from tests.fakes.telegram import TelegramFake
 
@@ -54,6 +55,7 @@ __all__ = [
     "FakePlatform",
     "FeishuFake",
     "NoneBotApp",
+    "OneBotFake",
     "Person",
     "SatoriFake",
     "Sent",

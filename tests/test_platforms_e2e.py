@@ -1,0 +1,288 @@
+"""Her chat on QQ (OneBot v11), Satori, Telegram and Feishu/Lark, end to end: the real `yuiju bot`, started from a
+yuiju.toml section per platform, over the platform's real NoneBot adapter against a fake server on
+loopback (tests/fakes), with the OpenAI-compatible stub as her model. One bot process per platform
+serves every check of this module, in order.
+
+In the fake's group (reply = "name"): an @ of her, a reply to her and her name each get exactly one
+reply; chatter and a reply to someone else get none; a whitelisted private chat is answered, another
+is not; an admin's command is answered without the model; a shareable moment becomes one post in
+the group; bad frames cost nothing and the next mention is answered; Ctrl-C stops her cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+import redis.asyncio as aioredis
+
+from tests.fakes import (
+    BAD_FRAMES,
+    FeishuFake,
+    NoneBotApp,
+    OneBotFake,
+    SatoriFake,
+    Sent,
+    TelegramFake,
+    free_port,
+)
+from tests.openai_stub import OpenAIStub
+from tests.yuiju_e2e import (
+    CHAT_REPLY,
+    PROACTIVE_POST,
+    YuijuOverFake,
+    her_model,
+    our_tracebacks,
+    setup_of,
+    write_config,
+    yuiju_over,
+)
+from yuiju.message.proactive import consumer_group
+from yuiju.storage.keys import Keys
+
+pytestmark = pytest.mark.slow
+
+FAKES = {
+    "onebot": OneBotFake,
+    "satori": SatoriFake,
+    "telegram": TelegramFake,
+    "feishu": FeishuFake,
+}
+FIRST_REPLY = 20.0
+"""How long the first reply to a message may take (a loaded machine; Telegram's poll after a bad
+frame waits 5 s in the adapter)."""
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[OpenAIStub]:
+    with OpenAIStub(handler=her_model) as running:
+        yield running
+
+
+@pytest.fixture(scope="module", params=list(FAKES))
+async def bot(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    stub: OpenAIStub,
+    redis_url: str,
+) -> AsyncIterator[YuijuOverFake]:
+    name = request.param
+    prefix = f"e2e{name}"
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    for key in [k async for k in client.scan_iter(f"{prefix}:*")]:
+        await client.delete(key)
+    await client.aclose()
+    workdir = tmp_path_factory.mktemp(f"yuiju-{name}")
+    async with (
+        FAKES[name]() as fake,
+        yuiju_over(fake, workdir, stub=stub, redis_url=redis_url, prefix=prefix) as running,
+    ):
+        yield running
+
+
+async def replies(bot: YuijuOverFake, *, first_within: float = FIRST_REPLY) -> list[Sent]:
+    """What she sent since the last look, once she has been quiet for a second."""
+    return await bot.fake.sent_until_quiet(0.7, first_within=first_within)
+
+
+def in_group(bot: YuijuOverFake, sent: list[Sent]) -> list[tuple[str, str]]:
+    return [(s.chat, s.text) for s in sent]
+
+
+async def test_a_mention_in_the_group_gets_exactly_one_reply(bot: YuijuOverFake) -> None:
+    asked = len(bot.stub.requests)
+    await bot.fake.send_group_message("在吗", user=bot.setup.user, mention_bot=True)
+    sent = await replies(bot)
+    assert in_group(bot, sent) == [(bot.setup.group, CHAT_REPLY)], bot.tail()
+    [request] = bot.stub.requests[asked:]
+    said = request["messages"][-1]["content"]
+    expected_name = bot.setup.user.id if isinstance(bot.fake, FeishuFake) else bot.setup.user.name
+    assert f'<msg from="{expected_name}" id="{bot.setup.person(bot.setup.user)}"' in said, said
+    assert "在吗" in said
+
+
+async def test_a_picture_with_a_mention_reads_as_a_picture_she_was_called_to(
+    bot: YuijuOverFake,
+) -> None:
+    # Feishu sends this as a rich-text post, Telegram as a photo with a caption
+    asked = len(bot.stub.requests)
+    await bot.fake.send_group_message("看我拍的", user=bot.setup.user, mention_bot=True, image=True)
+    assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], bot.tail()
+    [request] = bot.stub.requests[asked:]
+    said = request["messages"][-1]["content"].rsplit("<msg ", 1)[-1]
+    assert "看我拍的" in said and "[图片]" in said and "@悠酱" in said, said
+
+
+async def test_chatter_in_the_group_gets_no_reply(bot: YuijuOverFake) -> None:
+    await bot.fake.send_group_message("今天吃什么", user=bot.setup.user)
+    assert await replies(bot, first_within=2.0) == []
+
+
+async def test_a_reply_to_her_is_answered_and_a_reply_to_someone_else_is_not(
+    bot: YuijuOverFake,
+) -> None:
+    await bot.fake.send_group_message("在吗", user=bot.setup.user, mention_bot=True)
+    [hers] = await replies(bot)
+    await bot.fake.send_group_message("真的吗", user=bot.setup.user, reply_to=hers.message_id)
+    assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], bot.tail()
+
+    theirs = await bot.fake.send_group_message("我去超市", user=bot.setup.other)
+    await bot.fake.send_group_message("带瓶水", user=bot.setup.user, reply_to=theirs)
+    assert await replies(bot, first_within=2.0) == [], bot.tail()
+
+
+async def test_her_name_calls_her_in_the_group(bot: YuijuOverFake) -> None:
+    await bot.fake.send_group_message("悠酱今天去哪了", user=bot.setup.other)
+    assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], bot.tail()
+
+
+async def test_a_private_message_is_answered_only_from_the_whitelist(bot: YuijuOverFake) -> None:
+    before = len(bot.fake.calls.all)
+    await bot.fake.send_private_message("你好", user=bot.setup.user)
+    [sent] = await replies(bot)
+    assert sent.text == CHAT_REPLY and sent.chat != bot.setup.group, bot.tail()
+    assert bot.setup.user.id in sent.chat  # her private chat with that person
+    # she answers in the channel the message came from (a Satori server need not open one)
+    assert "user.channel.create" not in [c.name for c in bot.fake.calls.all[before:]]
+
+    await bot.fake.send_private_message("你好", user=bot.setup.other)
+    assert await replies(bot, first_within=2.0) == []
+
+
+async def test_an_admin_command_from_a_platform_admin_is_answered(bot: YuijuOverFake) -> None:
+    asked = len(bot.stub.requests)
+    await bot.fake.send_group_message("/status", user=bot.setup.admin, mention_bot=True)
+    sent = await replies(bot)
+    assert sent and all(s.chat == bot.setup.group for s in sent), bot.tail()
+    assert "模式 CHAT" in "\n".join(s.text for s in sent), bot.stub.requests[-1]["messages"][-1][
+        "content"
+    ][-600:]
+    assert len(bot.stub.requests) == asked  # a command, not a turn of the model
+
+    if isinstance(bot.fake, TelegramFake):  # a group command as Telegram clients write it
+        await bot.fake.send_group_message(f"/status@{bot.fake.username}", user=bot.setup.admin)
+        assert "模式 CHAT" in "\n".join(s.text for s in await replies(bot)), bot.tail()
+
+    # the same words from someone who is no admin are a message to her, not a command
+    await bot.fake.send_group_message("/status", user=bot.setup.user, mention_bot=True)
+    assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)]
+
+
+async def test_a_shareable_moment_becomes_one_post_in_the_group(
+    bot: YuijuOverFake, redis_url: str
+) -> None:
+    redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    events = Keys(bot.prefix).events
+    try:
+        for _ in range(100):  # her proactive posts start reading the stream at its end
+            groups: list[Any] = []
+            if await redis.exists(events):
+                groups = await redis.xinfo_groups(events)
+            if any(g["name"] == consumer_group("yuiju") for g in groups):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail(f"her proactive posts never started:\n{bot.tail()}")
+        await redis.xadd(
+            events,
+            {
+                "type": "action_completed",
+                "character_id": "yuiju",
+                "time": datetime.now(ZoneInfo("Asia/Shanghai")).isoformat(),
+                "data": json.dumps(
+                    {
+                        "episode_id": f"bhv_{bot.prefix}",
+                        "action": "walk_in_park",
+                        "name": "在公园散步",
+                        "summary": "yuiju在南风公园散步，用了30分钟",
+                        "share": True,
+                    },
+                    ensure_ascii=False,
+                ),
+            },
+        )
+    finally:
+        await redis.aclose()
+    assert in_group(bot, await replies(bot)) == [(bot.setup.group, PROACTIVE_POST)], bot.tail()
+
+
+async def test_bad_frames_never_stop_her_and_the_next_mention_is_answered(
+    bot: YuijuOverFake,
+) -> None:
+    # a mention first: Satori resumes a dropped connection from the last event the app saw
+    await bot.fake.send_group_message("在吗", user=bot.setup.user, mention_bot=True)
+    await replies(bot)
+    for kind in BAD_FRAMES:
+        await bot.fake.send_bad_frame(kind)
+        await bot.fake.send_group_message(
+            f"还在吗（{kind}）", user=bot.setup.user, mention_bot=True
+        )
+        assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], (
+            f"after a {kind} frame:\n{bot.tail()}"
+        )
+    assert "not handled" not in bot.log()
+
+
+async def test_ctrl_c_stops_her_cleanly(bot: YuijuOverFake) -> None:
+    assert await bot.stop() == 0, bot.tail()
+    # the adapters log a frame they cannot decode with its traceback; none may end in her code
+    assert our_tracebacks(bot.log()) == [], bot.tail()
+
+
+async def test_yuiju_run_starts_the_platforms_switched_on_next_to_her_life(
+    tmp_path: Path, stub: OpenAIStub, redis_url: str
+) -> None:
+    async with (
+        SatoriFake() as fake,
+        yuiju_over(
+            fake, tmp_path, stub=stub, redis_url=redis_url, prefix="e2erun", command="run"
+        ) as running,
+    ):
+        await fake.send_group_message("在吗", user=running.setup.user, mention_bot=True)
+        assert in_group(running, await replies(running)) == [(running.setup.group, CHAT_REPLY)]
+        assert f"Satori: connecting to ws://127.0.0.1:{fake.port}/v1/events" in running.log()
+        assert "QQ 机器人" not in running.log()  # OneBot is off: no reverse WebSocket offered
+        assert await running.stop() == 0, running.tail()
+    assert "yuiju stopped" in running.log() and our_tracebacks(running.log()) == []
+
+
+HOST_PLUGIN = """
+import nonebot
+
+nonebot.require("nonebot_plugin_yuiju")
+"""
+
+
+async def test_in_a_host_bot_with_only_telegram_she_chats_on_the_hosts_own_adapter(
+    tmp_path: Path, stub: OpenAIStub, redis_url: str
+) -> None:
+    # someone's NoneBot app: its own TELEGRAM_BOTS setting, no OneBot adapter and so no
+    # ONEBOT_ACCESS_TOKEN; her yuiju.toml names the group, the model and the stores
+    async with TelegramFake() as fake:
+        setup = setup_of(fake)
+        config = write_config(
+            tmp_path / "her",
+            setup,
+            stub=stub,
+            redis_url=redis_url,
+            prefix="e2ehost",
+            port=free_port(),
+            extra_toml="",
+        )
+        app = NoneBotApp(tmp_path / "host", fake, HOST_PLUGIN, config={"yuiju_config": str(config)})
+        async with app:
+            await fake.wait_connected(60)
+            await fake.calls_until_quiet(0.5)
+            await fake.send_group_message("在吗", user=setup.user, mention_bot=True)
+            sent = await fake.sent_until_quiet(0.7, first_within=FIRST_REPLY)
+            assert [(s.chat, s.text) for s in sent] == [(setup.group, CHAT_REPLY)], app.log()[
+                -3000:
+            ]
+    assert "yuiju chat starts with this NoneBot app" in app.log()
+    assert our_tracebacks(app.log()) == []
