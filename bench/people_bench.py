@@ -173,10 +173,14 @@ class Record:
     def met(self, who: str, span: Span, place: str | None, actions: frozenset[str]) -> bool:
         """Whether she met ``who`` in ``span`` (at ``place`` and doing one of ``actions``, when
         the statement names them)."""
-        for m in self.meetings:
-            if m.other == who and span.start <= m.start < span.end:
-                if (place is None or m.place == place) and (not actions or m.action in actions):
-                    return True
+        if any(
+            m.other == who
+            and span.start <= m.start < span.end
+            and place in (None, m.place)
+            and (not actions or m.action in actions)
+            for m in self.meetings
+        ):
+            return True
         return any(
             v.person == who and span.start <= v.at < span.end and place in (None, v.place)
             for v in self.visits
@@ -186,11 +190,11 @@ class Record:
         """Whether ``who`` said ``content`` to her in ``span``: a line of theirs in a meeting, or
         news they told her."""
         want = bare(content)
-        for m in self.meetings:
-            if m.other == who and span.start <= m.start < span.end:
-                if any(want in bare(line) for line in m.lines):
-                    return True
-        return self.told_her(who, content, span)
+        return any(
+            m.other == who and span.start <= m.start < span.end and want in bare(line)
+            for m in self.meetings
+            for line in m.lines
+        ) or self.told_her(who, content, span)
 
     def told_her(self, who: str, text: str, span: Span) -> bool:
         return any(
@@ -303,8 +307,13 @@ class Mix:
         rng: random.Random,
         fault_rate: float,
         called: Sequence[str] = (),
+        *,
+        held_out: bool = False,
     ) -> None:
         self.record = record
+        self.held_out = held_out
+        """Write in the phrasings kept out of development (added after the check was fixed
+        against the others, measured as they came)."""
         self.called = tuple(called)
         """Her own name and nicknames (a line that starts with one speaks to her)."""
         self.names = names
@@ -374,9 +383,14 @@ class Mix:
         self, who: str, span: Span, place: str | None, action: str | None, fault: str | None
     ) -> Statement:
         n, d = self.names[who], span.word
-        frames = ["见到", "碰到"] if action is None else ["和在", "和", "来找我", "见到", "碰到"]
-        if action is not None and who in CHARACTERS and action not in ("greet", "invite"):
-            frames.append("跟一起")
+        if self.held_out:
+            frames = ["看到", "遇见"] if action is None else ["和我", "见了一面", "遇见"]
+        else:
+            frames = (
+                ["见到", "碰到"] if action is None else ["和在", "和", "来找我", "见到", "碰到"]
+            )
+            if action is not None and who in CHARACTERS and action not in ("greet", "invite"):
+                frames.append("跟一起")
         frame = self.rng.choice(frames)
         where = f"在{place}" if place else ""
         did, came = DOING[action] if action else ("", "")
@@ -387,10 +401,14 @@ class Mix:
             "和": f"{d}和{n}{did}。",
             "来找我": f"{n}{d}来找我{came}了。",
             "跟一起": f"我{d}跟{n}{did}。",
+            "看到": f"{d}看到{n}了。",
+            "遇见": f"{d}{where}遇见{n}了。",
+            "和我": f"{n}{d}和我{did}。",
+            "见了一面": f"{d}跟{n}见了一面。",
         }[frame]
-        claims_place = place if frame in ("碰到", "和在") else None
-        claims_doing = frozenset()
-        if action is not None and frame in ("和在", "和", "来找我", "跟一起"):
+        claims_place = place if frame in ("碰到", "和在", "遇见") else None
+        claims_doing: frozenset[str] = frozenset()
+        if action is not None and frame in ("和在", "和", "来找我", "跟一起", "和我"):
             claims_doing = SAME_DOING.get(action, frozenset({action}))
         return Statement(
             text, "met", who, span, fault, frame, place=claims_place, actions=claims_doing
@@ -406,11 +424,15 @@ class Mix:
 
     def denial(self, who: str, span: Span, fault: str | None) -> Statement:
         n, d = self.names[who], span.word
-        frame = self.rng.choice(["没见到", "没碰到", "没和见面"])
+        frame = self.rng.choice(
+            ["一直没看到", "都没遇见"] if self.held_out else ["没见到", "没碰到", "没和见面"]
+        )
         text = {
             "没见到": f"{d}没见到{n}。",
             "没碰到": f"{d}没碰到{n}呢。",
             "没和见面": f"{d}没和{n}见面。",
+            "一直没看到": f"{d}一直没看到{n}。",
+            "都没遇见": f"{d}都没遇见{n}呀。",
         }[frame]
         return Statement(text, "not_met", who, span, fault, frame)
 
@@ -432,17 +454,21 @@ class Mix:
 
     def saying(self, who: str, span: Span, line: str, fault: str | None) -> Statement:
         n, d = self.names[who], span.word
-        frames = ["跟我说「」", "对我说：「」"]
-        if "你" not in line and not any(line.startswith(x) for x in self.called):
-            frames += ["说", "告诉我"]  # reported speech, where no vocative or 你 needs turning
+        frames = ["还说：「」"] if self.held_out else ["跟我说「」", "对我说：「」"]
+        if not re.search("你|说", line) and not line.startswith(self.called):
+            # reported speech, for lines with no vocative or 你 to turn and nobody quoted in them
+            frames += ["提到", "听讲"] if self.held_out else ["说", "告诉我"]
         frame = self.rng.choice(frames)
-        if frame in ("跟我说「」", "对我说：「」"):
-            text = (
-                f"{n}{d}跟我说「{line}」" if frame == "跟我说「」" else f"{d}{n}对我说：「{line}」"
-            )
-        else:
-            said = line.replace("我", self.pronoun(who)).rstrip("。！!～~")
-            text = f"{n}{d}说{said}。" if frame == "说" else f"{n}{d}告诉我{said}。"
+        said = line.replace("我", self.pronoun(who)).rstrip("。！!～~")
+        text = {
+            "跟我说「」": f"{n}{d}跟我说「{line}」",
+            "对我说：「」": f"{d}{n}对我说：「{line}」",
+            "说": f"{n}{d}说{said}。",
+            "告诉我": f"{n}{d}告诉我{said}。",
+            "还说：「」": f"{n}{d}还说：「{line}」",
+            "提到": f"{n}{d}提到{said}。",
+            "听讲": f"{d}听{n}讲{said}。",
+        }[frame]
         return Statement(text, "said", who, span, fault, frame, content=line)
 
     def news(self, who: str | None) -> Statement | None:
@@ -455,12 +481,19 @@ class Mix:
     def telling(self, teller: str, text: str, fault: str | None) -> Statement:
         n = self.names.get(teller, teller)
         content = text.replace(n, self.pronoun(teller), 1) if text.startswith(n) else text
-        frame = self.rng.choice(["告诉我", "听说", "跟我说", "是告诉我的"])
+        frame = self.rng.choice(
+            ["是跟我说的", "和我提过", "跟我讲"]
+            if self.held_out
+            else ["告诉我", "听说", "跟我说", "是告诉我的"]
+        )
         said = {
             "告诉我": f"{n}告诉我{content}。",
             "听说": f"听{n}说{content}。",
             "跟我说": f"{n}跟我说{content}。",
             "是告诉我的": f"是{n}告诉我的，{self.pronoun(teller)}说{content}。",
+            "是跟我说的": f"{text}，是{n}跟我说的。",
+            "和我提过": f"{n}和我提过{content}。",
+            "跟我讲": f"{n}跟我讲{content}。",
         }[frame]
         return Statement(
             said, "news", teller, Span(self.window, self.now, ""), fault, frame, content=text
@@ -504,11 +537,16 @@ class Mix:
         span = self.day_span(day) if day is not None else self.lately()
         content = self.pronoun(who) + self.rng.choice(NEVER_SAID)
         n, d = self.names[who], span.word
-        frame = self.rng.choice(["说", "告诉我", "跟我说「」"])
+        frame = self.rng.choice(
+            ["提到", "还说：「」", "听讲"] if self.held_out else ["说", "告诉我", "跟我说「」"]
+        )
         text = {
             "说": f"{n}{d}说{content}。",
             "告诉我": f"{n}{d}告诉我{content}。",
             "跟我说「」": f"{n}{d}跟我说「我{content[1:]}」",
+            "提到": f"{n}{d}提到{content}。",
+            "还说：「」": f"{n}{d}还说：「我{content[1:]}」",
+            "听讲": f"{d}听{n}讲{content}。",
         }[frame]
         return Statement(text, "said", who, span, "never_said", frame, content=content[1:])
 
@@ -623,6 +661,18 @@ def questions(
             out.append((q, Topic("day", who, day)))
     return out
 
+
+RUNS: tuple[tuple[str, bool, float | None, bool], ...] = (
+    # label, grounding on, fault rate (None: --fault-rate), held-out phrasings
+    ("grounded", True, None, False),
+    ("control", True, 0.0, False),
+    ("ungrounded", False, None, False),
+    ("held_out", True, None, True),
+    ("held_out_control", True, 0.0, True),
+)
+"""The runs for each seed and character. The held-out phrasings were written after the check
+was fixed against the others and are measured as they came: how the check does on wordings it
+was not tuned to."""
 
 # -- one run -------------------------------------------------------------------------------
 
@@ -747,7 +797,7 @@ def tally_turn(drafts: Sequence[Draft], replies: Sequence[str], record: Record) 
                 t.sent_false += not true
                 if not true:
                     t.faults_sent[s.fault or "drawn_true"] += 1
-                    t.slipped.append(f"[{s.fault}/{s.frame}] {s.text}")
+                    t.slipped.append(f"[{s.fault}/{s.frame}] {s.text} (in: {d.text})")
             elif not true:
                 t.caught_false += 1
         if not went and verdicts:
@@ -788,23 +838,18 @@ async def ask(
     seed: int,
     fault_rate: float,
     n: int,
+    held_out: bool = False,
 ) -> Tally:
     """Ask ``character`` ``n`` questions through the chat pipeline on the week's stores."""
-    base = f"{seed}:{character}:{fault_rate}"
+    base = f"{seed}:{character}:{fault_rate}:{held_out}"
     card = load_card(character)
     called = (card.name, *card.nicknames)
-    script = Script(
-        Mix(record, names, now, window, random.Random(f"first:{base}"), fault_rate, called),
-        Mix(
-            record,
-            names,
-            now,
-            window,
-            random.Random(f"again:{base}:{grounded}"),
-            fault_rate,
-            called,
-        ),
-    )
+
+    def mix(stream: str) -> Mix:
+        rng = random.Random(f"{stream}:{base}")
+        return Mix(record, names, now, window, rng, fault_rate, called, held_out=held_out)
+
+    script = Script(mix("first"), mix(f"again:{grounded}"))
     on_stop: list[Any] = []
     service = await build_service(
         cfg.model_copy(update={"chat": cfg.chat.model_copy(update={"character_id": character})}),
@@ -877,11 +922,7 @@ async def one_seed(seed: int, days: int, n: int, fault_rate: float, tmp: Path) -
             record = await Record.read(history, character, window, now)
             names = {c: load_card(c).name for c in CHARACTERS if c != character}
             names[XIAOLIN["id"]] = XIAOLIN["name"]
-            for label, grounded, rate in (
-                ("grounded", True, fault_rate),
-                ("control", True, 0.0),
-                ("ungrounded", False, fault_rate),
-            ):
+            for label, grounded, rate, held_out in RUNS:
                 runs.setdefault(label, {})[character] = await ask(
                     cfg,
                     character=character,
@@ -893,8 +934,9 @@ async def one_seed(seed: int, days: int, n: int, fault_rate: float, tmp: Path) -
                     now=now,
                     window=window,
                     seed=seed,
-                    fault_rate=rate,
+                    fault_rate=fault_rate if rate is None else rate,
                     n=n,
+                    held_out=held_out,
                 )
     finally:
         await handle.aclose()
@@ -927,6 +969,8 @@ def table(rows: dict[str, dict[str, Any]], fault_rate: float) -> str:
         "grounded": f"grounding on, {fault_rate:.0%} false",
         "control": "grounding on, 0% false (control)",
         "ungrounded": f"grounding off, {fault_rate:.0%} false",
+        "held_out": f"held-out phrasings, grounding on, {fault_rate:.0%} false",
+        "held_out_control": "held-out phrasings, grounding on, 0% false",
     }
     for label, r in rows.items():
         d = r["statements_drafted"]
@@ -942,15 +986,18 @@ def table(rows: dict[str, dict[str, Any]], fault_rate: float) -> str:
     return "\n".join(lines)
 
 
-def fault_table(grounded: dict[str, Any], ungrounded: dict[str, Any]) -> str:
+def fault_table(rows: dict[str, dict[str, Any]]) -> str:
+    on, off, held = rows["grounded"], rows["ungrounded"], rows["held_out"]
     lines = [
-        "| false kind | drafted | sent, grounding on | sent, grounding off |",
-        "|---|---|---|---|",
+        "| false kind | drafted | sent, grounding on | sent, grounding off "
+        "| held-out phrasings: drafted | sent |",
+        "|---|---|---|---|---|---|",
     ]
     for kind in FAULTS:
         lines.append(
-            f"| {kind} | {grounded['faults_drafted'].get(kind, 0)} | "
-            f"{grounded['faults_sent'].get(kind, 0)} | {ungrounded['faults_sent'].get(kind, 0)} |"
+            f"| {kind} | {on['faults_drafted'].get(kind, 0)} | {on['faults_sent'].get(kind, 0)} | "
+            f"{off['faults_sent'].get(kind, 0)} | {held['faults_drafted'].get(kind, 0)} | "
+            f"{held['faults_sent'].get(kind, 0)} |"
         )
     return "\n".join(lines)
 
@@ -983,8 +1030,8 @@ async def main() -> int:
     rows = {label: t.row() for label, t in totals.items()}
     print(table(rows, args.fault_rate))
     print()
-    print(fault_table(rows["grounded"], rows["ungrounded"]))
-    for label in ("grounded", "control"):
+    print(fault_table(rows))
+    for label in ("grounded", "control", "held_out", "held_out_control"):
         for example in rows[label]["slipped_examples"]:
             print(f"slipped ({label}): {example}")
         for example in rows[label]["over_blocked_examples"]:
