@@ -1,20 +1,24 @@
 """The grounding check for people: what she says about meeting someone, or about what someone
 said, must be in her record.
 
-Claims are read sentence by sentence around the names she knows — the other characters of her
-town (their cards' names and nicknames) and the people from chat she has a relation to:
+Claims are read clause by clause around the names she knows — the other characters of her
+town (their cards' names and nicknames), the people from chat she has a relation to, and whoever
+her news names:
 
-- **met**: 见到/遇到/碰到了枫, 和枫一起吃了午饭, 枫来找我 — on the day the sentence names (昨天,
-  上周, 今天…), or lately (the last `RECENT_DAYS`) when it names none but says it happened (了/过).
-  True when her conversation episodes with that character fall in that time
-  (`EpisodeRepo.conversations`); with a person from chat, when she kept an appointment with them
-  then. "昨天没见到枫" is checked the other way round.
-- **said**: 枫说…, 听枫说…, 悠酱告诉我… — true when what follows matches (by its words) news she
-  heard from or through them (`world.social.heard_from`), a conversation with them (what they
-  said in it, what they passed on), or, for a person from chat, their messages in her record.
+- **met**: 见到/遇到/碰到了枫, 和枫一起吃了午饭, 和千夏在神社打了个招呼, 枫昨天来找我 — on the
+  day the clause names (昨天, 上周, 周六, 9月5号, 今天…), or lately (the last `RECENT_DAYS`) when
+  it names none but says it happened (了/过). True when her conversation episodes with that
+  character fall in that time (`EpisodeRepo.conversations`); with a person from chat, when she
+  kept an appointment with them then. "昨天没见到枫" is checked the other way round.
+- **said**: 枫说…, 听枫说…, 悠酱前天告诉我…, 千夏对我说：「…」 — true when what follows (the
+  quote, when there is one) matches by its words news she heard from them, a conversation with
+  them (what they said in it, what they passed on), or, for a person from chat, their messages
+  in her record. Said to her (跟我说, 告诉我, 听…说) needs them to have told her; plain 小林说 is
+  also borne out by news 小林 started that reached her through someone else.
 
-Wishes, plans, questions, other people's doings and habits are not claims. A mismatch goes back
-to the model once with her record of that person, like the check of her day.
+Wishes, plans, questions, other people's doings and habits are not claims, nor are names and
+times inside someone's quoted words. A mismatch goes back to the model once with her record of
+that person, like the check of her day.
 """
 
 from __future__ import annotations
@@ -41,21 +45,40 @@ MATCH_SHARE = 0.5
 PEOPLE_UNSURE_LINE = "这个我记不太清了，不乱说啦～"
 """Said when a revised answer still claims about someone what her record does not show."""
 
-_SENTENCES = re.compile(r"[^。！？!?\n]+[。！？!?\n]*")
+_QUOTE = r"「[^」\n]*」|“[^”\n]*”|『[^』\n]*』"
+_SENTENCES = re.compile(rf"(?:{_QUOTE}|[^。！？!?\n])+[。！？!?\n]*")
+"""Sentences, a quote kept whole ("她说「好呀！」" is one)."""
+_QUOTED = re.compile(_QUOTE)
+_WEEKDAYS = "一二三四五六日天"
+_WHEN = (
+    r"(?:今天|今早|今晚|昨天|昨晚|大前天|前天|前几天|这几天|最近|刚才|刚刚|之前|那天|"
+    rf"(?:上|这)?(?:个)?(?:周|星期|礼拜)[{_WEEKDAYS}]?|\d{{1,2}}月\d{{1,2}}[日号]|"
+    r"早上|上午|中午|下午|傍晚|晚上)"
+)
+"""A time said between a name and what they did or said (枫昨天来找我, 千夏周六跟我说)."""
+_ADVERB = r"(?:也|还|就|都|又|曾经)"
 _MEET_BEFORE = re.compile(r"(?:见到|遇到|碰到|碰见|遇见|见了|见过|遇上)了?\s*$")
 _WITH_BEFORE = re.compile(r"(?:和|跟|与|同)\s*$")
 _WITH_AFTER = re.compile(
-    r"^(?:一起|一块儿?)?[^，,。！？!?]{0,6}?(?:聊|吃|散步|散了|学习|自习|玩|逛|见面|见了|喝|钓|走|去|待|坐)"
+    r"^(?:一起|一块儿?)?[^，,。！？!?]{0,10}?"
+    r"(?:聊|吃|散步|散了|学习|自习|玩|逛|见面|见了|喝|钓|走|去|待|坐|打(?:了个?)?招呼)"
 )
-_COMES = re.compile(r"^(?:来|过来)?找(?:了)?我")
+_COMES = re.compile(rf"^(?:{_ADVERB}|{_WHEN})*(?:来|过来)?找(?:了)?我")
 _SAY_AFTER = re.compile(
-    r"^(?:也|还|就|都|又|之前|刚才|昨天|那天)?(?:跟我|和我|对我)?(?:说(?![得的])|告诉我|讲)(?:过|了)?[：:，,\s]*"
+    rf"^(?:{_ADVERB}|{_WHEN})*(?P<to_me>跟我|和我|对我)?"
+    r"(?:说(?![得的])|(?P<told>告诉我)|讲)(?:过|了)?[：:，,\s]*"
 )
 _ONE_CHAR_NAME_END = re.compile(
-    r"^(?:$|[了啦呀吧呢啊，,。！!？?~～\s]|一起|一块|来|说|告诉|和|跟|在|聊|吃|玩|散|学|去|找)"
+    r"^(?:$|[了啦呀吧呢啊，,。！!？?~～\s]|一起|一块|来|说|告诉|和|跟|对|在|聊|吃|玩|散|学|去|找|见"
+    rf"|打(?:了个?)?招呼|{_ADVERB}|没|{_WHEN})"
 )
 """What may follow a one-character name (枫) for it to be her and not a word (枫叶, 枫树)."""
 _HEARD_BEFORE = re.compile(r"听\s*$")
+_TO_THEM = re.compile(r"(?:跟|和|对|给|向)\s*$")
+"""Before a name and 说: she is the one speaking (我跟枫说了…)."""
+_WEEKDAY = re.compile(
+    rf"(?P<which>上|这|下)?(?:个)?(?:周|星期|礼拜)(?P<day>[{_WEEKDAYS}])(?![起直样些定])"
+)
 _WISH = re.compile(
     r"想|要|打算|准备|计划|如果|将来|以后|待会|等会|等下|下次|改天|希望|明天|后天|下周"
 )
@@ -96,18 +119,24 @@ class PeopleClaim:
     day: str
     """How the time reads for the feedback (昨天, 最近)."""
     negated: bool = False
+    to_me: bool = False
+    """For ``said``: she says they told her (跟我说, 告诉我, 听…说), not only that they said it:
+    news she had through someone else does not back it."""
 
 
 def known_people(
     neighbours: Mapping[str, Sequence[str]], char: CharacterState | None
 ) -> dict[str, Someone]:
     """Every name that makes a claim about someone: the town's characters (``neighbours``: id →
-    name and nicknames) and whoever she has a relation to (characters and people from chat)."""
+    name and nicknames), whoever she has a relation to (characters and people from chat) and
+    whoever her news names (who said it first, who told her, whom it is about)."""
     out: dict[str, Someone] = {}
     if char is not None:
-        for relation in char.social.relations.values():
-            party = relation.party
-            if len(party.name) >= 2 or party.kind == "character":
+        parties = [r.party for r in char.social.relations.values()]
+        for n in char.social.news:
+            parties += [p for p in (n.origin, n.source, n.about) if p is not None]
+        for party in parties:
+            if party.id != char.id and (len(party.name) >= 2 or party.kind == "character"):
                 out.setdefault(party.name, Someone(party.kind, party.id, party.name))
     for cid, names in neighbours.items():
         if not names:
@@ -141,14 +170,18 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
     pattern = re.compile("|".join(re.escape(n) for n in names))
     out: list[PeopleClaim] = []
     for sentence in _SENTENCES.findall(answer):
-        if "？" in sentence or "?" in sentence or sentence.rstrip("。！!…~～ \n").endswith("吗"):
-            continue
+        quotes = [q.span() for q in _QUOTED.finditer(sentence)]
         for m in pattern.finditer(sentence):
+            if any(a < m.start() < b for a, b in quotes):
+                continue  # a name in someone's words: their claim, not hers
             who = people[m.group(0)]
             before, after = sentence[: m.start()], sentence[m.end() :]
             if len(m.group(0)) == 1 and not _ONE_CHAR_NAME_END.match(after):
                 continue
-            clause_before = re.split(r"[，,；;]", before)[-1]
+            # a clause ends at a comma, and where someone's quoted words end
+            clause_before = re.split(r"[，,；;」”』]", before)[-1]
+            if _asks(clause_before + m.group(0) + _rest_of_clause(after)):
+                continue
             if _WISH.search(clause_before) or _HABIT.search(clause_before):
                 continue
             if (_OTHERS.search(clause_before) or pattern.search(clause_before)) and (
@@ -156,14 +189,22 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
             ):
                 continue  # someone else's meeting (千夏和枫…, 他见到枫…)
             said = _SAY_AFTER.match(after)
-            if said is not None or _HEARD_BEFORE.search(before):
+            heard = _HEARD_BEFORE.search(before) is not None
+            if said is not None or heard:
+                if said is not None and _TO_THEM.search(clause_before):
+                    continue  # 我跟枫说…: what she said to them
                 content = after[said.end() :] if said is not None else after
-                content = content.strip(" ：:，,。！!~～")
+                quoted = _QUOTED.match(content)
+                content = quoted.group(0)[1:-1] if quoted else content.strip(" ：:，,。！!~～")
                 if not words(content):
                     continue  # 枫说得对, 小林说呢: no saying to check
-                span = _span(clause_before + after[: said.end() if said else 0], now, SAID_DAYS)
+                when = _QUOTED.sub("", clause_before + after[: said.end() if said else 0])
+                span = _span(when, now, SAID_DAYS)
+                to_me = heard or (said is not None and bool(said["to_me"] or said["told"]))
                 if span is not None and not _NEGATION.search(clause_before[-3:]):
-                    out.append(PeopleClaim(who, "said", sentence.strip(), content, *span))
+                    out.append(
+                        PeopleClaim(who, "said", sentence.strip(), content, *span, to_me=to_me)
+                    )
                 continue
             met = (
                 _MEET_BEFORE.search(clause_before)
@@ -175,7 +216,8 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
             clause = clause_before + m.group(0) + re.split(r"[，,；;。！!]", after)[0]
             if _WISH.search(clause):
                 continue
-            span = _span(clause, now, RECENT_DAYS, need_done=not _TODAY.search(clause))
+            when = _QUOTED.sub("", clause)  # a time in someone's words is not when it happened
+            span = _span(when, now, RECENT_DAYS, need_done=not _TODAY.search(when))
             if span is None:
                 continue
             negated = bool(_NEGATION.search(clause_before))
@@ -183,11 +225,32 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
     return out
 
 
+def _rest_of_clause(after: str) -> str:
+    """What follows a name up to the end of its clause: the next comma, or the end of a quote
+    opened before it (她说「好呀，走吧！」 is one clause)."""
+    quote = _QUOTED.search(after)
+    comma = re.search(r"[，,；;]", after)
+    end = comma.start() if comma else len(after)
+    if quote is not None and quote.start() < end:
+        end = quote.end()
+    return after[:end]
+
+
+def _asks(clause: str) -> bool:
+    """Whether ``clause`` is a question (words quoted in it aside): "你昨天见到枫了吗？" asks,
+    "我昨天见到枫了，你呢？" says, and asks after."""
+    bare = _QUOTED.sub("", clause)
+    return "？" in bare or "?" in bare or bare.rstrip("。！!…~～ \n").endswith("吗")
+
+
 def _span(
     text: str, now: datetime, days: int, *, need_done: bool = False
 ) -> tuple[datetime, datetime, str] | None:
     """The time ``text`` names as (start, end, how it reads), or the last ``days`` days; None when
     it names a time ahead, or (``need_done``) says nothing happened yet."""
+    weekday = _WEEKDAY.search(text)
+    if weekday is not None:  # before `time_range`, which reads 上周六 as the whole of last week
+        return _weekday_span(weekday, now)
     found = time_range(text, now)
     if found is not None:
         if found.start > now:
@@ -206,6 +269,22 @@ def _span(
     return now - timedelta(days=days), now + timedelta(seconds=1), "最近"
 
 
+def _weekday_span(m: re.Match[str], now: datetime) -> tuple[datetime, datetime, str] | None:
+    """The day 周六 / 上周六 / 这周六 names: the latest such day up to today (上: in last week's
+    Monday-to-Sunday, 这: in this week's); None for 下周六, which is ahead."""
+    if m["which"] == "下":
+        return None
+    today = now.date()
+    monday = today - timedelta(days=today.weekday())
+    day = monday + timedelta(days=_WEEKDAYS.index(m["day"]) if m["day"] in "一二三四五六" else 6)
+    if m["which"] == "上" or (m["which"] is None and day > today):
+        day -= timedelta(days=7)
+    if day > today:
+        return None
+    start = datetime.combine(day, datetime.min.time(), tzinfo=now.tzinfo)
+    return start, min(start + timedelta(days=1), now + timedelta(seconds=1)), m.group(0)
+
+
 @dataclass
 class PeopleCheck:
     """Checks her claims about people against her record."""
@@ -215,6 +294,13 @@ class PeopleCheck:
     character_id: str
     neighbours: Mapping[str, Sequence[str]]
     """The other characters of her town: id → name and nicknames."""
+
+    async def ensure(self) -> None:
+        """Declare the episodes where it reads them: a chat process may be the only one on its
+        history store (`yuiju bot` without memory), and a check that cannot read lets all
+        through."""
+        if self.episodes is not None:
+            await self.episodes.ensure()
 
     async def check(
         self,
@@ -278,7 +364,8 @@ class PeopleCheck:
             elif not claim.negated and not met:
                 problem = f"你说「{claim.said}」，但记录里{claim.day}没有和{who.name}见过面。"
         else:
-            sources = self._heard(char, who) + [_said_in(e, who) for e in talks]
+            sources = self._heard(char, who, told_her=claim.to_me)
+            sources += [_said_in(e, who) for e in talks]
             sources += [text for person, text in recent if person == who.id]
             if not any(backs(claim.content, s) for s in sources if s):
                 problem = f"你说「{claim.said}」，但记录里{who.name}没说过这件事。"
@@ -296,12 +383,17 @@ class PeopleCheck:
             return await self.episodes.conversations(self.character_id, start, end, with_=who.id)
         return await self._chats(who, start, end)
 
-    def _heard(self, char: CharacterState | None, who: Someone) -> list[str]:
-        """News she has from or through ``who``."""
+    def _heard(
+        self, char: CharacterState | None, who: Someone, *, told_her: bool = False
+    ) -> list[str]:
+        """News she has from ``who``, and (unless ``told_her``: only what they told her
+        themselves) news they started that reached her through someone else."""
         if char is None:
             return []
         return [
-            n.text for n in char.social.news if n.source.key == who.key or n.origin.key == who.key
+            n.text
+            for n in char.social.news
+            if n.source.key == who.key or (not told_her and n.origin.key == who.key)
         ]
 
     def _kept(

@@ -181,9 +181,11 @@ class ChatService:
         return self.deps.is_admin(person)
 
     async def ensure(self) -> None:
-        """Create the message log's indexes; rename sessions stored before platforms."""
+        """Create the message log's indexes and declare the episodes the people check reads;
+        rename sessions stored before platforms."""
         await self.sessions.migrate()
         await self.recorder.ensure()
+        await self.people_grounding.ensure()
 
     async def drain(self) -> None:
         """Wait for background work (conversation windows being archived)."""

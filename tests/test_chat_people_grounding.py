@@ -9,15 +9,27 @@ from datetime import timedelta
 import pytest
 import redis.asyncio as aioredis
 
-from tests.conftest import at_time
-from tests.test_chat_plans import THURSDAY_EVENING, scripted, town
+from tests.chatkit import make_service
+from tests.conftest import at_time, make_character
+from tests.test_chat_plans import GROUP, NEIGHBOURS, THURSDAY_EVENING, scripted, town
+from yuiju.config import ChatConfig, GroupPolicy
 from yuiju.memory.episodes import Episode, EpisodeRepo
-from yuiju.message.people_grounding import PEOPLE_UNSURE_LINE, Someone, people_claims
+from yuiju.message.model import Conversation, Entry
+from yuiju.message.people_grounding import (
+    PEOPLE_UNSURE_LINE,
+    PeopleCheck,
+    Someone,
+    people_claims,
+)
 from yuiju.storage.history import HistoryStore
+from yuiju.world.clock import SimClock
+from yuiju.world.relations import NewsItem, Party, SocialState
 
 KAEDE = Someone("character", "kaede", "枫")
 PEOPLE = {"枫": KAEDE, "小枫": KAEDE, "千夏": Someone("character", "chika", "千夏")}
+XIAOLIN = Someone("person", "qq:123", "小林")
 NOW = at_time(THURSDAY_EVENING)
+DAY = timedelta(days=1)
 
 
 def met_kaede(when: str, summary: str = "悠酱和枫在日和食堂一起在日和食堂吃饭") -> Episode:
@@ -89,6 +101,7 @@ async def test_a_true_meeting_and_what_she_said_pass(
         "我昨天看到枫叶了",
         "今天看到千夏发的照片了",
         "小枫说呢",
+        "我昨天跟枫说了小林要搬家",  # what she told them
     ],
 )
 def test_wishes_questions_habits_and_others_doings_are_not_claims(answer: str) -> None:
@@ -111,3 +124,119 @@ def test_claims_about_people_are_read_with_their_day(answer: str, kind: str, day
     (claim,) = people_claims(answer, PEOPLE, NOW)
     assert (claim.kind, claim.day) == (kind, day)
     assert claim.negated == ("没" in answer)
+
+
+@pytest.mark.parametrize(
+    ("answer", "day", "negated"),
+    [
+        ("周二见到千夏了", "2026-09-01", False),
+        ("星期三和枫一起吃了饭", "2026-09-02", False),
+        ("上周六在南风公园碰到了千夏", "2026-08-29", False),
+        ("上星期天没见到枫", "2026-08-30", True),
+        ("礼拜一没和枫见面", "2026-08-31", True),
+    ],
+)
+def test_a_day_named_by_its_weekday_is_that_day(answer: str, day: str, negated: bool) -> None:
+    (claim,) = people_claims(answer, PEOPLE, NOW)
+    assert (claim.start, claim.end) == (at_time(f"{day} 00:00"), at_time(day + " 00:00") + DAY)
+    assert claim.negated is negated
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind", "content"),
+    [
+        ("枫前天跟我说「我不喜欢吃香菜」", "said", "我不喜欢吃香菜"),
+        ("小林今天告诉我他的自行车坏了", "said", "他的自行车坏了"),
+        ("千夏9月2日跟我说她想加入美术社", "said", "她想加入美术社"),
+        ("今天枫对我说：「下次再聊！」", "said", "下次再聊！"),
+        ("前天悠酱对我说：「枫！早上好～」", "said", "枫！早上好～"),
+        ("千夏跟我说「要不要一起吃午饭？」", "said", "要不要一起吃午饭？"),
+        ("千夏跟我说「我昨天见到枫了」", "said", "我昨天见到枫了"),  # not hers about 枫
+        ("枫昨天来找我玩了", "met", ""),
+        ("千夏9月2日来找我聊天了", "met", ""),
+        ("昨天没和枫见面", "met", ""),
+        ("我昨天见到枫了，你呢？", "met", ""),
+        ("枫跟我说「我不喜欢吃香菜」怎么突然问这个？", "said", "我不喜欢吃香菜"),
+        ("今天和千夏在星见丘高校打了个招呼", "met", ""),
+        ("昨天和枫打了招呼", "met", ""),
+    ],
+)
+def test_claims_are_read_through_times_quotes_greetings_and_a_question_after_them(
+    answer: str, kind: str, content: str
+) -> None:
+    people = {**PEOPLE, "小林": XIAOLIN, "悠酱": Someone("character", "yuiju", "悠酱")}
+    (claim,) = people_claims(answer, people, NOW)
+    assert (claim.kind, claim.content) == (kind, content)
+
+
+async def test_news_she_had_through_someone_else_is_not_what_its_origin_told_her(
+    sqlite_history: HistoryStore,
+) -> None:
+    """枫 heard from 悠酱 that 小林 is moving: 小林 never told her anything, though 小林 said it."""
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    xiaolin = Party(kind="person", id="qq:123", name="小林")
+    yuiju = Party(kind="character", id="yuiju", name="悠酱")
+    news = NewsItem(
+        id="news_1",
+        text="小林下周要搬家",
+        about=xiaolin,
+        origin=xiaolin,
+        source=yuiju,
+        learned_at=at_time("2026-09-01 12:10"),
+        hops=1,
+    )
+    kaede = make_character(id="kaede", social=SocialState(news=[news]))
+    check = PeopleCheck(repo, "kaede", {"yuiju": ("悠酱", "悠"), "chika": ("千夏",)})
+
+    for made_up in ("小林跟我说他下周要搬家", "听小林说他下周要搬家", "小林告诉我他的自行车坏了"):
+        assert await check.check(made_up, char=kaede, now=NOW) is not None, made_up
+    for true in ("悠酱告诉我小林下周要搬家", "听悠酱说小林下周要搬家", "小林说他下周要搬家"):
+        assert await check.check(true, char=kaede, now=NOW) is None, true
+
+
+async def test_the_chat_checks_people_on_a_history_store_it_opened_itself(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    """`yuiju bot` without memory opens the history store alone: nothing else declared the
+    episodes there, and the check must not pass every claim for want of them."""
+    model = scripted("我昨天见到枫了！", "昨天没见到枫呢")
+    chat = make_service(
+        redis,
+        cfg=ChatConfig(groups={str(GROUP): GroupPolicy(reply="mention")}, max_pause_seconds=0),
+        clock=SimClock(NOW),
+        model=model,
+        history=sqlite_history,
+        neighbours=NEIGHBOURS,
+    )
+    await chat.ensure()
+    out = await chat.handle(
+        Entry(
+            id="1",
+            conversation=Conversation.group("qq", GROUP),
+            user_id="qq:5",
+            sender_name="小林",
+            time=NOW,
+            text="@悠酱 你昨天见到枫了吗",
+            mentions_me=True,
+        )
+    )
+    assert out.replies == ["昨天没见到枫呢"]
+
+
+def test_a_time_in_someones_words_is_not_when_they_said_them() -> None:
+    found = people_claims("千夏跟我说「枫！早上好～」千夏还说下次一起去海边。", PEOPLE, NOW)
+    assert [(c.content, c.day) for c in found] == [
+        ("枫！早上好～", "最近"),
+        ("下次一起去海边", "最近"),
+    ]
+
+
+def test_a_claim_after_a_quote_is_read_on_its_own() -> None:
+    """What stands before a closing quote (a day, a 不 in someone's words) is not part of the
+    claim that follows it."""
+    found = people_claims("上周六枫对我说：「我可不会迟到。」枫这几天来找我玩了。", PEOPLE, NOW)
+    assert [(c.kind, c.day, c.negated) for c in found] == [
+        ("said", "上周六", False),
+        ("met", "最近", False),
+    ]
