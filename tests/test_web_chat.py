@@ -674,7 +674,9 @@ async def test_chromium_her_sticker_shows_as_an_image_on_a_phone_and_a_laptop(
         await page.open(page_url, width=390, height=844, mobile=True)
         await wait_for(page, "!document.getElementById('chat-form').hidden")
         await type_and_send(page, "我考了满分")
-        phone = await wait_for(page, STICKER_SHOWN)  # live, from the event stream
+        await wait_for(page, STICKER_SHOWN)  # live, from the event stream
+        await wait_for(page, "!document.querySelector('#chat-log li.pending')")  # the send ended
+        phone = await page.evaluate(STICKER_SHOWN)
         phone_layout = await page.evaluate(CHAT_LAYOUT)
         await page.screenshot(shots / "webchat-phone-sticker.png", "#chat")
         # read back from the conversation's history
