@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from yuiju.memory.service import MemoryService
     from yuiju.message.bot import Closer
     from yuiju.message.service import ChatService, Outcome
+    from yuiju.message.stickers import StickerSet
     from yuiju.storage.history import HistoryStore
     from yuiju.storage.redis import RedisClient
 
@@ -148,6 +149,9 @@ class ChatEvent:
     answered: bool = False
     reason: str = ""
     """Why she did (not) answer (``done``): the core's `Outcome.reason`."""
+    sticker: str = ""
+    """The name of her sticker when the line is one (``line``): the web chat shows its image,
+    the terminal ``text`` (its fallback, ``[开心]``)."""
 
     def to_json(self) -> str:
         return json.dumps({k: v for k, v in asdict(self).items() if v}, ensure_ascii=False)
@@ -173,9 +177,16 @@ class LocalSender:
         if conversation.platform not in LOCAL_PLATFORMS:
             raise SendFailed(f"{conversation} is not a web chat or terminal conversation")
         message_id = f"{conversation.platform}-{uuid.uuid4().hex[:16]}"
+        sticker = next((s.name for s in message.segments if s.sticker), "")
         self.publish(
             conversation.session_id,
-            ChatEvent("line", text=message.plain, id=message_id, time=self.clock.now().isoformat()),
+            ChatEvent(
+                "line",
+                text=message.plain,
+                id=message_id,
+                time=self.clock.now().isoformat(),
+                sticker=sticker,
+            ),
         )
         return message_id
 
@@ -208,6 +219,11 @@ class LocalChat:
     @property
     def card(self) -> CharacterCard:
         return self.service.card
+
+    @property
+    def stickers(self) -> StickerSet:
+        """Her stickers, as the chat service was given them (read once, at its start)."""
+        return self.service.deps.stickers
 
     @property
     def available(self) -> bool:

@@ -282,6 +282,9 @@ class OutSegment(BaseModel):
     to reply to (``reply``)."""
     sticker: bool = False
     """An image sent as a sticker where the platform tells them apart."""
+    name: str = ""
+    """The sticker's name (an image with ``sticker``): how a platform that serves the image
+    itself (the web chat) names it, never by its path."""
 
 
 class Outgoing(BaseModel):

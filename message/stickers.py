@@ -11,7 +11,9 @@ the way stickers read in her chat history, so her own earlier stickers show the 
 output filter (`message.output`) takes every marker out of the text: a known one becomes a line of
 its own, an unknown one is dropped with a log line; no marker is ever sent as text. A sticker line
 goes out as an image (`Sticker.segment`; the platform's sender shows `Sticker.fallback`, ``[开心]``,
-where it has no images) and is recorded in her context and the message log as its marker.
+where it has no images, as the terminal does) and is recorded in her context and the message log
+as its marker. The web chat gets the sticker's name and serves its image by that name
+(`web.chat`), never by a path.
 """
 
 from __future__ import annotations
@@ -34,6 +36,15 @@ SIGNATURES: dict[str, tuple[bytes, ...]] = {
     ".webp": (b"RIFF",),
 }
 """The image kinds a sticker may be, by suffix, and how each file begins."""
+MEDIA_TYPES = {
+    ".png": "image/png",
+    ".gif": "image/gif",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".webp": "image/webp",
+}
+"""Each kind's media type, as the web chat serves the image (a system's mimetypes table may not
+know WebP)."""
 MAX_BYTES = 2 * 1024 * 1024
 """The largest sticker file: platforms refuse or recompress bigger images, and each one is read
 and sent whole."""
@@ -60,6 +71,8 @@ def marker(name: str) -> str:
 class Sticker:
     name: str
     path: Path
+    media_type: str
+    """By the file name's suffix (``path`` is resolved: a link's target may have none)."""
 
     @property
     def marker(self) -> str:
@@ -71,7 +84,9 @@ class Sticker:
         return f"[{self.name}]"
 
     def segment(self) -> OutSegment:
-        return OutSegment(type="image", text=self.fallback, ref=str(self.path), sticker=True)
+        return OutSegment(
+            type="image", text=self.fallback, ref=str(self.path), sticker=True, name=self.name
+        )
 
 
 @dataclass(frozen=True)
@@ -256,7 +271,7 @@ def _sticker(path: Path) -> Sticker | None:
             head[:8],
         )
         return None
-    return Sticker(name=name, path=path.resolve())
+    return Sticker(name=name, path=path.resolve(), media_type=MEDIA_TYPES[suffix])
 
 
 def card_folder(card_id: str) -> Path:

@@ -4,6 +4,7 @@ entries and event streams, over the same chat core as any group."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from yuiju.message.local import (
     web_person,
 )
 from yuiju.message.model import Conversation, Entry, Outgoing
+from yuiju.message.stickers import StickerSet, card_folder
 from yuiju.world.clock import SimClock
 
 
@@ -173,6 +175,21 @@ async def test_a_turn_streams_her_lines_and_ends_with_its_own_done(redis: Any) -
         ("done", ""),
     ]
     assert events[-1].answered and ChatEvent.from_json(events[1].to_json()) == events[1]
+
+
+async def test_her_sticker_reaches_the_listeners_by_name_with_its_text_for_the_terminal(
+    redis: Any,
+) -> None:
+    stickers = StickerSet.load(Path(card_folder("yuiju")), configured=False)
+    chat = local_chat(
+        redis, model=FunctionChatModel(lambda m, s: "好耶！\n[表情包：开心]"), stickers=stickers
+    )
+    events = [e async for e in chat.turn("term:alice", "alice", "我考了满分")]
+    lines = [(e.text, e.sticker) for e in events if e.kind == "line"]
+    assert lines == [("好耶！", ""), ("[开心]", "开心")]  # the terminal prints the text
+    sticker_line = next(e for e in events if e.sticker)
+    assert ChatEvent.from_json(sticker_line.to_json()) == sticker_line
+    assert '"sticker": "开心"' in sticker_line.to_json()
 
 
 async def test_the_local_sender_refuses_other_platforms(redis: Any) -> None:

@@ -32,6 +32,7 @@ from tests.test_web import (
 from yuiju.config import ChatConfig, YuijuConfig
 from yuiju.llm import FunctionChatModel
 from yuiju.message.local import LocalChat, LocalSender, local_config
+from yuiju.message.stickers import NO_STICKERS, StickerSet, card_folder
 from yuiju.storage.history import HistoryStore
 from yuiju.web import create_app
 from yuiju.web.chat import RateLimit, WebChat
@@ -47,6 +48,7 @@ async def chat_app(
     ),
     token: str | None = None,
     per_minute: int = 20,
+    stickers: StickerSet = NO_STICKERS,
     **chat_cfg: Any,
 ) -> tuple[Any, LocalChat]:
     """The observer app with a web chat on the same stores (as `yuiju world` builds it)."""
@@ -67,6 +69,7 @@ async def chat_app(
         world=kit.store,
         lexicon=LEXICON,
         model=FunctionChatModel(answer) if answer is not None else None,
+        stickers=stickers,
     )
     await service.ensure()
     chat = LocalChat(service, sender)
@@ -173,6 +176,130 @@ async def test_her_lines_stream_with_a_typing_event_first(
         "今天我在公园散步了。",
     ]
     assert events[-1][2]["answered"] is True
+
+
+# -- her stickers ---------------------------------------------------------------------------------
+
+GIF = b"GIF89a" + b"\x00" * 32
+WEBP = b"RIFF\x00\x00\x00\x00WEBPVP8 " + b"\x00" * 16
+
+
+def sticker_set(tmp_path: Path) -> StickerSet:
+    """开心 (her card's real PNG), 摸鱼 (GIF), 晚 安 (WebP); beside the folder a PNG that is no
+    sticker (``secret.png``), inside it a file that cannot be one (``notes.txt``)."""
+    folder = tmp_path / "stickers"
+    folder.mkdir()
+    (folder / "开心.png").write_bytes((card_folder("yuiju") / "开心.png").read_bytes())
+    (folder / "摸鱼.gif").write_bytes(GIF)
+    (folder / "晚 安.webp").write_bytes(WEBP)
+    (folder / "notes.txt").write_text("not a sticker")
+    (tmp_path / "secret.png").write_bytes(b"\x89PNG\r\n\x1a\n secret")
+    return StickerSet.load(folder)
+
+
+def sticker_answer(messages: list[dict[str, Any]], _: Any) -> str:
+    return "好耶！\n[表情包：开心]"
+
+
+async def test_her_sticker_streams_by_name_and_reads_back_as_a_sticker(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path
+) -> None:
+    app, _ = await chat_app(
+        redis, sqlite_history, answer=sticker_answer, stickers=sticker_set(tmp_path)
+    )
+    async with (
+        served(app) as url,
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+        client.stream("GET", "/chat/events", params={"name": "小明"}) as stream,
+    ):
+        reading = asyncio.ensure_future(read_events(stream, 4))
+        await asyncio.sleep(0.2)  # the stream is listening
+        said = await send(client, "小明", "[表情包：开心] 我考了满分")
+        events = await reading
+        history = (await client.get("/chat/history", params={"name": "小明"})).json()
+    assert said.json()["replies"] == ["好耶！", "[表情包：开心]"]
+    lines = [(data["text"], data.get("sticker")) for _, kind, data in events if kind == "line"]
+    assert lines == [("好耶！", None), ("[开心]", "开心")]
+    # her context keeps the marker; read back, it is her sticker again (a visitor's typed
+    # marker stays what they typed)
+    assert [(m["me"], m["text"], m["sticker"]) for m in history["messages"]] == [
+        (True, "[表情包：开心] 我考了满分", None),
+        (False, "好耶！", None),
+        (False, "[开心]", "开心"),
+    ]
+
+
+async def test_a_sticker_image_is_served_with_its_type_and_cache_headers(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path
+) -> None:
+    stickers = sticker_set(tmp_path)
+    app, _ = await chat_app(redis, sqlite_history, stickers=stickers)
+    async with client_of(app) as client:
+        got = {name: await client.get(f"/chat/stickers/{name}") for name in stickers.names}
+        png = got["开心"]
+        again = await client.get(
+            "/chat/stickers/开心", headers={"If-None-Match": png.headers["etag"]}
+        )
+    assert {name: r.status_code for name, r in got.items()} == {
+        "开心": 200,
+        "摸鱼": 200,
+        "晚 安": 200,
+    }
+    assert {name: r.headers["content-type"] for name, r in got.items()} == {
+        "开心": "image/png",
+        "摸鱼": "image/gif",
+        "晚 安": "image/webp",
+    }
+    assert png.content == (card_folder("yuiju") / "开心.png").read_bytes()
+    assert got["晚 安"].content == WEBP
+    for response in got.values():
+        cache = response.headers["cache-control"]
+        assert "private" in cache and "max-age=" in cache, cache  # behind the page's token
+        assert response.headers["etag"] and response.headers["x-content-type-options"] == "nosniff"
+    assert again.status_code == 304 and not again.content
+
+
+async def test_only_her_stickers_are_served_never_a_file_beside_them(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path
+) -> None:
+    app, _ = await chat_app(redis, sqlite_history, stickers=sticker_set(tmp_path))
+    bare, _ = await chat_app(redis, sqlite_history)  # no stickers at all
+    async with client_of(app) as client, client_of(bare) as without:
+        tried = {
+            path: await client.get(path)
+            for path in (
+                "/chat/stickers/不存在",
+                "/chat/stickers/开心.png",  # a name, not a file name
+                "/chat/stickers/notes",
+                "/chat/stickers/..%2Fsecret",
+                "/chat/stickers/..%2Fsecret.png",
+                "/chat/stickers/..%2F..%2Fstickers%2F开心.png",
+                "/chat/stickers/%2E%2E%2Fsecret.png",
+                "/chat/stickers/..",
+                "/chat/stickers/%2Fetc%2Fpasswd",
+            )
+        }
+        none = await without.get("/chat/stickers/开心")
+    assert {path: r.status_code for path, r in tried.items()} == dict.fromkeys(tried, 404)
+    assert all(b"secret" not in r.content and b"root:" not in r.content for r in tried.values())
+    assert "不存在" in tried["/chat/stickers/不存在"].json()["error"]
+    assert none.status_code == 404
+
+
+async def test_a_sticker_needs_the_page_token_when_one_is_set(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path
+) -> None:
+    app, _ = await chat_app(redis, sqlite_history, token="s3cret", stickers=sticker_set(tmp_path))
+    async with client_of(app) as client:
+        without = await client.get("/chat/stickers/开心")
+        wrong = await client.get("/chat/stickers/开心", params={"token": "wrong"})
+        unknown = await client.get("/chat/stickers/不存在")
+        right = await client.get("/chat/stickers/开心", params={"token": "s3cret"})
+        header = await client.get("/chat/stickers/开心", headers={"X-Yuiju-Token": "s3cret"})
+    assert (without.status_code, wrong.status_code, unknown.status_code) == (401, 401, 401)
+    assert not without.content.startswith(b"\x89PNG")
+    assert (right.status_code, header.status_code) == (200, 200)
+    assert right.headers["content-type"] == "image/png"
 
 
 # -- what is refused -------------------------------------------------------------------------------
@@ -509,6 +636,61 @@ async def test_chromium_a_visitor_talks_types_reloads_and_the_conversation_is_th
     assert launcher  # on the screen
     assert "800" in too_long and kept == 801
     assert "秒后再发" in refused and back == "还有一句"
+
+
+STICKER_SHOWN = """(() => {
+  const imgs = [...document.querySelectorAll('#chat-log li.her img')];
+  if (!imgs.length || !imgs.every(i => i.complete && i.naturalWidth > 0)) { return null; }
+  const img = imgs[0], r = img.getBoundingClientRect();
+  const log = document.getElementById('chat-log').getBoundingClientRect();
+  return {
+    count: imgs.length, alt: img.alt, natural: img.naturalWidth,
+    width: Math.round(r.width), inside: r.left >= log.left - 0.5 && r.right <= log.right + 0.5,
+    bubbles: [...document.querySelectorAll('#chat-log li')].map(li => [li.className,
+      li.querySelector('img') ? 'img:' + li.querySelector('img').alt : li.querySelector('.bubble').textContent]),
+  };
+})()"""
+"""Her sticker in the conversation once every sticker image has loaded (None until then)."""
+
+
+@needs_chromium
+async def test_chromium_her_sticker_shows_as_an_image_on_a_phone_and_a_laptop(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, tmp_path: Path
+) -> None:
+    app, _ = await chat_app(
+        redis,
+        sqlite_history,
+        answer=sticker_answer,
+        token="s3cret",
+        stickers=StickerSet.load(card_folder("yuiju"), configured=False),
+    )
+    shots = screenshots_dir(tmp_path)
+    async with served(app) as url, chromium_page(CHROMIUM) as page:
+        page_url = url + "?token=s3cret"
+        await page.open(page_url, width=390, height=844, mobile=True)
+        await page.evaluate(
+            "localStorage.setItem('yuiju-chat-name', '小明'), localStorage.setItem('yuiju-chat-open', '1'), true"
+        )
+        await page.open(page_url, width=390, height=844, mobile=True)
+        await wait_for(page, "!document.getElementById('chat-form').hidden")
+        await type_and_send(page, "我考了满分")
+        await wait_for(page, STICKER_SHOWN)  # live, from the event stream
+        await wait_for(page, "!document.querySelector('#chat-log li.pending')")  # the send ended
+        phone = await page.evaluate(STICKER_SHOWN)
+        phone_layout = await page.evaluate(CHAT_LAYOUT)
+        await page.screenshot(shots / "webchat-phone-sticker.png", "#chat")
+        # read back from the conversation's history
+        await page.open(page_url, width=1280, height=800)
+        laptop = await wait_for(page, STICKER_SHOWN)
+        laptop_layout = await page.evaluate(CHAT_LAYOUT)
+        await page.screenshot(shots / "webchat-laptop-sticker.png", "#chat")
+    print(f"screenshots: {shots}")
+    expected = [["me", "我考了满分"], ["her", "好耶！"], ["her", "img:开心"]]
+    for seen in (phone, laptop):
+        assert seen["bubbles"] == expected
+        assert (seen["count"], seen["alt"], seen["natural"]) == (1, "开心", 160)
+        assert seen["inside"] and 48 <= seen["width"] <= 160, seen
+    assert {"phone": phone_layout, "laptop": laptop_layout} == {"phone": [], "laptop": []}
 
 
 @needs_chromium

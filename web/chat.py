@@ -7,8 +7,14 @@ Routes (each guarded by the page's token, as every route of the page):
   whether she can answer here at all (and why not)
 - ``POST /chat/send``            ``{"name": N, "text": …}`` (JSON): her answer once she is done;
   her lines also arrive one by one, paced as in a group, on the event stream
-- ``GET  /chat/events?name=N``   server-sent events of the conversation: ``typing``, ``line``,
-  ``done``
+- ``GET  /chat/events?name=N``   server-sent events of the conversation: ``typing``, ``line``
+  (with ``sticker``, its name, when the line is her sticker), ``done``
+- ``GET  /chat/stickers/NAME``   her sticker's image, by its name among the stickers the chat
+  service was given (never a path: any other name is 404); cached privately, as it is behind
+  the token
+
+Her stickers reach the page by name, in her lines and in the conversation read back (her context
+keeps them as ``[表情包：开心]``), and the page shows the image; everything else she says is text.
 
 Bad input is refused with a readable reason and nothing recorded, so the page puts the text back
 in the box: a bad name or an empty message (400), too long (413, `[chat] max_input_chars`), not
@@ -27,12 +33,13 @@ import unicodedata
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from stat import S_ISREG
 from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.params import Depends
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from redis.exceptions import RedisError
 
 from yuiju.message.local import NOTES, BadName, ChatEvent, LocalChat, web_person
@@ -45,6 +52,9 @@ MAX_BODY_BYTES = 64 * 1024
 KEEP_ALIVE_SECONDS = 15.0
 HISTORY_LIMIT = 60
 """Messages the page shows of a conversation (her session keeps up to 200)."""
+STICKER_CACHE = "private, max-age=86400"
+"""A sticker's image is the same file while the chat runs (the folder is read at start), but
+only for whoever holds the page's token: no shared cache keeps it; a day, then the ETag."""
 
 
 class RateLimit:
@@ -143,12 +153,16 @@ class WebChat:
         return text
 
     def row(self, entry: Entry) -> dict[str, Any]:
+        """One message as the page shows it; a line of hers that is one sticker's marker is that
+        sticker (its name, and the text a live line carries); a visitor's text stays as typed."""
         when = entry.time.astimezone(self.chat.service.deps.tz)
+        sticker = self.chat.stickers.line_sticker(entry.text) if entry.from_bot else None
         return {
             "id": entry.id,
             "me": not entry.from_bot,
             "name": entry.sender_name,
-            "text": entry.text,
+            "text": entry.text if sticker is None else sticker.fallback,
+            "sticker": None if sticker is None else sticker.name,
             "time": when.strftime("%H:%M"),
             "day": when.strftime("%m-%d"),
         }
@@ -261,6 +275,32 @@ def add_chat_routes(
             "note": "" if out.answered else NOTES.get(out.reason, ""),
             "time": said_at.strftime("%H:%M"),
         }
+
+    @app.get("/chat/stickers/{name}", dependencies=guarded)
+    async def sticker(name: str, request: Request) -> Response:
+        found = chat.stickers.get(name)
+        if found is None:
+            raise _refuse(404, f"她没有叫“{name:.40}”的表情包 / no sticker named {name[:40]!r}")
+        try:
+            stat = await asyncio.to_thread(found.path.stat)
+            if not S_ISREG(stat.st_mode):
+                raise OSError("not a file")
+        except OSError:
+            log.warning("web chat: sticker %s is gone from %s since the start", name, found.path)
+            raise _refuse(404, f"表情包“{name}”的文件不见了 / the sticker's file is gone") from None
+        image = FileResponse(
+            found.path,
+            media_type=found.media_type,
+            stat_result=stat,
+            headers={"Cache-Control": STICKER_CACHE, "X-Content-Type-Options": "nosniff"},
+        )
+        etag = image.headers["etag"]
+        if etag in (
+            t.strip().removeprefix("W/")
+            for t in request.headers.get("if-none-match", "").split(",")
+        ):
+            return Response(status_code=304, headers={"ETag": etag, "Cache-Control": STICKER_CACHE})
+        return image
 
     @app.get("/chat/events", dependencies=guarded)
     async def events(name: str = "") -> StreamingResponse:
