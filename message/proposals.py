@@ -286,6 +286,53 @@ async def _note(
     return f"已交给你的生活：{whose}{said}。{outlook}。{QUEUED}；到时候你会在安排里看到它。"
 
 
+# -- what the model heard but did not propose ----------------------------------------------
+
+TOGETHER = re.compile(r"一起|一块儿?|陪我")
+"""An invitation says they would do it together ..."""
+ASKING = re.compile(r"吧|吗|呢|？|\?|好不好|怎么样|要不要|行不行|可以不|咱们|我们")
+"""... and asks her (我明天和朋友一起去公园 tells her of a plan, it invites nobody)."""
+REMINDER = re.compile(r"^\s*(?:@\S+\s*)*(?:别忘了|不要忘了|记得|提醒你一下?)[，, ]*")
+"""A reminder starts by asking her to keep something in mind."""
+DECLINE = re.compile(
+    r"不去|去不了|来不了|不行|没空|没时间|不方便|改天|下次吧|算了|抱歉|对不起|不能"
+)
+"""Her answer turns it down: nothing is proposed for her."""
+
+
+async def unproposed(ctx: Ctx, text: str, replies: list[str], tools_called: list[str]) -> None:
+    """She answered a clear invitation (``明天下午一起去南风公园吧``: together, a place of her
+    town, a time ahead) or reminder (``别忘了周五考试``) without calling `propose_plan`, and her
+    answer does not turn it down: propose it for her, as the tool would have. Models that answer
+    in words and skip the tool are common; without this her plans would not move although she
+    said yes. The world reviews it as any proposal. Never raises: the reply is out already."""
+    if "propose_plan" in tools_called or DECLINE.search("".join(replies)):
+        return
+    text = text.strip()[:200]
+    now = ctx.deps.now()
+    try:
+        when = resolve_when(text, now)
+    except WhenError:
+        return
+    try:
+        place = place_of(text, ctx.deps.town)
+        if TOGETHER.search(text) and ASKING.search(text) and place not in (None, "home"):
+            by = await speaker(ctx)
+            told = await _invite(
+                ctx, by, await ctx.deps.character_state(), "一起玩", when, place, now
+            )
+        elif REMINDER.search(text) and (what := REMINDER.sub("", text).strip(" 哦噢啊呀！!。~～")):
+            by = await speaker(ctx)
+            char = await ctx.deps.character_state()
+            told = await _note(ctx, by, char, "remind", what[:60], when, None, now)
+        else:
+            return
+    except Exception as exc:  # the reply is out; a proposal lost is one line
+        log.warning("what %s asked was not proposed to her life: %s", ctx.user_id, exc)
+        return
+    log.info("proposed for her from %s's message (the model called no tool): %s", ctx.user_id, told)
+
+
 # -- gifts and news -------------------------------------------------------------------------
 
 

@@ -42,7 +42,7 @@ from yuiju.message.model import Conversation, Entry, Retraction
 from yuiju.message.output import FEEDBACK, LOST_LINE, OutputFilter
 from yuiju.message.people_grounding import PEOPLE_UNSURE_LINE, PeopleCheck
 from yuiju.message.prompt import SECURITY
-from yuiju.message.proposals import after_turn
+from yuiju.message.proposals import after_turn, unproposed
 from yuiju.message.recorder import Recorder, Retracted
 from yuiju.message.tools import builtin_tools
 from yuiju.world.state import CharacterState
@@ -353,6 +353,7 @@ class ChatService:
             await self.sessions.append(sid, result.items)
         if sent:  # she talked with them: her closeness to them moves (through the world)
             await after_turn(self.deps, entry.user_id, entry.sender_name, entry.text)
+            await unproposed(ctx, entry.text, sent, result.tool_calls)
         return Outcome(bool(sent), "answered" if sent else "chose silence", sent)
 
     def _reviewer(self, entry: Entry, char: CharacterState | None) -> Reviewer:

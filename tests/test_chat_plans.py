@@ -241,6 +241,44 @@ async def test_the_next_turn_shows_what_the_world_decided_and_what_she_did(
     assert "小林约悠酱9月4日16:30在南风公园一起散步，答应了" in context
 
 
+async def test_a_yes_in_words_without_the_tool_still_becomes_her_plan(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    """Many models answer an invitation in words and call no tool: what was clearly asked is
+    proposed for her all the same, and the world reviews it as any proposal."""
+    yuiju = await town(redis, sqlite_history, scripted("好呀，明天见～", "嗯嗯，记住啦"))
+
+    await yuiju.say("明天下午一起去南风公园吧")
+    await yuiju.say("别忘了周一考试哦")
+    await yuiju.tick()
+
+    her = await yuiju.her()
+    (plan,) = her.social.appointments
+    assert (plan.place, plan.source, plan.asked_by.name) == ("park", "chat", "小林")
+    assert plan.start.astimezone(TZ).date().isoformat() == "2026-09-04"
+    (note,) = her.social.notes
+    assert (note.text, note.by.name, note.kind) == ("周一考试", "小林", "reminder")
+
+
+@pytest.mark.parametrize(
+    ("said", "answer"),
+    [
+        ("明天下午一起去南风公园吧", "明天不行哦，下次吧"),  # she turned it down
+        ("我明天下午和朋友一起去公园", "好呀，玩得开心"),  # a plan told, nobody invited
+        ("一起去南风公园吧", "好呀"),  # no time: the model may ask, nothing to propose
+    ],
+)
+async def test_what_she_turned_down_or_nobody_asked_is_not_proposed(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, said: str, answer: str
+) -> None:
+    yuiju = await town(redis, sqlite_history, scripted(answer))
+
+    await yuiju.say(said)
+    await yuiju.tick()
+
+    assert (await yuiju.her()).social.appointments == []
+
+
 # -- limits ---------------------------------------------------------------------------------------
 
 
