@@ -10,7 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-CARDS_DIR = Path(__file__).parent
+CARDS_DIR = Path(__file__).resolve().parent
+"""Where the cards live (resolved: an editable install names the source folder, not its link)."""
 
 
 class CardError(Exception):
