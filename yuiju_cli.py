@@ -12,7 +12,7 @@ import signal
 import sys
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -1088,22 +1088,25 @@ def _nonebot_logs_in_town_time(tz: tzinfo, *, to_stderr: bool) -> None:
     stdout otherwise."""
     from nonebot.log import default_filter, default_format, logger, logger_id
 
-    def in_town_time(record: Any) -> None:
-        # a fixed offset: loguru prints a zone's offset through utcoffset(None), which ZoneInfo lacks
+    def in_town_time(record: Any) -> bool:
+        # set by the handler's filter, not a patcher: nonebot.init replaces the logger's patcher
         moment = record["time"].astimezone(tz)
-        record["time"] = moment.replace(tzinfo=timezone(moment.utcoffset()))
+        record["extra"]["town_time"] = moment.replace(microsecond=0).isoformat()[11:]
+        record["extra"]["town_day"] = moment.strftime("%m-%d")
+        return bool(default_filter(record))
 
-    logger.configure(patcher=in_town_time)
     with contextlib.suppress(ValueError):  # already replaced
         logger.remove(logger_id)
         logger.add(
             sys.stderr if to_stderr else sys.stdout,
             level=0,
             diagnose=False,
-            filter=default_filter,
-            format="{time:HH:mm:ssZ} {level: <7} nonebot: {message}"
+            filter=in_town_time,
+            format="{extra[town_time]} {level: <7} nonebot: {message}"
             if to_stderr
-            else default_format.replace("{time:MM-DD HH:mm:ss}", "{time:MM-DD HH:mm:ssZ}"),
+            else default_format.replace(
+                "{time:MM-DD HH:mm:ss}", "{extra[town_day]} {extra[town_time]}"
+            ),
         )
 
 
