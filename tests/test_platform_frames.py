@@ -120,7 +120,9 @@ async def test_a_message_among_elements_the_adapter_cannot_read_is_answered_for_
     assert ELEMENTS_TEXT in request["messages"][-1]["content"]
     assert "Traceback" not in window, window[-6000:]
     lines = loud_lines(window)
-    assert len(lines) <= 1 and all(len(line) <= LINE for line in lines), "\n".join(lines)
+    # one line for the parts left out; on Satori one more for the quote it could not fetch
+    most = 2 if isinstance(bot.fake, SatoriFake) else 1
+    assert len(lines) <= most and all(len(line) <= LINE for line in lines), "\n".join(lines)
 
 
 async def test_a_burst_of_bad_frames_is_rate_limited_and_the_next_mention_answered(

@@ -9,12 +9,15 @@ reported and the next frame read, and an event is built once before it is handed
 that cannot be built is reported and skipped instead (it is built again by the adapter: a few
 microseconds). A message whose content has elements the adapter cannot read (an image whose width
 is no number, a link without its href) loses those elements and keeps the rest
-(`normalise_content`).
+(`normalise_content`). A quote of a message the server cannot fetch is one line, and the message
+is answered without it (`guard_check_reply`: the adapter's ``_check_reply``, looked up by name at
+every message).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nonebot_plugin_yuiju.frames import UNREADABLE, FrameReports, why
@@ -39,6 +42,7 @@ class _Remembering:
 def install() -> None:
     """Guard the Satori adapter's frame reading (idempotent)."""
     from nonebot.adapters.satori import Adapter
+    from nonebot.adapters.satori import bot as bot_module
     from nonebot.adapters.satori.models import EventPayload
 
     if getattr(Adapter, "_yuiju_frames_guarded", False):
@@ -61,7 +65,31 @@ def install() -> None:
             return payload
 
     Adapter.receive_payload = receive_payload  # type: ignore[method-assign]
+    bot_module._check_reply = guard_check_reply(bot_module._check_reply)
     Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
+
+
+def guard_check_reply(check_reply: Callable[[Any, Any], Awaitable[None]]) -> Any:
+    """The bot's reading of a quote, which fetches the quoted message from the server: one that
+    cannot be fetched (the server no longer has it, or answers an error) failed the whole
+    message in a task nobody awaits. Now it is one line and the message goes on without it (the
+    quote is already out of the message then; an @ of her after it is still read as one)."""
+
+    async def guarded(bot: Any, event: Any) -> None:
+        try:
+            await check_reply(bot, event)
+        except Exception as exc:  # the fetch raises the adapter's errors, its parse any other
+            reply = getattr(event, "reply", None)
+            REPORTS.elements(
+                logging.WARNING,
+                "Satori quote %.40s in message %.24s could not be fetched (%s); the message is "
+                "kept without it",
+                reply.data.get("id") if reply is not None else None,
+                getattr(getattr(event, "message", None), "id", None),
+                why(exc)[:80],
+            )
+
+    return guarded
 
 
 def readable_body(adapter: Any, body: dict[str, Any]) -> dict[str, Any] | None:

@@ -150,9 +150,11 @@ class SatoriFake(FakePlatform):
         await self._dispatch(body)
 
     async def send_bad_frame(self, kind: BadFrame) -> None:
-        if kind == "elements":  # an image whose width is no number, a link without its href
+        if kind == "elements":  # a quote of a message the server does not have, an image whose
+            # width is no number, a link without its href
             bad = '<img src="x.png" width="wide"/><a>无链接</a>'
-            content = self._content(ELEMENTS_TEXT, True, None, False, False) + bad
+            content = '<quote id="no-such-message"/>'
+            content += self._content(ELEMENTS_TEXT, True, None, False, False) + bad
             channel = {"id": self.group_id, "type": TEXT_CHANNEL, "name": self.group_name}
             await self._message_created(channel, self.DEFAULT_USER, content, guild=True)
             return
