@@ -171,7 +171,7 @@ def test_a_message_event_with_a_mangled_field_is_skipped_with_one_line(
     # event without a message that nonebot's command parsing then failed on (another traceback)
     from nonebot.adapters.onebot.v11 import Adapter
 
-    from nonebot_plugin_yuiju import frames
+    from nonebot_plugin_yuiju.frames import onebot as frames
 
     frames.REPORT.reset()
     reported: list[str] = []
@@ -192,7 +192,7 @@ def test_a_message_event_with_a_mangled_field_is_skipped_with_one_line(
 def test_a_well_formed_message_still_parses() -> None:
     from nonebot.adapters.onebot.v11 import Adapter, GroupMessageEvent
 
-    from nonebot_plugin_yuiju import frames
+    from nonebot_plugin_yuiju.frames import onebot as frames
 
     event = frames.parse_event(
         Adapter, group_message(8, [{"type": "text", "data": {"text": "在吗"}}])
@@ -348,7 +348,7 @@ async def test_bad_segments_are_skipped_and_the_rest_of_the_message_is_answered(
 def test_segments_are_normalised_and_bad_ones_skipped_before_the_event_is_built() -> None:
     from nonebot.adapters.onebot.v11 import Adapter, GroupMessageEvent
 
-    from nonebot_plugin_yuiju import frames
+    from nonebot_plugin_yuiju.frames import onebot as frames
 
     segments = [
         {"type": "at", "data": {"qq": str(BOT)}},
@@ -371,7 +371,7 @@ def test_a_lone_surrogate_in_a_text_is_replaced_with_one_rate_limited_line(
 ) -> None:
     from nonebot.adapters.onebot.v11 import Adapter
 
-    from nonebot_plugin_yuiju import frames
+    from nonebot_plugin_yuiju.frames import onebot as frames
 
     frames.SEGMENTS.reset()
     segments = [{"type": "text", "data": {"text": "好\ud800呀"}}]

@@ -20,7 +20,7 @@ Every fake has the same surface:
         await fake.send_private_message("你好", user=Person("30003", "小红"))
         calls = await fake.calls_until_quiet(1.0, first_within=10)   # list[ApiCall], unread ones
         sent = [c.sent for c in calls if c.sent]                      # list[Sent]
-        await fake.send_bad_frame("truncated")          # or "garbage", "malformed", "unknown"
+        await fake.send_bad_frame("truncated")          # or any other BadFrame
 
 - `fake.nonebot_config()` is what `nonebot.init` needs to reach the fake (NoneBotApp passes it);
   `fake.adapter` names the adapter module; `fake.DEFAULT_USER` writes unless `user=` says.
@@ -40,7 +40,18 @@ polling: telegram.py; webhooks into the app: feishu.py), keep FakePlatform's sur
 it against the real adapter with `echo_plugin` the way tests/test_fakes_satori.py does.
 """
 
-from tests.fakes._base import BAD_FRAMES, ApiCall, BadFrame, CallLog, FakePlatform, Person, Sent
+from tests.fakes._base import (
+    BAD_FRAMES,
+    EDGE_FRAMES,
+    ELEMENTS_TEXT,
+    ApiCall,
+    BadFrame,
+    CallLog,
+    FakePlatform,
+    Person,
+    Sent,
+    deep_json,
+)
 from tests.fakes.app import NoneBotApp, echo_plugin, free_port
 from tests.fakes.feishu import FeishuFake
 from tests.fakes.onebot import OneBotFake
@@ -49,6 +60,8 @@ from tests.fakes.telegram import TelegramFake
 
 __all__ = [
     "BAD_FRAMES",
+    "EDGE_FRAMES",
+    "ELEMENTS_TEXT",
     "ApiCall",
     "BadFrame",
     "CallLog",
@@ -60,6 +73,7 @@ __all__ = [
     "SatoriFake",
     "Sent",
     "TelegramFake",
+    "deep_json",
     "echo_plugin",
     "free_port",
 ]

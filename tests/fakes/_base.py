@@ -20,16 +20,31 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-BadFrame = Literal["truncated", "garbage", "malformed", "unknown"]
+BadFrame = Literal["truncated", "garbage", "malformed", "unknown", "deep", "shape", "elements"]
 """What a misbehaving server (or a proxy in front of it) sends instead of a good event:
 
 - ``truncated``: JSON cut off mid-object;
 - ``garbage``: not JSON at all (an HTML error page, control bytes);
 - ``malformed``: valid JSON in the right envelope, but the event inside lacks required fields;
-- ``unknown``: a well-formed event of a type the adapter does not know.
+- ``unknown``: a well-formed event of a type the adapter does not know;
+- ``deep``: JSON nested 100,000 deep (past the decoder's recursion limit);
+- ``shape``: JSON of the wrong shape where the envelope or the answer should be;
+- ``elements``: a message from `DEFAULT_USER` in the group that @-mentions the bot and says
+  `ELEMENTS_TEXT`, between message elements (segments, entities, post tags) the adapter cannot
+  read: the readable rest is what a guarded adapter keeps.
 """
 
 BAD_FRAMES: tuple[BadFrame, ...] = ("truncated", "garbage", "malformed", "unknown")
+EDGE_FRAMES: tuple[BadFrame, ...] = ("garbage", "truncated", "deep", "shape", "malformed")
+"""Frames that cannot become an event at all (`elements` is sent apart: it should be answered)."""
+ELEMENTS_TEXT = "坏元素之外的话"
+"""What the readable part of an ``elements`` frame says."""
+DEEP = 100_000
+
+
+def deep_json(depth: int = DEEP) -> str:
+    """A JSON text nested ``depth`` arrays deep: valid, but past what ``json.loads`` recurses."""
+    return "[" * depth + "]" * depth
 
 
 @dataclass(frozen=True)

@@ -42,11 +42,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tests.fakes._base import (
+    ELEMENTS_TEXT,
     ApiCall,
     BadFrame,
     FakePlatform,
     Person,
     Sent,
+    deep_json,
     now_ms,
     parse_multipart,
     tiny_png,
@@ -187,6 +189,9 @@ class FeishuFake(FakePlatform):
         )
 
     async def send_bad_frame(self, kind: BadFrame) -> None:
+        if kind == "elements":
+            await self._deliver(kind, self._seal(self._elements_event()))
+            return
         bodies = {
             "truncated": b'{"schema": "2.0", "header": {"event_id": "',
             "garbage": b"\x00\xff<html><body>502 Bad Gateway</body></html>",
@@ -195,6 +200,8 @@ class FeishuFake(FakePlatform):
                 self._envelope("im.message.receive_v1", {"message": {"chat_type": "group"}})
             ),
             "unknown": self._seal(self._envelope("im.fake.unknown_event_v1", {"anything": 1})),
+            "deep": deep_json().encode(),
+            "shape": self._seal({"schema": "2.0", "header": [1, 2], "event": 5}),
         }
         await self._deliver(kind, bodies[kind], must_succeed=False)
 
@@ -267,6 +274,46 @@ class FeishuFake(FakePlatform):
         event = {"sender": sender, "message": message}
         await self._deliver(message_id, self._seal(self._envelope("im.message.receive_v1", event)))
         return message_id
+
+    def _elements_event(self) -> dict[str, Any]:
+        """A post in the group that @-mentions the bot, among elements the adapter cannot read:
+        a node without a tag, one that is no object, a line that is no list, a mention entry
+        without its id."""
+        user = self.DEFAULT_USER
+        line: list[Any] = [
+            {"tag": "at", "user_id": "@_user_1", "user_name": self.bot_name},
+            {"tag": "text", "text": f" {ELEMENTS_TEXT}"},
+            {"text": "没有 tag"},
+            "not a node",
+        ]
+        content = {"title": "", "content": [line, "not a line"]}
+        created = str(now_ms())
+        message = {
+            "message_id": f"om_{self.next_id()}",
+            "create_time": created,
+            "update_time": created,
+            "chat_id": self.chat_id,
+            "chat_type": "group",
+            "message_type": "post",
+            "content": json.dumps(content, ensure_ascii=False),
+            "mentions": [
+                {
+                    "key": "@_user_1",
+                    "id": {"union_id": "on_bot_yuiju", "user_id": "", "open_id": self.bot_open_id},
+                    "name": self.bot_name,
+                    "tenant_key": self.tenant_key,
+                },
+                {"key": "@_user_2"},
+            ],
+        }
+        user_id = user.id.removeprefix("ou_")
+        sender = {
+            "sender_id": {"union_id": f"on_{user_id}", "user_id": user_id, "open_id": user.id},
+            "sender_type": "user",
+            "tenant_key": self.tenant_key,
+        }
+        self._remember(message, {"id": user.id, "id_type": "open_id", "sender_type": "user"})
+        return self._envelope("im.message.receive_v1", {"sender": sender, "message": message})
 
     def _envelope(self, event_type: str, event: dict[str, Any]) -> dict[str, Any]:
         header = {

@@ -25,7 +25,15 @@ from typing import Any, ClassVar, Self
 import websockets
 from starlette.routing import BaseRoute
 
-from tests.fakes._base import ApiCall, BadFrame, FakePlatform, Person, Sent
+from tests.fakes._base import (
+    ELEMENTS_TEXT,
+    ApiCall,
+    BadFrame,
+    FakePlatform,
+    Person,
+    Sent,
+    deep_json,
+)
 
 
 class OneBotFake(FakePlatform):
@@ -128,6 +136,10 @@ class OneBotFake(FakePlatform):
         return await self._message("private", user, text, False, reply_to, image, sticker)
 
     async def send_bad_frame(self, kind: BadFrame) -> None:
+        if kind == "elements":  # a text without its text, an at without whom
+            bad = [{"type": "text", "data": {}}, {"type": "at", "data": {}}, "not a segment"]
+            await self._message("group", None, ELEMENTS_TEXT, True, None, False, False, bad)
+            return
         frames = {
             "truncated": '{"post_type": "message", "message_type": "gro',
             "garbage": "<html><body>502 Bad Gateway</body></html>\x00\x07",
@@ -137,6 +149,8 @@ class OneBotFake(FakePlatform):
             "unknown": json.dumps(
                 {"post_type": "fake_future_event", "self_id": int(self.self_id), "time": 1}
             ),
+            "deep": deep_json(),
+            "shape": json.dumps([1, 2, 3]),
         }
         await self._ensure_connected()
         async with self._lock:
@@ -153,9 +167,10 @@ class OneBotFake(FakePlatform):
         reply_to: str | None,
         image: bool,
         sticker: bool,
+        extra: list[Any] | None = None,
     ) -> str:
         user = user or self.DEFAULT_USER
-        segments: list[dict[str, Any]] = []
+        segments: list[Any] = []
         if reply_to is not None:
             segments.append({"type": "reply", "data": {"id": reply_to}})
         if mention_bot:
@@ -169,6 +184,7 @@ class OneBotFake(FakePlatform):
             )
         if sticker:
             segments.append({"type": "mface", "data": {"summary": "[斜眼笑]", "emoji_id": "1"}})
+        segments += extra or []
         message_id = self.next_id()
         event: dict[str, Any] = {
             "time": int(time.time()),

@@ -32,7 +32,17 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from tests.fakes._base import ApiCall, BadFrame, FakePlatform, Person, Sent, now_ms, tiny_png
+from tests.fakes._base import (
+    ELEMENTS_TEXT,
+    ApiCall,
+    BadFrame,
+    FakePlatform,
+    Person,
+    Sent,
+    deep_json,
+    now_ms,
+    tiny_png,
+)
 
 EVENT, PING, PONG, IDENTIFY, READY = 0, 1, 2, 3, 4
 """Satori signalling opcodes (META, 5, is never sent here)."""
@@ -140,6 +150,14 @@ class SatoriFake(FakePlatform):
         await self._dispatch(body)
 
     async def send_bad_frame(self, kind: BadFrame) -> None:
+        if kind == "elements":  # a quote of a message the server does not have, an image whose
+            # width is no number, a link without its href
+            bad = '<img src="x.png" width="wide"/><a>无链接</a>'
+            content = '<quote id="no-such-message"/>'
+            content += self._content(ELEMENTS_TEXT, True, None, False, False) + bad
+            channel = {"id": self.group_id, "type": TEXT_CHANNEL, "name": self.group_name}
+            await self._message_created(channel, self.DEFAULT_USER, content, guild=True)
+            return
         frames = {
             "truncated": '{"op": 0, "body": {"sn": 9, "type": "message-crea',
             "garbage": "<html><body>502 Bad Gateway</body></html>\x00\x07",
@@ -150,6 +168,9 @@ class SatoriFake(FakePlatform):
             "unknown": json.dumps(
                 {"op": EVENT, "body": {**self._envelope("fake-unknown-event"), "user": {"id": "1"}}}
             ),
+            "deep": deep_json(),
+            # an event without its sn, its user a string
+            "shape": json.dumps({"op": EVENT, "body": {"type": "message-created", "user": "x"}}),
         }
         await self._broadcast(frames[kind])
 

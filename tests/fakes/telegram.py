@@ -32,11 +32,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from tests.fakes._base import (
+    ELEMENTS_TEXT,
     ApiCall,
     BadFrame,
     FakePlatform,
     Person,
     Sent,
+    deep_json,
     parse_multipart,
     tiny_png,
 )
@@ -191,6 +193,12 @@ class TelegramFake(FakePlatform):
         if kind == "unknown":  # a kind of update from a newer Bot API
             self._queue({"update_id": self.next_id(), "fake_future_update": {"id": 1}})
             return
+        if kind == "shape":  # queued, so it comes back until an offset confirms it
+            self._queue({"update_id": self.next_id(), "message": "not a message"})
+            return
+        if kind == "elements":
+            self._queue_elements()
+            return
         bodies = {
             "truncated": ('{"ok":true,"result":[{"update_id":', "application/json"),
             "garbage": ("<html><body>502 Bad Gateway</body></html>", "text/html"),
@@ -198,6 +206,7 @@ class TelegramFake(FakePlatform):
                 json.dumps({"ok": True, "result": [{"update_id": 1, "message": {"text": 5}}]}),
                 "application/json",
             ),
+            "deep": ('{"ok":true,"result":' + deep_json() + "}", "application/json"),
         }
         body, media_type = bodies[kind]
         self._bad_answers.append(Response(body, media_type=media_type))
@@ -268,6 +277,29 @@ class TelegramFake(FakePlatform):
         self.messages[message["message_id"]] = message
         self._queue({"update_id": self.next_id(), "message": message})
         return str(message["message_id"])
+
+    def _queue_elements(self) -> None:
+        """A mention of the bot whose other entities the adapter cannot read: one of a type from
+        a newer Bot API, one that ends inside an emoji's UTF-16 pair, one past the text."""
+        mention = f"@{self.username}"
+        text = f"{mention} {ELEMENTS_TEXT} 😀"
+        emoji = _utf16_len(text) - 2
+        message = {
+            "message_id": self.next_id(),
+            "from": {"id": int(self.DEFAULT_USER.id), "is_bot": False, "first_name": "小明"},
+            "chat": self.chats[self.group_id],
+            "date": int(time.time()),
+            "text": text,
+            "entities": [
+                {"type": "mention", "offset": 0, "length": _utf16_len(mention)},
+                {"type": "fake_future_entity", "offset": 1, "length": 2},
+                {"type": "bold", "offset": emoji, "length": 1},
+                {"type": "italic", "offset": 500, "length": 3},
+                "not an entity",
+            ],
+        }
+        self.messages[message["message_id"]] = message
+        self._queue({"update_id": self.next_id(), "message": message})
 
     def _queue(self, update: dict[str, Any]) -> None:
         self._updates.append(update)

@@ -1,4 +1,4 @@
-"""Malformed OneBot frames cost one log line each, never a traceback or the connection.
+"""OneBot v11: malformed frames cost one log line each, never a traceback or the connection.
 
 The OneBot v11 adapter logs every frame it cannot parse as an ERROR with the whole raw frame and
 a traceback, and a frame that is not JSON at all ends the WebSocket (the implementation
@@ -9,45 +9,33 @@ for a frame it cannot decode (the adapter then skips it, as it skips any non-eve
 event parser reports an event it cannot parse instead of raising, after skipping the segments
 of a message that the adapter would crash on (`normalise_segments`) and keeping the rest. (The
 same ``json`` reads the answers of HTTP API calls, which this plugin does not use: one that is
-not JSON then reads as an empty result instead of a `NetworkError`.) Reports are one short line
-per frame, at most a burst a minute (`message.ratelog`). Installed when the plugin loads, so it also
-holds inside an existing NoneBot project.
+not JSON then reads as an empty result instead of a `NetworkError`.)
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-from types import ModuleType
 from typing import Any
 
-from pydantic import ValidationError
-
-from yuiju.message.ratelog import RateLimitedLog
+from nonebot_plugin_yuiju.frames import FrameReports, GuardedJson, fix_surrogates, why
 
 log = logging.getLogger(__name__)
-REPORT = RateLimitedLog(log, burst=10)
+REPORTS = FrameReports("OneBot", log)
+REPORT = REPORTS.frames
 """One line per bad frame, at most ten a minute."""
-SEGMENTS = RateLimitedLog(log, burst=10)
+SEGMENTS = REPORTS.elements
 """One line per message with bad segments, at most ten a minute."""
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 """Half of a UTF-16 pair: JSON may escape one alone; no store or encoder takes it."""
 REQUIRED = {"text": "text", "at": "qq", "reply": "id"}
 """The field of a segment type that the adapter reads unguarded, before any plugin sees it."""
-
-
-def _why(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "frame"
-        return f"{exc.error_count()} invalid fields, first {where}: {first.get('msg', '')}"[:160]
-    return f"{type(exc).__name__}: {exc}"[:160]
+_why = why
 
 
 def report(problem: str, frame: Any) -> None:
     """One short line about a bad frame (the frame quoted to 120 characters)."""
-    REPORT(logging.WARNING, "bad OneBot frame skipped: %s; frame %.120r", problem, frame)
+    REPORTS.frame(problem, frame)
 
 
 def install() -> None:
@@ -69,29 +57,9 @@ def install() -> None:
             return parse(cls, json_data)  # an API result: the adapter's result store takes it
         return parse_event(cls, json_data)
 
-    adapter_module.json = GuardedJson()
+    adapter_module.json = GuardedJson(report)
     Adapter.json_to_event = classmethod(json_to_event)  # type: ignore[assignment]
     Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
-
-
-class GuardedJson(ModuleType):
-    """The ``json`` module, except that ``loads`` answers None (reported) for text it cannot
-    decode instead of raising: not JSON, not UTF-8, or nested deeper than the decoder recurses
-    (a `RecursionError` would end the connection like any other exception)."""
-
-    def __init__(self) -> None:
-        super().__init__("json")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(json, name)
-
-    @staticmethod
-    def loads(data: Any, **kw: Any) -> Any:
-        try:
-            return json.loads(data, **kw)
-        except (ValueError, RecursionError) as exc:  # binary garbage, or nested past the stack
-            report(f"not JSON ({type(exc).__name__})", data)
-            return None
 
 
 def parse_event(adapter: Any, data: dict[str, Any]) -> Any:
@@ -152,14 +120,7 @@ def normalise_segments(data: dict[str, Any]) -> dict[str, Any]:
             kept.append(fixed)
     if not problems:
         return data if segments is message else {**data, "message": segments}
-    SEGMENTS(
-        logging.WARNING,
-        "bad OneBot segments skipped in message %s (%d of %d kept): %s",
-        str(data.get("message_id"))[:24],
-        len(kept),
-        len(segments),
-        "; ".join(dict.fromkeys(problems))[:160],
-    )
+    REPORTS.dropped("segments", data.get("message_id"), len(kept), len(segments), problems)
     return {**data, "message": kept}
 
 
@@ -180,7 +141,7 @@ def _segment(segment: Any) -> tuple[dict[str, Any] | None, str]:
     if kind == "text" and not isinstance(value, str):
         return None, "a text without its text"
     if kind == "text" and isinstance(value, str) and _SURROGATE.search(value):
-        text = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        text = fix_surrogates(value)
         lone = text.count("\ufffd") > value.count("\ufffd")
         fixed = {"type": kind, "data": {**fields, "text": text}}
         return fixed, "a text with a lone surrogate (replaced by U+FFFD)" if lone else problem
