@@ -349,12 +349,15 @@ def table(rows: dict[str, dict[str, list[dict[str, float]]]], groups: list[str])
 SETS = {"easy": "bench/recall_set.py (seed 7)", "hard": "bench/dialogue_set.py (seed 11)"}
 
 
-def load_set(name: str, seed: int | None) -> tuple[list[Conversation], list[Question], list[str]]:
+def load_set(
+    name: str, seed: int | None, plain: bool = False
+) -> tuple[list[Conversation], list[Question], list[str]]:
     if name == "hard":
         import dialogue_set
 
-        convs, questions = dialogue_set.build(seed=11 if seed is None else seed)
-        return convs, questions, ["overall", "single", "multi", "temporal", "inference"]
+        convs, questions = dialogue_set.build(seed=11 if seed is None else seed, plain=plain)
+        groups = ["overall", "single", "multi", "temporal", "inference"]
+        return convs, questions, groups if plain else [*groups, "dated", "as_of"]
     convs, questions = build(seed=7 if seed is None else seed)
     return (
         convs,
@@ -393,7 +396,7 @@ async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder)
     from yuiju.memory.service import MemoryService
     from yuiju.storage.sqlite_history import SqliteHistory
 
-    convs, questions, groups = load_set(name, args.seed)
+    convs, questions, groups = load_set(name, args.seed, args.plain_hard)
     n_turns = sum(len(c.turns) for c in convs)
     cats = Counter(q.category for q in questions)
     print(
@@ -612,6 +615,11 @@ def main() -> None:
         help="[memory].chat_context_minutes (0: every turn indexed alone, the ablation)",
     )
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument(
+        "--plain-hard",
+        action="store_true",
+        help="the hard set without retold news, full names and dated questions (as until 2026-12-02)",
+    )
     parser.add_argument(
         "--lexical", action="store_true", help="also score yuiju's sparse vectors alone"
     )
