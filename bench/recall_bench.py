@@ -65,6 +65,7 @@ class CachedEmbedder:
         import numpy as np
 
         self.inner, self.path, self.dim, self.name = inner, path, inner.dim, inner.name
+        self.unrelated_similarity = inner.unrelated_similarity
         self.cache: dict[str, Any] = {}
         self.queries: dict[str, list[float]] = {}
         self.misses = 0
@@ -511,6 +512,8 @@ async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder)
                 to_turn,
                 [g for g in groups if g != "overall" and not g.startswith("lang:")],
             )
+        if args.floor:
+            await floor_report(semantic, service, convs, questions, to_turn)
         await store.close()
         await history.close()
 
@@ -541,6 +544,101 @@ def _lexical_only(
     return _hits(store._shard.query(request))
 
 
+def nonsense(seed: int = 3) -> tuple[list[str], list[str]]:
+    """Questions about nothing in any conversation: made-up words and random Chinese characters,
+    and a few real questions off every topic of the sets."""
+    import random
+
+    rng = random.Random(seed)
+    made_up = ["xyzzy quux", "blorf snark wibble", "qwrt zxcv", "zorp flim"]
+    while len(made_up) < 50:
+        made_up.append(
+            " ".join(
+                "".join(
+                    rng.choice("bcdfghjklmnpqrstvwxz") + rng.choice("aeiou")
+                    for _ in range(rng.randint(2, 4))
+                )
+                for _ in range(rng.randint(1, 3))
+            )
+        )
+    made_up += [
+        "".join(chr(rng.randint(0x4E00, 0x9FA5)) for _ in range(rng.randint(2, 5)))
+        for _ in range(30)
+    ]
+    off_topic = [
+        "What is the boiling point of mercury?",
+        "How many moons does Jupiter have?",
+        "Who signed the Treaty of Westphalia?",
+        "What is the GDP of Peru?",
+        "How do I compile a Linux kernel?",
+        "量子力学的基本原理是什么？",
+        "怎么换汽车轮胎？",
+        "火山是怎么形成的？",
+    ]
+    return made_up, off_topic
+
+
+async def floor_report(
+    semantic: SemanticMemory,
+    service: Any,
+    convs: list[Conversation],
+    questions: list[Question],
+    to_turn: dict[str, str],
+) -> None:
+    """What the relevance floor costs (evidence it drops from the first 10) and what it does
+    (questions about nothing answered with nothing), and the dense similarity such questions
+    reach with the floor off (what calibrates `Embedder.unrelated_similarity`)."""
+    made_up, off_topic = nonsense()
+    base = semantic.weights
+    rows = []
+    for label, weights in (("floor off", replace(base, floor=0.0)), ("default floor", base)):
+        semantic.weights = weights
+        kept = []
+        for q in questions:
+            found = await service.memory_search(
+                q.text, now=q.now, group_id=f"bench:{q.conv}", limit=10, token_budget=None
+            )
+            kept.append(
+                score([to_turn.get(r.payload.get("ref", ""), "") for r in found], q.evidence)
+            )
+        empty = {"made-up": 0, "off-topic": 0}
+        asked = {"made-up": 0, "off-topic": 0}
+        for text in made_up + off_topic:
+            kind = "off-topic" if text in off_topic else "made-up"
+            for c in convs:
+                found = await service.memory_search(
+                    text,
+                    now=questions[0].now,
+                    group_id=f"bench:{c.id}",
+                    limit=10,
+                    token_budget=None,
+                )
+                asked[kind] += 1
+                empty[kind] += not found
+        rows.append(
+            f"| {label} | {statistics.fmean(k['r@10'] for k in kept):.3f} | "
+            f"{empty['made-up']}/{asked['made-up']} | {empty['off-topic']}/{asked['off-topic']} |"
+        )
+    semantic.weights = base
+    top = []
+    for text in made_up + off_topic:
+        vector = await semantic.embedder.embed_query(text)
+        for c in convs:
+            where = semantic.scope_filter(CHARACTER, group_id=f"bench:{c.id}")
+            hits = await semantic.store.query(vector, where, 1)
+            top += [h.score for h in hits]
+    top.sort()
+    print(
+        "\n| floor | recall@10 | made-up questions answered with nothing | off-topic ones |\n"
+        "|---|---|---|---|\n" + "\n".join(rows)
+    )
+    print(
+        f"nearest memory of a question about nothing, dense similarity: p50 {top[len(top) // 2]:.3f}, "
+        f"p95 {top[int(len(top) * 0.95)]:.3f}, max {top[-1]:.3f} ({len(top)} searches; "
+        f"the embedder's unrelated_similarity {semantic.embedder.unrelated_similarity})"
+    )
+
+
 async def sweep(
     semantic: SemanticMemory,
     service: Any,
@@ -567,7 +665,13 @@ async def sweep(
         "no recency/importance bonus": replace(base, recency=0.0, importance=0.0),
         "depth 50": replace(base, depth=50),
         "depth 200": replace(base, depth=200),
+        "time bonus 0.1": replace(base, time=0.1),
+        "time bonus 0.2": replace(base, time=0.2),
+        "time bonus 0.3": replace(base, time=0.3),
+        "time bonus 0.5": replace(base, time=0.5),
+        "names searched as words": base,
     }
+    known_names = semantic.known_names
     print(
         "\n| variant | recall@5 | recall@10 | recall@25 | "
         + " | ".join(f"{c} r@5" for c in cats)
@@ -576,6 +680,12 @@ async def sweep(
     print("|---" * (4 + len(cats)) + "|")
     for name, weights in variants.items():
         semantic.weights = weights
+        if name == "names searched as words":  # the ablation of `strip_names`
+
+            async def no_names() -> set[str]:
+                return set()
+
+            semantic.known_names = no_names  # type: ignore[method-assign]
         got: dict[str, list[dict[str, float]]] = defaultdict(list)
         for q in questions:
             found = await service.memory_search(
@@ -591,6 +701,7 @@ async def sweep(
             flush=True,
         )
     semantic.weights = base
+    semantic.known_names = known_names  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -615,6 +726,11 @@ def main() -> None:
         help="[memory].chat_context_minutes (0: every turn indexed alone, the ablation)",
     )
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure the relevance floor: questions about nothing, evidence it drops",
+    )
     parser.add_argument(
         "--plain-hard",
         action="store_true",

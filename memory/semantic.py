@@ -57,23 +57,25 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from yuiju.llm.tokens import estimate_tokens
 from yuiju.memory.embeddings import Embedder
-from yuiju.memory.lexical import LexicalEncoder
-from yuiju.memory.timeparse import time_range
+from yuiju.memory.lexical import LexicalEncoder, SparseVector, strip_names
+from yuiju.memory.timeparse import TimeRange, time_range
 from yuiju.memory.vectors import (
     PUBLIC,
     Fusion,
     Hit,
-    HybridQuery,
     MemoryKind,
     MemoryPoint,
+    Search,
     VectorStore,
     Where,
     group_scope,
@@ -95,9 +97,9 @@ class RankWeights:
     """Bonus of a memory of importance 1."""
     half_life_days: float = 30.0
     dense: float = 1.0
-    """RRF weight of the dense (meaning) candidate list."""
+    """Fusion weight of the dense (meaning) candidate list."""
     lexical: float = 1.0
-    """RRF weight of the lexical (BM25 words) candidate list."""
+    """Fusion weight of the lexical (BM25 words) candidate list."""
     rrf_k: int = 10
     fusion: Fusion = "dbsf"
     depth: int = 100
@@ -108,6 +110,12 @@ class RankWeights:
     """Bonus of what the person a question names said."""
     reply_hops: int = 2
     """How many lines back relevance is carried along a conversation."""
+    time: float = 1.0
+    """Bonus of a memory of the time a question names ("上个月", "in March"); 1 or more: every
+    memory of that time comes before any other."""
+    floor: float | None = None
+    """When no memory shares a word with a question, the dense similarity a memory needs to be
+    recalled; None: the embedder's `Embedder.unrelated_similarity`; 0: no floor."""
 
 
 def rank_score(
@@ -133,7 +141,7 @@ def rank_score(
 def relevance_of(fused: float, weights: RankWeights) -> float:
     """Qdrant's fused score as a relevance in (0, 1] (1 = the best possible match)."""
     if weights.fusion == "dbsf":
-        return fused / 2
+        return fused / (weights.dense + weights.lexical)
     return fused * weights.rrf_k / (weights.dense + weights.lexical)
 
 
@@ -197,6 +205,9 @@ class NewMemory:
     """When it happened (aware)."""
     key: str
     """Stable identity of the memory (episode id, diary id + chunk, ...): same key, same point."""
+    about: tuple[datetime, datetime] | None = None
+    """When what it tells of happened, if not at ``time`` ("last month" in a chat line): first and
+    last moment, inclusive (`memory.timeparse.referred_range`)."""
     importance: float = 0.5
     user_id: str = ""
     """Platform-qualified (``qq:12345``): memories about or from this person."""
@@ -262,6 +273,8 @@ class SemanticMemory:
         self.embedder = embedder
         self.weights = weights or RankWeights()
         self.lexical = lexical or LexicalEncoder()
+        self._names: set[str] | None = None
+        self._names_read = 0.0
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -305,6 +318,9 @@ class SemanticMemory:
                     character_id=item.character_id,
                     text=item.text,
                     time=to_epoch(item.time),
+                    about=(to_epoch(item.about[0]), to_epoch(item.about[1]))
+                    if item.about
+                    else None,
                     importance=item.importance,
                     scope=scope,
                     user_id=item.user_id,
@@ -314,7 +330,23 @@ class SemanticMemory:
                 )
             )
         await self.store.upsert(points)
+        if self._names is not None:
+            self._names.update(_names_in(item.extra for item in items))
         return [p.id for p in points]
+
+    async def known_names(self) -> Collection[str]:
+        """The names of the people her chat memories were said by or to (`memory.lexical`): read
+        from the store every `NAMES_SECONDS` (another process may have added some), and kept up
+        to date with what this one remembers."""
+        if self._names is None or time.monotonic() - self._names_read > NAMES_SECONDS:
+            try:
+                found = await self.store.names()
+            except Exception as exc:  # names only sharpen the words searched; recall goes on
+                log.warning("could not list the names in the memory store: %s", exc)
+                found = set()
+            self._names = found | (self._names or set())
+            self._names_read = time.monotonic()
+        return self._names
 
     async def forget(self, *, ref: str | Sequence[str], kind: MemoryKind | None = None) -> None:
         """Delete every point of a source document (or several)."""
@@ -335,7 +367,20 @@ class SemanticMemory:
         time_from: datetime | None = None,
         time_to: datetime | None = None,
         public: bool = True,
+        every_scope: bool = False,
     ) -> Where:
+        """Her memories of ``kinds`` that this speaker may hear: public, the user's, what they said
+        in private (without a group), the group's; ``every_scope``: all of them (her own view,
+        for `yuiju memory search`, never for a chat)."""
+        if every_scope:
+            eq: dict[str, Any] = {"character_id": character_id}
+            if kinds:
+                eq["kind"] = list(kinds)
+            return Where(
+                eq=eq,
+                time_from=to_epoch(time_from) if time_from else None,
+                time_to=to_epoch(time_to) if time_to else None,
+            )
         # several ids: one person's accounts (and the plain ids QQ's were stored under before
         # ids were platform-qualified), a group in its new and its old form
         users = [user_id] if isinstance(user_id, str) else list(user_id or ())
@@ -347,7 +392,7 @@ class SemanticMemory:
             if not groups:  # a private chat with this user: what they said in private too
                 scopes.append(private_scope(user))
         scopes += [group_scope(g) for g in groups]
-        eq: dict[str, Any] = {"character_id": character_id, "scope": scopes}
+        eq = {"character_id": character_id, "scope": scopes}
         if kinds:
             eq["kind"] = list(kinds)
         return Where(
@@ -364,10 +409,14 @@ class SemanticMemory:
         lists: int = 2,
         query: str = "",
         limit: int | None = None,
+        in_range: Collection[str] = (),
+        up_to: datetime | None = None,
     ) -> list[Recalled]:
         """Score fused hits (see the module docstring), best first. ``lists``: how many candidate
         lists were fused (1 when the question had no searchable word); ``query``: the question,
-        for the speakers it names; ``limit``: only the best so many are returned (and built)."""
+        for the speakers it names; ``limit``: only the best so many are returned (and built);
+        ``in_range``: the hits of the time the question names (a bonus of ``weights.time``);
+        ``up_to``: recency counts back from this instead of ``now`` ("as of March")."""
         w = self.weights
         scale = 1.0 if lists == 2 or w.fusion == "dbsf" else (w.dense + w.lexical) / w.dense
         own = {hit.id: relevance_of(hit.score, w) * scale for hit in hits}
@@ -377,7 +426,7 @@ class SemanticMemory:
         answers = {hit.id for hit in hits if hit.payload.get("answer")}
         carried = carry(own, follows, answers, share=w.reply, hops=w.reply_hops)
         named: dict[str, bool] = {}  # a few speakers among many candidates
-        now_s = to_epoch(now)
+        now_s = to_epoch(min(now, up_to) if up_to else now)
         scored = []
         for hit in hits:
             p = hit.payload
@@ -391,7 +440,7 @@ class SemanticMemory:
                 importance=float(p.get("importance", 0.5)),
                 weights=w,
                 named=named[speaker],
-            )
+            ) + (w.time if hit.id in in_range else 0.0)
             scored.append((-score, -t, hit.id, score, t, hit))
         scored.sort(key=lambda x: x[:3])
         out = []
@@ -415,37 +464,68 @@ class SemanticMemory:
             )
         return out
 
-    async def _hybrid(
-        self, text: str, vector: Sequence[float], where: Where, limit: int, now: datetime
-    ) -> list[Recalled]:
-        w = self.weights
-        lexical = self.lexical.query(text)
-        query = HybridQuery(
-            dense=vector,
-            lexical=lexical,
-            depth=max(w.depth, limit),
-            fusion=w.fusion,
-            rrf_k=w.rrf_k,
-            weights=(w.dense, w.lexical),
-        )
-        hits = await self.store.hybrid(query, where, max(limit, w.depth))
-        return self.rank(hits, now, lists=2 if lexical else 1, query=text, limit=limit)
-
     async def search(
         self, query: str, where: Where, *, now: datetime, limit: int = 8
     ) -> list[Recalled]:
-        """Ranked memories for ``query`` under ``where`` (a named time range first). Raises on
-        failure (see `recall`)."""
+        """Ranked memories for ``query`` under ``where``, those of a time it names first (see the
+        module docstring). Raises on failure (see `recall`)."""
+        w = self.weights
         span = time_range(query, now)
+        if where.time_from is not None or where.time_to is not None:
+            span = None  # the caller's own range
         text = span.rest if span else query
         vector = await self.embedder.embed_query(text)
-        if span is None or where.time_from is not None or where.time_to is not None:
-            return (await self._hybrid(text, vector, where, limit, now))[:limit]
-        within = replace(where, time_from=to_epoch(span.start), time_to=to_epoch(span.end))
-        first = await self._hybrid(text, vector, within, limit, now)
-        seen = {r.id for r in first}
-        rest = [r for r in await self._hybrid(text, vector, where, limit, now) if r.id not in seen]
-        return (first + rest)[:limit]
+        words = self.lexical.query(strip_names(text, await self.known_names()))
+        depth = max(w.depth, limit)
+        wheres = [where]
+        if span:
+            wheres.append(
+                replace(
+                    where,
+                    about_from=to_epoch(span.start) if span.start else None,
+                    about_to=to_epoch(span.end),
+                )
+            )
+        searches = [
+            search
+            for each in wheres
+            for search in (
+                Search(dense=vector, where=each, limit=depth),
+                *([Search(lexical=words, where=each, limit=depth)] if words else []),
+            )
+        ]
+        found = await self.store.search_many(searches)
+        per = 2 if words else 1
+        hits = fuse(found, per, w)
+        within = [h.id for each in found[per:] for h in each]
+        floor = w.floor if w.floor is not None else self.embedder.unrelated_similarity
+        if (
+            floor
+            and words
+            and not found[1]
+            and max((h.score for h in found[0]), default=0.0) < floor
+            and not await self._knows_a_word(words, where)
+        ):  # none of the question's words is anywhere in her memory ("xyzzy quux", "GDP of
+            # Peru") and no memory is close in meaning: it is about nothing she knows
+            return []
+        in_range: set[str] = set()
+        if span:
+            in_range = set(within) | {h.id for h in hits if _within(h.payload, span)}
+        return self.rank(
+            hits,
+            now,
+            lists=per,
+            query=text,
+            limit=limit,
+            in_range=in_range,
+            up_to=span.end if span and span.start is None else None,
+        )
+
+    async def _knows_a_word(self, words: SparseVector, where: Where) -> bool:
+        """Whether any memory of hers, whoever may hear it, has one of ``words``."""
+        mine = {k: v for k, v in where.eq.items() if k == "character_id"}
+        found = await self.store.search_many([Search(lexical=words, where=Where(eq=mine), limit=1)])
+        return bool(found[0])
 
     async def recall(
         self,
@@ -458,13 +538,20 @@ class SemanticMemory:
         kinds: Sequence[MemoryKind] | None = None,
         limit: int = 10,
         token_budget: int | None = None,
+        every_scope: bool = False,
     ) -> Recall:
-        """The best ``limit`` memories for ``query`` that this speaker may hear, within
-        ``token_budget`` tokens (None: no budget).
+        """The best ``limit`` memories for ``query`` that this speaker may hear (``every_scope``:
+        all of hers, see `scope_filter`), within ``token_budget`` tokens (None: no budget).
 
         Never raises: on a failure it logs a warning and returns an empty `Recall`.
         """
-        where = self.scope_filter(character_id, user_id=user_id, group_id=group_id, kinds=kinds)
+        where = self.scope_filter(
+            character_id,
+            user_id=user_id,
+            group_id=group_id,
+            kinds=kinds,
+            every_scope=every_scope,
+        )
         try:
             # more than the limit: smaller memories further down may fill what the budget leaves
             ranked = await self.search(
@@ -474,6 +561,79 @@ class SemanticMemory:
             log.warning("memory recall failed, answering without memories: %s", exc)
             return Recall()
         return fit_budget(ranked, limit=limit, token_budget=token_budget)
+
+
+NAMES_SECONDS = 300.0
+"""How long the names read from the store are trusted before they are read again."""
+
+
+def _names_in(extras: Iterable[dict[str, Any]]) -> set[str]:
+    found: set[str] = set()
+    for extra in extras:
+        if extra.get("speaker"):
+            found.add(str(extra["speaker"]))
+        found.update(str(n) for n in extra.get("addressed") or ())
+    return found
+
+
+def _within(payload: dict[str, Any], span: TimeRange) -> bool:
+    """Whether what a memory tells of happened in ``span`` (its ``about_*`` fields; before
+    those existed, its ``time``)."""
+    start = to_epoch(span.start) if span.start else float("-inf")
+    end = to_epoch(span.end)
+    if "about_start" in payload:
+        return float(payload["about_start"]) < end and float(payload["about_end"]) >= start
+    return start <= float(payload.get("time", 0.0)) < end
+
+
+@dataclass(frozen=True)
+class _Spread:
+    """DBSF's normalisation of one candidate list: its mean -/+ 3 sample deviations -> 0..1."""
+
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, scores: Sequence[float]) -> _Spread:
+        n = len(scores)
+        if n < 2:
+            return cls(0.0, 0.0)
+        mean = math.fsum(scores) / n
+        deviation = math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / (n - 1))
+        return cls(mean - 3 * deviation, mean + 3 * deviation)
+
+    def __call__(self, score: float) -> float:
+        return (score - self.low) / (self.high - self.low) if self.high > self.low else 0.5
+
+
+def fuse(lists: Sequence[Sequence[Hit]], per: int, weights: RankWeights) -> list[Hit]:
+    """One fused score per candidate of ``lists``: the dense and (``per`` 2) lexical search
+    under the question's filter, then the same under a narrower one (its time). Qdrant's DBSF
+    (each list's raw scores normalised by its spread and summed, weighted) or weighted RRF
+    (weight / (rrf_k + rank)), with the spread and the ranks of the first two lists: a memory
+    found only under the narrower filter is scored on the same scale as the others."""
+    kinds = [lists[i::per] for i in range(per)]  # [dense lists, lexical lists]
+    weight = (weights.dense, weights.lexical)
+    fused: dict[str, float] = {}
+    payload: dict[str, dict[str, Any]] = {}
+    for k, of_kind in enumerate(kinds):
+        spread = _Spread.of([h.score for h in of_kind[0]])
+        seen: set[str] = set()
+        ranked = 0
+        for hits in of_kind:
+            for rank, hit in enumerate(hits):
+                if hit.id in seen:
+                    continue
+                seen.add(hit.id)
+                payload.setdefault(hit.id, hit.payload)
+                if weights.fusion == "dbsf":
+                    part = weight[k] * spread(hit.score)
+                else:
+                    part = weight[k] / (weights.rrf_k + ranked + rank)
+                fused[hit.id] = fused.get(hit.id, 0.0) + part
+            ranked += len(hits)
+    order = sorted(fused, key=lambda i: -fused[i])
+    return [Hit(id=i, score=fused[i], payload=payload[i]) for i in order]
 
 
 def fit_budget(ranked: Sequence[Recalled], *, limit: int, token_budget: int | None) -> Recall:

@@ -11,6 +11,7 @@ import pytest
 
 from yuiju.memory.distill import CHAT_MEMORIES, ChatLine, ChatMemories, line_end
 from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.lexical import LexicalEncoder, addressed_names
 from yuiju.memory.semantic import SemanticMemory, names
 from yuiju.memory.vectors import VectorStore, point_id
 
@@ -373,3 +374,64 @@ async def test_a_question_or_an_answer_is_read_with_the_line_before_it_a_reactio
     assert (await ask(memory, "When did Mel go to the support group?"))[
         0
     ] == "I went to the support group yesterday!"
+
+
+class RecordingLexical(LexicalEncoder):
+    """Remembers the text of every lexical query."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def query(self, text: str):  # type: ignore[no-untyped-def]
+        self.queries.append(text)
+        return super().query(text)
+
+
+async def test_the_asked_about_persons_name_is_not_a_search_word(
+    vector_store: VectorStore, sqlite_history
+) -> None:
+    """Bob addresses Ann by name; a question about Ann must not find Bob's lines by her name."""
+    lexical = RecordingLexical()
+    memory = SemanticMemory(vector_store, SameVector(64), lexical=lexical)
+    chat = ChatMemories(sqlite_history, memory, "yuiju", context_minutes=0)
+    await chat.ensure()
+    await chat.add_many(
+        [
+            line("Ann", "I painted the old lighthouse", 0),
+            line("Bob", "Ann, Ann! Guess what, Ann, my brushes arrived", 300),
+            line("Bob", "Hey Ann, did you see the game?", 600),
+            line("Bob", "Good night Ann!", 900),
+            line("Bob", "Hi Han, how was the trip?", 1200),  # what Bob calls her
+        ]
+    )
+    assert (await ask(memory, "What did Ann paint?"))[0] == "I painted the old lighthouse"
+    lexical.queries.clear()
+    await ask(memory, "What did Ann paint? Did Han paint?")
+    assert lexical.queries and all(
+        "Ann" not in q and "Han" not in q and "paint" in q for q in lexical.queries
+    )
+    lexical.queries.clear()
+    await ask(memory, "小林去哪了？")  # a name no one has: an ordinary word
+    assert lexical.queries == ["小林去哪了？"]
+
+
+@pytest.mark.parametrize(
+    ("text", "addressed"),
+    [
+        ("Hey Hannah, how was the trip?", ["Hannah"]),
+        ("Good night Han!", ["Han"]),
+        ("That's awesome, Han!", ["Han"]),
+        ("So proud of you, Hannah. Really.", ["Hannah"]),
+        ("Thanks Marc, you're the best", ["Marc"]),
+        ("We moved to Austin, Texas.", []),
+        ("Wow, that's great!", []),
+        ("I met Hannah at the park", []),
+        ("Hey! How are you?", []),
+        ("Hi I, uh, forgot", []),
+    ],
+)
+def test_names_a_line_addresses_are_found_by_how_people_are_greeted(
+    text: str, addressed: list[str]
+) -> None:
+    assert addressed_names(text) == addressed
