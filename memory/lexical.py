@@ -25,16 +25,16 @@ turn that says the words itself still scores higher (bench/README.md).
 Names are not search words. A question about a person names them ("What did Hannah paint?",
 "小林上周去哪了？"), and in a chat the other speaker's lines name them too ("Hey Hannah, ..."), so the
 name's term fills the word-matched candidates with lines the other person said *to* them
-(`strip_names`). The names known are the speakers' own (``speaker`` in the payload) and those
-people are greeted by (`addressed_names`: "Hey Han!", "That's awesome, Han!"); the speaker bonus
-of `memory.semantic` still reads the question's names.
+(`KnownNames`). The names known are the speakers' own (``speaker`` in the payload) and those
+people are greeted by (`addressed_names`: "Hey Han!", "That's awesome, Han!"); `memory.semantic`
+leaves them out of the question's dense vector too, and its speaker bonus still reads them.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,22 +163,56 @@ def _whole_word(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", re.IGNORECASE)
 
 
-def strip_names(text: str, known: Collection[str]) -> str:
-    """``text`` without the names in ``known`` it says: Latin names as whole words ("Ann" in
-    "What did Ann say?", not in "Anna"), others anywhere (小林 in 小林去哪了). Names shorter
-    than two characters are kept (too many words would go with them)."""
-    if not known:
-        return text
-    words = {w.lower() for w in _WORD.findall(text)}
-    found = False
-    for name in known:
-        if len(name) < 2:
-            continue
-        if name.isascii():
-            first = _WORD.match(name)
-            if first is not None and first[0].lower() in words:
-                text, n = _whole_word(name).subn(" ", text)
-                found = found or bool(n)
-        elif name in text:
-            text, found = text.replace(name, " "), True
-    return re.sub(r"\s+", " ", text).strip() if found else text
+class KnownNames:
+    """People's names, to take out of what a question searches (see the module docstring):
+    Latin names as whole words ("Ann" in "What did Ann say?", not in "Anna"), others anywhere
+    (小林 in 小林去哪了). Names shorter than two characters are kept as words (too many words
+    would go with them). Looking a question up costs about the same for ten names or ten
+    thousand (a QQ group's nicknames): by its words and its substrings, not name by name."""
+
+    LONGEST = 24
+    """Longer non-Latin names are not looked for (nicknames are short)."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._latin: dict[str, set[str]] = {}
+        self._other: set[str] = set()
+        self._first: set[str] = set()
+        self._lengths: set[int] = set()
+        self.add(names)
+
+    def add(self, names: Iterable[str]) -> None:
+        for name in names:
+            name = name.strip()
+            if len(name) < 2:
+                continue
+            if name.isascii():
+                if first := _WORD.match(name):
+                    self._latin.setdefault(first[0].lower(), set()).add(name)
+            elif len(name) <= self.LONGEST:
+                self._other.add(name)
+                self._first.add(name[0])
+                self._lengths.add(len(name))
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._latin.values()) + len(self._other)
+
+    def strip(self, text: str) -> str:
+        """``text`` without the known names it says."""
+        found: list[tuple[str, bool]] = [
+            (name, True)
+            for word in {w.lower() for w in _WORD.findall(text)}
+            for name in self._latin.get(word, ())
+        ]
+        if self._other:
+            found += [
+                (text[i : i + n], False)
+                for i, c in enumerate(text)
+                if c in self._first
+                for n in self._lengths
+                if text[i : i + n] in self._other
+            ]
+        if not found:
+            return text
+        for name, latin in sorted(found, key=lambda f: -len(f[0])):  # 小林同学 before 小林
+            text = _whole_word(name).sub(" ", text) if latin else text.replace(name, " ")
+        return re.sub(r"\s+", " ", text).strip()

