@@ -435,3 +435,44 @@ def test_names_a_line_addresses_are_found_by_how_people_are_greeted(
     text: str, addressed: list[str]
 ) -> None:
     assert addressed_names(text) == addressed
+
+
+class QueryRecording(HashingEmbedder):
+    """Remembers the text of every query it embedded."""
+
+    def __init__(self, dim: int = 64) -> None:
+        super().__init__(dim)
+        self.queries: list[str] = []
+
+    async def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return await super().embed_query(text)
+
+
+async def test_a_known_name_is_left_out_of_the_questions_meaning_too(
+    vector_store: VectorStore, sqlite_history
+) -> None:
+    embedder = QueryRecording()
+    chat, memory = await chat_memories(vector_store, sqlite_history, embedder, context_minutes=0)
+    await chat.add_many([line("Ann", "I painted the old lighthouse", 0)])
+    await ask(memory, "What did Ann paint?")
+    assert embedder.queries == ["What did paint?"]
+
+
+async def test_a_follow_up_question_steps_back_behind_the_line_it_asks_about(
+    vector_store: VectorStore, sqlite_history
+) -> None:
+    chat, memory = await chat_memories(vector_store, sqlite_history, HashingEmbedder(64))
+    await chat.add_many(
+        [line("Mel", t, 500 + i) for i, t in enumerate(SMALL_TALK * 3)]
+        + [
+            line("Ann", "I finally finished the painting I'd been fussing over!", 600),
+            line("Mel", "Ooh, what's it of?", 601),
+            line("Ann", "A stormy sea with one tiny boat.", 602),
+        ]
+    )
+    found = await ask(memory, "Which painting was finished?")  # no speaker named: no bonus
+    assert found[:2] == [
+        "I finally finished the painting I'd been fussing over!",
+        "A stormy sea with one tiny boat.",
+    ]
