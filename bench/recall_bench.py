@@ -690,7 +690,10 @@ async def sweep(
         "follow-up questions 0.6": replace(base, follow_up=0.6),
         "follow-up questions 0.4": replace(base, follow_up=0.4),
         "follow-up questions 0.2": replace(base, follow_up=0.2),
+        "dense 1.1, lexical 0.9": replace(base, dense=1.1, lexical=0.9),
         "dense 1.25, lexical 0.75": replace(base, dense=1.25, lexical=0.75),
+        "dense 1.4, lexical 0.6": replace(base, dense=1.4, lexical=0.6),
+        "dense 1.6, lexical 0.4": replace(base, dense=1.6, lexical=0.4),
         "dense 0.75, lexical 1.25": replace(base, dense=0.75, lexical=1.25),
     }
     if only:

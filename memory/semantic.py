@@ -8,14 +8,16 @@ Recall is hybrid and keeps relevance first::
                  scores are normalised by their spread (mean +- 3 sigma -> 0..1) and summed,
                  weighted, as Qdrant's own DBSF; RRF instead: sum of weight / (rrf_k + rank).
     own        = DBSF: fused / (w_dense + w_lexical);  RRF: fused * rrf_k / (w_dense + w_lexical)
-                 ~ 0..1 (1 = the best possible match in both lists)
+                 ~ 0..1 (1 = the best possible match in both lists); w_dense 1.4, w_lexical 0.6:
+                 meaning counts more than shared words
     relevance  = own, and for an answer (a chat line after a question):
                  own + w_reply * max(0, carried(the line it answers) - own)       in [own, 1]
                  carried(line) = the same, from the line before it, up to reply_hops (2) back:
                  an answer moves toward what it answers (and what that asked about) when those
                  are candidates too, and never passes them;
                  for a follow-up question (it asks about the line before it and answers
-                 nothing: "Ooh, what's it of?") when that line is at least half as relevant:
+                 nothing: "Ooh, what's it of?") when that line is at least half as relevant
+                 (above the least relevant candidate):
                  w_follow_up (0.4) * own
     bonus      = w_recency * 0.5 ** (age_days / half_life_days)
                + w_importance * importance
@@ -122,9 +124,9 @@ class RankWeights:
     importance: float = 0.02
     """Bonus of a memory of importance 1."""
     half_life_days: float = 30.0
-    dense: float = 1.0
+    dense: float = 1.4
     """Fusion weight of the dense (meaning) candidate list."""
-    lexical: float = 1.0
+    lexical: float = 0.6
     """Fusion weight of the lexical (BM25 words) candidate list."""
     rrf_k: int = 10
     fusion: Fusion = "dbsf"
@@ -145,9 +147,10 @@ class RankWeights:
     nothing ("Ooh, what's it of?"): read with that line it looks as relevant, and says nothing
     of its own (it still carries the relevance of that line to the answer after it)."""
     follow_up_cover: float = 0.5
-    """... when the line it asks about is a candidate at least this share as relevant as it
-    (else the question brings a topic of its own: "Did you go to the support group?" after
-    "Miss you!"). Not in the config: bench/README.md measures 0, 0.5 and 1."""
+    """... when the line it asks about is a candidate at least this share as relevant as it,
+    above the least relevant candidate (else the question brings a topic of its own: "Did you go
+    to the support group?" after "Miss you!"). Not in the config: bench/README.md measures 0.5,
+    0.8 and 1."""
     time: float = 0.5
     """Bonus of a memory of the time a question names ("上个月", "in March"); 1 or more: every
     memory of that time comes before any other."""
@@ -465,11 +468,14 @@ class SemanticMemory:
         }
         answers = {hit.id for hit in hits if hit.payload.get("answer")}
         carried = carry(own, follows, answers, share=w.reply, hops=w.reply_hops)
-        if w.follow_up != 1.0:  # a line that only asks about the one before it ("What's it of?")
+        if w.follow_up != 1.0 and own:  # a line that only asks about the one before it
+            base = min(own.values())  # what every candidate has: compare what is above it
             for hit in hits:
                 if hit.id not in answers and hit.payload.get("context_text"):
                     before = follows.get(hit.id)
-                    if before in own and own[before] >= w.follow_up_cover * own[hit.id]:
+                    if before in own and own[before] - base >= w.follow_up_cover * (
+                        own[hit.id] - base
+                    ):
                         carried[hit.id] *= w.follow_up
         named: dict[str, bool] = {}  # a few speakers among many candidates
         now_s = to_epoch(min(now, up_to) if up_to else now)
