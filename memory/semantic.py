@@ -682,9 +682,6 @@ class _Spread:
         deviation = math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / (n - 1))
         return cls(mean - 3 * deviation, mean + 3 * deviation)
 
-    def __call__(self, score: float) -> float:
-        return (score - self.low) / (self.high - self.low) if self.high > self.low else 0.5
-
 
 def fuse(lists: Sequence[Sequence[Hit]], per: int, weights: RankWeights) -> list[Hit]:
     """One fused score per candidate of ``lists``: the dense and (``per`` 2) lexical search
@@ -696,21 +693,27 @@ def fuse(lists: Sequence[Sequence[Hit]], per: int, weights: RankWeights) -> list
     weight = (weights.dense, weights.lexical)
     fused: dict[str, float] = {}
     payload: dict[str, dict[str, Any]] = {}
+    dbsf = weights.fusion == "dbsf"
     for k, of_kind in enumerate(kinds):
         spread = _Spread.of([h.score for h in of_kind[0]])
+        low, width = spread.low, spread.high - spread.low
         seen: set[str] = set()
         ranked = 0
         for hits in of_kind:
             for rank, hit in enumerate(hits):
-                if hit.id in seen:
+                i = hit.id
+                if i in seen:
                     continue
-                seen.add(hit.id)
-                payload.setdefault(hit.id, hit.payload)
-                if weights.fusion == "dbsf":
-                    part = weight[k] * spread(hit.score)
-                else:
+                seen.add(i)
+                if i not in payload:
+                    payload[i] = hit.payload
+                if not dbsf:
                     part = weight[k] / (weights.rrf_k + ranked + rank)
-                fused[hit.id] = fused.get(hit.id, 0.0) + part
+                elif width > 0:
+                    part = weight[k] * (hit.score - low) / width
+                else:
+                    part = weight[k] * 0.5
+                fused[i] = fused.get(i, 0.0) + part
             ranked += len(hits)
     order = sorted(fused, key=lambda i: -fused[i])
     return [Hit(id=i, score=fused[i], payload=payload[i]) for i in order]

@@ -512,7 +512,15 @@ class EdgeVectorStore:
 
 
 def _hits(found: Any) -> list[Hit]:
-    return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in found]
+    # the engines hand out a fresh dict per point: no copy (recall ranks a few hundred a time)
+    return [
+        Hit(
+            id=str(p.id),
+            score=float(p.score),
+            payload=p.payload if isinstance(p.payload, dict) else dict(p.payload or {}),
+        )
+        for p in found
+    ]
 
 
 def _dense_of(vector: Any) -> list[float]:
