@@ -1182,14 +1182,21 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             service = await build_memory(cfg, history, semantic, character_id=cid, chat_model=model)
             if args.memory_cmd == "search":
                 found = await service.memory_search(
-                    args.text, now=now, user_id=users, group_id=groups, limit=args.limit
+                    args.text,
+                    now=now,
+                    user_id=users,
+                    group_id=groups,
+                    limit=args.limit,
+                    # her own view: what anyone may hear, and every chat and private talk
+                    every_scope=not (args.user or args.group),
                 )
                 if len(cfg.world.characters) > 1:
                     print(f"{cid}:")
                 if not found:
                     print(f"no memories of {cid} match {args.text!r}")
                 for r in found:
-                    print(f"{r.score:.3f} [{r.kind} {r.time:%Y-%m-%d %H:%M}] {r.text}")
+                    scope = r.payload.get("scope", "")
+                    print(f"{r.score:.3f} [{r.kind} {scope} {r.time:%Y-%m-%d %H:%M}] {r.text}")
                 if found.cut_by_budget:
                     print(f"({found.cut_by_budget} more did not fit [memory].recall_token_budget)")
             elif args.memory_cmd == "distill":
@@ -1265,7 +1272,10 @@ async def _import_chat_log(
         if report.not_indexed
         else ""
     )
-    print(f"{service.character_id}: {report.imported} chat lines imported{skipped_text}{pending}")
+    print(
+        f"{service.character_id}: {report.imported} new chat lines imported, {report.already} "
+        f"already there{skipped_text}{pending}"
+    )
 
 
 async def _reindex_vectors(cfg: YuijuConfig, *, re_embed: bool) -> Any:
@@ -1434,10 +1444,20 @@ def build_parser() -> argparse.ArgumentParser:
         "memory", help="search her memory, distil chat memories, re-index knowledge files"
     )
     msub = mem.add_subparsers(dest="memory_cmd", required=True)
-    search = msub.add_parser("search", help="ranked recall (relevance + recency + importance)")
+    search = msub.add_parser(
+        "search",
+        help="ranked recall (relevance + recency + importance) in every scope, or what one "
+        "person or group may hear",
+    )
     search.add_argument("text")
-    search.add_argument("--user", help="platform-qualified user id, e.g. qq:12345")
-    search.add_argument("--group", help="platform-qualified group id")
+    search.add_argument(
+        "--user",
+        help="platform-qualified user id, e.g. qq:12345: only what this person may hear "
+        "(public memories, theirs, what they said to her in private)",
+    )
+    search.add_argument(
+        "--group", help="platform-qualified group id: only what this group may hear"
+    )
     search.add_argument("--limit", type=int, help="default: [memory].recall_limit")
     msub.add_parser("distill", help="distil raw chat memories into facts now")
     reindex = msub.add_parser(

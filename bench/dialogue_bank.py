@@ -1609,6 +1609,48 @@ THREADS: list[Thread] = [
 ]
 
 
+DATED: dict[str, tuple[tuple[str, int, str], ...]] = {
+    # Questions pinned to a month ("{when}": "March 2025") about one strand: (text, event index,
+    # evidence tag). Their evidence is every telling of that event whose events happened in that
+    # month, whenever it was told ("Last month I ran..."); bench/dialogue_set.py also asks them
+    # "as of" a month with the strand's ``multi`` questions.
+    "painting": (("What did {S} paint in {when}?", 0, "detail"),),
+    "camping": (("Where did {S} go camping in {when}?", 0, "detail"),),
+    "kids": (
+        ("Where did {S} take {their} kids in {when}?", 1, "detail"),
+        ("What did {S}'s kids achieve in {when}?", 0, "detail"),
+    ),
+    "pet": (("What pet did {S} adopt in {when}?", 0, "news"),),
+    "job": (("What was {S} leading at work in {when}?", 2, "detail"),),
+    "studies": (("What course did {S} sign up for in {when}?", 0, "detail"),),
+    "volunteer": (("What did {S} do as a volunteer in {when}?", 0, "detail"),),
+    "music": (
+        ("What song was {S} practicing in {when}?", 0, "detail"),
+        ("Which band did {S} see live in {when}?", 1, "detail"),
+    ),
+    "cooking": (("What dish did {S} cook in {when}?", 0, "detail"),),
+    "running": (("What race did {S} run in {when}?", 0, "detail"),),
+    "reading": (("What book did {S} start reading in {when}?", 0, "news"),),
+    "travel": (("Which city did {S} travel to in {when}?", 0, "news"),),
+    "garden": (("What was growing in {S}'s garden in {when}?", 0, "detail"),),
+    "family": (("Who in {S}'s family came to stay in {when}?", 1, "news"),),
+    "group": (("What group or meeting did {S} go to in {when}?", 0, "news"),),
+    "crafts": (("What did {S} make in pottery class in {when}?", 0, "detail"),),
+    "from_friend": (("What show was recommended to {S} in {when}?", 1, "detail"),),
+}
+
+RETOLD = (
+    # How news is told weeks after it happened: (phrase, days before the telling; None: a day of
+    # the previous calendar month), with weights. The phrase replaces the time words of the
+    # news line ("yesterday", "this weekend", "on Saturday") or opens it.
+    ("last month", None, 0.4),
+    ("two weeks ago", 14, 0.2),
+    ("three weeks ago", 21, 0.15),
+    ("last week", 7, 0.15),
+    ("yesterday", 1, 0.1),
+)
+
+
 # -- the glue of any conversation -------------------------------------------------------------------
 
 GREET = (

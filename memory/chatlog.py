@@ -18,7 +18,8 @@ Blank lines are ignored. The whole file is checked before anything is written: w
 (not JSON, a missing or wrong field) nothing is imported and every bad line is reported with its
 number, unless ``skip_bad`` is set, in which case the bad lines are reported and skipped and the
 rest imported. Importing is idempotent (a line's id comes from user, time and text), so running
-the same file again, or again after an interruption, adds nothing twice. Lines are written in
+the same file again, or again after an interruption, adds nothing twice: a line already stored is
+counted as such and left as it is (distilled or not). Lines are written in
 batches: one history write and one embedding call per batch; if the embedder or the vector store
 fails the lines are still stored and the memory worker indexes them later.
 """
@@ -92,6 +93,9 @@ def parse_chat_log(path: Path) -> ParsedLog:
 @dataclass
 class ImportReport:
     imported: int = 0
+    """New lines stored."""
+    already: int = 0
+    """Lines of the log stored before (an earlier import of it), left as they were."""
     skipped: int = 0
     """Bad lines left out (with ``skip_bad``)."""
     not_indexed: int = 0
@@ -109,8 +113,9 @@ async def import_chat_log(
     report = ImportReport()
     for start in range(0, len(lines), batch):
         part = lines[start : start + batch]
-        await chat.add_many(part)
-        report.imported += len(part)
+        added, already = await chat.add_new(part)
+        report.imported += len(added)
+        report.already += already
         if progress:
             progress(len(part))
     report.not_indexed = await chat.history.count(

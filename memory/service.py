@@ -138,11 +138,13 @@ class MemoryService:
         kinds: Sequence[MemoryKind] | None = None,
         limit: int | None = None,
         token_budget: int | Literal["config"] | None = "config",
+        every_scope: bool = False,
     ) -> Recall:
         """Ranked recall (see `memory.semantic`); ``user_id`` / ``group_id`` may name several ids
         (one person's accounts, old and new forms of an id). ``limit`` None: [memory].recall_limit;
-        ``token_budget`` 'config': [memory].recall_token_budget, None: no budget. The result's
-        ``cut_by_budget`` says how many memories the budget left out."""
+        ``token_budget`` 'config': [memory].recall_token_budget, None: no budget;
+        ``every_scope``: every memory of hers, whoever may hear it (`yuiju memory search`; never
+        for a chat). The result's ``cut_by_budget`` says how many memories the budget left out."""
         return await self.semantic.recall(
             query,
             character_id=self.character_id,
@@ -152,6 +154,7 @@ class MemoryService:
             kinds=kinds,
             limit=limit or self.recall_limit,
             token_budget=self.token_budget if token_budget == "config" else token_budget,
+            every_scope=every_scope,
         )
 
     async def memory_store(
@@ -275,6 +278,9 @@ def rank_weights(cfg: Any) -> RankWeights:
         depth=m.recall_depth,
         reply=m.weight_reply,
         speaker=m.weight_speaker,
+        time=m.weight_time,
+        follow_up=m.weight_follow_up,
+        floor=m.recall_floor,
     )
 
 

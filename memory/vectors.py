@@ -2,9 +2,10 @@
 
 Every memory is one point with two named vectors: ``dense`` (the embedder's, cosine) and
 ``lexical`` (a sparse BM25 term vector from `memory.lexical`, with Qdrant's ``IDF`` modifier so
-Qdrant keeps the document frequencies). `VectorStore.hybrid` asks both in one ``query_points``
-call: two prefetches (the ``depth`` nearest by each vector, under the same filter) fused by
-Qdrant with weighted reciprocal rank fusion (or DBSF). Both implementations do exactly the same.
+Qdrant keeps the document frequencies). `VectorStore.search_many` runs several nearest-neighbour
+searches, each by one of the two vectors under its own filter, as one batch, and returns their
+raw scores (cosine, BM25); `memory.semantic` fuses them, so both implementations rank exactly the
+same and recall sees how well each list matched.
 
 Two implementations:
 
@@ -16,8 +17,11 @@ Two implementations:
 
 Every point carries the payload of `MemoryPoint`: ``kind`` (episode, diary, chat, fact, file),
 ``character_id``, ``user_id``, ``group_id``, ``scope`` (who may recall it), ``time`` (epoch
-seconds), ``importance`` (0..1), ``text`` and ``ref`` (the id of the source document), with
-payload indexes on each of them.
+seconds: when it was said or happened), ``about_start`` / ``about_end`` (when what it tells of
+happened: "last month" in a line said on 8 August is July; else its ``time``), ``importance``
+(0..1), ``text`` and ``ref`` (the id of the source document), with payload indexes on each of
+them; chat lines also carry ``speaker`` and ``addressed`` (the names a line greets someone by),
+indexed so that the names a store knows can be listed (`VectorStore.names`).
 
 The vector size is checked when the store is opened: an empty collection of the wrong size is
 recreated, one holding data raises `VectorSizeMismatch` and is never dropped. A store written
@@ -43,9 +47,20 @@ from yuiju.memory.lexical import SparseVector
 
 MemoryKind = Literal["episode", "diary", "chat", "fact", "file"]
 
-KEYWORD_FIELDS = ("kind", "character_id", "user_id", "group_id", "scope", "ref")
+KEYWORD_FIELDS = (
+    "kind",
+    "character_id",
+    "user_id",
+    "group_id",
+    "scope",
+    "ref",
+    "speaker",
+    "addressed",
+)
 """Payload fields with a keyword index; filters use only these and the float fields below."""
-FLOAT_FIELDS = ("time", "importance")
+NAME_FIELDS = ("speaker", "addressed")
+"""Keyword fields holding people's names (`VectorStore.names`)."""
+FLOAT_FIELDS = ("time", "importance", "about_start", "about_end")
 """Payload fields with a float index (range filters)."""
 
 PUBLIC = "public"
@@ -78,18 +93,15 @@ Fusion = Literal["rrf", "dbsf"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class HybridQuery:
-    """One hybrid search: what to look for and how to fuse the two candidate lists."""
+class Search:
+    """One nearest-neighbour search by one vector: ``dense`` (cosine) or ``lexical`` (BM25)."""
 
-    dense: Sequence[float]
-    lexical: SparseVector
-    depth: int = 100
-    """Candidates each prefetch takes (the nearest by the dense and by the lexical vector)."""
-    fusion: Fusion = "rrf"
-    rrf_k: int = 10
-    """RRF's rank constant: score = sum of weight / (rrf_k + rank)."""
-    weights: tuple[float, float] = (1.0, 1.0)
-    """RRF weights of the dense and the lexical list."""
+    dense: Sequence[float] | None = None
+    lexical: SparseVector | None = None
+    where: Where
+    limit: int
+    fields: tuple[str, ...] | None = None
+    """The payload fields to return (None: all): ranking needs a few, the text only the best."""
 
 
 def point_id(*parts: str) -> str:
@@ -126,6 +138,8 @@ class MemoryPoint:
     """What is recalled, and what was embedded."""
     time: float
     """When it happened, epoch seconds (aware datetimes converted by the caller)."""
+    about: tuple[float, float] | None = None
+    """When what it tells of happened, if not at ``time``: first and last moment (inclusive)."""
     importance: float = 0.5
     """0..1; how much it mattered (a nap 0.2, a first date 0.9)."""
     scope: str = PUBLIC
@@ -149,6 +163,8 @@ class MemoryPoint:
             "ref": self.ref,
             "text": self.text,
             "time": float(self.time),
+            "about_start": float(self.about[0] if self.about else self.time),
+            "about_end": float(self.about[1] if self.about else self.time),
             "importance": float(self.importance),
         }
 
@@ -163,6 +179,11 @@ class Where:
     """Inclusive lower bound of ``time``."""
     time_to: float | None = None
     """Exclusive upper bound of ``time``."""
+    about_from: float | None = None
+    """What a memory tells of happened at or after this (its ``about_end``; before those fields
+    existed, its ``time``)."""
+    about_to: float | None = None
+    """... and before this (its ``about_start``, exclusive)."""
 
     def __post_init__(self) -> None:
         for key in self.eq:
@@ -172,11 +193,12 @@ class Where:
                 )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Hit:
     id: str
     score: float
-    """Cosine similarity for `VectorStore.query`; Qdrant's fused score for `VectorStore.hybrid`."""
+    """Cosine similarity by the dense vector, BM25 by the lexical one; the fused relevance once
+    fused (`memory.semantic`)."""
     payload: dict[str, Any]
 
 
@@ -202,8 +224,16 @@ class VectorStore(Protocol):
         """The ``limit`` nearest points by the dense vector matching ``where``, best first."""
         ...
 
-    async def hybrid(self, query: HybridQuery, where: Where, limit: int) -> list[Hit]:
-        """The ``limit`` best points matching ``where`` by fused dense and lexical rank."""
+    async def search_many(self, searches: Sequence[Search]) -> list[list[Hit]]:
+        """Each search's best points, best first, with their raw scores; one batch."""
+        ...
+
+    async def names(self, keys: Sequence[str] = NAME_FIELDS, limit: int = 100_000) -> set[str]:
+        """Every value the points hold under ``keys`` (keyword-indexed fields)."""
+        ...
+
+    async def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The whole payload of each of these points (missing ones left out)."""
         ...
 
     def points(self, batch: int = 512) -> AsyncIterator[list[StoredPoint]]:
@@ -339,6 +369,22 @@ class EdgeVectorStore:
                     key="time", range=q.RangeFloat(gte=where.time_from, lt=where.time_to)
                 )
             )
+        if where.about_from is not None or where.about_to is not None:
+            told = q.Filter(
+                must=[
+                    q.FieldCondition(key="about_start", range=q.RangeFloat(lt=where.about_to)),
+                    q.FieldCondition(key="about_end", range=q.RangeFloat(gte=where.about_from)),
+                ]
+            )
+            older = q.Filter(  # stored before about_start existed: when it was said
+                must=[
+                    q.IsEmptyCondition(key="about_start"),
+                    q.FieldCondition(
+                        key="time", range=q.RangeFloat(gte=where.about_from, lt=where.about_to)
+                    ),
+                ]
+            )
+            must.append(q.Filter(should=[told, older]))
         return q.Filter(must=must) if must else None
 
     def _check(self, vector: Sequence[float]) -> None:
@@ -371,39 +417,47 @@ class EdgeVectorStore:
         )
         return _hits(self._shard.query(request))  # sub-millisecond: no thread hop
 
-    async def hybrid(self, query: HybridQuery, where: Where, limit: int) -> list[Hit]:
+    async def search_many(self, searches: Sequence[Search]) -> list[list[Hit]]:
         import qdrant_edge as q
 
-        self._check(query.dense)
-        flt = self._filter(where)
-        prefetches = [
-            q.Prefetch(
-                limit=query.depth,
-                filter=flt,
-                query=q.Query.Nearest(list(map(float, query.dense)), using=DENSE),
-            )
-        ]
-        if query.lexical:
-            sparse = q.SparseVector(query.lexical.indices, query.lexical.values)
-            prefetches.append(
-                q.Prefetch(
-                    limit=query.depth, filter=flt, query=q.Query.Nearest(sparse, using=LEXICAL)
+        requests = []
+        for s in searches:
+            if s.dense is not None:
+                self._check(s.dense)
+                query = q.Query.Nearest(list(map(float, s.dense)), using=DENSE)
+            elif s.lexical:
+                sparse = q.SparseVector(s.lexical.indices, s.lexical.values)
+                query = q.Query.Nearest(sparse, using=LEXICAL)
+            else:
+                raise ValueError("a search needs a dense or a non-empty lexical vector")
+            requests.append(
+                q.QueryRequest(
+                    limit=s.limit,
+                    query=query,
+                    filter=self._filter(s.where),
+                    with_payload=list(s.fields) if s.fields is not None else True,
+                    with_vector=False,
                 )
             )
-        fusion = (
-            q.Fusion.Rrf(k=query.rrf_k, weights=list(query.weights[: len(prefetches)]))
-            if query.fusion == "rrf"
-            else q.Fusion.Dbsf()
-        )
-        request = q.QueryRequest(
-            limit=limit,
-            prefetches=prefetches,
-            # qdrant-edge's stub leaves out that Fusion.Rrf and Fusion.Dbsf subclass Fusion
-            query=fusion,  # type: ignore[arg-type]
-            with_payload=True,
-            with_vector=False,
-        )
-        return _hits(self._shard.query(request))
+        if not requests:
+            return []
+        found = self._shard.query_batch(q.QueryBatchRequest(requests))  # a few ms: no thread hop
+        return [_hits(points) for points in found]
+
+    async def names(self, keys: Sequence[str] = NAME_FIELDS, limit: int = 100_000) -> set[str]:
+        import qdrant_edge as q
+
+        out: set[str] = set()
+        for key in keys:
+            found = self._shard.facet(q.FacetRequest(key=key, limit=limit, exact=False))
+            out.update(str(h.value) for h in found.hits)
+        return out
+
+    async def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        found = self._shard.retrieve(list(ids), with_payload=True, with_vector=False)
+        return {str(r.id): dict(r.payload or {}) for r in found}
 
     async def points(self, batch: int = 512) -> AsyncIterator[list[StoredPoint]]:
         async for records in _edge_records(self._shard, batch):
@@ -458,7 +512,15 @@ class EdgeVectorStore:
 
 
 def _hits(found: Any) -> list[Hit]:
-    return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in found]
+    # the engines hand out a fresh dict per point: no copy (recall ranks a few hundred a time)
+    return [
+        Hit(
+            id=str(p.id),
+            score=float(p.score),
+            payload=p.payload if isinstance(p.payload, dict) else dict(p.payload or {}),
+        )
+        for p in found
+    ]
 
 
 def _dense_of(vector: Any) -> list[float]:
@@ -642,6 +704,24 @@ class QdrantClientStore:
                     key="time", range=models.Range(gte=where.time_from, lt=where.time_to)
                 )
             )
+        if where.about_from is not None or where.about_to is not None:
+            told = models.Filter(
+                must=[
+                    models.FieldCondition(key="about_start", range=models.Range(lt=where.about_to)),
+                    models.FieldCondition(
+                        key="about_end", range=models.Range(gte=where.about_from)
+                    ),
+                ]
+            )
+            older = models.Filter(  # stored before about_start existed: when it was said
+                must=[
+                    models.IsEmptyCondition(is_empty=models.PayloadField(key="about_start")),
+                    models.FieldCondition(
+                        key="time", range=models.Range(gte=where.about_from, lt=where.about_to)
+                    ),
+                ]
+            )
+            must.append(models.Filter(should=[told, older]))
         return models.Filter(must=must) if must else None
 
     async def upsert(self, points: Sequence[MemoryPoint]) -> None:
@@ -673,35 +753,51 @@ class QdrantClientStore:
         )
         return _hits(found.points)
 
-    async def hybrid(self, query: HybridQuery, where: Where, limit: int) -> list[Hit]:
+    async def search_many(self, searches: Sequence[Search]) -> list[list[Hit]]:
         from qdrant_client import models
 
-        flt = self._filter(where)
-        prefetch = [
-            models.Prefetch(
-                query=list(map(float, query.dense)), using=DENSE, filter=flt, limit=query.depth
+        requests = []
+        for s in searches:
+            query: Any
+            if s.dense is not None:
+                if len(s.dense) != self.dim:
+                    raise VectorSizeMismatch(
+                        f"vector of size {len(s.dense)} for a store of size {self.dim}"
+                    )
+                query, using = list(map(float, s.dense)), DENSE
+            elif s.lexical:
+                query = models.SparseVector(indices=s.lexical.indices, values=s.lexical.values)
+                using = LEXICAL
+            else:
+                raise ValueError("a search needs a dense or a non-empty lexical vector")
+            requests.append(
+                models.QueryRequest(
+                    query=query,
+                    using=using,
+                    filter=self._filter(s.where),
+                    limit=s.limit,
+                    with_payload=list(s.fields) if s.fields is not None else True,
+                )
             )
-        ]
-        if query.lexical:
-            sparse = models.SparseVector(indices=query.lexical.indices, values=query.lexical.values)
-            prefetch.append(
-                models.Prefetch(query=sparse, using=LEXICAL, filter=flt, limit=query.depth)
-            )
-        fusion: Any = (
-            models.RrfQuery(
-                rrf=models.Rrf(k=query.rrf_k, weights=list(query.weights[: len(prefetch)]))
-            )
-            if query.fusion == "rrf"
-            else models.FusionQuery(fusion=models.Fusion.DBSF)
+        if not requests:
+            return []
+        found = await self.client.query_batch_points(self.collection, requests=requests)
+        return [_hits(r.points) for r in found]
+
+    async def names(self, keys: Sequence[str] = NAME_FIELDS, limit: int = 100_000) -> set[str]:
+        out: set[str] = set()
+        for key in keys:
+            found = await self.client.facet(self.collection, key=key, limit=limit, exact=False)
+            out.update(str(h.value) for h in found.hits)
+        return out
+
+    async def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        found = await self.client.retrieve(
+            self.collection, ids=list(ids), with_payload=True, with_vectors=False
         )
-        found = await self.client.query_points(
-            self.collection,
-            prefetch=prefetch,
-            query=fusion,
-            limit=limit,
-            with_payload=True,
-        )
-        return _hits(found.points)
+        return {str(r.id): dict(r.payload or {}) for r in found}
 
     async def points(self, batch: int = 512) -> AsyncIterator[list[StoredPoint]]:
         offset = None

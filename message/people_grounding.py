@@ -253,11 +253,13 @@ def _span(
         return _weekday_span(weekday, now)
     found = time_range(text, now)
     if found is not None:
-        if found.start > now:
+        # "截至3月" reads as up to the end of March (no start): the usual window back from then
+        start = found.start or found.end - timedelta(days=days)
+        if start > now:
             return None
         word = re.search(r"大前天|前天|昨天|昨晚|上周|上个?星期|今天|今晚|\d+天前", text)
         return (
-            found.start,
+            start,
             min(found.end, now + timedelta(seconds=1)),
             word.group(0) if word else "那时",
         )

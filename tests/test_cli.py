@@ -302,3 +302,12 @@ def test_simulate_prints_what_was_never_offered_and_writes_every_offer_to_the_re
     assert '"never_offered"' in out and '"offered"' not in out and '"candidates"' not in out
     written = json.loads(report.read_text(encoding="utf-8"))
     assert len(written["offered"]) == written["decisions"] and written["offered_histogram"]
+
+
+def test_the_readme_command_table_names_the_memory_search_flags() -> None:
+    rows = [
+        row
+        for row in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+        if row.startswith("| `yuiju memory search")
+    ]
+    assert rows and "--user" in rows[0] and "--group" in rows[0]

@@ -11,6 +11,7 @@ import pytest
 
 from yuiju.memory.distill import CHAT_MEMORIES, ChatLine, ChatMemories, line_end
 from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.lexical import LexicalEncoder, addressed_names
 from yuiju.memory.semantic import SemanticMemory, names
 from yuiju.memory.vectors import VectorStore, point_id
 
@@ -83,7 +84,10 @@ async def ask(memory: SemanticMemory, question: str, group: str = "g1") -> list[
 async def test_a_reply_is_found_by_the_question_it_answered(
     vector_store: VectorStore, sqlite_history
 ) -> None:
-    chat, memory = await chat_memories(vector_store, sqlite_history, SameVector(64))
+    # character n-grams for meaning: with meaning saying nothing at all (SameVector), every line
+    # would look as close as the best by meaning, and Ann's small talk would take the speaker
+    # bonus past the question
+    chat, memory = await chat_memories(vector_store, sqlite_history, HashingEmbedder(64))
     await chat.add_many([line("Mel", t, i) for i, t in enumerate(SMALL_TALK)])
     await chat.add_many(
         [
@@ -373,3 +377,105 @@ async def test_a_question_or_an_answer_is_read_with_the_line_before_it_a_reactio
     assert (await ask(memory, "When did Mel go to the support group?"))[
         0
     ] == "I went to the support group yesterday!"
+
+
+class RecordingLexical(LexicalEncoder):
+    """Remembers the text of every lexical query."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def query(self, text: str):  # type: ignore[no-untyped-def]
+        self.queries.append(text)
+        return super().query(text)
+
+
+async def test_the_asked_about_persons_name_is_not_a_search_word(
+    vector_store: VectorStore, sqlite_history
+) -> None:
+    """Bob addresses Ann by name; a question about Ann must not find Bob's lines by her name."""
+    lexical = RecordingLexical()
+    memory = SemanticMemory(vector_store, SameVector(64), lexical=lexical)
+    chat = ChatMemories(sqlite_history, memory, "yuiju", context_minutes=0)
+    await chat.ensure()
+    await chat.add_many(
+        [
+            line("Ann", "I painted the old lighthouse", 0),
+            line("Bob", "Ann, Ann! Guess what, Ann, my brushes arrived", 300),
+            line("Bob", "Hey Ann, did you see the game?", 600),
+            line("Bob", "Good night Ann!", 900),
+            line("Bob", "Hi Han, how was the trip?", 1200),  # what Bob calls her
+        ]
+    )
+    assert (await ask(memory, "What did Ann paint?"))[0] == "I painted the old lighthouse"
+    lexical.queries.clear()
+    await ask(memory, "What did Ann paint? Did Han paint?")
+    assert lexical.queries and all(
+        "Ann" not in q and "Han" not in q and "paint" in q for q in lexical.queries
+    )
+    lexical.queries.clear()
+    await ask(memory, "小林去哪了？")  # a name no one has: an ordinary word
+    assert lexical.queries == ["小林去哪了？"]
+
+
+@pytest.mark.parametrize(
+    ("text", "addressed"),
+    [
+        ("Hey Hannah, how was the trip?", ["Hannah"]),
+        ("Good night Han!", ["Han"]),
+        ("That's awesome, Han!", ["Han"]),
+        ("So proud of you, Hannah. Really.", ["Hannah"]),
+        ("Thanks Marc, you're the best", ["Marc"]),
+        ("We moved to Austin, Texas.", []),
+        ("Wow, that's great!", []),
+        ("I met Hannah at the park", []),
+        ("Hey! How are you?", []),
+        ("Hi I, uh, forgot", []),
+    ],
+)
+def test_names_a_line_addresses_are_found_by_how_people_are_greeted(
+    text: str, addressed: list[str]
+) -> None:
+    assert addressed_names(text) == addressed
+
+
+class QueryRecording(HashingEmbedder):
+    """Remembers the text of every query it embedded."""
+
+    def __init__(self, dim: int = 64) -> None:
+        super().__init__(dim)
+        self.queries: list[str] = []
+
+    async def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return await super().embed_query(text)
+
+
+async def test_a_known_name_is_left_out_of_the_questions_meaning_too(
+    vector_store: VectorStore, sqlite_history
+) -> None:
+    embedder = QueryRecording()
+    chat, memory = await chat_memories(vector_store, sqlite_history, embedder, context_minutes=0)
+    await chat.add_many([line("Ann", "I painted the old lighthouse", 0)])
+    await ask(memory, "What did Ann paint?")
+    assert embedder.queries == ["What did paint?"]
+
+
+async def test_a_follow_up_question_steps_back_behind_the_line_it_asks_about(
+    vector_store: VectorStore, sqlite_history
+) -> None:
+    chat, memory = await chat_memories(vector_store, sqlite_history, HashingEmbedder(64))
+    await chat.add_many(
+        [line("Mel", t, 500 + i) for i, t in enumerate(SMALL_TALK * 3)]
+        + [
+            line("Ann", "I finally finished the painting I'd been fussing over!", 600),
+            line("Mel", "Ooh, what's it of?", 601),
+            line("Ann", "A stormy sea with one tiny boat.", 602),
+        ]
+    )
+    found = await ask(memory, "Which painting was finished?")  # no speaker named: no bonus
+    assert found[:2] == [
+        "I finally finished the painting I'd been fussing over!",
+        "A stormy sea with one tiny boat.",
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -487,12 +488,18 @@ def test_memory_import_checks_every_line_first_and_imports_once(
         yuiju_cli.main(["--config", config, "memory", "import", str(log), "--quiet", "--skip-bad"])
         == 0
     )
-    assert "3 chat lines imported, 2 bad line(s) skipped" in capsys.readouterr().out
+    assert (
+        "3 new chat lines imported, 0 already there, 2 bad line(s) skipped"
+        in capsys.readouterr().out
+    )
     assert (
         yuiju_cli.main(["--config", config, "memory", "import", str(log), "--quiet", "--skip-bad"])
         == 0
-    )  # again: no duplicates
-    capsys.readouterr()
+    )  # again: no duplicates, and it says so
+    assert (
+        "0 new chat lines imported, 3 already there, 2 bad line(s) skipped"
+        in capsys.readouterr().out
+    )
 
     assert yuiju_cli.main(["--config", config, "memory", "search", "冲浪", "--group", "qq:g1"]) == 0
     out = capsys.readouterr().out
@@ -501,6 +508,61 @@ def test_memory_import_checks_every_line_first_and_imports_once(
     )  # said in private: not in the group
     assert yuiju_cli.main(["--config", config, "memory", "search", "怕水", "--user", "qq:1"]) == 0
     assert "私下跟你说，我其实怕水" in capsys.readouterr().out
+
+
+def test_memory_search_looks_in_every_scope_says_which_and_says_when_nothing_matches(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from yuiju import cli as yuiju_cli
+
+    config = str(_config(tmp_path, redis_url))
+    log = tmp_path / "chat.jsonl"
+    rows = [
+        {
+            "time": "2026-03-05T20:15:00+08:00",
+            "user_id": "qq:1",
+            "text": "我下周要去青岛冲浪",
+            "group_id": "qq:g1",
+            "nickname": "小明",
+        },
+        {"time": "2026-03-06T09:00:00+08:00", "user_id": "qq:1", "text": "私下跟你说，我其实怕水"},
+        {
+            "time": "2026-03-07T09:00:00+08:00",
+            "user_id": "qq:2",
+            "text": "周末一起去爬山吧",
+            "group_id": "qq:g2",
+            "nickname": "小红",
+        },
+    ]
+    log.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    assert yuiju_cli.main(["--config", config, "memory", "import", str(log), "--quiet"]) == 0
+    capsys.readouterr()
+
+    assert yuiju_cli.main(["--config", config, "memory", "search", "冲浪"]) == 0
+    out = capsys.readouterr().out
+    assert "我下周要去青岛冲浪" in out and "group:qq:g1" in out
+    assert yuiju_cli.main(["--config", config, "memory", "search", "怕水"]) == 0
+    out = capsys.readouterr().out
+    assert "私下跟你说，我其实怕水" in out and "private:qq:1" in out
+
+    assert yuiju_cli.main(["--config", config, "memory", "search", "xyzzy quux"]) == 0
+    out = capsys.readouterr().out
+    assert "no memories of yuiju match 'xyzzy quux'" in out and "冲浪" not in out
+
+
+async def test_a_question_whose_words_match_nothing_and_whose_meaning_is_far_finds_nothing(
+    store: VectorStore,
+) -> None:
+    memory = SemanticMemory(store, HashingEmbedder(64))
+    await memory.remember(
+        [mem(t, f"f{i}") for i, t in enumerate(FILLER * 2)]
+        + [mem("我在南风公园看到了樱花", "park")]
+    )
+    assert await recall_texts(memory, "xyzzy quux") == []
+    assert (await recall_texts(memory, "公园里有什么"))[0] == "我在南风公园看到了樱花"
+    assert len(await recall_texts(memory, "有什么")) == 10  # no searchable word: meaning decides
+    memory.weights = replace(memory.weights, floor=0.0)  # the floor off
+    assert len(await recall_texts(memory, "xyzzy quux")) == 10
 
 
 def test_memory_reindex_converts_an_old_store_that_start_up_names(
