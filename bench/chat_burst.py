@@ -10,11 +10,16 @@ reverse WebSocket, answers every API call as NapCat does, and sends the burst at
 frames a second: in every eight, one garbage bytes, one broken JSON, one JSON list, one message
 without its fields, one message with a field mangled (`faults.fuzz_frames`), and three well-formed
 group messages (one in twenty a mention). After the burst: a mention in the burst's group and one
-in a quiet group. Then the bot is stopped and the message log (SQLite) is read.
+in a quiet group. Then the bot is stopped and the message log (SQLite) is read. By default the
+burst floods its group (``[chat] group_messages_per_minute``): everything is recorded and nothing
+answered there until it calms down; ``--answer-all`` raises that and the rate limits, so every
+mention in the burst asks for an answer and the answer queue (``max_concurrent_answers``,
+``max_waiting_answers``) decides.
 
 Printed: the well-formed messages sent and how many the message log lacks, the two mentions
-(recorded, answered), event-loop stalls over 1 s, "not handled" lines, tracebacks, the log's size.
-Exit status 1 when a message is lost or the quiet group's mention is not answered.
+(recorded, answered), event-loop stalls over 1 s, "not handled" lines, answers given up (the log
+line), tracebacks, whether the bot closed the connection, the log's size. Exit status 1 when a
+message is lost, the connection closed, or the quiet group's mention is not answered.
 """
 
 from __future__ import annotations
@@ -39,14 +44,22 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from faults import GROUP, TOKEN, FakeOneBot, free_port, fuzz_frames  # noqa: E402
 
-from tests.openai_stub import OpenAIStub  # noqa: E402
+from tests.openai_stub import OpenAIStub, StubAnswer, schema_following  # noqa: E402
 
 QUIET_GROUP = 654321
 ANSWERS = {"这边安静": "安静的群你好", "刷屏结束": "刷屏之后我在"}
 """The stub's answer to each of the two mentions after the burst (to anything else: 在的～)."""
 
 
-def write_config(path: Path, data: Path, stub_url: str, port: int, *, memory: bool) -> None:
+def write_config(
+    path: Path, data: Path, stub_url: str, port: int, *, memory: bool, answer_all: bool
+) -> None:
+    limits = (
+        "user_messages_per_minute = 100000\ngroup_replies_per_minute = 100000\n"
+        "group_messages_per_minute = 100000\n"
+        if answer_all
+        else ""
+    )
     path.write_text(
         f"""
 [app]
@@ -65,7 +78,7 @@ port = {port}
 access_token = "{TOKEN}"
 [chat]
 max_pause_seconds = 0
-[chat.groups.{GROUP}]
+{limits}[chat.groups.{GROUP}]
 reply = "mention"
 [chat.groups.{QUIET_GROUP}]
 reply = "mention"
@@ -101,12 +114,19 @@ async def main(args: argparse.Namespace) -> int:
     data, config, log_path = work / "data", work / "yuiju.toml", work / "bot.log"
     port = free_port()
 
-    def answer(body: dict[str, Any]) -> str:
+    structured = schema_following(args.seed)
+    """Summaries and person profiles, answered as a model would (not a chat line)."""
+
+    def answer(body: dict[str, Any]) -> StubAnswer:
+        if body.get("response_format"):
+            return structured(body)
         asked = str(body["messages"][-1].get("content", ""))
         return next((said for cue, said in ANSWERS.items() if cue in asked), "在的～")
 
     with OpenAIStub(handler=answer) as stub:
-        write_config(config, data, stub.base_url, port, memory=args.memory)
+        write_config(
+            config, data, stub.base_url, port, memory=args.memory, answer_all=args.answer_all
+        )
         with log_path.open("wb") as log_file:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -142,6 +162,7 @@ async def main(args: argparse.Namespace) -> int:
                 await asyncio.sleep(0.2)
             answered_after_s = time.monotonic() - started - burst_s
             await asyncio.sleep(2.0)  # the message log writes behind the replies
+            closed_by_bot = qq.ws.close_code is not None
         finally:
             await qq.close()
             if proc.returncode is None:
@@ -177,13 +198,14 @@ async def main(args: argparse.Namespace) -> int:
         "not_handled_lines": len(not_handled) + (more if not_handled else 0),
         "answers_shed_lines": shed[:3],
         "tracebacks": log.count("Traceback (most recent call last)"),
+        "connection_closes": int(closed_by_bot),
         "log_kib": round(len(log.encode()) / 1024),
         "replies_sent": len(qq.sent),
         "work_dir": str(work),
     }
     print(json.dumps(result, ensure_ascii=False, indent=1))
     lost = result["lost_from_message_log"] or not result["after_burst_mention"]["recorded"]
-    return 1 if lost or not result["quiet_group_mention"]["answered"] else 0
+    return 1 if lost or closed_by_bot or not result["quiet_group_mention"]["answered"] else 0
 
 
 if __name__ == "__main__":
@@ -193,5 +215,11 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--wait", type=float, default=120.0, help="seconds to wait for replies")
     parser.add_argument("--no-memory", dest="memory", action="store_false")
+    parser.add_argument(
+        "--answer-all",
+        action="store_true",
+        help="rate limits and the flood rule raised: every mention in the burst is answered "
+        "(or given up when too many wait)",
+    )
     parser.add_argument("--keep", help="work directory to keep (default: a new temp dir)")
     sys.exit(asyncio.run(main(parser.parse_args())))
