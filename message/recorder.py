@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from yuiju.llm import ChatModel
@@ -104,6 +105,8 @@ class _Queued:
     entry: Entry
     item: dict[str, Any] | None
     recorded: asyncio.Future[None]
+    keep: bool = True
+    """Wait out Redis being away (False: the sender holds the text, it gets the error instead)."""
 
 
 class Recorder:
@@ -166,10 +169,14 @@ class Recorder:
 
     # -- recording ------------------------------------------------------------------------------
 
-    async def record(self, entry: Entry, *, context: bool = True) -> None:
+    async def record(self, entry: Entry, *, context: bool = True, keep: bool = True) -> None:
         """Record ``entry``; with ``context`` it also joins the model context (hers as she said it).
         Returns once it is in Redis (the message log follows in the background, `drain` waits for
-        it); a caller that gives up waiting leaves it queued, never lost."""
+        it); a caller that gives up waiting leaves it queued, never lost. ``keep=False`` is for a
+        sender that still holds the text (the web page keeps it to send again): while Redis is
+        away this raises its error instead of waiting, and the message is not recorded."""
+        if not keep and "redis" in self._down:
+            raise RedisConnectionError("Redis is unavailable: the message was not recorded")
         item = None
         if context:
             # a person's message carries its id, so taking it back finds it (`retract`); the
@@ -180,7 +187,7 @@ class Recorder:
                 else {"role": "user", "content": self.render(entry), "message_id": entry.id}
             )
         recorded = asyncio.get_running_loop().create_future()
-        self._queue.append(_Queued(entry, item, recorded))
+        self._queue.append(_Queued(entry, item, recorded, keep))
         self._busy = True
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_queue(), name="chat-recorder")
@@ -246,6 +253,15 @@ class Recorder:
                 break
             except (RedisError, OSError) as exc:  # Redis down or restarting: the batch waits
                 self._store_down("redis", exc, len(batch) + len(self._queue))
+                # ... except what a sender holds (queued too): it has the error instead
+                for q in [*batch, *self._queue]:
+                    if not q.keep and not q.recorded.done():
+                        q.recorded.set_exception(exc)
+                batch = [q for q in batch if q.keep]
+                self._queue = deque(q for q in self._queue if q.keep)
+                if not batch:  # nothing waits on Redis: the next message tries it afresh
+                    self._down.pop("redis", None)
+                    return
                 await asyncio.sleep(RETRY_SECONDS[min(tries, len(RETRY_SECONDS) - 1)])
                 tries += 1
             except Exception as exc:  # a bug, not an outage: retrying would never end

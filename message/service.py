@@ -197,9 +197,11 @@ class ChatService:
 
     # -- the entry point ------------------------------------------------------------------------
 
-    async def handle(self, entry: Entry, *, stateless: bool = False) -> Outcome:
+    async def handle(self, entry: Entry, *, stateless: bool = False, keep: bool = True) -> Outcome:
         """Record ``entry`` and answer it when she should. A newer message in the same session
-        cancels this reply (the outcome is then 'superseded')."""
+        cancels this reply (the outcome is then 'superseded'). ``keep=False``: the sender still
+        holds the text (a page that keeps it to send again), so while Redis is away this raises
+        its error instead of waiting, and the message is not recorded (`Recorder.record`)."""
         entry = self._in_world_time(entry)
         if (entry.session_id, entry.id) in self._taken_back:  # its 撤回 came first
             return Outcome(False, TAKEN_BACK)
@@ -214,9 +216,11 @@ class ChatService:
             await self._send_lines(entry, answer, token=None, source="admin", context=False)
             return Outcome(True, "admin command", [answer])
         if self.gate.addressed(entry):  # her state is read while the message is recorded
-            char, _ = await asyncio.gather(self._character_state(), self.recorder.record(entry))
+            char, _ = await asyncio.gather(
+                self._character_state(), self.recorder.record(entry, keep=keep)
+            )
         else:  # a burst of chatter costs no reads
-            await self.recorder.record(entry)
+            await self.recorder.record(entry, keep=keep)
             char = None
         if (entry.session_id, entry.id) in self._taken_back:  # taken back while it was recorded
             await self.recorder.retract(entry.session_id, entry.id)

@@ -146,8 +146,10 @@ async def test_a_burst_of_frames_loses_no_message_and_the_mention_after_it_is_an
     frames, ids = burst_frames(random.Random(21))
 
     def answer(body: dict[str, Any]) -> str:
-        last = str(body["messages"][-1].get("content", ""))
-        return "最后也听到啦" if "最后" in last else "在的～"
+        # the last mention is in her context, not always its last line: handlers of messages
+        # sent just before it may record theirs a moment later
+        said = " ".join(str(m.get("content", "")) for m in body["messages"] if m["role"] == "user")
+        return "最后也听到啦" if "最后一句" in said else "在的～"
 
     with OpenAIStub(handler=answer) as stub:
         env = {
