@@ -8,9 +8,11 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
@@ -1086,15 +1088,9 @@ def _nonebot_logs_in_town_time(tz: tzinfo, *, to_stderr: bool) -> None:
     """nonebot's log lines (loguru) stamped as ours are (`TownTimeFormatter`): the town's zone,
     with its offset; on stderr in the daemon (stdout is its panel), in nonebot's own format on
     stdout otherwise."""
-    from nonebot.log import default_filter, default_format, logger, logger_id
+    from nonebot.log import default_format, logger, logger_id
 
-    def in_town_time(record: Any) -> bool:
-        # set by the handler's filter, not a patcher: nonebot.init replaces the logger's patcher
-        moment = record["time"].astimezone(tz)
-        record["extra"]["town_time"] = moment.replace(microsecond=0).isoformat()[11:]
-        record["extra"]["town_day"] = moment.strftime("%m-%d")
-        return bool(default_filter(record))
-
+    in_town_time = _nonebot_line_filter(tz)
     with contextlib.suppress(ValueError):  # already replaced
         logger.remove(logger_id)
         logger.add(
@@ -1108,6 +1104,28 @@ def _nonebot_logs_in_town_time(tz: tzinfo, *, to_stderr: bool) -> None:
                 "{time:MM-DD HH:mm:ss}", "{extra[town_day]} {extra[town_time]}"
             ),
         )
+
+
+def _nonebot_line_filter(tz: tzinfo) -> Callable[[Any], bool]:
+    """The filter of our handler for nonebot's (loguru's) lines: nonebot's level, the town's time
+    in ``extra``, and the message written even with a lone surrogate in it."""
+    from nonebot.log import default_filter
+
+    def in_town_time(record: Any) -> bool:
+        # set by the handler's filter, not a patcher: nonebot.init replaces the logger's patcher
+        moment = record["time"].astimezone(tz)
+        record["extra"]["town_time"] = moment.replace(microsecond=0).isoformat()[11:]
+        record["extra"]["town_day"] = moment.strftime("%m-%d")
+        if _LONE_SURROGATE.search(record["message"]):
+            record["message"] = record["message"].encode("utf-8", "backslashreplace").decode()
+        return bool(default_filter(record))
+
+    return in_town_time
+
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
+"""Half of a UTF-16 pair, which a frame's JSON may escape alone: nonebot prints frame fields
+(a message's sub_type, a sender's nickname) in its lines, and the UTF-8 log stream refuses it."""
 
 
 async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:

@@ -937,6 +937,11 @@ class ChatConfig(_Section):
     """Replies per group and minute at most."""
     group_messages_per_minute: int = Field(40, ge=1)
     """A group with more incoming messages than this in a minute (anyone's, addressed to her or not) is flooded: everything is recorded, nothing answered until it calms down."""
+    max_concurrent_answers: int = Field(8, ge=1)
+    """Answers prepared at once (each a model turn); further ones wait their turn."""
+    max_waiting_answers: int = Field(32, ge=0)
+    """Answers waiting for a turn at most: past it (a burst of mentions) the oldest waiting
+    answer is given up, its message recorded all the same."""
     file_folder: Path | None = Field(None, examples=["yuiju-files"])
     """The one folder the file tools may read, list and write (admins only). Empty: no file tools."""
     debug_to_admins: bool = False

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import httpx2
 import openai
+from openai.types.chat import ChatCompletion
 
 from yuiju.config import redact_url
 from yuiju.llm import model as _model
@@ -23,7 +24,6 @@ from yuiju.llm.model import (
 from yuiju.llm.tokens import estimate_prompt_tokens
 
 if TYPE_CHECKING:
-    from openai.types.chat import ChatCompletionMessageParam
     from openai.types.chat.completion_create_params import ResponseFormat
 
 OutputMode = Literal["json_schema", "json_object"]
@@ -210,14 +210,22 @@ class OpenAIChatModel:
         `LLMUnavailable` naming the call and the fix (with the prompt's estimated tokens)."""
         what = f"{self.name} ({purpose} call)" if purpose else self.name
         timeout = self.request_timeout(max_tokens)
+        body: dict[str, Any] = {"model": self.model, "messages": sent}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        body.update((k, v) for k, v in request.items() if v is not openai.omit)
         started = time.perf_counter()
         try:
-            completion = await self._client.chat.completions.create(
-                model=self.model,
-                messages=cast("list[ChatCompletionMessageParam]", sent),
-                max_tokens=openai.omit if max_tokens is None else max_tokens,
-                timeout=timeout,
-                **request,
+            # The client's `chat.completions.create` walks every message and tool schema through
+            # its typed-dict transform first (for file and date fields we never send): 10-30 ms
+            # of CPU per chat turn with her tools offered, more than everything else in a turn.
+            # Our body is plain JSON already, so it goes as it is, to the same endpoint with the
+            # same headers, timeout and error classes (the client's documented `post`).
+            completion = await self._client.post(
+                "/chat/completions",
+                cast_to=ChatCompletion,
+                body=body,
+                options={"timeout": timeout, "security": {"bearer_auth": True}},
             )
         except openai.APITimeoutError as exc:
             raise LLMUnavailable(

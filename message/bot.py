@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from yuiju.memory.service import MemoryService
     from yuiju.message.stickers import StickerSet
     from yuiju.storage.history import HistoryStore
+    from yuiju.world.store import StateStore
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ async def build_service(
         redis = handle.client
         on_stop.append(handle.aclose)
         on_stop.append(history.close)
+        # closers run last-first: the last flush comes after every part that queues entries
+        await _start_outbox_flusher(StateStore(redis, keys), history, on_stop)
     clock = clock or await world_clock(cfg, StateStore(redis, keys))
     if model is None:
         model = configured_model(cfg, redis=redis, keys=keys, clock=clock)
@@ -127,6 +130,38 @@ def load_stickers(cfg: ChatConfig, character_id: str) -> StickerSet:
     if cfg.sticker_folder is not None:
         return StickerSet.load(cfg.sticker_folder, configured=True)
     return StickerSet.load(card_folder(character_id), configured=False)
+
+
+async def _start_outbox_flusher(
+    store: StateStore, history: HistoryStore, on_stop: list[Closer]
+) -> None:
+    """Write the episode outbox to history from this process (`yuiju bot`, the plugin in a host
+    app): the ledger of her chat's model calls is queued there, and without a world engine on these
+    stores nobody else would write it. The town's flush lock is shared with any engine, so two
+    processes never write the same entries; the stop flushes once more."""
+    import asyncio
+
+    from yuiju.memory.episodes import EpisodeRepo
+    from yuiju.memory.ledger import LLM_CALLS
+    from yuiju.world.outbox import OutboxFlusher
+
+    # an entry for a collection the store does not know yet would be dead-lettered
+    await EpisodeRepo(history).ensure()
+    await history.ensure(LLM_CALLS)
+    flusher = OutboxFlusher(store, history)
+    task = asyncio.create_task(flusher.run(), name="outbox-flush")
+
+    async def halt() -> None:
+        from yuiju.tasks import finish
+
+        flusher.stop()
+        await finish(task, grace=0.25, what="outbox flush")
+        try:
+            await flusher.flush_once()
+        except Exception as exc:  # the entries stay queued for the next flusher
+            log.warning("outbox not flushed at stop (%s); its entries stay queued", exc)
+
+    on_stop.append(halt)
 
 
 def _start_proactive(service: ChatService, on_stop: list[Closer]) -> None:

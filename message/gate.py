@@ -42,6 +42,28 @@ class ReplyGate:
     def called_by_name(self, text: str) -> bool:
         return any(n and n in text for n in (self.card.name, *self.card.nicknames))
 
+    def addressed(self, entry: Entry) -> bool:
+        """Whether ``entry`` is one she may answer at all, whatever her state and the limits: a
+        message to her in a private chat she keeps or an enabled group. Counts nothing (`decide`
+        does); the caller reads her state only for these."""
+        return self._not_addressed(entry) is None
+
+    def _not_addressed(self, entry: Entry) -> str | None:
+        cfg = self.cfg
+        if entry.from_bot:
+            return "her own message"
+        if entry.scene == "private":
+            return None if self.private_allowed(entry.user_id) else "private sender not whitelisted"
+        policy = cfg.group_policy(entry.conversation.key)
+        if not policy.enabled or policy.reply == "off":
+            return "group not enabled"
+        directed = (
+            entry.mentions_me
+            or entry.reply_to_me
+            or (policy.reply == "name" and self.called_by_name(entry.text))
+        )
+        return None if directed else "not addressed to her"
+
     def decide(self, entry: Entry, asleep: bool) -> tuple[bool, str]:
         """Whether she answers ``entry``, and why (or why not)."""
         cfg = self.cfg
@@ -50,20 +72,9 @@ class ReplyGate:
         now = self.monotonic()
         group = entry.group_key
         flooded = group is not None and self._group_flooded(group, now)
-        if entry.scene == "private":
-            if not self.private_allowed(entry.user_id):
-                return False, "private sender not whitelisted"
-        else:
-            policy = cfg.group_policy(entry.conversation.key)
-            if not policy.enabled or policy.reply == "off":
-                return False, "group not enabled"
-            directed = (
-                entry.mentions_me
-                or entry.reply_to_me
-                or (policy.reply == "name" and self.called_by_name(entry.text))
-            )
-            if not directed:
-                return False, "not addressed to her"
+        refusal = self._not_addressed(entry)
+        if refusal is not None:
+            return False, refusal
         if asleep:
             if cfg.answer_while_asleep == "never":
                 return False, "asleep"

@@ -272,7 +272,8 @@ class LocalChat:
             self.sender.publish(sid, ChatEvent("typing", ref=message_id))
         answered, reason = False, "interrupted"
         try:
-            outcome = await self.service.handle(entry)
+            # the page keeps the text while Redis is away: it is sent again, not queued twice
+            outcome = await self.service.handle(entry, keep=False)
             answered, reason = outcome.answered, outcome.reason
             return outcome
         finally:

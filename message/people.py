@@ -6,10 +6,27 @@ with the plain ids QQ accounts were stored under before platforms (`model.legacy
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from yuiju.message.model import legacy_forms, qualify, unique
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
+
+
+@dataclass(frozen=True)
+class Person:
+    """One person as her memory knows them: the first account of a link, and all of them."""
+
+    id: str
+    """The person (`People.canonical`): what the linked accounts say is remembered under it."""
+    accounts: list[str]
+    """Every account, the person first."""
+
+    @property
+    def scopes(self) -> list[str]:
+        """Every id her memories of this person may be stored under: each account, and each QQ
+        account's plain number (written before ids were qualified)."""
+        return unique(f for a in self.accounts for f in legacy_forms(a))
 
 
 class People:
@@ -24,16 +41,27 @@ class People:
         found = await self.redis.hget(self.key, person)
         return _text(found) if found else person
 
+    async def canonical_many(self, accounts: Iterable[str]) -> dict[str, str]:
+        """`canonical` of each of ``accounts`` (one read)."""
+        wanted = unique(accounts)
+        if not wanted:
+            return {}
+        found = await self.redis.hmget(self.key, wanted)
+        return {a: _text(p) if p else a for a, p in zip(wanted, found, strict=True)}
+
+    async def person(self, account: str) -> Person:
+        """The person ``account`` belongs to, with every account of theirs (one read)."""
+        links = await self._links()
+        head = links.get(account, account)
+        return Person(head, unique([head, *(a for a, p in links.items() if p == head)]))
+
     async def accounts(self, person: str) -> list[str]:
         """Every account of the person ``person`` belongs to, the person first (one read)."""
-        links = await self._links()
-        head = links.get(person, person)
-        return unique([head, *(a for a, p in links.items() if p == head)])
+        return (await self.person(person)).accounts
 
     async def scopes(self, person: str) -> list[str]:
-        """Every id her memories of this person may be stored under: each account, and each QQ
-        account's plain number (written before ids were qualified)."""
-        return unique(f for a in await self.accounts(person) for f in legacy_forms(a))
+        """`Person.scopes` of the person ``person`` belongs to (one read)."""
+        return (await self.person(person)).scopes
 
     async def link(self, first: str, second: str) -> list[str]:
         """Make ``second`` (and whoever it was linked with) the same person as ``first``; the

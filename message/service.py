@@ -33,6 +33,7 @@ from yuiju.message.agent import (
     Tool,
     ToolRegistry,
 )
+from yuiju.message.busy import AnswerSlots, Shed
 from yuiju.message.channel import SessionGroupContext
 from yuiju.message.context import ChatContext
 from yuiju.message.deps import ChatDeps
@@ -102,7 +103,9 @@ class ChatService:
         self.authorizer = AdminAuthorizer(deps.admins)
         self.context = ChatContext(deps, registry=self.registry, mode=MODES[deps.cfg.mode])
         """What the model reads for a turn: prompt, situation, recall, summary, context items."""
-        self.recorder = Recorder(deps, render=deps.render_entry)
+        self.slots = AnswerSlots(deps.cfg.max_concurrent_answers, deps.cfg.max_waiting_answers)
+        """Answers prepared at once and waiting; past it the oldest waiting one is given up."""
+        self.recorder = Recorder(deps, render=deps.render_entry, give_way=self.slots.quiet)
         """Every message seen or sent: session, message log, conversation windows into memory."""
         self.output = OutputFilter(
             name=deps.card.name,
@@ -131,6 +134,7 @@ class ChatService:
             mode=self.context.mode,
             proactive=self.proactive,
         )
+        self._state_read: asyncio.Future[CharacterState | None] | None = None
         self._inflight: dict[str, asyncio.Task[Outcome]] = {}
         self._latest: dict[str, str] = {}
         self._failed: set[str] = set()
@@ -193,9 +197,11 @@ class ChatService:
 
     # -- the entry point ------------------------------------------------------------------------
 
-    async def handle(self, entry: Entry, *, stateless: bool = False) -> Outcome:
+    async def handle(self, entry: Entry, *, stateless: bool = False, keep: bool = True) -> Outcome:
         """Record ``entry`` and answer it when she should. A newer message in the same session
-        cancels this reply (the outcome is then 'superseded')."""
+        cancels this reply (the outcome is then 'superseded'). ``keep=False``: the sender still
+        holds the text (a page that keeps it to send again), so while Redis is away this raises
+        its error instead of waiting, and the message is not recorded (`Recorder.record`)."""
         entry = self._in_world_time(entry)
         if (entry.session_id, entry.id) in self._taken_back:  # its 撤回 came first
             return Outcome(False, TAKEN_BACK)
@@ -209,11 +215,16 @@ class ChatService:
             answer = await self.admin.run(entry, command)
             await self._send_lines(entry, answer, token=None, source="admin", context=False)
             return Outcome(True, "admin command", [answer])
-        await self.recorder.record(entry)
+        if self.gate.addressed(entry):  # her state is read while the message is recorded
+            char, _ = await asyncio.gather(
+                self._character_state(), self.recorder.record(entry, keep=keep)
+            )
+        else:  # a burst of chatter costs no reads
+            await self.recorder.record(entry, keep=keep)
+            char = None
         if (entry.session_id, entry.id) in self._taken_back:  # taken back while it was recorded
             await self.recorder.retract(entry.session_id, entry.id)
             return Outcome(False, TAKEN_BACK)
-        char = await self.deps.character_state()
         asleep = bool(char is not None and char.asleep)
         answers, reason = self.gate.decide(entry, asleep)
         if not answers:
@@ -227,7 +238,7 @@ class ChatService:
             previous.cancel()
         self._latest[sid] = entry.id
         task = asyncio.create_task(
-            self._turn(entry, char, self.model, asleep=asleep, stateless=stateless)
+            self._answer(entry, char, self.model, asleep=asleep, stateless=stateless)
         )
         self._inflight[sid] = task
         try:
@@ -287,7 +298,30 @@ class ChatService:
             return None
         return text[1:]
 
+    async def _character_state(self) -> CharacterState | None:
+        """Her state; callers that ask while a read is under way share it (one read for a burst)."""
+        reading = self._state_read
+        if reading is None or reading.done():
+            reading = self._state_read = asyncio.ensure_future(self.deps.character_state())
+        return await asyncio.shield(reading)
+
     # -- one turn -------------------------------------------------------------------------------
+
+    async def _answer(
+        self,
+        entry: Entry,
+        char: CharacterState | None,
+        model: ToolChatModel,
+        *,
+        asleep: bool,
+        stateless: bool,
+    ) -> Outcome:
+        """The turn once one is free (`busy.AnswerSlots`); given up when too many wait."""
+        try:
+            async with self.slots.turn():
+                return await self._turn(entry, char, model, asleep=asleep, stateless=stateless)
+        except Shed:
+            return Outcome(False, "too busy: the answer was given up (the message is recorded)")
 
     async def _turn(
         self,

@@ -4,6 +4,7 @@ result. Everything survives a restart."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Collection, Sequence
@@ -148,6 +149,14 @@ class SessionStore:
         self.redis = redis
         self.keys = keys
         self.character_id = character_id
+        self._trimming: dict[str, asyncio.Lock] = {}
+        """Per session: held by whatever removes context items from the left (compaction, the
+        hard limit, clearing). Appends go to the right at any time; a left trim counts on being
+        the only one, or a compaction that read the list before another trimmed it would cut
+        items it never summarised (a burst of turns in one session)."""
+
+    def _trim_lock(self, session_id: str) -> asyncio.Lock:
+        return self._trimming.setdefault(session_id, asyncio.Lock())
 
     def _k(self, kind: str, session_id: str) -> str:
         return getattr(self.keys, f"chat_{kind}")(self.character_id, session_id)
@@ -201,6 +210,37 @@ class SessionStore:
             pipe.sadd(self.keys.chat_sessions(self.character_id), sid)
             await pipe.execute()
 
+    async def record_many(
+        self, records: Sequence[tuple[Entry, dict[str, Any] | None]]
+    ) -> dict[str, tuple[int, Entry | None]]:
+        """Record several messages in one transaction: each joins its session's recent list, its
+        context item (when given) the model context, and the message its conversation window.
+        Returns per session the window's length before and its last message before (one that no
+        longer validates reads as None), which is all the archiving needs to know."""
+        by_session: dict[str, list[Entry]] = {}
+        async with self.redis.pipeline(transaction=True) as pipe:
+            for entry, item in records:
+                sid = entry.session_id
+                by_session.setdefault(sid, []).append(entry)
+                pipe.rpush(self._k("recent", sid), entry.model_dump_json())
+                if item is not None:
+                    pipe.rpush(self._k("context", sid), json.dumps(item, ensure_ascii=False))
+            for sid, recorded in by_session.items():
+                pipe.ltrim(self._k("recent", sid), -RECENT_LIMIT, -1)
+                pipe.lindex(self._k("window", sid), -1)
+                pipe.llen(self._k("window", sid))
+                pipe.rpush(self._k("window", sid), *(e.model_dump_json() for e in recorded))
+            pipe.sadd(self.keys.chat_sessions(self.character_id), *by_session)
+            replies = await pipe.execute()
+        out: dict[str, tuple[int, Entry | None]] = {}
+        at = len(replies) - 1 - 4 * len(by_session)  # the windows' replies, before the SADD
+        for sid in by_session:
+            last, length = replies[at + 1], replies[at + 2]
+            found = entries([last], sid) if last is not None else []
+            out[sid] = (int(length), found[0] if found else None)
+            at += 4
+        return out
+
     async def recent(self, session_id: str, limit: int) -> list[Entry]:
         raw = await self.redis.lrange(self._k("recent", session_id), -max(1, limit), -1)
         return entries(raw, session_id)
@@ -216,10 +256,12 @@ class SessionStore:
     async def append(self, session_id: str, items: Sequence[dict[str, Any]]) -> None:
         if items:
             key = self._k("context", session_id)
-            async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.rpush(key, *(json.dumps(i, ensure_ascii=False) for i in items))
-                pipe.ltrim(key, -CONTEXT_HARD_LIMIT, -1)
-                await pipe.execute()
+            length = await self.redis.rpush(
+                key, *(json.dumps(i, ensure_ascii=False) for i in items)
+            )
+            if length > CONTEXT_HARD_LIMIT:
+                async with self._trim_lock(session_id):
+                    await self.redis.ltrim(key, -CONTEXT_HARD_LIMIT, -1)
 
     async def context(self, session_id: str) -> tuple[str, list[dict[str, Any]]]:
         """(rolling summary, context items oldest first)."""
@@ -231,11 +273,24 @@ class SessionStore:
 
     async def clear(self, session_id: str) -> None:
         """Forget the model context and summary (the raw recent messages and the log stay)."""
-        await self.redis.delete(self._k("context", session_id), self._k("summary", session_id))
+        async with self._trim_lock(session_id):
+            await self.redis.delete(self._k("context", session_id), self._k("summary", session_id))
 
     async def sessions(self) -> list[str]:
         members = await self.redis.smembers(self.keys.chat_sessions(self.character_id))
         return sorted(decoded(m) for m in members)
+
+    async def compacted_context(
+        self, session_id: str, *, budget: int, keep: int, model: ChatModel | None, name: str
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The session's `context`, compacted first when over ``budget`` (see `compact`): one
+        read when it is not. A turn that finds a compaction of its session under way waits for
+        it and reads what it left."""
+        async with self._trim_lock(session_id):
+            current = await self.context(session_id)
+            if not await self._compact(session_id, current, budget, keep, model, name):
+                return current
+        return await self.context(session_id)
 
     async def compact(
         self,
@@ -248,10 +303,24 @@ class SessionStore:
     ) -> bool:
         """Summarise the oldest context into the rolling summary when over ``budget`` tokens.
 
-        Only appends happen concurrently (at the right), so trimming the summarised prefix from
-        the left by count is safe without WATCH. True when it compacted.
+        Only appends happen meanwhile (at the right; every left trim holds the session's trim
+        lock), so trimming the summarised prefix from the left by count is safe without WATCH.
+        True when it compacted.
         """
-        summary, items = await self.context(session_id)
+        async with self._trim_lock(session_id):
+            current = await self.context(session_id)
+            return await self._compact(session_id, current, budget, keep, model, name)
+
+    async def _compact(
+        self,
+        session_id: str,
+        current: tuple[str, list[dict[str, Any]]],
+        budget: int,
+        keep: int,
+        model: ChatModel | None,
+        name: str,
+    ) -> bool:
+        summary, items = current
         total = estimate_tokens(summary) + sum(item_tokens(i) for i in items)
         if total <= budget or len(items) <= keep:
             return False

@@ -116,9 +116,10 @@ async def _(bot: Bot, event: Event) -> None:
                 message_id,
             )
     except (RedisError, OSError) as exc:  # a store that is down is not a bug: no traceback
+        # the message itself is recorded (its record waits in a queue while Redis is away)
         FAILURES(
             logging.ERROR,
-            "message %s not handled, a store is unavailable: %s: %.200s",
+            "message %s recorded, not answered: a store is unavailable: %s: %.200s",
             message_id,
             type(exc).__name__,
             exc,

@@ -381,3 +381,28 @@ def test_a_lone_surrogate_in_a_text_is_replaced_with_one_rate_limited_line(
     lines = [r.getMessage() for r in caplog.records if "surrogate" in r.getMessage()]
     assert 1 <= len(lines) <= frames.SEGMENTS.burst, lines
     assert "\ud800" not in "".join(lines)
+
+
+async def test_an_api_result_for_a_call_given_up_a_moment_ago_does_not_close_the_connection() -> (
+    None
+):
+    # found by bench/chat_burst.py --answer-all: a newer mention cancels the reply in flight; if
+    # its send_msg result arrived before the cancelled call had cleaned up, the adapter's result
+    # store raised InvalidStateError out of the WebSocket loop, which closed the connection
+    from nonebot.adapters.onebot.v11 import Adapter
+
+    store = Adapter._result_store
+    given_up = asyncio.get_running_loop().create_future()
+    waiting = asyncio.get_running_loop().create_future()
+    given_up_seq, waiting_seq = store.get_seq(), store.get_seq()
+    store._futures[given_up_seq] = given_up
+    store._futures[waiting_seq] = waiting
+    try:
+        given_up.cancel()
+        result = {"status": "ok", "retcode": 0, "data": {"message_id": 1}}
+        assert Adapter.json_to_event({**result, "echo": str(given_up_seq)}) is None
+        assert Adapter.json_to_event({**result, "echo": str(waiting_seq)}) is None
+        assert waiting.result()["data"] == {"message_id": 1}  # a live call still gets its answer
+    finally:
+        store._futures.pop(given_up_seq, None)
+        store._futures.pop(waiting_seq, None)

@@ -356,3 +356,38 @@ async def test_a_window_that_meets_redis_down_when_archiving_costs_one_line_and_
     assert await kit.service.recorder.flush_windows() == 1
     [archived] = memory.episodes_put
     assert [m["text"] for m in archived.data["messages"]] == ["今天好热"]
+
+
+class PickyChatMemory(FakeMemory):
+    """Memory whose chat store takes a window line by line only, and refuses one line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    @property
+    def chat(self) -> Any:
+        memory = self
+
+        class Chat:
+            async def add_many(self, lines: list[Any]) -> list[str]:
+                raise ValueError("one of these lines cannot be stored")
+
+            async def add(self, user_id: str, text: str, *a: Any, **kw: Any) -> str:
+                if "坏" in text:
+                    raise ValueError("this one cannot be stored")
+                memory.lines.append(text)
+                return text
+
+        return Chat()
+
+
+async def test_a_window_whose_lines_cannot_be_stored_together_loses_only_the_bad_line(
+    redis: Any,
+) -> None:
+    memory = PickyChatMemory()
+    kit = await make_kit(redis, memory=memory)
+    for text in ("今天好热", "坏掉的一句", "去游泳吧"):
+        await kit.say(text)
+    assert await kit.service.recorder.flush_windows() == 1
+    assert memory.lines == ["今天好热", "去游泳吧"]

@@ -87,6 +87,9 @@ class FakeMemory:
             async def add(self, *a: Any, **kw: Any) -> str:
                 return "x"
 
+            async def add_many(self, lines: list[Any]) -> list[str]:
+                return ["x"] * len(lines)
+
         return Chat()
 
 

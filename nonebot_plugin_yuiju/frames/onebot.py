@@ -9,11 +9,14 @@ for a frame it cannot decode (the adapter then skips it, as it skips any non-eve
 event parser reports an event it cannot parse instead of raising, after skipping the segments
 of a message that the adapter would crash on (`normalise_segments`) and keeping the rest. (The
 same ``json`` reads the answers of HTTP API calls, which this plugin does not use: one that is
-not JSON then reads as an empty result instead of a `NetworkError`.)
+not JSON then reads as an empty result instead of a `NetworkError`.) An API result for a call
+given up a moment before (its reply cancelled by a newer message) is dropped: the adapter's
+result store would raise out of the WebSocket loop and close the connection.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from typing import Any
@@ -53,8 +56,14 @@ def install() -> None:
         if not isinstance(json_data, dict):
             report(f"JSON {type(json_data).__name__}, not an object", json_data)
             return None
-        if "post_type" not in json_data:
-            return parse(cls, json_data)  # an API result: the adapter's result store takes it
+        if "post_type" not in json_data:  # an API result: the adapter's result store takes it
+            try:
+                return parse(cls, json_data)
+            except asyncio.InvalidStateError:
+                # the call it answers was cancelled (a newer message superseded the reply) and
+                # has not cleaned up yet: nobody waits for it, and the raise would end the loop
+                log.debug("API result for a call given up: %.80r", json_data.get("echo"))
+                return None
         return parse_event(cls, json_data)
 
     adapter_module.json = GuardedJson(report)
