@@ -317,3 +317,36 @@ async def test_background_work_waits_for_the_answers_in_progress_and_no_longer_t
     held.cancel()
     await asyncio.gather(held, return_exceptions=True)
     await slots.quiet(5)  # the cancelled answer gave its turn back
+
+
+async def test_hundreds_of_messages_at_once_on_a_small_pool_are_all_recorded(
+    redis_url: str, redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    """What lost thousands of messages in a burst: every handler asked the pool for its own
+    connections and gave up when none came in time. Each message must reach her context and the
+    message log however few connections there are (one queue, one writer)."""
+    from tests.test_message_service import make_kit
+    from yuiju.storage.sqlite_history import SqliteHistory
+
+    pool = aioredis.BlockingConnectionPool.from_url(
+        redis_url, max_connections=2, timeout=0.05, decode_responses=True
+    )
+    capped = aioredis.Redis.from_pool(pool)
+    history = SqliteHistory.open(tmp_path / "history.sqlite3")
+    kit = await make_kit(capped, history)
+    entries = [kit.entry(f"第{i}句", user=100 + i % 40) for i in range(400)]
+    try:
+        outcomes = await asyncio.gather(
+            *(kit.service.handle(e) for e in entries), return_exceptions=True
+        )
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        assert not errors, errors[:3]
+        for _ in range(100):  # the writer's last batch
+            if len(logged_ids(tmp_path / "history.sqlite3")) >= len(entries):
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await history.close()
+        await capped.aclose()
+    missing = {e.id for e in entries} - logged_ids(tmp_path / "history.sqlite3")
+    assert not missing, f"{len(missing)} of {len(entries)} messages not in the message log"
