@@ -53,7 +53,8 @@ class CommandQueue(Protocol):
         ...
 
     async def pending(self) -> list[Command]:
-        """The commands still waiting for the next tick, in order."""
+        """The commands still waiting for the next tick, in order. Read them only: a queue may
+        hand the same objects to every reader (`RedisCommands` does)."""
         ...
 
 
