@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import httpx2
 import openai
-from openai.types.chat import ChatCompletion
 
 from yuiju.config import redact_url
 from yuiju.llm import model as _model
@@ -136,21 +136,20 @@ class OpenAIChatModel:
         )
         if isinstance(response_format, dict) and response_format["type"] == "json_schema":
             self.json_schema_answered = True
-        usage = completion.usage
-        choice = completion.choices[0] if completion.choices else None
+        answer = _Answer.read(completion)
         result = ChatResult(
-            text=(choice.message.content if choice else None) or "",
-            model=completion.model or self.model,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
+            text=answer.text,
+            model=answer.model or self.model,
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
             latency_ms=latency_ms,
-            finish_reason=choice.finish_reason if choice else None,
+            finish_reason=answer.finish_reason,
         )
         if not result.text.strip():
             # Retryable, not fed back to the model: an empty answer (a refusal, a content
             # filter, a base model with nothing to say) carries nothing to correct, and asking
             # again often works. The result rides along so its tokens are still counted.
-            finish_reason = choice.finish_reason if choice else "no choices"
+            finish_reason = answer.finish_reason if answer.choice else "no choices"
             raise LLMUnavailable(
                 f"{self.name}: empty answer (finish_reason={finish_reason!r})", result=result
             )
@@ -175,24 +174,18 @@ class OpenAIChatModel:
             tools=cast("Any", list(tools)) if tools else openai.omit,
             temperature=self.temperature if temperature is None else temperature,
         )
-        usage = completion.usage
-        choice = completion.choices[0] if completion.choices else None
-        calls = tuple(
-            ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
-            for c in ((choice.message.tool_calls or []) if choice else [])
-            if getattr(c, "function", None) is not None
-        )
+        answer = _Answer.read(completion)
         result = ToolChatResult(
-            text=(choice.message.content if choice else None) or "",
-            model=completion.model or self.model,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
+            text=answer.text,
+            model=answer.model or self.model,
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
             latency_ms=latency_ms,
-            finish_reason=choice.finish_reason if choice else None,
-            tool_calls=calls,
+            finish_reason=answer.finish_reason,
+            tool_calls=answer.tool_calls,
         )
-        if not result.text.strip() and not calls:
-            finish_reason = choice.finish_reason if choice else "no choices"
+        if not result.text.strip() and not answer.tool_calls:
+            finish_reason = answer.finish_reason if answer.choice else "no choices"
             raise LLMUnavailable(
                 f"{self.name}: empty answer (finish_reason={finish_reason!r})", result=result
             )
@@ -205,8 +198,8 @@ class OpenAIChatModel:
         max_tokens: int | None,
         json_schema: JsonSchema | None,
         **request: Any,
-    ) -> tuple[Any, float]:
-        """Send one request; returns the completion and its latency in ms, or raises
+    ) -> tuple[object, float]:
+        """Send one request; returns the completion's JSON and its latency in ms, or raises
         `LLMUnavailable` naming the call and the fix (with the prompt's estimated tokens)."""
         what = f"{self.name} ({purpose} call)" if purpose else self.name
         timeout = self.request_timeout(max_tokens)
@@ -220,10 +213,12 @@ class OpenAIChatModel:
             # its typed-dict transform first (for file and date fields we never send): 10-30 ms
             # of CPU per chat turn with her tools offered, more than everything else in a turn.
             # Our body is plain JSON already, so it goes as it is, to the same endpoint with the
-            # same headers, timeout and error classes (the client's documented `post`).
+            # same headers, timeout and error classes (the client's documented `post`). The
+            # answer comes back as its JSON (`cast_to=object`), not the client's ChatCompletion
+            # model built field by field: `_Answer.read` takes the few fields we use.
             completion = await self._client.post(
                 "/chat/completions",
-                cast_to=ChatCompletion,
+                cast_to=object,
                 body=body,
                 options={"timeout": timeout, "security": {"bearer_auth": True}},
             )
@@ -283,6 +278,65 @@ class OpenAIChatModel:
     async def aclose(self) -> None:
         """Close the HTTP connections (including a passed-in `http_client`)."""
         await self._client.close()
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What we read of a chat completion's JSON; a missing or malformed field reads as absent,
+    as the client's own non-validating parse left it."""
+
+    choice: bool
+    """The completion had a choice (the first is read)."""
+    text: str
+    model: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str | None
+    tool_calls: tuple[ToolCall, ...]
+
+    @classmethod
+    def read(cls, completion: object) -> _Answer:
+        if isinstance(completion, str):  # served without a JSON content type
+            try:
+                completion = json.loads(completion)
+            except ValueError:
+                completion = None
+        body = _mapping(completion)
+        usage = _mapping(body.get("usage"))
+        choices = body.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        choice = _mapping(first)
+        message = _mapping(choice.get("message"))
+        calls = message.get("tool_calls")
+        return cls(
+            choice=first is not None,
+            text=_str(message.get("content")) or "",
+            model=_str(body.get("model")),
+            prompt_tokens=_int(usage.get("prompt_tokens")),
+            completion_tokens=_int(usage.get("completion_tokens")),
+            finish_reason=_str(choice.get("finish_reason")),
+            tool_calls=tuple(
+                ToolCall(
+                    id=_str(call.get("id")) or "",
+                    name=_str(function.get("name")) or "",
+                    arguments=_str(function.get("arguments")) or "{}",
+                )
+                for call in map(_mapping, calls if isinstance(calls, list) else [])
+                if (function := _mapping(call.get("function")))
+            ),
+        )
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def with_schema_instruction(

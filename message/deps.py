@@ -25,7 +25,7 @@ from yuiju.message.stickers import NO_STICKERS, StickerSet
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
 from yuiju.world.clock import Clock
-from yuiju.world.commands import Command, enqueue_command, queued_commands
+from yuiju.world.commands import Command, CommandRejected, enqueue_command, parse_command
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.town import HAURA, Town
 
@@ -53,7 +53,8 @@ class CommandQueue(Protocol):
         ...
 
     async def pending(self) -> list[Command]:
-        """The commands still waiting for the next tick, in order."""
+        """The commands still waiting for the next tick, in order. Read them only: a queue may
+        hand the same objects to every reader (`RedisCommands` does)."""
         ...
 
 
@@ -67,8 +68,35 @@ class RedisCommands:
     async def enqueue(self, command: dict[str, Any]) -> None:
         await enqueue_command(self.redis, self.keys, command)
 
+    _parsed: dict[str | bytes, Command | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Each queued command's validation, by its raw JSON: what the speaker's context reads at
+    every message (`proposals.person_context`), while up to `proposals.MAX_QUEUED` wait for a
+    world that may not be running; only what is still queued is kept."""
+
     async def pending(self) -> list[Command]:
-        return await queued_commands(self.redis, self.keys)
+        # The same as `queued_commands`, validating only what was queued since the last read.
+        # The commands are shared between reads: the chat side only reads them.
+        known = self._parsed
+        seen: dict[str | bytes, Command | None] = {}
+        out = []
+        for raw in await self.redis.lrange(self.keys.commands, 0, -1):
+            if raw in seen:
+                command = seen[raw]
+            elif raw in known:
+                command = seen[raw] = known[raw]
+            else:
+                try:
+                    command = parse_command(raw.decode() if isinstance(raw, bytes) else raw)
+                except CommandRejected:
+                    command = None  # left out, as `queued_commands` does
+                seen[raw] = command
+            if command is not None:
+                out.append(command)
+        known.clear()
+        known.update(seen)
+        return out
 
 
 def _feel(value: float, low: str, high: str) -> str:

@@ -50,3 +50,35 @@ async def test_an_answered_message_costs_five_redis_round_trips_before_the_model
     # time, the person's account links (one read serves recall and the profile) and what she
     # knows of them (`proposals.person_context`: their person, the world's pending commands)
     assert asked_after[-1] - before == 5
+
+
+async def test_rereading_the_pending_commands_validates_only_those_queued_since(
+    redis: aioredis.Redis,
+) -> None:
+    # what she knows of a speaker reads every pending command at every message; a bot running
+    # without its world keeps up to `MAX_QUEUED` of them, so validating each again at each
+    # message grew with the queue
+    from yuiju.message.deps import RedisCommands
+    from yuiju.storage.keys import Keys
+
+    keys = Keys("t")
+    commands = RedisCommands(redis, keys)
+
+    def chat_with(who: str) -> dict[str, Any]:
+        by = {"kind": "person", "id": who, "name": who}
+        return {"type": "chat_with", "character_id": "yuiju", "by": by, "tone": "kind"}
+
+    await commands.enqueue(chat_with("qq:1"))
+    await commands.enqueue(chat_with("qq:2"))
+    await redis.rpush(keys.commands, "{not json")  # left out, as the tick would reject it
+    first = await commands.pending()
+    await commands.enqueue(chat_with("qq:3"))
+    second = await commands.pending()
+    assert [c.model_dump() for c in second] == [c.model_dump() for c in [*first, second[-1]]]
+    assert len(second) == 3
+    assert second[0] is first[0] and second[1] is first[1]  # not validated again
+    await redis.delete(keys.commands)  # the tick took them
+    assert await commands.pending() == []
+    await commands.enqueue(chat_with("qq:1"))
+    (again,) = await commands.pending()
+    assert again == first[0] and again is not first[0]  # forgotten once the tick took it

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import yuiju.llm.model
-from tests.openai_stub import OpenAIStub, StubDelay, StubError
+from tests.openai_stub import OpenAIStub, StubDelay, StubError, StubToolCall
 from yuiju.llm import (
     JsonSchema,
     LLMUnavailable,
@@ -497,4 +497,41 @@ async def test_a_request_with_tools_is_sent_as_built_without_the_clients_param_t
         MESSAGES,
         tools,
         20,
+    )
+
+
+async def test_an_answer_is_read_from_its_json_without_the_clients_response_models(
+    stub: OpenAIStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 21 item 10: the client built its typed ChatCompletion (every choice, message, tool
+    # call and usage as a model) for the handful of fields we read, at every model call
+    from openai import _base_client
+
+    built: list[object] = []
+    construct = _base_client.construct_type
+
+    def counted(*, value: object, type_: object, **kwargs: Any) -> object:
+        built.append(type_)
+        return construct(value=value, type_=type_, **kwargs)
+
+    monkeypatch.setattr(_base_client, "construct_type", counted)
+    stub.reply(StubToolCall("today_events", {"start_hour": 8}, text="查一下"), "好呀好呀")
+    chat = OpenAIChatModel(base_url=stub.base_url, api_key="k", model="m")
+    try:
+        called = await chat.complete_tools(MESSAGES, tools=[], max_tokens=20)
+        answered = await chat.complete(MESSAGES, max_tokens=20)
+    finally:
+        await chat.aclose()
+    assert built == []
+    [call] = called.tool_calls
+    assert (call.name, json.loads(call.arguments), called.text) == (
+        "today_events",
+        {"start_hour": 8},
+        "查一下",
+    )
+    assert called.finish_reason == "tool_calls"
+    assert (answered.text, answered.finish_reason, answered.model) == ("好呀好呀", "stop", "m")
+    assert (answered.prompt_tokens, answered.completion_tokens) == (
+        sum(len(m["content"]) for m in MESSAGES) // 2,
+        2,
     )

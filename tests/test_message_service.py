@@ -279,6 +279,7 @@ async def test_group_messages_not_addressed_to_her_are_recorded_but_not_answered
         ("@悠酱在吗", False),
         ("嗯嗯，我在", True),
     ]
+    await kit.service.drain()  # the log is written in batches, after her line is sent
     logged = await sqlite_history.find(
         CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:qq:{GROUP}"}
     )
