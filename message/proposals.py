@@ -27,7 +27,7 @@ from typing import Any, TypeAlias
 from yuiju.memory.episodes import Episode, EpisodeRepo
 from yuiju.message.agent import RunContext, tool
 from yuiju.message.deps import ChatDeps
-from yuiju.message.when import WhenError, resolve_when
+from yuiju.message.when import When, WhenError, resolve_when
 from yuiju.world.commands import (
     Command,
     CommandRejected,
@@ -166,7 +166,7 @@ async def _invite(
     by: Party,
     char: CharacterState | None,
     what: str,
-    when: Any,
+    when: When,
     place: str | None,
     now: datetime,
 ) -> str:
@@ -236,7 +236,7 @@ async def _note(
     char: CharacterState | None,
     kind: str,
     what: str,
-    when: Any,
+    when: When,
     place: str | None,
     now: datetime,
 ) -> str:

@@ -83,6 +83,12 @@ def group_message(mid: int, segments: list[dict[str, Any]], user: int = 20002) -
     }
 
 
+def mention(mid: int, text: str, user: int = 20002) -> dict[str, Any]:
+    """A group message from ``user`` that @s her first, then says ``text``."""
+    segments = [{"type": "at", "data": {"qq": str(BOT)}}, {"type": "text", "data": {"text": text}}]
+    return group_message(mid, segments, user)
+
+
 async def connect(url: str, headers: dict[str, str]) -> Any:
     deadline = time.monotonic() + 30
     while True:
@@ -157,17 +163,7 @@ async def test_the_bot_answers_a_mention_over_a_real_websocket(
                         }
                     )
                 )
-                await ws.send(
-                    json.dumps(
-                        group_message(
-                            4242,
-                            [
-                                {"type": "at", "data": {"qq": str(BOT)}},
-                                {"type": "text", "data": {"text": " 在吗？"}},
-                            ],
-                        )
-                    )
-                )
+                await ws.send(json.dumps(mention(4242, " 在吗？")))
                 first = await calls_until_quiet(ws, 3.0)
                 await ws.send(
                     json.dumps(

@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.openai_stub import OpenAIStub
-from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, free_port, group_message
+from tests.test_bot_e2e import (
+    BOT,
+    GROUP,
+    calls_until_quiet,
+    connect,
+    free_port,
+    mention,
+)
 from tests.test_daemon_faults import start_yuiju
 from tests.test_outbox import episode
 from yuiju.config import load_config
@@ -79,17 +86,7 @@ reply = "mention"
                 {"X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": "Bearer t"},
             )
             try:
-                await ws.send(
-                    json.dumps(
-                        group_message(
-                            8101,
-                            [
-                                {"type": "at", "data": {"qq": str(BOT)}},
-                                {"type": "text", "data": {"text": " 在吗"}},
-                            ],
-                        )
-                    )
-                )
+                await ws.send(json.dumps(mention(8101, " 在吗")))
                 calls = await calls_until_quiet(ws, 3.0)
                 assert any(c["action"] == "send_msg" for c in calls), log_path.read_text()[-3000:]
                 # while the bot runs, with no engine anywhere: what was queued reaches history

@@ -21,7 +21,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.openai_stub import OpenAIStub
-from tests.test_bot_e2e import BOT, GROUP, TOKEN, connect, free_port, group_message
+from tests.test_bot_e2e import BOT, GROUP, TOKEN, connect, free_port, group_message, mention
 from yuiju.storage.keys import Keys
 
 BURST_MAIN = """
@@ -183,13 +183,7 @@ async def test_a_burst_of_frames_loses_no_message_and_the_mention_after_it_is_an
             try:
                 for frame in frames:
                     await ws.send(frame)
-                last = group_message(
-                    LAST,
-                    [
-                        {"type": "at", "data": {"qq": str(BOT)}},
-                        {"type": "text", "data": {"text": " 最后一句，还在吗"}},
-                    ],
-                )
+                last = mention(LAST, " 最后一句，还在吗")
                 await ws.send(json.dumps(last))
                 deadline = time.monotonic() + 90
                 while "最后也听到啦" not in qq.sent and time.monotonic() < deadline:  # noqa: ASYNC110

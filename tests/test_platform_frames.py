@@ -12,7 +12,6 @@ import re
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import redis.asyncio as aioredis
 
 from tests.fakes import (
     EDGE_FRAMES,
@@ -20,11 +19,10 @@ from tests.fakes import (
     FeishuFake,
     OneBotFake,
     SatoriFake,
-    Sent,
     TelegramFake,
 )
 from tests.openai_stub import OpenAIStub
-from tests.yuiju_e2e import CHAT_REPLY, YuijuOverFake, her_model, yuiju_over
+from tests.yuiju_e2e import CHAT_REPLY, YuijuOverFake, her_model, replies, yuiju_over
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +32,6 @@ FAKES = {
     "telegram": TelegramFake,
     "feishu": FeishuFake,
 }
-FIRST_REPLY = 20.0
-"""How long the first reply may take (a loaded machine; a failed poll waits in the adapter)."""
 LINE = 400
 """The longest a line about one bad frame may be (its time, level and logger name included)."""
 BURST = 40
@@ -57,21 +53,14 @@ async def bot(
     redis_url: str,
 ) -> AsyncIterator[YuijuOverFake]:
     name = request.param
-    prefix = f"frames{name}"
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    for key in [k async for k in client.scan_iter(f"{prefix}:*")]:
-        await client.delete(key)
-    await client.aclose()
     workdir = tmp_path_factory.mktemp(f"frames-{name}")
     async with (
         FAKES[name]() as fake,
-        yuiju_over(fake, workdir, stub=stub, redis_url=redis_url, prefix=prefix) as running,
+        yuiju_over(
+            fake, workdir, stub=stub, redis_url=redis_url, prefix=f"frames{name}"
+        ) as running,
     ):
         yield running
-
-
-async def replies(bot: YuijuOverFake, *, first_within: float = FIRST_REPLY) -> list[Sent]:
-    return await bot.fake.sent_until_quiet(0.7, first_within=first_within)
 
 
 async def mention_is_answered_once(bot: YuijuOverFake, text: str) -> None:

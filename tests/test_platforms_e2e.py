@@ -39,6 +39,7 @@ from tests.yuiju_e2e import (
     YuijuOverFake,
     her_model,
     our_tracebacks,
+    replies,
     setup_of,
     write_config,
     yuiju_over,
@@ -73,22 +74,12 @@ async def bot(
     redis_url: str,
 ) -> AsyncIterator[YuijuOverFake]:
     name = request.param
-    prefix = f"e2e{name}"
-    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
-    for key in [k async for k in client.scan_iter(f"{prefix}:*")]:
-        await client.delete(key)
-    await client.aclose()
     workdir = tmp_path_factory.mktemp(f"yuiju-{name}")
     async with (
         FAKES[name]() as fake,
-        yuiju_over(fake, workdir, stub=stub, redis_url=redis_url, prefix=prefix) as running,
+        yuiju_over(fake, workdir, stub=stub, redis_url=redis_url, prefix=f"e2e{name}") as running,
     ):
         yield running
-
-
-async def replies(bot: YuijuOverFake, *, first_within: float = FIRST_REPLY) -> list[Sent]:
-    """What she sent since the last look, once she has been quiet for a second."""
-    return await bot.fake.sent_until_quiet(0.7, first_within=first_within)
 
 
 def in_group(bot: YuijuOverFake, sent: list[Sent]) -> list[tuple[str, str]]:

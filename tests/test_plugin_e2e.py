@@ -18,7 +18,14 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.openai_stub import OpenAIStub
-from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, free_port, group_message
+from tests.test_bot_e2e import (
+    BOT,
+    GROUP,
+    calls_until_quiet,
+    connect,
+    free_port,
+    mention,
+)
 from yuiju.message.proactive import consumer_group
 from yuiju.storage.keys import Keys
 
@@ -152,17 +159,7 @@ async def test_the_plugin_in_another_nonebot_project_answers_and_stops_cleanly(
                         }
                     )
                 )
-                await ws.send(
-                    json.dumps(
-                        group_message(
-                            8101,
-                            [
-                                {"type": "at", "data": {"qq": str(BOT)}},
-                                {"type": "text", "data": {"text": " 在吗"}},
-                            ],
-                        )
-                    )
-                )
+                await ws.send(json.dumps(mention(8101, " 在吗")))
                 calls: list[dict[str, Any]] = await calls_until_quiet(ws, 3.0)
                 assert await proactive_started(redis), log_path.read_text(errors="replace")[-3000:]
             finally:

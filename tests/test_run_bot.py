@@ -15,7 +15,14 @@ import httpx
 import pytest
 
 from tests.openai_stub import OpenAIStub
-from tests.test_bot_e2e import BOT, GROUP, calls_until_quiet, connect, free_port, group_message
+from tests.test_bot_e2e import (
+    BOT,
+    GROUP,
+    calls_until_quiet,
+    connect,
+    free_port,
+    mention,
+)
 
 ROOT = Path(__file__).parents[1]
 
@@ -103,17 +110,7 @@ reply = "mention"
                         }
                     )
                 )
-                await ws.send(
-                    json.dumps(
-                        group_message(
-                            7001,
-                            [
-                                {"type": "at", "data": {"qq": str(BOT)}},
-                                {"type": "text", "data": {"text": " 还醒着吗"}},
-                            ],
-                        )
-                    )
-                )
+                await ws.send(json.dumps(mention(7001, " 还醒着吗")))
                 calls = await calls_until_quiet(ws, 3.0)
             finally:
                 await ws.close()

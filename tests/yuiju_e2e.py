@@ -25,12 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import redis.asyncio as aioredis
+
 from tests.fakes import (
     FakePlatform,
     FeishuFake,
     OneBotFake,
     Person,
     SatoriFake,
+    Sent,
     TelegramFake,
     free_port,
 )
@@ -252,8 +255,13 @@ async def yuiju_over(
     command: str = "bot",
     extra_toml: str = "",
 ) -> AsyncIterator[YuijuOverFake]:
-    """``yuiju <command>`` over ``fake`` until the context ends (then stopped, as Ctrl-C does);
-    returns once the platform's adapter has connected to the fake."""
+    """``yuiju <command>`` over ``fake`` until the context ends (then stopped, as Ctrl-C does), in
+    a fresh town (the keys under ``prefix`` deleted first); returns once the platform's adapter
+    has connected to the fake."""
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    for key in [k async for k in client.scan_iter(f"{prefix}:*")]:
+        await client.delete(key)
+    await client.aclose()
     setup = setup_of(fake)
     port = free_port()
     fake.app_url = f"http://127.0.0.1:{port}"  # where Feishu posts its callbacks
@@ -292,3 +300,9 @@ async def yuiju_over(
         yield bot
     finally:
         await bot.stop()
+
+
+async def replies(bot: YuijuOverFake, *, first_within: float = 20.0) -> list[Sent]:
+    """What she sent since the last look, once she has been quiet for 0.7 s (the first line may
+    take ``first_within`` seconds on a loaded machine)."""
+    return await bot.fake.sent_until_quiet(0.7, first_within=first_within)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
@@ -395,7 +395,9 @@ class MeetingPlan:
     declined: str | None = None
     """Why the partner declined it (None: accepted, or no invitation)."""
 
-    def key(self) -> tuple[Any, ...]:
+    def key(
+        self,
+    ) -> tuple[list[tuple[str, str]], str | None, str | None, str | None]:
         """What the conversation's words depend on: equal keys, the same conversation."""
         return (
             [(t.item.id, t.teller) for t in self.told],
@@ -797,7 +799,7 @@ def social_view(
     }
 
 
-def social_lines(view: Mapping[str, Any], names: Mapping[str, str], tz: Any) -> list[str]:
+def social_lines(view: Mapping[str, Any], names: Mapping[str, str], tz: tzinfo) -> list[str]:
     """The panel's lines for `social_view`: who is together now, then each one's relations."""
 
     def name(cid: str) -> str:
