@@ -26,10 +26,22 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from nonebot.adapters import Bot, Event
 
 if TYPE_CHECKING:
-    from nonebot.adapters import Bot, Event, Message
+    from nonebot.adapters import Message
+    from nonebot.adapters.feishu import Bot as FeishuBot
+    from nonebot.adapters.feishu import MessageEvent as FeishuEvent
+    from nonebot.adapters.satori import Bot as SatoriBot
+    from nonebot.adapters.satori.event import MessageEvent as SatoriEvent
+    from nonebot.adapters.satori.message import MessageSegment as SatoriSegment
+    from nonebot.adapters.telegram import Bot as TelegramBot
+    from nonebot.adapters.telegram.event import MessageEvent as TelegramEvent
+
+BotT = TypeVar("BotT", bound=Bot)
+EventT = TypeVar("EventT", bound=Event)
 
 
 def _original(event: Event) -> Message:
@@ -63,20 +75,20 @@ def _user_only(event: Event) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
-class AdapterEdge:
+class AdapterEdge(Generic[BotT, EventT]):
     """What the core needs to know of one NoneBot adapter beyond alconna's universal layer."""
 
     prefix: str
     """The platform prefix of its people and conversations (``tg`` → ``tg:678``); Satori's comes
     from each login (`platform_of`)."""
-    her_ids: Callable[[Bot], set[str]] = _self_only
-    sender: Callable[[Event], tuple[str, str]] = _user_only
+    her_ids: Callable[[BotT], set[str]] = _self_only
+    sender: Callable[[EventT], tuple[str, str]] = _user_only
     """The sender's platform id (unprefixed) and display name."""
-    reply_to_me: Callable[[Bot, Event], bool] = _no_reply_info
-    sent_at: Callable[[Event], float | None] = _no_time
+    reply_to_me: Callable[[BotT, EventT], bool] = _no_reply_info
+    sent_at: Callable[[EventT], float | None] = _no_time
     """Unix time the platform stamped on the message, or None (then: when it arrived)."""
-    message: Callable[[Bot, Event], Message] = _as_arrived
-    direct_channel: Callable[[Event], str | None] = _no_channel
+    message: Callable[[BotT, EventT], Message] = _as_arrived
+    direct_channel: Callable[[EventT], str | None] = _no_channel
     """The private channel a message came in, where the platform sends a private answer there
     rather than to the person (Satori: a server need not open a channel by ``user.channel.create``)."""
 
@@ -84,19 +96,19 @@ class AdapterEdge:
 # -- Satori ---------------------------------------------------------------------------------------
 
 
-def _satori_her_ids(bot: Any) -> set[str]:
+def _satori_her_ids(bot: SatoriBot) -> set[str]:
     # the bot's self_id is "<platform>:<id>" (one adapter, many logins); an @ names the id alone
     return {str(bot.self_id), str(bot.get_self_id())}
 
 
-def _satori_sender(event: Any) -> tuple[str, str]:
+def _satori_sender(event: SatoriEvent) -> tuple[str, str]:
     user = event.user
     member = getattr(event, "member", None)
     name = (member.nick if member is not None else None) or user.nick or user.name or user.id
     return str(user.id), str(name)
 
 
-def _satori_reply_to_me(bot: Any, event: Any) -> bool:
+def _satori_reply_to_me(bot: SatoriBot, event: SatoriEvent) -> bool:
     """The adapter resolves a quote (its ``author``, or the message fetched by id) into
     ``event.to_me`` — which an @ of her and a leading nickname set too; only the quote counts here."""
     reply = getattr(event, "reply", None)
@@ -115,11 +127,11 @@ def _satori_reply_to_me(bot: Any, event: Any) -> bool:
     return not (first is not None and _calls_nickname(bot, str(first.data.get("text", ""))))
 
 
-def _at_other(segment: Any, bot: Any) -> bool:
+def _at_other(segment: SatoriSegment, bot: SatoriBot) -> bool:
     return segment.type == "at" and str(segment.data.get("id")) != str(bot.get_self_id())
 
 
-def _calls_nickname(bot: Any, text: str) -> bool:
+def _calls_nickname(bot: SatoriBot, text: str) -> bool:
     """The adapter's own nickname check (``^nickname[\\s,，]*``), which sets ``to_me`` too."""
     names = [re.escape(n) for n in bot.config.nickname if n]
     return bool(names) and bool(
@@ -127,12 +139,12 @@ def _calls_nickname(bot: Any, text: str) -> bool:
     )
 
 
-def _satori_direct_channel(event: Any) -> str | None:
+def _satori_direct_channel(event: SatoriEvent) -> str | None:
     channel = getattr(event, "channel", None)
     return str(channel.id) if channel is not None and channel.type == 1 else None  # DIRECT
 
 
-def _satori_sent_at(event: Any) -> float | None:
+def _satori_sent_at(event: SatoriEvent) -> float | None:
     stamp = getattr(event, "timestamp", None)
     return stamp.timestamp() if stamp is not None else None
 
@@ -140,14 +152,14 @@ def _satori_sent_at(event: Any) -> float | None:
 # -- Telegram -------------------------------------------------------------------------------------
 
 
-def _telegram_her_ids(bot: Any) -> set[str]:
+def _telegram_her_ids(bot: TelegramBot) -> set[str]:
     ids = {str(bot.self_id)}
     if username := getattr(bot, "username", None):  # set by getMe when the bot starts
         ids |= {username, f"@{username}"}
     return ids
 
 
-def _telegram_sender(event: Any) -> tuple[str, str]:
+def _telegram_sender(event: TelegramEvent) -> tuple[str, str]:
     user = getattr(event, "from_", None)
     if user is None:  # a channel's post: the channel speaks
         chat = event.chat
@@ -156,17 +168,17 @@ def _telegram_sender(event: Any) -> tuple[str, str]:
     return str(user.id), name or str(user.id)
 
 
-def _telegram_reply_to_me(bot: Any, event: Any) -> bool:
+def _telegram_reply_to_me(bot: TelegramBot, event: TelegramEvent) -> bool:
     quoted = getattr(event, "reply_to_message", None)
     author = getattr(quoted, "from_", None)
     return author is not None and str(author.id) == str(bot.self_id)
 
 
-def _telegram_sent_at(event: Any) -> float | None:
+def _telegram_sent_at(event: TelegramEvent) -> float | None:
     return float(event.date) if getattr(event, "date", None) else None
 
 
-def _telegram_message(bot: Any, event: Any) -> Message:
+def _telegram_message(bot: TelegramBot, event: TelegramEvent) -> Message:
     """A command addressed to her by username (``/status@her_bot``, as Telegram clients write
     commands in groups) as an @ of her and the command (``@her /status``)."""
     from nonebot.adapters.telegram import Message as TelegramMessage
@@ -190,20 +202,20 @@ def _telegram_message(bot: Any, event: Any) -> Message:
 # -- Feishu / Lark --------------------------------------------------------------------------------
 
 
-def _feishu_her_ids(bot: Any) -> set[str]:
+def _feishu_her_ids(bot: FeishuBot) -> set[str]:
     ids = {str(bot.self_id)}
     if open_id := getattr(getattr(bot, "bot_info", None), "open_id", None):
         ids.add(open_id)  # an @ of her names her open_id
     return ids
 
 
-def _feishu_sender(event: Any) -> tuple[str, str]:
+def _feishu_sender(event: FeishuEvent) -> tuple[str, str]:
     # a message event names no sender (the contact API would, with a permission most bots lack)
     open_id = event.get_user_id()
     return open_id, open_id
 
 
-def _feishu_reply_to_me(bot: Any, event: Any) -> bool:
+def _feishu_reply_to_me(bot: FeishuBot, event: FeishuEvent) -> bool:
     reply = getattr(event, "reply", None)  # the quoted message, fetched by the adapter
     sender = getattr(reply, "sender", None)
     return (
@@ -213,14 +225,14 @@ def _feishu_reply_to_me(bot: Any, event: Any) -> bool:
     )
 
 
-def _feishu_sent_at(event: Any) -> float | None:
+def _feishu_sent_at(event: FeishuEvent) -> float | None:
     try:
         return int(event.event.message.create_time) / 1000
     except (AttributeError, TypeError, ValueError):
         return None
 
 
-def _feishu_message(bot: Any, event: Any) -> Message:
+def _feishu_message(bot: FeishuBot, event: FeishuEvent) -> Message:
     """A rich-text ``post`` (text with an image, a mention, a link) as plain segments: alconna
     reads a whole post as one card, which would lose its words and her @."""
     from nonebot.adapters.feishu import Message as FeishuMessage
@@ -254,7 +266,7 @@ def _feishu_message(bot: Any, event: Any) -> Message:
     return out
 
 
-EDGES: dict[str, AdapterEdge] = {
+EDGES: dict[str, AdapterEdge[Any, Any]] = {
     "Satori": AdapterEdge(
         prefix="satori",
         her_ids=_satori_her_ids,
@@ -290,7 +302,7 @@ SATORI_PLATFORMS = {"qq": "qq", "telegram": "tg", "feishu": "lark", "lark": "lar
 """A Satori login's platform → our prefix: QQ through Satori and through OneBot are one QQ."""
 
 
-def edge_of(adapter: str) -> AdapterEdge:
+def edge_of(adapter: str) -> AdapterEdge[Any, Any]:
     edge = EDGES.get(adapter)
     if edge is not None:
         return edge
