@@ -12,11 +12,19 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nonebot_plugin_yuiju.runtime import RUNTIME
 from yuiju.message.bot import build_service
 from yuiju.message.service import ChatService
+
+if TYPE_CHECKING:
+    import asyncio
+
+    import uvicorn
+    from nonebot.config import Config as NoneBotConfig
+
+    from yuiju.config import YuijuConfig
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +100,13 @@ class BotServer:
     """The nonebot ASGI app on uvicorn as a task in the daemon's loop: `url`, `lines`, `stop`."""
 
     def __init__(
-        self, server: Any, task: Any, url: str, *, host: str = "", lines: list[str] | None = None
+        self,
+        server: uvicorn.Server,
+        task: asyncio.Task[None],
+        url: str,
+        *,
+        host: str = "",
+        lines: list[str] | None = None,
     ) -> None:
         self.server = server
         self.task = task
@@ -119,7 +133,7 @@ class BotServer:
 
 
 async def serve_bot(
-    cfg: Any, *, describe: Callable[[str, int], list[str]] | None = None, **shared: Any
+    cfg: YuijuConfig, *, describe: Callable[[str, int], list[str]] | None = None, **shared: Any
 ) -> BotServer:
     """Inside `yuiju run`: the nonebot ASGI app on uvicorn in the running loop, sharing the
     daemon's open stores, memory and clock (``shared``: `build_service`'s keywords). Returns once
@@ -248,7 +262,10 @@ def host_app_settings(
 
 
 def host_token_problem(
-    host_config: Any, *, allow_no_token: bool, adapters: Collection[str] = ("OneBot V11",)
+    host_config: NoneBotConfig,
+    *,
+    allow_no_token: bool,
+    adapters: Collection[str] = ("OneBot V11",),
 ) -> str | None:
     """Why her chat must not start in this NoneBot app, or None: without ONEBOT_ACCESS_TOKEN
     whoever reaches its port connects as the QQ side and speaks as any QQ user, her admins included.
