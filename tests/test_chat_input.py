@@ -74,6 +74,7 @@ async def test_lone_surrogates_are_replaced_and_the_message_kept_answered_and_lo
     assert out.answered and kit.sent == [("group", GROUP, "嗯嗯，我在")]
     recent = await kit.service.sessions.recent(f"group:qq:{GROUP}", 5)
     assert recent[0].text == "@悠酱你好\ufffd，在吗\ufffd"
+    await kit.service.drain()  # the message log is written in batches behind the turn
     logged = await history.find(
         CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:qq:{GROUP}"}
     )
@@ -275,6 +276,7 @@ async def test_two_messages_that_share_a_platform_id_are_both_kept_in_the_messag
         assert entry is not None
         await kit.service.handle(entry)
         await kit.service.handle(entry)  # the same event delivered twice is logged once
+    await kit.service.drain()
     logged = await history.find(
         CHAT_LOG.name, eq={"character_id": "yuiju", "session_id": f"group:qq:{GROUP}"}
     )

@@ -99,6 +99,7 @@ async def test_a_sticker_marker_is_sent_as_an_image_and_kept_as_its_name(
     assert [e.text for e in recent if e.from_bot] == ["好耶！", "[表情包：开心]"]
     _, items = await kit.service.sessions.context(sid)
     assert items[-1] == {"role": "assistant", "content": "好耶！\n[表情包：开心]"}
+    await kit.service.drain()  # the message log is written in batches behind the turn
     logged = await sqlite_history.find(CHAT_LOG.name, eq={"session_id": sid}, sort="time")
     assert "[表情包：开心]" in [d["text"] for d in logged]
 
