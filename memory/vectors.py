@@ -38,9 +38,9 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from yuiju.config import redact_url
 from yuiju.memory.lexical import SparseVector
@@ -193,8 +193,9 @@ class Where:
                 )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Hit:
+class Hit(NamedTuple):
+    """One point found (a tuple: recall builds a few hundred per question)."""
+
     id: str
     score: float
     """Cosine similarity by the dense vector, BM25 by the lexical one; the fused relevance once
@@ -287,6 +288,10 @@ class EdgeVectorStore:
         self.path = path
         self.dim = dim
         self.name = f"qdrant-edge {path}"
+        self._characters: set[str] | None = None
+        """Every ``character_id`` the store holds (or held: a delete does not shrink it), read
+        once and kept up to date by `upsert` (this process is the only writer: the WAL is
+        locked); None until first needed."""
 
     @staticmethod
     def config(dim: int) -> Any:
@@ -387,6 +392,27 @@ class EdgeVectorStore:
             must.append(q.Filter(should=[told, older]))
         return q.Filter(must=must) if must else None
 
+    def _search_filter(self, where: Where) -> Any:
+        """`_filter` for a search, without a ``character_id`` condition every point meets: the
+        engine checks each further condition per candidate (about 2 ms a search at 50k memories
+        of one character), and most stores hold one character."""
+        wanted = where.eq.get("character_id")
+        if wanted is None:
+            return self._filter(where)
+        if self._characters is None:
+            self._characters = set(self._values("character_id"))
+        wanted = {wanted} if isinstance(wanted, str) else set(wanted)
+        if not self._characters <= wanted:
+            return self._filter(where)
+        eq = {k: v for k, v in where.eq.items() if k != "character_id"}
+        return self._filter(replace(where, eq=eq))
+
+    def _values(self, key: str, limit: int = 100_000) -> list[str]:
+        import qdrant_edge as q
+
+        found = self._shard.facet(q.FacetRequest(key=key, limit=limit, exact=True))
+        return [str(h.value) for h in found.hits]
+
     def _check(self, vector: Sequence[float]) -> None:
         if len(vector) != self.dim:
             raise VectorSizeMismatch(f"vector of size {len(vector)} for a store of size {self.dim}")
@@ -401,6 +427,8 @@ class EdgeVectorStore:
             if p.lexical:
                 vectors[LEXICAL] = q.SparseVector(p.lexical.indices, p.lexical.values)
             batch.append(q.Point(p.id, vectors, p.payload()))
+        if self._characters is not None:
+            self._characters.update(p.character_id for p in points)
         if batch:
             await asyncio.to_thread(self._shard.update, q.UpdateOperation.upsert_points(batch))
 
@@ -411,7 +439,7 @@ class EdgeVectorStore:
         request = q.QueryRequest(
             limit=limit,
             query=q.Query.Nearest(list(map(float, vector)), using=DENSE),
-            filter=self._filter(where),
+            filter=self._search_filter(where),
             with_payload=True,
             with_vector=False,
         )
@@ -434,8 +462,8 @@ class EdgeVectorStore:
                 q.QueryRequest(
                     limit=s.limit,
                     query=query,
-                    filter=self._filter(s.where),
-                    with_payload=list(s.fields) if s.fields is not None else True,
+                    filter=self._search_filter(s.where),
+                    with_payload=_selector(s.fields),
                     with_vector=False,
                 )
             )
@@ -511,16 +539,27 @@ class EdgeVectorStore:
             self._shard = None
 
 
+def _selector(fields: tuple[str, ...] | None) -> list[str] | bool:
+    """Qdrant's ``with_payload`` for `Search.fields` (an empty list would cost a payload read)."""
+    if fields is None:
+        return True
+    return list(fields) if fields else False
+
+
 def _hits(found: Any) -> list[Hit]:
-    # the engines hand out a fresh dict per point: no copy (recall ranks a few hundred a time)
-    return [
-        Hit(
-            id=str(p.id),
-            score=float(p.score),
-            payload=p.payload if isinstance(p.payload, dict) else dict(p.payload or {}),
+    # the engines hand out a fresh dict per point (qdrant-edge builds it at each read of
+    # ``payload``: read once): no copy (recall ranks a few hundred a time)
+    out = []
+    for p in found:
+        payload = p.payload
+        out.append(
+            Hit(
+                str(p.id),
+                float(p.score),
+                payload if isinstance(payload, dict) else dict(payload or {}),
+            )
         )
-        for p in found
-    ]
+    return out
 
 
 def _dense_of(vector: Any) -> list[float]:
@@ -776,7 +815,7 @@ class QdrantClientStore:
                     using=using,
                     filter=self._filter(s.where),
                     limit=s.limit,
-                    with_payload=list(s.fields) if s.fields is not None else True,
+                    with_payload=_selector(s.fields),
                 )
             )
         if not requests:

@@ -262,6 +262,29 @@ async def test_recall_filters_by_user_and_group_and_keeps_public_memories(
     assert seen == {"我在甜品店吃了草莓蛋糕"}
 
 
+async def test_a_store_of_one_character_still_keeps_a_second_one_apart(tmp_path: Path) -> None:
+    """qdrant-edge searches leave out a character condition every point meets (latency): a
+    character written later, or found in the store at the next start, is filtered again."""
+    path = tmp_path / "edge"
+    store = EdgeVectorStore.open(path, 64)
+    memory = SemanticMemory(store, HashingEmbedder(64))
+    await memory.remember([mem("我在甜品店吃了草莓蛋糕", "e1", kind="episode")])
+    ask = {"character_id": "yuiju", "now": NOW}
+    assert [r.text for r in await memory.recall("草莓蛋糕", **ask)] == ["我在甜品店吃了草莓蛋糕"]
+    await memory.remember([mem("别的角色吃了草莓蛋糕", "x1", kind="episode", character_id="b")])
+    assert [r.text for r in await memory.recall("草莓蛋糕", **ask)] == ["我在甜品店吃了草莓蛋糕"]
+    await store.close()
+
+    store = EdgeVectorStore.open(path, 64)  # the next start reads which characters it holds
+    memory = SemanticMemory(store, HashingEmbedder(64))
+    assert [r.text for r in await memory.recall("草莓蛋糕", **ask)] == ["我在甜品店吃了草莓蛋糕"]
+    # a delete never loses its filter: only b's memory goes
+    await store.delete(Where(eq={"character_id": "b"}))
+    await store.delete(Where(eq={"character_id": "nobody"}))
+    assert await store.count() == 1
+    await store.close()
+
+
 async def test_the_same_key_is_one_point_and_forget_removes_a_source(store: VectorStore) -> None:
     memory = SemanticMemory(store, HashingEmbedder(64))
     await memory.remember([mem("第一版", "d:0", ref="d"), mem("第二段", "d:1", ref="d")])
