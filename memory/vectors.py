@@ -401,8 +401,7 @@ class EdgeVectorStore:
             return self._filter(where)
         if self._characters is None:
             self._characters = set(self._values("character_id"))
-        wanted = {wanted} if isinstance(wanted, str) else set(wanted)
-        if not self._characters <= wanted:
+        if not self._characters <= ({wanted} if isinstance(wanted, str) else set(wanted)):
             return self._filter(where)
         eq = {k: v for k, v in where.eq.items() if k != "character_id"}
         return self._filter(replace(where, eq=eq))
