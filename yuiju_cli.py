@@ -1112,13 +1112,15 @@ def _nonebot_line_filter(tz: tzinfo) -> Callable[[Any], bool]:
     from nonebot.log import default_filter
 
     def in_town_time(record: Any) -> bool:
+        if not default_filter(record):  # below nonebot's level: not written, nothing to format
+            return False
         # set by the handler's filter, not a patcher: nonebot.init replaces the logger's patcher
         moment = record["time"].astimezone(tz)
         record["extra"]["town_time"] = moment.replace(microsecond=0).isoformat()[11:]
         record["extra"]["town_day"] = moment.strftime("%m-%d")
         if _LONE_SURROGATE.search(record["message"]):
             record["message"] = record["message"].encode("utf-8", "backslashreplace").decode()
-        return bool(default_filter(record))
+        return True
 
     return in_town_time
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -74,26 +75,45 @@ class Change(BaseModel):
     content: str
 
 
-class Proposal(BaseModel):
+class PersonChanges(BaseModel):
+    person: str
+    """The number the prompt gave this person ("1", "2", ...)."""
     changes: list[Change] = Field(default_factory=list)
+
+
+class Proposal(BaseModel):
+    people: list[PersonChanges] = Field(default_factory=list)
 
 
 PROPOSAL_SCHEMA = JsonSchema(name="person_memory", schema=Proposal.model_json_schema())
 """Built once: pydantic builds a model's JSON schema anew at every call (milliseconds of CPU,
-for every person of every conversation window archived)."""
+for every conversation window archived)."""
+
+PEOPLE_PER_CALL = 8
+"""Profiles updated by one model call: a window of a busy group names many people, and one call
+each (the whole transcript sent again for every one) was most of what archiving it cost."""
 
 
-PROMPT = """你是{name}。根据下面这段和 {nickname} 的对话，更新你对这个人的记忆档案。
-只记录对话里明确出现的信息，不要猜测；没有新信息就输出空列表。每个 content 是该栏目的完整新内容（100 字以内）。
+@dataclass(frozen=True)
+class Counterpart:
+    """Someone in a conversation: the platform, their id on it and the name they showed."""
+
+    platform: str
+    user_id: str
+    nickname: str
+
+
+PROMPT = """你是{name}。根据下面这段对话，更新你对对话里这几个人的记忆档案。
+只记录对话里明确出现的、关于这个人自己的信息，不要猜测，不要把别人说的事记到这个人身上；没有新信息的人可以不写。每个 content 是该栏目的完整新内容（100 字以内）。
 可用栏目：{sections}
 
 当前档案：
-{profile}
+{profiles}
 
 对话：
 {transcript}
 
-只输出一个 JSON 对象：{{"changes": [{{"section": "栏目", "content": "新内容"}}]}}"""
+只输出一个 JSON 对象：{{"people": [{{"person": "编号", "changes": [{{"section": "栏目", "content": "新内容"}}]}}]}}"""
 
 
 class PersonRepo:
@@ -155,44 +175,82 @@ class PersonRepo:
         name: str = "悠酱",
     ) -> PersonProfile:
         """``messages`` are (speaker, text) pairs of one conversation with this person."""
-        profile = await self._load_or_new(platform, user_id)
-        profile.nickname = nickname or profile.nickname
-        profile.heat += sum(1 for speaker, _ in messages if speaker != name) or 1
-        profile.last_interacted_at = now
-        if model is not None and messages:
-            prompt = PROMPT.format(
-                name=name,
-                nickname=nickname,
-                sections="、".join(SECTIONS),
-                profile=profile.render(),
-                transcript="\n".join(f"{s}：{t}" for s, t in messages),
-            )
-
-            def parse(raw: str) -> Proposal:
-                proposal = Proposal.model_validate_json(raw)
-                unknown = [c.section for c in proposal.changes if c.section not in SECTIONS]
-                if unknown:
-                    raise RetryWithFeedback(f"栏目 {unknown} 不存在，只能用：{'、'.join(SECTIONS)}")
-                return proposal
-
-            try:
-                proposal = (
-                    await ask_structured(
-                        model,
-                        [{"role": "user", "content": prompt}],
-                        parse,
-                        max_attempts=2,
-                        json_schema=PROPOSAL_SCHEMA,
-                        purpose="summary",
-                    )
-                ).value
-                for change in proposal.changes:
-                    if change.section not in profile.corrected:
-                        profile.sections[change.section] = change.content.strip()
-            except LLMError as exc:
-                log.warning(
-                    "person memory %s:%s not updated by the LLM: %s", platform, user_id, exc
-                )
-        profile.updated_at = now
-        await self.history.put(PERSONS.name, profile.document())
+        (profile,) = await self.update_from_window(
+            [Counterpart(platform, user_id, nickname)], messages, now, model=model, name=name
+        )
         return profile
+
+    async def update_from_window(
+        self,
+        people: Sequence[Counterpart],
+        messages: Sequence[tuple[str, str]],
+        now: datetime,
+        *,
+        model: ChatModel | None,
+        name: str = "悠酱",
+    ) -> Sequence[PersonProfile]:
+        """Every person of one conversation (``messages``: (speaker, text) pairs) updated from
+        it: the model proposes section changes for up to `PEOPLE_PER_CALL` of them a call; a
+        failed call leaves those people's sections as they were (nickname, heat and the last
+        interaction still move)."""
+        heat = sum(1 for speaker, _ in messages if speaker != name) or 1
+        profiles = [await self._load_or_new(p.platform, p.user_id) for p in people]
+        for person, profile in zip(people, profiles, strict=True):
+            profile.nickname = person.nickname or profile.nickname
+            profile.heat += heat
+            profile.last_interacted_at = now
+        if model is not None and messages:
+            transcript = "\n".join(f"{s}：{t}" for s, t in messages)
+            for i in range(0, len(profiles), PEOPLE_PER_CALL):
+                await self._propose(profiles[i : i + PEOPLE_PER_CALL], transcript, model, name)
+        for profile in profiles:
+            profile.updated_at = now
+            await self.history.put(PERSONS.name, profile.document())
+        return profiles
+
+    async def _propose(
+        self, profiles: Sequence[PersonProfile], transcript: str, model: ChatModel, name: str
+    ) -> None:
+        """One model call proposing changes to ``profiles`` (numbered 1..n in the prompt)."""
+        numbered = {str(n): p for n, p in enumerate(profiles, 1)}
+        prompt = PROMPT.format(
+            name=name,
+            sections="、".join(SECTIONS),
+            profiles="\n\n".join(f"[{n}] {p.render()}" for n, p in numbered.items()),
+            transcript=transcript,
+        )
+
+        def parse(raw: str) -> Proposal:
+            proposal = Proposal.model_validate_json(raw)
+            problems = []
+            unknown = [c.section for p in proposal.people for c in p.changes]
+            unknown = [s for s in unknown if s not in SECTIONS]
+            if unknown:
+                problems.append(f"栏目 {unknown} 不存在，只能用：{'、'.join(SECTIONS)}")
+            strangers = [p.person for p in proposal.people if p.person not in numbered]
+            if strangers:
+                problems.append(f"编号 {strangers} 不存在，只能用：{'、'.join(numbered)}")
+            if problems:
+                raise RetryWithFeedback("；".join(problems))
+            return proposal
+
+        try:
+            proposal = (
+                await ask_structured(
+                    model,
+                    [{"role": "user", "content": prompt}],
+                    parse,
+                    max_attempts=2,
+                    json_schema=PROPOSAL_SCHEMA,
+                    purpose="summary",
+                )
+            ).value
+        except LLMError as exc:
+            who = ", ".join(f"{p.platform}:{p.user_id}" for p in profiles)
+            log.warning("person memory of %s not updated by the LLM: %s", who, exc)
+            return
+        for proposed in proposal.people:
+            profile = numbered[proposed.person]
+            for change in proposed.changes:
+                if change.section not in profile.corrected:
+                    profile.sections[change.section] = change.content.strip()

@@ -7,6 +7,7 @@ prompt. Build it with `open_memory` (one process only when the vector store is e
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -261,7 +262,11 @@ async def open_semantic(
         engine=m.engine,
         embedder=embedder.name,
     )
-    return SemanticMemory(store, embedder, weights=rank_weights(cfg))
+    semantic = SemanticMemory(store, embedder, weights=rank_weights(cfg))
+    # the tokenizer loads its dictionary at its first text (about 0.2 s): here, not in the
+    # first chat message's answer
+    await asyncio.to_thread(semantic.lexical.query, "你好")
+    return semantic
 
 
 def rank_weights(cfg: Any) -> RankWeights:

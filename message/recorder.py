@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from yuiju.llm import ChatModel
 from yuiju.llm.errors import LLMError
+from yuiju.memory.persons import Counterpart
 from yuiju.message.deps import ChatDeps
 from yuiju.message.model import SELF_PREFIX, Conversation, Entry, split_id
 from yuiju.message.ratelog import RateLimitedLog
@@ -594,15 +595,14 @@ class Recorder:
                 }
             )
         )
-        for user_id, name in humans.items():
-            await self._give_way()
-            try:
-                platform, raw = split_id(user_id)
-                await memory.persons.update_from_conversation(
-                    platform, raw, name, pairs, now, model=self.model, name=self.card.name
-                )
-            except Exception as exc:
-                log.warning("profile of %s not updated from %s: %s", user_id, sid, exc)
+        await self._give_way()
+        try:  # one model call for several people, not one each
+            met = [Counterpart(*split_id(user_id), name) for user_id, name in humans.items()]
+            await memory.persons.update_from_window(
+                met, pairs, now, model=self.model, name=self.card.name
+            )
+        except Exception as exc:
+            log.warning("profiles of %s not updated from %s: %s", list(humans), sid, exc)
         said = [e for e in entries if not e.from_bot]
         lines = [
             ChatLine(

@@ -15,6 +15,7 @@ import pytest
 
 from yuiju.config import YuijuConfig
 from yuiju.llm import FunctionChatModel
+from yuiju.llm.errors import LLMUnavailable
 from yuiju.llm.model import ChatMessage, JsonSchema
 from yuiju.memory.diary import DiaryVoice
 from yuiju.memory.distill import schedule_distillation
@@ -22,6 +23,7 @@ from yuiju.memory.embeddings import HashingEmbedder
 from yuiju.memory.episodes import Episode
 from yuiju.memory.indexer import MemoryWorker
 from yuiju.memory.knowledge import chunk_paragraphs
+from yuiju.memory.persons import Counterpart
 from yuiju.memory.semantic import SemanticMemory
 from yuiju.memory.service import MemoryService, build_memory
 from yuiju.memory.vectors import QdrantClientStore, Where
@@ -135,7 +137,8 @@ async def test_person_profiles_are_keyed_by_platform_and_id_and_corrections_stic
 ) -> None:
     model = FunctionChatModel(
         lambda m, s: (
-            '{"changes": [{"section": "喜好", "content": "喜欢猫"}, {"section": "称呼", "content": "阿明"}]}'
+            '{"people": [{"person": "1", "changes": [{"section": "喜好", "content": "喜欢猫"},'
+            ' {"section": "称呼", "content": "阿明"}]}]}'
         )
     )
     m = await service(history, semantic, model)
@@ -150,6 +153,44 @@ async def test_person_profiles_are_keyed_by_platform_and_id_and_corrections_stic
     assert renamed.id == p.id and renamed.heat == 2
     assert await m.person_profile("qq", "2") is None
     assert [x.user_id for x in await m.persons.list()] == ["1"]
+
+
+async def test_a_window_updates_everyone_in_it_with_one_model_call_per_eight_people(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
+    """A busy group's window names many people: one call proposes for up to eight of them (it
+    was one call each, the whole transcript sent again every time); a number the prompt did not
+    give is sent back once with the numbers it may use."""
+    answers = iter(
+        [
+            '{"people": [{"person": "1", "changes": [{"section": "喜好", "content": "喜欢猫"}]},'
+            ' {"person": "12", "changes": [{"section": "喜好", "content": "乱写"}]}]}',
+            '{"people": [{"person": "1", "changes": [{"section": "喜好", "content": "喜欢猫"}]},'
+            ' {"person": "3", "changes": [{"section": "雷区", "content": "怕打雷"}]}]}',
+            '{"people": [{"person": "2", "changes": [{"section": "喜好", "content": "喜欢钓鱼"}]}]}',
+        ]
+    )
+    model = FunctionChatModel(lambda m, s: next(answers))
+    m = await service(history, semantic, model)
+    people = [Counterpart("qq", str(n), f"人{n}") for n in range(1, 11)]
+    said = [(f"人{n}", f"我是第{n}个") for n in range(1, 11)]
+    profiles = await m.persons.update_from_window(people, said, NOW, model=model)
+    assert len(model.calls) == 3  # eight people, the number 12 sent back once, then two more
+    assert "编号 ['12'] 不存在" in str(model.calls[1][-1]["content"])
+    assert "[8] 人8（qq:8）" in str(model.calls[0][0]["content"])
+    assert "[1] 人9（qq:9）" in str(model.calls[2][0]["content"])
+    by_id = {p.user_id: p for p in profiles}
+    assert by_id["1"].sections == {"喜好": "喜欢猫"} and by_id["3"].sections == {"雷区": "怕打雷"}
+    assert by_id["10"].sections == {"喜好": "喜欢钓鱼"} and by_id["2"].sections == {}
+    assert all(p.heat == 10 and p.nickname == f"人{p.user_id}" for p in profiles)
+    assert (await m.person_profile("qq", "10")).sections == {"喜好": "喜欢钓鱼"}  # type: ignore[union-attr]
+
+    def down(messages: Any, schema: Any) -> str:
+        raise LLMUnavailable("model down")
+
+    broken = FunctionChatModel(down)
+    again = await m.persons.update_from_window(people[:2], said[:1], NOW, model=broken)
+    assert [p.heat for p in again] == [11, 11] and again[0].sections == {"喜好": "喜欢猫"}
 
 
 # -- knowledge files -------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ class FakeMemory:
     @property
     def persons(self) -> Any:
         class Persons:
-            async def update_from_conversation(self, *a: Any, **kw: Any) -> None:
+            async def update_from_window(self, *a: Any, **kw: Any) -> None:
                 return None
 
         return Persons()
