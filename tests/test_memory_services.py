@@ -193,6 +193,57 @@ async def test_a_window_updates_everyone_in_it_with_one_model_call_per_eight_peo
     assert [p.heat for p in again] == [11, 11] and again[0].sections == {"喜好": "喜欢猫"}
 
 
+async def test_today_events_reads_her_doings_of_those_hours_and_no_conversation(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
+    """A busy group's day holds hundreds of conversation episodes with their messages: the
+    query leaves them out (they were read, validated and dropped at every call)."""
+    m = await service(history, semantic)
+    day = NOW.replace(hour=0, minute=0)
+    for n, (hour, kind) in enumerate(
+        [(7, "behavior"), (9, "conversation"), (10, "behavior"), (13, "plan"), (23, "behavior")]
+    ):
+        await m.episodes.put(
+            Episode.model_validate(
+                {
+                    "_id": f"e{n}",
+                    "character_id": "yuiju",
+                    "type": kind,
+                    "time": day + timedelta(hours=hour),
+                    "summary": f"{kind} at {hour}",
+                }
+            )
+        )
+    await m.episodes.put(  # yesterday's
+        Episode.model_validate(
+            {
+                "_id": "old",
+                "character_id": "yuiju",
+                "type": "behavior",
+                "time": day - timedelta(hours=1),
+                "summary": "yesterday",
+            }
+        )
+    )
+    read: list[Any] = []
+    find = history.find
+
+    async def spy(collection: str, **kw: Any) -> list[dict[str, Any]]:
+        found = await find(collection, **kw)
+        read.extend(found)
+        return found
+
+    history.find = spy  # type: ignore[method-assign]
+    got = [e.summary for e in await m.today_events(NOW)]
+    assert got == ["behavior at 7", "behavior at 10", "plan at 13", "behavior at 23"]
+    assert not [d for d in read if d["type"] == "conversation"]
+    assert [e.summary for e in await m.today_events(NOW, start_hour=9, end_hour=13)] == [
+        "behavior at 10"
+    ]
+    assert [e.summary for e in await m.today_events(NOW, limit=1)] == ["behavior at 7"]
+    assert await m.today_events(NOW, start_hour=14, end_hour=9) == []
+
+
 # -- knowledge files -------------------------------------------------------------------------------
 
 
