@@ -18,6 +18,10 @@ from yuiju.storage.history import CollectionSpec, HistoryStore
 
 EpisodeType = Literal["behavior", "plan", "conversation", "weather", "system"]
 
+GIFT_PREFIX = "gft_"
+"""The id of a gift's episode starts with this (a conversation episode, found without reading
+every window of chat she archived)."""
+
 EPISODES = CollectionSpec(
     name="episodes",
     fields=("character_id", "type", "time", "status"),
@@ -75,17 +79,22 @@ class EpisodeRepo:
         end: datetime,
         *,
         type_: EpisodeType | Sequence[EpisodeType] | None = None,
+        id_prefix: str | None = None,
         limit: int | None = None,
         newest_first: bool = False,
     ) -> list[Episode]:
-        """Her episodes from ``start`` (inclusive) to ``end``, of ``type_`` (one or several)."""
+        """Her episodes from ``start`` (inclusive) to ``end``, of ``type_`` (one or several),
+        with ids starting ``id_prefix`` (`GIFT_PREFIX`: the gifts among her conversations)."""
         eq: dict[str, Any] = {"character_id": character_id}
         if type_ is not None:
             eq["type"] = type_ if isinstance(type_, str) else list(type_)
+        ranges: dict[str, tuple[Any, Any]] = {"time": (start, end)}
+        if id_prefix:
+            ranges["_id"] = (id_prefix, id_prefix[:-1] + chr(ord(id_prefix[-1]) + 1))
         docs = await self.store.find(
             EPISODES.name,
             eq=eq,
-            ranges={"time": (start, end)},
+            ranges=ranges,
             sort="time",
             descending=newest_first,
             limit=limit,

@@ -24,7 +24,7 @@ import re
 from datetime import datetime, time, timedelta
 from typing import Any, TypeAlias
 
-from yuiju.memory.episodes import Episode, EpisodeRepo
+from yuiju.memory.episodes import GIFT_PREFIX, Episode, EpisodeRepo
 from yuiju.message.agent import RunContext, tool
 from yuiju.message.deps import ChatDeps
 from yuiju.message.when import When, WhenError, resolve_when
@@ -555,7 +555,9 @@ async def _outcomes(deps: ChatDeps, person: str, now: datetime) -> list[str]:
     try:
         found = await repo.between(deps.card.id, start, end, type_="plan") + [
             e
-            for e in await repo.between(deps.card.id, start, end, type_="conversation")
+            for e in await repo.between(
+                deps.card.id, start, end, type_="conversation", id_prefix=GIFT_PREFIX
+            )
             if "gift" in e.data
         ]
     except Exception as exc:  # the history store is down: answer without

@@ -21,7 +21,7 @@ from tests.openai_stub import OpenAIStub, StubToolCall
 from tests.test_message_service import LEXICON
 from yuiju.config import ChatConfig, GroupPolicy, load_config
 from yuiju.llm import FunctionChatModel, OpenAIChatModel, ToolCall
-from yuiju.memory.episodes import EpisodeRepo
+from yuiju.memory.episodes import Episode, EpisodeRepo
 from yuiju.message.service import ChatService
 from yuiju.storage.history import HistoryStore
 from yuiju.world.clock import SimClock
@@ -434,6 +434,33 @@ async def test_a_gift_from_chat_is_a_world_command_within_limits(
     ]
     assert sorted(gifts) == ["小林送给悠酱青苹果×1，收下了", "管理员送给悠酱月汐珍珠×1，收下了"]
     assert her.social.relations["person:qq:5"].closeness > 10  # a gift (and talking) brings closer
+
+    # the next turn with 小林 shows the gift's outcome, read without the windows of chat she
+    # archived (a busy group's week holds thousands of them, each with its messages)
+    await EpisodeRepo(sqlite_history).put(
+        Episode.model_validate(
+            {
+                "_id": "conv_window",
+                "character_id": "yuiju",
+                "type": "conversation",
+                "time": at_time(THURSDAY_EVENING),
+                "summary": "和小林聊天",
+                "data": {"messages": [{"speaker": "小林", "text": "在吗"}]},
+            }
+        )
+    )
+    read: list[str] = []
+    find = sqlite_history.find
+
+    async def spy(collection: str, **kw: Any) -> list[dict[str, Any]]:
+        found = await find(collection, **kw)
+        read.extend(d["_id"] for d in found)
+        return found
+
+    sqlite_history.find = spy  # type: ignore[method-assign]
+    await yuiju.say("收到了吗")
+    assert "小林送给悠酱青苹果×1，收下了" in yuiju.model.calls[-1][1]["content"]
+    assert "conv_window" not in read
 
 
 async def test_what_is_not_in_her_world_is_not_queued(

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from yuiju.memory.episodes import Episode
+from yuiju.memory.episodes import GIFT_PREFIX, Episode
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
 from yuiju.world.relations import (
@@ -414,7 +414,7 @@ def apply_command(
             _record(
                 episodes,
                 Episode(
-                    id=f"gft_{gid[:16]}",
+                    id=f"{GIFT_PREFIX}{gid[:16]}",
                     character_id=cid,
                     type="conversation",
                     time=moment,
