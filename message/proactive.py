@@ -52,7 +52,7 @@ from yuiju.llm import (
     StructuredOutputFailed,
     ask_structured,
 )
-from yuiju.memory.episodes import Episode, EpisodeRepo
+from yuiju.memory.episodes import DOINGS, Episode, EpisodeRepo
 from yuiju.memory.semantic import NewMemory, render_memories
 from yuiju.memory.service import MemoryService
 from yuiju.message.channel import GroupContext, GroupSender, SendFailed
@@ -853,9 +853,7 @@ class ProactiveService:
     async def _record(self, event: SharedEvent, now: datetime) -> list[Episode]:
         """What a post may claim: today's episodes (not conversations) and the event it shares,
         which history may not have yet."""
-        today = [
-            e for e in await self.episodes.today(self.character_id, now) if e.type != "conversation"
-        ]
+        today = await self.episodes.today(self.character_id, now, type_=DOINGS)
         if any(e.id == event.episode_id for e in today):
             return today
         shared = Episode.model_validate(

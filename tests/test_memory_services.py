@@ -8,7 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -20,7 +20,7 @@ from yuiju.llm.model import ChatMessage, JsonSchema
 from yuiju.memory.diary import DiaryVoice
 from yuiju.memory.distill import schedule_distillation
 from yuiju.memory.embeddings import HashingEmbedder
-from yuiju.memory.episodes import Episode
+from yuiju.memory.episodes import DOINGS, Episode, EpisodeType
 from yuiju.memory.indexer import MemoryWorker
 from yuiju.memory.knowledge import chunk_paragraphs
 from yuiju.memory.persons import Counterpart
@@ -242,6 +242,7 @@ async def test_today_events_reads_her_doings_of_those_hours_and_no_conversation(
     ]
     assert [e.summary for e in await m.today_events(NOW, limit=1)] == ["behavior at 7"]
     assert await m.today_events(NOW, start_hour=14, end_hour=9) == []
+    assert set(DOINGS) == set(get_args(EpisodeType)) - {"conversation"}  # a new type is a doing
 
 
 # -- knowledge files -------------------------------------------------------------------------------
