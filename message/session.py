@@ -217,19 +217,20 @@ class SessionStore:
         context item (when given) the model context, and the message its conversation window.
         Returns per session the window's length before and its last message before (one that no
         longer validates reads as None), which is all the archiving needs to know."""
-        by_session: dict[str, list[Entry]] = {}
+        by_session: dict[str, list[str]] = {}  # each entry's JSON, made once for both lists
         async with self.redis.pipeline(transaction=True) as pipe:
             for entry, item in records:
                 sid = entry.session_id
-                by_session.setdefault(sid, []).append(entry)
-                pipe.rpush(self._k("recent", sid), entry.model_dump_json())
+                dumped = entry.model_dump_json()
+                by_session.setdefault(sid, []).append(dumped)
+                pipe.rpush(self._k("recent", sid), dumped)
                 if item is not None:
                     pipe.rpush(self._k("context", sid), json.dumps(item, ensure_ascii=False))
             for sid, recorded in by_session.items():
                 pipe.ltrim(self._k("recent", sid), -RECENT_LIMIT, -1)
                 pipe.lindex(self._k("window", sid), -1)
                 pipe.llen(self._k("window", sid))
-                pipe.rpush(self._k("window", sid), *(e.model_dump_json() for e in recorded))
+                pipe.rpush(self._k("window", sid), *recorded)
             pipe.sadd(self.keys.chat_sessions(self.character_id), *by_session)
             replies = await pipe.execute()
         out: dict[str, tuple[int, Entry | None]] = {}

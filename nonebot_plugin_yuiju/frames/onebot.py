@@ -77,6 +77,7 @@ def parse_event(adapter: Any, data: dict[str, Any]) -> Any:
     as a base event it would reach nonebot's command parsing, which asks it for its message."""
     from nonebot.adapters.onebot.v11 import Event, MessageEvent
     from nonebot.compat import type_validate_python
+    from pydantic import BaseModel
 
     if data.get("post_type") in ("message", "message_sent"):
         data = normalise_segments(data)
@@ -89,7 +90,9 @@ def parse_event(adapter: Any, data: dict[str, Any]) -> Any:
         return None
     problem: Exception | None = None
     for model in models:
-        try:
+        try:  # a pydantic model validates itself (nonebot's helper builds a TypeAdapter a call)
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                return model.model_validate(data)
             return type_validate_python(model, data)
         except Exception as exc:
             problem = problem or exc
