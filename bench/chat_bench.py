@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -405,12 +406,14 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 except TimeoutError:
                     proc.kill()
                     await proc.wait()
+    if not args.keep:  # a run's data dir (10,000 memories, the bot's log) is ~35 MB
+        shutil.rmtree(work, ignore_errors=True)
     return {
         "memories": args.memories,
         "fill_s": round(fill_s, 1),
         **runs,
         "load_average": [round(x, 2) for x in os.getloadavg()],
-        "work_dir": str(work),
+        "work_dir": str(work) if args.keep else None,
     }
 
 
@@ -431,5 +434,7 @@ if __name__ == "__main__":
     parser.add_argument("--gap", type=float, default=0.05, help="quiet seconds between messages")
     parser.add_argument("--only", choices=["no tool", "one tool"], help="run only this case")
     parser.add_argument("--profile", help="record the bot with py-spy into this speedscope file")
-    parser.add_argument("--keep", help="work directory to keep (default: a new temp dir)")
+    parser.add_argument(
+        "--keep", help="work directory to keep (default: a temp dir, removed after a run that ends)"
+    )
     print(json.dumps(asyncio.run(main(parser.parse_args())), ensure_ascii=False, indent=1))
