@@ -25,6 +25,8 @@ DOINGS: tuple[EpisodeType, ...] = ("behavior", "plan", "weather", "system")
 GIFT_PREFIX = "gft_"
 """The id of a gift's episode starts with this (a conversation episode, found without reading
 every window of chat she archived)."""
+MEETING_PREFIX = "cnv_"
+"""... and the id of a talk with another character when they met (`world.social`)."""
 
 EPISODES = CollectionSpec(
     name="episodes",
@@ -141,7 +143,12 @@ class EpisodeRepo:
         character (an id). What a claim about meeting someone, or about what someone said, is
         checked against."""
         found = await self.between(
-            character_id, start, end, type_="conversation", newest_first=newest_first
+            character_id,
+            start,
+            end,
+            type_="conversation",
+            id_prefix=MEETING_PREFIX if with_ is not None else None,  # not her chat windows
+            newest_first=newest_first,
         )
         if with_ is None:
             return found

@@ -28,6 +28,7 @@ from yuiju.memory.semantic import SemanticMemory
 from yuiju.memory.service import MemoryService, build_memory
 from yuiju.memory.vectors import QdrantClientStore, Where
 from yuiju.storage.history import HistoryStore
+from yuiju.world.social import conversation_episode_id
 
 TZ = ZoneInfo("Asia/Shanghai")
 NOW = datetime(2026, 9, 6, 21, 0, tzinfo=TZ)
@@ -243,6 +244,45 @@ async def test_today_events_reads_her_doings_of_those_hours_and_no_conversation(
     assert [e.summary for e in await m.today_events(NOW, limit=1)] == ["behavior at 7"]
     assert await m.today_events(NOW, start_hour=14, end_hour=9) == []
     assert set(DOINGS) == set(get_args(EpisodeType)) - {"conversation"}  # a new type is a doing
+
+
+async def test_talks_with_a_character_are_read_without_her_chat_windows(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
+    m = await service(history, semantic)
+    met = conversation_episode_id("mtg_1", "yuiju")
+    for doc_id, data in [
+        (met, {"with": [{"id": "mika", "name": "美香"}]}),
+        ("conv_window", {"messages": [{"speaker": "小林", "text": "在吗"}]}),
+    ]:
+        await m.episodes.put(
+            Episode.model_validate(
+                {
+                    "_id": doc_id,
+                    "character_id": "yuiju",
+                    "type": "conversation",
+                    "time": NOW - timedelta(hours=1),
+                    "summary": doc_id,
+                    "data": data,
+                }
+            )
+        )
+    read: list[str] = []
+    find = history.find
+
+    async def spy(collection: str, **kw: Any) -> list[dict[str, Any]]:
+        found = await find(collection, **kw)
+        read.extend(d["_id"] for d in found)
+        return found
+
+    history.find = spy  # type: ignore[method-assign]
+    start = NOW - timedelta(days=1)
+    talks = await m.episodes.conversations("yuiju", start, NOW, with_="mika")
+    assert [e.id for e in talks] == [met] and read == [met]
+    assert {e.id for e in await m.episodes.conversations("yuiju", start, NOW)} == {
+        met,
+        "conv_window",
+    }
 
 
 # -- knowledge files -------------------------------------------------------------------------------

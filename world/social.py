@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from yuiju.characters import CharacterCard, card_of
-from yuiju.memory.episodes import Episode
+from yuiju.memory.episodes import MEETING_PREFIX, Episode
 from yuiju.world.action import (
     Action,
     ActionContext,
@@ -73,7 +73,7 @@ def meeting_id(initiator: str, partner: str, now: datetime, action_id: str) -> s
 
 def conversation_episode_id(meeting: str, character_id: str) -> str:
     digest = hashlib.sha1(f"{meeting}|{character_id}".encode()).hexdigest()
-    return f"cnv_{digest[:20]}"
+    return f"{MEETING_PREFIX}{digest[:20]}"
 
 
 @dataclass(frozen=True, kw_only=True)
