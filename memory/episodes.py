@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from yuiju.storage.history import CollectionSpec, HistoryStore
+from yuiju.storage.history import CollectionSpec, HistoryStore, Scalar
 
 EpisodeType = Literal["behavior", "plan", "conversation", "weather", "system"]
 
@@ -94,7 +94,7 @@ class EpisodeRepo:
         eq: dict[str, Any] = {"character_id": character_id}
         if type_ is not None:
             eq["type"] = type_ if isinstance(type_, str) else list(type_)
-        ranges: dict[str, tuple[Any, Any]] = {"time": (start, end)}
+        ranges: dict[str, tuple[Scalar, Scalar]] = {"time": (start, end)}
         if id_prefix:
             ranges["_id"] = (id_prefix, id_prefix[:-1] + chr(ord(id_prefix[-1]) + 1))
         docs = await self.store.find(

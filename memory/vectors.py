@@ -40,10 +40,13 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from yuiju.config import redact_url
 from yuiju.memory.lexical import SparseVector
+
+if TYPE_CHECKING:
+    from qdrant_edge import Filter as EdgeFilter
 
 MemoryKind = Literal["episode", "diary", "chat", "fact", "file"]
 
@@ -357,7 +360,7 @@ class EdgeVectorStore:
         return cls(shard, path, dim)
 
     @staticmethod
-    def _filter(where: Where | None) -> Any:
+    def _filter(where: Where | None) -> EdgeFilter | None:
         import qdrant_edge as q
 
         if where is None:
@@ -392,7 +395,7 @@ class EdgeVectorStore:
             must.append(q.Filter(should=[told, older]))
         return q.Filter(must=must) if must else None
 
-    def _search_filter(self, where: Where) -> Any:
+    def _search_filter(self, where: Where) -> EdgeFilter | None:
         """`_filter` for a search, without a ``character_id`` condition every point meets: the
         engine checks each further condition per candidate (about 2 ms a search at 50k memories
         of one character), and most stores hold one character."""
@@ -407,6 +410,7 @@ class EdgeVectorStore:
         return self._filter(replace(where, eq=eq))
 
     def _values(self, key: str, limit: int = 100_000) -> list[str]:
+        """Every value of a keyword-indexed field (approximate facets may leave one out)."""
         import qdrant_edge as q
 
         found = self._shard.facet(q.FacetRequest(key=key, limit=limit, exact=True))
@@ -472,13 +476,7 @@ class EdgeVectorStore:
         return [_hits(points) for points in found]
 
     async def names(self, keys: Sequence[str] = NAME_FIELDS, limit: int = 100_000) -> set[str]:
-        import qdrant_edge as q
-
-        out: set[str] = set()
-        for key in keys:
-            found = self._shard.facet(q.FacetRequest(key=key, limit=limit, exact=False))
-            out.update(str(h.value) for h in found.hits)
-        return out
+        return {value for key in keys for value in self._values(key, limit)}
 
     async def payloads(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         if not ids:

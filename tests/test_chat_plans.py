@@ -18,6 +18,7 @@ from nonebot_plugin_yuiju.onebot import normalize
 from tests.chatkit import make_service
 from tests.conftest import TZ, EngineKit, at_time, make_character, make_ctx, make_engine
 from tests.openai_stub import OpenAIStub, StubToolCall
+from tests.spies import record_reads
 from tests.test_message_service import LEXICON
 from yuiju.config import ChatConfig, GroupPolicy, load_config
 from yuiju.llm import FunctionChatModel, OpenAIChatModel, ToolCall
@@ -449,18 +450,10 @@ async def test_a_gift_from_chat_is_a_world_command_within_limits(
             }
         )
     )
-    read: list[str] = []
-    find = sqlite_history.find
-
-    async def spy(collection: str, **kw: Any) -> list[dict[str, Any]]:
-        found = await find(collection, **kw)
-        read.extend(d["_id"] for d in found)
-        return found
-
-    sqlite_history.find = spy  # type: ignore[method-assign]
+    read = record_reads(sqlite_history)
     await yuiju.say("收到了吗")
     assert "小林送给悠酱青苹果×1，收下了" in yuiju.model.calls[-1][1]["content"]
-    assert "conv_window" not in read
+    assert "conv_window" not in [d["_id"] for d in read]
 
 
 async def test_what_is_not_in_her_world_is_not_queued(

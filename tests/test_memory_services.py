@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, get_args
@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tests.spies import record_reads
 from yuiju.config import YuijuConfig
 from yuiju.llm import FunctionChatModel
 from yuiju.llm.errors import LLMUnavailable
@@ -186,7 +187,7 @@ async def test_a_window_updates_everyone_in_it_with_one_model_call_per_eight_peo
     assert all(p.heat == 10 and p.nickname == f"人{p.user_id}" for p in profiles)
     assert (await m.person_profile("qq", "10")).sections == {"喜好": "喜欢钓鱼"}  # type: ignore[union-attr]
 
-    def down(messages: Any, schema: Any) -> str:
+    def down(messages: Sequence[ChatMessage], schema: JsonSchema | None) -> str:
         raise LLMUnavailable("model down")
 
     broken = FunctionChatModel(down)
@@ -226,15 +227,7 @@ async def test_today_events_reads_her_doings_of_those_hours_and_no_conversation(
             }
         )
     )
-    read: list[Any] = []
-    find = history.find
-
-    async def spy(collection: str, **kw: Any) -> list[dict[str, Any]]:
-        found = await find(collection, **kw)
-        read.extend(found)
-        return found
-
-    history.find = spy  # type: ignore[method-assign]
+    read = record_reads(history)
     got = [e.summary for e in await m.today_events(NOW)]
     assert got == ["behavior at 7", "behavior at 10", "plan at 13", "behavior at 23"]
     assert not [d for d in read if d["type"] == "conversation"]
@@ -267,18 +260,10 @@ async def test_talks_with_a_character_are_read_without_her_chat_windows(
                 }
             )
         )
-    read: list[str] = []
-    find = history.find
-
-    async def spy(collection: str, **kw: Any) -> list[dict[str, Any]]:
-        found = await find(collection, **kw)
-        read.extend(d["_id"] for d in found)
-        return found
-
-    history.find = spy  # type: ignore[method-assign]
+    read = record_reads(history)
     start = NOW - timedelta(days=1)
     talks = await m.episodes.conversations("yuiju", start, NOW, with_="mika")
-    assert [e.id for e in talks] == [met] and read == [met]
+    assert [e.id for e in talks] == [met] and [d["_id"] for d in read] == [met]
     assert {e.id for e in await m.episodes.conversations("yuiju", start, NOW)} == {
         met,
         "conv_window",
