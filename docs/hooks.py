@@ -31,6 +31,12 @@ def _cell(text: str | None) -> str:
     return "`".join(p if i % 2 else html.escape(p, quote=False) for i, p in enumerate(parts))
 
 
+def _one_line(toml: str) -> str:
+    """A TOML value `yuiju init` writes over several lines (a long list) on one line."""
+    lines = [line.strip() for line in toml.splitlines()]
+    return " ".join(lines).replace("[ ", "[").replace(", ]", "]")
+
+
 Table = tuple[str, str | None, list[tuple[str, str, str]]]
 """A TOML table as the reference shows it: its name, its doc, and (setting, default, doc) rows."""
 
@@ -60,8 +66,10 @@ def model_tables(
         elif (item_model := _dict_value_model(field.annotation)) is not None:
             later += model_tables(f"{sub}.<id>", item_model, None, field.description)
         else:
-            example = f" (e.g. `{_toml_value(field.examples[0])}`)" if field.examples else ""
-            shown = f"`{_toml_value(value)}`" if value is not None else f"unset{example}"
+            example = (
+                f" (e.g. `{_one_line(_toml_value(field.examples[0]))}`)" if field.examples else ""
+            )
+            shown = f"`{_one_line(_toml_value(value))}`" if value is not None else f"unset{example}"
             rows.append((name, shown, _cell(field.description)))
     return [(table, doc, rows), *later]
 
