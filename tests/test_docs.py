@@ -62,7 +62,11 @@ def _nav_files(node: object) -> list[str]:
 def test_every_docs_page_is_in_the_navigation_and_every_link_of_the_readme_exists() -> None:
     config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
     nav = _nav_files(config["nav"])
-    pages = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
+    pages = sorted(
+        p.relative_to(DOCS).as_posix()
+        for p in DOCS.rglob("*.md")
+        if p.parent != DOCS / "incoming"  # notes not yet folded into the pages (mkdocs.yml)
+    )
     assert sorted(nav) == pages
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for link in re.findall(r"\]\(((?:docs|bench|actions)/[^)#]+)", readme):
