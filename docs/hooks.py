@@ -33,8 +33,11 @@ def _cell(text: str | None) -> str:
 
 def _one_line(toml: str) -> str:
     """A TOML value `yuiju init` writes over several lines (a long list) on one line."""
-    lines = [line.strip() for line in toml.splitlines()]
-    return " ".join(lines).replace("[ ", "[").replace(", ]", "]")
+    if "\n" not in toml:
+        return toml
+    return (
+        " ".join(line.strip() for line in toml.splitlines()).replace("[ ", "[").replace(", ]", "]")
+    )
 
 
 Table = tuple[str, str | None, list[tuple[str, str, str]]]
@@ -46,8 +49,9 @@ def model_tables(
 ) -> list[Table]:
     """``model`` as the table ``table`` and, after it, its sub-tables (a nested model,
     ``[chat.default_group]``; a table of models, ``[chat.groups.<id>]``), in the order
-    `yuiju init` writes them (``table`` empty: the top level of the file). ``defaults`` holds the defaults (None: the fields' own)."""
-    from yuiju.config import _dict_value_model, _toml_value
+    `yuiju init` writes them (``table`` empty: the top level of the file). ``defaults`` holds
+    the defaults (None: the fields' own)."""
+    from yuiju.config import _dict_value_model, _toml_value  # values as `yuiju init` writes them
 
     rows: list[tuple[str, str, str]] = []
     later: list[Table] = []
@@ -87,23 +91,20 @@ def render_tables(tables: list[Table], level: int = 2) -> str:
     return "\n".join(out)
 
 
-def config_tables() -> list[Table]:
-    """Every table of yuiju.toml: each section and its sub-tables."""
+def config_reference() -> str:
+    """Every setting of yuiju.toml, by section, with its default and its docstring."""
     from yuiju.config import YuijuConfig
 
     defaults = YuijuConfig()
-    return [
-        table
-        for name, field in YuijuConfig.model_fields.items()
-        for table in model_tables(
-            name, type(getattr(defaults, name)), getattr(defaults, name), field.description
-        )
-    ]
-
-
-def config_reference() -> str:
-    """Every setting of yuiju.toml, by section, with its default and its docstring."""
-    return render_tables(config_tables())
+    return render_tables(
+        [
+            table
+            for name, field in YuijuConfig.model_fields.items()
+            for table in model_tables(
+                name, type(getattr(defaults, name)), getattr(defaults, name), field.description
+            )
+        ]
+    )
 
 
 def card_reference() -> str:
