@@ -118,11 +118,13 @@ def cmd_actions(args: argparse.Namespace, cfg: YuijuConfig) -> int:
     return 0
 
 
-async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | None) -> int:
+async def _actions_why(
+    cfg: YuijuConfig, action_id: str, character_id: str | None, *, now: datetime | None = None
+) -> int:
     """`yuiju actions why ID`: whether the action is offered to her now, and which of its
     preconditions hold and which do not, each in its own words. Now is her state in the stores
-    (a fresh start from her card when nothing is saved) caught up to the present as the next
-    step would see it; nothing is written."""
+    (a fresh start from her card when nothing is saved) caught up to the present (``now``, the
+    wall clock unless given) as the next step would see it; nothing is written."""
     import difflib
 
     from yuiju.storage.keys import Keys
@@ -165,7 +167,7 @@ async def _actions_why(cfg: YuijuConfig, action_id: str, character_id: str | Non
         return _fail(str(exc))
     finally:
         await redis.aclose()
-    wall = datetime.now(cfg.app.tz)
+    wall = now or datetime.now(cfg.app.tz)
     saved = latest_saved_time(world, [character])
     fresh = character is None
     ctx = moment_at(

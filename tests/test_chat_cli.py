@@ -18,12 +18,14 @@ import sys
 import termios
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import redis as sync_redis
 
 from tests.openai_stub import OpenAIStub
+from tests.processes import stop_embedded_redis
 from tests.test_web import free_port
 from yuiju.storage.keys import Keys
 
@@ -72,6 +74,35 @@ def chat(config: Path, stdin: str, *, timeout: float = 90) -> subprocess.Complet
         timeout=timeout,
         check=False,
     )
+
+
+def answer_by_line(stub: OpenAIStub, answers: dict[str, str]) -> None:
+    """Answer each chat turn by the line said to her in it. A daemon also asks the model on its
+    own (a diary, a summary: which, depends on the hour the test runs at), so a queue of answers
+    in order would hand her lines to those; they get a plain line instead."""
+
+    def handler(body: dict[str, Any]) -> str:
+        said = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
+        return next((a for line, a in answers.items() if line in str(said)), "嗯。")
+
+    stub.handler = handler
+
+
+def stop_daemon(daemon: subprocess.Popen[bytes], data_dir: Path) -> None:
+    """Stop a daemon a test started, whatever state the test left it in: Ctrl-C first (it stops
+    its embedded Redis on the way out), SIGKILL if that does not end it, and then the embedded
+    redis-server that a killed daemon leaves behind (it is a daemonised process of its own)."""
+    if daemon.poll() is None:
+        daemon.send_signal(signal.SIGINT)
+        try:
+            daemon.wait(30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+    for stream in (daemon.stdout, daemon.stderr):
+        if stream is not None:
+            stream.close()
+    stop_embedded_redis(data_dir)
 
 
 def said_to_her(stub: OpenAIStub) -> list[str]:
@@ -228,7 +259,10 @@ def test_with_the_daemon_running_she_chats_through_it_with_her_memory(
 ) -> None:
     """`yuiju world` on the embedded stores holds the memory store; `yuiju chat` then talks to
     the daemon's chat (no "without her memory" note), and the web chat answers on its page."""
-    openai_stub.reply("嗯嗯，我在呢。", "网页上也能聊呀！")
+    answer_by_line(
+        openai_stub,
+        {"你在干嘛": "嗯嗯，我在呢。", "网页能聊天吗": "网页上也能聊呀！", "还记得吗": "记得呀～"},
+    )
     config = write_config(tmp_path, llm=openai_stub.base_url)
     port = free_port()
     daemon = subprocess.Popen(
@@ -257,12 +291,9 @@ def test_with_the_daemon_running_she_chats_through_it_with_her_memory(
         assert daemon.wait(30) == 0
         assert not (tmp_path / "data" / "chat.sock").exists()  # the daemon took its socket along
         # the daemon gone, `yuiju chat` opens the stores itself and finds the conversation
-        openai_stub.reply("记得呀～")
         again = chat(config, "还记得吗\n")
     finally:
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
+        stop_daemon(daemon, tmp_path / "data")
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == "记得呀～"
     last = openai_stub.requests[-1]["messages"]

@@ -269,7 +269,7 @@ async def test_actions_why_reads_her_state_from_the_stores(
         characters=["yuiju"],
     )
 
-    assert await yuiju_cli._actions_why(cfg, "walk_in_park", None) == 0
+    assert await yuiju_cli._actions_why(cfg, "walk_in_park", None, now=now) == 0
 
     out = capsys.readouterr().out
     lines = out.splitlines()

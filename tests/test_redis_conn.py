@@ -127,6 +127,25 @@ async def test_two_handles_on_one_data_dir_share_the_server(tmp_path: Path) -> N
     assert gone(pid)
 
 
+async def test_an_outside_client_does_not_keep_the_server_after_its_last_handle(
+    tmp_path: Path,
+) -> None:
+    # a monitoring tool (redis-cli, a dashboard) connected at the daemon's stop kept the server
+    # running for good: it counted as "someone still uses it", and nobody stopped it later
+    handle = await open_redis(None, tmp_path)
+    pid = server_pid(tmp_path)
+    monitor = aioredis.Redis(
+        unix_socket_path=str(handle.client.connection_pool.connection_kwargs["path"])
+    )
+    await monitor.ping()
+    try:
+        await handle.aclose()
+        assert gone(pid), "an outside client kept the embedded server running"
+        assert not (tmp_path / "redis.db.settings").exists()
+    finally:
+        await monitor.aclose()
+
+
 async def test_closing_a_server_that_does_not_answer_asks_it_to_stop_and_does_not_wait(
     tmp_path: Path,
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -119,7 +120,8 @@ async def test_actions_why_sees_who_is_there(
         }
     )
 
-    assert await yuiju_cli._actions_why(cfg, "greet", "yuiju") == 0
+    later = datetime(2026, 12, 5, 11, 0, tzinfo=TZ)  # a Saturday morning, months after the chat
+    assert await yuiju_cli._actions_why(cfg, "greet", "yuiju", now=later) == 0
     out = capsys.readouterr().out
-    # now (the wall clock, months after the chat) 枫 is there, free, and not met today
+    # then 枫 is there, free, and not met that day
     assert "greet 打招呼: offered now" in out and "这里没有别人" not in out

@@ -45,6 +45,7 @@ from typing import Any
 
 from redis.exceptions import (
     ClusterDownError,  # a cluster master down, until failover
+    RedisClusterException,  # redis-py 8: slots left uncovered after the client re-reads the cluster
     RedisError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -764,7 +765,7 @@ class Engine:
                 bounded = (
                     until is not None or max_steps is not None
                 )  # simulate, tests: report the bug
-                if bounded and not isinstance(exc, RedisError | OSError):
+                if bounded and not isinstance(exc, RedisError | RedisClusterException | OSError):
                     raise
                 self._step_failed(exc, backoff)
                 await self._sleep_or_stop(None, wall_seconds=backoff)
@@ -782,7 +783,12 @@ class Engine:
         """Say what stopped the step once, then every few minutes while it lasts; not per retry."""
         wall = time.monotonic()
         unreachable = isinstance(
-            exc, RedisConnectionError | RedisTimeoutError | ClusterDownError | OSError
+            exc,
+            RedisConnectionError
+            | RedisTimeoutError
+            | ClusterDownError
+            | RedisClusterException
+            | OSError,
         )
         what = (
             f"Redis unreachable ({exc})"
