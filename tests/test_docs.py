@@ -156,3 +156,15 @@ def test_the_docs_pages_the_markers_name_are_generated_at_build_time() -> None:
         assert len(pages) == 1, name
         rendered = module.on_page_markdown(pages[0].read_text(encoding="utf-8"))
         assert "<!-- generated:" not in rendered and len(rendered) > 2000
+
+
+def test_every_docs_page_opens_with_its_one_title() -> None:
+    for page in DOCS.rglob("*.md"):
+        if page.parent == DOCS / "incoming":
+            continue
+        text = page.read_text(encoding="utf-8")
+        if included := re.match(r'--8<-- "([^"]+)"', text):  # a file included whole
+            text = (ROOT / included.group(1)).read_text(encoding="utf-8") + text
+        prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
+        titles = re.findall(r"^# .+$", prose, flags=re.M)
+        assert text.startswith("# ") and len(titles) == 1, (page, titles)
