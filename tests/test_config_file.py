@@ -23,7 +23,7 @@ HEADER = re.compile(r"^(# )?\[([a-z_.0-9]+)\]\s*$")
 pytestmark = pytest.mark.usefixtures("clean_config_env")
 
 
-def readme_toml_snippets() -> list[str]:
+def toml_snippets() -> list[str]:
     """The TOML blocks for yuiju.toml in the README and the docs (not those for a NoneBot bot's
     pyproject.toml, nor a file the docs include whole, such as a character card)."""
     blocks = [
@@ -51,10 +51,10 @@ def leaves(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str
 
 
 def test_the_readme_and_docs_have_snippets_to_paste() -> None:
-    assert len(readme_toml_snippets()) >= 9  # every block the 965-line README had, and its own
+    assert len(toml_snippets()) >= 9  # every block the 965-line README had, and its own
 
 
-@pytest.mark.parametrize("snippet", readme_toml_snippets(), ids=lambda s: s.splitlines()[0][:40])
+@pytest.mark.parametrize("snippet", toml_snippets(), ids=lambda s: s.splitlines()[0][:40])
 def test_each_readme_snippet_pasted_at_the_end_of_a_new_file_takes_effect(
     tmp_path: Path, snippet: str
 ) -> None:
