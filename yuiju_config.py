@@ -4,7 +4,8 @@ Sources, later ones win:
 
 1. defaults declared below (every field documented where it is declared);
 2. a TOML file (``yuiju.toml`` in the working directory, ``--config PATH`` or ``YUIJU_CONFIG``);
-   `default_toml` writes it (`yuiju init`): every setting commented out, so README snippets paste in;
+   `default_toml` writes it (`yuiju init`): every setting commented out, so the docs' snippets
+   paste in;
 3. inside someone else's NoneBot app, the ``YUIJU_*`` lines of its .env (see `message.config`);
 4. environment variables ``YUIJU_<SECTION>__<FIELD>``, e.g. ``YUIJU_LLM__API_KEY=sk-...``.
    Values are read as TOML literals when they parse (``3``, ``true``, ``["a"]``), else as strings.
@@ -1237,7 +1238,7 @@ FILE_HEADER = """\
 #
 # Every setting is listed, commented out, with its default (or an example where it has none).
 # To change one, remove the "# " in front of it and in front of its [section] line. You may also
-# paste a section from the README at the end of this file; each [section] may appear only once.
+# paste a section from the docs at the end of this file; each [section] may appear only once.
 # Environment variables override this file: YUIJU_<SECTION>__<FIELD>, e.g. YUIJU_LLM__API_KEY.
 """
 
@@ -1251,7 +1252,7 @@ ACTIVE_NOTE = (
 
 def default_toml(*, access_token: str | None = None) -> str:
     """The file `yuiju init` writes: every setting with its docstring, commented out with its
-    default, so README snippets paste in and a later release's defaults apply; only [onebot] is
+    default, so the docs' snippets paste in and a later release's defaults apply; only [onebot] is
     active, with ``enabled = false`` and a random access token (``access_token`` for tests).
 
     Values are rendered by tomlkit, so any string, path or list is valid TOML once uncommented."""

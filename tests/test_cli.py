@@ -304,10 +304,10 @@ def test_simulate_prints_what_was_never_offered_and_writes_every_offer_to_the_re
     assert len(written["offered"]) == written["decisions"] and written["offered_histogram"]
 
 
-def test_the_readme_command_table_names_the_memory_search_flags() -> None:
+def test_the_docs_command_table_names_the_memory_search_flags() -> None:
     rows = [
         row
-        for row in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+        for row in (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8").splitlines()
         if row.startswith("| `yuiju memory search")
     ]
     assert rows and "--user" in rows[0] and "--group" in rows[0]

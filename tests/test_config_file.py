@@ -1,5 +1,5 @@
-"""The file `yuiju init` writes: the README's snippets paste into it, and every setting in it can be
-switched on by uncommenting it."""
+"""The file `yuiju init` writes: the snippets of the README and the docs paste into it, and every
+setting in it can be switched on by uncommenting it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 from yuiju import cli as yuiju_cli
 from yuiju.config import ConfigError, YuijuConfig, load_config
 
-README = Path(__file__).parents[1] / "README.md"
+ROOT = Path(__file__).parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 SETTING = re.compile(r"^# ([a-z_]+) = ")
 HEADER = re.compile(r"^(# )?\[([a-z_.0-9]+)\]\s*$")
 
@@ -22,10 +23,15 @@ HEADER = re.compile(r"^(# )?\[([a-z_.0-9]+)\]\s*$")
 pytestmark = pytest.mark.usefixtures("clean_config_env")
 
 
-def readme_toml_snippets() -> list[str]:
-    """The README's TOML blocks for yuiju.toml (not those for a NoneBot bot's pyproject.toml)."""
-    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
-    return [b for b in blocks if "[tool." not in b]
+def toml_snippets() -> list[str]:
+    """The TOML blocks for yuiju.toml in the README and the docs (not those for a NoneBot bot's
+    pyproject.toml, nor a file the docs include whole, such as a character card)."""
+    blocks = [
+        block
+        for page in PAGES
+        for block in re.findall(r"```toml\n(.*?)```", page.read_text("utf-8"), flags=re.DOTALL)
+    ]
+    return [b for b in blocks if "[tool." not in b and "--8<--" not in b]
 
 
 def init_file(tmp_path: Path) -> Path:
@@ -44,11 +50,11 @@ def leaves(data: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str
     return out
 
 
-def test_the_readme_has_snippets_to_paste() -> None:
-    assert len(readme_toml_snippets()) >= 2
+def test_the_readme_and_docs_have_snippets_to_paste() -> None:
+    assert len(toml_snippets()) >= 9  # every block the 965-line README had, and its own
 
 
-@pytest.mark.parametrize("snippet", readme_toml_snippets(), ids=lambda s: s.splitlines()[0][:40])
+@pytest.mark.parametrize("snippet", toml_snippets(), ids=lambda s: s.splitlines()[0][:40])
 def test_each_readme_snippet_pasted_at_the_end_of_a_new_file_takes_effect(
     tmp_path: Path, snippet: str
 ) -> None:

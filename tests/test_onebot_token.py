@@ -63,7 +63,7 @@ def test_yuiju_bot_without_a_token_refuses_to_start(
 
 
 def bot_config(tmp_path: Path, redis_url: str, port: int, *, allow_no_token: bool) -> Path:
-    """The file `yuiju init` wrote, with the bot switched on as the README says."""
+    """The file `yuiju init` wrote, with the bot switched on as docs/platforms/qq.md says."""
     path = tmp_path / "yuiju.toml"
     assert yuiju_cli.main(["--config", str(path), "init"]) == 0
     doc = tomlkit.parse(path.read_text(encoding="utf-8"))

@@ -1,7 +1,7 @@
 """What installing yuiju puts on the import path: `yuiju` and `nonebot_plugin_yuiju`, nothing generic.
 
 The source lives in the top-level folders the design card names; src/ is the installed layout as
-links to them (README, "How it fits together")."""
+links to them (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -78,6 +78,40 @@ def test_the_plugin_metadata_follows_nonebot_conventions() -> None:
     assert Config.model_fields["yuiju_config"].description  # documented where declared
 
 
+# The adapters the NoneBot plugin store knows (nonebot/nonebot2 assets/adapters.json5), of those
+# she could claim; its checker (nonebot/noneflow) refuses a supported adapter not listed there.
+STORE_ADAPTERS = {
+    "nonebot.adapters.onebot.v11",
+    "nonebot.adapters.onebot.v12",
+    "nonebot.adapters.satori",
+    "nonebot.adapters.telegram",
+    "nonebot.adapters.feishu",
+    "nonebot.adapters.qq",
+    "nonebot.adapters.discord",
+    "nonebot.adapters.kritor",
+}
+
+
+def test_the_plugin_metadata_carries_what_the_plugin_store_checks() -> None:
+    import importlib
+    import re
+    import tomllib
+
+    meta = __plugin_meta__
+    # noneflow's PluginPublishInfo: a name of at most 50 characters, type application or
+    # library, a homepage URL (that answers), supported adapters known to the store
+    assert len(meta.name) <= 50 and meta.type in ("application", "library")
+    assert meta.homepage and re.fullmatch(r"https?://\S+", meta.homepage)
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text("utf-8"))
+    assert pyproject["project"]["urls"]["Homepage"] == meta.homepage
+    assert meta.config is Config
+    assert meta.supported_adapters
+    modules = {"nonebot.adapters." + a.removeprefix("~") for a in meta.supported_adapters}
+    assert modules <= STORE_ADAPTERS
+    for module in modules:  # each installed with her, as the store's load test needs
+        importlib.import_module(module)
+
+
 async def test_the_plugin_imports_the_offline_embedders_libraries_at_the_apps_start_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

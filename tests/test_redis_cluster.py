@@ -728,10 +728,9 @@ async def test_the_engine_waits_out_a_cluster_outage_and_goes_on(
             await client.aclose()
 
 
-def test_the_readme_cluster_config_loads_and_names_its_nodes(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Redis Cluster", 1)[1]
-    snippet = section.split("```toml\n", 1)[1].split("```", 1)[0]
+def test_the_docs_cluster_config_loads_and_names_its_nodes(tmp_path: Path) -> None:
+    page = Path(__file__).resolve().parents[1] / "docs" / "operations" / "cluster.md"
+    snippet = page.read_text(encoding="utf-8").split("```toml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "yuiju.toml").write_text(snippet, encoding="utf-8")
     cfg = load_config(tmp_path / "yuiju.toml", environ={})
     assert cfg.redis.url is not None
