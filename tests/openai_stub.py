@@ -119,6 +119,20 @@ class OpenAIStub:
         """Queue answers, consumed one per request in order."""
         self._queue.extend(answers)
 
+    def answer_by_line(self, answers: dict[str, str], otherwise: str = "嗯。") -> None:
+        """Answer each request by the line said to her in it (its last user message): a daemon
+        also asks the model on its own (a diary, a week's summary: which, depends on the day and
+        hour a test runs at), so a queue of answers in order would hand her lines to those.
+        They get ``otherwise``."""
+
+        def by_line(body: dict[str, Any]) -> StubAnswer:
+            said = next(
+                (m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), ""
+            )
+            return next((a for line, a in answers.items() if line in str(said)), otherwise)
+
+        self.handler = by_line
+
     def start(self) -> None:
         """Serve on a free loopback port; returns once the server accepts connections."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

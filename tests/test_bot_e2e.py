@@ -90,7 +90,9 @@ def mention(mid: int, text: str, user: int = 20002) -> dict[str, Any]:
 
 
 async def connect(url: str, headers: dict[str, str]) -> Any:
-    deadline = time.monotonic() + 30
+    """Connect as soon as the bot listens: a process that imports NoneBot on a loaded machine
+    can take a minute to get there (seen: more than 30 s with the suite beside other work)."""
+    deadline = time.monotonic() + 120
     while True:
         try:
             return await websockets.connect(url, additional_headers=headers)

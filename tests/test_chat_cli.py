@@ -18,7 +18,6 @@ import sys
 import termios
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -74,18 +73,6 @@ def chat(config: Path, stdin: str, *, timeout: float = 90) -> subprocess.Complet
         timeout=timeout,
         check=False,
     )
-
-
-def answer_by_line(stub: OpenAIStub, answers: dict[str, str]) -> None:
-    """Answer each chat turn by the line said to her in it. A daemon also asks the model on its
-    own (a diary, a summary: which, depends on the hour the test runs at), so a queue of answers
-    in order would hand her lines to those; they get a plain line instead."""
-
-    def handler(body: dict[str, Any]) -> str:
-        said = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
-        return next((a for line, a in answers.items() if line in str(said)), "嗯。")
-
-    stub.handler = handler
 
 
 def stop_daemon(daemon: subprocess.Popen[bytes], data_dir: Path) -> None:
@@ -259,9 +246,8 @@ def test_with_the_daemon_running_she_chats_through_it_with_her_memory(
 ) -> None:
     """`yuiju world` on the embedded stores holds the memory store; `yuiju chat` then talks to
     the daemon's chat (no "without her memory" note), and the web chat answers on its page."""
-    answer_by_line(
-        openai_stub,
-        {"你在干嘛": "嗯嗯，我在呢。", "网页能聊天吗": "网页上也能聊呀！", "还记得吗": "记得呀～"},
+    openai_stub.answer_by_line(
+        {"你在干嘛": "嗯嗯，我在呢。", "网页能聊天吗": "网页上也能聊呀！", "还记得吗": "记得呀～"}
     )
     config = write_config(tmp_path, llm=openai_stub.base_url)
     port = free_port()

@@ -31,7 +31,7 @@ ROOT = Path(__file__).parents[1]
 async def test_yuiju_run_serves_the_bot_and_a_second_bot_process_is_refused(tmp_path: Path) -> None:
     port, web_port = free_port(), free_port()
     with OpenAIStub() as stub:
-        stub.reply("醒着呢～")
+        stub.answer_by_line({"还醒着吗": "醒着呢～"})  # not in order: the daemon asks too
         config = tmp_path / "yuiju.toml"
         config.write_text(
             f"""

@@ -174,8 +174,8 @@ async def test_a_killed_worker_is_taken_over_within_the_ttl_and_no_episode_is_lo
     ):  # an action of 180 world minutes is 12 s of wall time at this speed
         return set(hers) <= await acted_since(cluster_redis, killed_at_ms)
 
-    await wait_for(
-        driven_on, 30, "the survivors starting or ending actions of the victim's characters"
+    await wait_for(  # generous: on a loaded machine the survivors' steps come late, not never
+        driven_on, 90, "the survivors starting or ending actions of the victim's characters"
     )
     await asyncio.sleep(
         max(0.0, 6 - (time.monotonic() - killed))
