@@ -254,6 +254,15 @@ class VectorStore(Protocol):
 
     async def delete(self, where: Where) -> None: ...
 
+    async def delete_ids(self, ids: Sequence[str]) -> None:
+        """Delete these points (missing ones are no error)."""
+        ...
+
+    async def compact(self) -> None:
+        """Rewrite the store's files without the deleted points, so no file under the data dir
+        still holds their payload (after a forget); a server manages its own files."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -529,6 +538,57 @@ class EdgeVectorStore:
             raise ValueError("refusing to delete every point: give a filter")
         await asyncio.to_thread(self._shard.update, q.UpdateOperation.delete_points_by_filter(flt))
 
+    async def delete_ids(self, ids: Sequence[str]) -> None:
+        import qdrant_edge as q
+
+        if ids:
+            await asyncio.to_thread(self._shard.update, q.UpdateOperation.delete_points(list(ids)))
+
+    async def compact(self) -> None:
+        """Rebuild the shard with the points it holds: a deleted point's payload stays in the
+        old segments and WAL until the engine's optimizers get to them (at thresholds a forget
+        may not reach), so the kept points are copied into a fresh shard that replaces it."""
+        if self.path is None:
+            return
+        await asyncio.to_thread(self._rebuild, self.path)
+
+    def _rebuild(self, path: Path) -> None:
+        import qdrant_edge as q
+
+        fresh = path.with_name(path.name + ".compacting")
+        if fresh.exists():
+            _remove_tree(fresh)
+        fresh.mkdir(parents=True)
+        shard = q.EdgeShard.create(str(fresh), self.config(self.dim))
+        for name in KEYWORD_FIELDS:
+            shard.update(q.UpdateOperation.create_field_index(name, q.PayloadSchemaType.Keyword))
+        for name in FLOAT_FIELDS:
+            shard.update(q.UpdateOperation.create_field_index(name, q.PayloadSchemaType.Float))
+        offset = None
+        while True:
+            records, offset = self._shard.scroll(
+                q.ScrollRequest(offset=offset, limit=512, with_payload=True, with_vector=True)
+            )
+            if records:
+                shard.update(
+                    q.UpdateOperation.upsert_points(
+                        [q.Point(str(r.id), dict(r.vector), dict(r.payload or {})) for r in records]
+                    )
+                )
+            if offset is None or not records:
+                break
+        shard.flush()
+        shard.close()
+        self._shard.close()
+        for kept in (META_FILE,):
+            if (path / kept).exists():
+                (fresh / kept).write_bytes((path / kept).read_bytes())
+        old = path.with_name(path.name + ".old")
+        path.rename(old)
+        fresh.rename(path)
+        _remove_tree(old)
+        self._shard = q.EdgeShard.load(str(path))
+
     async def close(self) -> None:
         if self._shard is not None:
             self._shard.flush()
@@ -603,11 +663,15 @@ def _remove_tree(path: Path) -> None:
 class QdrantClientStore:
     """A collection through qdrant-client's `AsyncQdrantClient` (server, or local mode)."""
 
-    def __init__(self, client: Any, collection: str, dim: int, name: str) -> None:
+    def __init__(
+        self, client: Any, collection: str, dim: int, name: str, *, local_path: Path | None = None
+    ) -> None:
         self.client = client
         self.collection = collection
         self.dim = dim
         self.name = name
+        self.local_path = local_path
+        """The folder of local mode on disk (``path=``), else None."""
 
     @staticmethod
     async def connect(
@@ -661,7 +725,7 @@ class QdrantClientStore:
         except Exception as exc:
             await client.close()
             raise VectorStoreError(f"cannot open {name}: {exc}") from exc
-        return cls(client, collection, dim, name)
+        return cls(client, collection, dim, name, local_path=None if url else path)
 
     @staticmethod
     async def _prepare(
@@ -887,6 +951,51 @@ class QdrantClientStore:
         if flt is None:
             raise ValueError("refusing to delete every point: give a filter")
         await self.client.delete(self.collection, points_selector=models.FilterSelector(filter=flt))
+
+    async def delete_ids(self, ids: Sequence[str]) -> None:
+        from qdrant_client import models
+
+        if ids:
+            await self.client.delete(
+                self.collection, points_selector=models.PointIdsList(points=list(ids))
+            )
+
+    async def compact(self) -> None:
+        """Local mode on disk (``path=``): the collection is rebuilt with the points it holds (its
+        SQLite file would keep a deleted point's bytes in free pages). A server and ``:memory:``:
+        nothing (Qdrant's vacuum optimizer reclaims a server's deleted points)."""
+        if not self.local_path:
+            return
+        from qdrant_client import models
+
+        kept = [p async for batch in self._records() for p in batch]
+        info = await self.client.get_collection(self.collection)
+        await self.client.delete_collection(self.collection)
+        await self.client.create_collection(
+            self.collection,
+            vectors_config=info.config.params.vectors,
+            sparse_vectors_config=info.config.params.sparse_vectors,
+            metadata=info.config.metadata,
+        )
+        for i in range(0, len(kept), 512):
+            await self.client.upsert(
+                self.collection,
+                points=[
+                    models.PointStruct(id=r.id, vector=r.vector, payload=r.payload)
+                    for r in kept[i : i + 512]
+                ],
+            )
+
+    async def _records(self) -> AsyncIterator[list[Any]]:
+        offset = None
+        while True:
+            records, offset = await self.client.scroll(
+                self.collection, limit=512, offset=offset, with_payload=True, with_vectors=True
+            )
+            if records:
+                yield records
+            if offset is None or not records:
+                return
 
     async def close(self) -> None:
         await self.client.close()
