@@ -42,7 +42,7 @@ from yuiju.memory.semantic import NewMemory, SemanticMemory
 from yuiju.memory.vectors import Where, group_scope, private_scope, user_scope
 from yuiju.storage.history import CollectionSpec, HistoryStore
 from yuiju.storage.keys import Keys
-from yuiju.storage.redis import RedisClient
+from yuiju.storage.redis import RedisClient, decoded
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,9 @@ __all__ = [
     "scrub",
 ]
 
-MEMORY_AUDIT = CollectionSpec(name="memory_audit", fields=("time", "request_id"), indexes=(("time",), ("request_id",)))
+MEMORY_AUDIT = CollectionSpec(
+    name="memory_audit", fields=("time", "request_id"), indexes=(("time",), ("request_id",))
+)
 """One document per forget or correction: who asked, when, counts per store; no content."""
 
 SubjectKind = Literal["user", "group"]
@@ -178,9 +180,7 @@ class Governance:
         self.history = deps.history
 
     async def ensure(self) -> None:
-        await self.history.ensure(
-            CHAT_MEMORIES, FACTS, PERSONS, CHAT_LOG, EPISODES, MEMORY_AUDIT
-        )
+        await self.history.ensure(CHAT_MEMORIES, FACTS, PERSONS, CHAT_LOG, EPISODES, MEMORY_AUDIT)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -242,9 +242,7 @@ class Governance:
     ) -> list[dict[str, Any]]:
         return await self.history.find(spec.name, eq={"character_id": cid, field_: list(values)})
 
-    async def _scan(
-        self, spec: CollectionSpec, eq: dict[str, Any]
-    ) -> list[dict[str, Any]]:
+    async def _scan(self, spec: CollectionSpec, eq: dict[str, Any]) -> list[dict[str, Any]]:
         """Every document matching ``eq``, a page at a time in time order."""
         out: list[dict[str, Any]] = []
         after: datetime | None = None
@@ -413,7 +411,7 @@ class Governance:
         assert redis is not None
         out = []
         for cid in self.deps.character_ids:
-            for sid in await redis.smembers(keys.chat_sessions(cid)):  # type: ignore[misc]
+            for sid in await redis.smembers(keys.chat_sessions(cid)):
                 out.append((cid, str(sid)))
         return out
 
@@ -432,8 +430,12 @@ class Governance:
             ]
         out: dict[str, list[tuple[int, str]]] = {}
         for key in lists:
-            own = any(key.endswith(f":{s}:{k}") for s in subject.sessions for k in ("recent", "window", "context"))
-            for i, raw in enumerate(await redis.lrange(key, 0, -1)):  # type: ignore[misc]
+            own = any(
+                key.endswith(f":{s}:{k}")
+                for s in subject.sessions
+                for k in ("recent", "window", "context")
+            )
+            for i, raw in enumerate(await redis.lrange(key, 0, -1)):
                 if own or self._mentions(str(raw), subject, names):
                     out.setdefault(key, []).append((i, str(raw)))
         return out
@@ -448,10 +450,11 @@ class Governance:
             if value and (sid in subject.sessions or _names_in(str(value), names)):
                 out[key] = str(value)
         if subject.kind == "user":
-            for account in subject.ids:
-                link = await redis.hget(keys.people_links, account)  # type: ignore[misc]
-                if link:
-                    out[f"{keys.people_links}#{account}"] = str(link)
+            links = await redis.hgetall(keys.people_links)
+            for account, person in links.items():
+                account, person = decoded(account), decoded(person)
+                if account in subject.ids or person in subject.ids:
+                    out[f"{keys.people_links}#{account}"] = person
         return out
 
     # -- forgetting -------------------------------------------------------------------------
@@ -529,18 +532,22 @@ class Governance:
         for key, entries in (await self._redis_lists(subject, names)).items():
             kind = key.rsplit(":", 1)[-1]
             for _, raw in entries:
-                if kind == "context" and not any(key.endswith(f":{s}:context") for s in subject.sessions):
+                if kind == "context" and not any(
+                    key.endswith(f":{s}:context") for s in subject.sessions
+                ):
                     item = json.loads(raw)
                     item.pop("message_id", None)
                     item["content"] = FORGOTTEN
-                    await redis.lset(key, await _index_of(redis, key, raw), json.dumps(item, ensure_ascii=False))  # type: ignore[misc]
+                    await redis.lset(
+                        key, await _index_of(redis, key, raw), json.dumps(item, ensure_ascii=False)
+                    )
                 else:
-                    await redis.lrem(key, 0, raw)  # type: ignore[misc]
+                    await redis.lrem(key, 0, raw)
                 counts[f"redis.{kind}"] += 1
         for key, value in (await self._redis_strings(subject, names)).items():
             if "#" in key:
                 hash_key, account = key.split("#", 1)
-                await redis.hdel(hash_key, account)  # type: ignore[misc]
+                await redis.hdel(hash_key, account)
                 counts["redis.links"] += 1
                 continue
             own = any(key.endswith(f":{s}:summary") for s in subject.sessions)
@@ -552,7 +559,7 @@ class Governance:
             counts["redis.summary"] += 1
         for cid in self.deps.character_ids:
             for sid in subject.sessions:
-                if await redis.srem(keys.chat_sessions(cid), sid):  # type: ignore[misc]
+                if await redis.srem(keys.chat_sessions(cid), sid):
                     counts["redis.sessions"] += 1
         counts["redis.events"] += await self._forget_events(subject, names)
         return counts
@@ -561,17 +568,17 @@ class Governance:
         """Stream entries from or about them (a command applied, a chat event) deleted."""
         redis, keys = self.deps.redis, self.deps.keys
         assert redis is not None
-        doomed = []
+        doomed: list[str] = []
         start = "-"
         while True:
-            page = await redis.xrange(keys.events, min=start, count=1000)
+            page = await redis.xrange(keys.events, min=start, count=1000) or []
             for entry_id, fields in page:
-                text = json.dumps(fields, ensure_ascii=False)
+                text = json.dumps(fields, ensure_ascii=False, default=str)
                 if any(i in text for i in subject.ids) or _names_in(text, names):
-                    doomed.append(entry_id)
+                    doomed.append(str(entry_id))
             if len(page) < 1000:
                 break
-            start = "(" + str(page[-1][0])
+            start = f"({page[-1][0]!s}"
         for i in range(0, len(doomed), 500):
             await redis.xdel(keys.events, *doomed[i : i + 500])
         return len(doomed)
@@ -696,7 +703,11 @@ class Governance:
         """The latest audit entries, newest first."""
         await self.history.ensure(MEMORY_AUDIT)
         return await self.history.find(
-            MEMORY_AUDIT.name, ranges={"time": (None, None)}, sort="time", descending=True, limit=limit
+            MEMORY_AUDIT.name,
+            ranges={"time": (None, None)},
+            sort="time",
+            descending=True,
+            limit=limit,
         )
 
     async def audited(self, request_id: str) -> dict[str, Any] | None:
@@ -717,7 +728,7 @@ def _scrub_value(value: Any, names: Sequence[str]) -> Any:
 
 
 async def _index_of(redis: RedisClient, key: str, raw: str) -> int:
-    for i, value in enumerate(await redis.lrange(key, 0, -1)):  # type: ignore[misc]
+    for i, value in enumerate(await redis.lrange(key, 0, -1)):
         if value == raw:
             return i
     raise LookupError(raw)

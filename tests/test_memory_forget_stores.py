@@ -70,7 +70,12 @@ async def remember(store: VectorStore) -> SemanticMemory:
         ]
         + [
             NewMemory(
-                kind="chat", character_id="yuiju", text="我喜欢下雨天", time=T0, key="k", user_id="qq:888"
+                kind="chat",
+                character_id="yuiju",
+                text="我喜欢下雨天",
+                time=T0,
+                key="k",
+                user_id="qq:888",
             )
         ]
     )

@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 
 from tests.conftest import at_time, make_character, make_world
-from yuiju.world.commands import ForgetPerson, Invite, Remind, TellNews, apply_command, parse_command
+from yuiju.world.commands import (
+    ForgetPerson,
+    Invite,
+    Remind,
+    TellNews,
+    apply_command,
+    parse_command,
+)
 from yuiju.world.forgetting import kept_about
 from yuiju.world.relations import NewsItem, Party, news_id
 
@@ -29,9 +36,7 @@ def lived() -> tuple[object, dict]:
                 start=at_time("2026-09-05 10:00" if by is MING else "2026-09-05 15:00"),
                 lenient=True,
             ),
-            Remind(
-                character_id="yuiju", by=by, text="别忘了带伞", at=at_time("2026-09-02 08:00")
-            ),
+            Remind(character_id="yuiju", by=by, text="别忘了带伞", at=at_time("2026-09-02 08:00")),
         ):
             apply_command(command, world, characters, now=NOW)
         apply_command(
@@ -59,7 +64,11 @@ def lived() -> tuple[object, dict]:
             learned_at=NOW,
         ),
         NewsItem(
-            id=news_id(HONG, "小红养了猫"), text="小红养了猫", origin=HONG, source=HONG, learned_at=NOW
+            id=news_id(HONG, "小红养了猫"),
+            text="小红养了猫",
+            origin=HONG,
+            source=HONG,
+            learned_at=NOW,
         ),
     ]
     return world, characters

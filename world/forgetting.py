@@ -37,7 +37,7 @@ def _news_of(item: NewsItem, ids: Collection[str], names: Sequence[str]) -> bool
 
 def kept_about(
     social: SocialState, kind: SubjectKind, ids: Collection[str], names: Sequence[str] = ()
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[Any]]:
     """What ``social`` keeps of them, by part (for an export), as JSON-ready data."""
     keys = {f"person:{i}" for i in ids}
     vias = {f"group:{i}" for i in ids}
