@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from yuiju.memory.distill import CHAT_MEMORIES, FACTS
+from yuiju.memory.distill import CHAT_MEMORIES, FACTS, ChatMemories
 from yuiju.memory.episodes import EPISODES
 from yuiju.memory.messagelog import CHAT_LOG
 from yuiju.memory.persons import PERSONS
@@ -178,9 +178,14 @@ class Governance:
     def __init__(self, deps: GovernanceDeps) -> None:
         self.deps = deps
         self.history = deps.history
+        self._ensured = False
 
     async def ensure(self) -> None:
-        await self.history.ensure(CHAT_MEMORIES, FACTS, PERSONS, CHAT_LOG, EPISODES, MEMORY_AUDIT)
+        if not self._ensured:
+            await self.history.ensure(
+                CHAT_MEMORIES, FACTS, PERSONS, CHAT_LOG, EPISODES, MEMORY_AUDIT
+            )
+            self._ensured = True
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -188,6 +193,7 @@ class Governance:
         """The names they went by (profiles, what they said, the message log) and their ids:
         what a sentence naming them contains. Names of one character are left out (too many
         false matches)."""
+        await self.ensure()
         found: set[str] = set(subject.ids)
         if subject.kind == "user":
             for cid in self.deps.character_ids:
@@ -213,10 +219,12 @@ class Governance:
         for collection, docs in plan.rewritten.items():
             for doc in docs:
                 original = await self.history.get(collection, doc["_id"])
-                items.append(
-                    Item(store="history", where=collection, id=doc["_id"], content=original)
-                )
-        for hit in await self._points(subject, plan):
+                theirs = _removed(original or {}, doc)
+                if theirs:  # only their part of a record shared with others
+                    items.append(
+                        Item(store="history", where=collection, id=doc["_id"], content=theirs)
+                    )
+        for hit in await self._points(subject, plan, rewritten=False):
             items.append(
                 Item(
                     store="vectors",
@@ -362,18 +370,20 @@ class Governance:
                 new_summary = f"聊天：{first}" if first else "聊天"
             plan.rewrite(EPISODES.name, {**doc, "summary": new_summary, "data": data})
 
-    async def _points(self, subject: Subject, plan: _Plan) -> list[tuple[str, dict[str, Any]]]:
+    async def _points(
+        self, subject: Subject, plan: _Plan, *, rewritten: bool
+    ) -> list[tuple[str, dict[str, Any]]]:
         """The vector points from or about them: by id or scope, and those of documents the
-        forget deletes or rewrites."""
+        forget deletes (and with ``rewritten``, rewrites)."""
         semantic = self.deps.semantic
         if semantic is None:
             return []
         store = semantic.store
         key = "user_id" if subject.kind == "user" else "group_id"
         found: dict[str, dict[str, Any]] = {}
-        refs = [i for ids in plan.deleted.values() for i in ids] + [
-            d["_id"] for docs in plan.rewritten.values() for d in docs
-        ]
+        refs = [i for ids in plan.deleted.values() for i in ids]
+        if rewritten:  # their memories go too (read with their words); indexed again after
+            refs += [d["_id"] for docs in plan.rewritten.values() for d in docs]
         wheres = [Where(eq={key: list(subject.ids)}), Where(eq={"scope": subject.scopes})]
         wheres += [Where(eq={"ref": refs[i : i + 256]}) for i in range(0, len(refs), 256)]
         for where in wheres:
@@ -475,7 +485,7 @@ class Governance:
         names = await self.names(subject)
         plan = await self._plan(subject, names)
         counts: Counter[str] = Counter()
-        points = await self._points(subject, plan)
+        points = await self._points(subject, plan, rewritten=True)
         for collection, doc_ids in plan.deleted.items():
             for doc_id in doc_ids:
                 counts[f"history.{collection}"] += int(
@@ -488,7 +498,7 @@ class Governance:
         if semantic is not None and points:
             await semantic.store.delete_ids([p for p, _ in points])
             counts["vectors.points"] += len(points)
-            await self._reindex_episodes(plan.rewritten.get(EPISODES.name, []))
+            await self._reindex(plan.rewritten)
         if self.deps.redis is not None:
             counts.update(await self._forget_redis(subject, names))
         for key, n in (state_counts or {}).items():
@@ -503,11 +513,11 @@ class Governance:
         )
         return {k: v for k, v in counts.items() if v}
 
-    async def _reindex_episodes(self, docs: Sequence[dict[str, Any]]) -> None:
-        """The rewritten episodes' memories, embedded again from their new summary."""
+    async def _reindex(self, rewritten: Mapping[str, Sequence[dict[str, Any]]]) -> None:
+        """The rewritten documents' memories, embedded again without them: the episodes from
+        their new summary, the chat lines alone (`ChatMemories.index_pending`)."""
         semantic = self.deps.semantic
-        if semantic is None or not docs:
-            return
+        assert semantic is not None
         items = [
             NewMemory(
                 kind="episode",
@@ -518,12 +528,14 @@ class Governance:
                 ref=d["_id"],
                 importance=0.6,
             )
-            for d in docs
+            for d in rewritten.get(EPISODES.name, [])
         ]
         try:
             await semantic.remember(items)
-        except Exception as exc:  # the episodes are rewritten; their memories come back later
-            log.warning("forget: %d rewritten episodes not re-indexed: %s", len(items), exc)
+            for cid in {d["character_id"] for d in rewritten.get(CHAT_MEMORIES.name, [])}:
+                await ChatMemories(self.history, semantic, cid).index_pending(limit=100_000)
+        except Exception as exc:  # rewritten already; the memory worker indexes the lines later
+            log.warning("forget: rewritten memories not indexed again yet: %s", exc)
 
     async def _forget_redis(self, subject: Subject, names: Sequence[str]) -> Counter[str]:
         redis, keys = self.deps.redis, self.deps.keys
@@ -725,6 +737,25 @@ def _scrub_value(value: Any, names: Sequence[str]) -> Any:
     if isinstance(value, list):
         return [_scrub_value(v, names) for v in value]
     return value
+
+
+def _removed(original: Any, kept: Any) -> Any:
+    """What ``original`` holds that ``kept`` (its rewrite) does not: their part of a shared record
+    (list items gone, sentences gone, keys gone), None when nothing."""
+    if isinstance(original, Mapping) and isinstance(kept, Mapping):
+        out = {}
+        for key, value in original.items():
+            if key == "_id":
+                continue
+            part = value if key not in kept else _removed(value, kept[key])
+            if part not in (None, "", [], {}):
+                out[key] = part
+        return out or None
+    if isinstance(original, list) and isinstance(kept, list):
+        return [x for x in original if x not in kept] or None
+    if isinstance(original, str) and isinstance(kept, str) and original != kept:
+        return "".join(s for s in _SENTENCE.findall(original) if s and s not in kept) or None
+    return None
 
 
 async def _index_of(redis: RedisClient, key: str, raw: str) -> int:

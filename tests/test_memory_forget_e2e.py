@@ -1,0 +1,93 @@
+"""Held-out style: import two people's chat lines, export one, forget one; afterwards export and
+search find nothing of them, no file under the data dir holds their words, the other is kept."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from yuiju import cli as yuiju_cli
+
+MING_WORDS = ("海盐柠檬汽水配方", "土豆是我的橘猫", "我其实很怕深水区")
+HONG_WORDS = ("大提琴考级在周六", "下雨天的图书馆最好")
+
+
+def holding(root: Path, text: str) -> list[str]:
+    found = subprocess.run(
+        ["grep", "-rlaF", text, str(root)], capture_output=True, text=True, check=False
+    )
+    return [f for f in found.stdout.split() if not f.endswith(".log")]
+
+
+def config_for(tmp_path: Path, redis_url: str | None) -> str:
+    redis = f'[redis]\nurl = "{redis_url}"\nprefix = "e2e-{tmp_path.name}"\n' if redis_url else ""
+    config = tmp_path / "yuiju.toml"
+    config.write_text(
+        f'[app]\ndata_dir = "{(tmp_path / "data").as_posix()}"\n{redis}'
+        '[embeddings]\nprovider = "hashing"\n',
+        encoding="utf-8",
+    )
+    return str(config)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("redis_kind", ["embedded", "server"])
+def test_forget_a_person_from_the_command_line_leaves_no_trace(
+    tmp_path: Path, redis_url: str, redis_kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = config_for(tmp_path, None if redis_kind == "embedded" else redis_url)
+    rows = [
+        {
+            "time": f"2026-03-05T20:{10 + i}:00+08:00",
+            "user_id": user,
+            "text": text,
+            "nickname": name,
+            **({"group_id": "qq:5000"} if i % 2 else {}),
+        }
+        for i, (user, name, text) in enumerate(
+            [("qq:777", "小明", w) for w in MING_WORDS]
+            + [("qq:888", "小红", w) for w in HONG_WORDS]
+        )
+    ]
+    log = tmp_path / "chat.jsonl"
+    log.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    run = lambda *argv: yuiju_cli.main(["--config", config, "memory", *argv])  # noqa: E731
+    assert run("import", str(log), "--quiet") == 0
+
+    out = tmp_path / "ming.json"
+    assert run("export", "--user", "qq:777", "--out", str(out)) == 0
+    exported = json.loads(out.read_text(encoding="utf-8"))
+    text = json.dumps(exported, ensure_ascii=False)
+    assert all(w in text for w in MING_WORDS) and not any(w in text for w in HONG_WORDS)
+    assert {i["store"] for i in exported["items"]} >= {"history", "vectors"}
+    out.unlink()  # the export itself is a copy of his words, outside the data dir
+    data = tmp_path / "data"
+    assert holding(data, MING_WORDS[0])
+
+    assert run("forget", "--user", "qq:777") != 0  # no --yes: nothing happens
+    assert holding(data, MING_WORDS[0])
+    capsys.readouterr()
+    assert run("forget", "--user", "qq:777", "--yes") == 0
+    said = capsys.readouterr().out
+    # 3 points of his lines, 1 of hers read with his (indexed again alone)
+    assert "history.chat_memories: 3" in said and "vectors.points: 4" in said
+
+    assert run("export", "--user", "qq:777") == 0
+    assert json.loads(capsys.readouterr().out)["items"] == []
+    for word in MING_WORDS:
+        assert run("search", word) == 0
+        assert word not in capsys.readouterr().out.replace(f"match {word!r}", "")
+        assert holding(data, word) == [], word
+    for word in HONG_WORDS:  # hers, the line read with his among them (indexed again)
+        assert run("search", word) == 0
+        assert f"] {word}" in capsys.readouterr().out
+    assert run("export", "--user", "qq:888") == 0
+    hers = capsys.readouterr().out
+    assert all(w in hers for w in HONG_WORDS), hers[:3000]
+    assert run("audit") == 0
+    [entry] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert entry["action"] == "forget_user" and entry["requested_by"] == "admin:cli"
+    assert "777" not in json.dumps(entry)
