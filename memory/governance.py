@@ -23,7 +23,7 @@ store, never the content nor the subject's ids.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import hashlib
 import json
 import logging
@@ -399,7 +399,9 @@ class Governance:
         for key, values in (await self._redis_lists(subject, names)).items():
             out += [Item(store="redis", where=key, id=str(i), content=v) for i, v in values]
         for key, value in (await self._redis_strings(subject, names)).items():
-            out.append(Item(store="redis", where=key, id="", content=value))
+            own = "#" in key or any(key.endswith(f":{s}:summary") for s in subject.sessions)
+            theirs = value if own else _removed(value, scrub(value, names))
+            out.append(Item(store="redis", where=key, id="", content=theirs))
         return out
 
     def _mentions(self, raw: str, subject: Subject, names: Sequence[str]) -> bool:
@@ -600,12 +602,8 @@ class Governance:
         await self.history.compact()
         if self.deps.semantic is not None:
             await self.deps.semantic.store.compact()
-        redis = self.deps.redis
-        if redis is not None:
-            with contextlib.suppress(Exception):  # a managed server may refuse either
-                await redis.bgrewriteaof()
-            with contextlib.suppress(Exception):
-                await redis.save()
+        if self.deps.redis is not None:
+            await _rewrite_redis(self.deps.redis)
 
     # -- one memory ---------------------------------------------------------------------------
 
@@ -737,6 +735,31 @@ def _scrub_value(value: Any, names: Sequence[str]) -> Any:
     if isinstance(value, list):
         return [_scrub_value(v, names) for v in value]
     return value
+
+
+REDIS_REWRITE_SECONDS = 30.0
+"""How long a compaction waits for Redis to rewrite its append-only file and snapshot."""
+
+
+async def _rewrite_redis(redis: RedisClient) -> None:
+    """Have Redis rewrite its append-only file and its snapshot from what it holds now (the old
+    ones keep deleted values), waiting for each; a server that refuses (managed, a cluster) is
+    left to its own schedule."""
+    loop = asyncio.get_running_loop()
+    for start, busy in (
+        (redis.bgrewriteaof, ("aof_rewrite_in_progress", "aof_rewrite_scheduled")),
+        (redis.bgsave, ("rdb_bgsave_in_progress",)),
+    ):
+        try:
+            await start()
+            deadline = loop.time() + REDIS_REWRITE_SECONDS
+            while loop.time() < deadline:
+                info = await redis.info("persistence")
+                if not any(int(info.get(k) or 0) for k in busy):
+                    break
+                await asyncio.sleep(0.05)  # another process's work: polled
+        except Exception as exc:
+            log.info("redis not rewritten after a forget (%s): it saves on its own schedule", exc)
 
 
 def _removed(original: Any, kept: Any) -> Any:

@@ -3,6 +3,7 @@ search find nothing of them, no file under the data dir holds their words, the o
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
@@ -20,6 +21,31 @@ def holding(root: Path, text: str) -> list[str]:
         ["grep", "-rlaF", text, str(root)], capture_output=True, text=True, check=False
     )
     return [f for f in found.stdout.split() if not f.endswith(".log")]
+
+
+async def chatted(data: Path, redis_url: str | None, tmp_path: Path) -> None:
+    """Her chat side's Redis keys of a group chat with both (recent lines, rolling summary)."""
+    from yuiju.storage.keys import Keys
+    from yuiju.storage.redis import open_redis
+
+    keys = Keys(f"e2e-{tmp_path.name}" if redis_url else "yuiju")
+    handle = await open_redis(redis_url, data)
+    try:
+        sid = "group:qq:5000"
+        await handle.client.sadd(keys.chat_sessions("yuiju"), sid)
+        for user, name, text in (
+            ("qq:777", "小明", MING_WORDS[1]),
+            ("qq:888", "小红", HONG_WORDS[1]),
+        ):
+            line = {"user_id": user, "sender_name": name, "text": text}
+            await handle.client.rpush(
+                keys.chat_recent("yuiju", sid), json.dumps(line, ensure_ascii=False)
+            )
+        await handle.client.set(
+            keys.chat_summary("yuiju", sid), f"小明说{MING_WORDS[2]}。小红说{HONG_WORDS[1]}。"
+        )
+    finally:
+        await handle.aclose()
 
 
 def config_for(tmp_path: Path, redis_url: str | None) -> str:
@@ -56,6 +82,10 @@ def test_forget_a_person_from_the_command_line_leaves_no_trace(
     log.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
     run = lambda *argv: yuiju_cli.main(["--config", config, "memory", *argv])  # noqa: E731
     assert run("import", str(log), "--quiet") == 0
+
+    asyncio.run(
+        chatted(tmp_path / "data", None if redis_kind == "embedded" else redis_url, tmp_path)
+    )
 
     out = tmp_path / "ming.json"
     assert run("export", "--user", "qq:777", "--out", str(out)) == 0

@@ -339,3 +339,47 @@ async def test_one_fact_is_forgotten_or_corrected_by_id(
     with pytest.raises(KeyError):
         await gov.correct_fact("fact_nope", "x", requested_by="a", now=at(62))
     assert len(await gov.audit_log()) == 2
+
+
+# -- with the daemon running: through the world, then the memory worker ----------------------------
+
+
+async def test_a_running_daemon_forgets_through_the_world_then_the_memory_worker(
+    sqlite_history: HistoryStore, semantic: SemanticMemory, redis: aioredis.Redis
+) -> None:
+    from tests.conftest import make_engine
+    from yuiju.memory.indexer import MemoryWorker
+    from yuiju.message.memory_requests import forget_command
+    from yuiju.world.commands import TellNews, enqueue_command
+
+    kit = await make_engine(redis, sqlite_history, prefix="gov")
+    await kit.loop.ensure_character()
+    await kit.ticker.tick(kit.clock.now())
+    ming = {"kind": "person", "id": "qq:777", "name": "小明"}
+    await enqueue_command(
+        redis, KEYS, TellNews(character_id="yuiju", by=ming, text="小明下周要搬家")  # type: ignore[arg-type]
+    )
+    await kit.ticker.tick(kit.clock.now())
+    await kit.engine.flush_outbox(force=True)
+    state = await kit.store.load_character("yuiju")
+    assert state is not None and state.social.news
+    gov = await lived(sqlite_history, semantic, redis)
+    worker = MemoryWorker(redis, KEYS.events, {}, clock=kit.clock, governance=gov, block_ms=1)
+    await worker.ensure_group()
+    await worker.run_once(block=False)  # what came before: nothing of the forget
+
+    command = forget_command(MING, await gov.names(MING), "admin:cli")
+    await enqueue_command(redis, KEYS, command)
+    await kit.ticker.tick(kit.clock.now())  # the engine: one writer of her state
+    state = await kit.store.load_character("yuiju")
+    assert state is not None and not state.social.news
+    assert await gov.audited(command.request_id) is None  # the stores' part is the worker's
+    await worker.run_once(block=False)
+
+    entry = await gov.audited(command.request_id)
+    # his news told through a command, and the one `lived` left queued (applied at this tick)
+    assert entry is not None and entry["counts"]["state.news"] == 2
+    assert entry["counts"]["history.facts"] == 1 and entry["counts"]["history.episodes"] >= 3
+    assert await gov.export(MING) == []
+    stream = json.dumps(await redis.xrange(KEYS.events), ensure_ascii=False)
+    assert "小明" not in stream and "qq:777" not in stream
