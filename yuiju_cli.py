@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from yuiju.config import ConfigError, YuijuConfig, default_toml, load_config, resolve_path
 
@@ -1262,11 +1262,11 @@ async def _memory_governance(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         daemon = bool(await StateStore(redis.client, keys).workers())
         subject = None
         if args.memory_cmd in ("export", "forget"):
-            kind, raw = ("group", args.group) if args.group else ("user", args.user)
-            if not raw:
-                return _fail("say whose memories: --user qq:777 or --group qq:5000")
+            kind: Literal["user", "group"] = "group" if args.group else "user"
             try:
-                subject = await subject_of(People(redis.client, keys), kind, raw)
+                subject = await subject_of(
+                    People(redis.client, keys), kind, args.group or args.user
+                )
             except ValueError as exc:
                 return _fail(f"--{kind}: {exc}")
         needs_vectors = args.memory_cmd != "audit" and not (daemon and args.memory_cmd == "forget")
