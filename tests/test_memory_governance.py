@@ -357,7 +357,9 @@ async def test_a_running_daemon_forgets_through_the_world_then_the_memory_worker
     await kit.ticker.tick(kit.clock.now())
     ming = {"kind": "person", "id": "qq:777", "name": "小明"}
     await enqueue_command(
-        redis, KEYS, TellNews(character_id="yuiju", by=ming, text="小明下周要搬家")  # type: ignore[arg-type]
+        redis,
+        KEYS,
+        TellNews(character_id="yuiju", by=ming, text="小明下周要搬家"),  # type: ignore[arg-type]
     )
     await kit.ticker.tick(kit.clock.now())
     await kit.engine.flush_outbox(force=True)
