@@ -470,6 +470,8 @@ class Distiller:
         name: str = "悠酱",
         keep_distilled_days: int = 7,
         keep_undistilled_days: int = 30,
+        keep_chat_log_days: int | None = None,
+        keep_unreferenced_chat_days: int | None = None,
         batch: int = 500,
     ) -> None:
         self.history = history
@@ -479,6 +481,12 @@ class Distiller:
         self.name = name
         self.keep_distilled = timedelta(days=keep_distilled_days)
         self.keep_undistilled = timedelta(days=keep_undistilled_days)
+        self.keep_chat_log = timedelta(days=keep_chat_log_days) if keep_chat_log_days else None
+        """Message-log lines older than this are deleted (None: kept)."""
+        self.keep_unreferenced = (
+            timedelta(days=keep_unreferenced_chat_days) if keep_unreferenced_chat_days else None
+        )
+        """Chat memories no fact cites, older than this, are deleted (None: kept)."""
         self.batch = batch
 
     async def run(self, now: datetime) -> DistillReport:
@@ -610,7 +618,8 @@ class Distiller:
 
     async def _retention(self, now: datetime) -> int:
         """Delete raw chat memories distilled more than keep_distilled ago (by message time) and
-        undistilled ones older than keep_undistilled."""
+        undistilled ones older than keep_undistilled; when set, chat memories no fact cites older
+        than keep_unreferenced and message-log lines older than keep_chat_log (then compact)."""
         doomed: list[str] = []
         for distilled, keep in ((True, self.keep_distilled), (False, self.keep_undistilled)):
             docs = await self.history.find(
@@ -620,8 +629,41 @@ class Distiller:
                 sort="time",
             )
             doomed += [d["_id"] for d in docs]
+        if self.keep_unreferenced is not None:
+            cited = {
+                source
+                for fact in await self.history.find(
+                    FACTS.name, eq={"character_id": self.character_id}
+                )
+                for source in fact.get("sources", [])
+            }
+            for distilled in (True, False):
+                docs = await self.history.find(
+                    CHAT_MEMORIES.name,
+                    eq={"character_id": self.character_id, "distilled": distilled},
+                    ranges={"time": (None, now - self.keep_unreferenced)},
+                )
+                doomed += [d["_id"] for d in docs if d["_id"] not in cited]
+        doomed = list(dict.fromkeys(doomed))
         for doc_id in doomed:
             await self.history.delete(CHAT_MEMORIES.name, doc_id)
+        logged = 0
+        if self.keep_chat_log is not None:
+            from yuiju.memory.messagelog import CHAT_LOG
+
+            await self.history.ensure(CHAT_LOG)
+            while old := await self.history.find(
+                CHAT_LOG.name,
+                eq={"character_id": self.character_id},
+                ranges={"time": (None, now - self.keep_chat_log)},
+                limit=self.batch,
+            ):
+                for doc in old:
+                    logged += int(await self.history.delete(CHAT_LOG.name, doc["_id"]))
+            if logged:
+                log.info("retention: %d message-log lines deleted", logged)
+        if logged or (doomed and self.keep_unreferenced is not None):
+            await self.history.compact()  # what retention removed leaves no bytes behind
         if doomed and self.semantic is not None:
             try:
                 await self.semantic.forget(ref=doomed, kind="chat")

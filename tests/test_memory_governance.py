@@ -385,3 +385,48 @@ async def test_a_running_daemon_forgets_through_the_world_then_the_memory_worker
     assert await gov.export(MING) == []
     stream = json.dumps(await redis.xrange(KEYS.events), ensure_ascii=False)
     assert "小明" not in stream and "qq:777" not in stream
+
+
+# -- retention, applied by the nightly job ----------------------------------------------------------
+
+
+async def test_retention_of_the_message_log_and_unreferenced_chat_memories(
+    history: HistoryStore, semantic: SemanticMemory, redis: aioredis.Redis
+) -> None:
+    from yuiju.memory.distill import CHAT_MEMORIES, Distiller
+
+    await lived(history, semantic, redis)
+    later = at(60 * 24 * 40)  # 40 days on
+    await history.put(  # one line is cited by a fact: kept however old
+        FACTS.name,
+        {
+            "_id": "fact_cites",
+            "character_id": "yuiju",
+            "user_id": "qq:888",
+            "content": "x",
+            "importance": 0.5,
+            "time": at(5),
+            "indexed": True,
+            "sources": [
+                d["_id"] for d in await history.find(CHAT_MEMORIES.name) if "大提琴" in d["text"]
+            ],
+        },
+    )
+    off = Distiller(history, semantic, None, character_id="yuiju", keep_undistilled_days=365)
+    await off.run(later)  # off by default: nothing goes
+    assert await history.count(CHAT_LOG.name) == 4 and await history.count(CHAT_MEMORIES.name) == 4
+
+    on = Distiller(
+        history,
+        semantic,
+        None,
+        character_id="yuiju",
+        keep_undistilled_days=365,
+        keep_chat_log_days=30,
+        keep_unreferenced_chat_days=10,
+    )
+    report = await on.run(later)
+    assert await history.count(CHAT_LOG.name) == 0
+    assert [d["text"] for d in await history.find(CHAT_MEMORIES.name)] == ["我在学大提琴"]
+    assert report.deleted == 3
+    assert await semantic.store.count(Where(eq={"kind": "chat"})) == 1
