@@ -1274,11 +1274,15 @@ async def _memory_governance(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             try:
                 semantic = await open_semantic(cfg)
             except VectorStoreError as exc:
-                return _fail(
-                    f"{exc}\n(with `yuiju run` running, `yuiju memory forget` goes through it; "
-                    "export, forget-item and correct need the vector store: stop it, or use a "
-                    "Qdrant server)"
-                )
+                if args.memory_cmd != "export":
+                    return _fail(
+                        f"{exc}\n(with `yuiju run` running, `yuiju memory forget` goes through "
+                        "it; forget-item and correct need the vector store: stop it, or use a "
+                        "Qdrant server)"
+                    )
+                # the daemon holds the embedded store: its points are made from the history
+                # documents exported (chat memories, facts, episodes)
+                print(f"yuiju: {exc}; exporting without the vector store's points", file=sys.stderr)
         gov = Governance(
             GovernanceDeps(
                 history=history,
@@ -1286,6 +1290,7 @@ async def _memory_governance(cfg: YuijuConfig, args: argparse.Namespace) -> int:
                 redis=redis.client,
                 keys=keys,
                 character_ids=[c for town in cfg.towns().values() for c in town.characters],
+                tz=cfg.app.tz,
             )
         )
         now = datetime.now(cfg.app.tz)

@@ -31,11 +31,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any, Literal
 
+from yuiju.memory.diary import DIARIES, Diary, DiaryVoice, DiaryWriter
 from yuiju.memory.distill import CHAT_MEMORIES, FACTS, ChatMemories
-from yuiju.memory.episodes import EPISODES
+from yuiju.memory.episodes import EPISODES, EpisodeRepo
 from yuiju.memory.messagelog import CHAT_LOG
 from yuiju.memory.persons import PERSONS
 from yuiju.memory.semantic import NewMemory, SemanticMemory
@@ -124,6 +125,8 @@ class GovernanceDeps:
     redis: RedisClient | None
     keys: Keys
     character_ids: Sequence[str]
+    tz: tzinfo = UTC
+    """The town's zone ([app].timezone): a rewritten diary is indexed at 21:00 of its last day."""
 
 
 @dataclass
@@ -295,9 +298,23 @@ class Governance:
             for doc in await self._find_by(CHAT_LOG, cid, "session_id", subject.sessions):
                 if doc["_id"] not in plan.deleted.get(CHAT_LOG.name, ()):
                     plan.delete(CHAT_LOG.name, doc["_id"])
-            for kind in ("conversation", "plan"):
+            # a user: any episode may name them (a kept appointment, a talk); a group: its chats
+            kinds = (
+                ("conversation", "plan", "behavior")
+                if subject.kind == "user"
+                else ("conversation", "plan")
+            )
+            for kind in kinds:
                 for doc in await self._scan(EPISODES, {"character_id": cid, "type": kind}):
                     self._plan_episode(doc, subject, ids, names, plan)
+            if subject.kind == "user":  # her diary's sentences that name them
+                for doc in await self.history.find(
+                    DIARIES.name, eq={"character_id": cid, "period": ["day", "week", "month"]}
+                ):
+                    if _names_in(doc.get("text", ""), names):
+                        kept = scrub(str(doc["text"]), names) or "（这一段已按要求遗忘）"
+                        rejected = [r for r in doc.get("rejected", []) if not _names_in(r, names)]
+                        plan.rewrite(DIARIES.name, {**doc, "text": kept, "rejected": rejected})
         return plan
 
     async def _answers_to(self, cid: str, gone: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -534,6 +551,17 @@ class Governance:
         ]
         try:
             await semantic.remember(items)
+            for doc in rewritten.get(DIARIES.name, []):
+                diary = Diary.model_validate(doc)
+                writer = DiaryWriter(
+                    self.history,
+                    EpisodeRepo(self.history),
+                    model=None,
+                    voice=DiaryVoice(name=diary.character_id, persona=""),
+                    tz=self.deps.tz,
+                    semantic=semantic,
+                )
+                await writer.index(diary)
             for cid in {d["character_id"] for d in rewritten.get(CHAT_MEMORIES.name, [])}:
                 await ChatMemories(self.history, semantic, cid).index_pending(limit=100_000)
         except Exception as exc:  # rewritten already; the memory worker indexes the lines later

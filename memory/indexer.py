@@ -343,6 +343,7 @@ async def run_memory_worker(
                 redis=redis,
                 keys=keys,
                 character_ids=list(cfg.world.characters),
+                tz=cfg.app.tz,
             )
         )
         worker = MemoryWorker(

@@ -16,6 +16,7 @@ import logging
 import re
 import secrets
 from dataclasses import dataclass
+from typing import Literal
 
 from yuiju.memory.distill import FACTS
 from yuiju.memory.governance import Governance, GovernanceDeps, Subject
@@ -77,6 +78,7 @@ class MemoryChat:
                 redis=deps.redis,
                 keys=deps.keys,
                 character_ids=[deps.card.id],
+                tz=deps.tz,
             )
         )
 
@@ -148,7 +150,7 @@ class MemoryChat:
         if args:  # someone else, or a group: an admin's request
             if not deps.is_admin(entry.user_id):
                 return "只有管理员可以让我忘掉别人或者一个群。"
-            kind = "group" if args[0] == "group" else "user"
+            kind: Literal["user", "group"] = "group" if args[0] == "group" else "user"
             target = args[1] if kind == "group" and len(args) > 1 else args[0]
             subject = await subject_of(deps.people, kind, target)
         else:

@@ -220,6 +220,22 @@ async def lived(
         ),
     )
     await redis.hset(KEYS.people_links, "tg:42", "qq:777")
+    from yuiju.memory.diary import DIARIES
+
+    await history.ensure(DIARIES)
+    await history.put(
+        DIARIES.name,
+        {
+            "_id": "diary_yuiju_day_2026-09-01",
+            "character_id": "yuiju",
+            "period": "day",
+            "date": "2026-09-01",
+            "end_date": "2026-09-01",
+            "text": "今天去了图书馆。小明说他去青岛冲浪了。晚上早早睡了。",
+            "source": "factual",
+            "written_at": at(120),
+        },
+    )
     gov = Governance(
         GovernanceDeps(
             history=history, semantic=semantic, redis=redis, keys=KEYS, character_ids=["yuiju"]
@@ -277,6 +293,10 @@ async def test_forget_erases_him_everywhere_and_keeps_her(
         "猫 土豆 冲浪", character_id="yuiju", now=at(60), every_scope=True
     )
     assert all("土豆" not in r.text and "冲浪" not in r.text for r in found)
+    from yuiju.memory.diary import DIARIES
+
+    diary = await history.get(DIARIES.name, "diary_yuiju_day_2026-09-01")
+    assert diary is not None and diary["text"] == "今天去了图书馆。晚上早早睡了。"
     # the group's episode stays, rewritten without him
     group = await history.get(EPISODES.name, "conv_group")
     assert group is not None and group["summary"] == "小红喜欢下雨天的图书馆。"
