@@ -186,7 +186,7 @@ class Governance:
     async def ensure(self) -> None:
         if not self._ensured:
             await self.history.ensure(
-                CHAT_MEMORIES, FACTS, PERSONS, CHAT_LOG, EPISODES, MEMORY_AUDIT
+                CHAT_MEMORIES, FACTS, PERSONS, CHAT_LOG, EPISODES, DIARIES, MEMORY_AUDIT
             )
             self._ensured = True
 
