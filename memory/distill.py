@@ -306,6 +306,10 @@ class ChatMemories:
             before = self._last.get(chat)
             if before is None or before["_id"] == doc["_id"] or before["time"] > doc["time"]:
                 before = await self._line_before(doc)
+            elif doc["time"] - before["time"] <= self.context_gap and not await self.history.count(
+                CHAT_MEMORIES.name, eq={"_id": before["_id"]}
+            ):  # forgotten since (`memory.governance`, another process maybe): not its context
+                before = await self._line_before(doc)
             if (
                 before is not None
                 and before["_id"] != doc["_id"]

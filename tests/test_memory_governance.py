@@ -450,3 +450,18 @@ async def test_retention_of_the_message_log_and_unreferenced_chat_memories(
     assert [d["text"] for d in await history.find(CHAT_MEMORIES.name)] == ["我在学大提琴"]
     assert report.deleted == 3
     assert await semantic.store.count(Where(eq={"kind": "chat"})) == 1
+
+
+async def test_a_line_after_a_forgotten_one_is_not_read_with_it(
+    history: HistoryStore, semantic: SemanticMemory, redis: aioredis.Redis
+) -> None:
+    """The chat side keeps the last line of each chat in memory: a line said after a forget (in
+    the same process or another) must not carry the forgotten line's words as its context."""
+    chat = ChatMemories(history, semantic, "yuiju", context_minutes=60)
+    await chat.ensure()
+    await chat.add("qq:777", "你猜我周末去哪了？", at(0), group_id=GROUP, nickname="小明")
+    gov = await lived(history, semantic, redis)
+    await gov.forget(MING, requested_by="admin:cli", now=at(1))
+    await chat.add("qq:888", "去海边了吗？", at(2), group_id=GROUP, nickname="小红")
+    stored = await history.find("chat_memories", eq={"user_id": "qq:888"})
+    assert all("周末" not in json.dumps(d, ensure_ascii=False, default=str) for d in stored)
