@@ -304,11 +304,12 @@ class ChatMemories:
         for doc in docs:
             chat = _chat(doc)
             before = self._last.get(chat)
-            if before is None or before["_id"] == doc["_id"] or before["time"] > doc["time"]:
-                before = await self._line_before(doc)
-            elif doc["time"] - before["time"] <= self.context_gap and not await self.history.count(
-                CHAT_MEMORIES.name, eq={"_id": before["_id"]}
-            ):  # forgotten since (`memory.governance`, another process maybe): not its context
+            if (
+                before is None
+                or before["_id"] == doc["_id"]
+                or before["time"] > doc["time"]
+                or await self._forgotten(before, doc)
+            ):
                 before = await self._line_before(doc)
             if (
                 before is not None
@@ -333,6 +334,13 @@ class ChatMemories:
             }
             if len(self._last) > self.LAST_CHATS:
                 del self._last[next(iter(self._last))]
+
+    async def _forgotten(self, before: dict[str, Any], doc: dict[str, Any]) -> bool:
+        """Whether the kept last line ``before`` was forgotten since (`memory.governance`, maybe
+        in another process): it must not become the context of ``doc``."""
+        if doc["time"] - before["time"] > self.context_gap:
+            return False  # too old to be its context anyway
+        return not await self.history.count(CHAT_MEMORIES.name, eq={"_id": before["_id"]})
 
     async def _line_before(self, doc: dict[str, Any]) -> dict[str, Any] | None:
         """The latest stored line of the chat of ``doc`` said no later than it (after a restart)."""

@@ -450,7 +450,9 @@ class Governance:
         """List key -> (position, entry) of the entries from or about them."""
         redis, keys = self.deps.redis, self.deps.keys
         assert redis is not None
-        lists = [keys.commands, keys.rejected_commands]
+        # queued commands, rejected ones, episodes waiting for the history store (a daemon that
+        # stopped before writing them would write them back), outbox entries set aside
+        lists = [keys.commands, keys.rejected_commands, keys.episode_outbox, keys.outbox_dead]
         for cid, sid in await self._chat_keys():
             lists += [
                 keys.chat_recent(cid, sid),

@@ -131,3 +131,30 @@ def test_forgetting_a_group_drops_what_was_arranged_there() -> None:
     )
     assert len(characters["yuiju"].social.notes) == notes - 1
     assert all(n.via != "group:qq:5000" for n in characters["yuiju"].social.notes)
+
+
+def test_her_plans_and_notes_naming_him_go_too() -> None:
+    from yuiju.world.plans import PlanItem, PlanState
+
+    world, characters = lived()
+    yuiju = characters["yuiju"]
+
+    def plan(title: str, scope: str) -> PlanItem:
+        return PlanItem(id=title, title=title, scope=scope, created_at=NOW, updated_at=NOW)  # type: ignore[arg-type]
+
+    yuiju.plans = PlanState(
+        long_term=plan("和小明一起学冲浪", "longTerm"),
+        short_term=[plan("周末和小明去海边", "shortTerm"), plan("复习数学", "shortTerm")],
+    )
+    yuiju.last_event = "小明送了我一盒饼干"
+    result = apply_command(
+        ForgetPerson(id="qq:777", ids=["qq:777"], names=["小明"], requested_by="a", request_id="r"),
+        world,
+        characters,
+        now=NOW,
+    )
+    assert json.loads(result)["state"]["plans"] == 2
+    assert yuiju.plans.long_term is None and [p.title for p in yuiju.plans.short_term] == [
+        "复习数学"
+    ]
+    assert yuiju.last_event is None and "小明" not in yuiju.model_dump_json()

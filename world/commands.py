@@ -20,7 +20,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, V
 from yuiju.memory.episodes import GIFT_PREFIX, Episode
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
-from yuiju.world.forgetting import forget_in
+from yuiju.world.forgetting import forget_in_character
 from yuiju.world.relations import (
     CLOSENESS_DELTAS,
     NEWS_PER_PERSON_PER_DAY,
@@ -404,7 +404,7 @@ def apply_command(
         case ForgetPerson(subject=kind, ids=ids, names=forgotten_names) as forget:
             counts: Counter[str] = Counter()
             for character in characters.values():
-                counts += forget_in(character.social, kind, set(ids), forgotten_names)
+                counts += forget_in_character(character, kind, set(ids), forgotten_names)
             return json.dumps(
                 {"forgot": forget.request_id, "state": dict(counts)}, separators=(",", ":")
             )

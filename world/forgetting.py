@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
 from yuiju.world.relations import NewsItem, Party, SocialState
+from yuiju.world.state import CharacterState
 
 SubjectKind = Literal["user", "group"]
 
@@ -91,4 +92,32 @@ def forget_in(
     gone["appointments"] = len(social.appointments) - len(appointments)
     gone["notes"] = len(social.notes) - len(notes)
     social.appointments, social.notes = appointments, notes
+    return +gone
+
+
+def forget_in_character(
+    character: CharacterState, kind: SubjectKind, ids: Collection[str], names: Sequence[str] = ()
+) -> Counter[str]:
+    """`forget_in` her social state, and for a person also her plans and notes to herself that
+    name them (a plan "和小明去海边", the last event, why a plan was refused, the reason of what
+    she is doing now): taken out, not rewritten (they are hers to make again)."""
+    gone = forget_in(character.social, kind, ids, names)
+    if kind != "user":
+        return gone
+    wanted = [*names, *ids]
+    plans = character.plans
+    short = [p for p in plans.short_term if not _names(f"{p.title} {p.reason}", wanted)]
+    long = plans.long_term
+    if long is not None and _names(f"{long.title} {long.reason}", wanted):
+        long = None
+    gone["plans"] = len(plans.short_term) - len(short) + (plans.long_term is not long)
+    if gone["plans"]:
+        character.plans = plans.model_copy(update={"short_term": short, "long_term": long})
+    for field in ("last_event", "plan_feedback"):
+        if _names(getattr(character, field) or "", wanted):
+            setattr(character, field, None)
+            gone["notes_to_herself"] += 1
+    if character.running is not None and _names(character.running.reason, wanted):
+        character.running = character.running.model_copy(update={"reason": ""})
+        gone["notes_to_herself"] += 1
     return +gone
