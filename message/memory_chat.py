@@ -30,10 +30,17 @@ log = logging.getLogger(__name__)
 REQUESTS_PER_HOUR = 5
 CONFIRM_SECONDS = 300
 """How long a forget waits for its confirmation."""
-_ME = re.compile(r"(你|妳).{0,4}记得.{0,4}(我|关于我).{0,4}(什么|啥|哪些)")
+_END = r"(吧|吗|呀|啊|呢)?[。！!？?~～]*$"
+_ME = re.compile(r"^(你|妳)(都|还|到底)?记(得|住了)(关于)?我(的)?(什么|啥|哪些)(事|东西)?" + _END)
+"""The whole message asks what she keeps about the speaker (你都记得我什么), not a question
+about one thing they said (你还记得我上次说的什么吗: the conversation answers that)."""
 _FORGET = re.compile(
-    r"(忘掉|忘了|忘记|删掉|删除).{0,4}(我|关于我)|(把我|关于我的).{0,8}(忘掉|忘了|删掉|删除)"
+    r"^(请|麻烦)?(你)?(把我|把关于我的(一切|事|记忆|数据|聊天记录))(都|全部)?(忘掉|忘了|删掉|删了|删除)"
+    + _END
+    + r"|^(请|麻烦)?(你)?(忘掉|忘了|删掉|删除)(我|关于我的(一切|事|记忆|数据|聊天记录))"
+    + _END
 )
+"""The whole message asks her to forget the speaker (忘掉我吧, 把关于我的记忆删掉); 别忘了我 does not."""
 _SLASH = re.compile(r"^\s*/memory\b\s*(.*)$", re.S)
 
 

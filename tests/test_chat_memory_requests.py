@@ -119,3 +119,14 @@ async def test_requests_are_rate_limited(
     await kit.say("/memory me", user=5, group=None)
     assert "太频繁" in kit.sent[-1][2]
     assert json.dumps(kit.sent, ensure_ascii=False).count("fact_5") == REQUESTS_PER_HOUR
+
+
+@pytest.mark.parametrize("text", ["你还记得我上次说的什么吗", "别忘了我", "忘了我说的话吧"])
+async def test_ordinary_talk_about_remembering_is_not_a_request(
+    redis: Any, sqlite_history: Any, memory: MemoryService, text: str
+) -> None:
+    kit = await make_kit(redis, sqlite_history, memory=memory)
+    assert kit.service.memory_chat.request(kit.entry(text, user=5, group=None)) is None
+    assert kit.service.memory_chat.request(kit.entry("你都记得我什么", user=5, group=None)) == "me"
+    assert kit.service.memory_chat.request(kit.entry("忘掉我吧", user=5, group=GROUP)) is None
+    assert kit.service.memory_chat.request(kit.entry("忘掉我吧", user=5, at=True)) == "forget"
