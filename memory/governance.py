@@ -194,8 +194,8 @@ class Governance:
 
     async def names(self, subject: Subject) -> list[str]:
         """The names they went by (profiles, what they said, the message log) and their ids:
-        what a sentence naming them contains. Names of one character are left out (too many
-        false matches)."""
+        what a sentence naming them contains. Names of one letter and the characters' ids are
+        left out (they would match sentences about anyone)."""
         await self.ensure()
         found: set[str] = set(subject.ids)
         if subject.kind == "user":
@@ -206,7 +206,7 @@ class Governance:
                     found.add(str(doc.get("nickname") or ""))
                 for doc in await self._find_by(CHAT_LOG, cid, "user_id", subject.ids):
                     found.add(str(doc.get("sender_name") or ""))
-        return sorted(n for n in found if len(n) >= 2)
+        return sorted(n for n in found if len(n) >= 2 and n not in self.deps.character_ids)
 
     async def export(self, subject: Subject) -> list[Item]:
         """Everything kept about them outside the characters' states, with where it lives."""
