@@ -16,24 +16,21 @@ import argparse
 import asyncio
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
-
-from yuiju.memory.distill import FACTS, ChatLine, ChatMemories  # noqa: E402
-from yuiju.memory.embeddings import HashingEmbedder  # noqa: E402
-from yuiju.memory.episodes import Episode, EpisodeRepo  # noqa: E402
-from yuiju.memory.governance import Governance, GovernanceDeps, Subject  # noqa: E402
-from yuiju.memory.messagelog import CHAT_LOG  # noqa: E402
-from yuiju.memory.persons import PersonRepo  # noqa: E402
-from yuiju.memory.semantic import SemanticMemory  # noqa: E402
-from yuiju.memory.vectors import EdgeVectorStore  # noqa: E402
-from yuiju.storage.keys import Keys  # noqa: E402
-from yuiju.storage.sqlite_history import SqliteHistory  # noqa: E402
+from yuiju.memory.distill import FACTS, ChatLine, ChatMemories
+from yuiju.memory.embeddings import HashingEmbedder
+from yuiju.memory.episodes import Episode, EpisodeRepo
+from yuiju.memory.governance import Governance, GovernanceDeps, Subject
+from yuiju.memory.messagelog import CHAT_LOG
+from yuiju.memory.persons import PersonRepo
+from yuiju.memory.semantic import SemanticMemory
+from yuiju.memory.vectors import EdgeVectorStore
+from yuiju.storage.keys import Keys
+from yuiju.storage.sqlite_history import SqliteHistory
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

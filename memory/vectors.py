@@ -300,6 +300,8 @@ class EdgeVectorStore:
         self.path = path
         self.dim = dim
         self.name = f"qdrant-edge {path}"
+        self._writes = asyncio.Lock()
+        """Held by each write and by `compact`: a write never lands in a shard being replaced."""
         self._characters: set[str] | None = None
         """Every ``character_id`` the store holds (or held: a delete does not shrink it), read
         once and kept up to date by `upsert` (this process is the only writer: the WAL is
@@ -442,7 +444,8 @@ class EdgeVectorStore:
         if self._characters is not None:
             self._characters.update(p.character_id for p in points)
         if batch:
-            await asyncio.to_thread(self._shard.update, q.UpdateOperation.upsert_points(batch))
+            async with self._writes:
+                await asyncio.to_thread(self._shard.update, q.UpdateOperation.upsert_points(batch))
 
     async def query(self, vector: Sequence[float], where: Where, limit: int) -> list[Hit]:
         import qdrant_edge as q
@@ -526,9 +529,10 @@ class EdgeVectorStore:
         import qdrant_edge as q
 
         if ids:
-            await asyncio.to_thread(
-                self._shard.update, q.UpdateOperation.set_payload(list(ids), dict(payload))
-            )
+            async with self._writes:
+                await asyncio.to_thread(
+                    self._shard.update, q.UpdateOperation.set_payload(list(ids), dict(payload))
+                )
 
     async def delete(self, where: Where) -> None:
         import qdrant_edge as q
@@ -536,23 +540,33 @@ class EdgeVectorStore:
         flt = self._filter(where)
         if flt is None:
             raise ValueError("refusing to delete every point: give a filter")
-        await asyncio.to_thread(self._shard.update, q.UpdateOperation.delete_points_by_filter(flt))
+        async with self._writes:
+            await asyncio.to_thread(
+                self._shard.update, q.UpdateOperation.delete_points_by_filter(flt)
+            )
 
     async def delete_ids(self, ids: Sequence[str]) -> None:
         import qdrant_edge as q
 
         if ids:
-            await asyncio.to_thread(self._shard.update, q.UpdateOperation.delete_points(list(ids)))
+            async with self._writes:
+                await asyncio.to_thread(
+                    self._shard.update, q.UpdateOperation.delete_points(list(ids))
+                )
 
     async def compact(self) -> None:
         """Rebuild the shard with the points it holds: a deleted point's payload stays in the
         old segments and WAL until the engine's optimizers get to them (at thresholds a forget
-        may not reach), so the kept points are copied into a fresh shard that replaces it."""
+        may not reach), so the kept points are copied into a fresh shard that replaces it.
+        Searches go on meanwhile (on the old shard); writes wait for the swap."""
         if self.path is None:
             return
-        await asyncio.to_thread(self._rebuild, self.path)
+        async with self._writes:
+            fresh = await asyncio.to_thread(self._copy, self.path)
+            self._swap(self.path, fresh)  # on the loop: no search meets a closed shard
 
-    def _rebuild(self, path: Path) -> None:
+    def _copy(self, path: Path) -> Path:
+        """A fresh shard next to ``path`` with every point of this one."""
         import qdrant_edge as q
 
         fresh = path.with_name(path.name + ".compacting")
@@ -579,10 +593,14 @@ class EdgeVectorStore:
                 break
         shard.flush()
         shard.close()
+        if (path / META_FILE).exists():
+            (fresh / META_FILE).write_bytes((path / META_FILE).read_bytes())
+        return fresh
+
+    def _swap(self, path: Path, fresh: Path) -> None:
+        import qdrant_edge as q
+
         self._shard.close()
-        for kept in (META_FILE,):
-            if (path / kept).exists():
-                (fresh / kept).write_bytes((path / kept).read_bytes())
         old = path.with_name(path.name + ".old")
         path.rename(old)
         fresh.rename(path)

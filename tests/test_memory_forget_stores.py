@@ -117,3 +117,18 @@ async def test_delete_ids_removes_just_those_points(vector_store: VectorStore) -
     assert await vector_store.count() == 48
     await vector_store.compact()  # in memory: nothing to do, nothing lost
     assert await semantic.store.count() == 48
+
+
+async def test_a_write_during_compaction_of_the_edge_store_is_kept(tmp_path: Path) -> None:
+    import asyncio
+
+    store = EdgeVectorStore.open(tmp_path / "edge", 64)
+    try:
+        semantic = await remember(store)
+        late = NewMemory(kind="chat", character_id="yuiju", text="晚到的一句", time=T0, key="late")
+        await asyncio.gather(store.compact(), semantic.remember([late]))
+        assert await store.count() == 52
+        found = await semantic.recall("晚到的一句", character_id="yuiju", now=T0, every_scope=True)
+        assert found and found[0].text == "晚到的一句"
+    finally:
+        await store.close()
