@@ -301,6 +301,7 @@ class ChatMemories:
         """Give each line the line before it in its chat as context (see the class docstring)."""
         if not self.context_gap:
             return
+        batch = {d["_id"] for d in docs}  # not stored yet: linked among themselves
         for doc in docs:
             chat = _chat(doc)
             before = self._last.get(chat)
@@ -308,7 +309,7 @@ class ChatMemories:
                 before is None
                 or before["_id"] == doc["_id"]
                 or before["time"] > doc["time"]
-                or await self._forgotten(before, doc)
+                or (before["_id"] not in batch and await self._forgotten(before, doc))
             ):
                 before = await self._line_before(doc)
             if (

@@ -94,6 +94,9 @@ def test_forget_a_person_from_the_command_line_leaves_no_trace(
     assert all(w in text for w in MING_WORDS) and not any(w in text for w in HONG_WORDS)
     assert {i["store"] for i in exported["items"]} >= {"history", "vectors"}
     out.unlink()  # the export itself is a copy of his words, outside the data dir
+    assert run("export", "--group", "qq:5000") == 0  # a group: what was said there, by anyone
+    group = capsys.readouterr().out
+    assert MING_WORDS[1] in group and HONG_WORDS[0] in group and MING_WORDS[0] not in group
     data = tmp_path / "data"
     assert holding(data, MING_WORDS[0])
 

@@ -465,3 +465,18 @@ async def test_a_line_after_a_forgotten_one_is_not_read_with_it(
     await chat.add("qq:888", "去海边了吗？", at(2), group_id=GROUP, nickname="小红")
     stored = await history.find("chat_memories", eq={"user_id": "qq:888"})
     assert all("周末" not in json.dumps(d, ensure_ascii=False, default=str) for d in stored)
+
+
+async def test_lines_stored_together_are_still_read_with_the_line_before(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
+    chat = ChatMemories(history, semantic, "yuiju", context_minutes=60)
+    await chat.ensure()
+    await chat.add_many(
+        [
+            ChatLine(user_id="qq:777", text="你猜我去哪了？", time=at(0), group_id=GROUP),
+            ChatLine(user_id="qq:888", text="海边！", time=at(1), group_id=GROUP),
+        ]
+    )
+    [answer] = await history.find("chat_memories", eq={"user_id": "qq:888"})
+    assert answer.get("reply_to") and answer.get("context_text") == "你猜我去哪了？"
