@@ -21,6 +21,7 @@ from tests.test_web import free_port
 
 MINE = ("我家的乌龟叫慢慢", "周三要去考潜水证")
 HERS = ("大提琴考级在周六",)
+THIRD = "第三个人的秘密暗号是蓝鲸"
 
 
 def cli(config: Path, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -43,7 +44,9 @@ def test_forget_asked_in_chat_with_the_daemon_running_leaves_no_trace(
     me = f"term:{USER}"
     rows = [
         {"time": f"2026-03-05T20:1{i}:00+08:00", "user_id": who, "text": text, "nickname": who}
-        for i, (who, text) in enumerate([(me, MINE[0]), (me, MINE[1]), ("qq:888", HERS[0])])
+        for i, (who, text) in enumerate(
+            [(me, MINE[0]), (me, MINE[1]), ("qq:888", HERS[0]), ("qq:999", THIRD)]
+        )
     ]
     log = tmp_path / "chat.jsonl"
     log.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
@@ -78,13 +81,17 @@ def test_forget_asked_in_chat_with_the_daemon_running_leaves_no_trace(
         entry = json.loads(audit.splitlines()[0])
         assert entry["action"] == "forget_user" and entry["requested_by"] == me
         assert entry["counts"]["history.chat_memories"] == 2
+        # an admin at the command line, the daemon running: through its world and memory worker
+        forgot = cli(config, "memory", "forget", "--user", "qq:999", "--yes", "--wait", "90")
+        assert forgot.returncode == 0, forgot.stderr
+        assert "history.chat_memories: 1" in forgot.stdout, forgot.stdout
         daemon.send_signal(signal.SIGINT)
         assert daemon.wait(30) == 0
     finally:
         if daemon.poll() is None:
             daemon.kill()
             daemon.wait()
-    for word in MINE:
+    for word in (*MINE, THIRD):
         assert holding(data, word) == [], word
         found = cli(config, "memory", "search", word).stdout
         assert word not in found.replace(f"match {word!r}", ""), found
