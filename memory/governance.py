@@ -28,10 +28,11 @@ import hashlib
 import json
 import logging
 import re
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any, Literal
 
 from yuiju.memory.diary import DIARIES, Diary, DiaryVoice, DiaryWriter
@@ -65,6 +66,7 @@ SubjectKind = Literal["user", "group"]
 FORGOTTEN = "（这条消息已按要求遗忘）"
 """What a model-context item that held their words says instead (the conversation's turns stay
 in order: a tool call keeps its answer)."""
+_2MS = timedelta(milliseconds=2)
 PAGE = 500
 """Documents read per query while scanning a character's episodes or message log."""
 _SENTENCE = re.compile(r"[^。！？!?；;\n]*[。！？!?；;\n]?")
@@ -640,30 +642,67 @@ class Governance:
 
     async def forget_item(self, item_id: str, *, requested_by: str, now: datetime) -> str | None:
         """Forget one fact or chat memory by its id (``fact_…``, ``chat_…``), or one memory point
-        by its point id; what it was (the collection or store), or None when nothing has it."""
+        by its point id; what it was (the collection or store), or None when nothing has it. A
+        chat memory's line goes from the message log and the conversation episodes too."""
         await self.ensure()
         found: str | None = None
+        counts: Counter[str] = Counter()
+        if (line := await self.history.get(CHAT_MEMORIES.name, item_id)) is not None:
+            counts.update(await self._forget_line(line))
         for spec in (FACTS, CHAT_MEMORIES):
             if await self.history.delete(spec.name, item_id):
                 found = spec.name
+                counts[f"history.{spec.name}"] += 1
         semantic = self.deps.semantic
         if semantic is not None:
             where = Where(eq={"ref": item_id})
-            if await semantic.store.count(where):
+            if n := await semantic.store.count(where):
                 await semantic.store.delete(where)
                 found = found or "vectors"
-            if found is None and await semantic.store.payloads([item_id]):
+                counts["vectors.points"] += n
+            elif found is None and _is_uuid(item_id) and await semantic.store.payloads([item_id]):
                 await semantic.store.delete_ids([item_id])
                 found = "vectors"
+                counts["vectors.points"] += 1
         if found is not None:
             await self.compact()
             await self.audit(
-                action="forget_item",
-                requested_by=requested_by,
-                now=now,
-                counts={found: 1},
+                action="forget_item", requested_by=requested_by, now=now, counts=dict(counts)
             )
         return found
+
+    async def _forget_line(self, line: dict[str, Any]) -> Counter[str]:
+        """One chat line out of the message log and out of the conversation episodes it is in."""
+        counts: Counter[str] = Counter()
+        cid, when, text = line["character_id"], line["time"], line["text"]
+        near = (when - timedelta(milliseconds=2), when + timedelta(milliseconds=2))
+        logged = await self.history.find(
+            CHAT_LOG.name,
+            eq={"character_id": cid, "user_id": line["user_id"]},
+            ranges={"time": near},
+        )
+        for doc in logged:
+            if doc.get("text") == text:
+                counts["history.chat_log"] += int(
+                    await self.history.delete(CHAT_LOG.name, doc["_id"])
+                )
+        around = await self.history.find(
+            EPISODES.name,
+            eq={"character_id": cid, "type": "conversation"},
+            ranges={"time": (when - timedelta(days=1), when + timedelta(seconds=1))},
+        )
+        for doc in around:
+            said = list((doc.get("data") or {}).get("messages") or [])
+            kept = [
+                m
+                for m in said
+                if not (m.get("text") == text and abs((m.get("time") or when) - when) < _2MS)
+            ]
+            if len(kept) != len(said):
+                data = {**doc["data"], "messages": kept, "message_count": len(kept)}
+                await self.history.put(EPISODES.name, {**doc, "data": data})
+                counts["history.episodes.rewritten"] += 1
+        return counts
 
     async def correct_fact(
         self, fact: str, content: str, *, requested_by: str, now: datetime
@@ -791,6 +830,14 @@ async def _rewrite_redis(redis: RedisClient) -> None:
                 await asyncio.sleep(0.05)  # another process's work: polled
         except Exception as exc:
             log.info("redis not rewritten after a forget (%s): it saves on its own schedule", exc)
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _removed(original: Any, kept: Any) -> Any:

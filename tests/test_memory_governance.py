@@ -480,3 +480,23 @@ async def test_lines_stored_together_are_still_read_with_the_line_before(
     )
     [answer] = await history.find("chat_memories", eq={"user_id": "qq:888"})
     assert answer.get("reply_to") and answer.get("context_text") == "你猜我去哪了？"
+
+
+async def test_one_chat_line_forgotten_leaves_the_log_and_the_episodes_too(
+    history: HistoryStore, semantic: SemanticMemory, redis: aioredis.Redis
+) -> None:
+    gov = await lived(history, semantic, redis)
+    [line] = [d for d in await history.find("chat_memories") if d["text"] == "我的猫叫土豆"]
+    assert await gov.forget_item(line["_id"], requested_by="qq:777", now=at(60)) == "chat_memories"
+    assert await history.get(CHAT_LOG.name, "log2") is None
+    assert await history.get(CHAT_LOG.name, "log3") is not None  # her answer is hers
+    episode = await history.get(EPISODES.name, "conv_private")
+    assert episode is not None and episode["data"]["messages"] == []
+    assert not await semantic.store.count(Where(eq={"ref": line["_id"]}))
+    [entry] = await gov.audit_log()
+    assert entry["counts"] == {
+        "history.chat_log": 1,
+        "history.episodes.rewritten": 1,
+        "history.chat_memories": 1,
+        "vectors.points": 1,
+    }
