@@ -44,6 +44,28 @@ async def chatted(data: Path, redis_url: str | None, tmp_path: Path) -> None:
         await handle.client.set(
             keys.chat_summary("yuiju", sid), f"小明说{MING_WORDS[2]}。小红说{HONG_WORDS[1]}。"
         )
+        # her state: the world ran, she knows him and was told his news
+        from tests.conftest import at_time, make_character, make_world
+        from yuiju.world.relations import NewsItem, Party, Relation, SocialState, news_id
+
+        now = at_time("2026-03-06 09:00")
+        ming = Party(kind="person", id="qq:777", name="小明")
+        social = SocialState(
+            relations={ming.key: Relation(party=ming, closeness=30)},
+            news=[
+                NewsItem(
+                    id=news_id(ming, MING_WORDS[2]),
+                    text=MING_WORDS[2],
+                    origin=ming,
+                    source=ming,
+                    learned_at=now,
+                )
+            ],
+        )
+        await handle.client.set(keys.world, make_world(now).model_dump_json())
+        await handle.client.set(
+            keys.character("yuiju"), make_character(social=social).model_dump_json()
+        )
     finally:
         await handle.aclose()
 
@@ -92,7 +114,7 @@ def test_forget_a_person_from_the_command_line_leaves_no_trace(
     exported = json.loads(out.read_text(encoding="utf-8"))
     text = json.dumps(exported, ensure_ascii=False)
     assert all(w in text for w in MING_WORDS) and not any(w in text for w in HONG_WORDS)
-    assert {i["store"] for i in exported["items"]} >= {"history", "vectors"}
+    assert {i["store"] for i in exported["items"]} == {"history", "vectors", "redis", "state"}
     out.unlink()  # the export itself is a copy of his words, outside the data dir
     assert run("export", "--group", "qq:5000") == 0  # a group: what was said there, by anyone
     group = capsys.readouterr().out
@@ -108,6 +130,7 @@ def test_forget_a_person_from_the_command_line_leaves_no_trace(
     # 3 points of his lines, 1 of hers read with his (indexed again alone)
     assert "history.chat_memories: 3" in said and "vectors.points: 4" in said
 
+    assert "state.relations: 1" in said and "state.news: 1" in said
     assert run("export", "--user", "qq:777") == 0
     assert json.loads(capsys.readouterr().out)["items"] == []
     for word in MING_WORDS:
