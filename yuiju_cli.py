@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from yuiju.config import ConfigError, YuijuConfig, default_toml, load_config, resolve_path
 
 if TYPE_CHECKING:
+    from yuiju.memory.governance import Governance, Subject
+    from yuiju.storage.redis import RedisClient
     from yuiju.world.clock import RealClock
     from yuiju.world.store import StateStore
 
@@ -1338,7 +1340,7 @@ async def _memory_governance(cfg: YuijuConfig, args: argparse.Namespace) -> int:
 
 
 async def _export_document(
-    cfg: YuijuConfig, gov: Any, subject: Any, redis: Any, now: datetime
+    cfg: YuijuConfig, gov: Governance, subject: Subject, redis: RedisClient, now: datetime
 ) -> dict[str, Any]:
     """One JSON document of everything kept about ``subject``, each item with where it lives."""
     from yuiju.storage.keys import Keys
@@ -1372,9 +1374,9 @@ async def _export_document(
 
 async def _forget(
     cfg: YuijuConfig,
-    gov: Any,
-    subject: Any,
-    redis: Any,
+    gov: Governance,
+    subject: Subject,
+    redis: RedisClient,
     who: str,
     now: datetime,
     *,
