@@ -53,6 +53,7 @@ __all__ = [
     "Governance",
     "GovernanceDeps",
     "Item",
+    "Overview",
     "Subject",
     "scrub",
 ]
@@ -115,6 +116,16 @@ class Item:
 
     def document(self) -> dict[str, Any]:
         return {"store": self.store, "where": self.where, "id": self.id, "content": self.content}
+
+
+@dataclass
+class Overview:
+    """`Governance.overview`: their profiles, their facts, how many of their lines are kept."""
+
+    profiles: list[dict[str, Any]] = field(default_factory=list)
+    facts: list[dict[str, Any]] = field(default_factory=list)
+    chat_memories: int = 0
+    log_lines: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,6 +252,20 @@ class Governance:
             )
         items += await self._redis_items(subject, names)
         return items
+
+    async def overview(self, subject: Subject) -> Overview:
+        """What she keeps of a person at a glance (their own request in chat): cheap indexed
+        reads, not the whole export."""
+        await self.ensure()
+        out = Overview()
+        ids = list(subject.ids)
+        for cid in self.deps.character_ids:
+            out.profiles += await self._persons(cid, subject)
+            out.facts += await self._find_by(FACTS, cid, "user_id", ids)
+            eq = {"character_id": cid, "user_id": ids}
+            out.chat_memories += await self.history.count(CHAT_MEMORIES.name, eq=eq)
+            out.log_lines += await self.history.count(CHAT_LOG.name, eq=eq)
+        return out
 
     async def _persons(self, cid: str, subject: Subject) -> list[dict[str, Any]]:
         out = []

@@ -128,17 +128,14 @@ class MemoryChat:
 
     async def _me(self, gov: Governance, entry: Entry) -> str:
         subject = await subject_of(self.deps.people, "user", entry.user_id)
-        items = await gov.export(subject)
-        facts = [i for i in items if i.where == FACTS.name]
-        profile = next((i.content for i in items if i.where == "persons"), None)
-        said = sum(1 for i in items if i.where in ("chat_memories", "chat_log"))
-        lines = [f"我记得的关于你的事（{len(items)} 处）："]
-        if profile:
+        kept = await gov.overview(subject)
+        lines = ["我记得的关于你的事："]
+        for profile in kept.profiles:
             shown = [f"{k}：{v}" for k, v in (profile.get("sections") or {}).items() if v]
             if shown:
                 lines.append("档案：" + "；".join(shown))
-        lines += [f"{i.id}：{i.content.get('content', '')}" for i in facts[:20]]
-        if said:
+        lines += [f"{f['_id']}：{f.get('content', '')}" for f in kept.facts[:20]]
+        if said := max(kept.chat_memories, kept.log_lines):
             lines.append(f"你说过的话 {said} 条")
         char = await self.deps.character_state()
         if char is not None:
