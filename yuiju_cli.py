@@ -1659,7 +1659,9 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument("--character", help="whose (default: the first of [world].characters)")
 
     mem = sub.add_parser(
-        "memory", help="search her memory, distil chat memories, re-index knowledge files"
+        "memory",
+        help="search her memory, distil chat memories, re-index knowledge files; export, "
+        "forget or correct what she keeps about someone",
     )
     msub = mem.add_subparsers(dest="memory_cmd", required=True)
     search = msub.add_parser(
