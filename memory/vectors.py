@@ -690,6 +690,8 @@ class QdrantClientStore:
         self.name = name
         self.local_path = local_path
         """The folder of local mode on disk (``path=``), else None."""
+        self._writes = asyncio.Lock()
+        """Held by each write and by `compact`: no write lands in a collection being rebuilt."""
 
     @staticmethod
     async def connect(
@@ -858,7 +860,8 @@ class QdrantClientStore:
                 )
             structs.append(models.PointStruct(id=p.id, vector=vectors, payload=p.payload()))
         if structs:
-            await self.client.upsert(self.collection, points=structs)
+            async with self._writes:
+                await self.client.upsert(self.collection, points=structs)
 
     async def query(self, vector: Sequence[float], where: Where, limit: int) -> list[Hit]:
         found = await self.client.query_points(
@@ -960,7 +963,10 @@ class QdrantClientStore:
 
     async def set_payload(self, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
         if ids:
-            await self.client.set_payload(self.collection, payload=dict(payload), points=list(ids))
+            async with self._writes:
+                await self.client.set_payload(
+                    self.collection, payload=dict(payload), points=list(ids)
+                )
 
     async def delete(self, where: Where) -> None:
         from qdrant_client import models
@@ -968,22 +974,32 @@ class QdrantClientStore:
         flt = self._filter(where)
         if flt is None:
             raise ValueError("refusing to delete every point: give a filter")
-        await self.client.delete(self.collection, points_selector=models.FilterSelector(filter=flt))
+        async with self._writes:
+            await self.client.delete(
+                self.collection, points_selector=models.FilterSelector(filter=flt)
+            )
 
     async def delete_ids(self, ids: Sequence[str]) -> None:
         from qdrant_client import models
 
         if ids:
-            await self.client.delete(
-                self.collection, points_selector=models.PointIdsList(points=list(ids))
-            )
+            async with self._writes:
+                await self.client.delete(
+                    self.collection, points_selector=models.PointIdsList(points=list(ids))
+                )
 
     async def compact(self) -> None:
         """Local mode on disk (``path=``): the collection is rebuilt with the points it holds (its
-        SQLite file would keep a deleted point's bytes in free pages). A server and ``:memory:``:
-        nothing (Qdrant's vacuum optimizer reclaims a server's deleted points)."""
+        SQLite file would keep a deleted point's bytes in free pages); writes wait, a search
+        meanwhile may find the collection missing (local mode is for comparison, not serving). A
+        server and ``:memory:``: nothing (Qdrant's vacuum optimizer reclaims a server's deleted
+        points)."""
         if not self.local_path:
             return
+        async with self._writes:
+            await self._rebuild()
+
+    async def _rebuild(self) -> None:
         from qdrant_client import models
 
         kept = [p async for batch in self._records() for p in batch]
