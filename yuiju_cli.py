@@ -16,11 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from yuiju.config import ConfigError, YuijuConfig, default_toml, load_config, resolve_path
 
 if TYPE_CHECKING:
+    from yuiju.memory.governance import Governance, Subject
+    from yuiju.storage.redis import RedisClient
     from yuiju.world.clock import RealClock
     from yuiju.world.store import StateStore
 
@@ -1156,6 +1158,8 @@ async def _embedded_memory_problem(cfg: YuijuConfig) -> str | None:
 
 
 async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
+    if args.memory_cmd in GOVERNANCE_COMMANDS:
+        return await _memory_governance(cfg, args)
     from yuiju.memory.service import build_memory, open_semantic
     from yuiju.memory.vectors import VectorStoreError
     from yuiju.storage.keys import Keys
@@ -1233,6 +1237,200 @@ async def _memory(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         await semantic.store.close()
         await history.close()
         await redis.aclose()
+    return 0
+
+
+GOVERNANCE_COMMANDS = ("export", "forget", "forget-item", "correct", "audit")
+"""`yuiju memory` commands over what she keeps about people (memory/governance.py)."""
+FORGET_POLL_SECONDS = 0.2
+
+
+async def _memory_governance(cfg: YuijuConfig, args: argparse.Namespace) -> int:
+    """export, forget, forget-item, correct, audit: through the running daemon's world and memory
+    worker when one runs (one writer; the embedded vector store is its), else on the stores."""
+    from yuiju.memory.governance import Governance, GovernanceDeps
+    from yuiju.memory.service import open_semantic
+    from yuiju.memory.vectors import VectorStoreError
+    from yuiju.message.memory_requests import subject_of
+    from yuiju.message.people import People
+    from yuiju.storage.keys import Keys
+    from yuiju.world.runtime import open_stores
+    from yuiju.world.store import StateStore
+
+    if args.memory_cmd in ("forget", "forget-item") and not args.yes:
+        return _fail(f"`yuiju memory {args.memory_cmd}` erases for good: add --yes to confirm")
+    keys = Keys(cfg.redis.prefix)
+    redis, history = await open_stores(cfg)
+    semantic = None
+    try:
+        daemon = bool(await StateStore(redis.client, keys).workers())
+        subject = None
+        if args.memory_cmd in ("export", "forget"):
+            kind: Literal["user", "group"] = "group" if args.group else "user"
+            try:
+                subject = await subject_of(
+                    People(redis.client, keys), kind, args.group or args.user
+                )
+            except ValueError as exc:
+                return _fail(f"--{kind}: {exc}")
+        needs_vectors = args.memory_cmd != "audit" and not (daemon and args.memory_cmd == "forget")
+        if needs_vectors and cfg.memory.enabled:
+            try:
+                semantic = await open_semantic(cfg)
+            except VectorStoreError as exc:
+                if args.memory_cmd != "export":
+                    return _fail(
+                        f"{exc}\n(with `yuiju run` running, `yuiju memory forget` goes through "
+                        "it; forget-item and correct need the vector store: stop it, or use a "
+                        "Qdrant server)"
+                    )
+                # the daemon holds the embedded store: its points are made from the history
+                # documents exported (chat memories, facts, episodes)
+                print(f"yuiju: {exc}; exporting without the vector store's points", file=sys.stderr)
+        gov = Governance(
+            GovernanceDeps(
+                history=history,
+                semantic=semantic,
+                redis=redis.client,
+                keys=keys,
+                character_ids=[c for town in cfg.towns().values() for c in town.characters],
+                tz=cfg.app.tz,
+            )
+        )
+        now = datetime.now(cfg.app.tz)
+        who = f"admin:{getattr(args, 'by', 'cli')}"
+        if args.memory_cmd == "audit":
+            for entry in await gov.audit_log(args.limit):
+                entry["time"] = entry["time"].astimezone(cfg.app.tz).isoformat()
+                print(json.dumps(entry, ensure_ascii=False))
+            return 0
+        if args.memory_cmd == "forget-item":
+            found = await gov.forget_item(args.id, requested_by=who, now=now)
+            if found is None:
+                return _fail(
+                    f"no memory or fact has the id {args.id!r} (`yuiju memory export` lists them)"
+                )
+            print(f"forgot {args.id} ({found})")
+            return 0
+        if args.memory_cmd == "correct":
+            try:
+                new = await gov.correct_fact(args.id, args.text, requested_by=who, now=now)
+            except KeyError:
+                return _fail(f"no fact has the id {args.id!r} (`yuiju memory export` lists them)")
+            except ValueError as exc:
+                return _fail(str(exc))
+            print(f"{args.id} corrected: now {new['_id']}: {new['content']}")
+            return 0
+        assert subject is not None
+        if args.memory_cmd == "export":
+            document = await _export_document(cfg, gov, subject, redis.client, now)
+            text = json.dumps(document, ensure_ascii=False, indent=1, default=str)
+            if args.out:
+                await asyncio.to_thread(Path(args.out).write_text, text + "\n", encoding="utf-8")
+                print(f"{len(document['items'])} items about {subject.id} written to {args.out}")
+            else:
+                print(text)
+            return 0
+        return await _forget(
+            cfg, gov, subject, redis.client, who, now, daemon=daemon, wait=args.wait
+        )
+    finally:
+        if semantic is not None:
+            await semantic.store.close()
+        await history.close()
+        await redis.aclose()
+
+
+async def _export_document(
+    cfg: YuijuConfig, gov: Governance, subject: Subject, redis: RedisClient, now: datetime
+) -> dict[str, Any]:
+    """One JSON document of everything kept about ``subject``, each item with where it lives."""
+    from yuiju.storage.keys import Keys
+    from yuiju.world.forgetting import kept_about
+    from yuiju.world.store import StateStore
+
+    names = await gov.names(subject)
+    items = [i.document() for i in await gov.export(subject)]
+    for prefix, town in cfg.towns().items():
+        keys = Keys(prefix)
+        for cid, state in (await StateStore(redis, keys).load_characters(town.characters)).items():
+            if state is None:
+                continue
+            for part, found in kept_about(state.social, subject.kind, subject.ids, names).items():
+                items += [
+                    {
+                        "store": "state",
+                        "where": f"{keys.character(cid)} social.{part}",
+                        "id": "",
+                        "content": x,
+                    }
+                    for x in found
+                ]
+    return {
+        "subject": {"kind": subject.kind, "id": subject.id, "ids": list(subject.ids)},
+        "names": names,
+        "exported_at": now.isoformat(),
+        "items": items,
+    }
+
+
+async def _forget(
+    cfg: YuijuConfig,
+    gov: Governance,
+    subject: Subject,
+    redis: RedisClient,
+    who: str,
+    now: datetime,
+    *,
+    daemon: bool,
+    wait: float,
+) -> int:
+    """The world erases them from the characters' states (the engine, when it runs: one writer),
+    then the stores (the daemon's memory worker, or here)."""
+    from yuiju.message.memory_requests import forget_command
+    from yuiju.storage.keys import Keys
+    from yuiju.world.commands import apply_command, enqueue_command
+    from yuiju.world.store import Commit, Snapshot, StateStore
+
+    command = forget_command(subject, await gov.names(subject), who)
+    if daemon:
+        for prefix in cfg.towns():
+            await enqueue_command(redis, Keys(prefix), command)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while (entry := await gov.audited(command.request_id)) is None:
+            if loop.time() > deadline:
+                return _fail(
+                    f"the forget of {subject.id} is queued (request {command.request_id}) but not "
+                    f"done after {wait:.0f} s: is the daemon's memory worker on ([memory].enabled)? "
+                    "`yuiju memory audit` shows it when done"
+                )
+            await asyncio.sleep(FORGET_POLL_SECONDS)
+        counts = entry["counts"]
+    else:
+        state: dict[str, int] = {}
+        for prefix, town in cfg.towns().items():
+
+            def erase(snap: Snapshot) -> tuple[Commit, dict[str, int]]:
+                if snap.world is None:
+                    return Commit(), {}
+                characters = {c: s for c, s in snap.characters.items() if s is not None}
+                done = json.loads(apply_command(command, snap.world, characters, now=now))
+                return Commit(characters=characters), done["state"]
+
+            store = StateStore(redis, Keys(prefix))
+            for part, n in (
+                await store.transact(erase, characters=town.characters, now=now)
+            ).items():
+                state[part] = state.get(part, 0) + n
+        counts = await gov.forget(
+            subject, requested_by=who, now=now, request_id=command.request_id, state_counts=state
+        )
+    print(
+        f"forgot {subject.kind} {subject.id} ({len(subject.ids)} ids); audit {command.request_id}"
+    )
+    for store_part, n in sorted(counts.items()):
+        print(f"  {store_part}: {n}")
     return 0
 
 
@@ -1463,7 +1661,9 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument("--character", help="whose (default: the first of [world].characters)")
 
     mem = sub.add_parser(
-        "memory", help="search her memory, distil chat memories, re-index knowledge files"
+        "memory",
+        help="search her memory, distil chat memories, re-index knowledge files; export, "
+        "forget or correct what she keeps about someone",
     )
     msub = mem.add_subparsers(dest="memory_cmd", required=True)
     search = msub.add_parser(
@@ -1513,6 +1713,40 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch", type=int, default=256, help="lines per history write and embedding call"
     )
     imp.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    export = msub.add_parser(
+        "export",
+        help="one JSON document of everything she keeps about a person (every linked account) "
+        "or a group, from every store, with where each item lives",
+    )
+    forget = msub.add_parser(
+        "forget",
+        help="erase a person or a group from every store (states, history, vectors, Redis), "
+        "audited; through the running daemon when there is one",
+    )
+    for p in (export, forget):
+        whom = p.add_mutually_exclusive_group(required=True)
+        whom.add_argument("--user", help="platform-qualified user id, e.g. qq:777")
+        whom.add_argument("--group", help="platform-qualified group id, e.g. qq:5000")
+    export.add_argument("--out", help="write the document to this file instead of stdout")
+    forget.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
+    forget.add_argument(
+        "--wait", type=float, default=120.0, help="seconds to wait for a running daemon to do it"
+    )
+    item = msub.add_parser(
+        "forget-item", help="forget one fact or chat memory by its id (fact_..., chat_...)"
+    )
+    item.add_argument("id")
+    item.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
+    correct = msub.add_parser(
+        "correct", help="correct a fact by its id: the new words supersede the old in recall"
+    )
+    correct.add_argument("id")
+    correct.add_argument("text", help="the fact's new words (Chinese, as she would remember it)")
+    audit = msub.add_parser("audit", help="the audit log of forgets and corrections (no content)")
+    audit.add_argument("--limit", type=int, default=50)
+    for p in (forget, item, correct):
+        p.add_argument("--by", default="cli", help="who asks, for the audit log (default: cli)")
 
     sub.add_parser(
         "bot",

@@ -388,6 +388,10 @@ class MemoryConfig(_Section):
     """Raw chat memories are deleted this many days after they were distilled."""
     keep_undistilled_chat_days: int = Field(30, ge=1)
     """Raw chat memories never distilled (no LLM) are deleted after this many days."""
+    keep_chat_log_days: int | None = Field(None, ge=1, examples=[90])
+    """Raw chat lines in the message log (every message seen or sent) are deleted by the nightly job this many days after they were said. Empty: kept (the default)."""
+    keep_unreferenced_chat_days: int | None = Field(None, ge=1, examples=[14])
+    """Chat memories that no distilled fact cites are deleted (with their vectors) by the nightly job this many days after they were said, distilled or not. Empty: only keep_distilled_chat_days / keep_undistilled_chat_days apply (the default)."""
     knowledge_dirs: list[Path] = Field(default_factory=list)
     """Extra folders of .md/.txt lore indexed for knowledge search, besides characters/<id>/lore."""
     chunk_chars: int = Field(500, ge=50)

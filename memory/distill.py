@@ -301,10 +301,16 @@ class ChatMemories:
         """Give each line the line before it in its chat as context (see the class docstring)."""
         if not self.context_gap:
             return
+        batch = {d["_id"] for d in docs}  # not stored yet: linked among themselves
         for doc in docs:
             chat = _chat(doc)
             before = self._last.get(chat)
-            if before is None or before["_id"] == doc["_id"] or before["time"] > doc["time"]:
+            if (
+                before is None
+                or before["_id"] == doc["_id"]
+                or before["time"] > doc["time"]
+                or (before["_id"] not in batch and await self._forgotten(before, doc))
+            ):
                 before = await self._line_before(doc)
             if (
                 before is not None
@@ -329,6 +335,13 @@ class ChatMemories:
             }
             if len(self._last) > self.LAST_CHATS:
                 del self._last[next(iter(self._last))]
+
+    async def _forgotten(self, before: dict[str, Any], doc: dict[str, Any]) -> bool:
+        """Whether the kept last line ``before`` was forgotten since (`memory.governance`, maybe
+        in another process): it must not become the context of ``doc``."""
+        if doc["time"] - before["time"] > self.context_gap:
+            return False  # too old to be its context anyway
+        return not await self.history.count(CHAT_MEMORIES.name, eq={"_id": before["_id"]})
 
     async def _line_before(self, doc: dict[str, Any]) -> dict[str, Any] | None:
         """The latest stored line of the chat of ``doc`` said no later than it (after a restart)."""
@@ -470,6 +483,8 @@ class Distiller:
         name: str = "悠酱",
         keep_distilled_days: int = 7,
         keep_undistilled_days: int = 30,
+        keep_chat_log_days: int | None = None,
+        keep_unreferenced_chat_days: int | None = None,
         batch: int = 500,
     ) -> None:
         self.history = history
@@ -479,6 +494,12 @@ class Distiller:
         self.name = name
         self.keep_distilled = timedelta(days=keep_distilled_days)
         self.keep_undistilled = timedelta(days=keep_undistilled_days)
+        self.keep_chat_log = timedelta(days=keep_chat_log_days) if keep_chat_log_days else None
+        """Message-log lines older than this are deleted (None: kept)."""
+        self.keep_unreferenced = (
+            timedelta(days=keep_unreferenced_chat_days) if keep_unreferenced_chat_days else None
+        )
+        """Chat memories no fact cites, older than this, are deleted (None: kept)."""
         self.batch = batch
 
     async def run(self, now: datetime) -> DistillReport:
@@ -610,7 +631,8 @@ class Distiller:
 
     async def _retention(self, now: datetime) -> int:
         """Delete raw chat memories distilled more than keep_distilled ago (by message time) and
-        undistilled ones older than keep_undistilled."""
+        undistilled ones older than keep_undistilled; when set, chat memories no fact cites older
+        than keep_unreferenced and message-log lines older than keep_chat_log (then compact)."""
         doomed: list[str] = []
         for distilled, keep in ((True, self.keep_distilled), (False, self.keep_undistilled)):
             docs = await self.history.find(
@@ -620,8 +642,41 @@ class Distiller:
                 sort="time",
             )
             doomed += [d["_id"] for d in docs]
+        if self.keep_unreferenced is not None:
+            cited = {
+                source
+                for fact in await self.history.find(
+                    FACTS.name, eq={"character_id": self.character_id}
+                )
+                for source in fact.get("sources", [])
+            }
+            for distilled in (True, False):
+                docs = await self.history.find(
+                    CHAT_MEMORIES.name,
+                    eq={"character_id": self.character_id, "distilled": distilled},
+                    ranges={"time": (None, now - self.keep_unreferenced)},
+                )
+                doomed += [d["_id"] for d in docs if d["_id"] not in cited]
+        doomed = list(dict.fromkeys(doomed))
         for doc_id in doomed:
             await self.history.delete(CHAT_MEMORIES.name, doc_id)
+        logged = 0
+        if self.keep_chat_log is not None:
+            from yuiju.memory.messagelog import CHAT_LOG
+
+            await self.history.ensure(CHAT_LOG)
+            while old := await self.history.find(
+                CHAT_LOG.name,
+                eq={"character_id": self.character_id},
+                ranges={"time": (None, now - self.keep_chat_log)},
+                limit=self.batch,
+            ):
+                for doc in old:
+                    logged += int(await self.history.delete(CHAT_LOG.name, doc["_id"]))
+            if logged:
+                log.info("retention: %d message-log lines deleted", logged)
+        if logged or (doomed and self.keep_unreferenced is not None):
+            await self.history.compact()  # what retention removed leaves no bytes behind
         if doomed and self.semantic is not None:
             try:
                 await self.semantic.forget(ref=doomed, kind="chat")

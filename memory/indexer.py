@@ -12,6 +12,9 @@ day), so a replay duplicates nothing.
 - ``conversation`` → a meeting's conversation episode, the same way: her memory of whom she met
   and what they told each other.
 - ``action_started`` with action ``sleep`` in the evening or night → the diary of that day.
+- ``command_applied`` of a ``forget_person`` command (the world erased a person or a group from
+  the characters' states) → the rest of them erased from the history and vector stores and
+  Redis, and the audit entry written (`memory.governance`), once the engine's outbox is written.
 
 Run one per deployment: the embedded vector store can be opened by one process only.
 """
@@ -28,6 +31,7 @@ from typing import Any
 
 from yuiju.memory.diary import DiaryVoice, diary_date
 from yuiju.memory.distill import schedule_distillation
+from yuiju.memory.governance import Governance, GovernanceDeps, Subject
 from yuiju.memory.semantic import NewMemory, SemanticMemory
 from yuiju.memory.service import MemoryService, build_memory, open_semantic
 
@@ -62,6 +66,7 @@ class MemoryWorker:
         max_backoff: float = 60.0,
         outbox: str | None = None,
         drain_seconds: float = 10.0,
+        governance: Governance | None = None,
     ) -> None:
         self.redis = redis
         self.stream = stream
@@ -73,6 +78,9 @@ class MemoryWorker:
         self.outbox = outbox
         """The engine's episode outbox key: the diary waits until the day's episodes are written."""
         self.drain_seconds = drain_seconds
+        self.governance = governance
+        """Erases what the world's ``forget_person`` commands name from the stores (None: not
+        this worker's job)."""
         self.handled = 0
         self.failures = 0
 
@@ -142,6 +150,9 @@ class MemoryWorker:
 
     async def handle(self, fields: dict[str, str]) -> None:
         kind = fields.get("type", "")
+        if kind == "command_applied" and self.governance is not None:
+            await self._forget(json.loads(fields.get("data") or "{}"))
+            return
         service = self.services.get(fields.get("character_id", ""))
         if service is None or kind not in ("action_completed", "action_started"):
             return
@@ -155,6 +166,26 @@ class MemoryWorker:
         ):
             await self._wait_for_outbox()
             await service.diary.write_day(service.character_id, day, when)
+
+    async def _forget(self, data: dict[str, Any]) -> None:
+        """A ``forget_person`` command the world applied: the stores' part of it."""
+        command = data.get("command") or {}
+        if command.get("type") != "forget_person" or self.governance is None:
+            return
+        try:
+            applied = json.loads(data.get("result") or "{}")
+        except ValueError:
+            applied = {}
+        subject = Subject(kind=command["subject"], id=command["id"], ids=tuple(command["ids"]))
+        await self._wait_for_outbox()  # episodes of commands applied before it, written first
+        counts = await self.governance.forget(
+            subject,
+            requested_by=command["requested_by"],
+            now=self.clock.now(),
+            request_id=command["request_id"],
+            state_counts=applied.get("state") or {},
+        )
+        log.info("forgot a %s on request %s: %s", subject.kind, command["request_id"], counts)
 
     async def retry_unindexed(self) -> int:
         """Index facts and chat memories whose indexing failed while the vector store or embedder was down."""
@@ -305,7 +336,24 @@ async def run_memory_worker(
             )
         scheduler.start()
         keys = Keys(cfg.redis.prefix)
-        worker = MemoryWorker(redis, keys.events, services, clock=clock, outbox=keys.episode_outbox)
+        governance = Governance(
+            GovernanceDeps(
+                history=history,
+                semantic=semantic,
+                redis=redis,
+                keys=keys,
+                character_ids=list(cfg.world.characters),
+                tz=cfg.app.tz,
+            )
+        )
+        worker = MemoryWorker(
+            redis,
+            keys.events,
+            services,
+            clock=clock,
+            outbox=keys.episode_outbox,
+            governance=governance,
+        )
         log.info("memory worker: %s, embedder %s", semantic.store.name, semantic.embedder.name)
         await worker.run(stop_event)
     finally:

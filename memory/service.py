@@ -332,6 +332,8 @@ async def build_memory(
             name=voice.name,
             keep_distilled_days=m.keep_distilled_chat_days,
             keep_undistilled_days=m.keep_undistilled_chat_days,
+            keep_chat_log_days=m.keep_chat_log_days,
+            keep_unreferenced_chat_days=m.keep_unreferenced_chat_days,
         ),
         knowledge=KnowledgeIndex(
             history, semantic, character_id, chunk_chars=m.chunk_chars, overlap=m.chunk_overlap

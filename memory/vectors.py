@@ -254,6 +254,15 @@ class VectorStore(Protocol):
 
     async def delete(self, where: Where) -> None: ...
 
+    async def delete_ids(self, ids: Sequence[str]) -> None:
+        """Delete these points (missing ones are no error)."""
+        ...
+
+    async def compact(self) -> None:
+        """Rewrite the store's files without the deleted points, so no file under the data dir
+        still holds their payload (after a forget); a server manages its own files."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -291,6 +300,8 @@ class EdgeVectorStore:
         self.path = path
         self.dim = dim
         self.name = f"qdrant-edge {path}"
+        self._writes = asyncio.Lock()
+        """Held by each write and by `compact`: a write never lands in a shard being replaced."""
         self._characters: set[str] | None = None
         """Every ``character_id`` the store holds (or held: a delete does not shrink it), read
         once and kept up to date by `upsert` (this process is the only writer: the WAL is
@@ -433,7 +444,8 @@ class EdgeVectorStore:
         if self._characters is not None:
             self._characters.update(p.character_id for p in points)
         if batch:
-            await asyncio.to_thread(self._shard.update, q.UpdateOperation.upsert_points(batch))
+            async with self._writes:
+                await asyncio.to_thread(self._shard.update, q.UpdateOperation.upsert_points(batch))
 
     async def query(self, vector: Sequence[float], where: Where, limit: int) -> list[Hit]:
         import qdrant_edge as q
@@ -517,9 +529,10 @@ class EdgeVectorStore:
         import qdrant_edge as q
 
         if ids:
-            await asyncio.to_thread(
-                self._shard.update, q.UpdateOperation.set_payload(list(ids), dict(payload))
-            )
+            async with self._writes:
+                await asyncio.to_thread(
+                    self._shard.update, q.UpdateOperation.set_payload(list(ids), dict(payload))
+                )
 
     async def delete(self, where: Where) -> None:
         import qdrant_edge as q
@@ -527,7 +540,72 @@ class EdgeVectorStore:
         flt = self._filter(where)
         if flt is None:
             raise ValueError("refusing to delete every point: give a filter")
-        await asyncio.to_thread(self._shard.update, q.UpdateOperation.delete_points_by_filter(flt))
+        async with self._writes:
+            await asyncio.to_thread(
+                self._shard.update, q.UpdateOperation.delete_points_by_filter(flt)
+            )
+
+    async def delete_ids(self, ids: Sequence[str]) -> None:
+        import qdrant_edge as q
+
+        if ids:
+            async with self._writes:
+                await asyncio.to_thread(
+                    self._shard.update, q.UpdateOperation.delete_points(list(ids))
+                )
+
+    async def compact(self) -> None:
+        """Rebuild the shard with the points it holds: a deleted point's payload stays in the
+        old segments and WAL until the engine's optimizers get to them (at thresholds a forget
+        may not reach), so the kept points are copied into a fresh shard that replaces it.
+        Searches go on meanwhile (on the old shard); writes wait for the swap."""
+        if self.path is None:
+            return
+        async with self._writes:
+            fresh = await asyncio.to_thread(self._copy, self.path)
+            self._swap(self.path, fresh)  # on the loop: no search meets a closed shard
+
+    def _copy(self, path: Path) -> Path:
+        """A fresh shard next to ``path`` with every point of this one."""
+        import qdrant_edge as q
+
+        fresh = path.with_name(path.name + ".compacting")
+        if fresh.exists():
+            _remove_tree(fresh)
+        fresh.mkdir(parents=True)
+        shard = q.EdgeShard.create(str(fresh), self.config(self.dim))
+        offset = None
+        while True:
+            records, offset = self._shard.scroll(
+                q.ScrollRequest(offset=offset, limit=2048, with_payload=True, with_vector=True)
+            )
+            if records:
+                shard.update(
+                    q.UpdateOperation.upsert_points(
+                        [q.Point(str(r.id), dict(r.vector), dict(r.payload or {})) for r in records]
+                    )
+                )
+            if offset is None or not records:
+                break
+        for name in KEYWORD_FIELDS:  # indexed once, after the points: faster than as they come
+            shard.update(q.UpdateOperation.create_field_index(name, q.PayloadSchemaType.Keyword))
+        for name in FLOAT_FIELDS:
+            shard.update(q.UpdateOperation.create_field_index(name, q.PayloadSchemaType.Float))
+        shard.flush()
+        shard.close()
+        if (path / META_FILE).exists():
+            (fresh / META_FILE).write_bytes((path / META_FILE).read_bytes())
+        return fresh
+
+    def _swap(self, path: Path, fresh: Path) -> None:
+        import qdrant_edge as q
+
+        self._shard.close()
+        old = path.with_name(path.name + ".old")
+        path.rename(old)
+        fresh.rename(path)
+        _remove_tree(old)
+        self._shard = q.EdgeShard.load(str(path))
 
     async def close(self) -> None:
         if self._shard is not None:
@@ -603,11 +681,17 @@ def _remove_tree(path: Path) -> None:
 class QdrantClientStore:
     """A collection through qdrant-client's `AsyncQdrantClient` (server, or local mode)."""
 
-    def __init__(self, client: Any, collection: str, dim: int, name: str) -> None:
+    def __init__(
+        self, client: Any, collection: str, dim: int, name: str, *, local_path: Path | None = None
+    ) -> None:
         self.client = client
         self.collection = collection
         self.dim = dim
         self.name = name
+        self.local_path = local_path
+        """The folder of local mode on disk (``path=``), else None."""
+        self._writes = asyncio.Lock()
+        """Held by each write and by `compact`: no write lands in a collection being rebuilt."""
 
     @staticmethod
     async def connect(
@@ -661,7 +745,7 @@ class QdrantClientStore:
         except Exception as exc:
             await client.close()
             raise VectorStoreError(f"cannot open {name}: {exc}") from exc
-        return cls(client, collection, dim, name)
+        return cls(client, collection, dim, name, local_path=None if url else path)
 
     @staticmethod
     async def _prepare(
@@ -776,7 +860,8 @@ class QdrantClientStore:
                 )
             structs.append(models.PointStruct(id=p.id, vector=vectors, payload=p.payload()))
         if structs:
-            await self.client.upsert(self.collection, points=structs)
+            async with self._writes:
+                await self.client.upsert(self.collection, points=structs)
 
     async def query(self, vector: Sequence[float], where: Where, limit: int) -> list[Hit]:
         found = await self.client.query_points(
@@ -878,7 +963,10 @@ class QdrantClientStore:
 
     async def set_payload(self, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
         if ids:
-            await self.client.set_payload(self.collection, payload=dict(payload), points=list(ids))
+            async with self._writes:
+                await self.client.set_payload(
+                    self.collection, payload=dict(payload), points=list(ids)
+                )
 
     async def delete(self, where: Where) -> None:
         from qdrant_client import models
@@ -886,7 +974,62 @@ class QdrantClientStore:
         flt = self._filter(where)
         if flt is None:
             raise ValueError("refusing to delete every point: give a filter")
-        await self.client.delete(self.collection, points_selector=models.FilterSelector(filter=flt))
+        async with self._writes:
+            await self.client.delete(
+                self.collection, points_selector=models.FilterSelector(filter=flt)
+            )
+
+    async def delete_ids(self, ids: Sequence[str]) -> None:
+        from qdrant_client import models
+
+        if ids:
+            async with self._writes:
+                await self.client.delete(
+                    self.collection, points_selector=models.PointIdsList(points=list(ids))
+                )
+
+    async def compact(self) -> None:
+        """Local mode on disk (``path=``): the collection is rebuilt with the points it holds (its
+        SQLite file would keep a deleted point's bytes in free pages); writes wait, a search
+        meanwhile may find the collection missing (local mode is for comparison, not serving). A
+        server and ``:memory:``: nothing (Qdrant's vacuum optimizer reclaims a server's deleted
+        points)."""
+        if not self.local_path:
+            return
+        async with self._writes:
+            await self._rebuild()
+
+    async def _rebuild(self) -> None:
+        from qdrant_client import models
+
+        kept = [p async for batch in self._records() for p in batch]
+        info = await self.client.get_collection(self.collection)
+        await self.client.delete_collection(self.collection)
+        await self.client.create_collection(
+            self.collection,
+            vectors_config=info.config.params.vectors,
+            sparse_vectors_config=info.config.params.sparse_vectors,
+            metadata=info.config.metadata,
+        )
+        for i in range(0, len(kept), 512):
+            await self.client.upsert(
+                self.collection,
+                points=[
+                    models.PointStruct(id=r.id, vector=r.vector, payload=r.payload)
+                    for r in kept[i : i + 512]
+                ],
+            )
+
+    async def _records(self) -> AsyncIterator[list[Any]]:
+        offset = None
+        while True:
+            records, offset = await self.client.scroll(
+                self.collection, limit=512, offset=offset, with_payload=True, with_vectors=True
+            )
+            if records:
+                yield records
+            if offset is None or not records:
+                return
 
     async def close(self) -> None:
         await self.client.close()

@@ -25,30 +25,18 @@ from redis.exceptions import RedisError
 
 from yuiju.llm import ChatModel
 from yuiju.llm.errors import LLMError
+from yuiju.memory.messagelog import CHAT_LOG
 from yuiju.memory.persons import Counterpart
 from yuiju.message.deps import ChatDeps
 from yuiju.message.model import SELF_PREFIX, Conversation, Entry, split_id
 from yuiju.message.ratelog import RateLimitedLog
 from yuiju.message.session import RETRACTED, Removed
-from yuiju.storage.history import CollectionSpec
 from yuiju.world.outbox import HISTORY_DOWN
 
 log = logging.getLogger(__name__)
 REFUSED_LOG = RateLimitedLog(log, burst=5)
 """A message-log document the history store refuses for good: a line each, a few a minute."""
-
-CHAT_LOG = CollectionSpec(
-    name="chat_log",
-    fields=("character_id", "session_id", "time", "id"),
-    indexes=(
-        ("character_id", "session_id", "time"),
-        ("character_id", "time"),
-        ("character_id", "session_id", "id"),
-    ),
-)
-"""Every message seen or sent, per session: the message log. Records written before platforms
-(``user_id`` a number, ``session_id`` ``group:123``) read as QQ's (`model.Entry` validates them).
-A message taken back keeps its record, marked ``recalled`` with its words removed."""
+__all__ = ["CHAT_LOG", "Recorder", "Retracted"]
 
 
 @dataclass

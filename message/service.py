@@ -39,7 +39,8 @@ from yuiju.message.context import ChatContext
 from yuiju.message.deps import ChatDeps
 from yuiju.message.gate import ReplyGate
 from yuiju.message.grounding import UNSURE_LINE, ClaimLexicon, GroundingCheck
-from yuiju.message.model import Conversation, Entry, Retraction
+from yuiju.message.memory_chat import MemoryAnswer, MemoryChat, private_text
+from yuiju.message.model import Conversation, Entry, Outgoing, Retraction
 from yuiju.message.output import FEEDBACK, LOST_LINE, OutputFilter
 from yuiju.message.people_grounding import PEOPLE_UNSURE_LINE, PeopleCheck
 from yuiju.message.prompt import SECURITY
@@ -127,6 +128,8 @@ class ChatService:
         """Whether she answers: policies, sleep, floods and rate limits."""
         self.proactive = self._proactive(proactive)
         """Her proactive posts when ``[proactive]`` names groups (admin commands drive them)."""
+        self.memory_chat = MemoryChat(deps)
+        """``/memory me`` / ``/memory forget`` and the same in words."""
         self.admin = AdminCommands(
             deps,
             recorder=self.recorder,
@@ -209,6 +212,8 @@ class ChatService:
             entry = entry.model_copy(
                 update={"text": entry.text[: self.cfg.max_input_chars] + "…", "truncated": True}
             )
+        if (request := self.memory_chat.request(entry)) is not None:
+            return await self._memory_request(entry, request)
         command = self._admin_command(entry)
         if command is not None:
             await self.recorder.record(entry, context=False)
@@ -253,6 +258,23 @@ class ChatService:
                 return Outcome(False, TAKEN_BACK)
             return Outcome(False, "superseded by a newer message")
         return task.result()
+
+    async def _memory_request(self, entry: Entry, request: str) -> Outcome:
+        """What she remembers of the asker, or forgetting it (`message.memory_chat`): not
+        recorded (not a conversation), answered privately where the platform can."""
+        answer = await self.memory_chat.answer(entry, request)
+        if answer.private:
+            try:
+                await self.deps.sender.send(private_text(entry, answer.text))
+                return Outcome(True, "memory request", [answer.text])
+            except Exception as exc:  # no private chat on this platform, or not friends
+                log.info("memory answer not sent privately to %s: %s", entry.user_id, exc)
+                answer = MemoryAnswer("私聊发不出去，加我好友后私聊问我吧。", private=False)
+        try:  # one message: a list of what she keeps reads as one
+            await self.deps.sender.send(Outgoing.text(entry.conversation, answer.text))
+        except Exception as exc:
+            log.warning("memory answer not sent to %s: %s", entry.session_id, exc)
+        return Outcome(True, "memory request", [answer.text])
 
     async def retract(self, what: Retraction) -> Retracted:
         """A message taken back (撤回): the reply she is preparing to it is cancelled (no further

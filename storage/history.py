@@ -156,6 +156,12 @@ class HistoryStore(Protocol):
         """Raise `StoreUnavailable` when the store cannot be used."""
         ...
 
+    async def compact(self) -> None:
+        """Give the space of deleted documents back, so no file of the store still holds their
+        bytes (after a forget): SQLite rewrites its file and empties its WAL; a MongoDB server
+        manages its own files (nothing to do here)."""
+        ...
+
     async def close(self) -> None:
         """Release the connection; the store cannot be used afterwards."""
         ...

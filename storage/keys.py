@@ -142,3 +142,14 @@ class Keys:
         """HASH: platform-qualified account (``tg:678``) -> the person it belongs to (``qq:123``):
         one person's accounts across platforms, linked by an admin (``/link``)."""
         return f"{self.tag}:people:links"
+
+    # -- memory requests in chat (message/memory_chat.py) ------------------------------------
+
+    def memory_forget_pending(self, character_id: str, person: str) -> str:
+        """STRING with EX expiry: JSON {kind, id, code} of a forget ``person`` asked for in chat,
+        waiting for their confirmation (`/memory forget confirm <code>`)."""
+        return f"{self.tag}:memory:{character_id}:forget:{person}"
+
+    def memory_requests(self, character_id: str, person: str) -> str:
+        """STRING with EX expiry: how many memory requests ``person`` made in chat this hour."""
+        return f"{self.tag}:memory:{character_id}:requests:{person}"

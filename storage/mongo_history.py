@@ -197,6 +197,10 @@ class MongoHistory:
         with self._guard():
             await self._db.command("ping")
 
+    async def compact(self) -> None:
+        """Nothing: the server's storage engine reuses the space of deleted documents, and its
+        files are not under the data dir."""
+
     async def close(self) -> None:
         if self._client is not None:
             await maybe_await(self._client.close())

@@ -167,6 +167,8 @@ class SqliteHistory:
             db = _connect(path)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            # a deleted row's bytes are overwritten, not left in a free page (a forget, 撤回)
+            db.execute("PRAGMA secure_delete=ON")
             db.execute(f"CREATE TABLE IF NOT EXISTS {_META} (name TEXT PRIMARY KEY, fields TEXT)")
             reader = _connect(path)
             reader.execute("PRAGMA query_only=ON")
@@ -362,6 +364,17 @@ class SqliteHistory:
 
     async def ping(self) -> None:
         await self._read(lambda: self._reader.connection.execute("SELECT 1").fetchone())
+
+    async def compact(self) -> None:
+        """Copy the WAL into the file and empty it, rewrite the file (``VACUUM``) and empty the
+        WAL again: old page images of deleted rows are left nowhere."""
+
+        def vacuum() -> None:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.execute("VACUUM")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        await self._write(vacuum)
 
     async def close(self) -> None:
         """Close both connections once the writes queued before are done, waiting at most

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -19,6 +20,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, V
 from yuiju.memory.episodes import GIFT_PREFIX, Episode
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
+from yuiju.world.forgetting import forget_in_character
 from yuiju.world.relations import (
     CLOSENESS_DELTAS,
     NEWS_PER_PERSON_PER_DAY,
@@ -168,6 +170,25 @@ class ChatWith(_Command):
     turns: int = Field(1, ge=1, le=20)
 
 
+class ForgetPerson(_Command):
+    """Erase a person (or a group) from every character's state: relations, news from or about
+    them, appointments, notes, today's greetings and gifts (`world.forgetting`). The memory
+    worker then erases them from the history and vector stores and writes the audit entry
+    (`memory.governance`); ``request_id`` names that entry, so whoever asked can wait for it."""
+
+    type: Literal["forget_person"] = "forget_person"
+    subject: Literal["user", "group"] = "user"
+    id: str = Field(min_length=1, max_length=80)
+    """The person (first account of a link) or group, platform-qualified."""
+    ids: list[str] = Field(min_length=1, max_length=50)
+    """Every id they are stored under (linked accounts, the plain QQ number of old records)."""
+    names: list[str] = Field(default_factory=list, max_length=50)
+    """The names they went by: news whose words name them goes too."""
+    requested_by: str = Field(min_length=1, max_length=80)
+    """Who asked (``admin:cli``, ``qq:777`` themselves, an admin's account): for the audit."""
+    request_id: str = Field(min_length=1, max_length=80)
+
+
 Command = Annotated[
     SetWeather
     | GiveItem
@@ -178,7 +199,8 @@ Command = Annotated[
     | TellNews
     | Invite
     | Remind
-    | ChatWith,
+    | ChatWith
+    | ForgetPerson,
     Field(discriminator="type"),
 ]
 COMMAND: TypeAdapter[Command] = TypeAdapter(Command)
@@ -379,6 +401,13 @@ def apply_command(
             relation = _relation(social, by)
             social.relations = {**social.relations, by.key: relation.talked(moment, delta, turns)}
             return f"{cid} talked with {by.name} ({tone})"
+        case ForgetPerson(subject=kind, ids=ids, names=forgotten_names) as forget:
+            counts: Counter[str] = Counter()
+            for character in characters.values():
+                counts += forget_in_character(character, kind, set(ids), forgotten_names)
+            return json.dumps(
+                {"forgot": forget.request_id, "state": dict(counts)}, separators=(",", ":")
+            )
         case SetWeather(weather=kind, temperature=temp):
             if world.weather is None:
                 raise CommandRejected("the world has no weather yet; retry after the first tick")
