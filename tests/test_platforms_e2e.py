@@ -220,6 +220,43 @@ async def test_bad_frames_never_stop_her_and_the_next_mention_is_answered(
     assert "not handled" not in bot.log()
 
 
+async def test_satori_mentions_written_without_quotes_or_ids_keep_their_message(
+    bot: YuijuOverFake,
+) -> None:
+    if not isinstance(bot.fake, SatoriFake):
+        pytest.skip("Satori's element text")
+    fake, me = bot.fake, bot.fake.self_id
+    for content in (f"<at id={me} name={fake.self_name}/> 你好", f"<at id={me}/>你好"):
+        asked = len(bot.stub.requests)
+        await fake.send_group_content(content, user=bot.setup.user)
+        assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], bot.tail()
+        said = bot.stub.requests[asked]["messages"][-1]["content"].rsplit("<msg ", 1)[-1]
+        assert "@悠酱" in said and "你好" in said, said
+    for content in (
+        '<at id="" name="小红"/> 悠酱你看',
+        "<at id/> 悠酱你看",
+    ):  # an @ of nobody known
+        asked = len(bot.stub.requests)
+        await fake.send_group_content(content, user=bot.setup.user)
+        assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], bot.tail()
+        said = bot.stub.requests[asked]["messages"][-1]["content"].rsplit("<msg ", 1)[-1]
+        assert "你看" in said and "True" not in said, said
+    assert "'bool' object" not in bot.log() and "not handled" not in bot.log(), bot.tail()
+
+
+async def test_a_satori_slash_command_from_the_platform_menu_is_a_command(
+    bot: YuijuOverFake,
+) -> None:
+    if not isinstance(bot.fake, SatoriFake):
+        pytest.skip("Satori's interaction/command")
+    asked = len(bot.stub.requests)
+    await bot.fake.send_group_command("status", user=bot.setup.admin)
+    sent = await replies(bot)
+    assert "模式 CHAT" in "\n".join(s.text for s in sent), bot.tail()
+    assert len(bot.stub.requests) == asked
+    assert "AssertionError" not in bot.log() and "not handled" not in bot.log(), bot.tail()
+
+
 async def test_ctrl_c_stops_her_cleanly(bot: YuijuOverFake) -> None:
     assert await bot.stop() == 0, bot.tail()
     # the adapters log a frame they cannot decode with its traceback; none may end in her code

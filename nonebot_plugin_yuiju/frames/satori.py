@@ -17,6 +17,7 @@ every message).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -93,8 +94,9 @@ def guard_check_reply(check_reply: Callable[[Any, Any], Awaitable[None]]) -> Any
 
 
 def readable_body(adapter: Any, body: dict[str, Any]) -> dict[str, Any] | None:
-    """``body`` (its message's content without the elements the adapter cannot read) when the
-    adapter can build its event; None, reported, when it cannot."""
+    """``body`` (its message's content without the elements the adapter cannot read, attribute
+    values quoted) when the adapter can build its event; None, reported, when it cannot."""
+    body = quote_attributes(body)
     try:
         build(adapter, body)
         return body
@@ -159,3 +161,19 @@ def normalise_content(body: dict[str, Any]) -> dict[str, Any] | None:
         return None
     REPORTS.dropped("elements", message.get("id"), len(kept), len(elements), problems)
     return {**body, "message": {**message, "content": "".join(kept)}}
+
+
+_TAG = re.compile(r"<[A-Za-z][^<>]*>")
+_BARE_VALUE = re.compile(r"""(\s[^\s=<>/"']+)=([^\s"'<>`]+?)(?=\s|/?>)""")
+"""An attribute value without quotes (``id=10001``), which HTML allows and some servers write:
+the adapter's parser reads ``id=10001`` as two flags (``id`` and ``10001`` both True)."""
+
+
+def quote_attributes(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with the attribute values of its message's elements in quotes."""
+    message = body.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str) or "=" not in content:
+        return body
+    fixed = _TAG.sub(lambda tag: _BARE_VALUE.sub(r'\1="\2"', tag.group(0)), content)
+    return body if fixed == content else {**body, "message": {**message, "content": fixed}}
