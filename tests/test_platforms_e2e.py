@@ -257,6 +257,20 @@ async def test_a_satori_slash_command_from_the_platform_menu_is_a_command(
     assert "AssertionError" not in bot.log() and "not handled" not in bot.log(), bot.tail()
 
 
+async def test_a_pinned_message_on_telegram_raises_nothing_and_she_reads_on(
+    bot: YuijuOverFake,
+) -> None:
+    if not isinstance(bot.fake, TelegramFake):
+        pytest.skip("Telegram's pinned-message updates")
+    seen = await bot.fake.send_group_message("明天九点集合", user=bot.setup.user)
+    bot.fake.send_pin(seen)
+    bot.fake.send_pin("999999")  # a message the bot never saw: Telegram's inaccessible message
+    await bot.fake.send_group_message("在吗", user=bot.setup.user, mention_bot=True)
+    assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], bot.tail()
+    log = bot.log()
+    assert "never retrieved" not in log and "Traceback" not in log, bot.tail()
+
+
 async def test_ctrl_c_stops_her_cleanly(bot: YuijuOverFake) -> None:
     assert await bot.stop() == 0, bot.tail()
     # the adapters log a frame they cannot decode with its traceback; none may end in her code

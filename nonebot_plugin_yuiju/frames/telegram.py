@@ -15,8 +15,9 @@ each with a traceback. `install` guards two seams, both looked up at every call:
   confirms it;
 - the adapter's per-update handler: it builds the event (after `normalise_update`, for updates
   posted to a webhook) and hands it to the bot; an update it cannot build is reported, a bare
-  ``update_id`` (reported when it was read, or a kind of update this adapter does not know) is
-  skipped with a debug line.
+  ``update_id`` (reported when it was read, or a kind of update this adapter does not know) and
+  an event nonebot could not log (a pin of a message the bot cannot see, Telegram's
+  "inaccessible message": the adapter keeps it a dict) are skipped with a debug line.
 
 Entities are what `normalise_update` fixes: one that is not an object, of an unknown type, out
 of the text or cutting a UTF-16 pair is dropped (its text stays, as plain text), and a lone
@@ -119,11 +120,20 @@ async def handle_update(self: Any, bot: Any, update: Any) -> None:
     if len(update.keys() - {"update_id"}) == 0:
         log.debug("Telegram update %s has nothing this adapter reads", update.get("update_id"))
         return
+    from nonebot.exception import NoLogException
+
     fixed = normalise_update(update)
     try:
         event = Event.parse_event(fixed)
     except Exception as exc:  # its parsers index and decode unguarded
         REPORTS.frame(f"not an event ({why(exc)})", update)
+        return
+    try:  # nonebot logs every event it handles: one whose line raises is lost in a task
+        event.get_log_string()  # (a pin of a message she cannot see keeps its chat a dict)
+    except NoLogException:
+        pass
+    except Exception as exc:
+        log.debug("Telegram update %s skipped: %s", update.get("update_id"), why(exc))
         return
     await bot.handle_event(event)
 
