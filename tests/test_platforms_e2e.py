@@ -294,6 +294,42 @@ async def test_yuiju_run_starts_the_platforms_switched_on_next_to_her_life(
     assert "yuiju stopped" in running.log() and our_tracebacks(running.log()) == []
 
 
+async def test_yuiju_run_goes_on_while_feishu_is_unreachable_and_starts_it_when_it_answers(
+    tmp_path: Path, stub: OpenAIStub, redis_url: str
+) -> None:
+    # issue 31 item 1: Feishu unreachable at start-up ended `yuiju run` (exit 3) with everything
+    feishu = FeishuFake()
+    feishu.port = free_port()  # nothing listens there until the fake is entered below
+    lark = setup_of(feishu)
+    extra = f'{lark.section}\n[chat.groups."{lark.group_key}"]\nreply = "name"\n'
+    async with (
+        OneBotFake() as onebot,
+        yuiju_over(
+            onebot,
+            tmp_path,
+            stub=stub,
+            redis_url=redis_url,
+            prefix="e2efeishudown",
+            command="run",
+            extra_toml=extra,
+        ) as running,
+    ):
+        await onebot.send_group_message("在吗", user=running.setup.user, mention_bot=True)
+        assert in_group(running, await replies(running)) == [(running.setup.group, CHAT_REPLY)]
+        assert running.proc is not None and running.proc.returncode is None, running.tail()
+        feishu.app_url = onebot.app_url  # one server: OneBot's WebSocket, Feishu's callbacks
+        async with feishu:
+            await feishu.wait_connected(60)
+            await feishu.calls_until_quiet(0.5)
+            await feishu.send_group_message("在吗", user=lark.user, mention_bot=True)
+            sent = await feishu.sent_until_quiet(0.7, first_within=FIRST_REPLY)
+            assert [(s.chat, s.text) for s in sent] == [(lark.group, CHAT_REPLY)], running.tail()
+        assert await running.stop() == 0, running.tail()
+    log = running.log()
+    assert log.count(f"Feishu bot {feishu.app_id} did not start") == 1, log[-3000:]
+    assert "Application startup failed" not in log and "Traceback" not in log, log[-3000:]
+
+
 HOST_PLUGIN = """
 import nonebot
 

@@ -158,6 +158,7 @@ class FakePlatform:
     def __init__(self) -> None:
         self.calls = CallLog()
         self.port = 0
+        """Where it listens once entered; set it before to choose (a platform that comes late)."""
         self.closing = asyncio.Event()
         """Set when the fake shuts down, so long-held requests (long polls) end at once."""
         self.app_url = ""
@@ -235,7 +236,7 @@ class FakePlatform:
     async def __aenter__(self) -> Self:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", self.port))  # 0: any free port
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             Starlette(routes=self.routes()),
