@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -328,6 +328,54 @@ async def test_yuiju_run_goes_on_while_feishu_is_unreachable_and_starts_it_when_
     log = running.log()
     assert log.count(f"Feishu bot {feishu.app_id} did not start") == 1, log[-3000:]
     assert "Application startup failed" not in log and "Traceback" not in log, log[-3000:]
+
+
+@pytest.mark.parametrize("platform", ["satori", "telegram"])
+async def test_a_platform_server_going_away_is_one_warning_per_outage_then_quiet_retries(
+    platform: str, tmp_path: Path, stub: OpenAIStub, redis_url: str
+) -> None:
+    # issue 31 item 7: each try to reconnect was an error with a traceback, every 3 (5) s
+    fake = FAKES[platform]()
+    lines = "retrying quietly until it is back"
+    await fake.__aenter__()
+    try:
+        async with yuiju_over(
+            fake,
+            tmp_path,
+            stub=stub,
+            redis_url=redis_url,
+            prefix=f"e2eaway{platform}",
+            app_toml='log_level = "DEBUG"',  # the quiet retries, to count them
+        ) as running:
+            for outage in (1, 2):
+                await fake.__aexit__(None, None, None)  # the server goes away
+                await until(lambda o=outage: running.log().count(lines) == o, running)
+                if outage == 2:
+                    break
+                await until(lambda: running.log().count("still away") >= 2, running)
+                fake = fake.successor()  # and comes back
+                await fake.__aenter__()
+                await fake.wait_connected(60)
+                await until(lambda: "connected to the server again" in running.log(), running)
+                await fake.send_group_message("在吗", user=running.setup.user, mention_bot=True)
+                sent = await fake.sent_until_quiet(0.7, first_within=FIRST_REPLY)
+                assert [(s.chat, s.text) for s in sent] == [(running.setup.group, CHAT_REPLY)]
+            assert await running.stop() == 0, running.tail()
+    finally:
+        await fake.__aexit__(None, None, None)
+    log = running.log()
+    assert log.count(lines) == 2, log[-3000:]
+    assert "Traceback" not in log and "WebSocket Closed" not in log, log[-3000:]
+    assert "Get updates for bot" not in log and "Trying to reconnect" not in log, log[-3000:]
+
+
+async def until(done: Callable[[], bool], running: YuijuOverFake, within: float = 60.0) -> None:
+    """Wait until ``done()`` (polled), at most ``within`` s (a loaded machine)."""
+    for _ in range(int(within / 0.1)):
+        if done():
+            return
+        await asyncio.sleep(0.1)
+    pytest.fail(f"not within {within} s:\n{running.tail()}")
 
 
 HOST_PLUGIN = """

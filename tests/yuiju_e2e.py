@@ -212,14 +212,17 @@ def write_config(
     prefix: str,
     port: int,
     extra_toml: str,
+    app_toml: str = "",
 ) -> Path:
-    """Her yuiju.toml for a run over the fake: shared stores, the stub, no memory or page."""
+    """Her yuiju.toml for a run over the fake: shared stores, the stub, no memory or page;
+    ``app_toml``: more lines of its [app] section (``log_level = "DEBUG"``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "yuiju.toml"
     config.write_text(
         f"""
 [app]
 data_dir = "{(workdir / "data").as_posix()}"
+{app_toml}
 [redis]
 url = "{redis_url}"
 prefix = "{prefix}"
@@ -254,6 +257,7 @@ async def yuiju_over(
     prefix: str = "e2e",
     command: str = "bot",
     extra_toml: str = "",
+    app_toml: str = "",
 ) -> AsyncIterator[YuijuOverFake]:
     """``yuiju <command>`` over ``fake`` until the context ends (then stopped, as Ctrl-C does), in
     a fresh town (the keys under ``prefix`` deleted first); returns once the platform's adapter
@@ -273,6 +277,7 @@ async def yuiju_over(
         prefix=prefix,
         port=port,
         extra_toml=extra_toml,
+        app_toml=app_toml,
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
     env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")

@@ -19,6 +19,10 @@ each with a traceback. `install` guards two seams, both looked up at every call:
   an event nonebot could not log (a pin of a message the bot cannot see, Telegram's
   "inaccessible message": the adapter keeps it a dict) are skipped with a debug line.
 
+A Bot API server that goes away (stopped, a proxy down) is one warning while the adapter polls
+again every 5 s, not an error with a traceback at each poll (`frames.Outages`, in place of the
+adapter module's ``log``; an answered poll ends the outage).
+
 Entities are what `normalise_update` fixes: one that is not an object, of an unknown type, out
 of the text or cutting a UTF-16 pair is dropped (its text stays, as plain text), and a lone
 surrogate in the text becomes U+FFFD.
@@ -32,7 +36,7 @@ import logging
 import typing
 from typing import Any, TypeGuard
 
-from nonebot_plugin_yuiju.frames import UNREADABLE, FrameReports, fix_surrogates, why
+from nonebot_plugin_yuiju.frames import UNREADABLE, FrameReports, Outages, fix_surrogates, why
 
 log = logging.getLogger(__name__)
 REPORTS = FrameReports("Telegram", log)
@@ -53,17 +57,22 @@ MESSAGES = (
 def install() -> None:
     """Guard the Telegram adapter's update reading (idempotent)."""
     from nonebot.adapters.telegram import Adapter, Bot
+    from nonebot.adapters.telegram import adapter as adapter_module
 
     if getattr(Adapter, "_yuiju_frames_guarded", False):
         return
     call_api = Bot.call_api
+    outages = Outages("Telegram", log, adapter_module.log)
 
     async def guarded_call_api(self: Any, api: str, *args: Any, **kwargs: Any) -> Any:
         if api != "get_updates" or args:
             return await call_api(self, api, *args, **kwargs)
-        return await read_updates(self, kwargs)
+        updates = await read_updates(self, kwargs)
+        outages.back()  # the Bot API answered (a network error raised past this)
+        return updates
 
     Bot.call_api = guarded_call_api  # type: ignore[method-assign]
+    adapter_module.log = outages
     Adapter._Adapter__handle_update = handle_update  # type: ignore[attr-defined]
     Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
 

@@ -211,6 +211,14 @@ class FakePlatform:
         """Send one bad frame of ``kind`` the way this platform's transport would carry it."""
         raise NotImplementedError
 
+    def successor(self) -> Self:
+        """The same platform after a restart, to enter once this one has exited: a fake of the
+        same class (default settings) on the same port, its ids going on from this one's (an
+        adapter confirms what it has seen by id)."""
+        after = type(self)()
+        after.port, after.app_url, after._ids = self.port, self.app_url, self._ids
+        return after
+
     # -- shared ---------------------------------------------------------------------------------
 
     @property

@@ -139,6 +139,11 @@ class SatoriFake(FakePlatform):
         content = self._content(text, False, reply_to, image, sticker)
         return await self._message_created(channel, user, content, guild=False)
 
+    def successor(self) -> SatoriFake:
+        after = super().successor()
+        after._sn = self._sn  # the adapter resumes from the last sn it saw
+        return after
+
     async def send_group_content(self, content: str, *, user: Person | None = None) -> str:
         """A message-created event in the group whose content is ``content`` as written: element
         text a server may send unlike this fake (``<at id=10001/>``, unquoted). Returns its id."""
