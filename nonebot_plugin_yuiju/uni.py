@@ -54,6 +54,8 @@ def read_segments(
         Voice,
     )
 
+    from nonebot_plugin_yuiju.onebot import marker
+
     segments: list[Segment] = []
     mentions_me = False
     reply_to: str | None = None
@@ -77,12 +79,11 @@ def read_segments(
                 ref = f"{platform}:{target}" if seg.flag == "user" and target else None
                 segments.append(Segment(type="at", text=f"@{name}", ref=ref))
         elif isinstance(seg, Emoji):
-            segments.append(
-                Segment(type="face", text=f"[表情{'：' + seg.name if seg.name else ''}]")
-            )
+            segments.append(Segment(type="face", text=marker("表情", seg.name)))
         elif isinstance(seg, Image):
             kind = "sticker" if seg.sticker else "image"
-            text = "[表情包]" if seg.sticker else "[图片]"
+            name = seg.name if seg.name != Image.__default_name__ else None  # the platform's
+            text = marker("表情包" if seg.sticker else "图片", name)
             segments.append(Segment(type=kind, text=text, ref=seg.url or seg.id))
         elif isinstance(seg, Reply):
             reply_to = str(seg.id)

@@ -96,6 +96,8 @@ async def test_a_mention_in_the_group_gets_exactly_one_reply(bot: YuijuOverFake)
     expected_name = bot.setup.user.id if isinstance(bot.fake, FeishuFake) else bot.setup.user.name
     assert f'<msg from="{expected_name}" id="{bot.setup.person(bot.setup.user)}"' in said, said
     assert "在吗" in said
+    system = request["messages"][0]["content"]  # what the id's prefix means: not "QQ 号" for all
+    assert "id 是 QQ 号" not in system and f"{bot.setup.prefix} 是" in system
 
 
 async def test_a_picture_with_a_mention_reads_as_a_picture_she_was_called_to(
@@ -107,7 +109,20 @@ async def test_a_picture_with_a_mention_reads_as_a_picture_she_was_called_to(
     assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], bot.tail()
     [request] = bot.stub.requests[asked:]
     said = request["messages"][-1]["content"].rsplit("<msg ", 1)[-1]
-    assert "看我拍的" in said and "[图片]" in said and "@悠酱" in said, said
+    assert "看我拍的" in said and "[图片" in said and "@悠酱" in said, said
+
+
+async def test_a_quoted_picture_stays_in_the_quote(bot: YuijuOverFake) -> None:
+    if not isinstance(bot.fake, OneBotFake):
+        pytest.skip("OneBot v11 resolves the quoted message")  # the others: [回复一条消息]
+    theirs = await bot.fake.send_group_message("我家猫", user=bot.setup.other, image=True)
+    asked = len(bot.stub.requests)
+    await bot.fake.send_group_message(
+        "好看", user=bot.setup.user, mention_bot=True, reply_to=theirs
+    )
+    assert in_group(bot, await replies(bot)) == [(bot.setup.group, CHAT_REPLY)], bot.tail()
+    said = bot.stub.requests[asked]["messages"][-1]["content"].rsplit("<msg ", 1)[-1]
+    assert "[回复 小红：我家猫[图片：photo.png]]" in said, said
 
 
 async def test_chatter_in_the_group_gets_no_reply(bot: YuijuOverFake) -> None:
