@@ -82,8 +82,8 @@ def read_segments(
             segments.append(Segment(type="face", text=marker("表情", seg.name)))
         elif isinstance(seg, Image):
             kind = "sticker" if seg.sticker else "image"
-            name = seg.name if seg.name != Image.__default_name__ else None  # the platform's
-            text = marker("表情包" if seg.sticker else "图片", name)
+            named = seg.name != Image.__default_name__  # alconna's when the platform said none
+            text = marker("表情包" if seg.sticker else "图片", seg.name if named else None)
             segments.append(Segment(type=kind, text=text, ref=seg.url or seg.id))
         elif isinstance(seg, Reply):
             reply_to = str(seg.id)

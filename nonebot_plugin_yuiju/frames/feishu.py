@@ -90,7 +90,7 @@ def starting_or_retrying(get_bot_info: Any) -> Any:
     stops) tries again quietly, then runs the adapter's start-up again, which registers it."""
 
     async def guarded(self: Any, bot_config: Any) -> Any:
-        from nonebot.adapters.feishu.models import BotInfoResponse
+        from nonebot.adapters.feishu.models.api import BaseResponse
 
         try:
             return await asyncio.wait_for(get_bot_info(self, bot_config), START_SECONDS)
@@ -109,7 +109,7 @@ def starting_or_retrying(get_bot_info: Any) -> Any:
             task = asyncio.create_task(_retry(self, get_bot_info, bot_config, retrying))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
-        return BotInfoResponse.model_construct(code=-1, msg=problem, bot=None)
+        return BaseResponse(code=-1, msg=problem[:200])  # the adapter reads the code, skips it
 
     return guarded
 

@@ -178,7 +178,9 @@ the adapter's parser reads ``id=10001`` as two flags (``id`` and ``10001`` both 
 def quote_attributes(body: dict[str, Any]) -> dict[str, Any]:
     """``body`` with the attribute values of its message's elements in quotes."""
     message = body.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(message, dict):
+        return body
+    content = message.get("content")
     if not isinstance(content, str) or "=" not in content:
         return body
     fixed = _TAG.sub(lambda tag: _BARE_VALUE.sub(r'\1="\2"', tag.group(0)), content)
