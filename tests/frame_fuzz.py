@@ -1,7 +1,8 @@
-"""Fuzzed OneBot v11 frames for issue 31's bar: complete group messages (some with ``data: null``
-segments, some missing a field nobody reads) between text frames that are not UTF-8 and messages
-with nothing readable left. `fuzz_frames` is seeded, so a failure reruns the same frames; the test
-(tests/test_bot_frames.py) sends a few hundred, bench/frame_fuzz.py as many as asked.
+"""Fuzzed OneBot v11 frames for issue 31's bar: complete group messages with ``data: null``
+segments among their readable ones (some missing a field nobody reads), text frames with bytes
+that are not UTF-8, and messages with nothing readable left. Seeded, so a failure reruns the same
+frames: the test (tests/test_bot_frames.py) sends a few hundred; bench/chat_burst.py
+``--issue31`` mixes the same kinds into 10,000 frames at 200/s.
 
 A *complete* message is one whose sender, group and text can be read: each must be recorded. (A
 message of ``data: null`` segments alone may be recorded too: a face without its id still reads
@@ -17,6 +18,7 @@ from typing import Any
 
 NULL_DATA_TYPES = ("face", "image", "mface", "record", "reply", "at", "text", "json", "forward")
 DROPPABLE = ("font", "raw_message", "sub_type", "sender", "time", "self_id", "anonymous")
+"""Fields of a message event that an implementation may leave out: the message is still kept."""
 
 
 @dataclass(frozen=True)
@@ -45,37 +47,51 @@ def message(mid: int, group: int, segments: list[Any], *, bot: int, user: int) -
     }
 
 
+def null_segments(rng: random.Random) -> list[dict[str, Any]]:
+    """One to three segments of any type with ``data: null``."""
+    return [{"type": rng.choice(NULL_DATA_TYPES), "data": None} for _ in range(rng.randint(1, 3))]
+
+
+def with_nulls(event: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """``event`` (a complete message) with `null_segments` among its segments, and one time in
+    three without one of `DROPPABLE`."""
+    segments = [*event["message"], *null_segments(rng)]
+    rng.shuffle(segments)
+    out = {**event, "message": segments}
+    if rng.random() < 1 / 3:
+        out.pop(rng.choice(DROPPABLE))
+    return out
+
+
+def not_utf8(event: dict[str, Any], rng: random.Random) -> bytes:
+    """``event`` as JSON with one to three bytes that are not UTF-8 in place of a character of
+    its first text (it must have one)."""
+    raw = json.dumps(event, ensure_ascii=False).encode()
+    text = next(s["data"]["text"] for s in event["message"] if s.get("type") == "text")
+    bad = bytes([rng.choice([0xFF, 0xFE, 0xC0, 0x80, 0xED])]) * rng.randint(1, 3)
+    return raw.replace(text[0].encode(), bad, 1)
+
+
 def fuzz_frames(
     seed: int, count: int, *, group: int, bot: int, first_id: int, user: int = 20002
 ) -> list[Frame]:
-    """``count`` frames for ``group``: about half complete messages with ``data: null`` segments
-    among readable text (a third of them missing one of `DROPPABLE`), a quarter text frames with
-    bytes that are not UTF-8, a quarter messages of ``data: null`` segments alone."""
+    """``count`` frames for ``group``: about half complete messages (`with_nulls`), a quarter
+    text frames that are not UTF-8 (`not_utf8`), a quarter messages of ``data: null`` segments
+    alone."""
     rng = random.Random(seed)
     frames = []
     for i in range(count):
         mid = first_id + i
         roll = rng.random()
-        nulls = [
-            {"type": rng.choice(NULL_DATA_TYPES), "data": None} for _ in range(rng.randint(1, 3))
-        ]
         if roll < 0.5:
-            segments = [{"type": "text", "data": {"text": f"第{i}句"}}, *nulls]
-            rng.shuffle(segments)
-            body = message(mid, group, segments, bot=bot, user=user)
-            if rng.random() < 1 / 3:
-                body.pop(rng.choice(DROPPABLE))
+            text = [{"type": "text", "data": {"text": f"第{i}句"}}]
+            body = with_nulls(message(mid, group, text, bot=bot, user=user), rng)
             frames.append(Frame(json.dumps(body, ensure_ascii=False), mid))
         elif roll < 0.75:
-            body = message(
-                mid, group, [{"type": "text", "data": {"text": "坏字节"}}], bot=bot, user=user
-            )
-            raw = json.dumps(body, ensure_ascii=False).encode()
-            bad = bytes([rng.choice([0xFF, 0xFE, 0xC0, 0x80, 0xED])])
-            frames.append(Frame(raw.replace("坏".encode(), bad * rng.randint(1, 3), 1), None))
+            text = [{"type": "text", "data": {"text": "坏字节"}}]
+            frames.append(Frame(not_utf8(message(mid, group, text, bot=bot, user=user), rng), None))
         else:
-            body = message(
-                mid, group, [n for n in nulls if n["type"] != "text"], bot=bot, user=user
-            )
+            nulls = [n for n in null_segments(rng) if n["type"] != "text"]
+            body = message(mid, group, nulls, bot=bot, user=user)
             frames.append(Frame(json.dumps(body, ensure_ascii=False), None))
     return frames
