@@ -15,6 +15,9 @@ one small entry each:
   nickname from ``get_message()``; the core reads every message whole, so it gets the original
   (Feishu's rich-text posts opened into words, @s and images; Telegram's ``/cmd@her_bot`` as an @
   of her and the command);
+- ``message_id`` and ``may_quote``: the message's id, and whether alconna may read a quote in
+  it (both know message events only: a Satori command picked from the platform's menu,
+  ``interaction/command``, is none);
 - ``direct_channel``: where a private answer goes when it is not the person (Satori).
 
 A new platform costs one entry in `EDGES` (and, to be started by `yuiju run`, a config section

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nonebot_plugin_yuiju.frames import UNREADABLE, FrameReports, GuardedJson, why
@@ -70,7 +71,7 @@ def install() -> None:
 
     Adapter._handle_http = guarded_handle_http  # type: ignore[method-assign]
     Adapter.json_to_event = classmethod(json_to_event)  # type: ignore[assignment]
-    Adapter.get_bot_info = starting_or_retrying(Adapter.get_bot_info)  # type: ignore[method-assign]
+    Adapter.get_bot_info = starting_or_retrying(Adapter.get_bot_info)  # type: ignore[method-assign,assignment]
     ws_client.json = GuardedJson(REPORTS.frame)
     Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
 
@@ -81,7 +82,11 @@ RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
 """Pauses between tries to start a Feishu bot that could not start, the last one repeated."""
 
 
-def starting_or_retrying(get_bot_info: Any) -> Any:
+GetBotInfo = Callable[[Any, Any], Awaitable[Any]]
+"""The adapter's ``get_bot_info(adapter, bot_config)`` (its types are the adapter's)."""
+
+
+def starting_or_retrying(get_bot_info: GetBotInfo) -> GetBotInfo:
     """The adapter's ``get_bot_info``, which its start-up hook calls for each bot (the tenant
     token, then the bot's info) and which raised out of the app's start-up when Feishu was
     unreachable: the whole process ended (`yuiju run`: her life, the observer page and every other
@@ -114,7 +119,9 @@ def starting_or_retrying(get_bot_info: Any) -> Any:
     return guarded
 
 
-async def _retry(adapter: Any, get_bot_info: Any, bot_config: Any, retrying: set[str]) -> None:
+async def _retry(
+    adapter: Any, get_bot_info: GetBotInfo, bot_config: Any, retrying: set[str]
+) -> None:
     tries = 0
     while True:
         await asyncio.sleep(RETRY_SECONDS[min(tries, len(RETRY_SECONDS) - 1)])
