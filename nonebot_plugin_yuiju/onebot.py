@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -77,13 +78,20 @@ def _card_text(raw: Any) -> str:
     return f"[卡片：{_str(title)[:60]}]" if title else "[卡片]"
 
 
+_HASH_NAME = re.compile(r"^\{?[0-9A-Fa-f-]{16,}\}?(\.\w+)?$")
+"""A file name that is a content hash (QQ names received images ``{6F2D…}.jpg``): says nothing."""
+
+
 def marker(label: str, name: object = None) -> str:
     """``[label：name]`` for what the platform names (an image's file name, a face's name), else
-    ``[label]``: a URL or path by its last part, no scheme, 40 characters at most."""
+    ``[label]``: a URL or path by its last part, no scheme, 40 characters at most; a name that is
+    only a hash is left out."""
     text = _str(name).strip().strip("[]/").strip()
     if "://" in text:
         text = "" if text.startswith("base64://") else text.split("?")[0].rstrip("/")
     text = text.rsplit("/", 1)[-1][:40]
+    if _HASH_NAME.match(text):
+        text = ""
     return f"[{label}：{text}]" if text else f"[{label}]"
 
 

@@ -245,6 +245,8 @@ def test_images_keep_their_file_name_and_faces_their_name_when_the_platform_says
         {"type": "image", "data": {"file": "cat.jpg", "url": "http://127.0.0.1/x?rkey=1"}},
         {"type": "image", "data": {"file": "http://127.0.0.1/dir/dog.png?x=1"}},
         {"type": "image", "data": {"file": "base64://iVBORw0KGgo="}},
+        {"type": "image", "data": {"file": "{6F2D3A1B-0C4E-4F5A-9B8C-7D6E5F4A3B2C}.jpg"}},
+        {"type": "image", "data": {"file": "9f86d081884c7d659a2feaa0c55ad015.image"}},
         {"type": "image", "data": {"file": "s.gif", "sub_type": 1, "summary": "[动画表情]"}},
     ]
     payload = {
@@ -256,7 +258,8 @@ def test_images_keep_their_file_name_and_faces_their_name_when_the_platform_says
     e = normalize(payload, self_id=BOT, tz=TZ, bot_name="悠酱")
     assert e is not None
     assert e.text == (
-        "[表情：微笑][表情：微笑][表情][图片：cat.jpg][图片：dog.png][图片][表情包：动画表情]"
+        "[表情：微笑][表情：微笑][表情][图片：cat.jpg][图片：dog.png][图片][图片][图片]"
+        "[表情包：动画表情]"
     )
 
 
