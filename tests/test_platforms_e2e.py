@@ -384,6 +384,30 @@ async def test_a_platform_server_going_away_is_one_warning_per_outage_then_quiet
     assert "Get updates for bot" not in log and "Trying to reconnect" not in log, log[-3000:]
 
 
+async def test_telegram_unreachable_at_start_is_one_warning_and_starts_when_it_answers(
+    tmp_path: Path, stub: OpenAIStub, redis_url: str
+) -> None:
+    # issue 31 item 1, for Telegram: the adapter's start (getMe) failed once with a traceback
+    # and its bot stayed off until a restart
+    fake = TelegramFake()
+    fake.port = free_port()  # nothing listens there until the fake is entered below
+    lines = "retrying quietly until it is back"
+    async with yuiju_over(
+        fake, tmp_path, stub=stub, redis_url=redis_url, prefix="e2etglate", connect=False
+    ) as running:
+        await until(lambda: lines in running.log(), running)
+        async with fake:
+            await fake.wait_connected(60)
+            await fake.calls_until_quiet(0.5)
+            await fake.send_group_message("在吗", user=running.setup.user, mention_bot=True)
+            sent = await fake.sent_until_quiet(0.7, first_within=FIRST_REPLY)
+            assert [(s.chat, s.text) for s in sent] == [(running.setup.group, CHAT_REPLY)]
+            assert await running.stop() == 0, running.tail()
+    log = running.log()
+    assert log.count(lines) == 1 and "Setup for bot" not in log, log[-3000:]
+    assert "Traceback" not in log and "never retrieved" not in log, log[-3000:]
+
+
 async def until(done: Callable[[], bool], running: YuijuOverFake, within: float = 60.0) -> None:
     """Wait until ``done()`` (polled), at most ``within`` s (a loaded machine)."""
     for _ in range(int(within / 0.1)):

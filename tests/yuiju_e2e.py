@@ -258,10 +258,11 @@ async def yuiju_over(
     command: str = "bot",
     extra_toml: str = "",
     app_toml: str = "",
+    connect: bool = True,
 ) -> AsyncIterator[YuijuOverFake]:
     """``yuiju <command>`` over ``fake`` until the context ends (then stopped, as Ctrl-C does), in
     a fresh town (the keys under ``prefix`` deleted first); returns once the platform's adapter
-    has connected to the fake."""
+    has connected to the fake (``connect=False``: at once, for a fake that starts later)."""
     client = aioredis.Redis.from_url(redis_url, decode_responses=True)
     for key in [k async for k in client.scan_iter(f"{prefix}:*")]:
         await client.delete(key)
@@ -297,11 +298,12 @@ async def yuiju_over(
             stderr=asyncio.subprocess.STDOUT,
         )
     try:
-        try:
-            await fake.wait_connected(60)
-        except TimeoutError:
-            raise AssertionError(f"the adapter never connected:\n{bot.tail()}") from None
-        await fake.calls_until_quiet(0.5)  # start-up calls (getMe, bot info, ...)
+        if connect:
+            try:
+                await fake.wait_connected(60)
+            except TimeoutError:
+                raise AssertionError(f"the adapter never connected:\n{bot.tail()}") from None
+            await fake.calls_until_quiet(0.5)  # start-up calls (getMe, bot info, ...)
         yield bot
     finally:
         await bot.stop()

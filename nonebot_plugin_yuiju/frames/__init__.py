@@ -110,6 +110,11 @@ class GuardedJson(ModuleType):
             return None
 
 
+START_RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
+"""Pauses between tries to start a platform whose server did not answer at start-up (Feishu,
+Telegram), the last one repeated."""
+
+
 def lost_connection(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what caused it) says the platform's server is away: a refused or
     dropped connection, a WebSocket closed, a network error of an adapter, a timeout."""

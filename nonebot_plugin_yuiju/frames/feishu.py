@@ -29,7 +29,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nonebot_plugin_yuiju.frames import UNREADABLE, FrameReports, GuardedJson, why
+from nonebot_plugin_yuiju.frames import (
+    START_RETRY_SECONDS,
+    UNREADABLE,
+    FrameReports,
+    GuardedJson,
+    why,
+)
 
 log = logging.getLogger(__name__)
 REPORTS = FrameReports("Feishu", log)
@@ -78,8 +84,6 @@ def install() -> None:
 
 START_SECONDS = 10.0
 """The most the app's start-up waits for Feishu to answer (an address that drops packets)."""
-RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
-"""Pauses between tries to start a Feishu bot that could not start, the last one repeated."""
 
 
 GetBotInfo = Callable[[Any, Any], Awaitable[Any]]
@@ -124,7 +128,7 @@ async def _retry(
 ) -> None:
     tries = 0
     while True:
-        await asyncio.sleep(RETRY_SECONDS[min(tries, len(RETRY_SECONDS) - 1)])
+        await asyncio.sleep(START_RETRY_SECONDS[min(tries, len(START_RETRY_SECONDS) - 1)])
         tries += 1
         try:
             result = await asyncio.wait_for(get_bot_info(adapter, bot_config), START_SECONDS)

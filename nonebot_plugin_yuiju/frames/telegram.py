@@ -21,7 +21,8 @@ each with a traceback. `install` guards two seams, both looked up at every call:
 
 A Bot API server that goes away (stopped, a proxy down) is one warning while the adapter polls
 again every 5 s, not an error with a traceback at each poll (`frames.Outages`, in place of the
-adapter module's ``log``; an answered poll ends the outage).
+adapter module's ``log``; an answered poll ends the outage); one that does not answer when she
+starts is that same warning, and the bot's start is tried again (`polling_until_it_starts`).
 
 Entities are what `normalise_update` fixes: one that is not an object, of an unknown type, out
 of the text or cutting a UTF-16 pair is dropped (its text stays, as plain text), and a lone
@@ -34,9 +35,18 @@ import asyncio
 import functools
 import logging
 import typing
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeGuard
 
-from nonebot_plugin_yuiju.frames import UNREADABLE, FrameReports, Outages, fix_surrogates, why
+from nonebot_plugin_yuiju.frames import (
+    START_RETRY_SECONDS,
+    UNREADABLE,
+    FrameReports,
+    Outages,
+    fix_surrogates,
+    lost_connection,
+    why,
+)
 
 log = logging.getLogger(__name__)
 REPORTS = FrameReports("Telegram", log)
@@ -73,8 +83,31 @@ def install() -> None:
 
     Bot.call_api = guarded_call_api  # type: ignore[method-assign]
     adapter_module.log = outages
+    Adapter.poll = polling_until_it_starts(Adapter.poll)  # type: ignore[method-assign]
     Adapter._Adapter__handle_update = handle_update  # type: ignore[attr-defined]
     Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
+
+
+def polling_until_it_starts(poll: Callable[[Any, Any], Awaitable[None]]) -> Any:
+    """The adapter's ``poll(bot)`` task, which first asks the Bot API who the bot is: when the
+    server does not answer then, the adapter logged it and its task ended, and the bot stayed
+    off until a restart. Now it is tried again (`START_RETRY_SECONDS`), quietly after the one
+    warning of the outage (`Outages`); an answer that is an error (a revoked token) still ends it
+    as before. (Once polling, the adapter's own loop retries every 5 s.)"""
+
+    async def guarded(self: Any, bot: Any) -> None:
+        tries = 0
+        while True:
+            try:
+                await poll(self, bot)
+                return
+            except Exception as exc:
+                if not lost_connection(exc):
+                    raise
+            await asyncio.sleep(START_RETRY_SECONDS[min(tries, len(START_RETRY_SECONDS) - 1)])
+            tries += 1
+
+    return guarded
 
 
 async def read_updates(bot: Any, params: dict[str, Any]) -> list[Any]:
