@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -384,18 +385,15 @@ def group_message_in(mid: int, group: int, segments: list[dict[str, Any]]) -> di
     return {**group_message(mid, segments), "group_id": group}
 
 
-def invalid_utf8_text(mid: int, group: int = GROUP) -> bytes:
-    """A message frame with bytes that are not UTF-8 inside its text (sent as a text frame)."""
-    frame = group_message_in(mid, group, [{"type": "text", "data": {"text": "坏字节"}}])
-    return json.dumps(frame, ensure_ascii=False).encode().replace("坏".encode(), b"\xff\xfe", 1)
-
-
 @pytest.mark.slow
 async def test_a_text_frame_that_is_not_utf8_is_one_line_and_the_connection_stays(
     redis_url: str, tmp_path: Path
 ) -> None:
+    from tests.frame_fuzz import not_utf8
+
     async with bot_session(redis_url, tmp_path, "在的～") as bot:
-        await bot.ws.send(invalid_utf8_text(31001), text=True)
+        text = [{"type": "text", "data": {"text": "坏字节"}}]
+        await bot.ws.send(not_utf8(group_message(31001, text), random.Random(31)), text=True)
         said = await bot.mention(31002, " 在吗")
         open_after = bot.ws.state.name
         log = bot.log()
