@@ -760,7 +760,23 @@ class SatoriConfig(_Section):
         return f"{scheme}://{shown}:{self.port}{self.path}/v1/events"
 
 
-TELEGRAM_TOKEN = re.compile(r"^\d{3,}:[A-Za-z0-9_-]{20,}$")
+TELEGRAM_TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
+"""A bot token as the Bot API reads it in its URLs (``/bot<token>/``): the bot's id, a colon and
+the secret. How long the secret is, the server says (a local ``telegram-bot-api`` or a test
+server may hand out short ones): `yuiju bot` and the plugin in a host app check this same rule
+(`telegram_token_problem`)."""
+
+
+def telegram_token_problem(token: str, where: str = "[telegram] token") -> str | None:
+    """Why ``token`` is no Telegram bot token (naming ``where`` it was set), or None."""
+    if TELEGRAM_TOKEN.match(token):
+        return None
+    return (
+        f"{where} is not a bot token: it looks like '123456789:AA…' (digits, a colon, then "
+        "letters, digits, '_' or '-'). Copy it whole from @BotFather (/mybots → API Token)"
+    )
+
+
 PROXY_SCHEMES = ("http", "https", "socks5")
 
 
@@ -778,11 +794,10 @@ class TelegramConfig(_Section):
 
     @model_validator(mode="after")
     def _token_when_enabled(self) -> TelegramConfig:
-        if self.token is not None and not TELEGRAM_TOKEN.match(self.token.get_secret_value()):
-            raise ValueError(
-                "[telegram] token is not a bot token: it looks like '123456789:AA…' (digits, a "
-                "colon, then letters). Copy it whole from @BotFather (/mybots → API Token)"
-            )
+        if self.token is not None and (
+            problem := telegram_token_problem(self.token.get_secret_value())
+        ):
+            raise ValueError(problem)
         if self.enabled and self.token is None:
             raise ValueError(
                 "[telegram] enabled = true but no token is set: create a bot with @BotFather "

@@ -2,6 +2,8 @@
 
     python bench/chat_burst.py                       # 10,000 frames at 200/s, memory on
     python bench/chat_burst.py --frames 2000 --rate 0 --keep /tmp/burst   # as fast as possible
+    python bench/chat_burst.py --issue31             # data:null segments, text frames not UTF-8
+    python bench/chat_burst.py --issue31 nulls       # data:null segments only
 
 `yuiju bot` runs as a user runs it (its own process and data dir: the embedded Redis, SQLite and
 vector store, the hashing embedder, the local OpenAI-compatible stub as the model, answering at
@@ -44,6 +46,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from faults import GROUP, TOKEN, FakeOneBot, free_port, fuzz_frames  # noqa: E402
 
+from tests.frame_fuzz import not_utf8, with_nulls  # noqa: E402
 from tests.openai_stub import OpenAIStub, StubAnswer, schema_following  # noqa: E402
 
 QUIET_GROUP = 654321
@@ -87,17 +90,26 @@ reply = "mention"
     )
 
 
-def burst(rng: random.Random, qq: FakeOneBot, n: int) -> tuple[list[str | bytes], list[str]]:
-    """The frames, and the message ids of the well-formed messages among them."""
+def burst(
+    rng: random.Random, qq: FakeOneBot, n: int, *, issue31: str | None = None
+) -> tuple[list[str | bytes], list[str]]:
+    """The frames, and the message ids of the well-formed messages among them. ``issue31``
+    ("nulls" or "all"): the well-formed messages carry ``data: null`` segments (one in three
+    without a field nobody reads: `frame_fuzz.with_nulls`); "all": and the garbage bytes are text
+    frames of a message that is not UTF-8 (`frame_fuzz.not_utf8`: bytes in a text frame)."""
     fuzz = iter(fuzz_frames(rng, n))
     frames: list[str | bytes] = []
     ids: list[str] = []
     for i in range(n):
+        if i % 8 == 0 and issue31 == "all":
+            frames.append(not_utf8(qq.event(f"坏字节 {i}", mention=False), rng))
+            next(fuzz)
+            continue
         if i % 8 < 5:
             frames.append(next(fuzz))
             continue
         event = qq.event(f"刷屏 {i}", user=30_000 + i % 50, mention=i % 20 == 5)
-        frames.append(json.dumps(event))
+        frames.append(json.dumps(with_nulls(event, rng) if issue31 else event))
         ids.append(str(event["message_id"]))
     return frames, ids
 
@@ -142,10 +154,11 @@ async def main(args: argparse.Namespace) -> int:
         qq = FakeOneBot()
         try:
             await qq.connect(port)
-            frames, ids = burst(rng, qq, args.frames)
+            frames, ids = burst(rng, qq, args.frames, issue31=args.issue31)
             started = time.monotonic()
             for i, frame in enumerate(frames):
-                if not await qq.raw(frame):
+                as_text = True if args.issue31 == "all" and i % 8 == 0 else None
+                if not await qq.raw(frame, text=as_text):
                     print("the burst closed the OneBot connection", file=sys.stderr)
                     return 1
                 if args.rate:
@@ -220,6 +233,15 @@ if __name__ == "__main__":
         action="store_true",
         help="rate limits and the flood rule raised: every mention in the burst is answered "
         "(or given up when too many wait)",
+    )
+    parser.add_argument(
+        "--issue31",
+        nargs="?",
+        const="all",
+        choices=["all", "nulls"],
+        help="data:null segments in the well-formed messages (some without a field nobody "
+        "reads); 'all' (the default): and text frames that are not UTF-8 in place of the "
+        "garbage bytes",
     )
     parser.add_argument("--keep", help="work directory to keep (default: a new temp dir)")
     sys.exit(asyncio.run(main(parser.parse_args())))

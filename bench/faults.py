@@ -346,9 +346,10 @@ class FakeOneBot:
         except websockets.WebSocketException:
             pass
 
-    async def raw(self, frame: str | bytes) -> bool:
+    async def raw(self, frame: str | bytes, *, text: bool | None = None) -> bool:
+        """Send one frame (``text=True``: bytes as a text frame, UTF-8 or not)."""
         try:
-            await self.ws.send(frame)
+            await self.ws.send(frame, text=text)
             return True
         except websockets.WebSocketException:
             return False

@@ -214,7 +214,7 @@ async def start_in_host_app() -> None:
     _log_through_nonebot(cfg.app.log_level)
     if problem := host_token_problem(
         host, allow_no_token=cfg.onebot.allow_no_token, adapters=set(nonebot.get_adapters())
-    ):
+    ) or host_telegram_problem(host):
         raise RuntimeError(problem)
     log.info(
         "yuiju chat starts with this NoneBot app (%s): %s",
@@ -295,6 +295,18 @@ def host_token_problem(
         "string> in the bot's .env and the same token in NapCat/Lagrange; for a local experiment only, "
         "YUIJU_ONEBOT__ALLOW_NO_TOKEN=true instead"
     )
+
+
+def host_telegram_problem(host_config: NoneBotConfig) -> str | None:
+    """Why a bot of the app's TELEGRAM_BOTS has no usable token, or None: the rule of
+    `yuiju bot`'s ``[telegram] token`` (`yuiju.config.telegram_token_problem`)."""
+    from yuiju.config import telegram_token_problem
+
+    for i, bot in enumerate(getattr(host_config, "telegram_bots", None) or []):
+        token = bot.get("token") if isinstance(bot, dict) else getattr(bot, "token", None)
+        if problem := telegram_token_problem(str(token or ""), f"TELEGRAM_BOTS[{i}].token"):
+            return problem
+    return None
 
 
 def _log_through_nonebot(level: str) -> None:

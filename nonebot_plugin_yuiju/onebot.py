@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,30 @@ def _card_text(raw: Any) -> str:
     return f"[卡片：{_str(title)[:60]}]" if title else "[卡片]"
 
 
+_HASH_NAME = re.compile(r"^\{?[0-9A-Fa-f-]{16,}\}?(\.\w+)?$")
+"""A file name that is a content hash (QQ names received images ``{6F2D…}.jpg``): says nothing."""
+
+
+def marker(label: str, name: object = None) -> str:
+    """``[label：name]`` for what the platform names (an image's file name, a face's name), else
+    ``[label]``: a URL or path by its last part, no scheme, 40 characters at most; a name that is
+    only a hash is left out."""
+    text = _str(name).strip().strip("[]/").strip()
+    if "://" in text:
+        text = "" if text.startswith("base64://") else text.split("?")[0].rstrip("/")
+    text = text.rsplit("/", 1)[-1][:40]
+    if _HASH_NAME.match(text):
+        text = ""
+    return f"[{label}：{text}]" if text else f"[{label}]"
+
+
+def _face_name(data: dict[str, Any]) -> str:
+    """A QQ face's name when the implementation sends one (NapCat: ``raw.faceText`` "/微笑";
+    others ``name`` or ``text``)."""
+    raw = _dict(data.get("raw"))
+    return _str(data.get("name") or data.get("text") or raw.get("faceText"))
+
+
 def segment_text(
     seg_type: str, data: dict[str, Any], *, self_id: int | str | None, names: dict[str, str]
 ) -> str:
@@ -91,14 +116,14 @@ def segment_text(
             return "@" + names.get("self", "我")
         return "@" + (_str(data.get("name")) or names.get(qq) or qq)
     if seg_type == "face":
-        return "[表情]"
+        return marker("表情", _face_name(data))
     if seg_type in ("mface", "marketface"):
-        return (
-            f"[表情包{'：' + _str(data.get('summary')).strip('[]') if data.get('summary') else ''}]"
-        )
+        return marker("表情包", data.get("summary"))
     if seg_type == "image":
         sub = _str(data.get("sub_type") or data.get("subType"))
-        return "[表情包]" if sub == "1" else "[图片]"
+        if sub == "1":
+            return marker("表情包", data.get("summary"))
+        return marker("图片", data.get("name") or data.get("file"))
     if seg_type == "record":
         return "[语音]"
     if seg_type == "video":
@@ -162,7 +187,8 @@ def normalize(
 ) -> Entry | None:
     """A OneBot v11 message event (JSON) as an `Entry`; None (with a log line) when it is not a
     usable message. ``payload["reply"]``, when the adapter resolved the quoted message, is
-    ``{"message_id", "sender_id", "sender_name", "text"}``."""
+    ``{"message_id", "sender_id", "sender_name", "text"}`` and, to read its images and faces too,
+    its segments as ``"message"``."""
     mid = str(payload.get("message_id"))[:40]
     try:
         scene = payload.get("message_type")
@@ -220,7 +246,7 @@ def normalize(
         quoted_id = reply_id or (_str(reply.get("message_id")) if reply else "") or None
         segments.insert(0, Segment(type="reply", text="", ref=quoted_id))
     if reply:
-        quoted = _str(reply.get("text")).replace("\n", " ")[:40]
+        quoted = _quoted_text(reply, self_id=self_id, names=names).replace("\n", " ")[:40]
         who = (
             bot_name
             if reply_to_me
@@ -259,6 +285,20 @@ def normalize(
         reply_to=reply_id,
         truncated=truncated,
     )
+
+
+def _quoted_text(reply: dict[str, Any], *, self_id: int | str | None, names: dict[str, str]) -> str:
+    """What the quoted message says, its images and faces as markers (``message``: its
+    segments), or its plain ``text``."""
+    segments = reply.get("message")
+    if not isinstance(segments, list):
+        return _str(reply.get("text"))
+    parts = []
+    for raw in segments:
+        if isinstance(raw, dict) and isinstance(raw.get("type"), str) and raw["type"] != "reply":
+            data = _dict(raw.get("data"))
+            parts.append(segment_text(raw["type"], data, self_id=self_id, names=names))
+    return "".join(parts).strip()
 
 
 def retraction(
@@ -334,5 +374,6 @@ def event_payload(event: MessageEvent) -> dict[str, Any]:
             "sender_id": event.reply.sender.user_id,
             "sender_name": event.reply.sender.card or event.reply.sender.nickname,
             "text": event.reply.message.extract_plain_text(),
+            "message": [{"type": seg.type, "data": dict(seg.data)} for seg in event.reply.message],
         }
     return payload

@@ -15,6 +15,9 @@ one small entry each:
   nickname from ``get_message()``; the core reads every message whole, so it gets the original
   (Feishu's rich-text posts opened into words, @s and images; Telegram's ``/cmd@her_bot`` as an @
   of her and the command);
+- ``message_id`` and ``may_quote``: the message's id, and whether alconna may read a quote in
+  it (both know message events only: a Satori command picked from the platform's menu,
+  ``interaction/command``, is none);
 - ``direct_channel``: where a private answer goes when it is not the person (Satori).
 
 A new platform costs one entry in `EDGES` (and, to be started by `yuiju run`, a config section
@@ -69,6 +72,16 @@ def _no_channel(event: Event) -> str | None:
     return None
 
 
+def _alconna_message_id(bot: Bot, event: Event) -> str:
+    from nonebot_plugin_alconna.uniseg import get_message_id
+
+    return str(get_message_id(event, bot))
+
+
+def _a_message(event: Event) -> bool:
+    return True
+
+
 def _user_only(event: Event) -> tuple[str, str]:
     user = event.get_user_id()
     return user, user
@@ -88,6 +101,11 @@ class AdapterEdge(Generic[BotT, EventT]):
     sent_at: Callable[[EventT], float | None] = _no_time
     """Unix time the platform stamped on the message, or None (then: when it arrived)."""
     message: Callable[[BotT, EventT], Message] = _as_arrived
+    message_id: Callable[[BotT, EventT], str] = _alconna_message_id
+    """The message's id (alconna's ``get_message_id``, which knows message events only)."""
+    may_quote: Callable[[EventT], bool] = _a_message
+    """Whether the event is a message that may quote another (alconna reads a quote of message
+    events only)."""
     direct_channel: Callable[[EventT], str | None] = _no_channel
     """The private channel a message came in, where the platform sends a private answer there
     rather than to the person (Satori: a server need not open a channel by ``user.channel.create``)."""
@@ -137,6 +155,34 @@ def _calls_nickname(bot: SatoriBot, text: str) -> bool:
     return bool(names) and bool(
         re.search(rf"^({'|'.join(names)})([\s,，]*|$)", text.lstrip(), re.IGNORECASE)
     )
+
+
+def _satori_message(bot: SatoriBot, event: SatoriEvent) -> Message:
+    """A slash command picked from the platform's menu (``interaction/command`` with its
+    ``argv``: no message, a name and arguments, always to her) as an @ of her and the command
+    written out (``@her /status 今天``), as Telegram's ``/status@her_bot`` reads."""
+    from nonebot.adapters.satori import Message as SatoriMessage
+    from nonebot.adapters.satori import MessageSegment as SatoriSegment
+
+    argv = getattr(event, "argv", None)
+    if argv is None:
+        return _original(event)
+    command = " ".join([f"/{argv.name}", *(str(a) for a in argv.arguments or [])])
+    return SatoriMessage([SatoriSegment.at(bot.get_self_id()), SatoriSegment.text(command)])
+
+
+def _satori_may_quote(event: SatoriEvent) -> bool:
+    return getattr(event, "argv", None) is None  # a command from the menu is no message
+
+
+def _satori_message_id(bot: SatoriBot, event: SatoriEvent) -> str:
+    """The message's id; a command from the menu has no message: its event's ``sn`` (or time)
+    names it."""
+    message = getattr(event, "message", None)
+    if message is not None:
+        return str(message.id)
+    stamp = getattr(event, "timestamp", None)
+    return f"interaction-{getattr(event, 'sn', 0) or (stamp.timestamp() if stamp else 0):.0f}"
 
 
 def _satori_direct_channel(event: SatoriEvent) -> str | None:
@@ -274,6 +320,9 @@ EDGES: dict[str, AdapterEdge[Any, Any]] = {
         reply_to_me=_satori_reply_to_me,
         sent_at=_satori_sent_at,
         direct_channel=_satori_direct_channel,
+        message=_satori_message,
+        message_id=_satori_message_id,
+        may_quote=_satori_may_quote,
     ),
     "Telegram": AdapterEdge(
         prefix="tg",

@@ -54,6 +54,8 @@ def read_segments(
         Voice,
     )
 
+    from nonebot_plugin_yuiju.onebot import marker
+
     segments: list[Segment] = []
     mentions_me = False
     reply_to: str | None = None
@@ -63,22 +65,25 @@ def read_segments(
         elif isinstance(seg, AtAll):
             segments.append(Segment(type="at", text="@全体成员"))
         elif isinstance(seg, At):
-            if seg.flag == "user" and seg.target in me:
+            # an @ written without an id (Satori's ``<at id="" name="…"/>``) has none: the
+            # adapter gives it True for an id
+            target = seg.target if isinstance(seg.target, str) else ""
+            display = seg.display if isinstance(seg.display, str) else ""
+            if seg.flag == "user" and target in me:
                 mentions_me = True
                 segments.append(
                     Segment(type="at", text=f"@{bot_name}", ref=f"{platform}:{self_id}")
                 )
             else:
-                name = (seg.display or seg.target).lstrip("@")
-                ref = f"{platform}:{seg.target}" if seg.flag == "user" else None
+                name = (display or target or "某人").lstrip("@")
+                ref = f"{platform}:{target}" if seg.flag == "user" and target else None
                 segments.append(Segment(type="at", text=f"@{name}", ref=ref))
         elif isinstance(seg, Emoji):
-            segments.append(
-                Segment(type="face", text=f"[表情{'：' + seg.name if seg.name else ''}]")
-            )
+            segments.append(Segment(type="face", text=marker("表情", seg.name)))
         elif isinstance(seg, Image):
             kind = "sticker" if seg.sticker else "image"
-            text = "[表情包]" if seg.sticker else "[图片]"
+            named = seg.name != Image.__default_name__  # alconna's when the platform said none
+            text = marker("表情包" if seg.sticker else "图片", seg.name if named else None)
             segments.append(Segment(type=kind, text=text, ref=seg.url or seg.id))
         elif isinstance(seg, Reply):
             reply_to = str(seg.id)
@@ -151,7 +156,7 @@ async def entry_from_event(
     """A message event of any adapter but OneBot v11 as an `Entry`; None (one log line) for her
     own messages echoed back (she records what she sends when she sends it) and for what is no
     usable message."""
-    from nonebot_plugin_alconna.uniseg import UniMessage, get_message_id, get_target
+    from nonebot_plugin_alconna.uniseg import UniMessage, get_target
 
     from nonebot_plugin_yuiju.onebot import arrival_time
     from nonebot_plugin_yuiju.platforms import edge_of, platform_of
@@ -159,7 +164,7 @@ async def entry_from_event(
     edge = edge_of(bot.adapter.get_name())
     platform = platform_of(bot)
     user_id, name = edge.sender(event)
-    message_id = get_message_id(event, bot)
+    message_id = edge.message_id(bot, event)
     her_ids = edge.her_ids(bot)
     if user_id == str(bot.self_id) or user_id in her_ids:
         REPORT(logging.DEBUG, "message %s is her own, echoed back: not recorded twice", message_id)
@@ -170,7 +175,9 @@ async def entry_from_event(
         if target.private
         else Conversation.group(platform, target.id)
     )
-    uni = await UniMessage.of(edge.message(bot, event), bot=bot).attach_reply(event, bot)
+    uni = UniMessage.of(edge.message(bot, event), bot=bot)
+    if edge.may_quote(event):
+        uni = await uni.attach_reply(event, bot)
     return entry_from_uni(
         uni,
         platform=platform,

@@ -44,7 +44,8 @@ async def factory():
     from yuiju.world.clock import RealClock
     from yuiju.config import ChatConfig, GroupPolicy
     from nonebot_plugin_yuiju.send import NoneBotSender
-    cfg = ChatConfig(groups={os.environ["E2E_GROUP"]: GroupPolicy()}, max_pause_seconds=0, mode="CHAT")
+    groups = {g: GroupPolicy() for g in os.environ["E2E_GROUP"].split(",")}
+    cfg = ChatConfig(groups=groups, max_pause_seconds=0, mode="CHAT")
     redis = aioredis.Redis.from_url(os.environ["E2E_REDIS"], decode_responses=True)
     keys = Keys("e2e")
     return ChatService(ChatDeps(

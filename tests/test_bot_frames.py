@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -153,9 +154,11 @@ class Session:
 
 
 @contextlib.asynccontextmanager
-async def bot_session(redis_url: str, tmp_path: Path, *replies: str) -> AsyncIterator[Session]:
-    """The bot in a subprocess (logging to a file), connected as a OneBot implementation; the
-    model stub answers ``replies`` in order."""
+async def bot_session(
+    redis_url: str, tmp_path: Path, *replies: str, groups: tuple[int, ...] = (GROUP,)
+) -> AsyncIterator[Session]:
+    """The bot in a subprocess (logging to a file), connected as a OneBot implementation, with
+    ``groups`` configured; the model stub answers ``replies`` in order."""
     port = free_port()
     script = tmp_path / "bot_main.py"
     script.write_text(LOGGED_MAIN, encoding="utf-8")
@@ -166,7 +169,7 @@ async def bot_session(redis_url: str, tmp_path: Path, *replies: str) -> AsyncIte
             **os.environ,
             "E2E_PORT": str(port),
             "E2E_TOKEN": TOKEN,
-            "E2E_GROUP": str(GROUP),
+            "E2E_GROUP": ",".join(map(str, groups)),
             "E2E_REDIS": redis_url,
             "E2E_STUB": stub.base_url,
             "PYTHONPATH": str(Path.cwd()),
@@ -332,3 +335,120 @@ async def test_an_api_result_for_a_call_given_up_a_moment_ago_does_not_close_the
     finally:
         store._futures.pop(given_up_seq, None)
         store._futures.pop(waiting_seq, None)
+
+
+# -- issue 31: data:null segments, invalid UTF-8, messages missing fields nobody reads ---------------
+
+NULL_DATA_MESSAGE = [
+    {"type": "at", "data": {"qq": str(BOT)}},
+    {"type": "text", "data": {"text": " 你好"}},
+    {"type": "face", "data": None},
+]
+"""Issue 31 item 2, as an implementation sent it: the message was lost and nonebot's log line of
+the event raised on the face's ``data``."""
+
+
+def test_a_segment_with_null_data_keeps_its_message_and_the_event_logs() -> None:
+    from nonebot.adapters.onebot.v11 import Adapter, GroupMessageEvent
+
+    from nonebot_plugin_yuiju.frames import onebot as frames
+
+    event = frames.parse_event(Adapter, group_message(31, NULL_DATA_MESSAGE))
+    assert isinstance(event, GroupMessageEvent)
+    assert [s.type for s in event.original_message] == ["at", "text", "face"]
+    assert "[face]" in event.get_log_string()  # nonebot logs every event it handles with this
+
+
+@pytest.mark.parametrize(
+    "missing", ["font", "raw_message", "sub_type", "sender", "time", "self_id"]
+)
+def test_a_message_event_missing_a_field_nobody_reads_is_kept(missing: str) -> None:
+    from nonebot.adapters.onebot.v11 import (
+        Adapter,
+        GroupMessageEvent,
+        PrivateMessageEvent,
+    )
+
+    from nonebot_plugin_yuiju.frames import onebot as frames
+
+    group = group_message(32, [{"type": "text", "data": {"text": "在吗"}}])
+    private = {k: v for k, v in group.items() if k not in ("group_id", "anonymous")}
+    private.update(message_type="private", sub_type="friend")
+    for data, model in ((group, GroupMessageEvent), (private, PrivateMessageEvent)):
+        event = frames.parse_event(Adapter, {k: v for k, v in data.items() if k != missing})
+        assert isinstance(event, model), (missing, data["message_type"])
+        assert (event.user_id, event.get_plaintext()) == (20002, "在吗")
+        event.get_log_string()
+
+
+def group_message_in(mid: int, group: int, segments: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**group_message(mid, segments), "group_id": group}
+
+
+@pytest.mark.slow
+async def test_a_text_frame_that_is_not_utf8_is_one_line_and_the_connection_stays(
+    redis_url: str, tmp_path: Path
+) -> None:
+    from tests.frame_fuzz import not_utf8
+
+    async with bot_session(redis_url, tmp_path, "在的～") as bot:
+        text = [{"type": "text", "data": {"text": "坏字节"}}]
+        await bot.ws.send(not_utf8(group_message(31001, text), random.Random(31)), text=True)
+        said = await bot.mention(31002, " 在吗")
+        open_after = bot.ws.state.name
+        log = bot.log()
+    assert said == ["在的～"] and open_after == "OPEN", log[-3000:]
+    assert "Traceback" not in log and "Invalid UTF-8" not in log, log[-3000:]
+    [line] = frame_lines(log)
+    assert "UnicodeDecodeError" in line, line
+
+
+OTHER_GROUP = 654321
+
+
+async def recorded_ids(redis_url: str, group: int) -> set[str]:
+    """The ids of the messages she recorded in ``group`` (its recent list)."""
+    import redis.asyncio as aioredis
+
+    from yuiju.message.model import Conversation
+    from yuiju.storage.keys import Keys
+
+    key = Keys("e2e").chat_recent("yuiju", Conversation.group("qq", group).session_id)
+    client = aioredis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        return {json.loads(raw)["id"] for raw in await client.lrange(key, 0, -1)}
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.slow
+async def test_fuzzed_frames_lose_no_complete_message_and_a_mention_elsewhere_is_answered(
+    redis_url: str, tmp_path: Path
+) -> None:
+    from tests.frame_fuzz import fuzz_frames
+
+    frames = fuzz_frames(31, 150, group=GROUP, bot=BOT, first_id=310_000)  # < RECENT_LIMIT kept
+    complete = {str(f.complete) for f in frames if f.complete is not None}
+    async with bot_session(redis_url, tmp_path, "在的～", groups=(GROUP, OTHER_GROUP)) as bot:
+        for frame in frames:
+            await bot.ws.send(frame.payload, text=True)
+        for _ in range(300):  # every complete message recorded, however slow the machine
+            if complete <= await recorded_ids(redis_url, GROUP):
+                break
+            await asyncio.sleep(0.1)
+        lost = complete - await recorded_ids(redis_url, GROUP)
+        at_her = [
+            {"type": "at", "data": {"qq": str(BOT)}},
+            {"type": "text", "data": {"text": " 在吗"}},
+        ]
+        await bot.ws.send(json.dumps(group_message_in(319_999, OTHER_GROUP, at_her)))
+        calls = await calls_until_quiet(bot.ws, 3.0)
+        still_open = bot.ws.state.name == "OPEN"
+        log = bot.log()
+    assert not lost, f"{len(lost)} of {len(complete)} complete messages lost:\n{log[-3000:]}"
+    sent = [c["params"] for c in calls if c["action"] == "send_msg"]
+    assert [(p["group_id"], p["message"][0]["data"]["text"]) for p in sent] == [
+        (OTHER_GROUP, "在的～")
+    ], log[-3000:]
+    assert still_open and "closed" not in log.lower(), log[-3000:]
+    assert "Traceback" not in log and "never retrieved" not in log, log[-3000:]

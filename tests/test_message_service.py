@@ -232,8 +232,60 @@ def test_every_segment_type_becomes_readable_text() -> None:
     )
     assert (
         e.text
-        == "@悠酱看[表情][表情包][图片][语音][合并转发的聊天记录][卡片：[分享]好玩的]@全体成员[weird_new]"
+        == "@悠酱看[表情][表情包][图片：b][语音][合并转发的聊天记录][卡片：[分享]好玩的]@全体成员[weird_new]"
     )
+
+
+def test_images_keep_their_file_name_and_faces_their_name_when_the_platform_says() -> None:
+    # issue 31 item 8: every image was [图片] and every face [表情] in her history
+    segs = [
+        {"type": "face", "data": {"id": "14", "raw": {"faceText": "/微笑"}}},  # NapCat
+        {"type": "face", "data": {"id": "14", "name": "微笑"}},
+        {"type": "face", "data": {"id": "1"}},  # nothing said: nothing made up
+        {"type": "image", "data": {"file": "cat.jpg", "url": "http://127.0.0.1/x?rkey=1"}},
+        {"type": "image", "data": {"file": "http://127.0.0.1/dir/dog.png?x=1"}},
+        {"type": "image", "data": {"file": "base64://iVBORw0KGgo="}},
+        {"type": "image", "data": {"file": "{6F2D3A1B-0C4E-4F5A-9B8C-7D6E5F4A3B2C}.jpg"}},
+        {"type": "image", "data": {"file": "9f86d081884c7d659a2feaa0c55ad015.image"}},
+        {"type": "image", "data": {"file": "s.gif", "sub_type": 1, "summary": "[动画表情]"}},
+    ]
+    payload = {
+        "message_type": "private",
+        "message_id": 8,
+        "user_id": 5,
+        "message": segs,
+    }
+    e = normalize(payload, self_id=BOT, tz=TZ, bot_name="悠酱")
+    assert e is not None
+    assert e.text == (
+        "[表情：微笑][表情：微笑][表情][图片：cat.jpg][图片：dog.png][图片][图片][图片]"
+        "[表情包：动画表情]"
+    )
+
+
+def test_a_quoted_image_stays_in_the_quote() -> None:
+    payload = {
+        "message_type": "group",
+        "message_id": 9,
+        "user_id": 5,
+        "group_id": 9,
+        "message": [
+            {"type": "reply", "data": {"id": "3"}},
+            {"type": "text", "data": {"text": "好看"}},
+        ],
+        "reply": {
+            "message_id": 3,
+            "sender_id": 6,
+            "sender_name": "小红",
+            "text": "我家猫",
+            "message": [
+                {"type": "text", "data": {"text": "我家猫"}},
+                {"type": "image", "data": {"file": "cat.jpg"}},
+            ],
+        },
+    }
+    e = normalize(payload, self_id=BOT, tz=TZ, bot_name="悠酱")
+    assert e is not None and e.text == "[回复 小红：我家猫[图片：cat.jpg]] 好看"
 
 
 def test_malformed_events_are_ignored_and_huge_ones_truncated() -> None:
@@ -570,3 +622,15 @@ async def test_group_context_records_proactive_posts(redis: Any, sqlite_history:
     assert await ctx.last_human_message_at(qq_group(GROUP)) == at_time("2026-09-01 10:00")
     _, items = await kit.service.sessions.context(f"group:qq:{GROUP}")
     assert items[-1] == {"role": "assistant", "content": "我刚放学～"}
+
+
+def test_the_system_prompt_names_the_platform_of_every_id_prefix() -> None:
+    # issue 31 item 8: it said "id 是 QQ 号" next to tg:678, term:root and web:alice
+    from yuiju.characters import load_card
+    from yuiju.message.agent import MODES
+    from yuiju.message.prompt import system_prompt
+
+    prompt = system_prompt(load_card("yuiju"), MODES["CHAT"], tools=True)
+    assert "id 是 QQ 号" not in prompt
+    for said in ("qq 是 QQ 号", "tg 是 Telegram", "lark 是飞书", "term 是终端", "web 是网页聊天"):
+        assert said in prompt, said

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from nonebot_plugin_yuiju import __plugin_meta__
-from nonebot_plugin_yuiju.app import host_app_settings, host_token_problem
+from nonebot_plugin_yuiju.app import host_app_settings, host_telegram_problem, host_token_problem
 from nonebot_plugin_yuiju.config import Config
 from yuiju.config import ConfigError
 
@@ -147,3 +147,31 @@ def test_an_app_without_the_onebot_adapter_needs_no_onebot_token() -> None:
     host = SimpleNamespace(host="0.0.0.0", onebot_access_token=None)
     assert host_token_problem(host, allow_no_token=False, adapters={"Telegram"}) is None
     assert host_token_problem(host, allow_no_token=False, adapters={"Telegram", "OneBot V11"})
+
+
+@pytest.mark.parametrize(
+    ("token", "usable"),
+    [
+        ("123456789:AAsecretPartOfTheTokenXXXXXXXXXX", True),
+        ("7000000001:fake-token-for-tests", True),
+        ("123:short", True),  # a test server's: the server decides how long a secret is
+        ("sk-not-a-telegram-token-at-all", False),
+        ("123:ab/cd", False),  # would change the URL it is part of
+        ("123:ab cd", False),
+        ("123:", False),
+    ],
+)
+def test_yuiju_bot_and_a_host_app_take_the_same_telegram_tokens(
+    token: str, usable: bool, clean_config_env: None
+) -> None:
+    # issue 31 item 6: `yuiju bot` refused a token the plugin route accepted
+    try:
+        host_app_settings(None, {"yuiju_telegram": {"token": token}}, environ={})
+        ours = True
+    except ConfigError as exc:
+        ours = False
+        assert "@BotFather" in str(exc) and token not in str(exc)
+    host = host_telegram_problem(SimpleNamespace(telegram_bots=[{"token": token}]))
+    assert (ours, host is None) == (usable, usable), host
+    if host:
+        assert "TELEGRAM_BOTS[0].token" in host and "@BotFather" in host

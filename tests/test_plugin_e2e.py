@@ -106,7 +106,8 @@ quiet_hours = ""
 
 def host_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
-    env["PYTHONPATH"] = str(ROOT)  # the plugin as installed
+    # the plugin as installed, from the tree under test (src/ first: not an installed copy)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)])
     return env
 
 

@@ -66,6 +66,12 @@ def test_universal_segments_read_as_the_core_keeps_them() -> None:
     assert entry.segments[-1].ref == "tg:555"
 
 
+def test_an_image_the_platform_names_keeps_its_name() -> None:
+    uni = UniMessage([Image(url="https://x/y.png", name="cat.jpg"), Image(url="https://x/z")])
+    entry = tg_entry(uni)
+    assert entry is not None and entry.text == "[图片：cat.jpg][图片]"
+
+
 def test_an_empty_or_unknown_message_is_a_marker_or_nothing() -> None:
     from nonebot.adapters.onebot.v11 import MessageSegment
 

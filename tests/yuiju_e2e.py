@@ -212,14 +212,17 @@ def write_config(
     prefix: str,
     port: int,
     extra_toml: str,
+    app_toml: str = "",
 ) -> Path:
-    """Her yuiju.toml for a run over the fake: shared stores, the stub, no memory or page."""
+    """Her yuiju.toml for a run over the fake: shared stores, the stub, no memory or page;
+    ``app_toml``: more lines of its [app] section (``log_level = "DEBUG"``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "yuiju.toml"
     config.write_text(
         f"""
 [app]
 data_dir = "{(workdir / "data").as_posix()}"
+{app_toml}
 [redis]
 url = "{redis_url}"
 prefix = "{prefix}"
@@ -254,10 +257,12 @@ async def yuiju_over(
     prefix: str = "e2e",
     command: str = "bot",
     extra_toml: str = "",
+    app_toml: str = "",
+    connect: bool = True,
 ) -> AsyncIterator[YuijuOverFake]:
     """``yuiju <command>`` over ``fake`` until the context ends (then stopped, as Ctrl-C does), in
     a fresh town (the keys under ``prefix`` deleted first); returns once the platform's adapter
-    has connected to the fake."""
+    has connected to the fake (``connect=False``: at once, for a fake that starts later)."""
     client = aioredis.Redis.from_url(redis_url, decode_responses=True)
     for key in [k async for k in client.scan_iter(f"{prefix}:*")]:
         await client.delete(key)
@@ -273,6 +278,7 @@ async def yuiju_over(
         prefix=prefix,
         port=port,
         extra_toml=extra_toml,
+        app_toml=app_toml,
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("YUIJU_") and k != "REDIS_URL"}
     env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
@@ -292,11 +298,12 @@ async def yuiju_over(
             stderr=asyncio.subprocess.STDOUT,
         )
     try:
-        try:
-            await fake.wait_connected(60)
-        except TimeoutError:
-            raise AssertionError(f"the adapter never connected:\n{bot.tail()}") from None
-        await fake.calls_until_quiet(0.5)  # start-up calls (getMe, bot info, ...)
+        if connect:
+            try:
+                await fake.wait_connected(60)
+            except TimeoutError:
+                raise AssertionError(f"the adapter never connected:\n{bot.tail()}") from None
+            await fake.calls_until_quiet(0.5)  # start-up calls (getMe, bot info, ...)
         yield bot
     finally:
         await bot.stop()

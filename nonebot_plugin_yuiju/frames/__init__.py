@@ -110,6 +110,72 @@ class GuardedJson(ModuleType):
             return None
 
 
+START_RETRY_SECONDS = (2.0, 5.0, 10.0, 30.0)
+"""Pauses between tries to start a platform whose server did not answer at start-up (Feishu,
+Telegram), the last one repeated."""
+
+
+def lost_connection(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what caused it) says the platform's server is away: a refused or
+    dropped connection, a WebSocket closed, a network error of an adapter, a timeout."""
+    import httpx
+    import websockets
+    from nonebot.exception import NetworkError, WebSocketClosed
+
+    kinds = (
+        OSError,
+        TimeoutError,
+        WebSocketClosed,
+        NetworkError,
+        httpx.TransportError,
+        websockets.WebSocketException,
+    )
+    for _ in range(8):  # adapters wrap the transport's error ("raise NetworkError() from e")
+        if exc is None:
+            return False
+        if isinstance(exc, kinds):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class Outages:
+    """An adapter's log function (nonebot's ``logger_wrapper``: ``log(level, message, exc)``),
+    except for the lines of a lost connection: the adapter logs each try to reconnect as an
+    ERROR with the whole traceback, every few seconds for as long as the server is away (a
+    platform restarting, or stopped before her). Here the first line of an outage is one short
+    warning, the tries after it debug lines, until `back` (the adapter read from the server
+    again) ends the outage; the next one is a warning again."""
+
+    def __init__(
+        self, platform: str, logger: logging.Logger, adapter_log: Callable[..., None]
+    ) -> None:
+        self.platform = platform
+        self.logger = logger
+        self.adapter_log = adapter_log
+        self.down = False
+
+    def __call__(self, level: str, message: str, exception: BaseException | None = None) -> None:
+        if exception is not None and level in ("ERROR", "WARNING") and lost_connection(exception):
+            if self.down:
+                self.logger.debug("%s still away: %s", self.platform, why(exception))
+                return
+            self.down = True
+            self.logger.warning(
+                "%s: connection to the server lost (%s); retrying quietly until it is back",
+                self.platform,
+                why(exception)[:120],
+            )
+            return
+        self.adapter_log(level, message, exception)
+
+    def back(self) -> None:
+        """The adapter read from the server: an outage, if any, is over."""
+        if self.down:
+            self.down = False
+            self.logger.info("%s: connected to the server again", self.platform)
+
+
 def fix_surrogates(text: str) -> str:
     """``text`` with each lone half of a UTF-16 pair (JSON may escape one alone; no store or
     encoder takes it) replaced by U+FFFD."""

@@ -15,16 +15,27 @@ in a task, with a traceback. `install` guards:
   once (its message is built lazily, so a crash there would come later, in a task); an event no
   model fits is reported and skipped;
 - the ``json`` of its WebSocket client module, which catches bad JSON but not a frame nested past
-  the decoder's recursion (that would end the connection).
+  the decoder's recursion (that would end the connection);
+- ``Adapter.get_bot_info`` (looked up by its start-up hook): a bot Feishu does not answer for at
+  start-up is one warning and retried in the background (`starting_or_retrying`), instead of
+  ending the app's start-up and with it the process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nonebot_plugin_yuiju.frames import UNREADABLE, FrameReports, GuardedJson, why
+from nonebot_plugin_yuiju.frames import (
+    START_RETRY_SECONDS,
+    UNREADABLE,
+    FrameReports,
+    GuardedJson,
+    why,
+)
 
 log = logging.getLogger(__name__)
 REPORTS = FrameReports("Feishu", log)
@@ -66,8 +77,71 @@ def install() -> None:
 
     Adapter._handle_http = guarded_handle_http  # type: ignore[method-assign]
     Adapter.json_to_event = classmethod(json_to_event)  # type: ignore[assignment]
+    Adapter.get_bot_info = starting_or_retrying(Adapter.get_bot_info)  # type: ignore[method-assign,assignment]
     ws_client.json = GuardedJson(REPORTS.frame)
     Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
+
+
+START_SECONDS = 10.0
+"""The most the app's start-up waits for Feishu to answer (an address that drops packets)."""
+
+
+GetBotInfo = Callable[[Any, Any], Awaitable[Any]]
+"""The adapter's ``get_bot_info(adapter, bot_config)`` (its types are the adapter's)."""
+
+
+def starting_or_retrying(get_bot_info: GetBotInfo) -> GetBotInfo:
+    """The adapter's ``get_bot_info``, which its start-up hook calls for each bot (the tenant
+    token, then the bot's info) and which raised out of the app's start-up when Feishu was
+    unreachable: the whole process ended (`yuiju run`: her life, the observer page and every other
+    platform). Now a bot that cannot start is one warning; the adapter skips it (one line of its
+    own, "Skipped Bot … registration") and a task in the adapter's own set (cancelled when the app
+    stops) tries again quietly, then runs the adapter's start-up again, which registers it."""
+
+    async def guarded(self: Any, bot_config: Any) -> Any:
+        from nonebot.adapters.feishu.models.api import BaseResponse
+
+        try:
+            return await asyncio.wait_for(get_bot_info(self, bot_config), START_SECONDS)
+        except Exception as exc:  # the adapter's NetworkError, a refused or unreadable answer
+            problem = why(exc) if not isinstance(exc, TimeoutError) else "no answer"
+        app_id = bot_config.app_id
+        retrying: set[str] = self.__dict__.setdefault("_yuiju_retrying", set())
+        if app_id not in retrying:
+            retrying.add(app_id)
+            log.warning(
+                "Feishu bot %s did not start (%s): trying again in the background; her life "
+                "and the other platforms go on",
+                app_id,
+                problem[:160],
+            )
+            task = asyncio.create_task(_retry(self, get_bot_info, bot_config, retrying))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        return BaseResponse(code=-1, msg=problem[:200])  # the adapter reads the code, skips it
+
+    return guarded
+
+
+async def _retry(
+    adapter: Any, get_bot_info: GetBotInfo, bot_config: Any, retrying: set[str]
+) -> None:
+    tries = 0
+    while True:
+        await asyncio.sleep(START_RETRY_SECONDS[min(tries, len(START_RETRY_SECONDS) - 1)])
+        tries += 1
+        try:
+            result = await asyncio.wait_for(get_bot_info(adapter, bot_config), START_SECONDS)
+        except Exception as exc:  # still unreachable: quiet
+            log.debug("Feishu bot %s: try %d failed: %s", bot_config.app_id, tries, why(exc))
+            continue
+        if result.code != 0:
+            log.debug("Feishu bot %s: try %d answered %s", bot_config.app_id, tries, result.msg)
+            continue
+        retrying.discard(bot_config.app_id)
+        await adapter.startup()  # registers every bot not registered yet (the adapter's own)
+        log.info("Feishu bot %s started after %d tries", bot_config.app_id, tries + 1)
+        return
 
 
 def parse_event(adapter: Any, data: dict[str, Any]) -> Any:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from typing import Any
 
 from nonebot_plugin_yuiju.frames import FrameReports, GuardedJson, fix_surrogates, why
@@ -69,6 +70,23 @@ def install() -> None:
     adapter_module.json = GuardedJson(report)
     Adapter.json_to_event = classmethod(json_to_event)  # type: ignore[assignment]
     Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
+    install_server_guard()
+
+
+def install_server_guard() -> None:
+    """uvicorn's WebSocket server hands a text frame that is not UTF-8 to the app as bytes
+    (`frames.server`), instead of closing the connection with 1007 and a traceback before any
+    guard sees it: the adapter's ``json`` (`GuardedJson`) then reports it in one line and reads
+    on. Applies to every server started after this (`yuiju bot`, `yuiju run`, a host app) that
+    leaves uvicorn's WebSocket protocol at "auto"."""
+    from uvicorn.protocols.websockets import auto
+
+    try:
+        from nonebot_plugin_yuiju.frames.server import Utf8GuardedProtocol
+    except ImportError:  # uvicorn before 0.35: no sans-I/O protocol to guard
+        return
+    if auto.AutoWebSocketsProtocol is Utf8GuardedProtocol.__base__:
+        auto.AutoWebSocketsProtocol = Utf8GuardedProtocol
 
 
 def parse_event(adapter: Any, data: dict[str, Any]) -> Any:
@@ -80,7 +98,7 @@ def parse_event(adapter: Any, data: dict[str, Any]) -> Any:
     from pydantic import BaseModel
 
     if data.get("post_type") in ("message", "message_sent"):
-        data = normalise_segments(data)
+        data = complete_message(normalise_segments(data))
     try:
         models = list(adapter.get_event_model(data))
         if data.get("post_type") == "message":  # the lookup ends with the base events
@@ -107,6 +125,30 @@ def parse_event(adapter: Any, data: dict[str, Any]) -> Any:
         return None
 
 
+MESSAGE_DEFAULTS: dict[str, Any] = {"font": 0, "raw_message": ""}
+"""Fields of a message event the adapter requires and nobody reads: an implementation may leave
+them out (the sender, the conversation and the content are what the message is)."""
+SUB_TYPES = {"group": "normal", "private": "friend"}
+
+
+def complete_message(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with what a message event may leave out filled in, so that a message whose
+    sender (``user_id``), conversation and content can be read is kept: ``font`` and
+    ``raw_message``, the ``sub_type`` of its kind, a ``sender`` of its ``user_id`` alone, the
+    ``time`` it arrived and ``self_id`` 0 (the connection says whose it is; nothing reads the
+    event's)."""
+    missing = {k: v for k, v in MESSAGE_DEFAULTS.items() if k not in data}
+    if "sub_type" not in data and data.get("message_type") in SUB_TYPES:
+        missing["sub_type"] = SUB_TYPES[data["message_type"]]
+    if not isinstance(data.get("sender"), dict) and "user_id" in data:
+        missing["sender"] = {"user_id": data["user_id"]}
+    if "time" not in data:
+        missing["time"] = int(time.time())
+    if "self_id" not in data:
+        missing["self_id"] = 0
+    return {**data, **missing} if missing else data
+
+
 def normalise_segments(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with its message's segments in the shape the adapter reads: a bad segment is
     skipped and the rest of the message kept (one rate-limited line per message).
@@ -130,9 +172,10 @@ def normalise_segments(data: dict[str, Any]) -> dict[str, Any]:
             problems.append(problem)
         if fixed is not None:
             kept.append(fixed)
-    if not problems:
-        return data if segments is message else {**data, "message": segments}
-    REPORTS.dropped("segments", data.get("message_id"), len(kept), len(segments), problems)
+    if problems:
+        REPORTS.dropped("segments", data.get("message_id"), len(kept), len(segments), problems)
+    # a fixed segment may differ without a problem (``data: null`` read as empty data, which
+    # nonebot's log line of the event would crash on): the message is always the kept list
     return {**data, "message": kept}
 
 

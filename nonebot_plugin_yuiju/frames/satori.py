@@ -11,16 +11,19 @@ microseconds). A message whose content has elements the adapter cannot read (an 
 is no number, a link without its href) loses those elements and keeps the rest
 (`normalise_content`). A quote of a message the server cannot fetch is one line, and the message
 is answered without it (`guard_check_reply`: the adapter's ``_check_reply``, looked up by name at
-every message).
+every message). A server that goes away (stopped, restarting) is one warning while the adapter
+tries to reconnect every 3 s, not an error with a traceback at each try (`frames.Outages`, in
+place of the adapter module's ``log``; a payload read ends the outage).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nonebot_plugin_yuiju.frames import UNREADABLE, FrameReports, why
+from nonebot_plugin_yuiju.frames import UNREADABLE, FrameReports, Outages, why
 
 log = logging.getLogger(__name__)
 REPORTS = FrameReports("Satori", log)
@@ -42,12 +45,14 @@ class _Remembering:
 def install() -> None:
     """Guard the Satori adapter's frame reading (idempotent)."""
     from nonebot.adapters.satori import Adapter
+    from nonebot.adapters.satori import adapter as adapter_module
     from nonebot.adapters.satori import bot as bot_module
     from nonebot.adapters.satori.models import EventPayload
 
     if getattr(Adapter, "_yuiju_frames_guarded", False):
         return
     receive = Adapter.receive_payload
+    outages = Outages("Satori", log, adapter_module.log)
 
     async def receive_payload(self: Any, info: Any, ws: Any) -> Any:
         while True:
@@ -57,6 +62,7 @@ def install() -> None:
             except UNREADABLE as exc:  # a closed socket raises something else: reconnect
                 REPORTS.frame(f"not a payload ({why(exc)})", frame.last)
                 continue
+            outages.back()
             if isinstance(payload, EventPayload):
                 body = readable_body(self, payload.body)
                 if body is None:
@@ -65,6 +71,7 @@ def install() -> None:
             return payload
 
     Adapter.receive_payload = receive_payload  # type: ignore[method-assign]
+    adapter_module.log = outages
     bot_module._check_reply = guard_check_reply(bot_module._check_reply)
     Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
 
@@ -93,8 +100,9 @@ def guard_check_reply(check_reply: Callable[[Any, Any], Awaitable[None]]) -> Any
 
 
 def readable_body(adapter: Any, body: dict[str, Any]) -> dict[str, Any] | None:
-    """``body`` (its message's content without the elements the adapter cannot read) when the
-    adapter can build its event; None, reported, when it cannot."""
+    """``body`` (its message's content without the elements the adapter cannot read, attribute
+    values quoted) when the adapter can build its event; None, reported, when it cannot."""
+    body = quote_attributes(body)
     try:
         build(adapter, body)
         return body
@@ -159,3 +167,21 @@ def normalise_content(body: dict[str, Any]) -> dict[str, Any] | None:
         return None
     REPORTS.dropped("elements", message.get("id"), len(kept), len(elements), problems)
     return {**body, "message": {**message, "content": "".join(kept)}}
+
+
+_TAG = re.compile(r"<[A-Za-z][^<>]*>")
+_BARE_VALUE = re.compile(r"""(\s[^\s=<>/"']+)=([^\s"'<>`]+?)(?=\s|/?>)""")
+"""An attribute value without quotes (``id=10001``), which HTML allows and some servers write:
+the adapter's parser reads ``id=10001`` as two flags (``id`` and ``10001`` both True)."""
+
+
+def quote_attributes(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with the attribute values of its message's elements in quotes."""
+    message = body.get("message")
+    if not isinstance(message, dict):
+        return body
+    content = message.get("content")
+    if not isinstance(content, str) or "=" not in content:
+        return body
+    fixed = _TAG.sub(lambda tag: _BARE_VALUE.sub(r'\1="\2"', tag.group(0)), content)
+    return body if fixed == content else {**body, "message": {**message, "content": fixed}}

@@ -15,8 +15,14 @@ each with a traceback. `install` guards two seams, both looked up at every call:
   confirms it;
 - the adapter's per-update handler: it builds the event (after `normalise_update`, for updates
   posted to a webhook) and hands it to the bot; an update it cannot build is reported, a bare
-  ``update_id`` (reported when it was read, or a kind of update this adapter does not know) is
-  skipped with a debug line.
+  ``update_id`` (reported when it was read, or a kind of update this adapter does not know) and
+  an event nonebot could not log (a pin of a message the bot cannot see, Telegram's
+  "inaccessible message": the adapter keeps it a dict) are skipped with a debug line.
+
+A Bot API server that goes away (stopped, a proxy down) is one warning while the adapter polls
+again every 5 s, not an error with a traceback at each poll (`frames.Outages`, in place of the
+adapter module's ``log``; an answered poll ends the outage); one that does not answer when she
+starts is that same warning, and the bot's start is tried again (`polling_until_it_starts`).
 
 Entities are what `normalise_update` fixes: one that is not an object, of an unknown type, out
 of the text or cutting a UTF-16 pair is dropped (its text stays, as plain text), and a lone
@@ -29,9 +35,18 @@ import asyncio
 import functools
 import logging
 import typing
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeGuard
 
-from nonebot_plugin_yuiju.frames import UNREADABLE, FrameReports, fix_surrogates, why
+from nonebot_plugin_yuiju.frames import (
+    START_RETRY_SECONDS,
+    UNREADABLE,
+    FrameReports,
+    Outages,
+    fix_surrogates,
+    lost_connection,
+    why,
+)
 
 log = logging.getLogger(__name__)
 REPORTS = FrameReports("Telegram", log)
@@ -52,19 +67,47 @@ MESSAGES = (
 def install() -> None:
     """Guard the Telegram adapter's update reading (idempotent)."""
     from nonebot.adapters.telegram import Adapter, Bot
+    from nonebot.adapters.telegram import adapter as adapter_module
 
     if getattr(Adapter, "_yuiju_frames_guarded", False):
         return
     call_api = Bot.call_api
+    outages = Outages("Telegram", log, adapter_module.log)
 
     async def guarded_call_api(self: Any, api: str, *args: Any, **kwargs: Any) -> Any:
         if api != "get_updates" or args:
             return await call_api(self, api, *args, **kwargs)
-        return await read_updates(self, kwargs)
+        updates = await read_updates(self, kwargs)
+        outages.back()  # the Bot API answered (a network error raised past this)
+        return updates
 
     Bot.call_api = guarded_call_api  # type: ignore[method-assign]
+    adapter_module.log = outages
+    Adapter.poll = polling_until_it_starts(Adapter.poll)  # type: ignore[method-assign]
     Adapter._Adapter__handle_update = handle_update  # type: ignore[attr-defined]
     Adapter._yuiju_frames_guarded = True  # type: ignore[attr-defined]
+
+
+def polling_until_it_starts(poll: Callable[[Any, Any], Awaitable[None]]) -> Any:
+    """The adapter's ``poll(bot)`` task, which first asks the Bot API who the bot is: when the
+    server does not answer then, the adapter logged it and its task ended, and the bot stayed
+    off until a restart. Now it is tried again (`START_RETRY_SECONDS`), quietly after the one
+    warning of the outage (`Outages`); an answer that is an error (a revoked token) still ends it
+    as before. (Once polling, the adapter's own loop retries every 5 s.)"""
+
+    async def guarded(self: Any, bot: Any) -> None:
+        tries = 0
+        while True:
+            try:
+                await poll(self, bot)
+                return
+            except Exception as exc:
+                if not lost_connection(exc):
+                    raise
+            await asyncio.sleep(START_RETRY_SECONDS[min(tries, len(START_RETRY_SECONDS) - 1)])
+            tries += 1
+
+    return guarded
 
 
 async def read_updates(bot: Any, params: dict[str, Any]) -> list[Any]:
@@ -119,11 +162,20 @@ async def handle_update(self: Any, bot: Any, update: Any) -> None:
     if len(update.keys() - {"update_id"}) == 0:
         log.debug("Telegram update %s has nothing this adapter reads", update.get("update_id"))
         return
+    from nonebot.exception import NoLogException
+
     fixed = normalise_update(update)
     try:
         event = Event.parse_event(fixed)
     except Exception as exc:  # its parsers index and decode unguarded
         REPORTS.frame(f"not an event ({why(exc)})", update)
+        return
+    try:  # nonebot logs every event it handles: one whose line raises is lost in a task
+        event.get_log_string()  # (a pin of a message she cannot see keeps its chat a dict)
+    except NoLogException:
+        pass
+    except Exception as exc:
+        log.debug("Telegram update %s skipped: %s", update.get("update_id"), why(exc))
         return
     await bot.handle_event(event)
 

@@ -158,6 +158,7 @@ class FakePlatform:
     def __init__(self) -> None:
         self.calls = CallLog()
         self.port = 0
+        """Where it listens once entered; set it before to choose (a platform that comes late)."""
         self.closing = asyncio.Event()
         """Set when the fake shuts down, so long-held requests (long polls) end at once."""
         self.app_url = ""
@@ -210,6 +211,14 @@ class FakePlatform:
         """Send one bad frame of ``kind`` the way this platform's transport would carry it."""
         raise NotImplementedError
 
+    def successor(self) -> Self:
+        """The same platform after a restart, to enter once this one has exited: a fake of the
+        same class (default settings) on the same port, its ids going on from this one's (an
+        adapter confirms what it has seen by id)."""
+        after = type(self)()
+        after.port, after.app_url, after._ids = self.port, self.app_url, self._ids
+        return after
+
     # -- shared ---------------------------------------------------------------------------------
 
     @property
@@ -235,7 +244,7 @@ class FakePlatform:
     async def __aenter__(self) -> Self:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", self.port))  # 0: any free port
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             Starlette(routes=self.routes()),

@@ -129,7 +129,8 @@ class NoneBotApp:
             "FAKES_NONEBOT_CONFIG": json.dumps(config),
             "FAKES_ADAPTER": self.fake.adapter,
             "FAKES_PLUGIN": str(plugin),
-            "PYTHONPATH": str(ROOT),
+            # the tree under test (src/, then tests/ from the root), not an installed copy
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
             "NO_PROXY": "127.0.0.1,localhost",  # loopback only, whatever proxy the machine has
             "no_proxy": "127.0.0.1,localhost",
             **self.env,

@@ -139,6 +139,33 @@ class SatoriFake(FakePlatform):
         content = self._content(text, False, reply_to, image, sticker)
         return await self._message_created(channel, user, content, guild=False)
 
+    def successor(self) -> SatoriFake:
+        after = super().successor()
+        after._sn = self._sn  # the adapter resumes from the last sn it saw
+        return after
+
+    async def send_group_content(self, content: str, *, user: Person | None = None) -> str:
+        """A message-created event in the group whose content is ``content`` as written: element
+        text a server may send unlike this fake (``<at id=10001/>``, unquoted). Returns its id."""
+        channel = {"id": self.group_id, "type": TEXT_CHANNEL, "name": self.group_name}
+        return await self._message_created(channel, user or self.DEFAULT_USER, content, guild=True)
+
+    async def send_group_command(
+        self, name: str, *arguments: str, user: Person | None = None
+    ) -> None:
+        """An interaction/command event in the group: someone picked the bot's slash command
+        ``name`` from the platform's menu (no message, only its name and arguments)."""
+        user = user or self.DEFAULT_USER
+        body = {
+            **self._envelope("interaction/command"),
+            "channel": {"id": self.group_id, "type": TEXT_CHANNEL, "name": self.group_name},
+            "guild": {"id": self.group_id, "name": self.group_name},
+            "user": {"id": user.id, "name": user.name},
+            "member": {"nick": user.name},
+            "argv": {"name": name, "arguments": list(arguments), "options": {}},
+        }
+        await self._dispatch(body)
+
     async def send_recall(self, message_id: str) -> None:
         """A message-deleted event: the user took the message back (撤回)."""
         message = self.messages.pop(message_id)

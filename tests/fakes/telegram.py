@@ -212,6 +212,26 @@ class TelegramFake(FakePlatform):
         self._bad_answers.append(Response(body, media_type=media_type))
         self._wake.set()
 
+    def send_pin(self, message_id: str, *, user: Person | None = None) -> None:
+        """``user`` pins a message in the group: a service message whose ``pinned_message`` is the
+        message, or, when the bot cannot see it (an id it never got), Telegram's inaccessible
+        message (``date`` 0, no sender, no content)."""
+        user = user or self.DEFAULT_USER
+        chat = self.chats[self.group_id]
+        pinned = self.messages.get(int(message_id)) or {
+            "message_id": int(message_id),
+            "chat": chat,
+            "date": 0,
+        }
+        service = {
+            "message_id": self.next_id(),
+            "from": {"id": int(user.id), "is_bot": False, "first_name": user.name},
+            "chat": chat,
+            "date": int(time.time()),
+            "pinned_message": {k: v for k, v in pinned.items() if k != "reply_to_message"},
+        }
+        self._queue({"update_id": self.next_id(), "message": service})
+
     # -- updates --------------------------------------------------------------------------------
 
     def _queue_message(
