@@ -17,7 +17,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,13 +25,14 @@ from yuiju.characters import CharacterCard
 from yuiju.llm import CassetteMismatch
 from yuiju.memory.episodes import Episode, episode_id
 from yuiju.world.action import Action, ActionContext, Companion
-from yuiju.world.conversation import Speaker, TalkRequest, TemplateTalker
+from yuiju.world.conversation import Conversation, Speaker, TalkRequest, TemplateTalker
 from yuiju.world.day_record import DayRecord
+from yuiju.world.decisions import DecisionPool
 from yuiju.world.errors import InvalidDecision
 from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.plans import PlanError, apply_plan_changes
-from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed
+from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed, revalidate
 from yuiju.world.relations import (
     CLOSENESS_DELTAS,
     EARLY_MINUTES,
@@ -159,6 +160,23 @@ _Completed = tuple[dict[str, Any] | None, WorldState, CharacterState]
 """A completion's timeline record (None: there was nothing to complete) and her state as committed."""
 
 
+@dataclass(frozen=True)
+class MeetingWords:
+    """A meeting as planned when its words were written, and the words (a template's instead
+    when what happens has changed by the time it starts)."""
+
+    plan: MeetingPlan
+    words: Conversation
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a decision off the step returns: the policy's choice, and for a meeting its words."""
+
+    decision: Decision
+    talk: MeetingWords | None = None
+
+
 class BehaviorLoop:
     def __init__(
         self,
@@ -280,8 +298,15 @@ class BehaviorLoop:
 
         return await self.store.transact(create, characters=[self.character_id])
 
-    async def step(self, now: datetime) -> datetime:
-        """Advance her by one step at ``now``; returns when she next needs attention."""
+    async def step(
+        self, now: datetime, *, decisions: DecisionPool[Asked] | None = None, speed: float = 1.0
+    ) -> datetime:
+        """Advance her by one step at ``now``; returns when she next needs attention.
+
+        With ``decisions`` (the engine's pool) a policy that is not instant decides off the step
+        (`world.decisions`): the step starts her decision and returns its deadline, and a later
+        step applies the answer; ``speed`` is the clock's, to turn a wall deadline into world
+        time. Without it the step waits for the policy (simulate, tests)."""
         world, character = await self.store.load(self.character_id)
         if character is None:
             character = await self.ensure_character()
@@ -295,12 +320,16 @@ class BehaviorLoop:
         self._clock_behind_reported = False
         if character.running is not None:
             if now < character.running.ends_at:
+                if decisions is not None:  # someone took her along meanwhile: moot
+                    decisions.drop(self.character_id)
                 return character.running.ends_at
             world, character = await self._complete(now)
         if world is None:
             return now + PAUSED_RETRY  # the world ticker creates it first
         if world.paused:
             return now + PAUSED_RETRY
+        if decisions is not None and not self.policy.instant:
+            return await self._decide_off_step(now, world, character, decisions, speed)
         return await self._decide_and_start(now, world, character)
 
     async def _complete(self, now: datetime) -> tuple[WorldState, CharacterState]:
@@ -509,21 +538,38 @@ class BehaviorLoop:
         self, now: datetime, world: WorldState, character: CharacterState, exclude: frozenset[str]
     ) -> datetime:
         t0 = self._perf()
-        view = self._ctx(now, world, character, company=await self._company(now, character))
-        candidates = self.candidates(view, exclude)
+        view, candidates = await self._moment(now, world, character, exclude)
         if not candidates:
-            self.stats.no_candidates += 1
-            self.stats.note_offer(self.character_id, now, candidates, None)
-            log.error(
-                "%s has no candidate action at %s (location %s); retrying in %s",
-                self.character_id,
-                now.isoformat(),
-                character.location,
-                NO_CANDIDATE_RETRY,
-            )
-            return now + NO_CANDIDATE_RETRY
+            return self._no_candidates(now, character)
+        request = await self._request(now, view, candidates, self.policy)
+        engine_ms = (self._perf() - t0) * 1000
+        decision = await self._choose(request)
+        return await self._carry_out(now, decision, view, candidates, engine_ms)
+
+    async def _moment(
+        self, now: datetime, world: WorldState, character: CharacterState, exclude: frozenset[str]
+    ) -> tuple[ActionContext, list[Action]]:
+        """The moment as she sees it, and the actions possible in it."""
+        view = self._ctx(now, world, character, company=await self._company(now, character))
+        return view, self.candidates(view, exclude)
+
+    def _no_candidates(self, now: datetime, character: CharacterState) -> datetime:
+        self.stats.no_candidates += 1
+        self.stats.note_offer(self.character_id, now, [], None)
+        log.error(
+            "%s has no candidate action at %s (location %s); retrying in %s",
+            self.character_id,
+            now.isoformat(),
+            character.location,
+            NO_CANDIDATE_RETRY,
+        )
+        return now + NO_CANDIDATE_RETRY
+
+    async def _request(
+        self, now: datetime, view: ActionContext, candidates: list[Action], policy: Policy
+    ) -> DecisionRequest:
         record = DayRecord()
-        if self.recent and self.policy.wants_recent:
+        if self.recent and policy.wants_recent:
             try:
                 record = await self.recent(self.character_id, now)
             except Exception as exc:  # a dead history store must not stop her: decide without it
@@ -532,7 +578,7 @@ class BehaviorLoop:
                     self.character_id,
                     exc,
                 )
-        request = DecisionRequest(
+        return DecisionRequest(
             ctx=view,
             candidates=candidates,
             today=record.today,
@@ -540,8 +586,17 @@ class BehaviorLoop:
             card=self.card,
             sociable=self.neighbours is not None and len(self.neighbours.characters) > 1,
         )
-        engine_ms = (self._perf() - t0) * 1000
-        decision = await self._choose(request)
+
+    async def _carry_out(
+        self,
+        now: datetime,
+        decision: Decision,
+        view: ActionContext,
+        candidates: list[Action],
+        engine_ms: float,
+        talk: MeetingWords | None = None,
+    ) -> datetime:
+        """Start what was decided (solo or joint); count it and its engine time."""
         t1 = self._perf()
         self.stats.decisions += 1
         self.stats.note_offer(self.character_id, now, candidates, decision)
@@ -556,12 +611,94 @@ class BehaviorLoop:
             )
             return now + NO_CANDIDATE_RETRY
         if decision.action.joint is not None:
-            started = await self._start_joint(now, decision, view)
+            started = await self._start_joint(now, decision, view, talk)
         else:
             started = await self._start(now, decision)
         engine_ms += (self._perf() - t1) * 1000
         self.stats.add_overhead(engine_ms)
         return started
+
+    # -- decisions in flight (world/decisions.py) ---------------------------------------------
+
+    async def _decide_off_step(
+        self,
+        now: datetime,
+        world: WorldState,
+        character: CharacterState,
+        pool: DecisionPool[Asked],
+        speed: float,
+    ) -> datetime:
+        """Her decision as an operation off the step: start it, look again at its deadline, or
+        apply its answer if it still holds now (else ask again); past the deadline, or while the
+        model is away, the offline policy decides."""
+        exclude: frozenset[str] = frozenset()
+        for _ in range(MAX_CRASHED_PER_DECISION):
+            try:
+                return await self._off_step_once(now, world, character, pool, speed, exclude)
+            except ActionCrashed as exc:
+                self._report_broken(exc.action_id, "executor")
+                exclude = exclude | {exc.action_id}
+        return now + NO_CANDIDATE_RETRY
+
+    async def _off_step_once(
+        self,
+        now: datetime,
+        world: WorldState,
+        character: CharacterState,
+        pool: DecisionPool[Asked],
+        speed: float,
+        exclude: frozenset[str],
+    ) -> datetime:
+        cid = self.character_id
+        flight = pool.get(cid)
+        overdue = False
+        if flight is not None and not flight.done():
+            if not pool.overdue(flight, now):
+                return pool.due(flight, now, speed)
+            pool.give_up(cid, now)
+            flight, overdue = None, True
+        t0 = self._perf()
+        view, candidates = await self._moment(now, world, character, exclude)
+        if flight is not None:
+            pool.take(cid)
+            asked = flight.task.result()  # the policy's own errors fell back inside it
+            if character.last_acted_at is not None and flight.asked_at < character.last_acted_at:
+                why: str | None = "她在这之后已经做了别的事"
+            else:
+                decision, why = revalidate(asked.decision, view, candidates)
+            if why is None:
+                engine_ms = (self._perf() - t0) * 1000
+                return await self._carry_out(now, decision, view, candidates, engine_ms, asked.talk)
+            pool.figures.stale += 1
+            self.stats.stale_starts += 1
+            log.info(
+                "%s: the answer asked at %s (%s) no longer holds at %s: %s; deciding again",
+                cid,
+                flight.asked_at.strftime("%H:%M"),
+                asked.decision.action.id,
+                now.strftime("%H:%M"),
+                why,
+            )
+        if not candidates:
+            return self._no_candidates(now, character)
+        if self.fallback is not None and (overdue or not pool.asks()):
+            request = await self._request(now, view, candidates, self.fallback)
+            decision = await self.fallback.decide(request)
+            self.stats.fallbacks += 1
+            decision = replace(decision, decided_by=f"fallback:{self.fallback.name}")
+            engine_ms = (self._perf() - t0) * 1000
+            return await self._carry_out(now, decision, view, candidates, engine_ms)
+        started = pool.start(cid, now, speed, lambda: self._ask(now, view, candidates))
+        return pool.due(started, now, speed)
+
+    async def _ask(self, now: datetime, view: ActionContext, candidates: list[Action]) -> Asked:
+        """The operation off the step: read her day, ask the policy, and for a meeting have
+        its words written (a model call too)."""
+        request = await self._request(now, view, candidates, self.policy)
+        decision = await self._choose(request)
+        if decision.action.joint is None or self.neighbours is None:
+            return Asked(decision)
+        return Asked(decision, await self._meeting_words(now, decision, view))
 
     async def _company(self, now: datetime, character: CharacterState) -> tuple[Companion, ...]:
         """Who else is at her place now (`world.social.company_of`); nobody at home, and no
@@ -913,19 +1050,15 @@ class BehaviorLoop:
             kept=plan.kept,
         )
 
-    async def _start_joint(
+    async def _meeting_words(
         self, now: datetime, decision: Decision, view: ActionContext
-    ) -> datetime:
-        """Start a joint action for her and her partner in one write on both: the partner's
-        pastime (if any) ends now, both start it, each gets her behavior episode and a
-        conversation episode, closeness moves on both sides and news passes on."""
+    ) -> MeetingWords:
+        """What the meeting she chose would be, and its words (the model's while today's budget
+        lasts, else a template's), as seen at ``view``."""
         action, joint, town = decision.action, decision.action.joint, self.neighbours
         chosen = decision.params
         assert joint is not None and town is not None and isinstance(chosen, WithPartner)
-        partner_id = chosen.partner
-        seen = next(c for c in view.company if c.id == partner_id)
-        proposal = proposal_of(chosen, view, town.name)
-        mid = meeting_id(self.character_id, partner_id, now, action.id)
+        seen = next(c for c in view.company if c.id == chosen.partner)
         plan = plan_meeting(
             view.character,
             seen.state,
@@ -933,14 +1066,36 @@ class BehaviorLoop:
             place=view.character.location,
             now=now,
             town=self.town,
-            proposal=proposal,
+            proposal=proposal_of(chosen, view, town.name),
         )
         budget_left = (
             view.character.social.day != now.date()
             or view.character.social.model_talks_today < town.model_talks_per_day
         ) and town.model_talks_per_day > 0
+        mid = meeting_id(self.character_id, chosen.partner, now, action.id)
         request = self._talk_request(mid, action, view.character, seen.state, plan, now)
-        words = await town.talker.converse(request, use_model=budget_left)
+        return MeetingWords(plan, await town.talker.converse(request, use_model=budget_left))
+
+    async def _start_joint(
+        self,
+        now: datetime,
+        decision: Decision,
+        view: ActionContext,
+        talk: MeetingWords | None = None,
+    ) -> datetime:
+        """Start a joint action for her and her partner in one write on both: the partner's
+        pastime (if any) ends now, both start it, each gets her behavior episode and a
+        conversation episode, closeness moves on both sides and news passes on. ``talk``: the
+        words written off the step (else they are written here)."""
+        action, joint, town = decision.action, decision.action.joint, self.neighbours
+        chosen = decision.params
+        assert joint is not None and town is not None and isinstance(chosen, WithPartner)
+        partner_id = chosen.partner
+        proposal = proposal_of(chosen, view, town.name)
+        mid = meeting_id(self.character_id, partner_id, now, action.id)
+        if talk is None:
+            talk = await self._meeting_words(now, decision, view)
+        plan, words = talk.plan, talk.words
 
         def start(snap: Snapshot) -> tuple[Commit, _JointStart]:
             """Returns when it ends (None: not started), why not if it was no longer possible,

@@ -52,9 +52,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from yuiju.config import compact_character_ids
 from yuiju.storage.history import HistoryStore
-from yuiju.world.behavior import BehaviorLoop
+from yuiju.world.behavior import Asked, BehaviorLoop
 from yuiju.world.clock import Clock
 from yuiju.world.commands import CommandRejected, apply_command, parse_command
+from yuiju.world.decisions import DecisionLimits, DecisionPool
 from yuiju.world.errors import CorruptState, LeaseLost
 from yuiju.world.evolutions import Event, Evolution, TickContext
 from yuiju.world.leases import LeaseChange, Leases
@@ -233,9 +234,13 @@ class Engine:
         flush_every: int = 1,
         lease_ttl_ms: int | None = None,
         worker_name: str | None = None,
+        decisions: DecisionLimits | None = None,
+        wall: Callable[[], float] = time.monotonic,
     ) -> None:
         """One town from ``store``, ``ticker`` and ``loops``, and/or more as ``towns``; the first
-        town is the default one, whose keys hold the worker registry."""
+        town is the default one, whose keys hold the worker registry. With ``decisions``, a
+        policy that is not instant decides off the step (world/decisions.py), its wall-time
+        deadlines on ``wall``; without, each step waits for its decision."""
         self.towns = (
             [TownRun(store=store, ticker=ticker, loops=list(loops))]
             if store is not None and ticker is not None
@@ -298,9 +303,25 @@ class Engine:
         itself (`Runtime.continue_world_clock`)."""
         self._redis_silent = False
         """Redis answered nothing while the last `run` stopped (it hangs): `release` skips it."""
+        self.decisions: DecisionPool[Asked] | None = (
+            DecisionPool(decisions, wall=wall, on_ready=self._answer_ready)
+            if decisions is not None
+            else None
+        )
+        """The decisions in flight of this worker's characters (None: decided in the step)."""
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _answer_ready(self, character_id: str) -> None:
+        """Her decision in flight ended: step her now (the main loop wakes)."""
+        if character_id in self.loops:
+            self._due[character_id] = self.clock.now()
+            self._wake.set()
+
+    def _forget_decision(self, character_id: str) -> None:
+        if self.decisions is not None:
+            self.decisions.drop(character_id)
 
     def _drives(self, character_id: str) -> bool:
         """Whether this engine drives her (before its first lease check, as when a test steps
@@ -360,6 +381,7 @@ class Engine:
             self._due.pop(cid, None)  # due now: her state in Redis says what she is doing
         for cid in change.lost:
             self.loops[cid].lease_token = None
+            self._forget_decision(cid)
         share = (
             f"{self.leases.held_count} of {self.leases.total} (fair share {self.leases.share} with "
             f"{len(self.leases.live)} worker{'s' if len(self.leases.live) != 1 else ''})"
@@ -404,6 +426,7 @@ class Engine:
             given, towns = await self.leases.give_up_extras(self._due)
         for cid in given:
             self.loops[cid].lease_token = None
+            self._forget_decision(cid)
         if given:
             log.info(
                 "gave up %d (%s) to share them with the %d workers; now %d",
@@ -603,7 +626,7 @@ class Engine:
             )
         self.figures.steps += 1
         try:
-            self._due[cid] = await loop.step(now)
+            self._due[cid] = await loop.step(now, decisions=self.decisions, speed=self.clock.speed)
             self._wake_partners(loop, dues)
         except CorruptState as exc:
             self._log_corrupt(f"{cid} paused", exc)
@@ -612,6 +635,7 @@ class Engine:
             log.error("%s", exc)
             self.leases.drop(cid)
             loop.lease_token = None
+            self._forget_decision(cid)
             return
         except (RedisError, OSError):
             raise
@@ -672,6 +696,8 @@ class Engine:
                     self._redis_silent = not probe.done()
         finally:
             halt.set()
+            if self.decisions is not None:  # a stop: whatever was asked is asked again next start
+                self.decisions.drop_all()
             tasks = {keeper, main, stopper, probe}
             for task in tasks:
                 task.cancel()

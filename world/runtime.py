@@ -16,6 +16,7 @@ from typing import Any
 from yuiju.characters import CharacterCard, card_of, copy_of, load_card
 from yuiju.config import YuijuConfig
 from yuiju.llm import ChatModel, CircuitBreaker, MeteredModel, OpenAIChatModel, UsageTotals
+from yuiju.llm.admission import AdmissionGate
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.memory.ledger import LLM_CALLS
 from yuiju.storage.history import HistoryStore, open_history
@@ -25,6 +26,7 @@ from yuiju.world.behavior import BehaviorLoop, LoopStats
 from yuiju.world.clock import Clock, RealClock, SimClock
 from yuiju.world.conversation import ModelTalker, Talker, TemplateTalker
 from yuiju.world.day_record import DayRecord, day_record
+from yuiju.world.decisions import DecisionLimits
 from yuiju.world.engine import Engine, NamedEvolution, TownRun, WorldTicker
 from yuiju.world.loader import Catalogue, load_actions, resolve
 from yuiju.world.policies.llm import LLMPolicy
@@ -233,7 +235,7 @@ def metered_chat_model(
     waits in simulated time instead, so a recorded outage replays identically."""
     llm = cfg.llm
     breaker = CircuitBreaker(
-        inner,
+        AdmissionGate(inner, max_concurrent=llm.max_concurrent),
         failures=llm.breaker_failures,
         cooldown_seconds=llm.breaker_cooldown_seconds,
         max_cooldown_seconds=llm.breaker_max_cooldown_seconds,
@@ -379,6 +381,7 @@ async def build_runtime(
         flush_every=flush_every,
         lease_ttl_ms=round(cfg.world.lease_ttl_seconds * 1000),
         worker_name=worker_name,
+        decisions=decision_limits(cfg) if off_step(primary, clock) else None,
     )
     return Runtime(
         cfg=cfg,
@@ -395,6 +398,21 @@ async def build_runtime(
         llm_model=llm_model,
         llm_policy=llm_policy,
         stores=stores,
+    )
+
+
+def off_step(policy: Policy, clock: Clock) -> bool:
+    """Whether decisions are asked off the engine's step (world/decisions.py): for a policy that
+    is not instant, on a real clock. ``simulate`` waits for each (its clock jumps from event to
+    event: an answer's arrival would land at a different world time from run to run)."""
+    return not policy.instant and not isinstance(clock, SimClock)
+
+
+def decision_limits(cfg: YuijuConfig) -> DecisionLimits:
+    return DecisionLimits(
+        max_in_flight=cfg.world.max_decisions_in_flight,
+        deadline_seconds=cfg.llm.decide_deadline_seconds,
+        deadline_minutes=cfg.llm.decide_deadline_minutes,
     )
 
 
