@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 from tests.conftest import at_time, make_character, make_engine
 from yuiju.llm import ChatMessage, FunctionChatModel, JsonSchema, LLMUnavailable
 from yuiju.llm.admission import AdmissionGate
+from yuiju.storage.history import HistoryStore
 from yuiju.world.decisions import DecisionLimits, DecisionPool
 from yuiju.world.policies.scripted import ScriptedPolicy
 from yuiju.world.policy import Decision, DecisionRequest
@@ -301,3 +302,52 @@ async def test_the_endpoint_gate_bounds_requests_and_waits_out_a_rate_limit() ->
 def test_a_pool_refuses_a_limit_below_one() -> None:
     with pytest.raises(ValueError, match="max_in_flight"):
         DecisionPool[Sequence[str]](DecisionLimits(max_in_flight=0))
+
+
+class BlockingHistory:
+    """A history store whose writes wait until released (a locked file, a store away)."""
+
+    def __init__(self, inner: HistoryStore) -> None:
+        self.inner = inner
+        self.released = asyncio.Event()
+        self.blocked = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def put_many(self, collection: str, docs: Sequence[Mapping[str, Any]]) -> None:
+        self.blocked += 1
+        await self.released.wait()
+        await self.inner.put_many(collection, docs)
+
+
+async def test_a_history_store_whose_writes_block_freezes_neither_time_nor_her_steps(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    blocking = BlockingHistory(sqlite_history)
+    kit = await make_engine(
+        redis,
+        blocking,  # type: ignore[arg-type]
+        prefix="blocked",
+        tick_minutes=1,
+        characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")},
+    )
+    end = at_time("2026-09-01 12:00")
+    running = asyncio.create_task(kit.engine.run(until=end))
+    try:
+        for _ in range(2000):  # the run reaches its end while the first write still waits
+            world = await kit.store.load_world()
+            if world is not None and world.last_advanced_at == end:
+                break
+            await asyncio.sleep(0.01)
+        assert world is not None and world.last_advanced_at == end
+        assert blocking.blocked == 1 and not running.done()  # the final flush waits its turn
+        by = by_character(kit.stats.timeline)
+        for cid in ("c0", "c1"):
+            assert len(by[cid]) >= 3 and max(gaps_minutes(by[cid])) <= 1, cid
+        assert await kit.store.outbox_size() > 0  # queued meanwhile, as always
+    finally:
+        blocking.released.set()
+        await asyncio.wait_for(running, 30)
+    assert await kit.store.outbox_size() == 0
+    assert await sqlite_history.count("episodes") > 6

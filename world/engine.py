@@ -303,6 +303,10 @@ class Engine:
         itself (`Runtime.continue_world_clock`)."""
         self._redis_silent = False
         """Redis answered nothing while the last `run` stopped (it hangs): `release` skips it."""
+        self._flush_lock = asyncio.Lock()
+        """One flush at a time in this engine (the flush lock in Redis is per engine token)."""
+        self._flush_wanted: asyncio.Event | None = None
+        """While `run` runs: set after a step to have its flusher write the outbox."""
         self.decisions: DecisionPool[Asked] | None = (
             DecisionPool(decisions, wall=wall, on_ready=self._answer_ready)
             if decisions is not None
@@ -522,13 +526,55 @@ class Engine:
 
     async def flush_outbox(self, *, force: bool = False) -> int:
         """Write committed episodes to the history store; keep them queued if it is down."""
-        return await self.outbox.flush(force=force)
+        async with self._flush_lock:
+            return await self.outbox.flush(force=force)
 
     async def flush_queued(self) -> int:
         """Write what other writers queued (the ledger of the chat's LLM calls, another process):
         they do not count in this engine's `outbox_writes`, so they waited for her next own
         episode, an hour at real speed. Every `QUEUED_FLUSH_SECONDS` (one LLEN a town)."""
-        return await self.outbox.flush_once()
+        async with self._flush_lock:
+            return await self.outbox.flush_once()
+
+    async def _keep_flushing(self, wanted: asyncio.Event, halt: asyncio.Event) -> None:
+        """The outbox flush, off the step (`run` starts it): a history store that is slow, locked
+        or away makes this task wait, never the world tick or a character's step; what it has
+        not written stays queued in Redis. Flushes when a step committed episodes (``wanted``),
+        soon again while another worker holds a town's flush lock, and every
+        `QUEUED_FLUSH_SECONDS` for what other writers queued."""
+        next_queued = 0.0  # time.monotonic()
+        trouble: float | None = None
+        while not halt.is_set():
+            wait = (
+                FLUSH_RETRY.total_seconds()
+                if self.outbox.lock_busy
+                else max(0.0, next_queued - time.monotonic())
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wanted.wait(), wait)
+            if halt.is_set():
+                return
+            wanted.clear()
+            try:
+                if time.monotonic() >= next_queued:
+                    next_queued = time.monotonic() + QUEUED_FLUSH_SECONDS
+                    await self.flush_queued()
+                await self.flush_outbox()
+                if trouble is not None:
+                    log.info("outbox flushed again after %.0f s", time.monotonic() - trouble)
+                    trouble = None
+            except Exception as exc:  # Redis away, or a bug: the episodes stay queued, retried
+                if trouble is None:
+                    trouble = time.monotonic()
+                    log.warning(
+                        "could not flush the outbox (%s: %s); the episodes stay queued and the "
+                        "flush is retried",
+                        type(exc).__name__,
+                        exc,
+                        exc_info=not isinstance(exc, RedisError | OSError),
+                    )
+                with contextlib.suppress(TimeoutError):  # Redis away: not a retry every step
+                    await asyncio.wait_for(halt.wait(), 1.0)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -555,9 +601,12 @@ class Engine:
         for town in self.towns:
             if cids := ready.get(town.prefix):
                 await self._step_town(town, cids, now, dues)
-        await self.flush_outbox()
-        if self.outbox.lock_busy:  # another worker was flushing: soon again
-            dues.append(now + FLUSH_RETRY * self.clock.speed)
+        if self._flush_wanted is not None:  # `run`'s flusher writes them, off the step
+            self._flush_wanted.set()
+        else:  # a step by hand (tests): flushed before it returns
+            await self.flush_outbox()
+            if self.outbox.lock_busy:  # another worker was flushing: soon again
+                dues.append(now + FLUSH_RETRY * self.clock.speed)
         if self.on_step is not None:
             self.on_step()
         return min(dues, default=None)
@@ -682,6 +731,8 @@ class Engine:
         self._released = self._redis_silent = False
         halt = asyncio.Event()
         keeper = asyncio.create_task(self._keep_leases(halt))
+        self._flush_wanted = asyncio.Event()
+        flusher = asyncio.create_task(self._keep_flushing(self._flush_wanted, halt))
         main = asyncio.create_task(self._run(until=until, max_steps=max_steps, halt=halt))
         stopper = asyncio.create_task(self._stop.wait())
         probe: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -698,10 +749,17 @@ class Engine:
             halt.set()
             if self.decisions is not None:  # a stop: whatever was asked is asked again next start
                 self.decisions.drop_all()
+            wanted, self._flush_wanted = self._flush_wanted, None
+            wanted.set()  # the flusher ends after the flush under way (cancelled in the middle,
+            # a Redis command may leave the town's flush lock taken until its TTL)
             tasks = {keeper, main, stopper, probe}
             for task in tasks:
                 task.cancel()
-            _, late = await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
+            _, late = await asyncio.wait({*tasks, flusher}, timeout=STOP_GRACE_SECONDS)
+            if flusher in late:
+                flusher.cancel()
+                late.remove(flusher)
+                log.info("stopping: the outbox flush under way is cancelled (it is redone)")
             if late:
                 log.warning(
                     "%d engine task(s) still finishing a Redis command; they end by themselves",
@@ -752,7 +810,6 @@ class Engine:
         )
         run_now = True
         checked = False  # this run's first lease check is here, before its first step
-        next_queued_flush = 0.0  # time.monotonic()
         while not (self._stop.is_set() or halt.is_set()):
             try:
                 if not checked:
@@ -765,9 +822,6 @@ class Engine:
                 if self._wake.is_set():
                     self._wake.clear()
                     run_now = True
-                if time.monotonic() >= next_queued_flush:
-                    await self.flush_queued()
-                    next_queued_flush = time.monotonic() + QUEUED_FLUSH_SECONDS
                 now = self.clock.now()
                 at_end = until is not None and now >= until
                 if run_now or at_end or (due is not None and now >= due):
@@ -798,11 +852,10 @@ class Engine:
                 run_now = True
                 continue
             if max_steps is not None and steps >= max_steps:
+                await self.flush_outbox()  # what the steps wrote is in history when it returns
                 break
             wake = due if until is None else min(until, due or until)
-            await self._sleep_or_stop(
-                wake, wall_seconds=max(0.0, next_queued_flush - time.monotonic())
-            )
+            await self._sleep_or_stop(wake)
 
     def _step_failed(self, exc: Exception, backoff: float) -> None:
         """Say what stopped the step once, then every few minutes while it lasts; not per retry."""
