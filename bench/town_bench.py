@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import shutil
 import subprocess
@@ -190,7 +191,7 @@ async def figures(
     for spans in acts.values():
         spans.sort()
         first.append((spans[0][0] - start).total_seconds() / 60)
-        gaps += [(b[0] - a[1]).total_seconds() / 60 for a, b in zip(spans, spans[1:], strict=False)]
+        gaps += [(b[0] - a[1]).total_seconds() / 60 for a, b in itertools.pairwise(spans)]
     pool = engine.decisions
     lag = list(engine.figures.lag_ms)
     return {
@@ -214,22 +215,38 @@ async def figures(
 
 
 PRESETS: dict[str, list[dict[str, Any]]] = {
-    "goal": [dict(characters=20, latency=2.0, concurrent=20, speed=10, seconds=150)],
+    "goal": [{"characters": 20, "latency": 2.0, "concurrent": 20, "speed": 10, "seconds": 150}],
     "throughput": [
-        dict(characters=20, latency=2.0, concurrent=c, speed=1200, seconds=40, short=True)
+        {
+            "characters": 20,
+            "latency": 2.0,
+            "concurrent": c,
+            "speed": 1200,
+            "seconds": 40,
+            "short": True,
+        }
         for c in (4, 10, 20)
     ],
-    "hung": [dict(characters=3, latency=2.0, concurrent=8, speed=600, seconds=90, hung=True)],
+    "hung": [
+        {
+            "characters": 3,
+            "latency": 2.0,
+            "concurrent": 8,
+            "speed": 600,
+            "seconds": 90,
+            "hung": True,
+        }
+    ],
     "locked": [
-        dict(
-            characters=1,
-            latency=0,
-            concurrent=8,
-            speed=600,
-            seconds=45,
-            lock=(5.0, 30.0),
-            policy="utility",
-        )
+        {
+            "characters": 1,
+            "latency": 0,
+            "concurrent": 8,
+            "speed": 600,
+            "seconds": 45,
+            "lock": (5.0, 30.0),
+            "policy": "utility",
+        }
     ],
 }
 
@@ -247,15 +264,15 @@ def main() -> int:
     args = parser.parse_args()
     if args.run == "custom":
         runs = [
-            dict(
-                characters=args.characters,
-                latency=args.latency,
-                concurrent=args.concurrent,
-                speed=args.speed,
-                seconds=args.seconds,
-                short=args.short,
-                hung=args.hung,
-            )
+            {
+                "characters": args.characters,
+                "latency": args.latency,
+                "concurrent": args.concurrent,
+                "speed": args.speed,
+                "seconds": args.seconds,
+                "short": args.short,
+                "hung": args.hung,
+            }
         ]
     elif args.run == "all":
         runs = [r for preset in PRESETS.values() for r in preset]
@@ -266,7 +283,7 @@ def main() -> int:
         n, lat, c = spec["characters"], spec["latency"], spec["concurrent"]
         if lat:
             result["bound_per_s"] = round(min(n / lat, c / lat), 2)
-        print(json.dumps({**{k: v for k, v in spec.items()}, **result}, ensure_ascii=False))
+        print(json.dumps({**dict(spec.items()), **result}, ensure_ascii=False))
     return 0
 
 
