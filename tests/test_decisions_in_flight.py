@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+import yuiju.llm.openai_model
 from tests.conftest import at_time, make_character, make_engine
 from yuiju.llm import ChatMessage, FunctionChatModel, JsonSchema, LLMUnavailable
 from yuiju.llm.admission import AdmissionGate
+from yuiju.llm.openai_model import RATE_LIMIT_WAIT_SECONDS, OpenAIChatModel, retry_after_seconds
 from yuiju.storage.history import HistoryStore
 from yuiju.world.decisions import DecisionLimits, DecisionPool
 from yuiju.world.policies.scripted import ScriptedPolicy
@@ -351,3 +353,25 @@ async def test_a_history_store_whose_writes_block_freezes_neither_time_nor_her_s
         await asyncio.wait_for(running, 30)
     assert await kit.store.outbox_size() == 0
     assert await sqlite_history.count("episodes") > 6
+
+
+async def test_a_429_over_http_is_waited_out_not_failed(openai_stub: Any) -> None:
+    from tests.openai_stub import StubError
+
+    openai_stub.reply(StubError(429), "好")
+    inner = OpenAIChatModel(base_url=openai_stub.base_url, api_key=None, model="stub")
+    gate = AdmissionGate(inner, max_concurrent=1)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(yuiju.llm.openai_model, "RATE_LIMIT_WAIT_SECONDS", 0.01)
+            result = await gate.complete([{"role": "user", "content": "在吗"}])
+    finally:
+        await gate.aclose()
+    assert result.text == "好" and gate.rate_limited == 1 and len(openai_stub.requests) == 2
+
+
+def test_retry_after_reads_seconds_and_dates() -> None:
+    assert retry_after_seconds("2") == 2.0
+    assert retry_after_seconds("0.5") == 0.5
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
+    assert retry_after_seconds(None) == retry_after_seconds("soon") == RATE_LIMIT_WAIT_SECONDS

@@ -507,6 +507,15 @@ class Engine:
                 "max": round(lag[-1], 1) if lag else None,
             },
             "cpu_seconds": round(time.process_time(), 2),
+            **(
+                {
+                    "decisions_in_flight": self.decisions.in_flight,
+                    "decisions_overdue": self.decisions.figures.overdue,
+                    "decisions_stale": self.decisions.figures.stale,
+                }
+                if self.decisions is not None
+                else {}
+            ),
         }
 
     # -- outbox (world/outbox.py) ----------------------------------------------------------------
