@@ -236,11 +236,15 @@ class Engine:
         worker_name: str | None = None,
         decisions: DecisionLimits | None = None,
         wall: Callable[[], float] = time.monotonic,
+        flush_in_step: bool = False,
     ) -> None:
         """One town from ``store``, ``ticker`` and ``loops``, and/or more as ``towns``; the first
         town is the default one, whose keys hold the worker registry. With ``decisions``, a
         policy that is not instant decides off the step (world/decisions.py), its wall-time
-        deadlines on ``wall``; without, each step waits for its decision."""
+        deadlines on ``wall``; without, each step waits for its decision. ``flush_in_step``: `run`
+        writes each step's episodes before the next step (simulate: a decision that reads her
+        recent episodes from history then reads the same ones in a replay), instead of in a task
+        of its own that a slow history store holds up, never the world."""
         self.towns = (
             [TownRun(store=store, ticker=ticker, loops=list(loops))]
             if store is not None and ticker is not None
@@ -307,6 +311,7 @@ class Engine:
         """One flush at a time in this engine (the flush lock in Redis is per engine token)."""
         self._flush_wanted: asyncio.Event | None = None
         """While `run` runs: set after a step to have its flusher write the outbox."""
+        self.flush_in_step = flush_in_step
         self.decisions: DecisionPool[Asked] | None = (
             DecisionPool(decisions, wall=wall, on_ready=self._answer_ready)
             if decisions is not None
@@ -740,8 +745,9 @@ class Engine:
         self._released = self._redis_silent = False
         halt = asyncio.Event()
         keeper = asyncio.create_task(self._keep_leases(halt))
-        self._flush_wanted = asyncio.Event()
-        flusher = asyncio.create_task(self._keep_flushing(self._flush_wanted, halt))
+        wanted = asyncio.Event()
+        flusher = asyncio.create_task(self._keep_flushing(wanted, halt))
+        self._flush_wanted = None if self.flush_in_step else wanted
         main = asyncio.create_task(self._run(until=until, max_steps=max_steps, halt=halt))
         stopper = asyncio.create_task(self._stop.wait())
         probe: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -758,7 +764,7 @@ class Engine:
             halt.set()
             if self.decisions is not None:  # a stop: whatever was asked is asked again next start
                 self.decisions.drop_all()
-            wanted, self._flush_wanted = self._flush_wanted, None
+            self._flush_wanted = None
             wanted.set()  # the flusher ends after the flush under way (cancelled in the middle,
             # a Redis command may leave the town's flush lock taken until its TTL)
             tasks = {keeper, main, stopper, probe}

@@ -382,6 +382,7 @@ async def build_runtime(
         lease_ttl_ms=round(cfg.world.lease_ttl_seconds * 1000),
         worker_name=worker_name,
         decisions=decision_limits(cfg) if off_step(primary, clock) else None,
+        flush_in_step=isinstance(clock, SimClock),
     )
     return Runtime(
         cfg=cfg,
