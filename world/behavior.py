@@ -13,7 +13,6 @@ Redis and the history store neither loses nor duplicates one (ids are determinis
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,53 +22,41 @@ from typing import Any
 
 from yuiju.characters import CharacterCard
 from yuiju.llm import CassetteMismatch
-from yuiju.memory.episodes import Episode, episode_id
 from yuiju.world.action import Action, ActionContext, Companion
-from yuiju.world.conversation import Conversation, Speaker, TalkRequest, TemplateTalker
 from yuiju.world.day_record import DayRecord
 from yuiju.world.decisions import DecisionPool
 from yuiju.world.errors import InvalidDecision
 from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
-from yuiju.world.plans import PlanError, apply_plan_changes
 from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed, revalidate
-from yuiju.world.relations import (
-    CLOSENESS_DELTAS,
-    EARLY_MINUTES,
-    Note,
-    Relation,
-    settle_missed,
-    settle_notes,
-)
 from yuiju.world.social import (
-    MeetingPlan,
     Neighbours,
     WithPartner,
-    apply_meeting,
     company_of,
-    conversation_episode,
-    conversation_episode_id,
     meeting_id,
     plan_meeting,
     proposal_of,
 )
-from yuiju.world.state import CharacterState, RunningAction, WorldState
+from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.store import Commit, Snapshot, StateStore
 from yuiju.world.town import Town
+from yuiju.world.transitions import (
+    ActionCrashed,
+    Env,
+    MeetingWords,
+    Started,
+    complete,
+    meet,
+    start,
+    talk_request,
+)
+from yuiju.world.transitions import outbox_entry as outbox_entry
 
 log = logging.getLogger(__name__)
 
 NO_CANDIDATE_RETRY = timedelta(minutes=10)
 MAX_CRASHED_PER_DECISION = 5
 STALE_RETRY = timedelta(seconds=1)
-
-
-class ActionCrashed(Exception):
-    """An action's own executor raised; it is skipped for this decision."""
-
-    def __init__(self, action_id: str) -> None:
-        super().__init__(action_id)
-        self.action_id = action_id
 
 
 PAUSED_RETRY = timedelta(minutes=1)
@@ -136,37 +123,8 @@ class LoopStats:
         )  # O(last): no deque indexing
 
 
-@dataclass
-class Completed:
-    """A running action completed on a working copy: what to write and what to count."""
-
-    episode: dict[str, Any]
-    """Its outbox entry (the completed behavior episode)."""
-    event: Event
-    record: dict[str, Any]
-    """Its timeline record (`LoopStats.timeline`)."""
-    world_changed: bool
-
-
-def outbox_entry(collection: str, doc: dict[str, Any]) -> dict[str, Any]:
-    return {"collection": collection, "doc": doc}
-
-
-_JointStart = tuple[datetime | None, str | None, dict[str, Any] | None]
-"""A joint start's end (None: not started), why not, and the record of the partner's pastime it
-ended."""
-
 _Completed = tuple[dict[str, Any] | None, WorldState, CharacterState]
 """A completion's timeline record (None: there was nothing to complete) and her state as committed."""
-
-
-@dataclass(frozen=True)
-class MeetingWords:
-    """A meeting as planned when its words were written, and the words (a template's instead
-    when what happens has changed by the time it starts)."""
-
-    plan: MeetingPlan
-    words: Conversation
 
 
 @dataclass(frozen=True)
@@ -220,26 +178,17 @@ class BehaviorLoop:
         then (`Engine` reads and clears it after each step)."""
         self._reported: set[tuple[str, str]] = set()
         self._clock_behind_reported = False
+        self.env = Env(
+            town=town,
+            catalogue=catalogue,
+            seed=seed,
+            neighbours=neighbours,
+            drives=lambda cid: self.drives(cid),
+            broken=self._report_broken,
+        )
+        """The rules her transitions read (world/transitions.py)."""
 
     # -- helpers ----------------------------------------------------------------------------
-
-    def _rng(self, *parts: object) -> random.Random:
-        return self._rng_of(self.character_id, *parts)
-
-    def _rng_of(self, character_id: str, *parts: object) -> random.Random:
-        return random.Random("|".join([str(self.seed), character_id, *map(str, parts)]))
-
-    def _ctx(
-        self, now: datetime, world: WorldState, character: CharacterState, **kw: Any
-    ) -> ActionContext:
-        return ActionContext(
-            now=now,
-            world=world,
-            character=character,
-            town=self.town,
-            rng=kw.pop("rng", self._rng(now.isoformat())),
-            **kw,
-        )
 
     def candidates(self, ctx: ActionContext, exclude: frozenset[str] = frozenset()) -> list[Action]:
         """Actions whose precondition holds; one whose precondition raises is skipped and reported."""
@@ -344,132 +293,15 @@ class BehaviorLoop:
             self._report_broken(exc.action_id, "completion")
             return await self._complete_once(now, with_effects=False)
 
-    def _completion(
-        self,
-        world: WorldState,
-        character: CharacterState,
-        now: datetime,
-        *,
-        with_effects: bool,
-        cut_short: str | None = None,
-    ) -> Completed:
-        """Complete ``character``'s running action on the working copies (hers, the world's).
-
-        Used for her own completion, and for a partner's whose pastime a meeting ends early
-        (``cut_short`` says why: the action ends at ``now``, and effects that depend on its
-        length see the shorter one). Raises `ActionCrashed` if the action's own code does.
-        """
-        running = character.running
-        assert running is not None
-        cid = character.id
-        if cut_short is not None and now < running.ends_at:
-            running = running.model_copy(update={"ends_at": now})
-        action = self.catalogue.actions.get(running.action_id)
-        ctx = self._ctx(
-            now,
-            world,
-            character,
-            rng=self._rng_of(cid, running.episode_id, "complete"),
-            running=running,
-            reason=running.reason,
-        )
-        ctx.duration_minute = None
-        summary = running.start_summary
-        if action is None:
-            ctx.notes.append(f"（行为 {running.action_id} 已不在行为目录中，按原样结束）")
-        else:
-            if action.complete is not None and with_effects:
-                try:
-                    summary = action.complete(ctx) or summary
-                except Exception as exc:  # the action's own bug: redo without its effects
-                    raise ActionCrashed(action.id) from exc
-            elif action.complete is not None:
-                ctx.notes.append("（这件事结束时出了点意外，没有带来变化）")
-            if action.moves_to is not None:
-                character.location = action.moves_to
-        if cut_short is not None:
-            ctx.notes.append(cut_short)
-        character.running = None
-        character.last_action = running.action_id
-        character.last_acted_at = now
-        character.last_event = "；".join(ctx.notes) or None
-        finished = min(now, running.ends_at) if now >= running.ends_at else now
-        minutes = round((finished - running.started_at).total_seconds() / 60)
-        episode = Episode(
-            id=running.episode_id,
-            character_id=cid,
-            type="behavior",
-            time=running.started_at,
-            end_time=finished,
-            status="completed",
-            summary=f"{character.id}在{self.town.place_name(running.place)}{running.name}，用了{minutes}分钟"
-            + (f"：{summary}" if summary else ""),
-            data={
-                "action": running.action_id,
-                "name": running.name,
-                "place": running.place,
-                "reason": running.reason,
-                "decided_by": running.decided_by,
-                "params": running.params,
-                "result": summary,
-                "notes": ctx.notes,
-                "share_intent": running.share_intent.model_dump() if running.share_intent else None,
-                "shareable": bool(action.share) if action else False,
-                "stats_before": running.stats_before,
-                "stats_after": character.stats(),
-                "duration_minutes": minutes,
-                **(
-                    {"with": running.partners, "meeting_id": running.meeting_id}
-                    if running.partners
-                    else {}
-                ),
-            },
-        )
-        event = Event(
-            "action_completed",
-            {
-                "episode_id": running.episode_id,
-                "action": running.action_id,
-                "name": running.name,
-                "summary": episode.summary,
-                "share": bool(
-                    running.share_intent
-                    and running.share_intent.should_share
-                    and action
-                    and action.share
-                ),
-            },
-            cid,
-        )
-        record = {
-            "character": cid,
-            "id": running.action_id,
-            "place": running.place,
-            "start": running.started_at.isoformat(),
-            "end": finished.isoformat(),
-            "reason": running.reason,
-            "decided_by": running.decided_by,
-            "before": running.stats_before,
-            "after": character.stats(),
-            **(
-                {"with": running.partners, "meeting": running.meeting_id}
-                if running.partners
-                else {}
-            ),
-        }
-        return Completed(
-            outbox_entry("episodes", episode.document()), event, record, ctx.world_changed
-        )
-
     async def _complete_once(
         self, now: datetime, *, with_effects: bool
     ) -> tuple[WorldState, CharacterState]:
-        def complete(snap: Snapshot) -> tuple[Commit, _Completed]:
+        def apply(snap: Snapshot) -> tuple[Commit, _Completed]:
             character = snap.characters[self.character_id]
             assert snap.world is not None and character is not None
             if character.running is None:
                 return Commit(), (None, snap.world, character)  # someone completed it already
-            done = self._completion(snap.world, character, now, with_effects=with_effects)
+            done = complete(snap.world, character, now, with_effects=with_effects, env=self.env)
             return (
                 Commit(
                     world=snap.world if done.world_changed else None,
@@ -486,7 +318,7 @@ class BehaviorLoop:
                 self._count_completion(record)
 
         _, world, character = await self.store.transact(
-            complete, characters=[self.character_id], lease=self._lease(), now=now, then=completed
+            apply, characters=[self.character_id], lease=self._lease(), now=now, then=completed
         )
         return world, character
 
@@ -550,7 +382,7 @@ class BehaviorLoop:
         self, now: datetime, world: WorldState, character: CharacterState, exclude: frozenset[str]
     ) -> tuple[ActionContext, list[Action]]:
         """The moment as she sees it, and the actions possible in it."""
-        view = self._ctx(now, world, character, company=await self._company(now, character))
+        view = self.env.ctx(now, world, character, company=await self._company(now, character))
         return view, self.candidates(view, exclude)
 
     def _no_candidates(self, now: datetime, character: CharacterState) -> datetime:
@@ -720,152 +552,13 @@ class BehaviorLoop:
             may_interrupt=self.drives,
         )
 
-    def _apply_plans(
-        self, character: CharacterState, decision: Decision, now: datetime, eid: str
-    ) -> list[dict[str, Any]]:
-        """Apply the decision's plan changes to her state; returns plan-episode outbox entries.
-
-        An invalid batch changes nothing: its reason is kept for her next decision.
-        """
-        character.plan_feedback = None
-        if not decision.plan_changes:
-            return []
-        try:
-            character.plans, changes = apply_plan_changes(
-                character.plans, decision.plan_changes, now
-            )
-        except PlanError as exc:
-            log.info("%s: plan changes rejected: %s", self.character_id, exc)
-            character.plan_feedback = f"上次的计划变更没有生效：{exc}"
-            return []
-        entries = []
-        for n, change in enumerate(changes):
-            title = change.nextPlan or change.currentPlan
-            verb = {
-                "created": "定下了",
-                "updated": "调整了",
-                "completed": "完成了",
-                "abandoned": "放弃了",
-            }[change.changeType]
-            scope = "长期计划" if change.scope == "longTerm" else "短期计划"
-            episode = Episode(
-                id=f"pln_{eid[4:]}_{n}",
-                character_id=self.character_id,
-                type="plan",
-                time=now,
-                summary=f"{character.id}{verb}{scope}「{title}」"
-                + (f"（原来是「{change.currentPlan}」）" if change.changeType == "updated" else ""),
-                data={
-                    "change": change.model_dump(),
-                    "behavior_episode": eid,
-                    "plans_after": character.plans.lines(),
-                },
-            )
-            entries.append(outbox_entry("episodes", episode.document()))
-        return entries
-
     async def _start(self, now: datetime, decision: Decision) -> datetime:
         action = decision.action
 
-        def start(snap: Snapshot) -> tuple[Commit, tuple[datetime | None, str | None]]:
-            """Returns when the action ends (None: not started) and, if it was no longer possible,
-            why not (said once, after the transaction)."""
-            character = snap.characters[self.character_id]
-            assert snap.world is not None and character is not None
-            if character.running is not None:
-                return Commit(), (None, None)
-            if character.day != now.date():
-                character.day = now.date()
-                character.done_today = []
-            missed = self._settle_appointments(character, now)
-            ctx = self._ctx(
-                now,
-                snap.world,
-                character,
-                rng=self._rng(now.isoformat(), action.id, "start"),
-                params=decision.params,
-                duration_minute=decision.duration_minute,
-                reason=decision.reason,
-            )
-            why_not = action.why_not(ctx)
-            if why_not is not None:
-                # The world changed between the decision and now (or a policy bug): never run it.
-                return Commit(), (None, why_not)
-            before = character.stats()
-            try:
-                summary = (action.run(ctx) if action.run else None) or ""
-                minutes = action.minutes(ctx)
-            except Exception as exc:  # the action's own bug: nothing is written, she re-decides
-                raise ActionCrashed(action.id) from exc
-            eid = episode_id(self.character_id, now, action.id)
-            plan_docs = self._apply_plans(character, decision, now, eid)
-            ends = now + timedelta(minutes=minutes)
-            character.done_today = [*character.done_today, action.id]
-            character.running = RunningAction(
-                action_id=action.id,
-                name=action.name,
-                started_at=now,
-                ends_at=ends,
-                episode_id=eid,
-                place=character.location
-                if action.moves_to is None
-                else (action.at or character.location),
-                reason=decision.reason,
-                decided_by=decision.decided_by,
-                params=decision.params.model_dump() if decision.params else None,
-                start_summary=summary,
-                share_intent=decision.share_intent,
-                stats_before=before,
-            )
-            character.blocked_reason = None
-            character.last_acted_at = now
-            episode = Episode(
-                id=eid,
-                character_id=self.character_id,
-                type="behavior",
-                time=now,
-                end_time=ends,
-                status="running",
-                summary=f"{character.id}在{self.town.place_name(character.running.place)}开始{action.name}",
-                data={
-                    "action": action.id,
-                    "name": action.name,
-                    "place": character.running.place,
-                    "reason": decision.reason,
-                    "decided_by": decision.decided_by,
-                    "params": character.running.params,
-                    "result": summary,
-                    "planned_minutes": minutes,
-                    "plan_changes": decision.plan_changes,
-                    "share_intent": decision.share_intent.model_dump()
-                    if decision.share_intent
-                    else None,
-                    "stats_before": before,
-                    "stats_after_start": character.stats(),
-                },
-            )
-            event = Event(
-                "action_started",
-                {
-                    "episode_id": eid,
-                    "action": action.id,
-                    "name": action.name,
-                    "reason": decision.reason,
-                    "ends_at": ends.isoformat(),
-                },
-                self.character_id,
-            )
-            return (
-                Commit(
-                    world=snap.world if ctx.world_changed else None,
-                    characters={self.character_id: character},
-                    events=[event],
-                    outbox=[outbox_entry("episodes", episode.document()), *plan_docs, *missed],
-                ),
-                (ends, None),
-            )
+        def apply(snap: Snapshot) -> tuple[Commit, Started]:
+            return start(snap, decision, self.env, who=self.character_id, now=now)
 
-        def started(result: tuple[datetime | None, str | None]) -> None:
+        def started(result: Started) -> None:
             ends = result[0]
             if ends is not None:
                 log.info(
@@ -878,8 +571,8 @@ class BehaviorLoop:
                     decision.reason,
                 )
 
-        ends, stale = await self.store.transact(
-            start, characters=[self.character_id], lease=self._lease(), now=now, then=started
+        ends, stale, _ = await self.store.transact(
+            apply, characters=[self.character_id], lease=self._lease(), now=now, then=started
         )
         if ends is None:
             if stale is not None:
@@ -897,159 +590,6 @@ class BehaviorLoop:
 
     # -- meetings ---------------------------------------------------------------------------
 
-    def _settle_appointments(
-        self, character: CharacterState, now: datetime
-    ) -> list[dict[str, Any]]:
-        """Mark her appointments whose time has passed as missed (closeness to the other drops);
-        returns a plan episode for each, in the same write as her next start."""
-        social = character.social
-        social.roll_day(now.date())
-        out = self._visit(character, now) + self._settle_notes(character, now)
-        if not any(a.status == "planned" and now > a.end for a in social.appointments):
-            return out
-        where = self.town.place_name(character.location)
-        appointments, missed = settle_missed(social.appointments, now, where)
-        social.appointments = appointments
-        for appointment in missed:
-            key = appointment.other.key
-            relation = social.relations.get(key) or Relation(party=appointment.other)
-            social.relations = {
-                **social.relations,
-                key: relation.moved(now, CLOSENESS_DELTAS["appointment_missed"]),
-            }
-            episode = Episode(
-                id=f"apm_{appointment.id[4:]}_{character.id}",
-                character_id=character.id,
-                type="plan",
-                time=now,
-                summary=f"{self._name(character.id)}没能赴约："
-                f"{appointment.line(self.town, appointment.start)}；{appointment.note}",
-                data={"appointment": appointment.model_dump(mode="json"), "status": "missed"},
-            )
-            out.append(outbox_entry("episodes", episode.document()))
-        return out
-
-    def _visit(self, character: CharacterState, now: datetime) -> list[dict[str, Any]]:
-        """An appointment with a person (who lives outside the town) is kept by being there in
-        time: she went, and the episode says so."""
-        social = character.social
-        out = []
-        for a in social.appointments:
-            if (
-                a.status == "planned"
-                and a.other.kind == "person"
-                and a.place == character.location
-                and a.start - timedelta(minutes=EARLY_MINUTES) <= now <= a.end
-            ):
-                kept = a.model_copy(update={"status": "kept", "note": f"{now:%H:%M}到了"})
-                social.appointments = [kept if x.id == a.id else x for x in social.appointments]
-                relation = social.relations.get(a.other.key) or Relation(party=a.other)
-                social.relations = {
-                    **social.relations,
-                    a.other.key: relation.moved(
-                        now, CLOSENESS_DELTAS["appointment_kept"], met=True
-                    ),
-                }
-                episode = Episode(
-                    id=f"apk_{a.id[4:]}_{character.id}",
-                    character_id=character.id,
-                    type="plan",
-                    time=now,
-                    summary=f"{self._name(character.id)}赴约：{a.line(self.town, a.start)}，"
-                    f"{now:%H:%M}到了{self.town.place_name(a.place)}",
-                    data={
-                        "appointment": kept.model_dump(mode="json"),
-                        "status": "kept",
-                        "source": a.source,
-                        "asked_by": a.asked_by.model_dump(),
-                        "via": a.via,
-                    },
-                )
-                out.append(outbox_entry("episodes", episode.document()))
-        return out
-
-    def _settle_notes(self, character: CharacterState, now: datetime) -> list[dict[str, Any]]:
-        """Her notes: a promise at a place is done when she is there in time (its episode says
-        so) and missed when its hour passes elsewhere (with where she was); any other note is
-        past once its day or hour is over."""
-        social = character.social
-        out = []
-        for n in social.notes:
-            if n.due(now, lead_minutes=EARLY_MINUTES) and n.place == character.location:
-                done = n.model_copy(update={"status": "done", "note": f"{now:%H:%M}到了"})
-                social.notes = [done if x.id == n.id else x for x in social.notes]
-                out.append(self._note_episode(character, done, now, "done"))
-        if any(n.status == "planned" and now >= n.end for n in social.notes):
-            where = self.town.place_name(character.location)
-            social.notes, missed = settle_notes(social.notes, now, where)
-            out += [self._note_episode(character, n, now, "missed") for n in missed]
-        return out
-
-    def _note_episode(
-        self, character: CharacterState, n: Note, now: datetime, status: str
-    ) -> dict[str, Any]:
-        line = n.line(self.town, n.at)
-        verb = "做到了" if status == "done" else "没做到"
-        episode = Episode(
-            id=f"nt{status[0]}_{n.id[5:]}_{character.id}",
-            character_id=character.id,
-            type="plan",
-            time=now,
-            summary=f"{self._name(character.id)}{verb}：{line}，{n.note}",
-            data={
-                "note": n.model_dump(mode="json"),
-                "status": status,
-                "source": "chat" if n.by.kind == "person" else "character",
-                "asked_by": n.by.model_dump(),
-                "via": n.via,
-            },
-        )
-        return outbox_entry("episodes", episode.document())
-
-    def _name(self, character_id: str) -> str:
-        """Her display name (the card's) for episodes; her id without neighbours."""
-        return self.neighbours.name(character_id) if self.neighbours else character_id
-
-    def _talk_request(
-        self,
-        mid: str,
-        action: Action,
-        me: CharacterState,
-        partner: CharacterState,
-        plan: MeetingPlan,
-        now: datetime,
-    ) -> TalkRequest:
-        town = self.neighbours
-        assert town is not None
-
-        def speaker(who: CharacterState, other: CharacterState) -> Speaker:
-            card = town.cards.get(who.id)
-            return Speaker(
-                id=who.id,
-                name=town.name(who.id),
-                persona=card.persona if card else "",
-                speaking_style=card.speaking_style if card else "",
-                closeness=who.social.closeness(
-                    f"character:{other.id}", now, town.rest(who.id, other.id)
-                ),
-            )
-
-        assert action.joint is not None
-        return TalkRequest(
-            meeting_id=mid,
-            kind=action.joint.kind,
-            activity=action.name,
-            place=self.town.place_name(me.location),
-            now=now,
-            a=speaker(me, partner),
-            b=speaker(partner, me),
-            news=tuple((t.teller, t.item) for t in plan.told),
-            proposal=plan.proposal,
-            proposal_place=self.town.place_name(plan.proposal.place) if plan.proposal else "",
-            declined=plan.declined,
-            kept=plan.kept,
-        )
-
     async def _meeting_words(
         self, now: datetime, decision: Decision, view: ActionContext
     ) -> MeetingWords:
@@ -1059,6 +599,7 @@ class BehaviorLoop:
         chosen = decision.params
         assert joint is not None and town is not None and isinstance(chosen, WithPartner)
         seen = next(c for c in view.company if c.id == chosen.partner)
+        proposal = proposal_of(chosen, view, town.name)
         plan = plan_meeting(
             view.character,
             seen.state,
@@ -1066,15 +607,16 @@ class BehaviorLoop:
             place=view.character.location,
             now=now,
             town=self.town,
-            proposal=proposal_of(chosen, view, town.name),
+            proposal=proposal,
         )
         budget_left = (
             view.character.social.day != now.date()
             or view.character.social.model_talks_today < town.model_talks_per_day
         ) and town.model_talks_per_day > 0
         mid = meeting_id(self.character_id, chosen.partner, now, action.id)
-        request = self._talk_request(mid, action, view.character, seen.state, plan, now)
-        return MeetingWords(plan, await town.talker.converse(request, use_model=budget_left))
+        request = talk_request(mid, action, view.character, seen.state, plan, now, self.env)
+        words = await town.talker.converse(request, use_model=budget_left)
+        return MeetingWords(plan, words, proposal)
 
     async def _start_joint(
         self,
@@ -1091,225 +633,18 @@ class BehaviorLoop:
         chosen = decision.params
         assert joint is not None and town is not None and isinstance(chosen, WithPartner)
         partner_id = chosen.partner
-        proposal = proposal_of(chosen, view, town.name)
         mid = meeting_id(self.character_id, partner_id, now, action.id)
         if talk is None:
             talk = await self._meeting_words(now, decision, view)
-        plan, words = talk.plan, talk.words
+        else:  # words written off the step: what is proposed is read at the start
+            talk = replace(talk, proposal=proposal_of(chosen, view, town.name))
 
-        def start(snap: Snapshot) -> tuple[Commit, _JointStart]:
-            """Returns when it ends (None: not started), why not if it was no longer possible,
-            and the timeline record of the partner's pastime it ended."""
-            me, partner = snap.characters[self.character_id], snap.characters[partner_id]
-            assert snap.world is not None and me is not None
-            if me.running is not None:
-                return Commit(), (None, None, None)
-            if partner is None:
-                return Commit(), (None, f"{town.name(partner_id)}不在了", None)
-            for who in (me, partner):
-                if who.day != now.date():
-                    who.day = now.date()
-                    who.done_today = []
-            missed = self._settle_appointments(me, now)
-            company = company_of(
-                me,
-                [partner],
-                now=now,
-                town=self.town,
-                action_of=self.catalogue.actions.get,
-                names=town.names,
-                may_interrupt=self.drives,
-            )
-            ctx = self._ctx(
-                now,
-                snap.world,
-                me,
-                rng=self._rng(now.isoformat(), action.id, "start"),
-                params=decision.params,
-                duration_minute=decision.duration_minute,
-                reason=decision.reason,
-                company=company,
-            )
-            why_not = action.why_not(ctx)
-            if why_not is None and not any(
-                c.id == partner_id and joint.qualifies(ctx, c) for c in company
-            ):
-                why_not = f"{town.name(partner_id)}现在没空"
-            if why_not is not None:  # the world changed since she decided: decide again
-                return Commit(), (None, why_not, None)
-            events: list[Event] = []
-            outbox: list[dict[str, Any]] = [*missed]
-            world_changed = False
-            ended_record: dict[str, Any] | None = None
-            if partner.running is not None:  # her pastime ends here (or was due to end now)
-                cut = f"（{town.name(self.character_id)}{joint.invited}，就先停下了）"
-                try:
-                    ended = self._completion(
-                        snap.world, partner, now, with_effects=True, cut_short=cut
-                    )
-                except ActionCrashed as exc:
-                    self._report_broken(exc.action_id, "completion")
-                    ended = self._completion(
-                        snap.world, partner, now, with_effects=False, cut_short=cut
-                    )
-                outbox.append(ended.episode)
-                events.append(ended.event)
-                ended_record = ended.record
-                world_changed = ended.world_changed
-            outbox += self._settle_appointments(partner, now)
-            ctx.partner = partner
-            before, partner_before = me.stats(), partner.stats()
-            try:
-                summary = (action.run(ctx) if action.run else None) or ""
-                minutes = action.minutes(ctx)
-            except Exception as exc:  # the action's own bug: nothing is written, she re-decides
-                raise ActionCrashed(action.id) from exc
-            fresh = plan_meeting(
-                me,
-                partner,
-                joint=joint,
-                place=me.location,
-                now=now,
-                town=self.town,
-                proposal=proposal,
-            )
-            said = words
-            if fresh.key() != plan.key():  # what happens changed since the words were written
-                said = TemplateTalker().write(
-                    self._talk_request(mid, action, me, partner, fresh, now)
-                )
-            eid = episode_id(self.character_id, now, action.id)
-            peid = episode_id(partner_id, now, action.id)
-            conversations = {
-                self.character_id: conversation_episode_id(mid, self.character_id),
-                partner_id: conversation_episode_id(mid, partner_id),
-            }
-            apply_meeting(
-                me,
-                partner,
-                fresh,
-                joint=joint,
-                names=town.names,
-                now=now,
-                episodes=conversations,
-                rest=town.rest,
-            )
-            if said.source == "model":
-                me.social.model_talks_today += 1
-            plan_docs = self._apply_plans(me, decision, now, eid)
-            ends = now + timedelta(minutes=minutes)
-            place = me.location
-            for who, other, ep, reason, decided_by, share in (
-                (me, partner, eid, decision.reason, decision.decided_by, decision.share_intent),
-                (
-                    partner,
-                    me,
-                    peid,
-                    f"{town.name(self.character_id)}{joint.invited}",
-                    f"with:{self.character_id}",
-                    None,
-                ),
-            ):
-                params = {**chosen.model_dump(), "partner": other.id}
-                who.done_today = [*who.done_today, action.id]
-                who.running = RunningAction(
-                    action_id=action.id,
-                    name=f"和{town.name(other.id)}{action.name}",
-                    started_at=now,
-                    ends_at=ends,
-                    episode_id=ep,
-                    place=place,
-                    reason=reason,
-                    decided_by=decided_by,
-                    params=params,
-                    start_summary=summary,
-                    share_intent=share,
-                    stats_before=before if who is me else partner_before,
-                    partners=[other.id],
-                    meeting_id=mid,
-                )
-                who.blocked_reason = None
-                who.last_acted_at = now
-                episode = Episode(
-                    id=ep,
-                    character_id=who.id,
-                    type="behavior",
-                    time=now,
-                    end_time=ends,
-                    status="running",
-                    summary=f"{who.id}在{self.town.place_name(place)}开始{who.running.name}",
-                    data={
-                        "action": action.id,
-                        "name": who.running.name,
-                        "place": place,
-                        "reason": reason,
-                        "decided_by": decided_by,
-                        "params": params,
-                        "result": summary,
-                        "planned_minutes": minutes,
-                        "with": [other.id],
-                        "meeting_id": mid,
-                        "stats_before": who.running.stats_before,
-                        "stats_after_start": who.stats(),
-                    },
-                )
-                talk = conversation_episode(
-                    conversations[who.id],
-                    who,
-                    other,
-                    said,
-                    fresh,
-                    mid=mid,
-                    now=now,
-                    ends=ends,
-                    place=self.town.place_name(place),
-                    action=action,
-                    names=town.names,
-                    initiator=self.character_id,
-                    proposal_place=self.town.place_name(fresh.proposal.place)
-                    if fresh.proposal
-                    else "",
-                )
-                outbox += [
-                    outbox_entry("episodes", episode.document()),
-                    outbox_entry("episodes", talk.document()),
-                ]
-                events += [
-                    Event(
-                        "action_started",
-                        {
-                            "episode_id": ep,
-                            "action": action.id,
-                            "name": who.running.name,
-                            "reason": reason,
-                            "ends_at": ends.isoformat(),
-                            "with": [other.id],
-                        },
-                        who.id,
-                    ),
-                    Event(
-                        "conversation",
-                        {
-                            "episode_id": talk.id,
-                            "meeting_id": mid,
-                            "with": [other.id],
-                            "summary": talk.summary,
-                            "source": said.source,
-                        },
-                        who.id,
-                    ),
-                ]
-            return (
-                Commit(
-                    world=snap.world if (ctx.world_changed or world_changed) else None,
-                    characters={self.character_id: me, partner_id: partner},
-                    events=events,
-                    outbox=[*outbox, *plan_docs],
-                ),
-                (ends, None, ended_record),
+        def apply(snap: Snapshot) -> tuple[Commit, Started]:
+            return meet(
+                snap, decision, self.env, who=self.character_id, now=now, talk=talk, mid=mid
             )
 
-        def started(result: _JointStart) -> None:
+        def started(result: Started) -> None:
             ends, _, ended_record = result
             if ends is None:
                 return
@@ -1328,7 +663,7 @@ class BehaviorLoop:
             )
 
         ends, stale, _ = await self.store.transact(
-            start,
+            apply,
             characters=[self.character_id, partner_id],
             lease=self._lease(),
             now=now,
