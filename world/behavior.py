@@ -1,10 +1,14 @@
-"""The behavior loop of one character: complete what is due, then decide and start the next.
+"""The behavior loop of one character: read, decide, transact.
 
 One step, in order (the seed's flow):
 
     state → candidates (actions whose precondition holds) → policy decides → validate
     → executor (on a fresh snapshot) → state + running-action record + running episode + event
       in one atomic Redis write → (later) completion effects → completed episode + event
+
+The rules themselves (`start`, `meet`, `complete`, `settle_appointments`) are the pure transitions
+of world/transitions.py; the loop reads, decides (or starts a decision off the step and collects
+it at a later step: world/decisions.py) and hands a transition to `StateStore.transact`.
 
 Episodes leave through the Redis outbox written in the same transaction, so a crash between
 Redis and the history store neither loses nor duplicates one (ids are deterministic).
@@ -57,8 +61,6 @@ log = logging.getLogger(__name__)
 NO_CANDIDATE_RETRY = timedelta(minutes=10)
 MAX_CRASHED_PER_DECISION = 5
 STALE_RETRY = timedelta(seconds=1)
-
-
 PAUSED_RETRY = timedelta(minutes=1)
 
 

@@ -178,6 +178,23 @@ def complete(
     character.last_acted_at = now
     character.last_event = "；".join(ctx.notes) or None
     finished = min(now, running.ends_at) if now >= running.ends_at else now
+    episode, event, record = _completed_records(
+        character, running, action, finished, summary, ctx.notes, env
+    )
+    return Completed(outbox_entry("episodes", episode.document()), event, record, ctx.world_changed)
+
+
+def _completed_records(
+    character: CharacterState,
+    running: RunningAction,
+    action: Action | None,
+    finished: datetime,
+    summary: str,
+    notes: list[str],
+    env: Env,
+) -> tuple[Episode, Event, dict[str, Any]]:
+    """A completed action's episode, its event and its timeline record."""
+    cid = character.id
     minutes = round((finished - running.started_at).total_seconds() / 60)
     episode = Episode(
         id=running.episode_id,
@@ -196,7 +213,7 @@ def complete(
             "decided_by": running.decided_by,
             "params": running.params,
             "result": summary,
-            "notes": ctx.notes,
+            "notes": notes,
             "share_intent": running.share_intent.model_dump() if running.share_intent else None,
             "shareable": bool(action.share) if action else False,
             "stats_before": running.stats_before,
@@ -237,7 +254,7 @@ def complete(
         "after": character.stats(),
         **({"with": running.partners, "meeting": running.meeting_id} if running.partners else {}),
     }
-    return Completed(outbox_entry("episodes", episode.document()), event, record, ctx.world_changed)
+    return episode, event, record
 
 
 def apply_plans(
@@ -623,33 +640,10 @@ def meet(
         return Commit(), (None, None, None)
     if partner is None:
         return Commit(), (None, f"{town.name(partner_id)}不在了", None)
-    for one in (me, partner):
-        _new_day(one, now)
-    missed = settle_appointments(me, now, env)
-    company = company_of(
-        me,
-        [partner],
-        now=now,
-        town=env.town,
-        action_of=env.catalogue.actions.get,
-        names=town.names,
-        may_interrupt=env.drives,
-    )
-    ctx = env.ctx(
-        now,
-        snap.world,
-        me,
-        rng=env.rng(who, now.isoformat(), action.id, "start"),
-        params=decision.params,
-        duration_minute=decision.duration_minute,
-        reason=decision.reason,
-        company=company,
-    )
-    why_not = action.why_not(ctx)
-    if why_not is None and not any(c.id == partner_id and joint.qualifies(ctx, c) for c in company):
-        why_not = f"{town.name(partner_id)}现在没空"
-    if why_not is not None:  # the world changed since she decided: decide again
-        return Commit(), (None, why_not, None)
+    moment = _joint_moment(snap.world, me, partner, decision, env, now=now)
+    if isinstance(moment, str):  # the world changed since she decided: decide again
+        return Commit(), (None, moment, None)
+    ctx, missed = moment
     events: list[Event] = []
     outbox: list[dict[str, Any]] = [*missed]
     world_changed = False
@@ -665,33 +659,67 @@ def meet(
     ctx.partner = partner
     before, partner_before = me.stats(), partner.stats()
     summary, minutes = _run(action, ctx)
-    fresh = plan_meeting(
-        me, partner, joint=joint, place=me.location, now=now, town=env.town, proposal=talk.proposal
-    )
-    said = talk.words
-    if fresh.key() != talk.plan.key():  # what happens changed since the words were written
-        said = TemplateTalker().write(talk_request(mid, action, me, partner, fresh, now, env))
+    fresh, said, conversations = _the_meeting(me, partner, decision, talk, env, now=now, mid=mid)
     eid = episode_id(who, now, action.id)
     peid = episode_id(partner_id, now, action.id)
-    conversations = {
-        who: conversation_episode_id(mid, who),
-        partner_id: conversation_episode_id(mid, partner_id),
-    }
-    apply_meeting(
-        me,
-        partner,
-        fresh,
-        joint=joint,
-        names=town.names,
-        now=now,
-        episodes=conversations,
-        rest=town.rest,
-    )
-    if said.source == "model":
-        me.social.model_talks_today += 1
     plan_docs = apply_plans(me, decision, now, eid, env)
     ends = now + timedelta(minutes=minutes)
+    entries, started = _begin_together(
+        (me, partner),
+        decision,
+        env,
+        who=who,
+        now=now,
+        ends=ends,
+        mid=mid,
+        said=said,
+        fresh=fresh,
+        run=(summary, minutes),
+        stats_before=(before, partner_before),
+        ids=(eid, peid),
+        conversations=conversations,
+    )
+    outbox += entries
+    events += started
+    return (
+        Commit(
+            world=snap.world if (ctx.world_changed or world_changed) else None,
+            characters={who: me, partner_id: partner},
+            events=events,
+            outbox=[*outbox, *plan_docs],
+        ),
+        (ends, None, ended_record),
+    )
+
+
+def _begin_together(
+    pair: tuple[CharacterState, CharacterState],
+    decision: Decision,
+    env: Env,
+    *,
+    who: str,
+    now: datetime,
+    ends: datetime,
+    mid: str,
+    said: Conversation,
+    fresh: MeetingPlan,
+    run: tuple[str, int],
+    stats_before: tuple[dict[str, Any], dict[str, Any]],
+    ids: tuple[str, str],
+    conversations: dict[str, str],
+) -> tuple[list[dict[str, Any]], list[Event]]:
+    """Both start the joint action: each her running record, behavior and conversation
+    episodes, and events."""
+    action, joint, town = decision.action, decision.action.joint, env.neighbours
+    chosen = decision.params
+    assert joint is not None and town is not None and isinstance(chosen, WithPartner)
+    me, partner = pair
+    summary, minutes = run
+    before, partner_before = stats_before
+    eid, peid = ids
     place = me.location
+    outbox: list[dict[str, Any]] = []
+    events: list[Event] = []
     for one, other, ep, reason, decided_by, share, stats in (
         (me, partner, eid, decision.reason, decision.decided_by, decision.share_intent, before),
         (
@@ -724,42 +752,147 @@ def meet(
             partners=[other.id],
             meeting=mid,
         )
-        words = conversation_episode(
-            conversations[one.id],
+        talk, said_event = _conversation(
             one,
             other,
             said,
             fresh,
-            mid=mid,
+            conversations[one.id],
+            place=place,
+            who=who,
             now=now,
             ends=ends,
-            place=env.town.place_name(place),
+            env=env,
             action=action,
-            names=town.names,
-            initiator=who,
-            proposal_place=env.town.place_name(fresh.proposal.place) if fresh.proposal else "",
+            mid=mid,
         )
-        outbox += [entry, outbox_entry("episodes", words.document())]
-        events += [
-            event,
-            Event(
-                "conversation",
-                {
-                    "episode_id": words.id,
-                    "meeting_id": mid,
-                    "with": [other.id],
-                    "summary": words.summary,
-                    "source": said.source,
-                },
-                one.id,
-            ),
-        ]
-    return (
-        Commit(
-            world=snap.world if (ctx.world_changed or world_changed) else None,
-            characters={who: me, partner_id: partner},
-            events=events,
-            outbox=[*outbox, *plan_docs],
-        ),
-        (ends, None, ended_record),
+        outbox += [entry, talk]
+        events += [event, said_event]
+    return outbox, events
+
+
+def _joint_moment(
+    world: WorldState,
+    me: CharacterState,
+    partner: CharacterState,
+    decision: Decision,
+    env: Env,
+    *,
+    now: datetime,
+) -> tuple[ActionContext, list[dict[str, Any]]] | str:
+    """The moment of a joint start on these values, and her settled appointments' episodes; or
+    why it is no longer possible."""
+    action, joint, town = decision.action, decision.action.joint, env.neighbours
+    assert joint is not None and town is not None and isinstance(decision.params, WithPartner)
+    partner_id = decision.params.partner
+    for one in (me, partner):
+        _new_day(one, now)
+    missed = settle_appointments(me, now, env)
+    company = company_of(
+        me,
+        [partner],
+        now=now,
+        town=env.town,
+        action_of=env.catalogue.actions.get,
+        names=town.names,
+        may_interrupt=env.drives,
     )
+    ctx = env.ctx(
+        now,
+        world,
+        me,
+        rng=env.rng(me.id, now.isoformat(), action.id, "start"),
+        params=decision.params,
+        duration_minute=decision.duration_minute,
+        reason=decision.reason,
+        company=company,
+    )
+    why_not = action.why_not(ctx)
+    if why_not is None and not any(c.id == partner_id and joint.qualifies(ctx, c) for c in company):
+        why_not = f"{town.name(partner_id)}现在没空"
+    return (ctx, missed) if why_not is None else why_not
+
+
+def _conversation(
+    one: CharacterState,
+    other: CharacterState,
+    said: Conversation,
+    fresh: MeetingPlan,
+    episode: str,
+    *,
+    place: str,
+    who: str,
+    now: datetime,
+    ends: datetime,
+    env: Env,
+    action: Action,
+    mid: str,
+) -> tuple[dict[str, Any], Event]:
+    """One side's conversation episode of a meeting, and its event."""
+    assert env.neighbours is not None
+    words = conversation_episode(
+        episode,
+        one,
+        other,
+        said,
+        fresh,
+        mid=mid,
+        now=now,
+        ends=ends,
+        place=env.town.place_name(place),
+        action=action,
+        names=env.neighbours.names,
+        initiator=who,
+        proposal_place=env.town.place_name(fresh.proposal.place) if fresh.proposal else "",
+    )
+    event = Event(
+        "conversation",
+        {
+            "episode_id": words.id,
+            "meeting_id": mid,
+            "with": [other.id],
+            "summary": words.summary,
+            "source": said.source,
+        },
+        one.id,
+    )
+    return outbox_entry("episodes", words.document()), event
+
+
+def _the_meeting(
+    me: CharacterState,
+    partner: CharacterState,
+    decision: Decision,
+    talk: MeetingWords,
+    env: Env,
+    *,
+    now: datetime,
+    mid: str,
+) -> tuple[MeetingPlan, Conversation, dict[str, str]]:
+    """What happens at the meeting on these values (closeness, news, a proposal: applied to
+    both), what is said, and each side's conversation episode id."""
+    action, joint, town = decision.action, decision.action.joint, env.neighbours
+    assert joint is not None and town is not None
+    fresh = plan_meeting(
+        me, partner, joint=joint, place=me.location, now=now, town=env.town, proposal=talk.proposal
+    )
+    said = talk.words
+    if fresh.key() != talk.plan.key():  # what happens changed since the words were written
+        said = TemplateTalker().write(talk_request(mid, action, me, partner, fresh, now, env))
+    conversations = {
+        me.id: conversation_episode_id(mid, me.id),
+        partner.id: conversation_episode_id(mid, partner.id),
+    }
+    apply_meeting(
+        me,
+        partner,
+        fresh,
+        joint=joint,
+        names=town.names,
+        now=now,
+        episodes=conversations,
+        rest=town.rest,
+    )
+    if said.source == "model":
+        me.social.model_talks_today += 1
+    return fresh, said, conversations
