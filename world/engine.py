@@ -239,12 +239,9 @@ class Engine:
         flush_in_step: bool = False,
     ) -> None:
         """One town from ``store``, ``ticker`` and ``loops``, and/or more as ``towns``; the first
-        town is the default one, whose keys hold the worker registry. With ``decisions``, a
-        policy that is not instant decides off the step (world/decisions.py), its wall-time
-        deadlines on ``wall``; without, each step waits for its decision. ``flush_in_step``: `run`
-        writes each step's episodes before the next step (simulate: a decision that reads her
-        recent episodes from history then reads the same ones in a replay), instead of in a task
-        of its own that a slow history store holds up, never the world."""
+        town is the default one, whose keys hold the worker registry. ``decisions``: a policy that
+        is not instant decides off the step (world/decisions.py; deadlines on ``wall``).
+        ``flush_in_step``: episodes are written before the next step (see `_keep_flushing`)."""
         self.towns = (
             [TownRun(store=store, ticker=ticker, loops=list(loops))]
             if store is not None and ticker is not None
@@ -264,15 +261,7 @@ class Engine:
         self.on_step = on_step
         self.token = uuid.uuid4().hex
         self.lease_ttl_ms = lease_ttl_ms or LEASE_TTL_MS
-        self.outbox = OutboxFlusher(
-            [town.store for town in self.towns],
-            history,
-            token=self.token,
-            lock_ms=max(1_000, min(OUTBOX_LOCK_MS, self.lease_ttl_ms)),
-            every=flush_every,
-        )
-        """Writes the towns' episode outboxes to history: after this many committing steps
-        (``flush_every``; 1 = at once, simulate batches) and what other writers queue."""
+        self._init_outbox(history, flush_every=flush_every, flush_in_step=flush_in_step)
         self.name = worker_name or f"{socket.gethostname()}:{os.getpid()}"
         """How `yuiju status` names this worker."""
         self.started_at = time.time()
@@ -307,17 +296,30 @@ class Engine:
         itself (`Runtime.continue_world_clock`)."""
         self._redis_silent = False
         """Redis answered nothing while the last `run` stopped (it hangs): `release` skips it."""
+        self.decisions: DecisionPool[Asked] | None = None
+        """The decisions in flight of this worker's characters (None: decided in the step)."""
+        if decisions is not None:
+            self.decisions = DecisionPool(decisions, wall=wall, on_ready=self._answer_ready)
+
+    def _init_outbox(
+        self, history: HistoryStore | None, *, flush_every: int, flush_in_step: bool
+    ) -> None:
+        self.outbox = OutboxFlusher(
+            [town.store for town in self.towns],
+            history,
+            token=self.token,
+            lock_ms=max(1_000, min(OUTBOX_LOCK_MS, self.lease_ttl_ms)),
+            every=flush_every,
+        )
+        """Writes the towns' episode outboxes to history: after this many committing steps
+        (``flush_every``; 1 = at once, simulate batches) and what other writers queue."""
         self._flush_lock = asyncio.Lock()
         """One flush at a time in this engine (the flush lock in Redis is per engine token)."""
         self._flush_wanted: asyncio.Event | None = None
         """While `run` runs: set after a step to have its flusher write the outbox."""
         self.flush_in_step = flush_in_step
-        self.decisions: DecisionPool[Asked] | None = (
-            DecisionPool(decisions, wall=wall, on_ready=self._answer_ready)
-            if decisions is not None
-            else None
-        )
-        """The decisions in flight of this worker's characters (None: decided in the step)."""
+        """`run` writes each step's episodes before the next step (simulate: a decision that reads
+        her recent episodes reads the same ones in a replay), not in its own task."""
 
     def stop(self) -> None:
         self._stop.set()
