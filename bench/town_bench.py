@@ -1,7 +1,7 @@
 """The town never waits for the model: N characters, an L-second model, a concurrency limit C.
 
     python bench/town_bench.py goal            # 20 characters, 2 s model, speed 10, 150 s
-    python bench/town_bench.py throughput      # N x L x C at a speed where actions are short
+    python bench/town_bench.py throughput      # 20 x 2 s x C in (4, 10, 20) at speed 3000
     python bench/town_bench.py hung            # an endpoint that accepts and never answers
     python bench/town_bench.py locked          # BEGIN EXCLUSIVE on history.sqlite3 for 30 s
     python bench/town_bench.py custom --characters 20 --latency 2 --concurrent 20 --speed 10 --seconds 150
@@ -67,10 +67,9 @@ def model_handler(latency: float, *, short: bool, hung: bool) -> Any:
     def answer(body: dict[str, Any]) -> StubAnswer:
         if hung:
             return StubDelay(86_400.0, "{}")  # accepts, never answers (until the stub stops)
-        text = follow(body)
         if short and "发呆" in json.dumps(body.get("response_format") or {}, ensure_ascii=False):
-            text = IDLE_10
-        return StubDelay(latency, text)
+            return StubDelay(latency, IDLE_10)
+        return StubDelay(latency, follow(body))
 
     return answer
 
@@ -124,6 +123,8 @@ async def town_run(
     hung: bool = False,
     lock: tuple[float, float] | None = None,
     policy: str = "llm",
+    deadline_minutes: float = 15.0,
+    tick_minutes: int | None = None,
 ) -> dict[str, Any]:
     data_dir = Path(tempfile.mkdtemp(prefix="town-bench-"))
     stub = OpenAIStub(handler=model_handler(latency, short=short, hung=hung))
@@ -139,6 +140,7 @@ async def town_run(
                 "model": "stub",
                 "output_mode": "json_schema",
                 "max_concurrent": concurrent,
+                "decide_deadline_minutes": deadline_minutes,
             },
             "social": {"model_talks_per_day": 0},
         },
@@ -146,7 +148,7 @@ async def town_run(
     clock = RealClock(TZ, speed=speed)
     start = next_saturday(9)
     clock.continue_from(start)
-    runtime = await build_runtime(cfg, clock=clock, keep_timeline=True)
+    runtime = await build_runtime(cfg, clock=clock, keep_timeline=True, tick_minutes=tick_minutes)
     engine = runtime.engine
     ticks: list[float] = []
     sampler = asyncio.create_task(sample_ticks(runtime, clock, ticks))
@@ -221,9 +223,11 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
             "characters": 20,
             "latency": 2.0,
             "concurrent": c,
-            "speed": 1200,
-            "seconds": 40,
+            "speed": 3000,
+            "seconds": 30,
             "short": True,
+            "deadline_minutes": 600,
+            "tick_minutes": 10,
         }
         for c in (4, 10, 20)
     ],
@@ -261,6 +265,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=150.0)
     parser.add_argument("--short", action="store_true")
     parser.add_argument("--hung", action="store_true")
+    parser.add_argument("--deadline-minutes", type=float, default=15.0)
+    parser.add_argument("--tick-minutes", type=int, default=None)
     args = parser.parse_args()
     if args.run == "custom":
         runs = [
@@ -272,6 +278,8 @@ def main() -> int:
                 "seconds": args.seconds,
                 "short": args.short,
                 "hung": args.hung,
+                "deadline_minutes": args.deadline_minutes,
+                "tick_minutes": args.tick_minutes,
             }
         ]
     elif args.run == "all":
