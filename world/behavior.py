@@ -489,7 +489,7 @@ class BehaviorLoop:
         if flight is not None and not flight.done():
             if not pool.overdue(flight, now):
                 return pool.due(flight, now, speed)
-            pool.give_up(cid, now)
+            pool.give_up(cid)
             flight, overdue = None, True
         t0 = self._perf()
         view, candidates = await self._moment(now, world, character, exclude)

@@ -169,7 +169,7 @@ class DecisionPool(Generic[T]):
                 self.figures.failed += 1
         return flight
 
-    def give_up(self, character_id: str, now: datetime) -> None:
+    def give_up(self, character_id: str) -> None:
         """Her decision is past its deadline: cancel it (the offline policy decides)."""
         flight = self._flights.pop(character_id, None)
         if flight is None:

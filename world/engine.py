@@ -11,7 +11,11 @@ One asyncio task sequences everything due, in time order, for every town it driv
   another in one `StateStore.batched` block (their state read in one round trip, their writes
   sent together), so a burst waits for Redis once, not once per character;
 - each town's **outbox flush** that writes committed episodes to the history store (an
-  `OutboxFlusher`, world/outbox.py, that the engine owns).
+  `OutboxFlusher`, world/outbox.py, that the engine owns), in a task of its own: a history store
+  that is slow, locked or away holds up that task, never the world tick or a step.
+
+A model's decision is never awaited in a step either (with ``decisions``): it is an operation off
+the step (world/decisions.py) whose answer a later step of hers collects and checks.
 
 The same code runs under `RealClock` (``yuiju run``) and `SimClock` (``yuiju simulate``).
 
@@ -634,7 +638,8 @@ class Engine:
         one round trip, their writes sent together. Alone, as before: one whose write did not land
         (stepped again at once on values read fresh, so a lost lease or a conflict shows as usual),
         and one whose policy is not instant (an LLM call takes seconds: nothing is held meanwhile,
-        and a write that did not land never costs a second call)."""
+        and a write that did not land never costs a second call; with decisions in flight her
+        step only starts or collects her decision, world/decisions.py)."""
         cids = step_order(cids, now)
         alone = [cid for cid in cids if cid in self._redo or not self.loops[cid].policy.instant]
         for cid in alone:
