@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,21 +37,23 @@ from yuiju.world.social import (
     WithPartner,
     company_of,
     meeting_id,
-    plan_meeting,
     proposal_of,
 )
 from yuiju.world.state import CharacterState, WorldState
+from yuiju.world.stats import OVERHEAD_SAMPLES as OVERHEAD_SAMPLES
+from yuiju.world.stats import LoopStats as LoopStats
 from yuiju.world.store import Commit, Snapshot, StateStore
 from yuiju.world.town import Town
 from yuiju.world.transitions import (
     ActionCrashed,
+    Asked,
     Env,
     MeetingWords,
     Started,
     complete,
     meet,
+    plan_talk,
     start,
-    talk_request,
 )
 from yuiju.world.transitions import outbox_entry as outbox_entry
 
@@ -64,77 +65,8 @@ STALE_RETRY = timedelta(seconds=1)
 PAUSED_RETRY = timedelta(minutes=1)
 
 
-OVERHEAD_SAMPLES = 100_000
-"""Decisions whose engine overhead `LoopStats` keeps: a simulated year of nine characters; a
-daemon's stats are shared by all its characters and live as long as it does."""
-
-
-@dataclass
-class LoopStats:
-    """Counters the engine and ``simulate`` report."""
-
-    decisions: int = 0
-    completions: int = 0
-    fallbacks: int = 0
-    invalid_decisions: int = 0
-    no_candidates: int = 0
-    non_candidate_refused: int = 0
-    """Decisions naming an action that was not offered (a policy bypassing validation); refused."""
-    broken_actions: dict[str, str] = field(default_factory=dict)
-    """Actions whose own code raised, and where (precondition, executor, completion)."""
-    stale_starts: int = 0
-    """Starts refused because the precondition no longer held on fresh state (then she re-decides)."""
-    decision_overhead_ms: deque[float] = field(
-        default_factory=lambda: deque(maxlen=OVERHEAD_SAMPLES)
-    )
-    """Engine time per decision, excluding the policy's own time (the latest `OVERHEAD_SAMPLES`).
-    Of the writes sent together for characters due together, each decision carries an equal share
-    (`spread_overhead`)."""
-    measured: int = 0
-    """Decisions whose overhead was measured, ever."""
-    timeline: list[dict[str, Any]] = field(default_factory=list)
-    offered: list[dict[str, Any]] = field(default_factory=list)
-    """Per decision (with ``keep_timeline``): when, whose, the candidates offered, the choice."""
-    keep_timeline: bool = False
-
-    def note_offer(
-        self, character_id: str, now: datetime, candidates: list[Action], chosen: Decision | None
-    ) -> None:
-        if self.keep_timeline:
-            self.offered.append(
-                {
-                    "character": character_id,
-                    "time": now.isoformat(),
-                    "candidates": [a.id for a in candidates],
-                    "chosen": chosen.action.id if chosen else None,
-                    "decided_by": chosen.decided_by if chosen else None,
-                }
-            )
-
-    def add_overhead(self, ms: float) -> None:
-        self.decision_overhead_ms.append(ms)
-        self.measured += 1
-
-    def spread_overhead(self, ms: float, last: int) -> None:
-        """Add ``ms`` / ``last`` to each of the ``last`` latest decisions: the time spent sending
-        their writes together (a `StateStore.batched` block)."""
-        last = min(last, len(self.decision_overhead_ms))
-        samples = self.decision_overhead_ms
-        samples.extend(
-            reversed([samples.pop() + ms / last for _ in range(last)])
-        )  # O(last): no deque indexing
-
-
 _Completed = tuple[dict[str, Any] | None, WorldState, CharacterState]
 """A completion's timeline record (None: there was nothing to complete) and her state as committed."""
-
-
-@dataclass(frozen=True)
-class Asked:
-    """What a decision off the step returns: the policy's choice, and for a meeting its words."""
-
-    decision: Decision
-    talk: MeetingWords | None = None
 
 
 class BehaviorLoop:
@@ -597,28 +529,10 @@ class BehaviorLoop:
     ) -> MeetingWords:
         """What the meeting she chose would be, and its words (the model's while today's budget
         lasts, else a template's), as seen at ``view``."""
-        action, joint, town = decision.action, decision.action.joint, self.neighbours
-        chosen = decision.params
-        assert joint is not None and town is not None and isinstance(chosen, WithPartner)
-        seen = next(c for c in view.company if c.id == chosen.partner)
-        proposal = proposal_of(chosen, view, town.name)
-        plan = plan_meeting(
-            view.character,
-            seen.state,
-            joint=joint,
-            place=view.character.location,
-            now=now,
-            town=self.town,
-            proposal=proposal,
-        )
-        budget_left = (
-            view.character.social.day != now.date()
-            or view.character.social.model_talks_today < town.model_talks_per_day
-        ) and town.model_talks_per_day > 0
-        mid = meeting_id(self.character_id, chosen.partner, now, action.id)
-        request = talk_request(mid, action, view.character, seen.state, plan, now, self.env)
-        words = await town.talker.converse(request, use_model=budget_left)
-        return MeetingWords(plan, words, proposal)
+        assert self.neighbours is not None
+        plan, request, use_model = plan_talk(now, decision, view, self.env)
+        words = await self.neighbours.talker.converse(request, use_model=use_model)
+        return MeetingWords(plan, words, plan.proposal)
 
     async def _start_joint(
         self,

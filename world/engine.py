@@ -56,7 +56,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from yuiju.config import compact_character_ids
 from yuiju.storage.history import HistoryStore
-from yuiju.world.behavior import Asked, BehaviorLoop
+from yuiju.world.behavior import BehaviorLoop
 from yuiju.world.clock import Clock
 from yuiju.world.commands import CommandRejected, apply_command, parse_command
 from yuiju.world.decisions import DecisionLimits, DecisionPool
@@ -67,6 +67,7 @@ from yuiju.world.outbox import FLUSH_RETRY, OUTBOX_LOCK_MS, QUEUED_FLUSH_SECONDS
 from yuiju.world.state import WorldState
 from yuiju.world.store import BATCH_PIPELINE, Commit, Snapshot, StateStore
 from yuiju.world.town import Town
+from yuiju.world.transitions import Asked
 
 log = logging.getLogger(__name__)
 

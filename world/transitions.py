@@ -45,7 +45,9 @@ from yuiju.world.social import (
     company_of,
     conversation_episode,
     conversation_episode_id,
+    meeting_id,
     plan_meeting,
+    proposal_of,
 )
 from yuiju.world.state import CharacterState, RunningAction, ShareIntent, WorldState
 from yuiju.world.store import Commit, Snapshot
@@ -121,6 +123,14 @@ class MeetingWords:
     plan: MeetingPlan
     words: Conversation
     proposal: Appointment | None = None
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a decision off the step returns: the policy's choice, and for a meeting its words."""
+
+    decision: Decision
+    talk: MeetingWords | None = None
 
 
 Started = tuple[datetime | None, str | None, dict[str, Any] | None]
@@ -407,6 +417,32 @@ def _note_episode(
         },
     )
     return outbox_entry("episodes", episode.document())
+
+
+def plan_talk(
+    now: datetime, decision: Decision, view: ActionContext, env: Env
+) -> tuple[MeetingPlan, TalkRequest, bool]:
+    """The meeting she chose as seen at ``view``, what its words are asked from, and whether the
+    model may write them (while today's budget lasts)."""
+    action, joint, town = decision.action, decision.action.joint, env.neighbours
+    chosen = decision.params
+    assert joint is not None and town is not None and isinstance(chosen, WithPartner)
+    me = view.character
+    seen = next(c for c in view.company if c.id == chosen.partner)
+    plan = plan_meeting(
+        me,
+        seen.state,
+        joint=joint,
+        place=me.location,
+        now=now,
+        town=env.town,
+        proposal=proposal_of(chosen, view, town.name),
+    )
+    budget_left = (
+        me.social.day != now.date() or me.social.model_talks_today < town.model_talks_per_day
+    ) and town.model_talks_per_day > 0
+    mid = meeting_id(me.id, chosen.partner, now, action.id)
+    return plan, talk_request(mid, action, me, seen.state, plan, now, env), budget_left
 
 
 def talk_request(
