@@ -335,6 +335,12 @@ class Engine:
             self._due[character_id] = self.clock.now()
             self._wake.set()
 
+    def _answered_meanwhile(self, character_id: str) -> bool:
+        """Her decision in flight is answered already (during her step, which then said to look
+        again at its deadline)."""
+        flight = self.decisions.get(character_id) if self.decisions is not None else None
+        return flight is not None and flight.done()
+
     def _forget_decision(self, character_id: str) -> None:
         if self.decisions is not None:
             self.decisions.drop(character_id)
@@ -698,6 +704,8 @@ class Engine:
         self.figures.steps += 1
         try:
             self._due[cid] = await loop.step(now, decisions=self.decisions, speed=self.clock.speed)
+            if self._answered_meanwhile(cid):  # its wake-up was overwritten just above
+                self._due[cid] = min(self._due[cid], self.clock.now())
             self._wake_partners(loop, dues)
         except CorruptState as exc:
             self._log_corrupt(f"{cid} paused", exc)
