@@ -56,6 +56,7 @@ class ModelPolicy(ScriptedPolicy):
     async def decide(self, request: DecisionRequest) -> Decision:
         cid = request.ctx.character.id
         self.asked.append((cid, request.ctx.now.strftime("%H:%M")))
+        self.requests.append(request)
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:
@@ -232,6 +233,8 @@ async def test_a_slow_answer_is_stamped_when_it_is_applied_and_a_stale_one_is_de
     assert her.running.action_id == "idle"
     assert her.running.started_at == applied  # the time the step happened, not the question's
     assert policy.asked == [("yuiju", "10:20"), ("yuiju", "10:40")]
+    told = policy.requests[-1].ctx.character.last_event or ""
+    assert "在家吃早饭" in told  # asked again with the reason her first answer no longer held
 
 
 async def test_no_more_decisions_are_in_flight_than_the_worker_allows(

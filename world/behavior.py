@@ -437,14 +437,11 @@ class BehaviorLoop:
                 return await self._carry_out(now, decision, view, candidates, engine_ms, asked.talk)
             pool.figures.stale += 1
             self.stats.stale_starts += 1
-            log.info(
-                "%s: the answer asked at %s (%s) no longer holds at %s: %s; deciding again",
-                cid,
-                flight.asked_at.strftime("%H:%M"),
-                asked.decision.action.id,
-                now.strftime("%H:%M"),
-                why,
-            )
+            # she is asked again with the reason (her prompt shows it; nothing is written)
+            said = f"（刚才想「{asked.decision.action.name}」，但现在不行了：{why}）"
+            view.character.last_event = "；".join(filter(None, [view.character.last_event, said]))
+            asked_at = flight.asked_at.strftime("%H:%M")
+            log.info("%s: her answer of %s no longer holds: %s; asked again", cid, asked_at, why)
         if not candidates:
             return self._no_candidates(now, character)
         if self.fallback is not None and (overdue or not pool.asks()):
