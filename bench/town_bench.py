@@ -203,6 +203,7 @@ async def figures(
         "by_model": pool.figures.answered if pool else None,
         "overdue_to_offline": pool.figures.overdue if pool else None,
         "offline_at_once": pool.figures.offline_at_once if pool else None,
+        "queued_past_deadline": pool.figures.queued_past_deadline if pool else None,
         "stale": pool.figures.stale if pool else None,
         "lag_ms_p50": pct(lag, 50),
         "lag_ms_p95": pct(lag, 95),

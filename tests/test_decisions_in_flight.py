@@ -378,3 +378,28 @@ def test_retry_after_reads_seconds_and_dates() -> None:
     assert retry_after_seconds("0.5") == 0.5
     assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # in the past
     assert retry_after_seconds(None) == retry_after_seconds("soon") == RATE_LIMIT_WAIT_SECONDS
+
+
+async def test_a_decision_that_waited_for_a_place_past_its_deadline_is_no_outage() -> None:
+    wall = FakeWall()
+    pool = DecisionPool[str](
+        DecisionLimits(max_in_flight=1, deadline_minutes=600, deadline_seconds=10), wall=wall
+    )
+    now = at_time("2026-09-01 06:00")
+    held = asyncio.Event()
+
+    async def ask() -> str:
+        await held.wait()
+        return "answer"
+
+    first = pool.start("c0", now, 1.0, ask)
+    second = pool.start("c1", now, 1.0, ask)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert first.admitted and not second.admitted
+    wall.t += 11
+    pool.give_up("c1")  # waited for the worker's place all along: the model is not away
+    assert not pool.in_outage and pool.figures.queued_past_deadline == 1
+    pool.give_up("c0")  # sent and unanswered: it is
+    assert pool.in_outage and pool.figures.overdue == 2
+    await asyncio.gather(first.task, second.task, return_exceptions=True)

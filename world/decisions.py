@@ -59,6 +59,9 @@ class InFlight(Generic[T]):
     task: asyncio.Task[T]
     probe: bool = False
     """Sent while the endpoint was overdue: the one decision that finds out whether it is back."""
+    admitted: bool = False
+    """Past the worker's limit (asked, not waiting for a place): only such a decision's deadline
+    says anything about the model."""
 
     def done(self) -> bool:
         return self.task.done()
@@ -76,6 +79,9 @@ class PoolFigures:
     """Answers rejected because their choice no longer held when they came back."""
     failed: int = 0
     """Answers that were errors (the policy gave up): the offline policy decided."""
+    queued_past_deadline: int = 0
+    """Of `overdue`, decisions that never got a place under the worker's limit (raise
+    ``[world] max_decisions_in_flight`` if this grows)."""
 
 
 @dataclass(eq=False)
@@ -130,20 +136,20 @@ class DecisionPool(Generic[T]):
 
         async def admitted() -> T:
             async with slots:
+                flight.admitted = True
                 return await work()
 
-        task = asyncio.ensure_future(admitted())
         flight = InFlight(
             character_id=character_id,
             asked_at=now,
             world_deadline=now + timedelta(minutes=self.limits.deadline_minutes),
             wall_deadline=self.wall() + self.limits.deadline_seconds,
-            task=task,
+            task=asyncio.ensure_future(admitted()),
             probe=self._outage_since is not None,
         )
         self._flights[character_id] = flight
         self.figures.started += 1
-        task.add_done_callback(lambda _t: self._ready(flight))
+        flight.task.add_done_callback(lambda _t: self._ready(flight))
         return flight
 
     def _ready(self, flight: InFlight[T]) -> None:
@@ -176,7 +182,11 @@ class DecisionPool(Generic[T]):
             return
         flight.task.cancel()
         self.figures.overdue += 1
-        if self._outage_since is None:
+        if (
+            not flight.admitted
+        ):  # it waited for a place all along: the worker is busy, not the model
+            self.figures.queued_past_deadline += 1
+        elif self._outage_since is None:
             self._outage_since = self.wall()
             self._outage_counts = (self.figures.overdue - 1, self.figures.offline_at_once)
             log.warning(
