@@ -205,6 +205,12 @@ class LlmConfig(_Section):
     """The longest wait between two probes of a provider that stays down."""
     max_attempts: int = Field(3, ge=1, le=10)
     """Attempts per decision; each failed attempt shows the model its mistake."""
+    max_concurrent: int = Field(8, ge=1, le=1024)
+    """Requests this process sends the endpoint at once (decisions, chat, diary...); more wait their turn. An HTTP 429 holds every request back for its Retry-After and sends the refused one again, rather than failing it. Match it to the provider's concurrency limit."""
+    decide_deadline_seconds: float = Field(30.0, gt=0, le=3600)
+    """Wall time a decision may take (waiting for its turn included) before the offline utility policy decides instead. The world, the other characters and the world tick never wait for a decision: it is asked off the engine's step, and only she waits, at most this long."""
+    decide_deadline_minutes: float = Field(15.0, gt=0, le=24 * 60)
+    """World time a decision may take before the offline policy decides: what bounds her standing still in a sped-up world (at --speed 600 a 10 s answer is 100 world minutes). Whichever deadline comes first applies."""
     temperature: float = Field(0.7, ge=0, le=2)
     """Sampling temperature for decisions."""
     daily_token_budget: int | None = Field(None, ge=1, examples=[200_000])
@@ -597,6 +603,8 @@ class WorldConfig(_Section):
     """Seed for weather and every other random draw: the same seed gives the same life."""
     speed: float = Field(1.0, gt=0, le=10_000)
     """World clock speed-up for demos (1 = world time is wall time)."""
+    max_decisions_in_flight: int = Field(64, ge=1, le=100_000)
+    """Decisions one engine (worker) has asked the model and not applied yet; more characters wait, unsent, for a free place (their deadline runs meanwhile). The endpoint's own limit is [llm] max_concurrent."""
 
     @field_validator("characters")
     @classmethod

@@ -28,6 +28,7 @@ class LLMUnavailable(LLMError):
         prompt_tokens: int = 0,
         sent: bool = True,
         reached: bool = True,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
@@ -44,6 +45,10 @@ class LLMUnavailable(LLMError):
         """False when the request never reached the provider (connection refused, no route, a
         connect timeout): it is a failure to retry and to open the circuit breaker on, but not a
         call, and it spent no tokens."""
+        self.retry_after = retry_after
+        """Seconds the provider asked us to wait (HTTP 429, its Retry-After; 1 s when it named
+        none); None for any other failure. `AdmissionGate` holds further requests back for as
+        long and sends this one again, instead of failing it."""
 
 
 class ModelRequestsBlocked(LLMError):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import httpx2
@@ -263,7 +265,13 @@ class OpenAIChatModel:
             fix = "the provider failed; try again later"
         else:
             fix = "the provider rejected the request"
-        return LLMUnavailable(f"{what}: HTTP {status}: {exc.message}; {fix}", retryable=retryable)
+        return LLMUnavailable(
+            f"{what}: HTTP {status}: {exc.message}; {fix}",
+            retryable=retryable,
+            retry_after=retry_after_seconds(exc.response.headers.get("retry-after"))
+            if status == 429
+            else None,
+        )
 
     def _json_schema_refused(
         self, exc: openai.APIStatusError, json_schema: JsonSchema | None
@@ -325,6 +333,27 @@ class _Answer:
                 if (function := _mapping(call.get("function")))
             ),
         )
+
+
+RATE_LIMIT_WAIT_SECONDS = 1.0
+"""How long a 429 that names no Retry-After holds requests back."""
+
+
+def retry_after_seconds(header: str | None) -> float:
+    """A Retry-After header in seconds: a number of seconds (``"2"``, ``"0.5"``) or an HTTP
+    date; `RATE_LIMIT_WAIT_SECONDS` when absent or unreadable."""
+    if header:
+        try:
+            return max(0.0, float(header))
+        except ValueError:
+            pass
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            return RATE_LIMIT_WAIT_SECONDS
+        if when.tzinfo is not None:
+            return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    return RATE_LIMIT_WAIT_SECONDS
 
 
 def _mapping(value: object) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import os
 import random
 import shutil
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +39,7 @@ from yuiju.world.action import ActionContext
 from yuiju.world.behavior import BehaviorLoop, LoopStats
 from yuiju.world.clock import SimClock
 from yuiju.world.conversation import Talker, TemplateTalker
+from yuiju.world.decisions import DecisionLimits
 from yuiju.world.engine import Engine, WorldTicker
 from yuiju.world.evolutions import (
     TickContext,
@@ -306,6 +307,8 @@ async def make_engine(
     lease_ttl_ms: int | None = None,
     talker: Talker | None = None,
     model_talks_per_day: int = 0,
+    decisions: DecisionLimits | None = None,
+    wall: Callable[[], float] | None = None,
 ) -> EngineKit:
     """A `SimClock` engine on real Redis (and the given history store), no CLI, no config.
 
@@ -361,6 +364,8 @@ async def make_engine(
         loops=list(loops.values()),
         tick_minutes=tick_minutes,
         lease_ttl_ms=lease_ttl_ms,
+        decisions=decisions,
+        **({"wall": wall} if wall is not None else {}),
     )
     return EngineKit(
         clock=clock,

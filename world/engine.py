@@ -11,7 +11,11 @@ One asyncio task sequences everything due, in time order, for every town it driv
   another in one `StateStore.batched` block (their state read in one round trip, their writes
   sent together), so a burst waits for Redis once, not once per character;
 - each town's **outbox flush** that writes committed episodes to the history store (an
-  `OutboxFlusher`, world/outbox.py, that the engine owns).
+  `OutboxFlusher`, world/outbox.py, that the engine owns), in a task of its own: a history store
+  that is slow, locked or away holds up that task, never the world tick or a step.
+
+A model's decision is never awaited in a step either (with ``decisions``): it is an operation off
+the step (world/decisions.py) whose answer a later step of hers collects and checks.
 
 The same code runs under `RealClock` (``yuiju run``) and `SimClock` (``yuiju simulate``).
 
@@ -56,6 +60,7 @@ from yuiju.storage.history import HistoryStore
 from yuiju.world.behavior import BehaviorLoop
 from yuiju.world.clock import Clock
 from yuiju.world.commands import CommandRejected, apply_command, parse_command
+from yuiju.world.decisions import DecisionLimits, DecisionPool
 from yuiju.world.errors import CorruptState, LeaseLost
 from yuiju.world.evolutions import Event, Evolution, TickContext
 from yuiju.world.leases import LeaseChange, Leases
@@ -63,6 +68,7 @@ from yuiju.world.outbox import FLUSH_RETRY, OUTBOX_LOCK_MS, QUEUED_FLUSH_SECONDS
 from yuiju.world.state import WorldState
 from yuiju.world.store import BATCH_PIPELINE, Commit, Snapshot, StateStore
 from yuiju.world.town import Town
+from yuiju.world.transitions import Asked
 
 log = logging.getLogger(__name__)
 
@@ -234,9 +240,14 @@ class Engine:
         flush_every: int = 1,
         lease_ttl_ms: int | None = None,
         worker_name: str | None = None,
+        decisions: DecisionLimits | None = None,
+        wall: Callable[[], float] = time.monotonic,
+        flush_in_step: bool = False,
     ) -> None:
         """One town from ``store``, ``ticker`` and ``loops``, and/or more as ``towns``; the first
-        town is the default one, whose keys hold the worker registry."""
+        town is the default one, whose keys hold the worker registry. ``decisions``: a policy that
+        is not instant decides off the step (world/decisions.py; deadlines on ``wall``).
+        ``flush_in_step``: episodes are written before the next step (see `_keep_flushing`)."""
         self.towns = (
             [TownRun(store=store, ticker=ticker, loops=list(loops))]
             if store is not None and ticker is not None
@@ -256,15 +267,7 @@ class Engine:
         self.on_step = on_step
         self.token = uuid.uuid4().hex
         self.lease_ttl_ms = lease_ttl_ms or LEASE_TTL_MS
-        self.outbox = OutboxFlusher(
-            [town.store for town in self.towns],
-            history,
-            token=self.token,
-            lock_ms=max(1_000, min(OUTBOX_LOCK_MS, self.lease_ttl_ms)),
-            every=flush_every,
-        )
-        """Writes the towns' episode outboxes to history: after this many committing steps
-        (``flush_every``; 1 = at once, simulate batches) and what other writers queue."""
+        self._init_outbox(history, flush_every=flush_every, flush_in_step=flush_in_step)
         self.name = worker_name or f"{socket.gethostname()}:{os.getpid()}"
         """How `yuiju status` names this worker."""
         self.started_at = time.time()
@@ -299,9 +302,49 @@ class Engine:
         itself (`Runtime.continue_world_clock`)."""
         self._redis_silent = False
         """Redis answered nothing while the last `run` stopped (it hangs): `release` skips it."""
+        self.decisions: DecisionPool[Asked] | None = None
+        """The decisions in flight of this worker's characters (None: decided in the step)."""
+        if decisions is not None:
+            self.decisions = DecisionPool(decisions, wall=wall, on_ready=self._answer_ready)
+
+    def _init_outbox(
+        self, history: HistoryStore | None, *, flush_every: int, flush_in_step: bool
+    ) -> None:
+        self.outbox = OutboxFlusher(
+            [town.store for town in self.towns],
+            history,
+            token=self.token,
+            lock_ms=max(1_000, min(OUTBOX_LOCK_MS, self.lease_ttl_ms)),
+            every=flush_every,
+        )
+        """Writes the towns' episode outboxes to history: after this many committing steps
+        (``flush_every``; 1 = at once, simulate batches) and what other writers queue."""
+        self._flush_lock = asyncio.Lock()
+        """One flush at a time in this engine (the flush lock in Redis is per engine token)."""
+        self._flush_wanted: asyncio.Event | None = None
+        """While `run` runs: set after a step to have its flusher write the outbox."""
+        self.flush_in_step = flush_in_step
+        """`run` writes each step's episodes before the next step (simulate: a decision that reads
+        her recent episodes reads the same ones in a replay), not in its own task."""
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _answer_ready(self, character_id: str) -> None:
+        """Her decision in flight ended: step her now (the main loop wakes)."""
+        if character_id in self.loops:
+            self._due[character_id] = self.clock.now()
+            self._wake.set()
+
+    def _answered_meanwhile(self, character_id: str) -> bool:
+        """Her decision in flight is answered already (during her step, which then said to look
+        again at its deadline)."""
+        flight = self.decisions.get(character_id) if self.decisions is not None else None
+        return flight is not None and flight.done()
+
+    def _forget_decision(self, character_id: str) -> None:
+        if self.decisions is not None:
+            self.decisions.drop(character_id)
 
     def _drives(self, character_id: str) -> bool:
         """Whether this engine drives her (before its first lease check, as when a test steps
@@ -361,6 +404,7 @@ class Engine:
             self._due.pop(cid, None)  # due now: her state in Redis says what she is doing
         for cid in change.lost:
             self.loops[cid].lease_token = None
+            self._forget_decision(cid)
         share = (
             f"{self.leases.held_count} of {self.leases.total} (fair share {self.leases.share} with "
             f"{len(self.leases.live)} worker{'s' if len(self.leases.live) != 1 else ''})"
@@ -405,6 +449,7 @@ class Engine:
             given, towns = await self.leases.give_up_extras(self._due)
         for cid in given:
             self.loops[cid].lease_token = None
+            self._forget_decision(cid)
         if given:
             log.info(
                 "gave up %d (%s) to share them with the %d workers; now %d",
@@ -481,6 +526,15 @@ class Engine:
                 "max": round(lag[-1], 1) if lag else None,
             },
             "cpu_seconds": round(time.process_time(), 2),
+            **(
+                {
+                    "decisions_in_flight": self.decisions.in_flight,
+                    "decisions_overdue": self.decisions.figures.overdue,
+                    "decisions_stale": self.decisions.figures.stale,
+                }
+                if self.decisions is not None
+                else {}
+            ),
         }
 
     # -- outbox (world/outbox.py) ----------------------------------------------------------------
@@ -500,13 +554,55 @@ class Engine:
 
     async def flush_outbox(self, *, force: bool = False) -> int:
         """Write committed episodes to the history store; keep them queued if it is down."""
-        return await self.outbox.flush(force=force)
+        async with self._flush_lock:
+            return await self.outbox.flush(force=force)
 
     async def flush_queued(self) -> int:
         """Write what other writers queued (the ledger of the chat's LLM calls, another process):
         they do not count in this engine's `outbox_writes`, so they waited for her next own
         episode, an hour at real speed. Every `QUEUED_FLUSH_SECONDS` (one LLEN a town)."""
-        return await self.outbox.flush_once()
+        async with self._flush_lock:
+            return await self.outbox.flush_once()
+
+    async def _keep_flushing(self, wanted: asyncio.Event, halt: asyncio.Event) -> None:
+        """The outbox flush, off the step (`run` starts it): a history store that is slow, locked
+        or away makes this task wait, never the world tick or a character's step; what it has
+        not written stays queued in Redis. Flushes when a step committed episodes (``wanted``),
+        soon again while another worker holds a town's flush lock, and every
+        `QUEUED_FLUSH_SECONDS` for what other writers queued."""
+        next_queued = 0.0  # time.monotonic()
+        trouble: float | None = None
+        while not halt.is_set():
+            wait = (
+                FLUSH_RETRY.total_seconds()
+                if self.outbox.lock_busy
+                else max(0.0, next_queued - time.monotonic())
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wanted.wait(), wait)
+            if halt.is_set():
+                return
+            wanted.clear()
+            try:
+                if time.monotonic() >= next_queued:
+                    next_queued = time.monotonic() + QUEUED_FLUSH_SECONDS
+                    await self.flush_queued()
+                await self.flush_outbox()
+                if trouble is not None:
+                    log.info("outbox flushed again after %.0f s", time.monotonic() - trouble)
+                    trouble = None
+            except Exception as exc:  # Redis away, or a bug: the episodes stay queued, retried
+                if trouble is None:
+                    trouble = time.monotonic()
+                    log.warning(
+                        "could not flush the outbox (%s: %s); the episodes stay queued and the "
+                        "flush is retried",
+                        type(exc).__name__,
+                        exc,
+                        exc_info=not isinstance(exc, RedisError | OSError),
+                    )
+                with contextlib.suppress(TimeoutError):  # Redis away: not a retry every step
+                    await asyncio.wait_for(halt.wait(), 1.0)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -533,9 +629,12 @@ class Engine:
         for town in self.towns:
             if cids := ready.get(town.prefix):
                 await self._step_town(town, cids, now, dues)
-        await self.flush_outbox()
-        if self.outbox.lock_busy:  # another worker was flushing: soon again
-            dues.append(now + FLUSH_RETRY * self.clock.speed)
+        if self._flush_wanted is not None:  # `run`'s flusher writes them, off the step
+            self._flush_wanted.set()
+        else:  # a step by hand (tests): flushed before it returns
+            await self.flush_outbox()
+            if self.outbox.lock_busy:  # another worker was flushing: soon again
+                dues.append(now + FLUSH_RETRY * self.clock.speed)
         if self.on_step is not None:
             self.on_step()
         return min(dues, default=None)
@@ -547,7 +646,8 @@ class Engine:
         one round trip, their writes sent together. Alone, as before: one whose write did not land
         (stepped again at once on values read fresh, so a lost lease or a conflict shows as usual),
         and one whose policy is not instant (an LLM call takes seconds: nothing is held meanwhile,
-        and a write that did not land never costs a second call)."""
+        and a write that did not land never costs a second call; with decisions in flight her
+        step only starts or collects her decision, world/decisions.py)."""
         cids = step_order(cids, now)
         alone = [cid for cid in cids if cid in self._redo or not self.loops[cid].policy.instant]
         for cid in alone:
@@ -604,7 +704,9 @@ class Engine:
             )
         self.figures.steps += 1
         try:
-            self._due[cid] = await loop.step(now)
+            self._due[cid] = await loop.step(now, decisions=self.decisions, speed=self.clock.speed)
+            if self._answered_meanwhile(cid):  # its wake-up was overwritten just above
+                self._due[cid] = min(self._due[cid], self.clock.now())
             self._wake_partners(loop, dues)
         except CorruptState as exc:
             self._log_corrupt(f"{cid} paused", exc)
@@ -613,6 +715,7 @@ class Engine:
             log.error("%s", exc)
             self.leases.drop(cid)
             loop.lease_token = None
+            self._forget_decision(cid)
             return
         except (RedisError, OSError):
             raise
@@ -659,6 +762,9 @@ class Engine:
         self._released = self._redis_silent = False
         halt = asyncio.Event()
         keeper = asyncio.create_task(self._keep_leases(halt))
+        wanted = asyncio.Event()
+        flusher = asyncio.create_task(self._keep_flushing(wanted, halt))
+        self._flush_wanted = None if self.flush_in_step else wanted
         main = asyncio.create_task(self._run(until=until, max_steps=max_steps, halt=halt))
         stopper = asyncio.create_task(self._stop.wait())
         probe: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -673,10 +779,19 @@ class Engine:
                     self._redis_silent = not probe.done()
         finally:
             halt.set()
+            if self.decisions is not None:  # a stop: whatever was asked is asked again next start
+                self.decisions.drop_all()
+            self._flush_wanted = None
+            wanted.set()  # the flusher ends after the flush under way (cancelled in the middle,
+            # a Redis command may leave the town's flush lock taken until its TTL)
             tasks = {keeper, main, stopper, probe}
             for task in tasks:
                 task.cancel()
-            _, late = await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
+            _, late = await asyncio.wait({*tasks, flusher}, timeout=STOP_GRACE_SECONDS)
+            if flusher in late:
+                flusher.cancel()
+                late.remove(flusher)
+                log.info("stopping: the outbox flush under way is cancelled (it is redone)")
             if late:
                 log.warning(
                     "%d engine task(s) still finishing a Redis command; they end by themselves",
@@ -727,7 +842,6 @@ class Engine:
         )
         run_now = True
         checked = False  # this run's first lease check is here, before its first step
-        next_queued_flush = 0.0  # time.monotonic()
         while not (self._stop.is_set() or halt.is_set()):
             try:
                 if not checked:
@@ -740,9 +854,6 @@ class Engine:
                 if self._wake.is_set():
                     self._wake.clear()
                     run_now = True
-                if time.monotonic() >= next_queued_flush:
-                    await self.flush_queued()
-                    next_queued_flush = time.monotonic() + QUEUED_FLUSH_SECONDS
                 now = self.clock.now()
                 at_end = until is not None and now >= until
                 if run_now or at_end or (due is not None and now >= due):
@@ -773,11 +884,10 @@ class Engine:
                 run_now = True
                 continue
             if max_steps is not None and steps >= max_steps:
+                await self.flush_outbox()  # what the steps wrote is in history when it returns
                 break
             wake = due if until is None else min(until, due or until)
-            await self._sleep_or_stop(
-                wake, wall_seconds=max(0.0, next_queued_flush - time.monotonic())
-            )
+            await self._sleep_or_stop(wake)
 
     def _step_failed(self, exc: Exception, backoff: float) -> None:
         """Say what stopped the step once, then every few minutes while it lasts; not per retry."""

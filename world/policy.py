@@ -9,7 +9,7 @@ validate against its parameter model, and the duration must be sensible. A viola
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -129,3 +129,28 @@ def validate_decision(
         share_intent=raw.proactiveShareIntent,
         decided_by=decided_by,
     )
+
+
+def revalidate(
+    decision: Decision, view: ActionContext, candidates: Sequence[Action]
+) -> tuple[Decision, str | None]:
+    """A decision made earlier, checked against the moment ``view`` (a decision off the step
+    comes back seconds or world minutes after it was asked): the same decision with its action
+    and params as they are now, and None; or why it no longer holds (in Chinese, for her log
+    and her next prompt), when its action is no longer a candidate or its params no longer
+    validate."""
+    action = next((a for a in candidates if a.id == decision.action.id), None)
+    if action is None:
+        try:
+            why = decision.action.why_not(view)
+        except Exception:  # the action's own bug: candidates() reported it already
+            why = None
+        return decision, why or f"「{decision.action.name}」现在不在可选行为里"
+    params = decision.params
+    if action.params is not None and params is not None:
+        try:
+            params = action.params.model_validate(params.model_dump(), context={"ctx": view})
+        except ValidationError as exc:
+            problems = "；".join(e["msg"] for e in exc.errors(include_url=False))
+            return decision, f"「{action.name}」的参数现在不成立：{problems}"
+    return replace(decision, action=action, params=params), None

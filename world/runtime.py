@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from yuiju.characters import CharacterCard, card_of, copy_of, load_card
-from yuiju.config import YuijuConfig
+from yuiju.config import TownConfig, YuijuConfig
 from yuiju.llm import ChatModel, CircuitBreaker, MeteredModel, OpenAIChatModel, UsageTotals
+from yuiju.llm.admission import AdmissionGate
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.memory.ledger import LLM_CALLS
 from yuiju.storage.history import HistoryStore, open_history
@@ -25,6 +27,7 @@ from yuiju.world.behavior import BehaviorLoop, LoopStats
 from yuiju.world.clock import Clock, RealClock, SimClock
 from yuiju.world.conversation import ModelTalker, Talker, TemplateTalker
 from yuiju.world.day_record import DayRecord, day_record
+from yuiju.world.decisions import DecisionLimits
 from yuiju.world.engine import Engine, NamedEvolution, TownRun, WorldTicker
 from yuiju.world.loader import Catalogue, load_actions, resolve
 from yuiju.world.policies.llm import LLMPolicy
@@ -233,7 +236,7 @@ def metered_chat_model(
     waits in simulated time instead, so a recorded outage replays identically."""
     llm = cfg.llm
     breaker = CircuitBreaker(
-        inner,
+        AdmissionGate(inner, max_concurrent=llm.max_concurrent),
         failures=llm.breaker_failures,
         cooldown_seconds=llm.breaker_cooldown_seconds,
         max_cooldown_seconds=llm.breaker_max_cooldown_seconds,
@@ -264,127 +267,53 @@ async def build_runtime(
     towns = cfg.towns()
     cards = load_cards([cid for town in towns.values() for cid in town.characters])
     evolutions = resolve_evolutions(cfg.world.evolutions)
-    has_model = cfg.llm.configured or chat_model is not None
-    chosen = policy or cfg.world.policy
-    if chosen == "auto":
-        chosen = "llm" if has_model else "utility"
-    if chosen == "llm" and scripted is None and not has_model:
-        from yuiju.world.errors import ConfigurationError
-
-        raise ConfigurationError(
-            "the llm policy needs a model: set [llm].base_url (and api_key), or "
-            "[world].policy = 'utility'"
-        )
+    chosen = chosen_policy(
+        cfg, policy, has_model=cfg.llm.configured or chat_model is not None, scripted=scripted
+    )
     redis, history = await open_stores(cfg)
-    stores = {
-        prefix: StateStore(
-            redis.client, Keys(prefix), stream_maxlen=stream_maxlen(len(town.characters))
-        )
-        for prefix, town in towns.items()
-    }
+    stores = town_stores(redis, towns)
     store = stores[cfg.redis.prefix]
-    keys = store.keys
-    episodes = EpisodeRepo(history)
-    await episodes.ensure()
-    await history.ensure(LLM_CALLS)
+    episodes = await history_repos(history)
     stats = LoopStats(keep_timeline=keep_timeline)
     usage = UsageTotals()
-
     utility = UtilityPolicy(seed=cfg.world.seed, all_actions=list(catalogue))
-    llm_policy: LLMPolicy | None = None
     llm_model = configured_model(
-        cfg, redis=redis.client, keys=keys, clock=clock, usage=usage, inner=chat_model
+        cfg, redis=redis.client, keys=store.keys, clock=clock, usage=usage, inner=chat_model
     )
-    primary: Policy
-    if scripted is not None:
-        primary = scripted
-    elif chosen == "llm":
+    llm_policy: LLMPolicy | None = None
+    if scripted is None and chosen == "llm":
         assert llm_model is not None  # checked before the stores opened
-        ledger = UsageLedger(redis.client, keys, clock)
-
-        async def budget_allows(now: datetime) -> bool:
-            budget = cfg.llm.daily_token_budget
-            return budget is None or await ledger.tokens_on(now) < budget
-
-        llm_policy = LLMPolicy(
-            llm_model,
-            actions=list(catalogue),
-            schema_in_prompt=cfg.llm.resolved_output_mode == "json_object",
-            schema=cfg.llm.resolved_decision_schema,
-            max_attempts=cfg.llm.max_attempts,
-            temperature=cfg.llm.temperature,
-            budget_allows=budget_allows,
-        )
-        primary = llm_policy
-    else:
-        primary = utility
-
-    async def recent(character_id: str, now: datetime) -> DayRecord:
-        found = await episodes.between(
-            character_id, now - timedelta(days=1), now + timedelta(seconds=1), type_="behavior"
-        )
-        return day_record(found, now, action_of=catalogue.actions.get, town=town)
-
-    talker: Talker = (
-        ModelTalker(
-            llm_model,
-            temperature=cfg.llm.temperature,
-            budget_allows=llm_policy.budget_allows if llm_policy is not None else None,
-        )
-        if llm_model is not None
-        else TemplateTalker()
+        ledger = UsageLedger(redis.client, store.keys, clock)
+        llm_policy = make_llm_policy(cfg, llm_model, catalogue, ledger)
+    primary: Policy = scripted or llm_policy or utility
+    parts = TownParts(
+        catalogue=catalogue,
+        cards=cards,
+        evolutions=evolutions,
+        primary=primary,
+        fallback=utility if primary is not utility else None,
+        town=town,
+        recent=recent_reader(episodes, catalogue, town),
+        stats=stats,
+        talker=make_talker(cfg, llm_model, llm_policy),
+        model_talks_per_day=cfg.social.model_talks_per_day if llm_model is not None else 0,
     )
-    runs = []
-    for prefix, spec in towns.items():
-        seed = cfg.world.seed if spec.seed is None else spec.seed
-        neighbours = Neighbours(
-            characters=tuple(spec.characters),
-            names=unique_names({cid: cards[cid].name for cid in spec.characters}),
-            cards={cid: cards[cid] for cid in spec.characters},
-            talker=talker,
-            model_talks_per_day=cfg.social.model_talks_per_day if llm_model is not None else 0,
-        )
-        loops = [
-            BehaviorLoop(
-                character_id=cid,
-                store=stores[prefix],
-                catalogue=catalogue,
-                policy=primary,
-                fallback=utility if primary is not utility else None,
-                town=town,
-                seed=seed,
-                initial_state=character_from_card(cards[cid], neighbours),
-                card=cards[cid],
-                recent=recent,
-                stats=stats,
-                neighbours=neighbours,
-            )
-            for cid in spec.characters
-        ]
-        # every engine ticks with all of the town's characters: whichever holds the town lease
-        ticker = WorldTicker(
-            store=stores[prefix],
-            evolutions=evolutions,
-            town=town,
-            seed=seed,
-            character_ids=list(spec.characters),
-            names=neighbours.names,
-        )
-        runs.append(TownRun(store=stores[prefix], ticker=ticker, loops=loops))
     engine = Engine(
         clock=clock,
         history=history,
-        towns=runs,
+        towns=[parts.run(cfg, prefix, spec, stores[prefix]) for prefix, spec in towns.items()],
         tick_minutes=tick_minutes or cfg.world.tick_minutes,
         flush_every=flush_every,
         lease_ttl_ms=round(cfg.world.lease_ttl_seconds * 1000),
         worker_name=worker_name,
+        decisions=decision_limits(cfg) if off_step(primary, clock) else None,
+        flush_in_step=isinstance(clock, SimClock),
     )
     return Runtime(
         cfg=cfg,
         redis=redis,
         history=history,
-        keys=keys,
+        keys=store.keys,
         store=store,
         episodes=episodes,
         catalogue=catalogue,
@@ -395,6 +324,157 @@ async def build_runtime(
         llm_model=llm_model,
         llm_policy=llm_policy,
         stores=stores,
+    )
+
+
+def town_stores(redis: RedisHandle, towns: dict[str, TownConfig]) -> dict[str, StateStore]:
+    """Every town's store by key prefix (its keys: one Redis Cluster slot)."""
+    return {
+        prefix: StateStore(
+            redis.client, Keys(prefix), stream_maxlen=stream_maxlen(len(t.characters))
+        )
+        for prefix, t in towns.items()
+    }
+
+
+async def history_repos(history: HistoryStore) -> EpisodeRepo:
+    """The episodes repository, with the history store's collections and indexes ensured."""
+    episodes = EpisodeRepo(history)
+    await episodes.ensure()
+    await history.ensure(LLM_CALLS)
+    return episodes
+
+
+def chosen_policy(
+    cfg: YuijuConfig, policy: str | None, *, has_model: bool, scripted: Policy | None
+) -> str:
+    """``policy`` or ``[world].policy``, with 'auto' decided by whether there is a model; the
+    llm policy without one (nor a scripted stand-in) is a mistake the user must fix."""
+    chosen = policy or cfg.world.policy
+    if chosen == "auto":
+        chosen = "llm" if has_model else "utility"
+    if chosen == "llm" and scripted is None and not has_model:
+        from yuiju.world.errors import ConfigurationError
+
+        raise ConfigurationError(
+            "the llm policy needs a model: set [llm].base_url (and api_key), or "
+            "[world].policy = 'utility'"
+        )
+    return chosen
+
+
+def make_llm_policy(
+    cfg: YuijuConfig, model: MeteredModel, catalogue: Catalogue, ledger: UsageLedger
+) -> LLMPolicy:
+    async def budget_allows(now: datetime) -> bool:
+        budget = cfg.llm.daily_token_budget
+        return budget is None or await ledger.tokens_on(now) < budget
+
+    return LLMPolicy(
+        model,
+        actions=list(catalogue),
+        schema_in_prompt=cfg.llm.resolved_output_mode == "json_object",
+        schema=cfg.llm.resolved_decision_schema,
+        max_attempts=cfg.llm.max_attempts,
+        temperature=cfg.llm.temperature,
+        budget_allows=budget_allows,
+    )
+
+
+def recent_reader(
+    episodes: EpisodeRepo, catalogue: Catalogue, town: Town
+) -> Callable[[str, datetime], Awaitable[DayRecord]]:
+    """Her day so far from the history store, for the decision prompt."""
+
+    async def recent(character_id: str, now: datetime) -> DayRecord:
+        found = await episodes.between(
+            character_id, now - timedelta(days=1), now + timedelta(seconds=1), type_="behavior"
+        )
+        return day_record(found, now, action_of=catalogue.actions.get, town=town)
+
+    return recent
+
+
+def make_talker(
+    cfg: YuijuConfig, llm_model: MeteredModel | None, llm_policy: LLMPolicy | None
+) -> Talker:
+    """Who writes what characters say when they meet: the model, or templates without one."""
+    if llm_model is None:
+        return TemplateTalker()
+    return ModelTalker(
+        llm_model,
+        temperature=cfg.llm.temperature,
+        budget_allows=llm_policy.budget_allows if llm_policy is not None else None,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TownParts:
+    """What every town of a process shares, to build each town's loops and ticker from."""
+
+    catalogue: Catalogue
+    cards: dict[str, CharacterCard]
+    evolutions: list[NamedEvolution]
+    primary: Policy
+    fallback: Policy | None
+    town: Town
+    recent: Callable[[str, datetime], Awaitable[DayRecord]]
+    stats: LoopStats
+    talker: Talker
+    model_talks_per_day: int
+
+    def run(self, cfg: YuijuConfig, prefix: str, spec: TownConfig, store: StateStore) -> TownRun:
+        """One town's loops and world ticker (every engine ticks with all of the town's
+        characters: whichever holds the town lease)."""
+        seed = cfg.world.seed if spec.seed is None else spec.seed
+        cards = self.cards
+        neighbours = Neighbours(
+            characters=tuple(spec.characters),
+            names=unique_names({cid: cards[cid].name for cid in spec.characters}),
+            cards={cid: cards[cid] for cid in spec.characters},
+            talker=self.talker,
+            model_talks_per_day=self.model_talks_per_day,
+        )
+        loops = [
+            BehaviorLoop(
+                character_id=cid,
+                store=store,
+                catalogue=self.catalogue,
+                policy=self.primary,
+                fallback=self.fallback,
+                town=self.town,
+                seed=seed,
+                initial_state=character_from_card(cards[cid], neighbours),
+                card=cards[cid],
+                recent=self.recent,
+                stats=self.stats,
+                neighbours=neighbours,
+            )
+            for cid in spec.characters
+        ]
+        ticker = WorldTicker(
+            store=store,
+            evolutions=self.evolutions,
+            town=self.town,
+            seed=seed,
+            character_ids=list(spec.characters),
+            names=neighbours.names,
+        )
+        return TownRun(store=store, ticker=ticker, loops=loops)
+
+
+def off_step(policy: Policy, clock: Clock) -> bool:
+    """Whether decisions are asked off the engine's step (world/decisions.py): for a policy that
+    is not instant, on a real clock. ``simulate`` waits for each (its clock jumps from event to
+    event: an answer's arrival would land at a different world time from run to run)."""
+    return not policy.instant and not isinstance(clock, SimClock)
+
+
+def decision_limits(cfg: YuijuConfig) -> DecisionLimits:
+    return DecisionLimits(
+        max_in_flight=cfg.world.max_decisions_in_flight,
+        deadline_seconds=cfg.llm.decide_deadline_seconds,
+        deadline_minutes=cfg.llm.decide_deadline_minutes,
     )
 
 

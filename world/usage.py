@@ -12,9 +12,9 @@ from redis.exceptions import RedisError
 from yuiju.llm.usage import CallRecord
 from yuiju.memory.ledger import LLM_CALLS, call_document, usage_increments
 from yuiju.storage.keys import Keys
-from yuiju.world.behavior import outbox_entry
 from yuiju.world.clock import Clock
 from yuiju.world.store import dumps_doc
+from yuiju.world.transitions import outbox_entry
 
 log = logging.getLogger(__name__)
 
