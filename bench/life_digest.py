@@ -8,6 +8,8 @@ sorted by table and id. ``--dump DIR`` also writes each scenario's JSON there, t
 
     python bench/life_digest.py                 # prints {scenario: sha256}
     python bench/life_digest.py --dump /tmp/a   # and the documents they hash, for `diff -r`
+
+Run it with ``PYTHONPATH=<a checkout>/src`` to fingerprint another checkout (main, a branch).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def scenarios() -> dict[str, dict[str, Any]]:
         "solo-seed0-3d": {"cfg": solo, "days": 3, "seed": 0},
         "solo-seed7-3d": {"cfg": solo, "days": 3, "seed": 7},
         "three-seed1-4d": {"cfg": three, "days": 4, "seed": 1},
+        "three-seed2-7d": {"cfg": three, "days": 7, "seed": 2},
         "llm-fake-seed1-1d": {"cfg": solo, "days": 1, "seed": 1, "policy": "llm", "fake": True},
     }
 

@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 from tests.conftest import at_time, make_character, make_engine, redis_calls
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.storage.history import HistoryStore
+from yuiju.world.behavior import StepInputs
 from yuiju.world.errors import InvalidDecision
 from yuiju.world.policies.scripted import ScriptedPolicy
 from yuiju.world.policy import DecisionRequest
@@ -99,7 +100,7 @@ async def test_a_step_that_completes_and_starts_reads_her_state_once(redis: aior
     await kit.engine.run(max_steps=1)
     before = await redis_calls(redis)
 
-    await kit.loop.step(at_time("2026-09-01 06:30"))
+    await kit.loop.step(at_time("2026-09-01 06:30"), StepInputs(lease_token=kit.engine.token))
 
     ran = await redis_calls(redis) - before
     assert kit.stats.completions == 1 and kit.stats.decisions == 2

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -69,6 +69,49 @@ _Completed = tuple[dict[str, Any] | None, WorldState, CharacterState]
 """A completion's timeline record (None: there was nothing to complete) and her state as committed."""
 
 
+def _everyone(_character_id: str) -> bool:
+    return True
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepInputs:
+    """What the engine hands one step of hers (nothing of it is kept on the loop)."""
+
+    lease_token: str | None = None
+    """The engine's lease on her: every write of the step is fenced on it (None: unfenced, as
+    when a test or a tool steps her by hand)."""
+    drives: Callable[[str], bool] = _everyone
+    """Whether the engine drives a character: a partner driven elsewhere is joined only between
+    two of her steps, never taken out of a pastime."""
+    decisions: DecisionPool[Asked] | None = None
+    """The engine's decisions in flight: a policy that is not instant decides off the step
+    (world/decisions.py). None: the step waits for the policy (simulate, tests)."""
+    speed: float = 1.0
+    """The clock's speed, to turn a wall-time deadline into world time."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one step of hers tells the engine."""
+
+    due: datetime
+    """When she next needs attention."""
+    engaged: Mapping[str, datetime] = field(default_factory=dict)
+    """Partners the step started a meeting with, and when it ends: their engine steps them then
+    (not at their old due time, which may be later). Filled once her write landed: at once for
+    a step alone, when the batch is sent for a step in `StateStore.batched`."""
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """One step's inputs as the loop's methods use them, and what the step engaged."""
+
+    env: Env
+    """The rules, with the engine's `StepInputs.drives`."""
+    lease: tuple[str, str] | None
+    engaged: dict[str, datetime] = field(default_factory=dict)
+
+
 class BehaviorLoop:
     def __init__(
         self,
@@ -100,16 +143,9 @@ class BehaviorLoop:
         """async (character_id, now) -> `DayRecord`: her day so far, for the prompt."""
         self.stats = stats or LoopStats()
         self._perf = perf_counter or time.perf_counter
-        self.lease_token: str | None = None
         self.neighbours = neighbours
         """The town's other characters (names, cards, the conversation writer); None: she lives
         alone and meets nobody."""
-        self.drives: Callable[[str], bool] = lambda _cid: True
-        """Whether this loop's engine drives a character (the engine sets it): a partner driven
-        elsewhere is joined only between two of her steps, never taken out of a pastime."""
-        self.engaged: dict[str, datetime] = {}
-        """Partners this loop started a meeting with, and when it ends: their engine steps them
-        then (`Engine` reads and clears it after each step)."""
         self._reported: set[tuple[str, str]] = set()
         self._clock_behind_reported = False
         self.env = Env(
@@ -117,10 +153,10 @@ class BehaviorLoop:
             catalogue=catalogue,
             seed=seed,
             neighbours=neighbours,
-            drives=lambda cid: self.drives(cid),
             broken=self._report_broken,
         )
-        """The rules her transitions read (world/transitions.py)."""
+        """The rules her transitions read (world/transitions.py); a step reads them with the
+        engine's `StepInputs.drives`."""
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -158,8 +194,12 @@ class BehaviorLoop:
                 latest.isoformat(timespec="minutes"),
             )
 
-    def _lease(self) -> tuple[str, str] | None:
-        return (self.character_id, self.lease_token) if self.lease_token else None
+    def _turn(self, inputs: StepInputs) -> _Turn:
+        """One step's view of ``inputs``."""
+        return _Turn(
+            env=replace(self.env, drives=inputs.drives),
+            lease=(self.character_id, inputs.lease_token) if inputs.lease_token else None,
+        )
 
     # -- one step ---------------------------------------------------------------------------
 
@@ -181,15 +221,26 @@ class BehaviorLoop:
 
         return await self.store.transact(create, characters=[self.character_id])
 
-    async def step(
-        self, now: datetime, *, decisions: DecisionPool[Asked] | None = None, speed: float = 1.0
-    ) -> datetime:
-        """Advance her by one step at ``now``; returns when she next needs attention.
+    async def step(self, now: datetime, inputs: StepInputs | None = None) -> StepResult:
+        """Advance her by one step at ``now``: when she next needs attention, and whom the step
+        took along.
 
-        With ``decisions`` (the engine's pool) a policy that is not instant decides off the step
-        (`world.decisions`): the step starts her decision and returns its deadline, and a later
-        step applies the answer; ``speed`` is the clock's, to turn a wall deadline into world
-        time. Without it the step waits for the policy (simulate, tests)."""
+        With `StepInputs.decisions` (the engine's pool) a policy that is not instant decides off
+        the step (`world.decisions`): the step starts her decision and returns its deadline, and
+        a later step applies the answer. Without it the step waits for the policy (simulate,
+        tests)."""
+        inputs = inputs or StepInputs()
+        turn = self._turn(inputs)
+        due = await self._step(now, turn, inputs.decisions, inputs.speed)
+        return StepResult(due, turn.engaged)
+
+    async def _step(
+        self,
+        now: datetime,
+        turn: _Turn,
+        decisions: DecisionPool[Asked] | None,
+        speed: float,
+    ) -> datetime:
         world, character = await self.store.load(self.character_id)
         if character is None:
             character = await self.ensure_character()
@@ -206,36 +257,36 @@ class BehaviorLoop:
                 if decisions is not None:  # someone took her along meanwhile: moot
                     decisions.drop(self.character_id)
                 return character.running.ends_at
-            world, character = await self._complete(now)
+            world, character = await self._complete(now, turn)
         if world is None:
             return now + PAUSED_RETRY  # the world ticker creates it first
         if world.paused:
             return now + PAUSED_RETRY
         if decisions is not None and not self.policy.instant:
-            return await self._decide_off_step(now, world, character, decisions, speed)
-        return await self._decide_and_start(now, world, character)
+            return await self._decide_off_step(now, world, character, decisions, speed, turn)
+        return await self._decide_and_start(now, world, character, turn)
 
-    async def _complete(self, now: datetime) -> tuple[WorldState, CharacterState]:
+    async def _complete(self, now: datetime, turn: _Turn) -> tuple[WorldState, CharacterState]:
         """Apply the completion effects; returns the state as committed.
 
         If the action's own completion code raises, nothing is written and the completion is
         redone without its effects (reported once).
         """
         try:
-            return await self._complete_once(now, with_effects=True)
+            return await self._complete_once(now, turn, with_effects=True)
         except ActionCrashed as exc:
             self._report_broken(exc.action_id, "completion")
-            return await self._complete_once(now, with_effects=False)
+            return await self._complete_once(now, turn, with_effects=False)
 
     async def _complete_once(
-        self, now: datetime, *, with_effects: bool
+        self, now: datetime, turn: _Turn, *, with_effects: bool
     ) -> tuple[WorldState, CharacterState]:
         def apply(snap: Snapshot) -> tuple[Commit, _Completed]:
             character = snap.characters[self.character_id]
             assert snap.world is not None and character is not None
             if character.running is None:
                 return Commit(), (None, snap.world, character)  # someone completed it already
-            done = complete(snap.world, character, now, with_effects=with_effects, env=self.env)
+            done = complete(snap.world, character, now, with_effects=with_effects, env=turn.env)
             return (
                 Commit(
                     world=snap.world if done.world_changed else None,
@@ -252,7 +303,7 @@ class BehaviorLoop:
                 self._count_completion(record)
 
         _, world, character = await self.store.transact(
-            apply, characters=[self.character_id], lease=self._lease(), now=now, then=completed
+            apply, characters=[self.character_id], lease=turn.lease, now=now, then=completed
         )
         return world, character
 
@@ -289,34 +340,45 @@ class BehaviorLoop:
             return Decision(**{**decision.__dict__, "decided_by": f"fallback:{self.fallback.name}"})
 
     async def _decide_and_start(
-        self, now: datetime, world: WorldState, character: CharacterState
+        self, now: datetime, world: WorldState, character: CharacterState, turn: _Turn
     ) -> datetime:
         exclude: frozenset[str] = frozenset()
         for _ in range(MAX_CRASHED_PER_DECISION):
             try:
-                return await self._decide_and_start_once(now, world, character, exclude)
+                return await self._decide_and_start_once(now, world, character, exclude, turn)
             except ActionCrashed as exc:
                 self._report_broken(exc.action_id, "executor")
                 exclude = exclude | {exc.action_id}
         return now + NO_CANDIDATE_RETRY
 
     async def _decide_and_start_once(
-        self, now: datetime, world: WorldState, character: CharacterState, exclude: frozenset[str]
+        self,
+        now: datetime,
+        world: WorldState,
+        character: CharacterState,
+        exclude: frozenset[str],
+        turn: _Turn,
     ) -> datetime:
         t0 = self._perf()
-        view, candidates = await self._moment(now, world, character, exclude)
+        view, candidates = await self._moment(now, world, character, exclude, turn)
         if not candidates:
             return self._no_candidates(now, character)
         request = await self._request(now, view, candidates, self.policy)
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)
-        return await self._carry_out(now, decision, view, candidates, engine_ms)
+        return await self._carry_out(now, decision, view, candidates, engine_ms, turn)
 
     async def _moment(
-        self, now: datetime, world: WorldState, character: CharacterState, exclude: frozenset[str]
+        self,
+        now: datetime,
+        world: WorldState,
+        character: CharacterState,
+        exclude: frozenset[str],
+        turn: _Turn,
     ) -> tuple[ActionContext, list[Action]]:
         """The moment as she sees it, and the actions possible in it."""
-        view = self.env.ctx(now, world, character, company=await self._company(now, character))
+        company = await self._company(now, character, turn)
+        view = turn.env.ctx(now, world, character, company=company)
         return view, self.candidates(view, exclude)
 
     def _no_candidates(self, now: datetime, character: CharacterState) -> datetime:
@@ -360,6 +422,7 @@ class BehaviorLoop:
         view: ActionContext,
         candidates: list[Action],
         engine_ms: float,
+        turn: _Turn,
         talk: MeetingWords | None = None,
     ) -> datetime:
         """Start what was decided (solo or joint); count it and its engine time."""
@@ -377,9 +440,9 @@ class BehaviorLoop:
             )
             return now + NO_CANDIDATE_RETRY
         if decision.action.joint is not None:
-            started = await self._start_joint(now, decision, view, talk)
+            started = await self._start_joint(now, decision, view, turn, talk)
         else:
-            started = await self._start(now, decision)
+            started = await self._start(now, decision, turn)
         engine_ms += (self._perf() - t1) * 1000
         self.stats.add_overhead(engine_ms)
         return started
@@ -393,6 +456,7 @@ class BehaviorLoop:
         character: CharacterState,
         pool: DecisionPool[Asked],
         speed: float,
+        turn: _Turn,
     ) -> datetime:
         """Her decision as an operation off the step: start it, look again at its deadline, or
         apply its answer if it still holds now (else ask again); past the deadline, or while the
@@ -400,7 +464,7 @@ class BehaviorLoop:
         exclude: frozenset[str] = frozenset()
         for _ in range(MAX_CRASHED_PER_DECISION):
             try:
-                return await self._off_step_once(now, world, character, pool, speed, exclude)
+                return await self._off_step_once(now, world, character, pool, speed, exclude, turn)
             except ActionCrashed as exc:
                 self._report_broken(exc.action_id, "executor")
                 exclude = exclude | {exc.action_id}
@@ -414,6 +478,7 @@ class BehaviorLoop:
         pool: DecisionPool[Asked],
         speed: float,
         exclude: frozenset[str],
+        turn: _Turn,
     ) -> datetime:
         cid = self.character_id
         flight = pool.get(cid)
@@ -424,7 +489,7 @@ class BehaviorLoop:
             pool.give_up(cid)
             flight, overdue = None, True
         t0 = self._perf()
-        view, candidates = await self._moment(now, world, character, exclude)
+        view, candidates = await self._moment(now, world, character, exclude, turn)
         if flight is not None:
             pool.take(cid)
             asked = flight.task.result()  # the policy's own errors fell back inside it
@@ -434,7 +499,9 @@ class BehaviorLoop:
                 decision, why = revalidate(asked.decision, view, candidates)
             if why is None:
                 engine_ms = (self._perf() - t0) * 1000
-                return await self._carry_out(now, decision, view, candidates, engine_ms, asked.talk)
+                return await self._carry_out(
+                    now, decision, view, candidates, engine_ms, turn, asked.talk
+                )
             pool.figures.stale += 1
             self.stats.stale_starts += 1
             # she is asked again with the reason (her prompt shows it; nothing is written)
@@ -450,20 +517,24 @@ class BehaviorLoop:
             self.stats.fallbacks += 1
             decision = replace(decision, decided_by=f"fallback:{self.fallback.name}")
             engine_ms = (self._perf() - t0) * 1000
-            return await self._carry_out(now, decision, view, candidates, engine_ms)
-        started = pool.start(cid, now, speed, lambda: self._ask(now, view, candidates))
+            return await self._carry_out(now, decision, view, candidates, engine_ms, turn)
+        started = pool.start(cid, now, speed, lambda: self._ask(now, view, candidates, turn))
         return pool.due(started, now, speed)
 
-    async def _ask(self, now: datetime, view: ActionContext, candidates: list[Action]) -> Asked:
+    async def _ask(
+        self, now: datetime, view: ActionContext, candidates: list[Action], turn: _Turn
+    ) -> Asked:
         """The operation off the step: read her day, ask the policy, and for a meeting have
         its words written (a model call too)."""
         request = await self._request(now, view, candidates, self.policy)
         decision = await self._choose(request)
         if decision.action.joint is None or self.neighbours is None:
             return Asked(decision)
-        return Asked(decision, await self._meeting_words(now, decision, view))
+        return Asked(decision, await self._meeting_words(now, decision, view, turn))
 
-    async def _company(self, now: datetime, character: CharacterState) -> tuple[Companion, ...]:
+    async def _company(
+        self, now: datetime, character: CharacterState, turn: _Turn
+    ) -> tuple[Companion, ...]:
         """Who else is at her place now (`world.social.company_of`); nobody at home, and no
         read at all in a town of one."""
         town = self.neighbours
@@ -480,14 +551,14 @@ class BehaviorLoop:
             town=self.town,
             action_of=self.catalogue.actions.get,
             names=town.names,
-            may_interrupt=self.drives,
+            may_interrupt=turn.env.drives,
         )
 
-    async def _start(self, now: datetime, decision: Decision) -> datetime:
+    async def _start(self, now: datetime, decision: Decision, turn: _Turn) -> datetime:
         action = decision.action
 
         def apply(snap: Snapshot) -> tuple[Commit, Started]:
-            return start(snap, decision, self.env, who=self.character_id, now=now)
+            return start(snap, decision, turn.env, who=self.character_id, now=now)
 
         def started(result: Started) -> None:
             ends = result[0]
@@ -503,7 +574,7 @@ class BehaviorLoop:
                 )
 
         ends, stale, _ = await self.store.transact(
-            apply, characters=[self.character_id], lease=self._lease(), now=now, then=started
+            apply, characters=[self.character_id], lease=turn.lease, now=now, then=started
         )
         if ends is None:
             if stale is not None:
@@ -522,12 +593,12 @@ class BehaviorLoop:
     # -- meetings ---------------------------------------------------------------------------
 
     async def _meeting_words(
-        self, now: datetime, decision: Decision, view: ActionContext
+        self, now: datetime, decision: Decision, view: ActionContext, turn: _Turn
     ) -> MeetingWords:
         """What the meeting she chose would be, and its words (the model's while today's budget
         lasts, else a template's), as seen at ``view``."""
         assert self.neighbours is not None
-        plan, request, use_model = plan_talk(now, decision, view, self.env)
+        plan, request, use_model = plan_talk(now, decision, view, turn.env)
         words = await self.neighbours.talker.converse(request, use_model=use_model)
         return MeetingWords(plan, words, plan.proposal)
 
@@ -536,6 +607,7 @@ class BehaviorLoop:
         now: datetime,
         decision: Decision,
         view: ActionContext,
+        turn: _Turn,
         talk: MeetingWords | None = None,
     ) -> datetime:
         """Start a joint action for her and her partner in one write on both: the partner's
@@ -548,13 +620,13 @@ class BehaviorLoop:
         partner_id = chosen.partner
         mid = meeting_id(self.character_id, partner_id, now, action.id)
         if talk is None:
-            talk = await self._meeting_words(now, decision, view)
+            talk = await self._meeting_words(now, decision, view, turn)
         else:  # words written off the step: what is proposed is read at the start
             talk = replace(talk, proposal=proposal_of(chosen, view, town.name))
 
         def apply(snap: Snapshot) -> tuple[Commit, Started]:
             return meet(
-                snap, decision, self.env, who=self.character_id, now=now, talk=talk, mid=mid
+                snap, decision, turn.env, who=self.character_id, now=now, talk=talk, mid=mid
             )
 
         def started(result: Started) -> None:
@@ -563,7 +635,7 @@ class BehaviorLoop:
                 return
             if ended_record is not None:
                 self._count_completion(ended_record)
-            self.engaged[partner_id] = ends
+            turn.engaged[partner_id] = ends
             log.info(
                 "%s %s 和 %s 开始「%s」到 %s（%s：%s）",
                 now.strftime("%m-%d %H:%M"),
@@ -578,7 +650,7 @@ class BehaviorLoop:
         ends, stale, _ = await self.store.transact(
             apply,
             characters=[self.character_id, partner_id],
-            lease=self._lease(),
+            lease=turn.lease,
             now=now,
             then=started,
         )

@@ -57,7 +57,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from yuiju.config import compact_character_ids
 from yuiju.storage.history import HistoryStore
-from yuiju.world.behavior import BehaviorLoop
+from yuiju.world.behavior import BehaviorLoop, StepInputs, StepResult
 from yuiju.world.clock import Clock
 from yuiju.world.commands import CommandRejected, apply_command, parse_command
 from yuiju.world.decisions import DecisionLimits, DecisionPool
@@ -259,8 +259,6 @@ class Engine:
         self.store = self.towns[0].store
         self.ticker = self.towns[0].ticker
         self.loops = {loop.character_id: loop for town in self.towns for loop in town.loops}
-        for loop in self.loops.values():  # a partner driven elsewhere is never interrupted
-            loop.drives = self._drives
         if len(self.loops) != sum(len(town.loops) for town in self.towns):
             raise ValueError("a character id may live in one town of an engine only")
         self.tick = timedelta(minutes=tick_minutes)
@@ -400,10 +398,8 @@ class Engine:
     def _follow(self, change: LeaseChange) -> None:
         """Point the loops at what the leases say, and say what changed (one line each)."""
         for cid in change.taken:
-            self.loops[cid].lease_token = self.token
             self._due.pop(cid, None)  # due now: her state in Redis says what she is doing
         for cid in change.lost:
-            self.loops[cid].lease_token = None
             self._forget_decision(cid)
         share = (
             f"{self.leases.held_count} of {self.leases.total} (fair share {self.leases.share} with "
@@ -448,7 +444,6 @@ class Engine:
         async with self._lease_lock:
             given, towns = await self.leases.give_up_extras(self._due)
         for cid in given:
-            self.loops[cid].lease_token = None
             self._forget_decision(cid)
         if given:
             log.info(
@@ -471,8 +466,6 @@ class Engine:
         if self._released:
             return
         self._released = True
-        for loop in self.loops.values():
-            loop.lease_token = None
         if self._redis_silent:
             log.warning(
                 "Redis did not answer during the stop; the leases are not released but expire by "
@@ -652,18 +645,19 @@ class Engine:
         alone = [cid for cid in cids if cid in self._redo or not self.loops[cid].policy.instant]
         for cid in alone:
             self._redo.discard(cid)
-            await self._step(cid, now, dues)
+            self._wake_partners(await self._step(cid, now, dues), dues)
         together = [cid for cid in cids if cid not in alone]
         if not together:
             return
         stats = {id(loop.stats): loop.stats for loop in town.loops}.values()
         measured = [s.measured for s in stats]
+        results: list[StepResult | None] = []
         try:
             everyone = [loop.character_id for loop in town.loops]
             async with town.store.batched(together, also=everyone) as batch:
                 try:
                     for cid in together:
-                        await self._step(cid, now, dues)
+                        results.append(await self._step(cid, now, dues))
                         if len(batch.queued) >= BATCH_PIPELINE:
                             await town.store.send_queued()
                 except Exception as exc:
@@ -678,6 +672,8 @@ class Engine:
             ) in together:  # writes may not have landed: her state in Redis says when she is due
                 self._due.pop(cid, None)
             raise
+        for result in results:  # their writes landed (a meeting's partners are known now)
+            self._wake_partners(result, dues)
         for cid in batch.redo:
             if cid in self.loops:
                 self._redo.add(cid)
@@ -688,14 +684,16 @@ class Engine:
             if decided and s.measured > m:
                 s.spread_overhead(batch.write_ms * (s.measured - m) / decided, s.measured - m)
 
-    async def _step(self, cid: str, now: datetime, dues: list[datetime]) -> None:
-        """One character's step, if this engine still drives her; her next due time joins ``dues``."""
+    async def _step(self, cid: str, now: datetime, dues: list[datetime]) -> StepResult | None:
+        """One character's step, if this engine still drives her; her next due time joins ``dues``.
+        Its result names the partners a meeting of hers took along once her write landed (at
+        once, or when a batch is sent: `StateStore.batched`)."""
         loop = self.loops[cid]
         if self.leases.over_share:  # a worker joined: between two steps is a safe point
             await loop.store.send_queued()  # what the batch's steps wrote lands before leases go
             await self._give_up_extras()
         if not self.leases.holds(cid):
-            return
+            return None
         due = self._due.get(cid)
         if due is not None:  # her first step here has no due time to be late for
             speed = self.clock.speed
@@ -703,20 +701,26 @@ class Engine:
                 max(0.0, (self.clock.now() - due).total_seconds() * 1000 / speed)
             )
         self.figures.steps += 1
+        inputs = StepInputs(
+            lease_token=self.token,  # held (checked above): her writes are fenced on it
+            drives=self._drives,  # a partner driven elsewhere is never interrupted
+            decisions=self.decisions,
+            speed=self.clock.speed,
+        )
+        result: StepResult | None = None
         try:
-            self._due[cid] = await loop.step(now, decisions=self.decisions, speed=self.clock.speed)
+            result = await loop.step(now, inputs)
+            self._due[cid] = result.due
             if self._answered_meanwhile(cid):  # its wake-up was overwritten just above
                 self._due[cid] = min(self._due[cid], self.clock.now())
-            self._wake_partners(loop, dues)
         except CorruptState as exc:
             self._log_corrupt(f"{cid} paused", exc)
             self._due[cid] = now + CORRUPT_RETRY
         except LeaseLost as exc:
             log.error("%s", exc)
             self.leases.drop(cid)
-            loop.lease_token = None
             self._forget_decision(cid)
-            return
+            return None
         except (RedisError, OSError):
             raise
         except Exception as exc:
@@ -725,15 +729,15 @@ class Engine:
             self._log_step_bug(cid, exc)  # the daemon: her bug does not stop the others
             self._due[cid] = now + STEP_BUG_RETRY
         dues.append(self._due[cid])
+        return result
 
-    def _wake_partners(self, loop: BehaviorLoop, dues: list[datetime]) -> None:
+    def _wake_partners(self, result: StepResult | None, dues: list[datetime]) -> None:
         """A meeting she started took partners out of their pastimes: step each when it ends
         (not at her old due time, which may be later)."""
-        for pid, ends in loop.engaged.items():
+        for pid, ends in result.engaged.items() if result is not None else ():
             if self._drives(pid):
                 self._due[pid] = min(self._due.get(pid, ends), ends)
                 dues.append(self._due[pid])
-        loop.engaged.clear()
 
     async def _tick(self, town: TownRun, now: datetime) -> None:
         """The town's world tick, fenced on its town lease."""
