@@ -14,6 +14,7 @@ from yuiju.world.action import Action
 from yuiju.world.loader import load_actions
 from yuiju.world.policies.utility import UtilityPolicy
 from yuiju.world.policy import DecisionRequest
+from yuiju.world.randomness import Randomness
 from yuiju.world.state import RunningAction
 from yuiju.world.town import HAURA, Link
 
@@ -164,12 +165,16 @@ def test_she_can_always_walk_home_from_the_pond_at_night(clock: str) -> None:
 
 
 async def test_the_offline_policy_walks_her_home_from_the_pond_at_night() -> None:
-    policy = UtilityPolicy(seed=3, all_actions=ACTIONS)
+    policy = UtilityPolicy(all_actions=ACTIONS)
     ctx = make_ctx("2026-09-05 23:30", location="pond", stamina=40, satiety=50)
     route = []
     for _ in range(4):
         decision = await policy.decide(
-            DecisionRequest(ctx=ctx, candidates=[a for a in ACTIONS if a.available(ctx)])
+            DecisionRequest(
+                ctx=ctx,
+                candidates=[a for a in ACTIONS if a.available(ctx)],
+                randomness=Randomness.seeded(3),
+            )
         )
         route.append(decision.action.id)
         if decision.action.moves_to is None:

@@ -6,6 +6,7 @@ from tests.conftest import NAMES, at_time, cards_of, make_character, make_ctx, m
 from yuiju.world.conversation import TemplateTalker
 from yuiju.world.loader import load_actions
 from yuiju.world.policy import RawDecision, revalidate, validate_decision
+from yuiju.world.randomness import Randomness
 from yuiju.world.social import Neighbours
 from yuiju.world.store import Snapshot
 from yuiju.world.town import HAURA
@@ -22,7 +23,9 @@ def env_of(*cids: str) -> Env:
         talker=TemplateTalker(),
         model_talks_per_day=0,
     )
-    return Env(town=HAURA, catalogue=CATALOGUE, seed=7, neighbours=neighbours)
+    return Env(
+        town=HAURA, catalogue=CATALOGUE, randomness=Randomness.seeded(7), neighbours=neighbours
+    )
 
 
 def test_a_solo_start_then_its_completion_write_one_episode_each_without_any_store() -> None:

@@ -32,6 +32,7 @@ from yuiju.world.errors import InvalidDecision
 from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed, revalidate
+from yuiju.world.randomness import UNSEEDED, Randomness
 from yuiju.world.social import (
     Neighbours,
     WithPartner,
@@ -88,6 +89,9 @@ class StepInputs:
     (world/decisions.py). None: the step waits for the policy (simulate, tests)."""
     speed: float = 1.0
     """The clock's speed, to turn a wall-time deadline into world time."""
+    randomness: Randomness = UNSEEDED
+    """Her town's randomness (the engine's): her transitions and her policy derive her draws
+    from it."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ class _Turn:
     """One step's inputs as the loop's methods use them, and what the step engaged."""
 
     env: Env
-    """The rules, with the engine's `StepInputs.drives`."""
+    """The rules, with the engine's `StepInputs.drives` and `StepInputs.randomness`."""
     lease: tuple[str, str] | None
     engaged: dict[str, datetime] = field(default_factory=dict)
 
@@ -122,7 +126,6 @@ class BehaviorLoop:
         policy: Policy,
         fallback: Policy | None,
         town: Town,
-        seed: int,
         initial_state: CharacterState,
         card: CharacterCard | None = None,
         recent: Any = None,
@@ -136,7 +139,6 @@ class BehaviorLoop:
         self.policy = policy
         self.fallback = fallback
         self.town = town
-        self.seed = seed
         self.initial_state = initial_state
         self.card = card
         self.recent = recent
@@ -151,12 +153,11 @@ class BehaviorLoop:
         self.env = Env(
             town=town,
             catalogue=catalogue,
-            seed=seed,
             neighbours=neighbours,
             broken=self._report_broken,
         )
         """The rules her transitions read (world/transitions.py); a step reads them with the
-        engine's `StepInputs.drives`."""
+        engine's `StepInputs.drives` and `StepInputs.randomness`."""
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -197,7 +198,7 @@ class BehaviorLoop:
     def _turn(self, inputs: StepInputs) -> _Turn:
         """One step's view of ``inputs``."""
         return _Turn(
-            env=replace(self.env, drives=inputs.drives),
+            env=replace(self.env, drives=inputs.drives, randomness=inputs.randomness),
             lease=(self.character_id, inputs.lease_token) if inputs.lease_token else None,
         )
 
@@ -363,7 +364,7 @@ class BehaviorLoop:
         view, candidates = await self._moment(now, world, character, exclude, turn)
         if not candidates:
             return self._no_candidates(now, character)
-        request = await self._request(now, view, candidates, self.policy)
+        request = await self._request(now, view, candidates, self.policy, turn)
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)
         return await self._carry_out(now, decision, view, candidates, engine_ms, turn)
@@ -394,7 +395,12 @@ class BehaviorLoop:
         return now + NO_CANDIDATE_RETRY
 
     async def _request(
-        self, now: datetime, view: ActionContext, candidates: list[Action], policy: Policy
+        self,
+        now: datetime,
+        view: ActionContext,
+        candidates: list[Action],
+        policy: Policy,
+        turn: _Turn,
     ) -> DecisionRequest:
         record = DayRecord()
         if self.recent and policy.wants_recent:
@@ -413,6 +419,7 @@ class BehaviorLoop:
             recent=record.recent,
             card=self.card,
             sociable=self.neighbours is not None and len(self.neighbours.characters) > 1,
+            randomness=turn.env.randomness,
         )
 
     async def _carry_out(
@@ -512,7 +519,7 @@ class BehaviorLoop:
         if not candidates:
             return self._no_candidates(now, character)
         if self.fallback is not None and (overdue or not pool.asks()):
-            request = await self._request(now, view, candidates, self.fallback)
+            request = await self._request(now, view, candidates, self.fallback, turn)
             decision = await self.fallback.decide(request)
             self.stats.fallbacks += 1
             decision = replace(decision, decided_by=f"fallback:{self.fallback.name}")
@@ -526,7 +533,7 @@ class BehaviorLoop:
     ) -> Asked:
         """The operation off the step: read her day, ask the policy, and for a meeting have
         its words written (a model call too)."""
-        request = await self._request(now, view, candidates, self.policy)
+        request = await self._request(now, view, candidates, self.policy, turn)
         decision = await self._choose(request)
         if decision.action.joint is None or self.neighbours is None:
             return Asked(decision)

@@ -65,6 +65,7 @@ from yuiju.world.errors import CorruptState, LeaseLost
 from yuiju.world.evolutions import Event, Evolution, TickContext
 from yuiju.world.leases import LeaseChange, Leases
 from yuiju.world.outbox import FLUSH_RETRY, OUTBOX_LOCK_MS, QUEUED_FLUSH_SECONDS, OutboxFlusher
+from yuiju.world.randomness import UNSEEDED, Randomness
 from yuiju.world.state import WorldState
 from yuiju.world.store import BATCH_PIPELINE, Commit, Snapshot, StateStore
 from yuiju.world.town import Town
@@ -107,7 +108,6 @@ class WorldTicker:
         store: StateStore,
         evolutions: Sequence[NamedEvolution],
         town: Town,
-        seed: int,
         character_ids: Sequence[str],
         names: Mapping[str, str] | None = None,
     ) -> None:
@@ -116,14 +116,13 @@ class WorldTicker:
         """Display names by character id, for the episodes commands write."""
         self.evolutions = list(evolutions)
         self.town = town
-        self.seed = seed
         self.character_ids = list(character_ids)
         self.ticks = 0
         self.rejected = 0
         self.corrupt: list[CorruptState] = []
         """Characters the last tick skipped because their state is corrupt."""
 
-    def _apply(self, snap: Snapshot, now: datetime) -> tuple[Commit, bool]:
+    def _apply(self, snap: Snapshot, now: datetime, randomness: Randomness) -> tuple[Commit, bool]:
         world = snap.world or WorldState(time=now, last_advanced_at=now)
         if world.last_advanced_at >= now and world.calendar is not None and not snap.commands:
             return Commit(), False
@@ -156,7 +155,7 @@ class WorldTicker:
             world=world,
             characters=characters,
             town=self.town,
-            seed=self.seed,
+            randomness=randomness,
         )
         for evolution in self.evolutions:
             try:
@@ -177,13 +176,20 @@ class WorldTicker:
             True,
         )
 
-    async def tick(self, now: datetime, *, lease_token: str | None = None) -> bool:
+    async def tick(
+        self,
+        now: datetime,
+        *,
+        randomness: Randomness = UNSEEDED,
+        lease_token: str | None = None,
+    ) -> bool:
         """Advance the world to ``now``; False if it already was there and nothing was queued.
 
-        With ``lease_token`` the write is fenced on the town lease (`LeaseLost` if not held)."""
+        ``randomness``: the town's, as the engine hands it (evolutions draw from it). With
+        ``lease_token`` the write is fenced on the town lease (`LeaseLost` if not held)."""
 
         def apply(snap: Snapshot) -> tuple[Commit, tuple[bool, list[CorruptState]]]:
-            commit, advanced = self._apply(snap, now)
+            commit, advanced = self._apply(snap, now, randomness)
             return commit, (advanced, snap.corrupt)
 
         advanced, self.corrupt = await self.store.transact(
@@ -206,6 +212,8 @@ class TownRun:
     store: StateStore
     ticker: WorldTicker
     loops: Sequence[BehaviorLoop]
+    seed: int | None = None
+    """The town's own seed (``[towns.<prefix>] seed``); None: the engine's."""
     ticked_at: datetime | None = None
     """World time of this engine's last tick of the town."""
 
@@ -243,11 +251,14 @@ class Engine:
         decisions: DecisionLimits | None = None,
         wall: Callable[[], float] = time.monotonic,
         flush_in_step: bool = False,
+        seed: int = 0,
     ) -> None:
         """One town from ``store``, ``ticker`` and ``loops``, and/or more as ``towns``; the first
         town is the default one, whose keys hold the worker registry. ``decisions``: a policy that
         is not instant decides off the step (world/decisions.py; deadlines on ``wall``).
-        ``flush_in_step``: episodes are written before the next step (see `_keep_flushing`)."""
+        ``flush_in_step``: episodes are written before the next step (see `_keep_flushing`).
+        ``seed``: the run's (``[world] seed``), whose randomness the engine hands each world tick
+        and step, derived per town (and by them per character)."""
         self.towns = (
             [TownRun(store=store, ticker=ticker, loops=list(loops))]
             if store is not None and ticker is not None
@@ -256,6 +267,12 @@ class Engine:
         if not self.towns:
             raise ValueError("an engine needs a town: store and ticker, or towns")
         self.clock = clock
+        self.randomness = Randomness.seeded(seed)
+        """The run's randomness (mesa's ``Model.random``): nothing else holds a seed."""
+        self._town_randomness = {
+            town.prefix: self.randomness if town.seed is None else Randomness.seeded(town.seed)
+            for town in self.towns
+        }
         self.store = self.towns[0].store
         self.ticker = self.towns[0].ticker
         self.loops = {loop.character_id: loop for town in self.towns for loop in town.loops}
@@ -706,6 +723,7 @@ class Engine:
             drives=self._drives,  # a partner driven elsewhere is never interrupted
             decisions=self.decisions,
             speed=self.clock.speed,
+            randomness=self._town_randomness[loop.store.keys.prefix],
         )
         result: StepResult | None = None
         try:
@@ -742,7 +760,9 @@ class Engine:
     async def _tick(self, town: TownRun, now: datetime) -> None:
         """The town's world tick, fenced on its town lease."""
         try:
-            await town.ticker.tick(now, lease_token=self.token)
+            await town.ticker.tick(
+                now, randomness=self._town_randomness[town.prefix], lease_token=self.token
+            )
         except CorruptState as exc:  # characters whose own state is fine go on
             self._log_corrupt("world tick skipped", exc)
         except LeaseLost:

@@ -3,7 +3,7 @@
 `start` (a solo action), `meet` (a joint action: one transaction on both), `complete` (a running
 action ends, or is cut short by a meeting) and `settle_appointments` (promises kept or missed) are
 module functions of the snapshot (or the working copies read from it), the decision and an `Env`
-holding the world's rules (town, catalogue, seed, neighbours). `BehaviorLoop` (world/behavior.py)
+holding the world's rules (town, catalogue, randomness, neighbours). `BehaviorLoop` (world/behavior.py)
 reads, decides and hands these to `StateStore.transact`, which may run one again on fresh values;
 they are unit-testable with plain values, without Redis. Solo and joint starts share `begin`: one
 place builds the running record, the running episode and the event.
@@ -28,6 +28,7 @@ from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.plans import PlanError, apply_plan_changes
 from yuiju.world.policy import Decision
+from yuiju.world.randomness import UNSEEDED, Randomness
 from yuiju.world.relations import (
     CLOSENESS_DELTAS,
     EARLY_MINUTES,
@@ -74,8 +75,9 @@ class Env:
 
     town: Town
     catalogue: Catalogue
-    seed: int
-    """The run's seed: every draw of a character derives from it, her id and the moment."""
+    randomness: Randomness = UNSEEDED
+    """Her town's randomness (the engine's): every draw of a character derives from it, her id
+    and the moment."""
     neighbours: Neighbours | None = None
     """The town's other characters; None: she lives alone."""
     drives: Callable[[str], bool] = field(default=lambda _cid: True)
@@ -84,7 +86,7 @@ class Env:
     """Reports an action whose own code raised (`BehaviorLoop` logs it once per action)."""
 
     def rng(self, character_id: str, *parts: object) -> random.Random:
-        return random.Random("|".join([str(self.seed), character_id, *map(str, parts)]))
+        return self.randomness.derive(character_id).rng(*parts)
 
     def ctx(
         self, now: datetime, world: WorldState, character: CharacterState, **kw: Any
