@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,7 +31,6 @@ from yuiju.world.errors import InvalidDecision
 from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed, revalidate
-from yuiju.world.randomness import UNSEEDED, Randomness
 from yuiju.world.social import (
     Neighbours,
     WithPartner,
@@ -43,6 +41,9 @@ from yuiju.world.social import (
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.stats import OVERHEAD_SAMPLES as OVERHEAD_SAMPLES
 from yuiju.world.stats import LoopStats as LoopStats
+from yuiju.world.steps import StepInputs as StepInputs
+from yuiju.world.steps import StepResult as StepResult
+from yuiju.world.steps import Turn
 from yuiju.world.store import Commit, Snapshot, StateStore
 from yuiju.world.town import Town
 from yuiju.world.transitions import (
@@ -68,52 +69,6 @@ PAUSED_RETRY = timedelta(minutes=1)
 
 _Completed = tuple[dict[str, Any] | None, WorldState, CharacterState]
 """A completion's timeline record (None: there was nothing to complete) and her state as committed."""
-
-
-def _everyone(_character_id: str) -> bool:
-    return True
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepInputs:
-    """What the engine hands one step of hers (nothing of it is kept on the loop)."""
-
-    lease_token: str | None = None
-    """The engine's lease on her: every write of the step is fenced on it (None: unfenced, as
-    when a test or a tool steps her by hand)."""
-    drives: Callable[[str], bool] = _everyone
-    """Whether the engine drives a character: a partner driven elsewhere is joined only between
-    two of her steps, never taken out of a pastime."""
-    decisions: DecisionPool[Asked] | None = None
-    """The engine's decisions in flight: a policy that is not instant decides off the step
-    (world/decisions.py). None: the step waits for the policy (simulate, tests)."""
-    speed: float = 1.0
-    """The clock's speed, to turn a wall-time deadline into world time."""
-    randomness: Randomness = UNSEEDED
-    """Her town's randomness (the engine's): her transitions and her policy derive her draws
-    from it."""
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """What one step of hers tells the engine."""
-
-    due: datetime
-    """When she next needs attention."""
-    engaged: Mapping[str, datetime] = field(default_factory=dict)
-    """Partners the step started a meeting with, and when it ends: their engine steps them then
-    (not at their old due time, which may be later). Filled once her write landed: at once for
-    a step alone, when the batch is sent for a step in `StateStore.batched`."""
-
-
-@dataclass(frozen=True)
-class _Turn:
-    """One step's inputs as the loop's methods use them, and what the step engaged."""
-
-    env: Env
-    """The rules, with the engine's `StepInputs.drives` and `StepInputs.randomness`."""
-    lease: tuple[str, str] | None
-    engaged: dict[str, datetime] = field(default_factory=dict)
 
 
 class BehaviorLoop:
@@ -195,12 +150,9 @@ class BehaviorLoop:
                 latest.isoformat(timespec="minutes"),
             )
 
-    def _turn(self, inputs: StepInputs) -> _Turn:
+    def _turn(self, inputs: StepInputs) -> Turn:
         """One step's view of ``inputs``."""
-        return _Turn(
-            env=replace(self.env, drives=inputs.drives, randomness=inputs.randomness),
-            lease=(self.character_id, inputs.lease_token) if inputs.lease_token else None,
-        )
+        return Turn.of(inputs, self.env, self.character_id)
 
     # -- one step ---------------------------------------------------------------------------
 
@@ -230,18 +182,10 @@ class BehaviorLoop:
         the step (`world.decisions`): the step starts her decision and returns its deadline, and
         a later step applies the answer. Without it the step waits for the policy (simulate,
         tests)."""
-        inputs = inputs or StepInputs()
-        turn = self._turn(inputs)
-        due = await self._step(now, turn, inputs.decisions, inputs.speed)
-        return StepResult(due, turn.engaged)
+        turn = self._turn(inputs or StepInputs())
+        return StepResult(await self._step(now, turn), turn.engaged)
 
-    async def _step(
-        self,
-        now: datetime,
-        turn: _Turn,
-        decisions: DecisionPool[Asked] | None,
-        speed: float,
-    ) -> datetime:
+    async def _step(self, now: datetime, turn: Turn) -> datetime:
         world, character = await self.store.load(self.character_id)
         if character is None:
             character = await self.ensure_character()
@@ -255,19 +199,17 @@ class BehaviorLoop:
         self._clock_behind_reported = False
         if character.running is not None:
             if now < character.running.ends_at:
-                if decisions is not None:  # someone took her along meanwhile: moot
-                    decisions.drop(self.character_id)
+                if turn.decisions is not None:  # someone took her along meanwhile: moot
+                    turn.decisions.drop(self.character_id)
                 return character.running.ends_at
             world, character = await self._complete(now, turn)
         if world is None:
             return now + PAUSED_RETRY  # the world ticker creates it first
         if world.paused:
             return now + PAUSED_RETRY
-        if decisions is not None and not self.policy.instant:
-            return await self._decide_off_step(now, world, character, decisions, speed, turn)
-        return await self._decide_and_start(now, world, character, turn)
+        return await self._decide(now, world, character, turn)
 
-    async def _complete(self, now: datetime, turn: _Turn) -> tuple[WorldState, CharacterState]:
+    async def _complete(self, now: datetime, turn: Turn) -> tuple[WorldState, CharacterState]:
         """Apply the completion effects; returns the state as committed.
 
         If the action's own completion code raises, nothing is written and the completion is
@@ -280,7 +222,7 @@ class BehaviorLoop:
             return await self._complete_once(now, turn, with_effects=False)
 
     async def _complete_once(
-        self, now: datetime, turn: _Turn, *, with_effects: bool
+        self, now: datetime, turn: Turn, *, with_effects: bool
     ) -> tuple[WorldState, CharacterState]:
         def apply(snap: Snapshot) -> tuple[Commit, _Completed]:
             character = snap.characters[self.character_id]
@@ -340,12 +282,18 @@ class BehaviorLoop:
             decision = await self.fallback.decide(request)
             return Decision(**{**decision.__dict__, "decided_by": f"fallback:{self.fallback.name}"})
 
-    async def _decide_and_start(
-        self, now: datetime, world: WorldState, character: CharacterState, turn: _Turn
+    async def _decide(
+        self, now: datetime, world: WorldState, character: CharacterState, turn: Turn
     ) -> datetime:
+        """Decide and start, leaving out an action whose executor raised and deciding again.
+        With the engine's decisions in flight, a policy that is not instant decides off the step
+        (`_off_step_once`); else the step waits for it."""
         exclude: frozenset[str] = frozenset()
+        pool = turn.decisions if not self.policy.instant else None
         for _ in range(MAX_CRASHED_PER_DECISION):
             try:
+                if pool is not None:
+                    return await self._off_step_once(now, world, character, pool, exclude, turn)
                 return await self._decide_and_start_once(now, world, character, exclude, turn)
             except ActionCrashed as exc:
                 self._report_broken(exc.action_id, "executor")
@@ -358,13 +306,13 @@ class BehaviorLoop:
         world: WorldState,
         character: CharacterState,
         exclude: frozenset[str],
-        turn: _Turn,
+        turn: Turn,
     ) -> datetime:
         t0 = self._perf()
         view, candidates = await self._moment(now, world, character, exclude, turn)
         if not candidates:
             return self._no_candidates(now, character)
-        request = await self._request(now, view, candidates, self.policy, turn)
+        request = await self._request(view, candidates, self.policy, turn)
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)
         return await self._carry_out(now, decision, view, candidates, engine_ms, turn)
@@ -375,7 +323,7 @@ class BehaviorLoop:
         world: WorldState,
         character: CharacterState,
         exclude: frozenset[str],
-        turn: _Turn,
+        turn: Turn,
     ) -> tuple[ActionContext, list[Action]]:
         """The moment as she sees it, and the actions possible in it."""
         company = await self._company(now, character, turn)
@@ -395,14 +343,9 @@ class BehaviorLoop:
         return now + NO_CANDIDATE_RETRY
 
     async def _request(
-        self,
-        now: datetime,
-        view: ActionContext,
-        candidates: list[Action],
-        policy: Policy,
-        turn: _Turn,
+        self, view: ActionContext, candidates: list[Action], policy: Policy, turn: Turn
     ) -> DecisionRequest:
-        record = DayRecord()
+        now, record = view.now, DayRecord()
         if self.recent and policy.wants_recent:
             try:
                 record = await self.recent(self.character_id, now)
@@ -429,7 +372,7 @@ class BehaviorLoop:
         view: ActionContext,
         candidates: list[Action],
         engine_ms: float,
-        turn: _Turn,
+        turn: Turn,
         talk: MeetingWords | None = None,
     ) -> datetime:
         """Start what was decided (solo or joint); count it and its engine time."""
@@ -456,38 +399,19 @@ class BehaviorLoop:
 
     # -- decisions in flight (world/decisions.py) ---------------------------------------------
 
-    async def _decide_off_step(
-        self,
-        now: datetime,
-        world: WorldState,
-        character: CharacterState,
-        pool: DecisionPool[Asked],
-        speed: float,
-        turn: _Turn,
-    ) -> datetime:
-        """Her decision as an operation off the step: start it, look again at its deadline, or
-        apply its answer if it still holds now (else ask again); past the deadline, or while the
-        model is away, the offline policy decides."""
-        exclude: frozenset[str] = frozenset()
-        for _ in range(MAX_CRASHED_PER_DECISION):
-            try:
-                return await self._off_step_once(now, world, character, pool, speed, exclude, turn)
-            except ActionCrashed as exc:
-                self._report_broken(exc.action_id, "executor")
-                exclude = exclude | {exc.action_id}
-        return now + NO_CANDIDATE_RETRY
-
     async def _off_step_once(
         self,
         now: datetime,
         world: WorldState,
         character: CharacterState,
         pool: DecisionPool[Asked],
-        speed: float,
         exclude: frozenset[str],
-        turn: _Turn,
+        turn: Turn,
     ) -> datetime:
-        cid = self.character_id
+        """Her decision as an operation off the step: start it, look again at its deadline, or
+        apply its answer if it still holds now (else ask again); past the deadline, or while the
+        model is away, the offline policy decides."""
+        cid, speed = self.character_id, turn.speed
         flight = pool.get(cid)
         overdue = False
         if flight is not None and not flight.done():
@@ -519,7 +443,7 @@ class BehaviorLoop:
         if not candidates:
             return self._no_candidates(now, character)
         if self.fallback is not None and (overdue or not pool.asks()):
-            request = await self._request(now, view, candidates, self.fallback, turn)
+            request = await self._request(view, candidates, self.fallback, turn)
             decision = await self.fallback.decide(request)
             self.stats.fallbacks += 1
             decision = replace(decision, decided_by=f"fallback:{self.fallback.name}")
@@ -529,18 +453,18 @@ class BehaviorLoop:
         return pool.due(started, now, speed)
 
     async def _ask(
-        self, now: datetime, view: ActionContext, candidates: list[Action], turn: _Turn
+        self, now: datetime, view: ActionContext, candidates: list[Action], turn: Turn
     ) -> Asked:
         """The operation off the step: read her day, ask the policy, and for a meeting have
         its words written (a model call too)."""
-        request = await self._request(now, view, candidates, self.policy, turn)
+        request = await self._request(view, candidates, self.policy, turn)
         decision = await self._choose(request)
         if decision.action.joint is None or self.neighbours is None:
             return Asked(decision)
         return Asked(decision, await self._meeting_words(now, decision, view, turn))
 
     async def _company(
-        self, now: datetime, character: CharacterState, turn: _Turn
+        self, now: datetime, character: CharacterState, turn: Turn
     ) -> tuple[Companion, ...]:
         """Who else is at her place now (`world.social.company_of`); nobody at home, and no
         read at all in a town of one."""
@@ -561,7 +485,7 @@ class BehaviorLoop:
             may_interrupt=turn.env.drives,
         )
 
-    async def _start(self, now: datetime, decision: Decision, turn: _Turn) -> datetime:
+    async def _start(self, now: datetime, decision: Decision, turn: Turn) -> datetime:
         action = decision.action
 
         def apply(snap: Snapshot) -> tuple[Commit, Started]:
@@ -600,7 +524,7 @@ class BehaviorLoop:
     # -- meetings ---------------------------------------------------------------------------
 
     async def _meeting_words(
-        self, now: datetime, decision: Decision, view: ActionContext, turn: _Turn
+        self, now: datetime, decision: Decision, view: ActionContext, turn: Turn
     ) -> MeetingWords:
         """What the meeting she chose would be, and its words (the model's while today's budget
         lasts, else a template's), as seen at ``view``."""
@@ -614,7 +538,7 @@ class BehaviorLoop:
         now: datetime,
         decision: Decision,
         view: ActionContext,
-        turn: _Turn,
+        turn: Turn,
         talk: MeetingWords | None = None,
     ) -> datetime:
         """Start a joint action for her and her partner in one write on both: the partner's

@@ -57,7 +57,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from yuiju.config import compact_character_ids
 from yuiju.storage.history import HistoryStore
-from yuiju.world.behavior import BehaviorLoop, StepInputs, StepResult
+from yuiju.world.behavior import BehaviorLoop
 from yuiju.world.clock import Clock
 from yuiju.world.commands import CommandRejected, apply_command, parse_command
 from yuiju.world.decisions import DecisionLimits, DecisionPool
@@ -67,6 +67,7 @@ from yuiju.world.leases import LeaseChange, Leases
 from yuiju.world.outbox import FLUSH_RETRY, OUTBOX_LOCK_MS, QUEUED_FLUSH_SECONDS, OutboxFlusher
 from yuiju.world.randomness import UNSEEDED, Randomness
 from yuiju.world.state import WorldState
+from yuiju.world.steps import StepInputs, StepResult
 from yuiju.world.store import BATCH_PIPELINE, Commit, Snapshot, StateStore
 from yuiju.world.town import Town
 from yuiju.world.transitions import Asked
@@ -259,25 +260,11 @@ class Engine:
         ``flush_in_step``: episodes are written before the next step (see `_keep_flushing`).
         ``seed``: the run's (``[world] seed``), whose randomness the engine hands each world tick
         and step, derived per town (and by them per character)."""
-        self.towns = (
-            [TownRun(store=store, ticker=ticker, loops=list(loops))]
-            if store is not None and ticker is not None
-            else []
-        ) + list(towns)
-        if not self.towns:
-            raise ValueError("an engine needs a town: store and ticker, or towns")
+        first = []
+        if store is not None and ticker is not None:
+            first = [TownRun(store=store, ticker=ticker, loops=list(loops))]
+        self._init_towns([*first, *towns], seed)
         self.clock = clock
-        self.randomness = Randomness.seeded(seed)
-        """The run's randomness (mesa's ``Model.random``): nothing else holds a seed."""
-        self._town_randomness = {
-            town.prefix: self.randomness if town.seed is None else Randomness.seeded(town.seed)
-            for town in self.towns
-        }
-        self.store = self.towns[0].store
-        self.ticker = self.towns[0].ticker
-        self.loops = {loop.character_id: loop for town in self.towns for loop in town.loops}
-        if len(self.loops) != sum(len(town.loops) for town in self.towns):
-            raise ValueError("a character id may live in one town of an engine only")
         self.tick = timedelta(minutes=tick_minutes)
         self.on_step = on_step
         self.token = uuid.uuid4().hex
@@ -321,6 +308,23 @@ class Engine:
         """The decisions in flight of this worker's characters (None: decided in the step)."""
         if decisions is not None:
             self.decisions = DecisionPool(decisions, wall=wall, on_ready=self._answer_ready)
+
+    def _init_towns(self, towns: list[TownRun], seed: int) -> None:
+        if not towns:
+            raise ValueError("an engine needs a town: store and ticker, or towns")
+        self.towns = towns
+        self.randomness = Randomness.seeded(seed)
+        """The run's randomness (mesa's ``Model.random``): nothing else holds a seed."""
+        self._town_randomness = {
+            town.prefix: self.randomness if town.seed is None else Randomness.seeded(town.seed)
+            for town in towns
+        }
+        """Each town's: the run's, or the town's own seed's."""
+        self.store = towns[0].store
+        self.ticker = towns[0].ticker
+        self.loops = {loop.character_id: loop for town in towns for loop in town.loops}
+        if len(self.loops) != sum(len(town.loops) for town in towns):
+            raise ValueError("a character id may live in one town of an engine only")
 
     def _init_outbox(
         self, history: HistoryStore | None, *, flush_every: int, flush_in_step: bool
