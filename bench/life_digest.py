@@ -28,6 +28,32 @@ from yuiju.config import YuijuConfig, load_config
 from yuiju.llm.testing import FunctionChatModel, schema_following
 from yuiju.world.simulate import simulate
 
+XIAOLIN = {"kind": "person", "id": "qq:123", "name": "小林"}
+COMMANDS = [
+    {"type": "tell_news", "character_id": "yuiju", "by": XIAOLIN, "text": "小林下周要搬家"},
+    {"type": "give_item", "character_id": "kaede", "by": XIAOLIN, "item": "铜锣烧"},
+    {
+        "type": "invite",
+        "character_id": "yuiju",
+        "by": XIAOLIN,
+        "place": "park",
+        "start": "2026-09-02T17:00:00+08:00",
+        "activity": "一起散步",
+        "lenient": True,
+    },
+    {
+        "type": "remind",
+        "character_id": "chika",
+        "by": XIAOLIN,
+        "kind": "promise",
+        "text": "去图书馆还书",
+        "at": "2026-09-02T17:00:00+08:00",
+        "place": "library",
+        "lenient": True,
+    },
+]
+"""What people tell them in chat (news, a gift, an invitation, a promise): their episodes."""
+
 TIMING = ("wall_seconds", "decisions_per_second", "engine_overhead_ms")
 """Report fields that measure the machine, not the life."""
 
@@ -42,6 +68,7 @@ def scenarios() -> dict[str, dict[str, Any]]:
         "solo-seed7-3d": {"cfg": solo, "days": 3, "seed": 7},
         "three-seed1-4d": {"cfg": three, "days": 4, "seed": 1},
         "three-seed2-7d": {"cfg": three, "days": 7, "seed": 2},
+        "three-told-seed1-3d": {"cfg": three, "days": 3, "seed": 1, "commands": COMMANDS},
         "llm-fake-seed1-1d": {"cfg": solo, "days": 1, "seed": 1, "policy": "llm", "fake": True},
     }
 
@@ -77,6 +104,7 @@ async def run(name: str, spec: dict[str, Any]) -> dict[str, Any]:
             data_dir=Path(tmp),
             chat_model=FunctionChatModel(schema_following(seed=1)) if spec.get("fake") else None,
             progress=False,
+            commands=spec.get("commands", ()),
         )
         documents = history_documents(Path(tmp))
     return {"report": {k: v for k, v in report.items() if k not in TIMING}, "history": documents}

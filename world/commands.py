@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from yuiju.memory.episode_data import ConversationData, PlanData
 from yuiju.memory.episodes import GIFT_PREFIX, Episode
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
@@ -332,12 +333,12 @@ def _tell_news(tell: TellNews, at: _Applying) -> str:
             type="conversation",
             time=moment,
             summary=f"{by.name}告诉{at.name(cid)}：{text}",
-            data={
-                "source": _source(by),
-                "by": by.model_dump(),
-                "via": tell.via,
-                "news": item.model_dump(mode="json"),
-            },
+            data=ConversationData(
+                source=_source(by),
+                by=by.model_dump(),
+                via=tell.via,
+                news=item.model_dump(mode="json"),
+            ).dump(),
         )
     )
     return f"{by.name} told {cid}: {text}"
@@ -384,13 +385,13 @@ def _invite(invite: Invite, at: _Applying) -> str:
             time=moment,
             summary=f"{by.name}约{at.name(cid)}{start.month}月{start.day}日{start.strftime('%H:%M')}"
             f"在{town.place_name(invite.place)}{invite.activity}，{answer}",
-            data={
-                "source": proposal.source,
-                "asked_by": by.model_dump(),
-                "appointment": proposal.model_dump(mode="json"),
-                "accepted": why is None,
-                "reason": why,
-            },
+            data=PlanData(
+                source=proposal.source,
+                asked_by=by.model_dump(),
+                appointment=proposal.model_dump(mode="json"),
+                accepted=why is None,
+                reason=why,
+            ).dump(),
         )
     )
     return "accepted" if why is None else f"declined: {why}"
@@ -437,14 +438,14 @@ def _remind(remind: Remind, at: _Applying) -> str:
             type="plan",
             time=moment,
             summary=f"{did}，{answer}",
-            data={
-                "source": _source(by),
-                "asked_by": by.model_dump(),
-                "note": note.model_dump(mode="json"),
-                "accepted": why is None,
-                "reason": why,
-                "via": remind.via,
-            },
+            data=PlanData(
+                source=_source(by),
+                asked_by=by.model_dump(),
+                note=note.model_dump(mode="json"),
+                accepted=why is None,
+                reason=why,
+                via=remind.via,
+            ).dump(),
         )
     )
     return "noted" if why is None else f"declined: {why}"
@@ -510,14 +511,14 @@ def _gift(gift: GiveItem, at: _Applying) -> str:
             type="conversation",
             time=moment,
             summary=f"{by.name}送给{at.name(cid)}{item}×{qty}，{answer}",
-            data={
-                "source": _source(by),
-                "by": by.model_dump(),
-                "gift": {"item": item, "quantity": qty},
-                "accepted": why is None,
-                "reason": why,
-                "via": gift.via,
-            },
+            data=ConversationData(
+                source=_source(by),
+                by=by.model_dump(),
+                gift={"item": item, "quantity": qty},
+                accepted=why is None,
+                reason=why,
+                via=gift.via,
+            ).dump(),
         )
     )
     return f"gave {qty} × {item} to {cid}" if why is None else f"declined: {why}"

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from yuiju.characters import CharacterCard, card_of
+from yuiju.memory.episode_data import ConversationData
 from yuiju.memory.episodes import MEETING_PREFIX, Episode
 from yuiju.world.action import (
     Action,
@@ -690,17 +691,17 @@ def conversation_episode(
         end_time=ends,
         status="logged",
         summary=summary,
-        data={
-            "meeting_id": mid,
-            "with": [{"id": other.id, "name": you}],
-            "participants": [initiator, other.id if who.id == initiator else who.id],
-            "initiator": initiator,
-            "place": place,
-            "action": action.id,
-            "kind": action.joint.kind if action.joint else "",
-            "source": said.source,
-            "lines": [{"speaker": x.speaker, "name": x.name, "text": x.text} for x in said.lines],
-            "news": [
+        data=ConversationData(
+            meeting_id=mid,
+            partners=[{"id": other.id, "name": you}],
+            participants=[initiator, other.id if who.id == initiator else who.id],
+            initiator=initiator,
+            place=place,
+            action=action.id,
+            kind=action.joint.kind if action.joint else "",
+            source=said.source,
+            lines=[{"speaker": x.speaker, "name": x.name, "text": x.text} for x in said.lines],
+            news=[
                 {
                     "id": t.item.id,
                     "text": t.item.text,
@@ -711,10 +712,10 @@ def conversation_episode(
                 }
                 for t in plan.told
             ],
-            "invitation": plan.proposal.model_dump(mode="json") if plan.proposal else None,
-            "declined": plan.declined,
-            "kept_appointment": plan.kept.id if plan.kept else None,
-        },
+            invitation=plan.proposal.model_dump(mode="json") if plan.proposal else None,
+            declined=plan.declined,
+            kept_appointment=plan.kept.id if plan.kept else None,
+        ).dump(),
     )
 
 

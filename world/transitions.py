@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from yuiju.memory.episode_data import BehaviorData, PlanData
 from yuiju.memory.episodes import Episode, episode_id
 from yuiju.world.action import Action, ActionContext
 from yuiju.world.conversation import Conversation, Speaker, TalkRequest, TemplateTalker
@@ -208,6 +209,24 @@ def _completed_records(
     """A completed action's episode, its event and its timeline record."""
     cid = character.id
     minutes = round((finished - running.started_at).total_seconds() / 60)
+    data = BehaviorData(
+        action=running.action_id,
+        name=running.name,
+        place=running.place,
+        reason=running.reason,
+        decided_by=running.decided_by,
+        params=running.params,
+        result=summary,
+        notes=notes,
+        share_intent=running.share_intent.model_dump() if running.share_intent else None,
+        shareable=bool(action.share) if action else False,
+        stats_before=running.stats_before,
+        stats_after=character.stats(),
+        duration_minutes=minutes,
+    )
+    if running.partners:
+        joint = {"partners": running.partners, "meeting_id": running.meeting_id}
+        data = data.model_copy(update=joint)
     episode = Episode(
         id=running.episode_id,
         character_id=cid,
@@ -217,26 +236,7 @@ def _completed_records(
         status="completed",
         summary=f"{character.id}在{env.town.place_name(running.place)}{running.name}，用了{minutes}分钟"
         + (f"：{summary}" if summary else ""),
-        data={
-            "action": running.action_id,
-            "name": running.name,
-            "place": running.place,
-            "reason": running.reason,
-            "decided_by": running.decided_by,
-            "params": running.params,
-            "result": summary,
-            "notes": notes,
-            "share_intent": running.share_intent.model_dump() if running.share_intent else None,
-            "shareable": bool(action.share) if action else False,
-            "stats_before": running.stats_before,
-            "stats_after": character.stats(),
-            "duration_minutes": minutes,
-            **(
-                {"with": running.partners, "meeting_id": running.meeting_id}
-                if running.partners
-                else {}
-            ),
-        },
+        data=data.dump(),
     )
     event = Event(
         "action_completed",
@@ -302,11 +302,11 @@ def apply_plans(
             time=now,
             summary=f"{character.id}{verb}{scope}「{title}」"
             + (f"（原来是「{change.currentPlan}」）" if change.changeType == "updated" else ""),
-            data={
-                "change": change.model_dump(),
-                "behavior_episode": eid,
-                "plans_after": character.plans.lines(),
-            },
+            data=PlanData(
+                change=change.model_dump(),
+                behavior_episode=eid,
+                plans_after=character.plans.lines(),
+            ).dump(),
         )
         entries.append(outbox_entry("episodes", episode.document()))
     return entries
@@ -538,19 +538,19 @@ def begin(
         end_time=ends,
         status="running",
         summary=f"{who.id}在{env.town.place_name(place)}开始{name}",
-        data={
-            "action": action.id,
-            "name": name,
-            "place": place,
-            "reason": reason,
-            "decided_by": decided_by,
-            "params": params,
-            "result": summary,
-            "planned_minutes": minutes,
+        data=BehaviorData(
+            action=action.id,
+            name=name,
+            place=place,
+            reason=reason,
+            decided_by=decided_by,
+            params=params,
+            result=summary,
+            planned_minutes=minutes,
             **extra,
-            "stats_before": before,
-            "stats_after_start": who.stats(),
-        },
+            stats_before=before,
+            stats_after_start=who.stats(),
+        ).dump(),
     )
     event = Event(
         "action_started",
@@ -785,7 +785,7 @@ def _begin_together(
             minutes=minutes,
             share=share,
             before=stats,
-            extra={"with": [other.id], "meeting_id": mid},
+            extra={"partners": [other.id], "meeting_id": mid},
             env=env,
             partners=[other.id],
             meeting=mid,
