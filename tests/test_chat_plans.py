@@ -330,6 +330,23 @@ async def test_an_admin_invitation_is_lenient_but_not_with_the_calendar(
     assert reasons.count("那时候要上课") == 1
 
 
+async def test_a_night_invitation_is_read_as_night_and_declined_because_she_sleeps(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    """明天凌晨三点 is 03:00 (never 15:00, when she has class): declined because she sleeps."""
+    ask = {"kind": "invite", "place": "公园", "when": "明天凌晨三点", "what": "看星星"}
+    yuiju = await town(redis, sqlite_history, scripted(call("propose_plan", **ask), "好"))
+
+    await yuiju.say("明天凌晨三点一起去公园看星星吧")
+    await yuiju.tick()
+
+    assert "恐怕不行：那时候在睡觉" in tool_result(yuiju.model, 1)
+    (declined,) = await plan_episodes(sqlite_history, THURSDAY_EVENING)
+    assert declined.data["reason"].startswith("那时候在睡觉")
+    assert declined.data["appointment"]["start"].startswith("2026-09-04T03:00")
+    assert (await yuiju.her()).social.appointments == []
+
+
 # -- reminders, promises, gifts ---------------------------------------------------------------------
 
 

@@ -262,6 +262,8 @@ CLEARANCE_MINUTES = 90
 """Two appointments must start this far apart."""
 AWAKE_WINDOW = ("08:00", "21:00")
 """Appointments start within this window (she sleeps, gets ready, eats breakfast outside it)."""
+NIGHT_WINDOW = ("22:00", "06:00")
+"""She is asleep then: an invitation for the night is declined for that reason."""
 SCHOOL_WINDOW = ("07:30", "16:30")
 """Class time on school days: no appointments then."""
 MIN_CLOSENESS_TO_ACCEPT = 20.0
@@ -361,10 +363,14 @@ def review_invitation(
         return f"羽浦町没有「{proposal.place}」这个地方"
     if place.private:
         return f"{place.name}不方便见面"
+    if start <= now:
+        return "那个时间已经过去了"
     if start < now + timedelta(minutes=MIN_LEAD_MINUTES):
         return "时间太赶了，来不及过去"
     if start > now + timedelta(days=MAX_AHEAD_DAYS):
         return "太久以后的事情，现在还定不下来"
+    if in_window(start, *NIGHT_WINDOW):
+        return f"那时候在睡觉（约在 {AWAKE_WINDOW[0]}–{AWAKE_WINDOW[1]} 之间吧）"
     if not in_window(start, *AWAKE_WINDOW):
         return f"那个时间不方便出门（约在 {AWAKE_WINDOW[0]}–{AWAKE_WINDOW[1]} 之间吧）"
     if is_school_day(start.date()) and in_window(start, *SCHOOL_WINDOW):
