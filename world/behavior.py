@@ -373,7 +373,8 @@ class BehaviorLoop:
             time=running.started_at,
             end_time=finished,
             status="completed",
-            summary=f"{character.id}在{self.town.place_name(running.place)}{running.name}，用了{minutes}分钟"
+            summary=f"{self._name(character.id)}{self.town.at_place(running.place, running.name)}"
+            f"，用了{minutes}分钟"
             + (f"：{summary}" if summary else ""),
             data={
                 "action": running.action_id,
@@ -616,7 +617,7 @@ class BehaviorLoop:
                 character_id=self.character_id,
                 type="plan",
                 time=now,
-                summary=f"{character.id}{verb}{scope}「{title}」"
+                summary=f"{self._name(character.id)}{verb}{scope}「{title}」"
                 + (f"（原来是「{change.currentPlan}」）" if change.changeType == "updated" else ""),
                 data={
                     "change": change.model_dump(),
@@ -689,7 +690,8 @@ class BehaviorLoop:
                 time=now,
                 end_time=ends,
                 status="running",
-                summary=f"{character.id}在{self.town.place_name(character.running.place)}开始{action.name}",
+                summary=self._name(character.id)
+                + self.town.at_place(character.running.place, f"开始{action.name}"),
                 data={
                     "action": action.id,
                     "name": action.name,
@@ -1082,7 +1084,7 @@ class BehaviorLoop:
                     time=now,
                     end_time=ends,
                     status="running",
-                    summary=f"{who.id}在{self.town.place_name(place)}开始{who.running.name}",
+                    summary=self._name(who.id) + self.town.at_place(place, f"开始{who.running.name}"),
                     data={
                         "action": action.id,
                         "name": who.running.name,

@@ -49,6 +49,11 @@ class Town:
         place = self.places.get(place_id)
         return place.name if place else place_id
 
+    def at_place(self, place_id: str, doing: str) -> str:
+        """What she does there, said once: 在南风公园散步; a name that says where already
+        (在家吃早饭, 一起在食堂吃午饭) as it is, never 在家在家吃早饭."""
+        return doing if "在" in doing else f"在{self.place_name(place_id)}{doing}"
+
     def neighbours(self, place_id: str) -> list[str]:
         return [k.b if k.a == place_id else k.a for k in self.links if place_id in (k.a, k.b)]
 
