@@ -187,3 +187,48 @@ def test_copies_of_a_card_are_told_apart_by_name() -> None:
 
     names = unique_names({"yuiju": "悠酱", "kaede@1": "枫", "kaede@2": "枫"})
     assert names == {"yuiju": "悠酱", "kaede@1": "枫@1", "kaede@2": "枫@2"}
+
+
+# -- keeping appointments (issue 31) --------------------------------------------------------------
+
+
+def _with_appointment(now: str, location: str, **kw: object) -> object:
+    from tests.conftest import make_ctx
+    from yuiju.world.relations import SocialState
+
+    apt = invitation("2026-09-05 15:00", place="cafe", by=YUIJU)  # 悠酱 and she meet at 15:00
+    return make_ctx(
+        now,
+        id="kaede",
+        location=location,
+        social=SocialState(appointments=[apt]),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_nothing_she_starts_at_the_place_runs_into_her_appointment() -> None:
+    """Seed 4's 枫: invited 悠酱 to the café at 15:00, then started three hours of work there at
+    13:10, so neither could meet the other. Work now ends when the window opens (14:30)."""
+    from yuiju.world.loader import load_actions
+
+    actions = load_actions().actions
+    work = actions["work_at_cafe"]
+    early = _with_appointment("2026-09-05 13:10", "cafe", duration_minute=180)
+    assert work.available(early) and work.minutes(early) == 80  # 13:10 → 14:30
+    late = _with_appointment("2026-09-05 13:50", "cafe", duration_minute=60)
+    assert not work.available(late)
+    assert work.why_not(late) == "快到约好的时间了（15:00 和悠酱在薄暮咖啡）"
+    # once the window is open, a pastime there is waiting for her (who breaks it off)
+    waiting = _with_appointment("2026-09-05 14:40", "cafe", duration_minute=30)
+    assert actions["drink_coffee"].available(waiting)
+
+
+def test_elsewhere_she_is_free_in_time_to_set_off_and_may_always_go() -> None:
+    from yuiju.world.loader import load_actions
+
+    actions = load_actions().actions
+    home = _with_appointment("2026-09-05 14:00", "home")
+    assert not actions["read_at_home"].available(home)  # free by 14:15 to set off
+    assert actions["go_to_cafe"].available(home)
+    earlier = _with_appointment("2026-09-05 13:00", "home", duration_minute=60)
+    assert actions["read_at_home"].minutes(earlier) == 60  # ends 14:00, before 14:15

@@ -374,8 +374,7 @@ class BehaviorLoop:
             end_time=finished,
             status="completed",
             summary=f"{self._name(character.id)}{self.town.at_place(running.place, running.name)}"
-            f"，用了{minutes}分钟"
-            + (f"：{summary}" if summary else ""),
+            f"，用了{minutes}分钟" + (f"：{summary}" if summary else ""),
             data={
                 "action": running.action_id,
                 "name": running.name,
@@ -1084,7 +1083,8 @@ class BehaviorLoop:
                     time=now,
                     end_time=ends,
                     status="running",
-                    summary=self._name(who.id) + self.town.at_place(place, f"开始{who.running.name}"),
+                    summary=self._name(who.id)
+                    + self.town.at_place(place, f"开始{who.running.name}"),
                     data={
                         "action": action.id,
                         "name": who.running.name,

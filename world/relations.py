@@ -249,6 +249,9 @@ AppointmentStatus = Literal["planned", "kept", "missed", "cancelled"]
 
 EARLY_MINUTES = 30
 """A meeting this long before an appointment's start still keeps it."""
+SET_OFF_MINUTES = 45
+"""Minutes before an appointment elsewhere she must be free to set off (no link in town takes
+longer): nothing she starts elsewhere runs past it (`world.action.Action.room`)."""
 MIN_LEAD_MINUTES = 30
 """An invitation must leave her this long to get there."""
 MAX_AHEAD_DAYS = 7

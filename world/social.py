@@ -23,6 +23,8 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 from yuiju.characters import CharacterCard, card_of
 from yuiju.memory.episodes import MEETING_PREFIX, Episode
 from yuiju.world.action import (
+    INTERRUPTIBLE,
+    NEVER_INTERRUPTED,
     Action,
     ActionContext,
     Companion,
@@ -56,14 +58,6 @@ from yuiju.world.relations import (
 )
 from yuiju.world.state import CharacterState
 from yuiju.world.town import Town
-
-INTERRUPTIBLE = frozenset({"leisure", "rest", "idle", "phone"})
-"""Pastimes a character breaks off when someone comes to do something with her."""
-NEVER_INTERRUPTED = frozenset(
-    {"sleep", "sleep_more", "wake", "work", "move", "meal", "shopping", "social"}
-)
-"""...unless it is also one of these: asleep, at work, on the way, eating, or already with
-someone (nobody is in two conversations at once)."""
 
 
 def meeting_id(initiator: str, partner: str, now: datetime, action_id: str) -> str:
