@@ -20,8 +20,9 @@ from yuiju.world.relations import (
     keep_news,
     news_id,
     news_to_tell,
+    note_presence,
     review_invitation,
-    settle_missed,
+    settle_over,
 )
 from yuiju.world.town import HAURA
 
@@ -168,9 +169,9 @@ def test_one_person_cannot_fill_her_week_unless_lenient() -> None:
 
 def test_an_appointment_whose_time_passed_is_missed_with_where_she_was() -> None:
     planned = invitation("2026-09-05 15:00")
-    after, missed = settle_missed([planned], at_time("2026-09-05 16:01"), "家")
+    after, missed = settle_over([planned], at_time("2026-09-05 16:01"), "家")
     assert [a.status for a in after] == ["missed"] and missed[0].note == "那时她在家"
-    still, none = settle_missed([planned], at_time("2026-09-05 15:59"), "家")
+    still, none = settle_over([planned], at_time("2026-09-05 15:59"), "家")
     assert still == [planned] and none == []
 
 
@@ -232,3 +233,52 @@ def test_elsewhere_she_is_free_in_time_to_set_off_and_may_always_go() -> None:
     assert actions["go_to_cafe"].available(home)
     earlier = _with_appointment("2026-09-05 13:00", "home", duration_minute=60)
     assert actions["read_at_home"].minutes(earlier) == 60  # ends 14:00, before 14:15
+
+
+def _there(a: Appointment, place: str, since: str, until: str, moving_to: str | None = None):
+    (noted,) = note_presence(
+        [a],
+        place=place,
+        since=at_time(since),
+        until=at_time(until),
+        town=HAURA,
+        moving_to=moving_to,
+    )
+    return noted
+
+
+def test_the_record_says_where_she_was_at_the_appointments_time_not_at_check_time() -> None:
+    planned = invitation("2026-09-05 15:00", place="cafe")
+    mine = _there(planned, "pond", "2026-09-05 14:10", "2026-09-05 15:40")
+    mine = _there(mine, "park", "2026-09-05 15:45", "2026-09-05 17:00", moving_to=None)
+    _, (missed,) = settle_over([mine], at_time("2026-09-05 17:00"), "南风公园")
+    assert missed.status == "missed" and missed.note == "那时她在水音池"
+    on_the_way = _there(planned, "home", "2026-09-05 14:55", "2026-09-05 15:05", "cafe")
+    _, (late,) = settle_over([on_the_way], at_time("2026-09-05 16:30"), "薄暮咖啡")
+    assert late.note == "那时她在去薄暮咖啡的路上"
+
+
+def test_both_at_the_place_in_the_window_keeps_it_though_they_did_not_meet() -> None:
+    """Seed 4: 枫 at the café working 13:10–16:10, 悠酱 sitting there 14:25–16:10."""
+    planned = invitation("2026-09-05 15:00", place="cafe")
+    kaede = _there(planned, "cafe", "2026-09-05 13:10", "2026-09-05 16:10")
+    yuiju = _there(planned, "cafe", "2026-09-05 14:25", "2026-09-05 16:10")
+    assert (kaede.there_from, kaede.there_until) == (
+        at_time("2026-09-05 14:30"),
+        at_time("2026-09-05 16:00"),
+    )
+    _, (kept,) = settle_over([kaede], at_time("2026-09-05 16:10"), "薄暮咖啡", {KAEDE.key: [yuiju]})
+    assert kept.status == "kept"
+    # one of them there, the other elsewhere (or not known): missed
+    away = _there(planned, "park", "2026-09-05 14:00", "2026-09-05 16:10")
+    _, (missed,) = settle_over(
+        [kaede], at_time("2026-09-05 16:10"), "薄暮咖啡", {KAEDE.key: [away]}
+    )
+    assert missed.status == "missed"
+    _, (unknown,) = settle_over([kaede], at_time("2026-09-05 16:10"), "薄暮咖啡")
+    assert unknown.status == "missed"
+    # there one after the other, never at the same time: missed
+    early = _there(planned, "cafe", "2026-09-05 14:20", "2026-09-05 14:50")
+    late = _there(planned, "cafe", "2026-09-05 15:10", "2026-09-05 16:00")
+    _, (apart,) = settle_over([early], at_time("2026-09-05 16:10"), "薄暮咖啡", {KAEDE.key: [late]})
+    assert apart.status == "missed"

@@ -35,10 +35,12 @@ from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed
 from yuiju.world.relations import (
     CLOSENESS_DELTAS,
     EARLY_MINUTES,
+    Appointment,
     Note,
     Relation,
-    settle_missed,
+    settle_appointments,
     settle_notes,
+    settling_with,
 )
 from yuiju.world.social import (
     MeetingPlan,
@@ -558,7 +560,7 @@ class BehaviorLoop:
         if decision.action.joint is not None:
             started = await self._start_joint(now, decision, view)
         else:
-            started = await self._start(now, decision)
+            started = await self._start(now, decision, await self._copies(character, now=now))
         engine_ms += (self._perf() - t1) * 1000
         self.stats.add_overhead(engine_ms)
         return started
@@ -627,7 +629,9 @@ class BehaviorLoop:
             entries.append(outbox_entry("episodes", episode.document()))
         return entries
 
-    async def _start(self, now: datetime, decision: Decision) -> datetime:
+    async def _start(
+        self, now: datetime, decision: Decision, others: dict[str, list[Appointment]]
+    ) -> datetime:
         action = decision.action
 
         def start(snap: Snapshot) -> tuple[Commit, tuple[datetime | None, str | None]]:
@@ -640,7 +644,7 @@ class BehaviorLoop:
             if character.day != now.date():
                 character.day = now.date()
                 character.done_today = []
-            missed = self._settle_appointments(character, now)
+            missed = self._settle_appointments(character, now, others)
             ctx = self._ctx(
                 now,
                 snap.world,
@@ -679,6 +683,9 @@ class BehaviorLoop:
                 start_summary=summary,
                 share_intent=decision.share_intent,
                 stats_before=before,
+            )
+            character.social.note_presence(
+                character.running.place, now, ends, self.town, action.moves_to
             )
             character.blocked_reason = None
             character.last_acted_at = now
@@ -762,36 +769,36 @@ class BehaviorLoop:
     # -- meetings ---------------------------------------------------------------------------
 
     def _settle_appointments(
-        self, character: CharacterState, now: datetime
+        self,
+        character: CharacterState,
+        now: datetime,
+        others: dict[str, list[Appointment]] | None = None,
     ) -> list[dict[str, Any]]:
-        """Mark her appointments whose time has passed as missed (closeness to the other drops);
-        returns a plan episode for each, in the same write as her next start."""
+        """Settle her appointments whose time has passed, kept or missed (`relations.
+        settle_appointments`, with ``others``: the other side's copies); returns a plan episode
+        for each, in the same write as her next start."""
         social = character.social
         social.roll_day(now.date())
         out = self._visit(character, now) + self._settle_notes(character, now)
         if not any(a.status == "planned" and now > a.end for a in social.appointments):
             return out
-        where = self.town.place_name(character.location)
-        appointments, missed = settle_missed(social.appointments, now, where)
-        social.appointments = appointments
-        for appointment in missed:
-            key = appointment.other.key
-            relation = social.relations.get(key) or Relation(party=appointment.other)
-            social.relations = {
-                **social.relations,
-                key: relation.moved(now, CLOSENESS_DELTAS["appointment_missed"]),
-            }
-            episode = Episode(
-                id=f"apm_{appointment.id[4:]}_{character.id}",
-                character_id=character.id,
-                type="plan",
-                time=now,
-                summary=f"{self._name(character.id)}没能赴约："
-                f"{appointment.line(self.town, appointment.start)}；{appointment.note}",
-                data={"appointment": appointment.model_dump(mode="json"), "status": "missed"},
-            )
-            out.append(outbox_entry("episodes", episode.document()))
-        return out
+        settled = settle_appointments(
+            social,
+            character_id=character.id,
+            name=self._name(character.id),
+            now=now,
+            town=self.town,
+            where=self.town.place_name(character.location),
+            others=others,
+        )
+        return out + [outbox_entry("episodes", e.document()) for e in settled]
+
+    async def _copies(self, *who: CharacterState, now: datetime) -> dict[str, list[Appointment]]:
+        """The appointments of those whose appointments with ``who`` are over now, as read from
+        them (`relations.settle_over`: were both there?); no read when none is."""
+        ids = sorted({c for w in who for c in settling_with(w.social.appointments, now)})
+        found = await self.store.peek_characters(ids) if ids else {}
+        return {f"character:{c}": s.social.appointments for c, s in found.items() if s}
 
     def _visit(self, character: CharacterState, now: datetime) -> list[dict[str, Any]]:
         """An appointment with a person (who lives outside the town) is kept by being there in
@@ -926,6 +933,7 @@ class BehaviorLoop:
         partner_id = chosen.partner
         seen = next(c for c in view.company if c.id == partner_id)
         proposal = proposal_of(chosen, view, town.name)
+        others = await self._copies(view.character, seen.state, now=now)
         mid = meeting_id(self.character_id, partner_id, now, action.id)
         plan = plan_meeting(
             view.character,
@@ -956,7 +964,9 @@ class BehaviorLoop:
                 if who.day != now.date():
                     who.day = now.date()
                     who.done_today = []
-            missed = self._settle_appointments(me, now)
+            copies = {**others, f"character:{me.id}": me.social.appointments}
+            copies[f"character:{partner.id}"] = partner.social.appointments
+            missed = self._settle_appointments(me, now, copies)
             company = company_of(
                 me,
                 [partner],
@@ -1002,7 +1012,7 @@ class BehaviorLoop:
                 events.append(ended.event)
                 ended_record = ended.record
                 world_changed = ended.world_changed
-            outbox += self._settle_appointments(partner, now)
+            outbox += self._settle_appointments(partner, now, copies)
             ctx.partner = partner
             before, partner_before = me.stats(), partner.stats()
             try:
@@ -1074,6 +1084,7 @@ class BehaviorLoop:
                     partners=[other.id],
                     meeting_id=mid,
                 )
+                who.social.note_presence(place, now, ends, self.town, None)
                 who.blocked_reason = None
                 who.last_acted_at = now
                 episode = Episode(

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from yuiju.memory.episodes import Episode
 from yuiju.world.clock import in_window, is_school_day
 from yuiju.world.town import Town
 
@@ -308,10 +309,21 @@ class Appointment(_Model):
     created_at: AwareDatetime
     note: str = Field("", max_length=120)
     """How it ended (kept: the meeting's episode; missed: where she was instead)."""
+    there_from: AwareDatetime | None = None
+    """When she was at the place within its window, first and last (`note_presence`): there
+    with the other at the same time keeps it, meeting or not (`settle_over`)."""
+    there_until: AwareDatetime | None = None
+    was_at: str = Field("", max_length=40)
+    """Where she was at its start, as the record says it (薄暮咖啡, 去南风公园的路上)."""
 
     @property
     def end(self) -> datetime:
         return self.start + timedelta(minutes=self.minutes)
+
+    @property
+    def opens(self) -> datetime:
+        """From when being there with the other keeps it."""
+        return self.start - timedelta(minutes=EARLY_MINUTES)
 
     def keeps(self, now: datetime, place: str, other_key: str) -> bool:
         """Whether meeting ``other_key`` at ``place`` at ``now`` keeps this appointment."""
@@ -450,19 +462,126 @@ def choose_start(
     return proposal, why
 
 
-def settle_missed(
-    appointments: Sequence[Appointment], now: datetime, where: str
+def note_presence(
+    appointments: Sequence[Appointment],
+    *,
+    place: str,
+    since: datetime,
+    until: datetime,
+    town: Town,
+    moving_to: str | None = None,
+) -> list[Appointment]:
+    """Her planned appointments as she starts something at ``place`` from ``since`` to
+    ``until`` (on the way to ``moving_to`` for a movement): when it puts her at an
+    appointment's place within its window, that time is noted (``there_from``/``there_until``),
+    and when it covers an appointment's start, where she was then (``was_at``)."""
+    out = []
+    for a in appointments:
+        if a.status == "planned" and since < a.end:
+            update: dict[str, object] = {}
+            if moving_to is None and place == a.place and since <= a.end and until >= a.opens:
+                first, last = max(since, a.opens), min(until, a.end)
+                update["there_from"] = min(first, a.there_from or first)
+                update["there_until"] = max(last, a.there_until or last)
+            if since <= a.start < until:
+                update["was_at"] = (
+                    f"去{town.place_name(moving_to)}的路上"
+                    if moving_to is not None
+                    else town.place_name(place)
+                )[:40]
+            a = a.model_copy(update=update) if update else a
+        out.append(a)
+    return out
+
+
+def _together_there(mine: Appointment, theirs: Appointment | None) -> bool:
+    """Both copies of one appointment say they were at its place at the same time in its window."""
+    if theirs is None:
+        return False
+    a, b = (mine.there_from, mine.there_until), (theirs.there_from, theirs.there_until)
+    if a[0] is None or a[1] is None or b[0] is None or b[1] is None:
+        return False
+    return max(a[0], b[0]) <= min(a[1], b[1])
+
+
+def settle_over(
+    appointments: Sequence[Appointment],
+    now: datetime,
+    where: str,
+    others: Mapping[str, Sequence[Appointment]] | None = None,
 ) -> tuple[list[Appointment], list[Appointment]]:
-    """Her appointments with every planned one whose time has passed marked missed; and those.
-    ``where`` says where she was instead (for the note)."""
+    """Her appointments with every planned one whose time has passed settled; and those. Kept
+    when the other's copy (``others``: each party key's appointments, as read from them) and
+    hers say both were at the place at the same time in its window, though they did not meet
+    (a meeting keeps it at once: `world.social.apply_meeting`); missed otherwise, with where
+    she was at its start (``where``, where she is now, when her record does not say)."""
     out: list[Appointment] = []
-    missed: list[Appointment] = []
+    settled: list[Appointment] = []
     for a in appointments:
         if a.status == "planned" and now > a.end:
-            a = a.model_copy(update={"status": "missed", "note": f"那时她在{where}"})
-            missed.append(a)
+            theirs = next((x for x in (others or {}).get(a.other.key, ()) if x.id == a.id), None)
+            if _together_there(a, theirs):
+                assert a.there_from is not None
+                a = a.model_copy(
+                    update={"status": "kept", "note": f"{a.there_from:%H:%M}起两人都在那里"}
+                )
+            else:
+                a = a.model_copy(
+                    update={"status": "missed", "note": f"那时她在{a.was_at or where}"}
+                )
+            settled.append(a)
         out.append(a)
-    return prune(out), missed
+    return prune(out), settled
+
+
+def settling_with(appointments: Sequence[Appointment], now: datetime) -> list[str]:
+    """The characters whose copies `settle_over` reads now (appointments with them over)."""
+    return sorted(
+        {
+            a.other.id
+            for a in appointments
+            if a.status == "planned" and now > a.end and a.other.kind == "character"
+        }
+    )
+
+
+def settle_appointments(
+    social: SocialState,
+    *,
+    character_id: str,
+    name: str,
+    now: datetime,
+    town: Town,
+    where: str,
+    others: Mapping[str, Sequence[Appointment]] | None = None,
+) -> list[Episode]:
+    """Settle her appointments whose time has passed (`settle_over`) on her working copy
+    ``social``: closeness to the other moves (kept: up, missed: down); returns a plan episode
+    for each, naming her ``name``."""
+    social.appointments, settled = settle_over(social.appointments, now, where, others)
+    episodes = []
+    for a in settled:
+        kept = a.status == "kept"
+        relation = social.relations.get(a.other.key) or Relation(party=a.other)
+        delta = CLOSENESS_DELTAS["appointment_kept" if kept else "appointment_missed"]
+        social.relations = {
+            **social.relations,
+            a.other.key: relation.moved(now, delta, met=kept),
+        }
+        line = a.line(town, a.start)
+        episodes.append(
+            Episode(
+                id=f"{'apk' if kept else 'apm'}_{a.id[4:]}_{character_id}",
+                character_id=character_id,
+                type="plan",
+                time=now,
+                summary=f"{name}赴约：{line}，{a.note}"
+                if kept
+                else f"{name}没能赴约：{line}；{a.note}",
+                data={"appointment": a.model_dump(mode="json"), "status": a.status},
+            )
+        )
+    return episodes
 
 
 def prune(appointments: Sequence[Appointment]) -> list[Appointment]:
@@ -686,6 +805,20 @@ class SocialState(_Model):
     def notes_now(self, now: datetime) -> list[Note]:
         """The notes she sees in her decisions now (from the day before each), soonest first."""
         return sorted((n for n in self.notes if n.shows(now)), key=lambda n: n.at)
+
+    def note_presence(
+        self, place: str, since: datetime, until: datetime, town: Town, moving_to: str | None
+    ) -> None:
+        """She starts something at ``place`` (`note_presence` on her appointments)."""
+        if any(a.status == "planned" for a in self.appointments):
+            self.appointments = note_presence(
+                self.appointments,
+                place=place,
+                since=since,
+                until=until,
+                town=town,
+                moving_to=moving_to,
+            )
 
     def gifts_on(self, day: date) -> list[str]:
         return self.gifts_today if self.day == day else []
