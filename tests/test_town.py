@@ -278,3 +278,10 @@ def test_place_words_come_from_the_town_and_the_actions_done_at_each_place() -> 
     assert words["食堂"] == "diner"  # the town calls 日和食堂 so; the school's canteen is 学校食堂
     assert "游乐园" not in words
     assert list(words) == sorted(words, key=len, reverse=True)  # the longest word wins
+
+
+def test_what_she_does_at_a_place_says_the_place_once() -> None:
+    assert HAURA.at_place("park", "散步") == "在南风公园散步"
+    assert HAURA.at_place("home", "在家吃早饭") == "在家吃早饭"  # never 在家在家吃早饭
+    assert HAURA.at_place("school", "一起在食堂吃午饭") == "一起在食堂吃午饭"
+    assert HAURA.at_place("home", "开始玩手机") == "在家开始玩手机"

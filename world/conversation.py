@@ -33,6 +33,7 @@ from yuiju.llm import (
     ask_structured,
 )
 from yuiju.world.relations import Appointment, NewsItem, band
+from yuiju.world.town import said_at
 
 log = logging.getLogger(__name__)
 
@@ -247,9 +248,7 @@ def talk_schema(names: Sequence[str]) -> JsonSchema:
 def render_talk_prompt(request: TalkRequest) -> str:
     return PROMPTS.get_template("converse.md.j2").render(
         r=request,
-        doing=f"在{request.place}，{request.activity}"
-        if "在" in request.activity
-        else f"在{request.place}{request.activity}",
+        doing=said_at(request.place, request.activity),
         when=f"{request.now.month}月{request.now.day}日 {request.now.strftime('%H:%M')}",
         a_band=band(request.a.closeness),
         b_band=band(request.b.closeness),

@@ -55,9 +55,8 @@ class Town:
         return place.name if place else place_id
 
     def at_place(self, place_id: str, doing: str) -> str:
-        """What she does there, said once: 在南风公园散步; a name that says where already
-        (在家吃早饭, 一起在食堂吃午饭) as it is, never 在家在家吃早饭."""
-        return doing if "在" in doing else f"在{self.place_name(place_id)}{doing}"
+        """What she does there, the place said once (`said_at`)."""
+        return said_at(self.place_name(place_id), doing)
 
     def place_words(self, actions: Iterable[tuple[str | None, str]] = ()) -> dict[str, str]:
         """The words that name a place of the town in chat, by place id, longest first: each
@@ -85,6 +84,12 @@ class Town:
             if {link.a, link.b} == {a, b}:
                 return link
         return None
+
+
+def said_at(place_name: str, doing: str) -> str:
+    """What someone does at a place, said once: 在南风公园散步; what says where already
+    (在家吃早饭, 一起在食堂吃午饭) as it is, never 在家在家吃早饭."""
+    return doing if "在" in doing else f"在{place_name}{doing}"
 
 
 PLACE_ENDINGS = "家店园池社边校馆堂室市站岸厅场塔山城院寺湖河楼街"
