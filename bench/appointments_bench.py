@@ -185,7 +185,8 @@ async def main() -> None:
         f"{wrong:>11}"
     )
     if args.json:
-        Path(args.json).write_text(json.dumps(results, ensure_ascii=False, indent=1))
+        text = json.dumps(results, ensure_ascii=False, indent=1)
+        await asyncio.to_thread(Path(args.json).write_text, text, encoding="utf-8")
 
 
 if __name__ == "__main__":

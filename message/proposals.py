@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime, time, timedelta
 from collections.abc import Mapping
+from datetime import datetime, time, timedelta
 from typing import Any, TypeAlias
 
 from yuiju.memory.episodes import GIFT_PREFIX, Episode, EpisodeRepo

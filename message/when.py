@@ -136,7 +136,9 @@ def _day(text: str, now: datetime) -> date | None:
     if m := _NEXT_MONTH_DAY.search(text):
         shift = {"下": 1, "上": -1}.get(m.group(1), 0)
         month, year = today.month + shift, today.year
-        year, month = (year + 1, 1) if month == 13 else (year - 1, 12) if month == 0 else (year, month)
+        year, month = (
+            (year + 1, 1) if month == 13 else (year - 1, 12) if month == 0 else (year, month)
+        )
         day = number(m.group(2))
         try:
             return date(year, month, day)
