@@ -496,13 +496,14 @@ class Action:
             joint = self.joint
             parts.append(Condition(lambda c: bool(joint.partners(c)), joint.why_nobody))
         parts.append(self.when)
+        parts.append(Condition(self.fits, self.clash, lambda _c: "不耽误约好的事"))
         return all_of(*parts)
 
     def available(self, ctx: ActionContext) -> bool:
-        return self.precondition.test(ctx) and self.fits(ctx)
+        return self.precondition.test(ctx)
 
     def why_not(self, ctx: ActionContext) -> str | None:
-        return self.precondition.explain(ctx) or self.clash(ctx)
+        return self.precondition.explain(ctx)
 
     def minutes(self, ctx: ActionContext) -> int:
         """Her duration: as the action says, ended in time for her next appointment (a duration
@@ -550,12 +551,11 @@ class Action:
         room = self.room(ctx)
         return room is None or self._shortest(ctx) <= room[0]
 
-    def clash(self, ctx: ActionContext) -> str | None:
-        """Why it would run into her next appointment (Chinese), or None."""
-        if self.fits(ctx):
-            return None
+    def clash(self, ctx: ActionContext) -> str:
+        """Why it would run into her next appointment (Chinese; call it when it does not fit)."""
         room = self.room(ctx)
-        assert room is not None
+        if room is None:
+            return "不耽误约好的事"
         a = room[1]
         return (
             f"快到约好的时间了（{a.start.astimezone(ctx.now.tzinfo):%H:%M} 和{a.other.name}"
