@@ -7,7 +7,8 @@ For each seed: `yuiju simulate` (the utility policy, no model) with 悠酱, 枫 
 character made with another (an accepted invitation in a conversation episode) whose time is over
 by the end is counted once:
 
-- kept: a meeting recorded it as kept (``kept_appointment`` on a conversation episode);
+- kept: a meeting recorded it as kept (``kept_appointment`` on a conversation episode), or
+  both were there at once (a ``赴约`` plan episode);
 - missed: a ``没能赴约`` plan episode on either side;
 - both there but missed: missed, although the run's timeline shows both at the place at the same
   time within its window (from `EARLY_MINUTES` before the start to the end) — what issue 31
@@ -107,9 +108,12 @@ async def one_seed(seed: int, days: int) -> dict[str, Any]:
                 made[invitation["id"]] = invitation
             if e.data.get("kept_appointment"):
                 kept.add(e.data["kept_appointment"])
-            if e.type == "plan" and e.data.get("status") == "missed" and "appointment" in e.data:
+            if e.type == "plan" and "appointment" in e.data:
                 apt = e.data["appointment"]
-                missed.setdefault(apt["id"], []).append(f"{cid}: {e.summary}")
+                if e.data.get("status") == "missed":
+                    missed.setdefault(apt["id"], []).append(f"{cid}: {e.summary}")
+                elif e.data.get("status") == "kept":
+                    kept.add(apt["id"])  # both there at once, without a meeting
     rows = []
     for aid, apt in made.items():
         start = datetime.fromisoformat(apt["start"])
