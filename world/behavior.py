@@ -630,7 +630,10 @@ class BehaviorLoop:
         return entries
 
     async def _start(
-        self, now: datetime, decision: Decision, others: dict[str, list[Appointment]]
+        self,
+        now: datetime,
+        decision: Decision,
+        others: dict[str, list[Appointment]] | None = None,
     ) -> datetime:
         action = decision.action
 
