@@ -209,19 +209,21 @@ def _with_appointment(now: str, location: str, **kw: object) -> object:
 
 def test_nothing_she_starts_at_the_place_runs_into_her_appointment() -> None:
     """Seed 4's 枫: invited 悠酱 to the café at 15:00, then started three hours of work there at
-    13:10, so neither could meet the other. Work now ends when the window opens (14:30)."""
+    13:10, so neither could meet the other. Work now ends at the start, and she decides again
+    within the window."""
     from yuiju.world.loader import load_actions
 
     actions = load_actions().actions
     work = actions["work_at_cafe"]
     early = _with_appointment("2026-09-05 13:10", "cafe", duration_minute=180)
-    assert work.available(early) and work.minutes(early) == 80  # 13:10 → 14:30
-    late = _with_appointment("2026-09-05 13:50", "cafe", duration_minute=60)
+    assert work.available(early) and work.minutes(early) == 110  # 13:10 → 15:00
+    late = _with_appointment("2026-09-05 14:10", "cafe", duration_minute=60)
     assert not work.available(late)
     assert work.why_not(late) == "快到约好的时间了（15:00 和悠酱在薄暮咖啡）"
     # once the window is open, a pastime there is waiting for her (who breaks it off)
     waiting = _with_appointment("2026-09-05 14:40", "cafe", duration_minute=30)
     assert actions["drink_coffee"].available(waiting)
+    assert not actions["read_at_home"].available(_with_appointment("2026-09-05 14:40", "home"))
 
 
 def test_elsewhere_she_is_free_in_time_to_set_off_and_may_always_go() -> None:

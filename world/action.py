@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ValidationInfo
 
 from yuiju.world.clock import in_window, is_school_day, is_weekend, minutes_until
-from yuiju.world.relations import EARLY_MINUTES, SET_OFF_MINUTES, Appointment
+from yuiju.world.relations import SET_OFF_MINUTES, Appointment
 from yuiju.world.state import CharacterState, RunningAction, WorldState
 from yuiju.world.town import Town
 
@@ -516,12 +516,13 @@ class Action:
         """The minutes she has for this action before she must be free for her next planned
         appointment, and that appointment; None: no appointment limits it.
 
-        Free means: at the appointment's place when its window opens (`EARLY_MINUTES` before
-        the start), so whoever comes finds her free; elsewhere `SET_OFF_MINUTES` before the
-        start, to get there. A movement is how she gets there, and a joint action at the place
-        may keep it (nothing limits either); a pastime at the place once the window is open
-        is waiting for the other, who breaks it off (`INTERRUPTIBLE`). Sleep and class are
-        never limited: appointments are reviewed to fall outside both."""
+        Free means: at the appointment's place by its start, so she decides again within its
+        window and meets whoever is there; elsewhere `SET_OFF_MINUTES` before the start, to get
+        there. A movement is how she gets there, and a joint action at the place may keep it
+        (nothing limits either); a pastime at the place once the window is open (from
+        `EARLY_MINUTES` before the start) is waiting for the other, who breaks it off
+        (`INTERRUPTIBLE`). Sleep and class are never limited: appointments are reviewed to fall
+        outside both."""
         if self.moves_to is not None or ctx.character.asleep or self.tags & UNLIMITED:
             return None
         here = self.at or ctx.character.location
@@ -530,14 +531,13 @@ class Action:
         for a in ctx.character.social.appointments:
             if a.status != "planned" or a.end <= now:
                 continue
-            opens = a.start - timedelta(minutes=EARLY_MINUTES)
             if a.place == here:
                 if self.joint is not None:
                     continue
                 pastime = self.tags & INTERRUPTIBLE and not self.tags & NEVER_INTERRUPTED
-                if pastime and now >= opens:
+                if pastime and now >= a.opens:
                     continue
-                free_by = opens
+                free_by = a.start
             else:
                 free_by = a.start - timedelta(minutes=SET_OFF_MINUTES)
             minutes = int((free_by - now).total_seconds() // 60)
