@@ -100,6 +100,7 @@ async def one_seed(seed: int, days: int) -> dict[str, Any]:
     spans = spans_of(report["timeline"], moves)
     made: dict[str, dict[str, Any]] = {}
     kept: set[str] = set()
+    there: set[str] = set()
     missed: dict[str, list[str]] = {}
     for cid, found in episodes.items():
         for e in found:
@@ -113,7 +114,7 @@ async def one_seed(seed: int, days: int) -> dict[str, Any]:
                 if e.data.get("status") == "missed":
                     missed.setdefault(apt["id"], []).append(f"{cid}: {e.summary}")
                 elif e.data.get("status") == "kept":
-                    kept.add(apt["id"])  # both there at once, without a meeting
+                    there.add(apt["id"])  # both there at once, without a meeting
     rows = []
     for aid, apt in made.items():
         start = datetime.fromisoformat(apt["start"])
@@ -141,7 +142,8 @@ async def one_seed(seed: int, days: int) -> dict[str, Any]:
                 "start": start.isoformat(timespec="minutes"),
                 "place": apt["place"],
                 "who": f"{inviter}→{invitee}",
-                "kept": aid in kept,
+                "kept": aid in kept or aid in there,
+                "kept_by_being_there": aid in there and aid not in kept,
                 "missed": aid in missed,
                 "both_there": both,
                 "records": missed.get(aid, []),
@@ -153,6 +155,7 @@ async def one_seed(seed: int, days: int) -> dict[str, Any]:
         "seed": seed,
         "due": due,
         "kept": sum(r["kept"] for r in rows),
+        "kept_by_being_there": sum(r["kept_by_being_there"] for r in rows),
         "missed": sum(r["missed"] for r in rows),
         "both_there_but_missed": sum(r["missed"] and r["both_there"] for r in rows),
         "wrong_place_records": sum(len(r["wrong_place"]) for r in rows),
@@ -169,23 +172,27 @@ async def main() -> None:
     parser.add_argument("--json", help="write every appointment here")
     args = parser.parse_args()
     results = []
-    print("seed  due  kept  missed  both-there-but-missed  wrong-place  violations  wall s")
+    print("seed  due  kept (there)  missed  both-there-but-missed  wrong-place  violations  wall s")
     for seed in args.seeds:
         r = await one_seed(seed, args.days)
         results.append(r)
         print(
-            f"{seed:>4}  {r['due']:>3}  {r['kept']:>4}  {r['missed']:>6}  "
+            f"{seed:>4}  {r['due']:>3}  {r['kept']:>4} ({r['kept_by_being_there']:>3})  "
+            f"{r['missed']:>6}  "
             f"{r['both_there_but_missed']:>21}  {r['wrong_place_records']:>11}  "
             f"{r['invariant_violations']:>10}  {r['wall_seconds']:>6}"
         )
         for row in r["appointments"]:
             if row["missed"]:
                 print(f"      missed {row['who']} {row['place']} {row['start']}: {row['records']}")
-    total = {k: sum(r[k] for r in results) for k in ("due", "kept", "missed")}
+    total = {
+        k: sum(r[k] for r in results) for k in ("due", "kept", "kept_by_being_there", "missed")
+    }
     both = sum(r["both_there_but_missed"] for r in results)
     wrong = sum(r["wrong_place_records"] for r in results)
     print(
-        f"all   {total['due']:>3}  {total['kept']:>4}  {total['missed']:>6}  {both:>21}  "
+        f"all   {total['due']:>3}  {total['kept']:>4} ({total['kept_by_being_there']:>3})  "
+        f"{total['missed']:>6}  {both:>21}  "
         f"{wrong:>11}"
     )
     if args.json:
