@@ -185,6 +185,8 @@ def _clock(text: str, part: str | None) -> tuple[time, int] | None:
     later = 0
     if hour == 12 and (part in NIGHT or part == "晚上"):
         hour, later = 0, 1  # 半夜十二点, 晚上12点: the midnight that ends the day
+    elif part == "晚上" and 1 <= hour <= 5:
+        later = 1  # 晚上两点: that night, after midnight
     elif part in NIGHT:
         hour += 12 if 7 <= hour < 12 else 0  # 夜里十一点: 23:00; 凌晨三点, 半夜两点: as said
     elif part in EVENING and hour < 12:
@@ -226,7 +228,8 @@ def resolve_when(text: str, now: datetime, *, past_ok: bool = False) -> When:
             day += timedelta(days=1)
     if clock is not None:
         start = _at(day + timedelta(days=clock[1]), clock[0], now)
-        said = f"{day_text(day)}{part if part in NIGHT else ''}{clock[0]:%H:%M}"
+        night = "凌晨" if start.hour < 6 else "夜里" if part in NIGHT else ""
+        said = f"{day_text(start.date())}{night}{start:%H:%M}"
         if start <= now and not past_ok:
             raise WhenError(f"{said} 已经过去了；{HOW}")
         return When(start=start, said=said, past=start <= now)

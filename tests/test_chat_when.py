@@ -95,10 +95,17 @@ def test_what_names_no_time_ahead_says_how_to_write_it(said: str) -> None:
         ("明天清晨五点", "2026-09-04 05:00"),
         ("明天半夜十二点", "2026-09-05 00:00"),  # the midnight that ends that day
         ("明天晚上十二点", "2026-09-05 00:00"),
+        ("明天晚上两点", "2026-09-05 02:00"),  # that night, never 14:00
+        ("明晚三点", "2026-09-05 03:00"),
     ],
 )
 def test_night_words_are_night_never_afternoon(said: str, start: str) -> None:
     assert resolve_when(said, THURSDAY_EVENING).start == at_time(start)
+
+
+def test_a_night_time_reads_as_the_night_it_is() -> None:
+    assert resolve_when("明天晚上两点", THURSDAY_EVENING).said == "9月5日（周六）凌晨02:00"
+    assert resolve_when("明天夜里十一点", THURSDAY_EVENING).said == "9月4日（周五）夜里23:00"
 
 
 @pytest.mark.parametrize(
