@@ -331,7 +331,7 @@ class Appointment(_Model):
             self.status == "planned"
             and place == self.place
             and other_key == self.other.key
-            and self.start - timedelta(minutes=EARLY_MINUTES) <= now <= self.end
+            and self.opens <= now <= self.end
         )
 
     def due(self, now: datetime, lead_minutes: int = 60) -> bool:
@@ -479,7 +479,7 @@ def note_presence(
     for a in appointments:
         if a.status == "planned" and since < a.end:
             update: dict[str, object] = {}
-            if moving_to is None and place == a.place and since <= a.end and until >= a.opens:
+            if moving_to is None and place == a.place and until >= a.opens:
                 first, last = max(since, a.opens), min(until, a.end)
                 update["there_from"] = min(first, a.there_from or first)
                 update["there_until"] = max(last, a.there_until or last)
