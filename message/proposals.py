@@ -49,6 +49,7 @@ from yuiju.world.relations import (
     choose_start,
     note_id,
     review_gift,
+    review_invitation,
     review_note,
 )
 from yuiju.world.state import CharacterState
@@ -307,7 +308,9 @@ DECLINE = re.compile(
 """Her answer turns it down: nothing is proposed for her."""
 
 
-async def unproposed(ctx: Ctx, text: str, replies: list[str], tools_called: list[str]) -> None:
+async def unproposed(
+    ctx: Ctx, text: str, replies: list[str], tools_called: list[str]
+) -> str | None:
     """She answered a clear invitation (``明天下午一起去南风公园吧``: together, a place, a
     time) or reminder (``别忘了周五考试``) without calling `propose_plan`: propose it for her, as
     the tool would have, with what was asked (一起野餐). Models that answer in words and skip the
@@ -315,9 +318,11 @@ async def unproposed(ctx: Ctx, text: str, replies: list[str], tools_called: list
     reviews it as any proposal. An invitation she turned down in words is left alone, unless it
     could never be: somewhere her town does not have (游乐园), a time gone by (昨天下午), or too
     far ahead (下个月十号) is proposed all the same, so the world declines it with its reason and
-    the record (and her next turn with them) says why. Never raises: the reply is out already."""
+    the record (and her next turn with them) says why. Returns what she tells them at once when
+    she said yes to such an invitation (why it cannot be), else None. Never raises: the reply
+    is out already."""
     if "propose_plan" in tools_called:
-        return
+        return None
     turned_down = DECLINE.search("".join(replies)) is not None
     text = text.strip()[:200]
     deps = ctx.deps
@@ -325,14 +330,15 @@ async def unproposed(ctx: Ctx, text: str, replies: list[str], tools_called: list
     try:
         when = resolve_when(text, now, past_ok=True)
     except WhenError:
-        return
+        return None
+    correction = None
     try:
         if TOGETHER.search(text) and ASKING.search(text):
             found = place_in(text, deps.place_words)
             if found is None or found[0] == "home":
                 somewhere = SOMEWHERE.search(text)
                 if somewhere is None or somewhere.group(1) in deps.place_words:
-                    return
+                    return None
                 found = (somewhere.group(1), somewhere.group(1), somewhere.end())
             place, word, after = found
             never = (
@@ -341,10 +347,16 @@ async def unproposed(ctx: Ctx, text: str, replies: list[str], tools_called: list
                 or when.start > now + timedelta(days=MAX_AHEAD_DAYS)
             )
             if turned_down and not never:
-                return
+                return None
             by = await speaker(ctx)
             what = asked_what(text, word, after)
             told = await _invite(ctx, by, await deps.character_state(), what, when, place, now)
+            if never and not turned_down:
+                asked = Appointment(
+                    id="asked", other=by, asked_by=by, place=place, start=when.start, created_at=now
+                )
+                why = review_invitation(asked, [], now=now, town=deps.town)
+                correction = f"啊，等等……{why}，这个约不了呢。" if why else None
         elif (
             not turned_down
             and not when.past
@@ -355,11 +367,12 @@ async def unproposed(ctx: Ctx, text: str, replies: list[str], tools_called: list
             char = await deps.character_state()
             told = await _note(ctx, by, char, "remind", what[:60], when, None, now)
         else:
-            return
+            return None
     except Exception as exc:  # the reply is out; a proposal lost is one line
         log.warning("what %s asked was not proposed to her life: %s", ctx.user_id, exc)
-        return
+        return None
     log.info("proposed for her from %s's message (the model called no tool): %s", ctx.user_id, told)
+    return correction
 
 
 # -- gifts and news -------------------------------------------------------------------------

@@ -530,7 +530,8 @@ async def test_an_impossible_invitation_in_words_is_refused_with_its_reason_and_
     refused by the world with its reason, recorded, and in the next turn she knows why."""
     yuiju = await town(redis, sqlite_history, scripted("好呀～", "嗯嗯"))
 
-    await yuiju.say(said)
+    out = await yuiju.say(said)
+    assert out.replies[-1] == f"啊，等等……{why}，这个约不了呢。"  # told at once, after her yes
     await yuiju.tick()
 
     her = await yuiju.her()
@@ -540,6 +541,19 @@ async def test_an_impossible_invitation_in_words_is_refused_with_its_reason_and_
     assert declined.data["reason"] == why and declined.data["asked_by"]["name"] == "小林"
     await yuiju.say("那怎么说")
     assert f"没答应：{why}" in yuiju.model.calls[-1][1]["content"]
+
+
+async def test_an_impossible_invitation_she_turned_down_is_recorded_without_a_correction(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    yuiju = await town(redis, sqlite_history, scripted("游乐园？羽浦町好像没有呢，去不了"))
+
+    out = await yuiju.say("周六一起去游乐园玩吧")
+    await yuiju.tick()
+
+    assert out.replies == ["游乐园？羽浦町好像没有呢，去不了"]
+    (declined,) = await plan_episodes(sqlite_history, THURSDAY_EVENING)
+    assert declined.data["reason"] == "羽浦町没有「游乐园」这个地方"
 
 
 @pytest.mark.parametrize(
