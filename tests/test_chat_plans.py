@@ -543,6 +543,25 @@ async def test_an_impossible_invitation_in_words_is_refused_with_its_reason_and_
     assert f"没答应：{why}" in yuiju.model.calls[-1][1]["content"]
 
 
+@pytest.mark.parametrize(
+    ("when", "why"),
+    [("昨天下午", "那个时间已经过去了"), ("下个月十号", "太久以后的事情，现在还定不下来")],
+)
+async def test_the_tool_tells_her_why_a_time_cannot_be_and_the_world_records_it(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, when: str, why: str
+) -> None:
+    ask = {"kind": "invite", "place": "公园", "when": when, "what": "散步"}
+    yuiju = await town(redis, sqlite_history, scripted(call("propose_plan", **ask), "好"))
+
+    await yuiju.say(f"{when}一起去公园散步吧")
+    await yuiju.tick()
+
+    assert f"恐怕不行：{why}" in tool_result(yuiju.model, 1)
+    episodes = await plan_episodes(sqlite_history, "2026-09-02 00:00", days=3)
+    (declined,) = [e for e in episodes if e.data.get("accepted") is False]
+    assert declined.data["reason"] == why
+
+
 async def test_an_impossible_invitation_she_turned_down_is_recorded_without_a_correction(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:
