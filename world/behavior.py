@@ -32,6 +32,7 @@ from yuiju.world.errors import InvalidDecision
 from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed, revalidate
+from yuiju.world.relations import Appointment, settling_with
 from yuiju.world.social import (
     Neighbours,
     WithPartner,
@@ -379,7 +380,7 @@ class BehaviorLoop:
         if decision.action.joint is not None:
             started = await self._start_joint(now, decision, view, talk)
         else:
-            started = await self._start(now, decision)
+            started = await self._start(now, decision, await self._copies(view.character, now=now))
         engine_ms += (self._perf() - t1) * 1000
         self.stats.add_overhead(engine_ms)
         return started
@@ -483,11 +484,21 @@ class BehaviorLoop:
             may_interrupt=self.drives,
         )
 
-    async def _start(self, now: datetime, decision: Decision) -> datetime:
+    async def _copies(self, *who: CharacterState, now: datetime) -> dict[str, list[Appointment]]:
+        """The read phase of settling: the copies of those whose appointments with ``who`` are
+        over now (`relations.settling_with`), read from them; no read when none is."""
+        ids = {c for w in who for c in settling_with(w.social.appointments, now)}
+        ids -= {w.id for w in who}  # the transaction reads those itself
+        found = await self.store.peek_characters(sorted(ids)) if ids else {}
+        return {f"character:{c}": s.social.appointments for c, s in found.items() if s}
+
+    async def _start(
+        self, now: datetime, decision: Decision, others: dict[str, list[Appointment]] | None = None
+    ) -> datetime:
         action = decision.action
 
         def apply(snap: Snapshot) -> tuple[Commit, Started]:
-            return start(snap, decision, self.env, who=self.character_id, now=now)
+            return start(snap, decision, self.env, who=self.character_id, now=now, others=others)
 
         def started(result: Started) -> None:
             ends = result[0]
@@ -505,19 +516,21 @@ class BehaviorLoop:
         ends, stale, _ = await self.store.transact(
             apply, characters=[self.character_id], lease=self._lease(), now=now, then=started
         )
-        if ends is None:
-            if stale is not None:
-                log.warning(
-                    "%s: %s is no longer possible (%s); deciding again",
-                    self.character_id,
-                    action.id,
-                    stale,
-                )
-            self.stats.stale_starts += stale is not None
-            # decide again almost at once; the small step keeps a simulated clock moving even if a
-            # precondition were inconsistent between the decision and the start
-            return now + STALE_RETRY
-        return ends
+        return self._after_start(now, ends, stale, action.id, logging.WARNING)
+
+    def _after_start(
+        self, now: datetime, ends: datetime | None, stale: str | None, what: str, level: int
+    ) -> datetime:
+        """When she next needs attention after a start: when it ends; if it did not happen,
+        almost at once (the small step keeps a simulated clock moving even if a precondition
+        were inconsistent between the decision and the start)."""
+        if ends is not None:
+            return ends
+        if stale is not None:
+            said = "%s: %s is no longer possible (%s); deciding again"
+            log.log(level, said, self.character_id, what, stale)
+        self.stats.stale_starts += stale is not None
+        return now + STALE_RETRY
 
     # -- meetings ---------------------------------------------------------------------------
 
@@ -551,10 +564,13 @@ class BehaviorLoop:
             talk = await self._meeting_words(now, decision, view)
         else:  # words written off the step: what is proposed is read at the start
             talk = replace(talk, proposal=proposal_of(chosen, view, town.name))
+        seen = [c.state for c in view.company if c.id == partner_id]
+        others = await self._copies(view.character, *seen, now=now)
 
         def apply(snap: Snapshot) -> tuple[Commit, Started]:
+            me = self.character_id
             return meet(
-                snap, decision, self.env, who=self.character_id, now=now, talk=talk, mid=mid
+                snap, decision, self.env, who=me, now=now, talk=talk, mid=mid, others=others
             )
 
         def started(result: Started) -> None:
@@ -575,22 +591,8 @@ class BehaviorLoop:
                 decision.reason,
             )
 
+        pair = [self.character_id, partner_id]
         ends, stale, _ = await self.store.transact(
-            apply,
-            characters=[self.character_id, partner_id],
-            lease=self._lease(),
-            now=now,
-            then=started,
+            apply, characters=pair, lease=self._lease(), now=now, then=started
         )
-        if ends is None:
-            if stale is not None:
-                log.info(
-                    "%s: %s with %s is no longer possible (%s); deciding again",
-                    self.character_id,
-                    action.id,
-                    partner_id,
-                    stale,
-                )
-            self.stats.stale_starts += stale is not None
-            return now + STALE_RETRY
-        return ends
+        return self._after_start(now, ends, stale, f"{action.id} with {partner_id}", logging.INFO)
