@@ -266,3 +266,38 @@ async def test_a_missed_appointment_is_recorded_with_where_she_was_at_its_time(
     assert appointment.status == "missed" and appointment.note == f"那时她在{was}"
     missed = [e for e in episodes if e.type == "plan" and e.data.get("status") == "missed"]
     assert len(missed) == 1 and "没能赴约" in missed[0].summary
+
+
+async def test_both_at_the_place_at_once_keeps_it_on_each_side_read_from_the_others_state(
+    redis: aioredis.Redis,
+) -> None:
+    """Both sat in the café in the window without meeting, and are home by the time it is
+    settled: each loop reads the other's saved copy before her next start (no meeting, no
+    company at home), so each side records it kept."""
+    from tests.test_transitions import KAEDE, YUIJU, copy_of
+    from yuiju.world.relations import SocialState
+
+    there = ("2026-09-05 14:30", "2026-09-05 16:00")
+    states = {
+        me.id: make_character(
+            id=me.id,
+            location="home",
+            social=SocialState(
+                appointments=[copy_of(me, other, "2026-09-05 15:00", "cafe", there)]
+            ),
+        )
+        for me, other in ((YUIJU, KAEDE), (KAEDE, YUIJU))
+    }
+    kit = await make_engine(
+        redis, None, policy=by_character(), start="2026-09-05 17:00", characters=states
+    )
+    for cid, state in states.items():  # both saved before either settles
+        await redis.set(kit.keys.character(cid), state.model_dump_json())
+
+    await step_in_order(kit, "2026-09-05 17:00", "yuiju", "kaede")
+
+    for cid in states:
+        her = await kit.character(cid)
+        assert her is not None
+        (appointment,) = her.social.appointments
+        assert appointment.status == "kept" and appointment.note == "14:30起两人都在那里", cid
