@@ -93,6 +93,7 @@ NOT_A_MESSAGE: dict[Problem, str] = {
     "reasoning": "message 里只有思考过程，不是一条聊天消息：message 只写要发到群里的话，不要写思考过程或标签。",
     "structured": "message 不是一条聊天消息（里面像是 JSON、代码或工具调用）：message 只写自然的中文口语。",
     "truncated": "message 不是一条完整的聊天消息（话没说完）：写一句完整、简短的话。",
+    "meta": "message 写的是关于模型、格式或指令的话，不是你会在群里说的话：用你自己的口吻写一句自然的中文口语。",
 }
 """What the model reads when its message is not one (the output filter's verdict)."""
 
