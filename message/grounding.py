@@ -9,6 +9,13 @@ today ("我在公园散步" in answer to a question about colours), and what she
 ("正在…", "…呢") must be what the record shows now; likings and habits are not claims. The words
 come from the content itself (action names, the town, the items), so a new action module is
 checked without touching this file.
+
+The check is closed-world (issue 30): besides the words of her world, `OUTSIDE` lists everyday
+doings a model likes to invent that her world has no action for (homework, a cat, music, films,
+shopping, games, …), and any place or food said as visited, eaten or bought is a claim whether
+or not her world names it; the weather she speaks of is checked against the world's weather.
+Such a claim passes only when her record of that day has it. Yesterday and the day before are
+checked against those days' episodes.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -26,7 +33,7 @@ from yuiju.world.town import HAURA, Town
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["action", "place", "item"]
+Kind = Literal["action", "place", "item", "outside", "weather"]
 
 ROUTINE = frozenset(
     {
@@ -61,13 +68,15 @@ _TODAY = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚|现在|正在|�
 _OTHER_DAY = re.compile(
     r"昨天|前天|昨晚|上周|上个?星期|上次|以前|之前|去年|小时候|那天|周末|明天|后天|下周|下次|改天"
 )
-_NOT_A_CLAIM = re.compile(r"想|要|打算|准备|计划|如果|将来|以后|待会|等会|等下")
+_NOT_A_CLAIM = re.compile(
+    r"想|要|打算|准备|计划|如果|要是|万一|的话|希望|但愿|将来|以后|待会|等会|等下"
+)
 """Wishes, plans and what-ifs: not claims about what happened."""
 _NOW_OR_JUST = re.compile(r"刚|在|着|呢|了")
 """Without a day word, what she is doing (在公园散步, 散着步呢) or has just done (刚去了, 散步了)
 is about today, whatever was asked; what she has ever done (去过) is not."""
 _HABIT = re.compile(
-    r"喜欢|[最超好很]爱|爱[吃喝去看]|经常|常常|常去|总是|每天|每次|平时|平常|一般|有时|偶尔|通常|习惯"
+    r"喜欢(?!的)|[最超好很]爱|爱[吃喝去看]|经常|常常|常去|总是|每天|每次|平时|平常|一般|有时|偶尔|通常|习惯"
     r"|好像|像是|时候"
 )
 """Likings, habits and likenesses: without a day word, not a claim about today."""
@@ -76,7 +85,7 @@ _JUST_NOW = re.compile(r"刚|现在|正在|此刻|这会儿?")
 _PRESENT = re.compile(r"正在|现在|此刻|这会儿?|呢$")
 """What she is doing right now: true only of what the record shows now."""
 _OWN = re.compile(
-    r"^(?:我|咱|刚才|刚刚|刚|正在|正|也|还|就|又|一直|才|已经|先|然后|现在|这会儿?|此刻|其实|所以"
+    r"^(?:我|咱|刚才|刚刚|刚|正在|正|在|也|还|就|又|一直|才|已经|先|然后|现在|这会儿?|此刻|其实|所以"
     r"|对了|嗯|诶|欸|哎|啊|呀|哈哈|嘿嘿|\s)*$"
 )
 """What may stand before her doing when she is its subject; anything else (小明在公园散步呢) names
@@ -122,6 +131,10 @@ class Term:
     """Action ids (actions), place ids (places) or the item name (items) that satisfy it."""
     pattern: str
     """How it is said (a regex)."""
+    span: tuple[float, float] | None = None
+    """The time of day it speaks of by itself (早饭: the morning), when the sentence names none."""
+    backed_by: str = ""
+    """For words outside her world's catalogue: a regex that, found in a record, backs it."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +151,75 @@ class Claim:
     """Said as done (了/过): a time still ahead does not make it a plan."""
     present: bool = False
     """Said as going on right now (正在, 现在, …呢) without another time."""
+    day: int = 0
+    """Which day it speaks of: 0 today, 1 yesterday, 2 the day before."""
+
+
+OUTSIDE: dict[str, str] = {
+    "作业": r"作业|功课|复习|预习|考试|测验|小测|月考|期中|期末|背(?:了|过)?单词|刷题|习题|练习册|试卷|卷子|补习|补课|网课",
+    "猫": r"猫|狗|喵|汪星|宠物|仓鼠|兔子|金鱼|鹦鹉|小鸟|鸽子",
+    "听歌": r"听.{0,6}?(?:歌|音乐|曲子|专辑|广播|播客)|唱.{0,3}?歌|K歌|卡拉OK|演唱会|弹.{0,3}?(?:琴|吉他)|练琴|钢琴|吉他|小提琴|乐器",
+    "电影": r"电影|影院|电视剧|追剧|看剧|综艺|动漫|动画|番剧|新番|短?视频|直播|纪录片|看电视",
+    "读书": r"小说|漫画|杂志|绘本|读书|书店",
+    "水果": r"水果|(?<!青)苹果|香蕉|橘子|橙子|葡萄|西瓜|(?<!南风)桃子|樱桃|蓝莓|柠檬|菠萝|荔枝|芒果|哈密瓜|猕猴桃|柿子|(?<!草莓)草莓(?!牛奶)",
+    "点心": r"蛋糕|甜点|甜品|冰淇淋|冰激凌|雪糕|奶茶|果汁|可乐|汉堡|披萨|薯条|炸鸡|火锅|烧烤|拉面|寿司|饺子|包子|馒头|粥|三明治|沙拉|便当|饼干|巧克力|糖果|薯片|酸奶|豆浆|油条|煎饼|麻辣烫|外卖|关东煮|章鱼烧|饭团|红茶|绿茶|果冻",
+    "逛街": r"逛街|逛了逛|购物|商场|百货|买(?:了|过)?.{0,3}?(?:衣服|裙子|鞋|帽子|文具|笔记本|发卡|饰品|礼物|书)|网购|快递|便利店|花店|面包店|甜品店|奶茶店|药店|理发",
+    "做饭": r"烤(?:了|过)?.{0,3}?(?:饼干|蛋糕|面包|红薯)|烘焙|下厨|炒菜|做菜|包饺子|做(?:了|过)?.{0,3}?(?:蛋糕|饼干|便当|甜点|料理|点心)|煮(?:了|过)?.{0,3}?(?:面|汤|粥)",
+    "游戏": r"游戏|手游|[Ss]witch|桌游|下棋|象棋|围棋|扑克|拼图|抓娃娃|电玩|打牌",
+    "画画": r"画画|画(?:了|过)?.{0,3}?(?:画|图|素描|水彩)|素描|水彩|涂鸦|写生|手工|折纸|编织|织.{0,2}?围巾|练字|书法|拍照|摄影|写(?:了|过)?日记|写(?:了|过)?信|写(?:了|过)?诗",
+    "运动": r"跑步|晨跑|慢跑|夜跑|健身|锻炼|运动|瑜伽|游泳|打球|篮球|足球|羽毛球|乒乓球|网球|排球|骑(?:了|过)?.{0,2}?车|爬山|登山|滑冰|跳舞|舞蹈|社团|部活|练习",
+    "家务": r"打扫|扫地|拖地|收拾.{0,2}?房间|整理.{0,2}?房间|洗衣服|晾衣服|洗碗|大扫除|浇花|种花|养花|园艺|泡澡|洗澡|温泉|午睡|睡(?:了个)?懒觉",
+    "出门": r"游乐园|动物园|水族馆|博物馆|美术馆|电影院|体育馆|健身房|游泳池|医院|银行|邮局|公司|城里|市中心|奶奶家|外婆家|爷爷家|朋友家|同学家|聚会|约会|生日会|派对|露营|野餐|旅行|旅游|逛庙会|烟花",
+}
+"""Everyday doings outside her world's catalogue that a model likes to invent, by kind (the key
+is how the feedback names the kind). Her record backs one only when it says the same words."""
+
+WEATHER: dict[str, tuple[str, frozenset[str]]] = {
+    "天气好": (
+        r"天气(?:真|很|超|挺|特别|非常|也|还)?(?:好|不错|晴朗)|好天气|晴天|晴朗|阳光|太阳|蓝天|万里无云",
+        frozenset({"晴", "多云"}),
+    ),
+    "下雨": (
+        r"下(?:着|了|起)?(?:小|大|毛毛)?雨|雨(?:天|下|声|水|停)|淋(?:了)?雨|打(?:着)?伞|带(?:了)?伞",
+        frozenset({"小雨", "雨", "雷雨"}),
+    ),
+    "下雪": (r"下(?:着|了|起)?(?:小|大)?雪|雪(?:天|花|景)", frozenset({"雪"})),
+    "阴天": (r"阴天|天阴|阴沉沉|多云|起雾|大雾", frozenset({"阴", "多云", "雾"})),
+    "热": (
+        r"(?:天气?|好|很|真|超|太|有点|有些|挺)热(?![闹情心门水饮乎])|热死|炎热|闷热",
+        frozenset({"炎热", "温暖"}),
+    ),
+    "冷": (
+        r"(?:天气?|好|很|真|超|太|有点|有些|挺)冷(?![静漠淡])|冷死|寒冷|严寒|冻死|冻得",
+        frozenset({"严寒", "寒冷", "清凉"}),
+    ),
+    "暖和": (r"暖和|暖洋洋|凉快|凉爽", frozenset({"温暖", "舒适", "清凉"})),
+}
+"""What she may say about the weather, and the weathers (`world.state.Weather` type or
+temperature) that make it true."""
+
+MEALS: dict[str, tuple[str, tuple[float, float] | None]] = {
+    "早饭": (r"早饭|早餐", (5.0, 10.5)),
+    "午饭": (r"午饭|午餐|中饭", (10.5, 14.5)),
+    "晚饭": (r"晚饭|晚餐", (16.5, 22.0)),
+    "吃饭": (r"吃" + _INFIX + r"(?:饭|东西)", None),
+}
+"""Meals said in general: true of any eating action (one whose description fills her up) at
+that time of day."""
+
+_CJK_RUN = r"[\u4e00-\u9fff]"
+_UNKNOWN_PLACE = re.compile(
+    rf"(?:去|在|到|逛|从)(?:了|过|完)?(?:一趟|一下)?(?P<w>(?!这|那|哪|什么|一家|某){_CJK_RUN}{{0,4}}?"
+    r"(?:店|馆|园|场|院|街|城|山|湖|河|楼|厅|吧|屋|市|中心|车站|岛|村|镇))"
+)
+"""Somewhere said as visited, whatever its name: a claim even when her town has no such place."""
+_BOUGHT = re.compile(
+    r"(?:吃|喝|买|尝)(?:了|过|完|到)(?:[一两几]?[个碗杯份块盒包瓶串根片袋只颗口]|些|点儿?|好多|很多)?"
+    rf"(?P<w>{_CJK_RUN}{{2,6}})"
+)
+"""Something said as eaten, drunk or bought, whatever it is."""
+_WORD_END = re.compile(r"[了啦呀吧呢啊哦的和跟还也就都很真好超特别挺而然后又再去来]")
+_GENERIC_FOOD = re.compile(r"^(?:饭|东西|早饭|早餐|午饭|午餐|中饭|晚饭|晚餐|零食|点东西)")
 
 
 @dataclass
@@ -151,18 +233,28 @@ class ClaimLexicon:
         self._by_group = {f"t{i}": t for i, t in enumerate(ordered)}
         alternatives = "|".join(f"(?P<t{i}>{t.pattern})" for i, t in enumerate(ordered))
         self._regex = re.compile(alternatives) if ordered else None
+        self._known = {t.word for t in self.terms}
 
     @classmethod
     def build(
-        cls, actions: Iterable[Any], *, town: Town = HAURA, items: Iterable[str] = ALL_ITEMS
+        cls,
+        actions: Iterable[Any],
+        *,
+        town: Town = HAURA,
+        items: Iterable[str] = ALL_ITEMS,
+        outside: dict[str, str] = OUTSIDE,
     ) -> ClaimLexicon:
-        """From the action catalogue ("在<地方><做什么>" names), the town's places and the items."""
+        """From the action catalogue ("在<地方><做什么>" names), the town's places, the items,
+        the meals and the weather her world knows, and what is ``outside`` it."""
         activities: dict[str, set[str]] = {}
         places: dict[str, set[str]] = {
             pid: {p.name} for pid, p in town.places.items() if pid != "home"
         }
+        meals: set[str] = set()
         for action in actions:
             name = action.name
+            if "饱腹+" in action.description or re.search("吃|喝|饭", name):
+                meals.add(action.id)
             if action.moves_to is not None or name.startswith("从"):
                 continue  # a walk from A to B: its place is the claim
             if m := _PLACE_NOUN.match(name):
@@ -185,15 +277,45 @@ class ClaimLexicon:
             Term(word, "place", frozenset(pids), _TO_PLACE + re.escape(word))
             for word, pids in by_word.items()
         ]
+        if "home" in town.places:
+            terms.append(
+                Term("家", "place", frozenset({"home"}), r"(?:在|回|到)(?:了|过)?家(?![人长乡务])")
+            )
         terms += [Term(name, "item", frozenset({name}), re.escape(name)) for name in items]
+        terms += [
+            Term(word, "action", frozenset(meals), pattern, span=span)
+            for word, (pattern, span) in MEALS.items()
+        ]
+        terms += [
+            Term(word, "weather", weathers, pattern) for word, (pattern, weathers) in WEATHER.items()
+        ]
+        terms += [
+            Term(word, "outside", frozenset(), pattern, backed_by=pattern)
+            for word, pattern in outside.items()
+        ]
         return cls(terms)
 
     def find(self, clause: str) -> list[tuple[Term, re.Match[str]]]:
-        if self._regex is None:
-            return []
-        return [
-            (self._by_group[m.lastgroup], m) for m in self._regex.finditer(clause) if m.lastgroup
-        ]
+        """The terms ``clause`` says, in order; a place or a food said as visited, eaten or
+        bought that no term names is a term of its own (outside her world)."""
+        found = (
+            [(self._by_group[m.lastgroup], m) for m in self._regex.finditer(clause) if m.lastgroup]
+            if self._regex is not None
+            else []
+        )
+        taken = [m.span() for _, m in found]
+        for pattern in (_UNKNOWN_PLACE, _BOUGHT):
+            for m in pattern.finditer(clause):
+                word = _WORD_END.split(m.group("w"))[0]
+                a, b = m.start("w"), m.start("w") + len(word)
+                if len(word) < 2 or _GENERIC_FOOD.match(word) or word in self._known:
+                    continue
+                if any(a < y and x < b for x, y in taken):
+                    continue  # a word of her world says it
+                backed = re.escape(word if pattern is _UNKNOWN_PLACE else word[:2])
+                found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
+                taken.append((a, b))
+        return sorted(found, key=lambda f: f[1].start())
 
 
 def day_of(text: str) -> Literal["today", "other"] | None:
@@ -202,6 +324,31 @@ def day_of(text: str) -> Literal["today", "other"] | None:
     if today and (not other or today.start() < other.start()):
         return "today"
     return "other" if other else None
+
+
+_TODAY_WORD = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚")
+"""Today by name; a time of day alone (下午) keeps the day the conversation is about."""
+_PAST_DAY = re.compile(r"(?P<d2>前天|前日)|(?P<d1>昨天|昨晚|昨日|昨儿)")
+_NOW_WORD = re.compile(r"正在|现在|此刻|这会儿?")
+Day = int | Literal["other"] | None
+"""The day a text speaks of: 0 today, 1 yesterday, 2 the day before, "other" (another time,
+not checked), None (it does not say)."""
+
+
+def day_offset(text: str) -> Day:
+    """Which day ``text`` talks about, by its first day word (`Day`); what she is doing now
+    (正在复习明天的考试) is about today whatever day follows. A time of day alone names no day."""
+    words: list[tuple[int, int | str]] = [
+        (m.start(), 0) for m in (*_NOW_WORD.finditer(text), *_TODAY_WORD.finditer(text))
+    ]
+    words += [(m.start(), 2 if m["d2"] else 1) for m in _PAST_DAY.finditer(text)]
+    words += [(m.start(), "other") for m in _OTHER_DAY.finditer(text)]
+    if not words:
+        return None
+    first = min(words, key=lambda w: w[0])[1]
+    if first == "other":
+        return "other"
+    return 2 if first == 2 else 1 if first == 1 else 0
 
 
 def _number(text: str) -> int:
@@ -235,48 +382,67 @@ def time_of(sentence: str) -> tuple[tuple[float, float], str] | None:
 
 
 def claims(
-    answer: str, lexicon: ClaimLexicon, *, day: Literal["today", "other"] | None = None
+    answer: str,
+    lexicon: ClaimLexicon,
+    *,
+    day: Literal["today", "other"] | Day = None,
+    undated_is_now: bool = False,
 ) -> list[Claim]:
-    """The claims ``answer`` makes about today; ``day`` is the day the conversation is about.
-    Where neither names a day, what she says she is doing or has just done is about today."""
+    """The claims ``answer`` makes about today, yesterday and the day before; ``day`` is the day
+    the conversation is about. Where neither names a day, what she says she is doing or has just
+    done is about today. ``undated_is_now`` (a post about what she just did): what she says
+    without a time or 了/过 is about now."""
     out: list[Claim] = []
+    asked: Day = 0 if day == "today" else day
     for sentence in _SENTENCES.findall(answer):
         if "？" in sentence or "?" in sentence or sentence.rstrip("。！!…~～ \n").endswith("吗"):
             continue
         when = None  # a time of day holds for the rest of its sentence
+        current = asked
         for clause in _CLAUSES.findall(sentence):
-            day = day_of(clause) or day
+            named = day_offset(clause)
+            current = named if named is not None else current
+            if current is None and _PERIOD.search(clause):
+                current = 0  # a time of day, no day said: today
             when = time_of(clause) or (None if _JUST_NOW.search(clause) else when)
             found = lexicon.find(clause)
             if not found:
                 continue
-            about = day or (
-                "today"
-                if _NOW_OR_JUST.search(clause)
-                and not _HABIT.search(clause)
-                and ("我" in clause or _OWN.match(clause[: found[0][1].start()]))
-                else None
-            )
-            if (
-                about != "today"
-                or _NOT_A_CLAIM.search(clause)
-                or (_OTHERS.search(clause) and "我" not in clause)
-            ):
+            if _NOT_A_CLAIM.search(clause) or (_OTHERS.search(clause) and "我" not in clause):
                 continue
+            weather = [(t, m) for t, m in found if t.kind == "weather"]
+            doings = [(t, m) for t, m in found if t.kind != "weather"]
+            about = current
+            if about is None and doings:
+                own = "我" in clause or _OWN.match(clause[: doings[0][1].start()])
+                if _NOW_OR_JUST.search(clause) and not _HABIT.search(clause) and own:
+                    about = 0
+            if _HABIT.search(clause) and named is None:
+                about = None  # a liking or a habit, whatever day the question named
             done = _DONE.search(clause) is not None
-            if day is None:  # naming an item (我超爱铜锣烧了) claims nothing without a day
-                found = [(term, m) for term, m in found if term.kind != "item"]
-            for term, m in found:
+            if current is None:  # naming an item (我超爱铜锣烧了) claims nothing without a day
+                doings = [(term, m) for term, m in doings if term.kind != "item"]
+            chosen = (doings if isinstance(about, int) else []) + (
+                weather if current in (None, 0) and not _HABIT.search(clause) else []
+            )
+            for term, m in chosen:
                 before = _NOT_NEGATION.sub("", clause[: m.start()])[-6:]
+                span = when or ((term.span, term.word) if term.span else None)
+                present = (
+                    when is None
+                    and not done
+                    and (bool(_PRESENT.search(clause)) or (undated_is_now and about == 0))
+                )
                 out.append(
                     Claim(
                         term,
                         m.group(0),
                         bool(_NEGATION.search(before)),
-                        when[0] if when else None,
-                        when[1] if when else "",
+                        span[0] if span else None,
+                        span[1] if span else "",
                         done,
-                        present=when is None and not done and bool(_PRESENT.search(clause)),
+                        present=present and term.kind != "weather",
+                        day=about if isinstance(about, int) and term.kind != "weather" else 0,
                     )
                 )
     return out
@@ -294,6 +460,8 @@ def _matches(claim: Claim, episode: Any) -> bool:
     if claim.term.kind == "place" and data.get("place") in claim.term.keys:
         return True
     record = episode.summary + json.dumps(data, ensure_ascii=False, default=str)
+    if claim.term.kind == "outside":
+        return re.search(claim.term.backed_by, record) is not None
     if claim.term.kind == "action":
         return re.search(claim.term.pattern, record) is not None
     return claim.term.word in record
@@ -310,22 +478,46 @@ def _in_time(claim: Claim, episode: Any, tz: Any) -> bool:
     return lo - slack <= end and start <= hi + slack
 
 
-def problems(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> list[str]:
-    """What in ``found`` today's episodes contradict, as lines for the model. A claim about a
-    time of day still ahead ("下午去打工" in the morning) is a plan, not checked."""
+Record = Sequence[Any] | Mapping[int, Sequence[Any]]
+"""Her episodes: today's, or by day (0 today, 1 yesterday, 2 the day before)."""
+DAY_NAMES = ("今天", "昨天", "前天")
+
+
+def _by_day(record: Record) -> Mapping[int, Sequence[Any]]:
+    return record if isinstance(record, Mapping) else {0: record}
+
+
+def problems(
+    found: Sequence[Claim], record: Record, now: datetime, *, weather: Sequence[str] = ()
+) -> list[str]:
+    """What in ``found`` her episodes of that day contradict or cannot back, as lines for the
+    model. A claim about a time of day still ahead ("下午去打工" in the morning) is a plan, not
+    checked; a day whose episodes were not read is not checked. ``weather``: the weather now
+    (its type and temperature); without it, what she says of the weather is not checked."""
     tz = now.tzinfo
+    days = _by_day(record)
     out: list[str] = []
     for claim in found:
+        if claim.term.kind == "weather":
+            if weather and not claim.negated and not claim.term.keys & set(weather):
+                out.append(
+                    f"你说「{claim.said}」，但现在的天气是{'，'.join(weather)}。"
+                )
+            continue
+        if claim.day not in days:
+            continue
+        name = DAY_NAMES[claim.day] if claim.day < len(DAY_NAMES) else "那天"
         if claim.present:
             claim = replace(claim, span=(_hours(now, tz),) * 2, clock="现在")
-        if claim.span is not None and claim.span[0] > _hours(now, tz) + 0.25 and not claim.past:
+        ahead = claim.span is not None and claim.span[0] > _hours(now, tz) + 0.25
+        if claim.day == 0 and ahead and not claim.past:
             continue
-        matching = [e for e in today if _matches(claim, e)]
+        matching = [e for e in days[claim.day] if _matches(claim, e)]
         if claim.negated and matching:
             first = matching[0].time.astimezone(tz)
-            out.append(f"你说今天没「{claim.said}」，但记录里 {first:%H:%M} 有这件事。")
+            out.append(f"你说{name}没「{claim.said}」，但记录里 {first:%H:%M} 有这件事。")
         elif not claim.negated and not matching:
-            out.append(f"你说今天「{claim.said}」，但今天的生活记录里没有。")
+            out.append(f"你说{name}「{claim.said}」，但{name}的生活记录里没有。")
         elif not claim.negated and not any(_in_time(claim, e, tz) for e in matching):
             times = "、".join(f"{e.time.astimezone(tz):%H:%M}" for e in matching)
             when = "现在" if claim.present else f"「{claim.clock}」时"
@@ -352,47 +544,97 @@ def _episode_of(running: Any) -> Any:
 
 
 class GroundingCheck:
-    """Checks every answer that will be sent against today's episodes (``memory.today_events``)."""
+    """Checks every answer that will be sent against her episodes of the day it speaks of
+    (``memory.today_events``; ``memory.episodes`` for yesterday and the day before) and the
+    world's weather now."""
 
-    def __init__(self, lexicon: ClaimLexicon | None, memory: Any, clock: Any) -> None:
+    def __init__(
+        self, lexicon: ClaimLexicon | None, memory: Any, clock: Any, world: Any = None
+    ) -> None:
         self.lexicon = lexicon
         self.memory = memory
         """A `memory.service.MemoryService` (or anything with ``today_events``), or None: no check."""
         self.clock = clock
+        self.world = world
+        """A `message.deps.WorldView` (the weather now), or None: the weather is not checked."""
 
     async def check(self, text: str, *, question: str = "", char: Any = None) -> str | None:
-        """Feedback for the model when ``text`` claims about today what the record does not show.
-        ``char`` (her live state) adds what she is doing right now, which the record may not have
-        caught up with yet."""
+        """Feedback for the model when ``text`` claims what her record does not show. ``char``
+        (her live state) adds what she is doing right now, which the record may not have caught
+        up with yet."""
         if self.memory is None or self.lexicon is None:
             return None
-        found = claims(text, self.lexicon, day=day_of(question))
+        found = claims(text, self.lexicon, day=day_offset(question))
         if not found:
             return None
         now = self.clock.now()
         try:
-            today = await self.memory.today_events(now, limit=100)
+            days = await read_days(self.memory, now, {c.day for c in found})
         except Exception as exc:  # no record to check against: let the answer through
-            log.warning("grounding check skipped: today's episodes unavailable (%s)", exc)
+            log.warning("grounding check skipped: her episodes unavailable (%s)", exc)
             return None
         running = getattr(char, "running", None)
-        if running is not None and not any(e.id == running.episode_id for e in today):
-            today = [*today, _episode_of(running)]
-        return feedback(found, today, now)
+        today = days.get(0)
+        if running is not None and today is not None:
+            if not any(e.id == running.episode_id for e in today):
+                days[0] = [*today, _episode_of(running)]
+        weather = await self._weather() if any(c.term.kind == "weather" for c in found) else []
+        return feedback(found, days, now, weather=weather)
+
+    async def _weather(self) -> list[str]:
+        if self.world is None:
+            return []
+        try:
+            world = await self.world.load_world()
+        except Exception as exc:
+            log.warning("grounding check: the weather is unavailable (%s)", exc)
+            return []
+        if world is None or world.weather is None:
+            return []
+        return [world.weather.type, world.weather.temperature]
 
 
-def feedback(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> str | None:
-    """What the model reads when ``found`` claims what ``today`` (her episodes) does not show;
-    None when the record bears every claim out."""
-    wrong = problems(found, today, now)
+async def read_days(memory: Any, now: datetime, days: Iterable[int]) -> dict[int, list[Any]]:
+    """Her episodes (not conversations) of each of ``days`` (0 today, 1 yesterday, …): the one
+    place the check reads her record. A past day the memory cannot read is left out (not
+    checked)."""
+    from yuiju.memory.episodes import DOINGS
+
+    out: dict[int, list[Any]] = {}
+    for day in sorted(set(days)):
+        if day == 0:
+            out[0] = list(await memory.today_events(now, limit=200))
+            continue
+        between = getattr(getattr(memory, "episodes", None), "between", None)
+        if between is None or not hasattr(memory, "character_id"):
+            continue
+        start = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=day)
+        out[day] = list(
+            await between(
+                memory.character_id, start, start + timedelta(days=1), type_=DOINGS, limit=200
+            )
+        )
+    return out
+
+
+def feedback(
+    found: Sequence[Claim], record: Record, now: datetime, *, weather: Sequence[str] = ()
+) -> str | None:
+    """What the model reads when ``found`` claims what ``record`` (her episodes, by day) does
+    not show; None when the record bears every claim out."""
+    wrong = problems(found, record, now, weather=weather)
     if not wrong:
         return None
-    record = (
-        "\n".join(f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in today)
-        or "- （没有记录）"
-    )
-    return (
-        "你的回答和今天的生活记录对不上：\n"
-        + "\n".join(f"- {w}" for w in wrong)
-        + f"\n今天的生活记录：\n{record}\n请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。"
-    )
+    tz = now.tzinfo
+    lines = ["你的回答和你的生活记录对不上：", *(f"- {w}" for w in wrong)]
+    days = _by_day(record)
+    for day in sorted({c.day for c in found if c.day in days} | ({0} if 0 in days else set())):
+        name = DAY_NAMES[day] if day < len(DAY_NAMES) else "那天"
+        lines.append(f"{name}的生活记录：")
+        lines += [f"- {e.time.astimezone(tz):%H:%M} {e.summary}" for e in days[day]] or [
+            "- （没有记录）"
+        ]
+    if weather:
+        lines.append(f"现在的天气：{'，'.join(weather)}。")
+    lines.append("请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。")
+    return "\n".join(lines)

@@ -800,6 +800,7 @@ class ProactiveService:
         said = {p.get("message", "").strip() for p in own_posts if p.get("message")}
         limit = self.cfg.max_message_chars
         record = await self._record(event, now) if self.lexicon is not None else []
+        weather = [world.weather.type, world.weather.temperature] if world and world.weather else []
 
         def parse(text: str) -> ProactiveAnswer:
             answer = ProactiveAnswer.model_validate_json(text)
@@ -813,7 +814,12 @@ class ProactiveService:
                 message = filtered.text
                 answer = answer.model_copy(update={"message": message})
                 if self.lexicon is not None and (
-                    wrong := feedback(claims(message, self.lexicon), record, now)
+                    wrong := feedback(
+                        claims(message, self.lexicon, undated_is_now=True),
+                        record,
+                        now,
+                        weather=weather,
+                    )
                 ):
                     raise RetryWithFeedback("message " + wrong.removeprefix("你的回答"))
             if forced and not answer.shouldSend:

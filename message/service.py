@@ -115,8 +115,8 @@ class ChatService:
             stickers=deps.stickers,
         )
         """Between the model's text and what is sent (shared with proactive posts)."""
-        self.grounding = GroundingCheck(lexicon, deps.memory, deps.clock)
-        """Her claims about today against today's episodes."""
+        self.grounding = GroundingCheck(lexicon, deps.memory, deps.clock, deps.world)
+        """Her claims about her days against her episodes of those days, and the weather now."""
         self.people_grounding = PeopleCheck(
             EpisodeRepo(deps.history) if deps.history is not None else None,
             deps.card.id,
