@@ -241,3 +241,36 @@ TRUE = [
 async def test_true_claims_go_out_unchanged(redis: Any, answer: str) -> None:
     kit, out = await ask(redis, answer)
     assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
+
+
+# -- proactive posts: the event they are about and her record of that hour ---------------------
+
+
+@pytest.mark.parametrize(
+    "post",
+    [
+        "我在公园散步，风很舒服。",  # she walked in the park at 08:00, not now
+        "吃完早饭啦，在听喜欢的歌～",
+        "早上好！今天阳光真好",  # it rains
+    ],
+)
+async def test_a_post_is_checked_against_its_event_and_that_hour(
+    redis: Any, sqlite_history: Any, post: str
+) -> None:
+    from tests.test_chat_grounding import post_writer, share
+    from tests.test_message_service import LEXICON
+    from tests.test_proactive import G, make_service
+    from yuiju.memory.episodes import EpisodeRepo
+    from yuiju.world.clock import SimClock
+
+    clock = SimClock(at_time("2026-09-01 09:00"))
+    episodes = EpisodeRepo(sqlite_history)
+    await episodes.ensure()
+    await episodes.put(done("walk_in_park", "08:00", 30))
+    model = post_writer(post, "刚在家吃完早饭～")
+    service, sender, _ = await make_service(
+        redis, sqlite_history, clock=clock, model=model, lexicon=LEXICON
+    )
+    service.states = WeatherWorld(make_character(), ("雨", "严寒"))  # type: ignore[assignment]
+    await share(service, clock, "eat_breakfast", "09:30")
+    assert sender.sent == [(G, "刚在家吃完早饭～")], model.calls[-1][-1]
