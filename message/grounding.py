@@ -20,6 +20,7 @@ checked against those days' episodes.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import re
@@ -28,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from yuiju.message.agent import RunContext, Tool
+from yuiju.message.deps import ChatDeps
 from yuiju.world.items import ALL as ALL_ITEMS
 from yuiju.world.town import HAURA, Town
 
@@ -638,3 +641,50 @@ def feedback(
         lines.append(f"现在的天气：{'，'.join(weather)}。")
     lines.append("请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。")
     return "\n".join(lines)
+
+
+# -- what a tool records from chat must be what the speaker said ----------------------------------
+
+SPOKEN_BACK = 10
+"""How many of the session's latest messages are read for what the speaker said."""
+NOT_SAID = (
+    "{name}没有说过「{what}」这件事（他们的原话里没有），所以没有记下，也不会告诉别人。"
+    "只记对方自己说过的事；不要说你已经记下了。"
+)
+"""What the model reads when a tool's argument is not in the speaker's own words."""
+
+
+def said_by(argument: str, said: Sequence[str], *, name: str = "") -> bool:
+    """Whether ``argument`` (news in the third person, a gift's item) is what ``said`` (the
+    speaker's own messages) says: most of its word pairs are in one of them, the speaker's
+    name and pronouns aside; an item also when a two-character part of it was said
+    (苹果 for 青苹果)."""
+    from yuiju.message.people_grounding import backs
+
+    core = argument.replace(name, "") if name else argument
+    core = re.sub(r"[他她它]们?", "", core)
+    if any(backs(core, text) for text in said):
+        return True
+    plain = re.sub(r"[^\u4e00-\u9fffA-Za-z0-9]", "", core)
+    return 0 < len(plain) <= 6 and any(
+        plain[i : i + 2] in text for text in said for i in range(len(plain) - 1)
+    )
+
+
+def grounded_tool(tool: Tool, argument: str) -> Tool:
+    """``tool`` (a `message.agent.Tool` that records what someone told or gave her) run only
+    when its ``argument`` is in the speaker's own recent messages; otherwise the model reads
+    why, and nothing is queued."""
+
+    async def run(ctx: RunContext[ChatDeps], args: dict[str, Any]) -> object:
+        what = str(args.get(argument, "")).strip()
+        if what:
+            recent = await ctx.deps.sessions.recent(ctx.session_id, SPOKEN_BACK)
+            said = [e.text for e in recent if e.user_id == ctx.user_id and not e.from_bot]
+            if not said_by(what, said, name=ctx.user_name):
+                log.info("%s not queued: %r is not in what %s said", tool.name, what, ctx.user_id)
+                return NOT_SAID.format(name=ctx.user_name or "对方", what=what)
+        result = tool.run(ctx, args)
+        return await result if inspect.isawaitable(result) else result
+
+    return replace(tool, run=run)
