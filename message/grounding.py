@@ -116,8 +116,8 @@ _PERIODS = {
     "今晚": (18, 24),
 }
 _PERIOD = re.compile("|".join(_PERIODS))
-UNSURE_LINE = "今天做了什么我一下子说不清了，等我想想再告诉你～"
-"""Said when a revised answer still claims what today's record does not show."""
+UNSURE_LINE = "那会儿做了什么我一下子说不清了，等我想想再告诉你～"
+"""Said when a revised answer still claims what her record of that day does not show."""
 CLOCK_SLACK = timedelta(minutes=60)
 """A claimed clock time matches an episode within this of its start or end."""
 NOW_SLACK = timedelta(minutes=15)
@@ -598,25 +598,34 @@ class GroundingCheck:
 
 
 async def read_days(memory: Any, now: datetime, days: Iterable[int]) -> dict[int, list[Any]]:
-    """Her episodes (not conversations) of each of ``days`` (0 today, 1 yesterday, …): the one
-    place the check reads her record. A past day the memory cannot read is left out (not
-    checked)."""
-    from yuiju.memory.episodes import DOINGS
+    """Her episodes of each of ``days`` (0 today, 1 yesterday, …): what she did and her meetings
+    with other characters (not her chat windows): the one place the check reads her record. A
+    past day the memory cannot read is left out (not checked)."""
+    from yuiju.memory.episodes import DOINGS, MEETING_PREFIX
 
+    between = getattr(getattr(memory, "episodes", None), "between", None)
+    cid = getattr(memory, "character_id", None)
     out: dict[int, list[Any]] = {}
     for day in sorted(set(days)):
+        start = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=day)
         if day == 0:
             out[0] = list(await memory.today_events(now, limit=200))
-            continue
-        between = getattr(getattr(memory, "episodes", None), "between", None)
-        if between is None or not hasattr(memory, "character_id"):
-            continue
-        start = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=day)
-        out[day] = list(
-            await between(
-                memory.character_id, start, start + timedelta(days=1), type_=DOINGS, limit=200
+        elif between is not None and cid is not None:
+            out[day] = list(
+                await between(cid, start, start + timedelta(days=1), type_=DOINGS, limit=200)
             )
-        )
+        else:
+            continue
+        if between is not None and cid is not None:
+            met = await between(
+                cid,
+                start,
+                start + timedelta(days=1),
+                type_="conversation",
+                id_prefix=MEETING_PREFIX,
+                limit=50,
+            )
+            out[day] = sorted([*out[day], *met], key=lambda e: e.time)
     return out
 
 

@@ -91,6 +91,47 @@ _FILLER = re.compile(r"[你我他她它们的了啦呢吧哦呀啊嘛哈诶欸�
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
+_NAME = r"[\u4e00-\u9fff]{1,4}?"
+_STRANGER = re.compile(
+    rf"(?:^|(?<=[我]))(?:{_WHEN})?(?:和|跟|与|同)(?P<a>{_NAME})(?:{_WHEN})?一(?:起|块儿?)"
+    rf"|(?:^|(?<=[我了]))(?:{_WHEN})?(?:见到|遇到|碰到|碰见|遇见|遇上)(?:了)?(?P<b>[\u4e00-\u9fff]{{1,8}}?)(?=$|[了啦呀呢，,。！!~～])"
+    rf"|^(?:{_WHEN})?(?P<c>{_NAME})(?:{_WHEN})?(?:{_ADVERB})?(?:来|过来)?找(?:了)?我"
+    rf"|^(?:{_WHEN})?(?P<d>{_NAME})(?:{_WHEN})?(?:{_ADVERB})?(?:跟我说|和我说|对我说|告诉我|跟我讲)"
+    rf"|^(?:{_WHEN})?听(?P<e>{_NAME})(?:说|讲)"
+)
+"""Someone said to have been with her, come to her or told her something: the name's place,
+at the start of a clause (after 我 for 和…一起)."""
+_NOT_A_NAME = re.compile(
+    r"^(?:[我你他她它咱]们?|大家|别人|人家|谁|自己|那个|这个|一个|有人|所有人|我们俩|你们俩)$"
+)
+"""Words in a name's place that name no one (or the speaker: 你)."""
+_NAME_PREFIX = re.compile(rf"^(?:{_WHEN}|也|还|就|都|又|我|刚|今天)+")
+
+
+def strangers(
+    answer: str, people: Mapping[str, Someone], *, speaker: str = ""
+) -> list[tuple[str, str]]:
+    """Who ``answer`` says she met, was with or heard from that she does not know (neither a
+    character of her town, nor someone she has a relation to, nor the speaker), as (name, the
+    clause)."""
+    out: list[tuple[str, str]] = []
+    for sentence in _SENTENCES.findall(answer):
+        if _asks(sentence):
+            continue
+        for clause in re.split(r"[，,；;。！!~～…\n]", _QUOTED.sub("", sentence)):
+            clause = clause.strip()
+            for m in _STRANGER.finditer(clause):
+                if _WISH.search(clause[: m.start()]) or _HABIT.search(clause[: m.start()]):
+                    continue
+                if m["a"] and _WISH.search(clause):
+                    continue  # 想和小美一起去
+                name = _NAME_PREFIX.sub("", next(g for g in m.groups() if g))
+                known = name in people or any(n in name for n in people) or name == speaker
+                if name and not known and not _NOT_A_NAME.match(name):
+                    out.append((name, clause))
+    return out
+
+
 @dataclass(frozen=True)
 class Someone:
     """Someone she may claim to have met or heard from."""
@@ -311,17 +352,23 @@ class PeopleCheck:
         char: CharacterState | None,
         now: datetime,
         recent: Callable[[], Awaitable[Iterable[tuple[str, str]]]] | None = None,
+        speaker: str = "",
     ) -> str | None:
         """Feedback for the model when ``text`` claims about someone what her record does not
         show; None when it bears every claim out. ``recent()`` gives the conversation's latest
         messages as (person id, text), for what a person from chat said just now (read only
-        when there is a claim to check)."""
+        when there is a claim to check). Someone she does not know (not a character of her
+        town, nor anyone she has a relation to, nor ``speaker``) is never claimed."""
         if self.episodes is None:
             return None
-        found = people_claims(text, known_people(self.neighbours, char), now)
-        if not found:
+        people = known_people(self.neighbours, char)
+        unknown = strangers(text, people, speaker=speaker)
+        found = people_claims(text, people, now)
+        if not found and not unknown:
             return None
-        problems: list[str] = []
+        problems: list[str] = [
+            f"你说「{clause}」，但你不认识「{name}」，记录里没有这个人。" for name, clause in unknown
+        ]
         records: dict[str, list[str]] = {}
         heard = list(await recent()) if recent is not None else []
         try:

@@ -417,7 +417,7 @@ class ChatService:
                     return [(e.user_id, e.text) for e in await self.sessions.recent(sid, 30)]
 
                 feedback = await self.people_grounding.check(
-                    words, char=char, now=self.now(), recent=recent
+                    words, char=char, now=self.now(), recent=recent, speaker=entry.sender_name
                 )
                 unsure = PEOPLE_UNSURE_LINE
             if feedback is None:

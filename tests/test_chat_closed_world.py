@@ -274,3 +274,24 @@ async def test_a_post_is_checked_against_its_event_and_that_hour(
     service.states = WeatherWorld(make_character(), ("雨", "严寒"))  # type: ignore[assignment]
     await share(service, clock, "eat_breakfast", "09:30")
     assert sender.sent == [(G, "刚在家吃完早饭～")], model.calls[-1][-1]
+
+
+async def test_what_she_did_with_someone_and_where_is_checked_not_only_that_they_met(
+    redis: Any,
+) -> None:
+    greeting = yesterday(done("greet", "08:30", 5)).model_copy(
+        update={
+            "summary": "悠酱和千夏在星见丘高校打了招呼",
+            "data": {"action": "greet", "name": "打招呼", "place": "school"},
+        }
+    )
+    kit, out = await ask(
+        redis,
+        "昨天我和千夏一起在海边散步了，她还请我喝了咖啡",
+        "昨天在学校和千夏打了招呼",
+        question="昨天见到千夏了吗",
+        past=[greeting],
+    )
+    assert out.replies == ["昨天在学校和千夏打了招呼"]
+    back = sent_back(kit)
+    assert "海边" in back and "咖啡" in back and "打了招呼" in back, back
