@@ -87,12 +87,20 @@ _JUST_NOW = re.compile(r"刚|现在|正在|此刻|这会儿?")
 """A clause about just now: an earlier clause's time of day (早上…，刚…) no longer holds."""
 _PRESENT = re.compile(r"正在|现在|此刻|这会儿?|呢$")
 """What she is doing right now: true only of what the record shows now."""
-_OWN = re.compile(
-    r"^(?:我|咱|刚才|刚刚|刚|正在|正|在|也|还|就|又|一直|才|已经|先|然后|现在|这会儿?|此刻|其实|所以"
-    r"|对了|嗯|诶|欸|哎|啊|呀|哈哈|嘿嘿|\s)*$"
+_OWN_TOKENS = re.compile(
+    r"我|咱|刚才|刚刚|刚|正在|正|在|从|去|到|回|跑去|跑到|一个人|自己|一直|才|已经|先|然后|现在|这会儿?"
+    r"|此刻|其实|所以|对了|嗯|诶|欸|哎|啊|呀|哈哈|嘿嘿|也|还|就|又|都|今天|昨天|前天|今早|今晚|昨晚"
+    r"|一大早|一早|早上|早晨|上午|中午|下午|傍晚|晚上|凌晨|[\d零一二两三四五六七八九十]{1,3}点(?:多|半|钟)?"
+    r"|的时候|左右|之后|以后|后来|好好|偷偷|悄悄|认真|专心|\s"
 )
-"""What may stand before her doing when she is its subject; anything else (小明在公园散步呢) names
-someone else doing it."""
+"""What may stand before her doing when she is its subject: adverbs and times (and one verb
+character, 在下象棋); anything else (小明在公园散步呢) names someone else doing it."""
+
+
+def _own(before: str) -> bool:
+    return len(_OWN_TOKENS.sub("", before)) <= 1
+
+
 _DONE = re.compile(r"了|过")
 _OTHERS = re.compile(r"你|他|她|大家|别人")
 _NEGATION = re.compile(r"没|不|未|别")
@@ -159,7 +167,8 @@ class Claim:
 
 
 OUTSIDE: dict[str, str] = {
-    "作业": r"作业|功课|复习|预习|考试|测验|小测|月考|期中|期末|背(?:了|过)?单词|刷题|习题|练习册|试卷|卷子|补习|补课|网课",
+    "作业": r"作业|功课|复习|预习|考试|测验|小测|月考|期中|期末|单词|刷题|习题|练习册|试卷|卷子|补习|补课|网课"
+    r"|日语|英语|外语|韩语|法语|数学|物理|化学|语文|历史|地理|生物|课文|古诗|背书|笔记",
     "猫": r"猫|狗|喵|汪星|宠物|仓鼠|兔子|金鱼|鹦鹉|小鸟|鸽子",
     "听歌": r"听.{0,6}?(?:歌|音乐|曲子|专辑|广播|播客)|唱.{0,3}?歌|K歌|卡拉OK|演唱会|弹.{0,3}?(?:琴|吉他)|练琴|钢琴|吉他|小提琴|乐器",
     "电影": r"电影|影院|电视剧|追剧|看剧|综艺|动漫|动画|番剧|新番|短?视频|直播|纪录片|看电视",
@@ -171,7 +180,8 @@ OUTSIDE: dict[str, str] = {
     "游戏": r"游戏|手游|[Ss]witch|桌游|下棋|象棋|围棋|扑克|拼图|抓娃娃|电玩|打牌",
     "画画": r"画画|画(?:了|过)?.{0,3}?(?:画|图|素描|水彩)|素描|水彩|涂鸦|写生|手工|折纸|编织|织.{0,2}?围巾|练字|书法|拍照|摄影|写(?:了|过)?日记|写(?:了|过)?信|写(?:了|过)?诗",
     "运动": r"跑步|晨跑|慢跑|夜跑|健身|锻炼|运动|瑜伽|游泳|打球|篮球|足球|羽毛球|乒乓球|网球|排球|骑(?:了|过)?.{0,2}?车|爬山|登山|滑冰|跳舞|舞蹈|社团|部活|练习",
-    "家务": r"打扫|扫地|拖地|收拾.{0,2}?房间|整理.{0,2}?房间|洗衣服|晾衣服|洗碗|大扫除|浇花|种花|养花|园艺|泡澡|洗澡|温泉|午睡|睡(?:了个)?懒觉",
+    "家务": r"打扫|扫地|拖地|收拾.{0,2}?房间|整理.{0,2}?房间|洗衣服|晾衣服|洗碗|大扫除|浇花|种花|养花|园艺|泡澡|洗澡|温泉|午睡|午觉|睡(?:了个)?懒觉"
+    r"|养(?:了|过)?.{0,3}?(?:花|多肉|植物|绿植|鱼|猫|狗|仓鼠)|多肉|盆栽|绿植",
     "出门": r"游乐园|动物园|水族馆|博物馆|美术馆|电影院|体育馆|健身房|游泳池|医院|银行|邮局|公司|城里|市中心|奶奶家|外婆家|爷爷家|朋友家|同学家|聚会|约会|生日会|派对|露营|野餐|旅行|旅游|逛庙会|烟花",
 }
 """Everyday doings outside her world's catalogue that a model likes to invent, by kind (the key
@@ -189,11 +199,11 @@ WEATHER: dict[str, tuple[str, frozenset[str]]] = {
     "下雪": (r"下(?:着|了|起)?(?:小|大)?雪|雪(?:天|花|景)", frozenset({"雪"})),
     "阴天": (r"阴天|天阴|阴沉沉|多云|起雾|大雾", frozenset({"阴", "多云", "雾"})),
     "热": (
-        r"(?:天气?|好|很|真|超|太|有点|有些|挺)热(?![闹情心门水饮乎])|热死|炎热|闷热",
+        r"(?<![加发亲])热(?![闹情心门水饮乎爱络烈身腾狗量点可咖茶汤饭菜奶巧])|炎热|闷热",
         frozenset({"炎热", "温暖"}),
     ),
     "冷": (
-        r"(?:天气?|好|很|真|超|太|有点|有些|挺)冷(?![静漠淡])|冷死|寒冷|严寒|冻死|冻得",
+        r"(?<![冰])冷(?![静漠淡门饮笑场落])|寒冷|严寒|冻死|冻得",
         frozenset({"严寒", "寒冷", "清凉"}),
     ),
     "暖和": (r"暖和|暖洋洋|凉快|凉爽", frozenset({"温暖", "舒适", "清凉"})),
@@ -212,12 +222,13 @@ that time of day."""
 
 _CJK_RUN = r"[\u4e00-\u9fff]"
 _UNKNOWN_PLACE = re.compile(
-    rf"(?:去|在|到|逛|从)(?:了|过|完)?(?:一趟|一下)?(?P<w>(?!这|那|哪|什么|一家|某){_CJK_RUN}{{0,4}}?"
-    r"(?:店|馆|园|场|院|街|城|山|湖|河|楼|厅|吧|屋|市|中心|车站|岛|村|镇))"
+    rf"(?:去|在|到|逛|从)(?:了|过|完)?(?:一趟|一下)?(?P<w>(?!这|那|哪|什么|一家|某){_CJK_RUN}{{0,4}}"
+    r"(?:店|馆|园|场|院|街|城|山|湖|河|楼|厅|吧|屋|市|中心|车站|岛|村|镇|边|桥|滩|台|顶|家))"
 )
 """Somewhere said as visited, whatever its name: a claim even when her town has no such place."""
 _BOUGHT = re.compile(
-    r"(?:吃|喝|买|尝)(?:了|过|完|到)(?:[一两几]?[个碗杯份块盒包瓶串根片袋只颗口]|些|点儿?|好多|很多)?"
+    r"(?:(?<=在)(?:吃|喝)|(?:吃|喝|买|尝)(?:了|过|完|到|着))"
+    r"(?:[一两几半]?[个碗杯份块盒包瓶串根片袋只颗口条本件双束支套盆张枚台部把顶副对斤]|些|点儿?|好多|很多)?"
     rf"(?P<w>{_CJK_RUN}{{2,6}})"
 )
 """Something said as eaten, drunk or bought, whatever it is."""
@@ -301,12 +312,12 @@ class ClaimLexicon:
     def find(self, clause: str) -> list[tuple[Term, re.Match[str]]]:
         """The terms ``clause`` says, in order; a place or a food said as visited, eaten or
         bought that no term names is a term of its own (outside her world)."""
-        found = (
-            [(self._by_group[m.lastgroup], m) for m in self._regex.finditer(clause) if m.lastgroup]
-            if self._regex is not None
-            else []
-        )
-        taken = [m.span() for _, m in found]
+        found = [
+            (self._literal(self._by_group[m.lastgroup], m), m)
+            for m in (self._regex.finditer(clause) if self._regex is not None else ())
+            if m.lastgroup
+        ]
+        taken = [m.span() for t, m in found if t.kind != "weather"]
         for pattern in (_UNKNOWN_PLACE, _BOUGHT):
             for m in pattern.finditer(clause):
                 word = _WORD_END.split(m.group("w"))[0]
@@ -318,7 +329,19 @@ class ClaimLexicon:
                 backed = re.escape(word if pattern is _UNKNOWN_PLACE else word[:2])
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
                 taken.append((a, b))
+        found = [  # 热可可 is a drink, not the weather
+            (t, m)
+            for t, m in found
+            if t.kind != "weather" or not any(m.start() < y and x < m.end() for x, y in taken)
+        ]
         return sorted(found, key=lambda f: f[1].start())
+
+    @staticmethod
+    def _literal(term: Term, m: re.Match[str]) -> Term:
+        """A word outside her world is backed only by a record that says those very words."""
+        if term.kind != "outside":
+            return term
+        return replace(term, backed_by=re.escape(m.group(0)))
 
 
 def day_of(text: str) -> Literal["today", "other"] | None:
@@ -417,7 +440,7 @@ def claims(
             doings = [(t, m) for t, m in found if t.kind != "weather"]
             about = current
             if about is None and doings:
-                own = "我" in clause or _OWN.match(clause[: doings[0][1].start()])
+                own = "我" in clause or _own(clause[: doings[0][1].start()])
                 if _NOW_OR_JUST.search(clause) and not _HABIT.search(clause) and own:
                     about = 0
             if _HABIT.search(clause) and named is None:
@@ -456,13 +479,24 @@ def _hours(moment: datetime, tz: Any) -> float:
     return local.hour + local.minute / 60
 
 
+_WHAT_HAPPENED = ("name", "result", "params", "notes", "with", "items", "lines", "news")
+"""The fields of an episode's data that say what happened (not why she chose it: a reason
+such as 想看小说 backs nothing)."""
+
+
+def _said_of(episode: Any) -> str:
+    data = episode.data or {}
+    happened = {k: data[k] for k in _WHAT_HAPPENED if data.get(k)}
+    return episode.summary + json.dumps(happened, ensure_ascii=False, default=str)
+
+
 def _matches(claim: Claim, episode: Any) -> bool:
     data = episode.data or {}
     if claim.term.kind == "action" and data.get("action") in claim.term.keys:
         return True
     if claim.term.kind == "place" and data.get("place") in claim.term.keys:
         return True
-    record = episode.summary + json.dumps(data, ensure_ascii=False, default=str)
+    record = _said_of(episode)
     if claim.term.kind == "outside":
         return re.search(claim.term.backed_by, record) is not None
     if claim.term.kind == "action":

@@ -91,13 +91,13 @@ _FILLER = re.compile(r"[你我他她它们的了啦呢吧哦呀啊嘛哈诶欸�
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-_NAME = r"[\u4e00-\u9fff]{1,4}?"
+_NAME = r"[\u4e00-\u9fff]{1,6}?"
 _STRANGER = re.compile(
-    rf"(?:^|(?<=[我]))(?:{_WHEN})?(?:和|跟|与|同)(?P<a>{_NAME})(?:{_WHEN})?一(?:起|块儿?)"
-    rf"|(?:^|(?<=[我了]))(?:{_WHEN})?(?:见到|遇到|碰到|碰见|遇见|遇上)(?:了)?(?P<b>[\u4e00-\u9fff]{{1,8}}?)(?=$|[了啦呀呢，,。！!~～])"
-    rf"|^(?:{_WHEN})?(?P<c>{_NAME})(?:{_WHEN})?(?:{_ADVERB})?(?:来|过来)?找(?:了)?我"
-    rf"|^(?:{_WHEN})?(?P<d>{_NAME})(?:{_WHEN})?(?:{_ADVERB})?(?:跟我说|和我说|对我说|告诉我|跟我讲)"
-    rf"|^(?:{_WHEN})?听(?P<e>{_NAME})(?:说|讲)"
+    rf"(?:^|(?<=[我]))(?:{_WHEN})*(?:和|跟|与|同)(?P<a>{_NAME})(?:{_WHEN})*一(?:起|块儿?)"
+    rf"|(?:^|(?<=[我了]))(?:{_WHEN})*(?:见到|遇到|碰到|碰见|遇见|遇上)(?:了)?(?P<b>[\u4e00-\u9fff]{{1,8}}?)(?=$|[了啦呀呢，,。！!~～])"
+    rf"|^(?:{_WHEN}|我)*(?P<c>{_NAME})(?:{_WHEN})*(?:{_ADVERB})?(?:来|过来)?找(?:了)?我"
+    rf"|^(?:{_WHEN})*(?P<d>{_NAME})(?:{_WHEN})*(?:{_ADVERB})?(?:跟我说|和我说|对我说|告诉我|跟我讲)"
+    rf"|^(?:{_WHEN}|我)*听(?P<e>{_NAME})(?:说|讲)"
 )
 """Someone said to have been with her, come to her or told her something: the name's place,
 at the start of a clause (after 我 for 和…一起)."""
