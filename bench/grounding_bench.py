@@ -361,6 +361,8 @@ def invented_claim(kind: str, life: Life, rng: random.Random, names: list[str]) 
             place = rng.choice(PLACES)
             if place in IN_TOWN and IN_TOWN[place] in life.visited(0) | life.visited(1):
                 continue
+            if place == "图书馆" and (life.did(0, place) or life.did(1, place)):
+                continue  # her school's library
             if place == "海边" and life.running is not None and life.running.place == "coast":
                 continue
             text = rng.choice(
@@ -457,6 +459,8 @@ def questions(n: int, rng: random.Random) -> list[tuple[str, str]]:
 class Draft:
     claims: list[Claim]
     text: str
+    feedback: str = ""
+    """What the check sent back, when it did."""
 
 
 @dataclass
@@ -484,6 +488,8 @@ class Script:
     def __call__(self, messages: list[dict[str, Any]], schema: Any) -> str:
         if messages[0]["role"] != "system":  # the recorder summing up a chat window
             return f"{ASKER_NAME}问了她最近的事。"
+        if self.drafts and messages[-1]["role"] == "system":
+            self.drafts[-1].feedback = str(messages[-1]["content"])
         draft = self.draft()
         self.drafts.append(draft)
         return draft.text
@@ -590,7 +596,8 @@ async def ask_all(cfg: Any, redis: Any, history: Any, life: Life, rate: float, s
                 if not went and all(not c.invented for c in d.claims):
                     for c in d.claims:
                         tally.true_blocked[c.kind] += 1
-                    tally.blocked.append(f"{d.text} (asked: {text})")
+                    why = d.feedback.replace("\n", " / ")[:160]
+                    tally.blocked.append(f"{d.text} (asked: {text}; sent back: {why})")
     finally:
         for close in reversed(on_stop):
             await close()

@@ -91,17 +91,25 @@ _OWN_TOKENS = re.compile(
     r"我|咱|刚才|刚刚|刚|正在|正|在|从|去|到|回|跑去|跑到|一个人|自己|一直|才|已经|先|然后|现在|这会儿?"
     r"|此刻|其实|所以|对了|嗯|诶|欸|哎|啊|呀|哈哈|嘿嘿|也|还|就|又|都|今天|昨天|前天|今早|今晚|昨晚"
     r"|一大早|一早|早上|早晨|上午|中午|下午|傍晚|晚上|凌晨|[\d零一二两三四五六七八九十]{1,3}点(?:多|半|钟)?"
-    r"|的时候|左右|之后|以后|后来|好好|偷偷|悄悄|认真|专心|\s"
+    r"|的时候|左右|之后|以后|后来|好好|偷偷|悄悄|认真|专心|了|过|着|一下|会儿|\s"
+    r"|[做搞玩看听练打弄吃喝买尝逛写画学读刷追喂撸遛唱弹拍泡煮烤待呆]"
 )
 """What may stand before her doing when she is its subject: adverbs and times (and one verb
 character, 在下象棋); anything else (小明在公园散步呢) names someone else doing it."""
 
 
-def _own(before: str) -> bool:
-    return len(_OWN_TOKENS.sub("", before)) <= 1
+def _own(clause: str, before: str) -> bool:
+    """Whether she is the one doing what follows ``before`` in ``clause``: only her words stand
+    before it (one verb character aside), or the clause opens with them (在喂流浪猫呢)."""
+    if len(_OWN_TOKENS.sub("", before)) <= 1:
+        return True
+    opening = _OWN_TOKENS.match(clause.lstrip("，, 嗯诶欸哎啊呀哈嘿…"))
+    return opening is not None and opening.group(0).strip() != ""
 
 
 _DONE = re.compile(r"了|过")
+_CONSUMED = re.compile(r"(?:吃|喝|买|尝|捡|钓|收到|拿到)(?:了|过|完|到|着|的)|在(?:吃|喝)")
+"""An item said as eaten, bought or found (not only named)."""
 _OTHERS = re.compile(r"你|他|她|大家|别人")
 _NEGATION = re.compile(r"没|不|未|别")
 _NOT_NEGATION = re.compile(r"不错|不少|不过|不知|不得|不好意思|差不多|没想到")
@@ -170,17 +178,18 @@ OUTSIDE: dict[str, str] = {
     "作业": r"作业|功课|复习|预习|考试|测验|小测|月考|期中|期末|单词|刷题|习题|练习册|试卷|卷子|补习|补课|网课"
     r"|日语|英语|外语|韩语|法语|数学|物理|化学|语文|历史|地理|生物|课文|古诗|背书|笔记",
     "猫": r"猫|狗|喵|汪星|宠物|仓鼠|兔子|金鱼|鹦鹉|小鸟|鸽子",
-    "听歌": r"听.{0,6}?(?:歌|音乐|曲子|专辑|广播|播客)|唱.{0,3}?歌|K歌|卡拉OK|演唱会|弹.{0,3}?(?:琴|吉他)|练琴|钢琴|吉他|小提琴|乐器",
+    "听歌": r"听.{0,6}?(?:歌|音乐|曲子|专辑|广播|播客)|唱.{0,3}?歌|[Kk]歌|唱[Kk]|KTV|卡拉OK|演唱会|弹.{0,3}?(?:琴|吉他)|练琴|钢琴|吉他|小提琴|乐器",
     "电影": r"电影|影院|电视剧|追剧|看剧|综艺|动漫|动画|番剧|新番|短?视频|直播|纪录片|看电视",
     "读书": r"小说|漫画|杂志|绘本|读书|书店",
     "水果": r"水果|(?<!青)苹果|香蕉|橘子|橙子|葡萄|西瓜|(?<!南风)桃子|樱桃|蓝莓|柠檬|菠萝|荔枝|芒果|哈密瓜|猕猴桃|柿子|(?<!草莓)草莓(?!牛奶)",
     "点心": r"蛋糕|甜点|甜品|冰淇淋|冰激凌|雪糕|奶茶|果汁|可乐|汉堡|披萨|薯条|炸鸡|火锅|烧烤|拉面|寿司|饺子|包子|馒头|粥|三明治|沙拉|便当|饼干|巧克力|糖果|薯片|酸奶|豆浆|油条|煎饼|麻辣烫|外卖|关东煮|章鱼烧|饭团|红茶|绿茶|果冻",
     "逛街": r"逛街|逛了逛|购物|商场|百货|买(?:了|过)?.{0,3}?(?:衣服|裙子|鞋|帽子|文具|笔记本|发卡|饰品|礼物|书)|网购|快递|便利店|花店|面包店|甜品店|奶茶店|药店|理发",
     "做饭": r"烤(?:了|过)?.{0,3}?(?:饼干|蛋糕|面包|红薯)|烘焙|下厨|炒菜|做菜|包饺子|做(?:了|过)?.{0,3}?(?:蛋糕|饼干|便当|甜点|料理|点心)|煮(?:了|过)?.{0,3}?(?:面|汤|粥)",
-    "游戏": r"游戏|手游|[Ss]witch|桌游|下棋|象棋|围棋|扑克|拼图|抓娃娃|电玩|打牌",
+    "游戏": r"游戏|手游|[Ss]witch|桌游|下棋|象棋|围棋|扑克|拼图|抓娃娃|电玩|打牌|乐高|积木|模型|手账|手帐"
+    r"|排练|话剧|戏剧|表演|演出|合唱|比赛|社团",
     "画画": r"画画|画(?:了|过)?.{0,3}?(?:画|图|素描|水彩)|素描|水彩|涂鸦|写生|手工|折纸|编织|织.{0,2}?围巾|练字|书法|拍照|摄影|写(?:了|过)?日记|写(?:了|过)?信|写(?:了|过)?诗",
     "运动": r"跑步|晨跑|慢跑|夜跑|健身|锻炼|运动|瑜伽|游泳|打球|篮球|足球|羽毛球|乒乓球|网球|排球|骑(?:了|过)?.{0,2}?车|爬山|登山|滑冰|跳舞|舞蹈|社团|部活|练习",
-    "家务": r"打扫|扫地|拖地|收拾.{0,2}?房间|整理.{0,2}?房间|洗衣服|晾衣服|洗碗|大扫除|浇花|种花|养花|园艺|泡澡|洗澡|温泉|午睡|午觉|睡(?:了个)?懒觉"
+    "家务": r"打扫|扫地|拖地|收拾.{0,2}?房间|整理.{0,2}?房间|洗衣服|晾衣服|洗碗|大扫除|浇花|浇水|种花|养花|园艺|泡澡|洗澡|温泉|午睡|午觉|睡(?:了个)?懒觉"
     r"|养(?:了|过)?.{0,3}?(?:花|多肉|植物|绿植|鱼|猫|狗|仓鼠)|多肉|盆栽|绿植",
     "出门": r"游乐园|动物园|水族馆|博物馆|美术馆|电影院|体育馆|健身房|游泳池|医院|银行|邮局|公司|城里|市中心|奶奶家|外婆家|爷爷家|朋友家|同学家|聚会|约会|生日会|派对|露营|野餐|旅行|旅游|逛庙会|烟花",
 }
@@ -222,12 +231,12 @@ that time of day."""
 
 _CJK_RUN = r"[\u4e00-\u9fff]"
 _UNKNOWN_PLACE = re.compile(
-    rf"(?:去|在|到|逛|从)(?:了|过|完)?(?:一趟|一下)?(?P<w>(?!这|那|哪|什么|一家|某){_CJK_RUN}{{0,4}}"
+    rf"(?:去|在|到|逛|从)(?:了|过|完)?(?:一趟|一下)?(?P<w>(?!这|那|哪|什么|一家|某|在|去|到|了|过){_CJK_RUN}{{0,4}}"
     r"(?:店|馆|园|场|院|街|城|山|湖|河|楼|厅|吧|屋|市|中心|车站|岛|村|镇|边|桥|滩|台|顶|家))"
 )
 """Somewhere said as visited, whatever its name: a claim even when her town has no such place."""
 _BOUGHT = re.compile(
-    r"(?:(?<=在)(?:吃|喝)|(?:吃|喝|买|尝)(?:了|过|完|到|着))"
+    r"(?:(?<=在)(?:吃|喝)|(?:吃|喝|买|尝)(?:了|过|完|到|着|的))"
     r"(?:[一两几半]?[个碗杯份块盒包瓶串根片袋只颗口条本件双束支套盆张枚台部把顶副对斤]|些|点儿?|好多|很多)?"
     rf"(?P<w>{_CJK_RUN}{{2,6}})"
 )
@@ -287,8 +296,16 @@ class ClaimLexicon:
         for pid, words in places.items():
             for word in words:
                 by_word.setdefault(word, set()).add(pid)
+        names = {p.name for p in town.places.values()}
         terms += [
-            Term(word, "place", frozenset(pids), _TO_PLACE + re.escape(word))
+            Term(
+                word,
+                "place",
+                frozenset(pids),
+                _TO_PLACE + re.escape(word),
+                # a part of a place (图书馆, 教室 of the school) is backed by what happened there
+                backed_by="" if word in names or _whole_place(word, pids, town) else word,
+            )
             for word, pids in by_word.items()
         ]
         if "home" in town.places:
@@ -320,12 +337,17 @@ class ClaimLexicon:
         taken = [m.span() for t, m in found if t.kind != "weather"]
         for pattern in (_UNKNOWN_PLACE, _BOUGHT):
             for m in pattern.finditer(clause):
-                word = _WORD_END.split(m.group("w"))[0]
-                a, b = m.start("w"), m.start("w") + len(word)
+                w = m.group("w")
+                w = w.rsplit("的", 1)[-1] if len(_WORD_END.split(w)[0]) < 2 else w  # 新的手机壳
+                word = _WORD_END.split(w)[0]
+                a = m.start("w") + m.group("w").find(word)
+                b = a + len(word)
                 if len(word) < 2 or _GENERIC_FOOD.match(word) or word in self._known:
                     continue
-                if any(a < y and x < b for x, y in taken):
+                inside = [(t, tm) for t, tm in found if a < tm.end() and tm.start() < b]
+                if any(not _part_of_place(t, word) for t, _ in inside):
                     continue  # a word of her world says it
+                found = [(t, tm) for t, tm in found if (t, tm) not in inside]
                 backed = re.escape(word if pattern is _UNKNOWN_PLACE else word[:2])
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
                 taken.append((a, b))
@@ -342,6 +364,23 @@ class ClaimLexicon:
         if term.kind != "outside":
             return term
         return replace(term, backed_by=re.escape(m.group(0)))
+
+
+_SAME_PLACE = re.compile(r"^(?:店|里|内|外|门口|附近|旁边|前|那边|这边|那儿|这儿)?$")
+
+
+def _part_of_place(term: Term, word: str) -> bool:
+    """Whether ``word`` (学校天台) names a part of the place ``term`` says (学校) that her world
+    does not have (not 咖啡店 for 咖啡, nor 公园里 for 公园)."""
+    if term.kind != "place" or term.word not in word:
+        return False
+    return not _SAME_PLACE.match(word.replace(term.word, "", 1))
+
+
+def _whole_place(word: str, pids: Iterable[str], town: Town) -> bool:
+    """Whether ``word`` names a place as a whole (学校 for 星见丘高校, 公园 for 南风公园: the same
+    kind of place by its last character) rather than a part of it (图书馆, 教室)."""
+    return any(town.place_name(pid)[-1:] == word[-1:] for pid in pids)
 
 
 def day_of(text: str) -> Literal["today", "other"] | None:
@@ -434,19 +473,23 @@ def claims(
             found = lexicon.find(clause)
             if not found:
                 continue
-            if _NOT_A_CLAIM.search(clause) or (_OTHERS.search(clause) and "我" not in clause):
+            bare = clause  # the words of the claims aside: 吉他 names no one
+            for _, m in found:
+                bare = bare[: m.start()] + " " * (m.end() - m.start()) + bare[m.end() :]
+            if _NOT_A_CLAIM.search(bare) or (_OTHERS.search(bare) and "我" not in clause):
                 continue
             weather = [(t, m) for t, m in found if t.kind == "weather"]
             doings = [(t, m) for t, m in found if t.kind != "weather"]
             about = current
             if about is None and doings:
-                own = "我" in clause or _own(clause[: doings[0][1].start()])
+                own = "我" in clause or _own(clause, clause[: doings[0][1].start()])
                 if _NOW_OR_JUST.search(clause) and not _HABIT.search(clause) and own:
                     about = 0
             if _HABIT.search(clause) and named is None:
                 about = None  # a liking or a habit, whatever day the question named
             done = _DONE.search(clause) is not None
-            if current is None:  # naming an item (我超爱铜锣烧了) claims nothing without a day
+            if current is None and not _CONSUMED.search(clause):
+                # naming an item (我超爱铜锣烧了) claims nothing without a day or a verb
                 doings = [(term, m) for term, m in doings if term.kind != "item"]
             chosen = (doings if isinstance(about, int) else []) + (
                 weather if current in (None, 0) and not _HABIT.search(clause) else []
@@ -494,9 +537,11 @@ def _matches(claim: Claim, episode: Any) -> bool:
     data = episode.data or {}
     if claim.term.kind == "action" and data.get("action") in claim.term.keys:
         return True
-    if claim.term.kind == "place" and data.get("place") in claim.term.keys:
-        return True
     record = _said_of(episode)
+    if claim.term.kind == "place" and data.get("place") in claim.term.keys:
+        moved = str(data.get("name", "")).startswith("从") or "回家" in str(data.get("name", ""))
+        if not claim.term.backed_by or claim.term.backed_by in record or moved:
+            return True
     if claim.term.kind == "outside":
         return re.search(claim.term.backed_by, record) is not None
     if claim.term.kind == "action":

@@ -53,7 +53,7 @@ _WEEKDAYS = "一二三四五六日天"
 _WHEN = (
     r"(?:今天|今早|今晚|昨天|昨晚|大前天|前天|前几天|这几天|最近|刚才|刚刚|之前|那天|"
     rf"(?:上|这)?(?:个)?(?:周|星期|礼拜)[{_WEEKDAYS}]?|\d{{1,2}}月\d{{1,2}}[日号]|"
-    r"早上|上午|中午|下午|傍晚|晚上)"
+    r"一大早|一早|早上|上午|中午|下午|傍晚|晚上)"
 )
 """A time said between a name and what they did or said (枫昨天来找我, 千夏周六跟我说)."""
 _ADVERB = r"(?:也|还|就|都|又|曾经)"
@@ -416,7 +416,8 @@ class PeopleCheck:
             sources = self._heard(char, who, told_her=claim.to_me)
             sources += [_said_in(e, who) for e in talks]
             sources += [text for person, text in recent if person == who.id]
-            if not any(backs(claim.content, s) for s in sources if s):
+            first = re.split(r"[，,；;]", claim.content)[0]  # 说…，现在在学校呢: her own words
+            if not any(backs(claim.content, s) or backs(first, s) for s in sources if s):
                 problem = f"你说「{claim.said}」，但记录里{who.name}没说过这件事。"
         if problem is None:
             return None, []

@@ -295,3 +295,21 @@ async def test_what_she_did_with_someone_and_where_is_checked_not_only_that_they
     assert out.replies == ["昨天在学校和千夏打了招呼"]
     back = sent_back(kit)
     assert "海边" in back and "咖啡" in back and "打了招呼" in back, back
+
+
+@pytest.mark.parametrize(
+    ("answer", "sent"),
+    [
+        ("上午去了图书馆", False),  # a part of the school she was not in
+        ("刚才在学校天台待了好久", False),  # a part her world does not have
+        ("现在在学校呢", True),
+        ("现在在星见丘高校上课呢", True),
+        ("早上去了学校", True),
+    ],
+)
+async def test_a_part_of_a_place_needs_what_happened_there(
+    redis: Any, answer: str, sent: bool
+) -> None:
+    morning = [done("go_to_school", "07:00", 20), done("attend_class", "07:30", 270)]
+    kit, out = await ask(redis, answer, "在上课呢", events=morning, doing="attend_class")
+    assert (out.replies == [answer]) is sent, kit.model.calls[-1][-1]
