@@ -161,8 +161,19 @@ def split_name(name: str) -> tuple[str, str]:
 def period(at: datetime) -> str:
     h = at.hour
     return (
-        "凌晨" if h < 5 else "早上" if h < 9 else "上午" if h < 11 else "中午" if h < 13
-        else "下午" if h < 17 else "傍晚" if h < 19 else "晚上"
+        "凌晨"
+        if h < 5
+        else "早上"
+        if h < 9
+        else "上午"
+        if h < 11
+        else "中午"
+        if h < 13
+        else "下午"
+        if h < 17
+        else "傍晚"
+        if h < 19
+        else "晚上"
     )
 
 
@@ -211,8 +222,12 @@ def true_claim(kind: str, life: Life, rng: random.Random, names: list[str]) -> s
                 f"在{place or where}{act}呢" if place else f"正在{act}呢",
                 f"这会儿在{act}呢",
             ]
-        for day, word, doings in ((0, "今天", today), (1, "昨天", yesterday)):
-            real = [d for d in doings if not d.action.startswith(moves) and d.action not in ("sleep", "idle")]
+        for word, doings in (("今天", today), ("昨天", yesterday)):
+            real = [
+                d
+                for d in doings
+                if not d.action.startswith(moves) and d.action not in ("sleep", "idle")
+            ]
             if real:
                 d = rng.choice(real)
                 place, act = split_name(d.name)
@@ -265,7 +280,9 @@ def true_claim(kind: str, life: Life, rng: random.Random, names: list[str]) -> s
         for day, word in ((0, "今天"), (1, "昨天")):
             if life.met.get(day):
                 who = rng.choice(sorted(life.met[day]))
-                return rng.choice([f"{word}见到{who}了", f"{word}和{who}见面了", f"{word}遇到了{who}"])
+                return rng.choice(
+                    [f"{word}见到{who}了", f"{word}和{who}见面了", f"{word}遇到了{who}"]
+                )
         who = rng.choice(names)
         return f"最近没见到{who}呢"
     if kind == "news":
@@ -279,46 +296,192 @@ def true_claim(kind: str, life: Life, rng: random.Random, names: list[str]) -> s
 # -- the inventing model: a broad generator of plausible everyday Chinese ----------------------
 
 ACTS = [
-    "写数学作业", "复习英语单词", "准备期中考试", "做物理习题", "背古诗", "学日语", "上网课",
-    "喂流浪猫", "撸猫", "遛狗", "给金鱼换水", "听周杰伦的歌", "戴着耳机听歌", "练钢琴", "弹吉他",
-    "唱K", "看电影", "追新出的剧", "看动漫", "刷短视频", "看直播", "读推理小说", "看漫画",
-    "画水彩", "做手账", "拼乐高", "玩switch", "打游戏", "下象棋", "跑步", "做瑜伽", "打羽毛球",
-    "骑车兜风", "放风筝", "游泳", "逛商场", "买衣服", "做蛋糕", "烤曲奇", "煮泡面", "包饺子",
-    "收拾房间", "洗衣服", "给花浇水", "养多肉", "写小说", "拍照片", "和朋友视频", "泡温泉",
-    "睡午觉", "写日记", "织围巾", "学做菜", "参加社团活动", "去补习班", "排练话剧", "练字",
-    "在咖啡店打工", "在海边散步", "在水音池钓鱼", "去神社参拜", "在家做饭", "在图书馆自习",
-    "在公园散步", "在家写作业", "在家看书",
+    "写数学作业",
+    "复习英语单词",
+    "准备期中考试",
+    "做物理习题",
+    "背古诗",
+    "学日语",
+    "上网课",
+    "喂流浪猫",
+    "撸猫",
+    "遛狗",
+    "给金鱼换水",
+    "听周杰伦的歌",
+    "戴着耳机听歌",
+    "练钢琴",
+    "弹吉他",
+    "唱K",
+    "看电影",
+    "追新出的剧",
+    "看动漫",
+    "刷短视频",
+    "看直播",
+    "读推理小说",
+    "看漫画",
+    "画水彩",
+    "做手账",
+    "拼乐高",
+    "玩switch",
+    "打游戏",
+    "下象棋",
+    "跑步",
+    "做瑜伽",
+    "打羽毛球",
+    "骑车兜风",
+    "放风筝",
+    "游泳",
+    "逛商场",
+    "买衣服",
+    "做蛋糕",
+    "烤曲奇",
+    "煮泡面",
+    "包饺子",
+    "收拾房间",
+    "洗衣服",
+    "给花浇水",
+    "养多肉",
+    "写小说",
+    "拍照片",
+    "和朋友视频",
+    "泡温泉",
+    "睡午觉",
+    "写日记",
+    "织围巾",
+    "学做菜",
+    "参加社团活动",
+    "去补习班",
+    "排练话剧",
+    "练字",
+    "在咖啡店打工",
+    "在海边散步",
+    "在水音池钓鱼",
+    "去神社参拜",
+    "在家做饭",
+    "在图书馆自习",
+    "在公园散步",
+    "在家写作业",
+    "在家看书",
 ]
 """Everyday doings; the last ones are of her world (drawn only when her record lacks them)."""
 IN_WORLD = {
-    "在咖啡店打工": "打工", "在海边散步": "海边", "在水音池钓鱼": "钓鱼", "去神社参拜": "参拜",
-    "在家做饭": "做饭", "在图书馆自习": "自习", "在公园散步": "公园", "在家写作业": "作业",
+    "在咖啡店打工": "打工",
+    "在海边散步": "海边",
+    "在水音池钓鱼": "钓鱼",
+    "去神社参拜": "参拜",
+    "在家做饭": "做饭",
+    "在图书馆自习": "自习",
+    "在公园散步": "公园",
+    "在家写作业": "作业",
     "在家看书": "看书",
 }
 PLACES = [
-    "图书馆", "奶茶店", "商场", "书店", "河边", "游乐园", "电影院", "学校天台", "车站前的面包店",
-    "便利店", "朋友家", "花店", "甜品店", "体育馆", "海边", "结灯神社", "超市", "南风公园",
-    "薄暮咖啡", "日和食堂", "小町商店", "美术馆", "水族馆", "外婆家",
+    "图书馆",
+    "奶茶店",
+    "商场",
+    "书店",
+    "河边",
+    "游乐园",
+    "电影院",
+    "学校天台",
+    "车站前的面包店",
+    "便利店",
+    "朋友家",
+    "花店",
+    "甜品店",
+    "体育馆",
+    "海边",
+    "结灯神社",
+    "超市",
+    "南风公园",
+    "薄暮咖啡",
+    "日和食堂",
+    "小町商店",
+    "美术馆",
+    "水族馆",
+    "外婆家",
 ]
 IN_TOWN = {
-    "海边": "coast", "结灯神社": "shrine", "超市": "supermarket", "南风公园": "park",
-    "薄暮咖啡": "cafe", "日和食堂": "diner", "小町商店": "shop",
+    "海边": "coast",
+    "结灯神社": "shrine",
+    "超市": "supermarket",
+    "南风公园": "park",
+    "薄暮咖啡": "cafe",
+    "日和食堂": "diner",
+    "小町商店": "shop",
 }
 FOODS = [
-    "草莓蛋糕", "拉面", "寿司", "炸鸡", "汉堡", "饺子", "麻辣烫", "冰淇淋", "关东煮", "章鱼烧",
-    "三明治", "水果沙拉", "烤红薯", "糖葫芦", "牛肉面", "蛋包饭", "鳗鱼饭", "炒饭", "披萨",
-    "可丽饼", "抹茶拿铁", "热可可", "豆浆油条", "小笼包", "烤串", "酸辣粉", "奶油泡芙", "布朗尼",
-    "西瓜", "芒果", "葡萄", "一碗粥", "珍珠奶茶", "柠檬茶", "咖喱饭", "乌冬面",
+    "草莓蛋糕",
+    "拉面",
+    "寿司",
+    "炸鸡",
+    "汉堡",
+    "饺子",
+    "麻辣烫",
+    "冰淇淋",
+    "关东煮",
+    "章鱼烧",
+    "三明治",
+    "水果沙拉",
+    "烤红薯",
+    "糖葫芦",
+    "牛肉面",
+    "蛋包饭",
+    "鳗鱼饭",
+    "炒饭",
+    "披萨",
+    "可丽饼",
+    "抹茶拿铁",
+    "热可可",
+    "豆浆油条",
+    "小笼包",
+    "烤串",
+    "酸辣粉",
+    "奶油泡芙",
+    "布朗尼",
+    "西瓜",
+    "芒果",
+    "葡萄",
+    "一碗粥",
+    "珍珠奶茶",
+    "柠檬茶",
+    "咖喱饭",
+    "乌冬面",
 ]
 THINGS = [
-    "一本漫画", "新的笔记本", "一支口红", "一个发卡", "一袋苹果", "一盒草莓", "新耳机", "一件毛衣",
-    "一套文具", "一束花", "一盆多肉", "一双运动鞋", "一本杂志", "明信片", "一个玩偶", "彩色铅笔",
-    "一条围巾", "电影票", "新的手机壳", "一瓶香水",
+    "一本漫画",
+    "新的笔记本",
+    "一支口红",
+    "一个发卡",
+    "一袋苹果",
+    "一盒草莓",
+    "新耳机",
+    "一件毛衣",
+    "一套文具",
+    "一束花",
+    "一盆多肉",
+    "一双运动鞋",
+    "一本杂志",
+    "明信片",
+    "一个玩偶",
+    "彩色铅笔",
+    "一条围巾",
+    "电影票",
+    "新的手机壳",
+    "一瓶香水",
 ]
 NAMES = ["小美", "阿杰", "同桌", "班长", "凯", "小李", "妈妈", "隔壁的奶奶", "学姐", "表妹", "美咲"]
 EVENTS = [
-    "学校要放假了", "她要转学了", "下周有烟花大会", "商店街新开了一家奶茶店", "他考了满分",
-    "她养了一只猫", "明天要停电", "班里要组织春游", "车站那边在修路", "他要去东京了",
+    "学校要放假了",
+    "她要转学了",
+    "下周有烟花大会",
+    "商店街新开了一家奶茶店",
+    "他考了满分",
+    "她养了一只猫",
+    "明天要停电",
+    "班里要组织春游",
+    "车站那边在修路",
+    "他要去东京了",
 ]
 WEATHER_FALSE = {
     "wet": ["今天阳光超好", "天气晴朗，万里无云", "今天天气不错", "太阳好大"],
@@ -390,7 +553,9 @@ def invented_claim(kind: str, life: Life, rng: random.Random, names: list[str]) 
         elif kind == "purchase":
             thing = rng.choice(THINGS)
             shop = rng.choice(["商场", "便利店", "车站前的小店", "网上", "文具店"])
-            text = rng.choice([f"{when}买了{thing}", f"{when}去{shop}买了{thing}", f"昨天买了{thing}"])
+            text = rng.choice(
+                [f"{when}买了{thing}", f"{when}去{shop}买了{thing}", f"昨天买了{thing}"]
+            )
         elif kind == "weather":
             if life.weather is None:
                 return "今天天气不错"
@@ -426,17 +591,37 @@ def invented_claim(kind: str, life: Life, rng: random.Random, names: list[str]) 
 
 QUESTIONS = {
     "doing": [
-        "你今天干嘛了", "在干嘛呢", "刚才在做什么", "昨天做了什么", "今天过得怎么样", "现在忙吗",
-        "下午做了啥", "今天有什么好玩的事吗", "昨天过得怎么样", "早上干嘛去了",
+        "你今天干嘛了",
+        "在干嘛呢",
+        "刚才在做什么",
+        "昨天做了什么",
+        "今天过得怎么样",
+        "现在忙吗",
+        "下午做了啥",
+        "今天有什么好玩的事吗",
+        "昨天过得怎么样",
+        "早上干嘛去了",
     ],
     "place": [
-        "你现在在哪", "今天去过超市吗", "昨天去公园了吗", "今天出门了吗", "去海边了吗",
-        "现在在家吗", "今天去哪玩了", "在学校吗",
+        "你现在在哪",
+        "今天去过超市吗",
+        "昨天去公园了吗",
+        "今天出门了吗",
+        "去海边了吗",
+        "现在在家吗",
+        "今天去哪玩了",
+        "在学校吗",
     ],
     "food": ["今天吃了什么", "早饭吃的啥", "午饭吃了吗", "昨天晚上吃了什么", "吃饭了没", "饿不饿"],
     "purchase": ["今天买了什么", "最近买过什么吗", "去商店买东西了吗", "有没有买零食"],
     "weather": ["今天天气怎么样", "外面下雨了吗", "冷不冷", "你那边天气好吗"],
-    "person": ["最近见到枫了吗", "今天遇到谁了", "昨天和谁一起玩了", "千夏最近怎么样", "有朋友来找你吗"],
+    "person": [
+        "最近见到枫了吗",
+        "今天遇到谁了",
+        "昨天和谁一起玩了",
+        "千夏最近怎么样",
+        "有朋友来找你吗",
+    ],
     "news": ["最近有什么新鲜事", "听说什么八卦了吗", "有人跟你说什么了吗", "学校有什么消息吗"],
 }
 OPENERS = ["", "", "悠酱，", "诶悠酱，", "悠酱悠酱，", "问你个事，"]
@@ -541,7 +726,9 @@ class Tally:
         }
 
 
-async def ask_all(cfg: Any, redis: Any, history: Any, life: Life, rate: float, seed: int, n: int) -> Tally:
+async def ask_all(
+    cfg: Any, redis: Any, history: Any, life: Life, rate: float, seed: int, n: int
+) -> Tally:
     names = ["枫", "千夏"]
     script = Script(life, rate, random.Random(f"model:{seed}:{rate}"), names)
     semantic = await open_semantic(cfg, in_memory=True)
@@ -558,7 +745,10 @@ async def ask_all(cfg: Any, redis: Any, history: Any, life: Life, rate: float, s
         clock=SimClock(life.now),
     )
     tally = Tally()
-    fallbacks = {"那会儿做了什么我一下子说不清了，等我想想再告诉你～", "这个我记不太清了，不乱说啦～"}
+    fallbacks = {
+        "那会儿做了什么我一下子说不清了，等我想想再告诉你～",
+        "这个我记不太清了，不乱说啦～",
+    }
     try:
         for i, (text, kind) in enumerate(questions(n, random.Random(f"q:{seed}"))):
             script.kind, script.drafts = kind, []
@@ -579,7 +769,9 @@ async def ask_all(cfg: Any, redis: Any, history: Any, life: Life, rate: float, s
                 raise RuntimeError(f"she did not answer {text!r}: {out.reason}")
             tally.questions += 1
             sent = bare("".join(out.replies))
-            if "".join(out.replies) in fallbacks or not any(bare(d.text) == sent for d in script.drafts):
+            if "".join(out.replies) in fallbacks or not any(
+                bare(d.text) == sent for d in script.drafts
+            ):
                 tally.fallbacks += 1
             for j, d in enumerate(script.drafts):
                 went = bare(d.text) == sent
@@ -647,7 +839,9 @@ async def one_seed(seed: int, n: int, rates: list[float], tmp: Path) -> dict[str
             "news": life.news,
         }
         for rate in rates:
-            out[f"{rate:.0%}"] = (await ask_all(cfg, handle.client, history, life, rate, seed, n)).row()
+            out[f"{rate:.0%}"] = (
+                await ask_all(cfg, handle.client, history, life, rate, seed, n)
+            ).row()
     finally:
         await handle.aclose()
         await history.close()
@@ -668,8 +862,10 @@ async def main() -> int:
     if args.json:
         print(json.dumps(results, ensure_ascii=False, indent=1, default=str))
         return 0
-    print("| seed | invention rate | answers unchanged | claims sent | invented sent (share) "
-          "| invented drafted | true answers blocked | fallback lines | turn p95 ms |")
+    print(
+        "| seed | invention rate | answers unchanged | claims sent | invented sent (share) "
+        "| invented drafted | true answers blocked | fallback lines | turn p95 ms |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for seed, by in results.items():
         for rate in args.rates:

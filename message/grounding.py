@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from yuiju.message.agent import RunContext, Tool
-from yuiju.message.deps import ChatDeps
+from yuiju.message.deps import ChatDeps, WorldView
 from yuiju.world.items import ALL as ALL_ITEMS
 from yuiju.world.town import HAURA, Town
 
@@ -318,7 +318,8 @@ class ClaimLexicon:
             for word, (pattern, span) in MEALS.items()
         ]
         terms += [
-            Term(word, "weather", weathers, pattern) for word, (pattern, weathers) in WEATHER.items()
+            Term(word, "weather", weathers, pattern)
+            for word, (pattern, weathers) in WEATHER.items()
         ]
         terms += [
             Term(word, "outside", frozenset(), pattern, backed_by=pattern)
@@ -582,9 +583,7 @@ def problems(
     for claim in found:
         if claim.term.kind == "weather":
             if weather and not claim.negated and not claim.term.keys & set(weather):
-                out.append(
-                    f"你说「{claim.said}」，但现在的天气是{'，'.join(weather)}。"
-                )
+                out.append(f"你说「{claim.said}」，但现在的天气是{'，'.join(weather)}。")
             continue
         if claim.day not in days:
             continue
@@ -631,7 +630,7 @@ class GroundingCheck:
     world's weather now."""
 
     def __init__(
-        self, lexicon: ClaimLexicon | None, memory: Any, clock: Any, world: Any = None
+        self, lexicon: ClaimLexicon | None, memory: Any, clock: Any, world: WorldView | None = None
     ) -> None:
         self.lexicon = lexicon
         self.memory = memory
@@ -657,9 +656,12 @@ class GroundingCheck:
             return None
         running = getattr(char, "running", None)
         today = days.get(0)
-        if running is not None and today is not None:
-            if not any(e.id == running.episode_id for e in today):
-                days[0] = [*today, _episode_of(running)]
+        if (
+            running is not None
+            and today is not None
+            and running.episode_id not in {e.id for e in today}
+        ):
+            days[0] = [*today, _episode_of(running)]
         weather = await self._weather() if any(c.term.kind == "weather" for c in found) else []
         return feedback(found, days, now, weather=weather)
 

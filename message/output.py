@@ -13,6 +13,7 @@ never reaches a chat.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import itertools
 import json
@@ -390,7 +391,8 @@ shorter): long enough that a line sharing a common word with it (``月光``) is 
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.、)）])\s*")
 _LABEL = re.compile(r"^([^：:]{0,12})[：:]")
 _MARKED_VALUE = re.compile(
-    rf"(?:{SECRET_MARK.pattern})\s*(?:是|为|叫做?|就是|:|：|=|\s)+\s*(?P<value>\S.*)$", re.IGNORECASE
+    rf"(?:{SECRET_MARK.pattern})\s*(?:是|为|叫做?|就是|:|：|=|\s)+\s*(?P<value>\S.*)$",
+    re.IGNORECASE,
 )
 """A marked line without a colon label (``密码是 k9#Qz``): its value follows the mark."""
 _ENCODED = re.compile(r"(?:[0-9A-Fa-f]{2}[\s:-]?){3,}|[A-Za-z0-9+/]{4,}={0,2}")
@@ -467,10 +469,8 @@ def _decoded(text: str) -> list[str]:
             out.append(bytes.fromhex(hexed).decode("utf-8", "ignore"))
         if re.fullmatch(r"[A-Za-z0-9+/]+={0,2}", run):
             padded = run + "=" * (-len(run) % 4)
-            try:
+            with contextlib.suppress(ValueError):
                 out.append(base64.b64decode(padded, validate=True).decode("utf-8", "ignore"))
-            except ValueError:
-                pass
     return out
 
 

@@ -367,7 +367,8 @@ class PeopleCheck:
         if not found and not unknown:
             return None
         problems: list[str] = [
-            f"你说「{clause}」，但你不认识「{name}」，记录里没有这个人。" for name, clause in unknown
+            f"你说「{clause}」，但你不认识「{name}」，记录里没有这个人。"
+            for name, clause in unknown
         ]
         records: dict[str, list[str]] = {}
         heard = list(await recent()) if recent is not None else []

@@ -124,7 +124,9 @@ def sent_back(kit: Any) -> str:
 
 async def test_an_answer_of_inventions_about_a_rainy_morning_is_sent_back(redis: Any) -> None:
     invented = "今天天气不错，我在图书馆看书。在听喜欢的歌，心情很好。"
-    kit, out = await ask(redis, invented, "今天没去超市，早上在家吃了早饭", question="今天去过超市吗？")
+    kit, out = await ask(
+        redis, invented, "今天没去超市，早上在家吃了早饭", question="今天去过超市吗？"
+    )
     assert out.replies == ["今天没去超市，早上在家吃了早饭"]
     back = sent_back(kit)
     assert "雨" in back and "图书馆" in back and "歌" in back, back
@@ -179,7 +181,7 @@ async def test_a_doing_outside_her_world_is_never_sent(redis: Any, answer: str) 
 
 
 async def test_a_second_invention_becomes_an_honest_line(redis: Any) -> None:
-    kit, out = await ask(redis, "今天看了电影", "今天在家打游戏了")
+    _, out = await ask(redis, "今天看了电影", "今天在家打游戏了")
     [line] = out.replies
     assert "电影" not in line and "游戏" not in line
 
@@ -214,7 +216,9 @@ async def test_yesterday_is_checked_against_yesterday_s_record(redis: Any) -> No
 
 async def test_a_true_claim_about_yesterday_goes_out(redis: Any) -> None:
     past = [yesterday(done("walk_in_park", "15:00", 30))]
-    kit, out = await ask(redis, "去了，下午在南风公园散了会儿步", question="昨天去公园了吗", past=past)
+    kit, out = await ask(
+        redis, "去了，下午在南风公园散了会儿步", question="昨天去公园了吗", past=past
+    )
     assert out.replies == ["去了，下午在南风公园散了会儿步"] and len(kit.model.calls) == 1
 
 

@@ -484,9 +484,7 @@ META_TALK = {
 
 
 @pytest.mark.parametrize("answer", list(META_TALK.values()), ids=list(META_TALK))
-async def test_meta_talk_is_sent_back_and_never_sent_as_her_words(
-    redis: Any, answer: str
-) -> None:
+async def test_meta_talk_is_sent_back_and_never_sent_as_her_words(redis: Any, answer: str) -> None:
     kit = await make_kit(redis, fn=scripted(answer, "在家看书呢～"))
     out = await kit.say("悠酱在干嘛")
     assert out.replies == ["在家看书呢～"] and group_lines(kit) == ["在家看书呢～"]

@@ -43,9 +43,7 @@ async def test_news_said_a_message_earlier_is_queued(
 async def test_a_gift_the_speaker_never_offered_is_not_queued(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:
-    yuiju = await town(
-        redis, sqlite_history, scripted(call("receive_gift", item="铜锣烧"), "嗯嗯")
-    )
+    yuiju = await town(redis, sqlite_history, scripted(call("receive_gift", item="铜锣烧"), "嗯嗯"))
     before = (await yuiju.her()).inventory
     await yuiju.say("今天好冷啊")
     assert "没有说过" in tool_result(yuiju.model, 1)
