@@ -72,7 +72,7 @@ _OTHER_DAY = re.compile(
     r"昨天|前天|昨晚|上周|上个?星期|上次|以前|之前|去年|小时候|那天|周末|明天|后天|下周|下次|改天"
 )
 _NOT_A_CLAIM = re.compile(
-    r"想|要|打算|准备|计划|如果|要是|万一|的话|希望|但愿|将来|以后|待会|等会|等下"
+    r"想|要|打算|准备(?=[去要开出回做睡吃买])|计划|如果|要是|万一|的话|希望|但愿|将来|以后|待会|等会|等下"
 )
 """Wishes, plans and what-ifs: not claims about what happened."""
 _NOW_OR_JUST = re.compile(r"刚|在|着|呢|了")
@@ -179,10 +179,10 @@ OUTSIDE: dict[str, str] = {
     r"|日语|英语|外语|韩语|法语|数学|物理|化学|语文|历史|地理|生物|课文|古诗|背书|笔记",
     "猫": r"猫|狗|喵|汪星|宠物|仓鼠|兔子|金鱼|鹦鹉|小鸟|鸽子",
     "听歌": r"听.{0,6}?(?:歌|音乐|曲子|专辑|广播|播客)|唱.{0,3}?歌|[Kk]歌|唱[Kk]|KTV|卡拉OK|演唱会|弹.{0,3}?(?:琴|吉他)|练琴|钢琴|吉他|小提琴|乐器",
-    "电影": r"电影|影院|电视剧|追剧|看剧|综艺|动漫|动画|番剧|新番|短?视频|直播|纪录片|看电视",
+    "电影": r"电影|影院|电视剧|追.{0,4}?剧|看.{0,3}?剧|综艺|动漫|动画|番剧|新番|短?视频|直播|纪录片|看电视",
     "读书": r"小说|漫画|杂志|绘本|读书|书店",
     "水果": r"水果|(?<!青)苹果|香蕉|橘子|橙子|葡萄|西瓜|(?<!南风)桃子|樱桃|蓝莓|柠檬|菠萝|荔枝|芒果|哈密瓜|猕猴桃|柿子|(?<!草莓)草莓(?!牛奶)",
-    "点心": r"蛋糕|甜点|甜品|冰淇淋|冰激凌|雪糕|奶茶|果汁|可乐|汉堡|披萨|薯条|炸鸡|火锅|烧烤|拉面|寿司|饺子|包子|馒头|粥|三明治|沙拉|便当|饼干|巧克力|糖果|薯片|酸奶|豆浆|油条|煎饼|麻辣烫|外卖|关东煮|章鱼烧|饭团|红茶|绿茶|果冻",
+    "点心": r"曲奇|司康|玛芬|泡芙|甜甜圈|蛋挞|布丁|马卡龙|蛋糕|甜点|甜品|冰淇淋|冰激凌|雪糕|奶茶|果汁|可乐|汉堡|披萨|薯条|炸鸡|火锅|烧烤|拉面|寿司|饺子|包子|馒头|粥|三明治|沙拉|便当|饼干|巧克力|糖果|薯片|酸奶|豆浆|油条|煎饼|麻辣烫|外卖|关东煮|章鱼烧|饭团|红茶|绿茶|果冻",
     "逛街": r"逛街|逛了逛|购物|商场|百货|买(?:了|过)?.{0,3}?(?:衣服|裙子|鞋|帽子|文具|笔记本|发卡|饰品|礼物|书)|网购|快递|便利店|花店|面包店|甜品店|奶茶店|药店|理发",
     "做饭": r"烤(?:了|过)?.{0,3}?(?:饼干|蛋糕|面包|红薯)|烘焙|下厨|炒菜|做菜|包饺子|做(?:了|过)?.{0,3}?(?:蛋糕|饼干|便当|甜点|料理|点心)|煮(?:了|过)?.{0,3}?(?:面|汤|粥)",
     "游戏": r"游戏|手游|[Ss]witch|桌游|下棋|象棋|围棋|扑克|拼图|抓娃娃|电玩|打牌|乐高|积木|模型|手账|手帐"
@@ -241,6 +241,14 @@ _BOUGHT = re.compile(
     rf"(?P<w>{_CJK_RUN}{{2,6}})"
 )
 """Something said as eaten, drunk or bought, whatever it is."""
+_DOING_NOW = re.compile(rf"(?:正在|一直在|^在|^还在|^又在)(?P<w>{_CJK_RUN}{{2,8}}?)(?:呢|着|中|$)")
+"""What she says she is doing now, whatever it is: of her world only what her world has."""
+_ANY_DOING = re.compile(
+    r"^(?:想|等|忙|聊|跟你|和你|陪你|回你|看你|听你|发呆|休息|睡|躺|坐|待|呆|上课|学习|吃|喝|赶路|路上|"
+    r"外面|家|这|那|准备|努力|考虑|犹豫|纠结|担心|期待|烦)"
+)
+"""What one says one is doing that is a state or a step of anything (在等你、在想、在路上),
+not a doing to check."""
 _WORD_END = re.compile(r"[了啦呀吧呢啊哦的和跟还也就都很真好超特别挺而然后又再去来]")
 _GENERIC_FOOD = re.compile(r"^(?:饭|东西|早饭|早餐|午饭|午餐|中饭|晚饭|晚餐|零食|点东西)")
 
@@ -257,6 +265,7 @@ class ClaimLexicon:
         alternatives = "|".join(f"(?P<t{i}>{t.pattern})" for i, t in enumerate(ordered))
         self._regex = re.compile(alternatives) if ordered else None
         self._known = {t.word for t in self.terms}
+        self._routine = ROUTINE
 
     @classmethod
     def build(
@@ -352,6 +361,11 @@ class ClaimLexicon:
                 backed = re.escape(word if pattern is _UNKNOWN_PLACE else word[:2])
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
                 taken.append((a, b))
+        if (doing := _DOING_NOW.search(clause)) is not None and not found:
+            word = doing.group("w")
+            if not _ANY_DOING.search(word) and not any(r in word for r in self._routine):
+                backed = re.escape(word[:2])
+                found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), doing))
         found = [  # 热可可 is a drink, not the weather
             (t, m)
             for t, m in found

@@ -317,3 +317,11 @@ async def test_a_part_of_a_place_needs_what_happened_there(
     morning = [done("go_to_school", "07:00", 20), done("attend_class", "07:30", 270)]
     kit, out = await ask(redis, answer, "在上课呢", events=morning, doing="attend_class")
     assert (out.replies == [answer]) is sent, kit.model.calls[-1][-1]
+
+
+@pytest.mark.parametrize("answer", ["在织毛衣呢", "正在做模型", "一直在追新出的剧呢", "在烤曲奇呢"])
+async def test_whatever_she_says_she_is_doing_now_must_be_her_running_action(
+    redis: Any, answer: str
+) -> None:
+    kit, out = await ask(redis, answer, "在家休息呢", question="在干嘛")
+    assert out.replies == ["在家休息呢"], kit.model.calls[-1][-1]
