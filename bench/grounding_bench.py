@@ -102,6 +102,13 @@ class Life:
     """Day → the names of the characters she talked with."""
     news: list[tuple[str, str]]
     """(who told her, what)."""
+    texts: dict[int, str] = field(default_factory=dict)
+    """Day → what her episodes say happened (summaries and results)."""
+
+    def says(self, word: str) -> bool:
+        """Whether her record of today or yesterday says ``word`` (看了会儿小说: an invented claim
+        about a novel would be true)."""
+        return any(word in t for t in self.texts.values())
 
     def did(self, day: int, word: str) -> bool:
         return any(word in d.name for d in self.days.get(day, []))
@@ -118,10 +125,12 @@ async def read_life(history: Any, redis: Any, now: datetime) -> Life:
     repo = EpisodeRepo(history)
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     days: dict[int, list[Doing]] = {0: [], 1: []}
+    texts = {0: "", 1: ""}
     met: dict[int, set[str]] = {0: set(), 1: set()}
     found: list[Episode] = await repo.between(ME, midnight - timedelta(days=1), now)
     for e in found:
         day = 0 if e.time >= midnight else 1
+        texts[day] += e.summary + str(e.data.get("result", ""))
         if e.type == "behavior" and e.status == "completed":
             d = e.data
             days[day].append(
@@ -138,7 +147,7 @@ async def read_life(history: Any, redis: Any, now: datetime) -> Life:
         running = Doing(r.action_id, r.name, r.place, local(r.started_at))
     weather = (world.weather.type, world.weather.temperature) if world and world.weather else None
     news = [(n.source.name, n.text) for n in char.social.news] if char is not None else []
-    return Life(now, days, running, weather, met, news)
+    return Life(now, days, running, weather, met, news, texts)
 
 
 # -- phrasing ---------------------------------------------------------------------------------------
@@ -510,6 +519,8 @@ def invented_claim(kind: str, life: Life, rng: random.Random, names: list[str]) 
             act = rng.choice(ACTS)
             if act in IN_WORLD and (life.did(0, IN_WORLD[act]) or life.did(1, IN_WORLD[act])):
                 continue
+            if life.says(act[-2:]):
+                continue
             text = rng.choice(
                 [
                     f"{when}{act}了",
@@ -539,7 +550,7 @@ def invented_claim(kind: str, life: Life, rng: random.Random, names: list[str]) 
             )
         elif kind == "food":
             food = rng.choice(FOODS)
-            if any(food[:2] in d.name for d in life.days[0] + life.days[1]):
+            if life.says(food[:2]) or life.says(food[-2:]):
                 continue
             text = rng.choice(
                 [
@@ -552,6 +563,8 @@ def invented_claim(kind: str, life: Life, rng: random.Random, names: list[str]) 
             )
         elif kind == "purchase":
             thing = rng.choice(THINGS)
+            if life.says(thing[-2:]):
+                continue
             shop = rng.choice(["商场", "便利店", "车站前的小店", "网上", "文具店"])
             text = rng.choice(
                 [f"{when}买了{thing}", f"{when}去{shop}买了{thing}", f"昨天买了{thing}"]

@@ -91,7 +91,7 @@ _OWN_TOKENS = re.compile(
     r"我|咱|刚才|刚刚|刚|正在|正|在|从|去|到|回|跑去|跑到|一个人|自己|一直|才|已经|先|然后|现在|这会儿?"
     r"|此刻|其实|所以|对了|嗯|诶|欸|哎|啊|呀|哈哈|嘿嘿|也|还|就|又|都|今天|昨天|前天|今早|今晚|昨晚"
     r"|一大早|一早|早上|早晨|上午|中午|下午|傍晚|晚上|凌晨|[\d零一二两三四五六七八九十]{1,3}点(?:多|半|钟)?"
-    r"|的时候|左右|之后|以后|后来|好好|偷偷|悄悄|认真|专心|了|过|着|一下|会儿|\s"
+    r"|的时候|左右|之后|以后|后来|好好|偷偷|悄悄|认真|专心|了|过|着|一下|会儿|准备|开始|继续|\s"
     r"|[做搞玩看听练打弄吃喝买尝逛写画学读刷追喂撸遛唱弹拍泡煮烤待呆]"
 )
 """What may stand before her doing when she is its subject: adverbs and times (and one verb
@@ -398,14 +398,6 @@ def _whole_place(word: str, pids: Iterable[str], town: Town) -> bool:
     return any(town.place_name(pid)[-1:] == word[-1:] for pid in pids)
 
 
-def day_of(text: str) -> Literal["today", "other"] | None:
-    """Which day ``text`` talks about, by its first day word."""
-    today, other = _TODAY.search(text), _OTHER_DAY.search(text)
-    if today and (not other or today.start() < other.start()):
-        return "today"
-    return "other" if other else None
-
-
 _TODAY_WORD = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚")
 """Today by name; a time of day alone (下午) keeps the day the conversation is about."""
 _PAST_DAY = re.compile(r"(?P<d2>前天|前日)|(?P<d1>昨天|昨晚|昨日|昨儿)")
@@ -537,9 +529,9 @@ def _hours(moment: datetime, tz: Any) -> float:
     return local.hour + local.minute / 60
 
 
-_WHAT_HAPPENED = ("name", "result", "params", "notes", "with", "items", "lines", "news")
-"""The fields of an episode's data that say what happened (not why she chose it: a reason
-such as 想看小说 backs nothing)."""
+_WHAT_HAPPENED = ("name", "result", "params", "notes", "with", "items")
+"""The fields of an episode's data that say what happened to her (not why she chose it: a
+reason such as 想看小说 backs nothing; nor what others said in a meeting)."""
 
 
 def _said_of(episode: Any) -> str:
