@@ -358,7 +358,7 @@ class ClaimLexicon:
                 if any(not _part_of_place(t, word) for t, _ in inside):
                     continue  # a word of her world says it
                 found = [(t, tm) for t, tm in found if (t, tm) not in inside]
-                backed = re.escape(word if pattern is _UNKNOWN_PLACE else word[:2])
+                backed = re.escape(word)
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
                 taken.append((a, b))
         if (doing := _DOING_NOW.search(clause)) is not None and not found:
@@ -398,7 +398,7 @@ def _whole_place(word: str, pids: Iterable[str], town: Town) -> bool:
     return any(town.place_name(pid)[-1:] == word[-1:] for pid in pids)
 
 
-_TODAY_WORD = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚")
+_TODAY_WORD = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚|刚(?!好)")
 """Today by name; a time of day alone (下午) keeps the day the conversation is about."""
 _PAST_DAY = re.compile(r"(?P<d2>前天|前日)|(?P<d1>昨天|昨晚|昨日|昨儿)")
 _NOW_WORD = re.compile(r"正在|现在|此刻|这会儿?")
