@@ -400,6 +400,8 @@ def _whole_place(word: str, pids: Iterable[str], town: Town) -> bool:
 
 _TODAY_WORD = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚|刚(?!好)")
 """Today by name; a time of day alone (下午) keeps the day the conversation is about."""
+_REPORTED = re.compile(r"说|告诉|听说|讲")
+"""What follows is what someone said: its day words are not when she did anything."""
 _PAST_DAY = re.compile(r"(?P<d2>前天|前日)|(?P<d1>昨天|昨晚|昨日|昨儿)")
 _NOW_WORD = re.compile(r"正在|现在|此刻|这会儿?")
 Day = int | Literal["other"] | None
@@ -472,7 +474,7 @@ def claims(
         when = None  # a time of day holds for the rest of its sentence
         current = asked
         for clause in _CLAUSES.findall(sentence):
-            named = day_offset(clause)
+            named = day_offset(_REPORTED.split(clause)[0])  # not a day in what someone said
             current = named if named is not None else current
             if current is None and _PERIOD.search(clause):
                 current = 0  # a time of day, no day said: today

@@ -170,6 +170,7 @@ OUTSIDE = {
     "a shop not in town": "刚从书店出来",
     "unknown food": "早上吃了一碗热腾腾的拉面",
     "unknown purchase": "刚买了一盒草莓大福",
+    "after someone's news": "听说下周要放假，中午去便利店买了新的手机壳",
 }
 
 
