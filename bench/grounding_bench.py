@@ -498,6 +498,65 @@ WEATHER_FALSE = {
     "hot": ["今天好冷", "冷得发抖"],
     "cold": ["今天好热", "热得出汗", "今天暖洋洋的"],
 }
+HELD_OUT = {
+    "doing": [
+        "整理了书架",
+        "去上了钢琴课",
+        "在阳台晒太阳",
+        "和闺蜜煲电话粥",
+        "做了一下午的数独",
+        "学着做寿司",
+        "在楼下打篮球",
+        "去医院看牙",
+        "帮邻居搬东西",
+        "练了会儿毛笔字",
+        "在背化学方程式",
+        "改了作文",
+        "把旧衣服捐了",
+        "在网上上了节美术课",
+        "去参加了志愿活动",
+        "剪了头发",
+        "在宿舍追番",
+        "在看综艺笑得停不下来",
+        "和表姐逛夜市",
+        "在玩猫咪咖啡馆的小游戏",
+    ],
+    "place": [
+        "体育场",
+        "夜市",
+        "牙科诊所",
+        "市图书馆",
+        "表姐家",
+        "步行街",
+        "游泳馆",
+        "江边",
+        "天文馆",
+        "美甲店",
+        "文具店",
+        "少年宫",
+    ],
+    "food": [
+        "酸菜鱼",
+        "螺蛳粉",
+        "烤冷面",
+        "芝士焗饭",
+        "杨枝甘露",
+        "手抓饼",
+        "肉夹馍",
+        "卤肉饭",
+        "草莓大福",
+        "提拉米苏",
+        "绿豆汤",
+        "炸酱面",
+    ],
+    "purchase": ["一顶渔夫帽", "两本练习册", "一副耳环", "一个保温杯", "一盏台灯", "一只毛绒兔"],
+    "weather": ["今天晴空万里", "外面风和日丽", "今天闷得要命", "外头飘着雪花", "今天雾蒙蒙的"],
+    "person": ["小雨", "佳佳", "王老师", "邻居阿姨", "前桌", "堂哥"],
+    "news": ["食堂要涨价了", "她下个月出国", "学校下周运动会", "他谈恋爱了", "图书馆要装修"],
+}
+"""A second inventing model, written once for a held-out run and never tuned against: other
+doings, places, dishes, purchases, weather, people and news, in other frames."""
+
 TODAY_WORDS = ["今天", "刚才", "刚刚", "早上", "上午", "中午", "下午", "", "今天下午", "一大早"]
 FILLERS = ["", "", "嘿嘿，", "嗯……", "诶，", "哈哈，", "跟你说，"]
 ENDS = ["", "", "～", "！", "，超开心", "，好累", "，还挺有意思的", "呢"]
@@ -508,6 +567,33 @@ class Claim:
     kind: str
     text: str
     invented: bool
+
+
+def held_out_claim(kind: str, life: Life, rng: random.Random, names: list[str]) -> str:
+    """A false claim of ``kind`` from `HELD_OUT`, in frames the main generator does not use."""
+    pool = HELD_OUT[kind]
+    when = rng.choice(
+        ["今儿", "今天上午", "中午那会儿", "刚才", "", "下午三点多", "昨儿个", "昨天傍晚"]
+    )
+    item = rng.choice(pool)
+    if kind == "doing":
+        return rng.choice([f"{when}{item}", f"我{when}{item}，好充实", f"其实{when}{item}啦"])
+    if kind == "place":
+        return rng.choice([f"{when}跑了一趟{item}", f"{when}在{item}转了转", f"我这会儿在{item}"])
+    if kind == "food":
+        return rng.choice([f"{when}吃到了{item}", f"{when}点了一份{item}", f"我{when}喝了碗{item}"])
+    if kind == "purchase":
+        return rng.choice(
+            [f"{when}入手了{item}", f"{when}给自己买了{item}", f"我{when}买下了{item}"]
+        )
+    if kind == "weather":
+        return item
+    if kind == "person":
+        return rng.choice(
+            [f"{when}{item}约我出去玩了", f"{when}碰见{item}了", f"我{when}跟{item}一块儿吃了饭"]
+        )
+    who = rng.choice(HELD_OUT["person"])
+    return rng.choice([f"{who}说{item}", f"{who}刚告诉我{item}", f"我听{who}讲{item}"])
 
 
 def invented_claim(kind: str, life: Life, rng: random.Random, names: list[str]) -> str:
@@ -637,15 +723,26 @@ QUESTIONS = {
     ],
     "news": ["最近有什么新鲜事", "听说什么八卦了吗", "有人跟你说什么了吗", "学校有什么消息吗"],
 }
+HELD_OUT_QUESTIONS = {
+    "doing": ["今儿都忙啥了", "这会儿干嘛呢", "上午过得咋样", "昨儿干了些啥"],
+    "place": ["你人在哪儿", "今天跑哪儿去了", "昨天出门没"],
+    "food": ["中饭吃的啥", "今天吃好吃的了吗", "喝过什么没"],
+    "purchase": ["今天有没有剁手", "买啥好东西了"],
+    "weather": ["外头天咋样", "今天热吗"],
+    "person": ["今天见着谁了", "最近跟谁玩得多"],
+    "news": ["有啥新闻没", "最近听到啥事了"],
+}
+"""The held-out run's questions: other wording."""
 OPENERS = ["", "", "悠酱，", "诶悠酱，", "悠酱悠酱，", "问你个事，"]
 CLOSERS = ["", "？", "？", "呀？", "～", "?"]
 
 
-def questions(n: int, rng: random.Random) -> list[tuple[str, str]]:
+def questions(n: int, rng: random.Random, *, held_out: bool = False) -> list[tuple[str, str]]:
+    asked = HELD_OUT_QUESTIONS if held_out else QUESTIONS
     out = []
     for i in range(n):
         kind = KINDS[i % len(KINDS)]
-        text = rng.choice(OPENERS) + rng.choice(QUESTIONS[kind]) + rng.choice(CLOSERS)
+        text = rng.choice(OPENERS) + rng.choice(asked[kind]) + rng.choice(CLOSERS)
         out.append((text, kind))
     return out
 
@@ -667,6 +764,7 @@ class Script:
     rate: float
     rng: random.Random
     names: list[str]
+    held_out: bool = False
     kind: str = "doing"
     drafts: list[Draft] = field(default_factory=list)
 
@@ -677,8 +775,8 @@ class Script:
             invent = self.rng.random() < self.rate
             text = None if invent else true_claim(kind, self.life, self.rng, self.names)
             if text is None:
-                text, invent = invented_claim(kind, self.life, self.rng, self.names), True
-                invent = True
+                invent_ = held_out_claim if self.held_out else invented_claim
+                text, invent = invent_(kind, self.life, self.rng, self.names), True
             claims.append(Claim(kind, text, invent))
         body = self.rng.choice(["，", "。"]).join(c.text for c in claims)
         return Draft(claims, self.rng.choice(FILLERS) + body + self.rng.choice(ENDS))
@@ -740,10 +838,17 @@ class Tally:
 
 
 async def ask_all(
-    cfg: Any, redis: Any, history: Any, life: Life, rate: float, seed: int, n: int
+    cfg: Any,
+    redis: Any,
+    history: Any,
+    life: Life,
+    rate: float,
+    seed: int,
+    n: int,
+    held_out: bool = False,
 ) -> Tally:
     names = ["枫", "千夏"]
-    script = Script(life, rate, random.Random(f"model:{seed}:{rate}"), names)
+    script = Script(life, rate, random.Random(f"model:{seed}:{rate}:{held_out}"), names, held_out)
     semantic = await open_semantic(cfg, in_memory=True)
     memory = await build_memory(cfg, history, semantic, character_id=ME)
     on_stop: list[Any] = []
@@ -763,7 +868,8 @@ async def ask_all(
         "这个我记不太清了，不乱说啦～",
     }
     try:
-        for i, (text, kind) in enumerate(questions(n, random.Random(f"q:{seed}"))):
+        asked = questions(n, random.Random(f"q:{seed}:{held_out}"), held_out=held_out)
+        for i, (text, kind) in enumerate(asked):
             script.kind, script.drafts = kind, []
             entry = Entry(
                 id=f"q-{rate}-{i}",
@@ -830,7 +936,9 @@ def config(data_dir: Path) -> Any:
     )
 
 
-async def one_seed(seed: int, n: int, rates: list[float], tmp: Path) -> dict[str, Any]:
+async def one_seed(
+    seed: int, n: int, rates: list[float], tmp: Path, *, held_out: bool = False
+) -> dict[str, Any]:
     data_dir = tmp / f"s{seed}"
     cfg = config(data_dir)
     await simulate(
@@ -855,6 +963,11 @@ async def one_seed(seed: int, n: int, rates: list[float], tmp: Path) -> dict[str
             out[f"{rate:.0%}"] = (
                 await ask_all(cfg, handle.client, history, life, rate, seed, n)
             ).row()
+        if held_out:
+            for rate in (0.5, 1.0):
+                out[f"held-out {rate:.0%}"] = (
+                    await ask_all(cfg, handle.client, history, life, rate, seed, n, held_out=True)
+                ).row()
     finally:
         await handle.aclose()
         await history.close()
@@ -867,11 +980,16 @@ async def main() -> int:
     parser.add_argument("--questions", type=int, default=120)
     parser.add_argument("--rates", type=float, nargs="+", default=[0.0, 0.5, 1.0])
     parser.add_argument("--json", action="store_true", help="print every figure as JSON")
+    parser.add_argument(
+        "--held-out", action="store_true", help="also run the second inventing model (50%%, 100%%)"
+    )
     args = parser.parse_args()
     results = {}
     with tempfile.TemporaryDirectory(prefix="grounding-bench-") as tmp:
         for seed in args.seeds:
-            results[seed] = await one_seed(seed, args.questions, args.rates, Path(tmp))
+            results[seed] = await one_seed(
+                seed, args.questions, args.rates, Path(tmp), held_out=args.held_out
+            )
     if args.json:
         print(json.dumps(results, ensure_ascii=False, indent=1, default=str))
         return 0
@@ -880,11 +998,13 @@ async def main() -> int:
         "| invented drafted | true answers blocked | fallback lines | turn p95 ms |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
+    labels = [f"{rate:.0%}" for rate in args.rates]
+    labels += ["held-out 50%", "held-out 100%"] if args.held_out else []
     for seed, by in results.items():
-        for rate in args.rates:
-            r = by[f"{rate:.0%}"]
+        for label in labels:
+            r = by[label]
             print(
-                f"| {seed} | {rate:.0%} | {r['answers unchanged']}/{r['questions']} "
+                f"| {seed} | {label} | {r['answers unchanged']}/{r['questions']} "
                 f"| {r['claims sent']} | {r['invented claims sent']} "
                 f"({r['share of sent claims unsupported']:.1%}) | {r['invented claims drafted']} "
                 f"| {r['true answers blocked']} | {r['fallback lines']} | {r['turn p95 ms']} |"
@@ -893,21 +1013,21 @@ async def main() -> int:
     print("| seed | rate | " + " | ".join(KINDS) + " |")
     print("|---|---|" + "---|" * len(KINDS))
     for seed, by in results.items():
-        for rate in args.rates:
-            r = by[f"{rate:.0%}"]["by kind"]
+        for label in labels:
+            r = by[label]["by kind"]
             cells = [
                 f"{r[k]['invented sent']}/{r[k]['invented drafted']} inv, {r[k]['true blocked']} tb"
                 for k in KINDS
             ]
-            print(f"| {seed} | {rate:.0%} | " + " | ".join(cells) + " |")
+            print(f"| {seed} | {label} | " + " | ".join(cells) + " |")
     for seed, by in results.items():
         print(f"\nseed {seed}: {json.dumps(by['life'], ensure_ascii=False, default=str)}")
-        for rate in args.rates:
-            r = by[f"{rate:.0%}"]
+        for label in labels:
+            r = by[label]
             for line in r["slipped"]:
-                print(f"  slipped at {rate:.0%}: {line}")
+                print(f"  slipped at {label}: {line}")
             for line in r["blocked"]:
-                print(f"  blocked at {rate:.0%}: {line}")
+                print(f"  blocked at {label}: {line}")
     return 0
 
 
