@@ -31,12 +31,13 @@ from typing import Any, Literal
 
 from yuiju.message.agent import RunContext, Tool
 from yuiju.message.deps import ChatDeps, WorldView
+from yuiju.message.people_grounding import backs
 from yuiju.world.items import ALL as ALL_ITEMS
 from yuiju.world.town import HAURA, Town
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["action", "place", "item", "outside", "weather"]
+Kind = Literal["action", "place", "item", "outside", "weather", "deed"]
 
 ROUTINE = frozenset(
     {
@@ -72,7 +73,7 @@ _OTHER_DAY = re.compile(
     r"昨天|前天|昨晚|上周|上个?星期|上次|以前|之前|去年|小时候|那天|周末|明天|后天|下周|下次|改天"
 )
 _NOT_A_CLAIM = re.compile(
-    r"想|要|打算|准备(?=[去要开出回做睡吃买])|计划|如果|要是|万一|的话|希望|但愿|将来|以后|待会|等会|等下"
+    r"想|要(?!命|紧)|打算|准备(?=[去要开出回做睡吃买])|计划|如果|要是|万一|的话|希望|但愿|将来|以后|待会|等会|等下"
 )
 """Wishes, plans and what-ifs: not claims about what happened."""
 _NOW_OR_JUST = re.compile(r"刚|在|着|呢|了")
@@ -90,6 +91,7 @@ _PRESENT = re.compile(r"正在|现在|此刻|这会儿?|呢$")
 _OWN_TOKENS = re.compile(
     r"我|咱|刚才|刚刚|刚|正在|正|在|从|去|到|回|跑去|跑到|一个人|自己|一直|才|已经|先|然后|现在|这会儿?"
     r"|此刻|其实|所以|对了|嗯|诶|欸|哎|啊|呀|哈哈|嘿嘿|也|还|就|又|都|今天|昨天|前天|今早|今晚|昨晚"
+    r"|今儿|昨儿个?|那会儿|这会儿"
     r"|一大早|一早|早上|早晨|上午|中午|下午|傍晚|晚上|凌晨|[\d零一二两三四五六七八九十]{1,3}点(?:多|半|钟)?"
     r"|的时候|左右|之后|以后|后来|好好|偷偷|悄悄|认真|专心|了|过|着|一下|会儿|准备|开始|继续|\s"
     r"|[做搞玩看听练打弄吃喝买尝逛写画学读刷追喂撸遛唱弹拍泡煮烤待呆]"
@@ -198,21 +200,22 @@ is how the feedback names the kind). Her record backs one only when it says the 
 
 WEATHER: dict[str, tuple[str, frozenset[str]]] = {
     "天气好": (
-        r"天气(?:真|很|超|挺|特别|非常|也|还)?(?:好|不错|晴朗)|好天气|晴天|晴朗|阳光|太阳|蓝天|万里无云",
+        r"天气(?:真|很|超|挺|特别|非常|也|还)?(?:好|不错|晴朗)|好天气|晴|阳光|太阳(?!镜|能)|蓝天"
+        r"|万里无云|风和日丽|艳阳",
         frozenset({"晴", "多云"}),
     ),
     "下雨": (
-        r"下(?:着|了|起)?(?:小|大|毛毛)?雨|雨(?:天|下|声|水|停)|淋(?:了)?雨|打(?:着)?伞|带(?:了)?伞",
+        r"(?<![风])雨(?!伞衣靴)|打(?:着)?伞|带(?:了)?伞",
         frozenset({"小雨", "雨", "雷雨"}),
     ),
-    "下雪": (r"下(?:着|了|起)?(?:小|大)?雪|雪(?:天|花|景)", frozenset({"雪"})),
-    "阴天": (r"阴天|天阴|阴沉沉|多云|起雾|大雾", frozenset({"阴", "多云", "雾"})),
+    "下雪": (r"(?<![滑])雪(?![糕碧白])", frozenset({"雪"})),
+    "阴天": (r"阴天|天阴|阴沉|阴阴|多云|雾|灰蒙蒙", frozenset({"阴", "多云", "雾"})),
     "热": (
-        r"(?<![加发亲])热(?![闹情心门水饮乎爱络烈身腾狗量点可咖茶汤饭菜奶巧])|炎热|闷热",
+        r"(?<![加发亲])热(?![闹情心门水饮乎爱络烈身腾狗量点可咖茶汤饭菜奶巧])|炎热|闷得|闷热|晒死",
         frozenset({"炎热", "温暖"}),
     ),
     "冷": (
-        r"(?<![冰])冷(?![静漠淡门饮笑场落])|寒冷|严寒|冻死|冻得",
+        r"(?<![冰])冷(?![静漠淡门饮笑场落])|寒|冻死|冻得|凉飕飕",
         frozenset({"严寒", "寒冷", "清凉"}),
     ),
     "暖和": (r"暖和|暖洋洋|凉快|凉爽", frozenset({"温暖", "舒适", "清凉"})),
@@ -236,11 +239,30 @@ _UNKNOWN_PLACE = re.compile(
 )
 """Somewhere said as visited, whatever its name: a claim even when her town has no such place."""
 _BOUGHT = re.compile(
-    r"(?:(?<=在)(?:吃|喝)|(?:吃|喝|买|尝)(?:了|过|完|到|着|的))"
+    r"(?:(?<=在)(?:吃|喝)|(?:吃|喝|买下?|尝|入手|购入|下单|淘|抢|(?<![\d一二两三四五六七八九十])点)"
+    r"(?:到|下)?(?:了|过|完|到|着|的))"
     r"(?:[一两几半]?[个碗杯份块盒包瓶串根片袋只颗口条本件双束支套盆张枚台部把顶副对斤]|些|点儿?|好多|很多)?"
     rf"(?P<w>{_CJK_RUN}{{2,6}})"
 )
 """Something said as eaten, drunk or bought, whatever it is."""
+_DEED = re.compile(rf"{_CJK_RUN}(?:了|过|完)(?!解|得|不起|吧)|^(?:其实)?把")
+"""A clause saying she did something (…了, 把…): of her world, only what her record has."""
+_STATE = re.compile(
+    r"累|困|饿|饱|渴|开心|高兴|快乐|难过|伤心|无聊|忙|闲|醒|起床|到家|回家|回来|出门|下课|放学"
+    r"|好了|完了|行了|对了|算了|罢了|知道|明白|记得|忘|想|觉得|感觉|发现|喜欢|心情|有点|还好|不错"
+    r"|差不多|结束|开始|准备|来了|走了|到了|说|聊|笑|哭|谢谢|收到|看到你|听到你|明天|下次|改天"
+)
+"""What one says of oneself that is a state or a feeling, not a doing to check."""
+_FILLER_WORDS = re.compile(
+    rf"(?:{_OWN_TOKENS.pattern})|好久|一下午|一上午|一整天|半天|很久|好充实|啦|呢|呀|哦|吧|嘛|～|的|地|得"
+)
+
+
+def _core(clause: str) -> str:
+    """The content words of a clause: times, her adverbs and particles left out."""
+    return "".join(c for c in _FILLER_WORDS.sub("", clause) if "\u4e00" <= c <= "\u9fff")
+
+
 _DOING_NOW = re.compile(rf"(?:正在|一直在|^在|^还在|^又在)(?P<w>{_CJK_RUN}{{2,8}}?)(?:呢|着|中|$)")
 """What she says she is doing now, whatever it is: of her world only what her world has."""
 _ANY_DOING = re.compile(
@@ -361,6 +383,13 @@ class ClaimLexicon:
                 backed = re.escape(word)
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
                 taken.append((a, b))
+        if not found and _DEED.search(clause) and not _STATE.search(clause):
+            core = _core(clause)
+            if len(core) >= 3:
+                deed = re.search(re.escape(clause), clause)
+                assert deed is not None
+                found.append((Term(core, "deed", frozenset(), "", backed_by=core), deed))
+                return found
         if (doing := _DOING_NOW.search(clause)) is not None and not found:
             word = doing.group("w")
             if not _ANY_DOING.search(word) and not any(r in word for r in self._routine):
@@ -547,10 +576,15 @@ def _matches(claim: Claim, episode: Any) -> bool:
     if claim.term.kind == "action" and data.get("action") in claim.term.keys:
         return True
     record = _said_of(episode)
-    if claim.term.kind == "place" and data.get("place") in claim.term.keys:
-        moved = str(data.get("name", "")).startswith("从") or "回家" in str(data.get("name", ""))
-        if not claim.term.backed_by or claim.term.backed_by in record or moved:
-            return True
+    term = claim.term
+    if (
+        term.kind == "place"
+        and data.get("place") in term.keys
+        and (not term.backed_by or term.backed_by in record)
+    ):
+        return True
+    if claim.term.kind == "deed":
+        return backs(claim.term.backed_by, record)
     if claim.term.kind == "outside":
         return re.search(claim.term.backed_by, record) is not None
     if claim.term.kind == "action":
@@ -757,8 +791,6 @@ def said_by(argument: str, said: Sequence[str], *, name: str = "") -> bool:
     speaker's own messages) says: most of its word pairs are in one of them, the speaker's
     name and pronouns aside; an item also when a two-character part of it was said
     (苹果 for 青苹果)."""
-    from yuiju.message.people_grounding import backs
-
     core = argument.replace(name, "") if name else argument
     core = re.sub(r"[他她它]们?", "", core)
     if any(backs(core, text) for text in said):

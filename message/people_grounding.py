@@ -92,17 +92,20 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 _NAME = r"[\u4e00-\u9fff]{1,6}?"
+_LEAD = rf"(?:{_WHEN}|今儿|昨儿个?|那会儿|这会儿|[\d一二两三四五六七八九十]+点(?:多|半|钟)?|其实|我|刚|也|还|就)*"
 _STRANGER = re.compile(
-    rf"(?:^|(?<=[我]))(?:{_WHEN})*(?:和|跟|与|同)(?P<a>{_NAME})(?:{_WHEN})*一(?:起|块儿?)"
-    rf"|(?:^|(?<=[我了]))(?:{_WHEN})*(?:见到|遇到|碰到|碰见|遇见|遇上)(?:了)?(?P<b>[\u4e00-\u9fff]{{1,8}}?)(?=$|[了啦呀呢，,。！!~～])"
-    rf"|^(?:{_WHEN}|我)*(?P<c>{_NAME})(?:{_WHEN})*(?:{_ADVERB})?(?:来|过来)?找(?:了)?我"
-    rf"|^(?:{_WHEN})*(?P<d>{_NAME})(?:{_WHEN})*(?:{_ADVERB})?(?:跟我说|和我说|对我说|告诉我|跟我讲)"
-    rf"|^(?:{_WHEN}|我)*听(?P<e>{_NAME})(?:说|讲)"
+    rf"(?:和|跟|与|同)(?P<a>{_NAME})(?:{_WHEN})*一(?:起|块儿?)"
+    rf"|(?:见到|遇到|碰到|碰见|遇见|遇上|撞见)(?:了)?(?P<b>[\u4e00-\u9fff]{{1,8}}?)(?=$|[了啦呀呢，,。！!~～])"
+    rf"|^{_LEAD}(?P<c>{_NAME})(?:{_WHEN})*(?:{_ADVERB})?(?:来|过来)?(?:找|约|请|叫|陪|送|带)(?:了)?我"
+    rf"|^{_LEAD}(?P<d>{_NAME})(?:{_WHEN})*(?:{_ADVERB})?刚?(?:跟我说|和我说|对我说|告诉我|跟我讲)"
+    rf"|^{_LEAD}听(?P<e>{_NAME})(?:说|讲)"
+    rf"|^{_LEAD}(?P<f>[\u4e00-\u9fff]{{2,4}}?)(?:{_WHEN})*(?:{_ADVERB})?刚?(?:说|讲)(?![得的话])"
 )
 """Someone said to have been with her, come to her or told her something: the name's place,
 at the start of a clause (after 我 for 和…一起)."""
 _NOT_A_NAME = re.compile(
     r"^(?:[我你他她它咱]们?|大家|别人|人家|谁|自己|那个|这个|一个|有人|所有人|我们俩|你们俩)$"
+    r"|^[听据再话虽就都也会能想要可还只是怎所比或不总照按难俗老简换]"
 )
 """Words in a name's place that name no one (or the speaker: 你)."""
 _NAME_PREFIX = re.compile(rf"^(?:{_WHEN}|也|还|就|都|又|我|刚|今天)+")
