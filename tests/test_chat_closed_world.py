@@ -326,3 +326,30 @@ async def test_whatever_she_says_she_is_doing_now_must_be_her_running_action(
 ) -> None:
     kit, out = await ask(redis, answer, "在家休息呢", question="在干嘛")
     assert out.replies == ["在家休息呢"], kit.model.calls[-1][-1]
+
+
+# -- beyond any word list: a doing her world has no word for is still a claim -------------------
+
+UNNAMED = [
+    "其实今儿整理了书架啦",
+    "刚才把旧衣服捐了",
+    "下午剪了头发",
+    "今天晴空万里",  # it rains
+    "今儿入手了一盏台灯",
+    "中午点了一份酸菜鱼",
+]
+
+
+@pytest.mark.parametrize("answer", UNNAMED)
+async def test_a_doing_no_list_names_is_still_checked(redis: Any, answer: str) -> None:
+    kit, out = await ask(redis, answer, "早上去公园散步了")
+    assert out.replies == ["早上去公园散步了"], kit.model.calls[-1][-1]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["今天有点累了", "哈哈，被你发现了", "上完课了，好累", "好啦好啦，知道了", "今天的事我记得"],
+)
+async def test_states_and_chat_are_not_doings(redis: Any, answer: str) -> None:
+    kit, out = await ask(redis, answer, doing="attend_class")
+    assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]

@@ -253,6 +253,9 @@ def test_a_claim_after_a_quote_is_read_on_its_own() -> None:
         "听阿杰说学校要放假了",
         "同桌今天跟我说她养了只猫",
         "前天遇到了隔壁班的小李",
+        "中午那会儿前桌约我出去玩了",
+        "小雨说图书馆要装修",
+        "我今天上午跟堂哥一块儿吃了饭",
     ],
 )
 async def test_a_person_she_does_not_know_is_never_claimed(
@@ -273,6 +276,9 @@ async def test_a_person_she_does_not_know_is_never_claimed(
         "他们说明天会下雨",
         "大家都在聊考试的事",
         "我和你一起去吧",
+        "据说明天要下雨",
+        "老实说挺好的",
+        "今天看到了彩虹",
     ],
 )
 async def test_the_speaker_pronouns_and_groups_are_not_strangers(
