@@ -88,13 +88,15 @@ _JUST_NOW = re.compile(r"刚|现在|正在|此刻|这会儿?")
 """A clause about just now: an earlier clause's time of day (早上…，刚…) no longer holds."""
 _PRESENT = re.compile(r"正在|现在|此刻|这会儿?|呢$")
 """What she is doing right now: true only of what the record shows now."""
-_OWN_TOKENS = re.compile(
+_OWN_WORDS = (
     r"我|咱|刚才|刚刚|刚|正在|正|在|从|去|到|回|跑去|跑到|一个人|自己|一直|才|已经|先|然后|现在|这会儿?"
     r"|此刻|其实|所以|对了|嗯|诶|欸|哎|啊|呀|哈哈|嘿嘿|也|还|就|又|都|今天|昨天|前天|今早|今晚|昨晚"
     r"|今儿|昨儿个?|那会儿|这会儿"
     r"|一大早|一早|早上|早晨|上午|中午|下午|傍晚|晚上|凌晨|[\d零一二两三四五六七八九十]{1,3}点(?:多|半|钟)?"
     r"|的时候|左右|之后|以后|后来|好好|偷偷|悄悄|认真|专心|了|过|着|一下|会儿|准备|开始|继续|\s"
-    r"|[做搞玩看听练打弄吃喝买尝逛写画学读刷追喂撸遛唱弹拍泡煮烤待呆]"
+)
+_OWN_TOKENS = re.compile(
+    _OWN_WORDS + r"|一趟|[做搞玩看听练打弄吃喝买尝逛写画学读刷追喂撸遛唱弹拍泡煮烤待呆跑搬帮整剪捐]"
 )
 """What may stand before her doing when she is its subject: adverbs and times (and one verb
 character, 在下象棋); anything else (小明在公园散步呢) names someone else doing it."""
@@ -181,7 +183,7 @@ OUTSIDE: dict[str, str] = {
     r"|日语|英语|外语|韩语|法语|数学|物理|化学|语文|历史|地理|生物|课文|古诗|背书|笔记",
     "猫": r"猫|狗|喵|汪星|宠物|仓鼠|兔子|金鱼|鹦鹉|小鸟|鸽子",
     "听歌": r"听.{0,6}?(?:歌|音乐|曲子|专辑|广播|播客)|唱.{0,3}?歌|[Kk]歌|唱[Kk]|KTV|卡拉OK|演唱会|弹.{0,3}?(?:琴|吉他)|练琴|钢琴|吉他|小提琴|乐器",
-    "电影": r"电影|影院|电视剧|追.{0,4}?剧|看.{0,3}?剧|综艺|动漫|动画|番剧|新番|短?视频|直播|纪录片|看电视",
+    "电影": r"电影|影院|电视剧|追.{0,4}?(?:剧|番)|看.{0,3}?剧|综艺|动漫|动画|番剧|新番|短?视频|直播|纪录片|看电视",
     "读书": r"小说|漫画|杂志|绘本|读书|书店",
     "水果": r"水果|(?<!青)苹果|香蕉|橘子|橙子|葡萄|西瓜|(?<!南风)桃子|樱桃|蓝莓|柠檬|菠萝|荔枝|芒果|哈密瓜|猕猴桃|柿子|(?<!草莓)草莓(?!牛奶)",
     "点心": r"曲奇|司康|玛芬|泡芙|甜甜圈|蛋挞|布丁|马卡龙|蛋糕|甜点|甜品|冰淇淋|冰激凌|雪糕|奶茶|果汁|可乐|汉堡|披萨|薯条|炸鸡|火锅|烧烤|拉面|寿司|饺子|包子|馒头|粥|三明治|沙拉|便当|饼干|巧克力|糖果|薯片|酸奶|豆浆|油条|煎饼|麻辣烫|外卖|关东煮|章鱼烧|饭团|红茶|绿茶|果冻",
@@ -199,26 +201,31 @@ OUTSIDE: dict[str, str] = {
 is how the feedback names the kind). Her record backs one only when it says the same words."""
 
 WEATHER: dict[str, tuple[str, frozenset[str]]] = {
+    "晴": (
+        r"晴|阳光|太阳(?!镜|能)|蓝天|万里无云|风和日丽|艳阳",
+        frozenset({"晴"}),
+    ),
     "天气好": (
-        r"天气(?:真|很|超|挺|特别|非常|也|还)?(?:好|不错|晴朗)|好天气|晴|阳光|太阳(?!镜|能)|蓝天"
-        r"|万里无云|风和日丽|艳阳",
+        r"天气(?:真|很|超|挺|特别|非常|也|还)?(?:好|不错)|好天气",
         frozenset({"晴", "多云"}),
     ),
     "下雨": (
-        r"(?<![风])雨(?!伞衣靴)|打(?:着)?伞|带(?:了)?伞",
+        r"(?<![风小])雨(?!伞衣靴)|打(?:着)?伞|带(?:了)?伞",
         frozenset({"小雨", "雨", "雷雨"}),
     ),
     "下雪": (r"(?<![滑])雪(?![糕碧白])", frozenset({"雪"})),
-    "阴天": (r"阴天|天阴|阴沉|阴阴|多云|雾|灰蒙蒙", frozenset({"阴", "多云", "雾"})),
+    "阴天": (r"阴天|天阴|阴沉|阴阴|多云|灰蒙蒙", frozenset({"阴", "多云"})),
+    "雾": (r"雾", frozenset({"雾"})),
     "热": (
-        r"(?<![加发亲])热(?![闹情心门水饮乎爱络烈身腾狗量点可咖茶汤饭菜奶巧])|炎热|闷得|闷热|晒死",
-        frozenset({"炎热", "温暖"}),
+        r"(?<![加发亲])热(?![闹情心门水饮乎爱络烈身腾狗量点可咖茶汤饭菜奶巧])|闷得|闷热|晒死",
+        frozenset({"炎热"}),
     ),
     "冷": (
         r"(?<![冰])冷(?![静漠淡门饮笑场落])|寒|冻死|冻得|凉飕飕",
-        frozenset({"严寒", "寒冷", "清凉"}),
+        frozenset({"严寒", "寒冷"}),
     ),
-    "暖和": (r"暖和|暖洋洋|凉快|凉爽", frozenset({"温暖", "舒适", "清凉"})),
+    "暖和": (r"暖和|暖洋洋", frozenset({"温暖", "舒适"})),
+    "凉快": (r"凉快|凉爽|凉凉", frozenset({"清凉", "舒适"})),
 }
 """What she may say about the weather, and the weathers (`world.state.Weather` type or
 temperature) that make it true."""
@@ -234,8 +241,8 @@ that time of day."""
 
 _CJK_RUN = r"[\u4e00-\u9fff]"
 _UNKNOWN_PLACE = re.compile(
-    rf"(?:去|在|到|逛|从)(?:了|过|完)?(?:一趟|一下)?(?P<w>(?!这|那|哪|什么|一家|某|在|去|到|了|过){_CJK_RUN}{{0,4}}"
-    r"(?:店|馆|园|场|院|街|城|山|湖|河|楼|厅|吧|屋|市|中心|车站|岛|村|镇|边|桥|滩|台|顶|家))"
+    rf"(?:去|在|到|逛|从|一趟)(?:了|过|完)?(?:一趟|一下)?(?P<w>(?!这|那|哪|什么|一家|某|在|去|到|了|过){_CJK_RUN}{{0,4}}"
+    r"(?:店|馆|园|场|院|街|城|山|湖|河|楼|厅|吧|屋|市|中心|车站|岛|村|镇|边|桥|滩|台|顶|家|宫|所|厂|寺|庙|塔|港|舍))"
 )
 """Somewhere said as visited, whatever its name: a claim even when her town has no such place."""
 _BOUGHT = re.compile(
@@ -251,10 +258,11 @@ _STATE = re.compile(
     r"累|困|饿|饱|渴|开心|高兴|快乐|难过|伤心|无聊|忙|闲|醒|起床|到家|回家|回来|出门|下课|放学"
     r"|好了|完了|行了|对了|算了|罢了|知道|明白|记得|忘|想|觉得|感觉|发现|喜欢|心情|有点|还好|不错"
     r"|差不多|结束|开始|准备|来了|走了|到了|说|聊|笑|哭|谢谢|收到|看到你|听到你|明天|下次|改天"
+    r"|见面|见到|遇到|碰到|碰见|遇见|一起|一块|约|找我|陪|招呼"
 )
 """What one says of oneself that is a state or a feeling, not a doing to check."""
 _FILLER_WORDS = re.compile(
-    rf"(?:{_OWN_TOKENS.pattern})|好久|一下午|一上午|一整天|半天|很久|好充实|啦|呢|呀|哦|吧|嘛|～|的|地|得"
+    rf"(?:{_OWN_WORDS})|好久|一下午|一上午|一整天|半天|很久|好充实|啦|呢|呀|哦|吧|嘛|～|的|地|得"
 )
 
 
@@ -263,7 +271,10 @@ def _core(clause: str) -> str:
     return "".join(c for c in _FILLER_WORDS.sub("", clause) if "\u4e00" <= c <= "\u9fff")
 
 
-_DOING_NOW = re.compile(rf"(?:正在|一直在|^在|^还在|^又在)(?P<w>{_CJK_RUN}{{2,8}}?)(?:呢|着|中|$)")
+_DOING_NOW = re.compile(
+    r"(?:正在|一直在|^(?:今儿|今天|我|刚才|现在|这会儿|其实|还|又)*在)"
+    rf"(?P<w>{_CJK_RUN}{{2,8}}?)(?:呢|着|中|$)"
+)
 """What she says she is doing now, whatever it is: of her world only what her world has."""
 _ANY_DOING = re.compile(
     r"^(?:想|等|忙|聊|跟你|和你|陪你|回你|看你|听你|发呆|休息|睡|躺|坐|待|呆|上课|学习|吃|喝|赶路|路上|"
@@ -376,7 +387,11 @@ class ClaimLexicon:
                 b = a + len(word)
                 if len(word) < 2 or _GENERIC_FOOD.match(word) or word in self._known:
                     continue
-                inside = [(t, tm) for t, tm in found if a < tm.end() and tm.start() < b]
+                inside = [
+                    (t, tm)
+                    for t, tm in found
+                    if t.kind != "weather" and a < tm.end() and tm.start() < b
+                ]
                 if any(not _part_of_place(t, word) for t, _ in inside):
                     continue  # a word of her world says it
                 found = [(t, tm) for t, tm in found if (t, tm) not in inside]

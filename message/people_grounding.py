@@ -105,7 +105,7 @@ _STRANGER = re.compile(
 at the start of a clause (after 我 for 和…一起)."""
 _NOT_A_NAME = re.compile(
     r"^(?:[我你他她它咱]们?|大家|别人|人家|谁|自己|那个|这个|一个|有人|所有人|我们俩|你们俩)$"
-    r"|^[听据再话虽就都也会能想要可还只是怎所比或不总照按难俗老简换]"
+    r"|^[听据再话虽就都也会能想要可还只是怎所比或不总照按难俗老简换跟和对给向问]|[我你他她]"
 )
 """Words in a name's place that name no one (or the speaker: 你)."""
 _NAME_PREFIX = re.compile(rf"^(?:{_WHEN}|也|还|就|都|又|我|刚|今天)+")
