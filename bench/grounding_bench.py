@@ -556,6 +556,14 @@ HELD_OUT = {
 }
 """A second inventing model, written once for a held-out run and never tuned against: other
 doings, places, dishes, purchases, weather, people and news, in other frames."""
+HELD_OUT_WEATHER = {
+    "今天晴空万里": {"晴"},
+    "外面风和日丽": {"晴"},
+    "今天闷得要命": {"炎热"},
+    "外头飘着雪花": {"雪"},
+    "今天雾蒙蒙的": {"雾"},
+}
+"""The weather that would make each held-out weather claim true (it is drawn again then)."""
 
 TODAY_WORDS = ["今天", "刚才", "刚刚", "早上", "上午", "中午", "下午", "", "今天下午", "一大早"]
 FILLERS = ["", "", "嘿嘿，", "嗯……", "诶，", "哈哈，", "跟你说，"]
@@ -587,6 +595,10 @@ def held_out_claim(kind: str, life: Life, rng: random.Random, names: list[str]) 
             [f"{when}入手了{item}", f"{when}给自己买了{item}", f"我{when}买下了{item}"]
         )
     if kind == "weather":
+        true_of = HELD_OUT_WEATHER[item]
+        if life.weather is not None and true_of & set(life.weather):
+            others = [w for w in pool if not HELD_OUT_WEATHER[w] & set(life.weather)]
+            return rng.choice(others)
         return item
     if kind == "person":
         return rng.choice(

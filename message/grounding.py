@@ -254,11 +254,16 @@ _BOUGHT = re.compile(
 """Something said as eaten, drunk or bought, whatever it is."""
 _DEED = re.compile(rf"{_CJK_RUN}(?:了|过|完)(?!解|得|不起|吧)|^(?:其实)?把")
 """A clause saying she did something (…了, 把…): of her world, only what her record has."""
+_DAY_NAMED = re.compile(r"今天|今儿|今早|昨天|昨儿|昨晚|前天|刚才|刚刚")
+_VERB = re.compile(
+    r"[帮搬做去买吃喝看听玩写画学读练打跑逛泡煮烤剪捐整收洗扫拖浇种养喂遛撸拍唱弹参]"
+)
+"""A day named and a verb (今儿帮邻居搬东西): a doing, 了 or not."""
 _STATE = re.compile(
     r"累|困|饿|饱|渴|开心|高兴|快乐|难过|伤心|无聊|忙|闲|醒|起床|到家|回家|回来|出门|下课|放学"
     r"|好了|完了|行了|对了|算了|罢了|知道|明白|记得|忘|想|觉得|感觉|发现|喜欢|心情|有点|还好|不错"
     r"|差不多|结束|开始|准备|来了|走了|到了|说|聊|笑|哭|谢谢|收到|看到你|听到你|明天|下次|改天"
-    r"|见面|见到|遇到|碰到|碰见|遇见|一起|一块|约|找我|陪|招呼"
+    r"|见面|见到|遇到|碰到|碰见|遇见|一起|一块|约|找我|陪|招呼|是|有"
 )
 """What one says of oneself that is a state or a feeling, not a doing to check."""
 _FILLER_WORDS = re.compile(
@@ -398,7 +403,8 @@ class ClaimLexicon:
                 backed = re.escape(word)
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
                 taken.append((a, b))
-        if not found and _DEED.search(clause) and not _STATE.search(clause):
+        said_day = _DAY_NAMED.search(clause) and _VERB.search(clause)
+        if not found and (_DEED.search(clause) or said_day) and not _STATE.search(clause):
             core = _core(clause)
             if len(core) >= 3:
                 deed = re.search(re.escape(clause), clause)
@@ -545,7 +551,7 @@ def claims(
                 # naming an item (我超爱铜锣烧了) claims nothing without a day or a verb
                 doings = [(term, m) for term, m in doings if term.kind != "item"]
             chosen = (doings if isinstance(about, int) else []) + (
-                weather if current in (None, 0) and not _HABIT.search(clause) else []
+                weather if named in (None, 0) and not _HABIT.search(clause) else []
             )
             for term, m in chosen:
                 before = _NOT_NEGATION.sub("", clause[: m.start()])[-6:]

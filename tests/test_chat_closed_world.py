@@ -353,3 +353,11 @@ async def test_a_doing_no_list_names_is_still_checked(redis: Any, answer: str) -
 async def test_states_and_chat_are_not_doings(redis: Any, answer: str) -> None:
     kit, out = await ask(redis, answer, doing="attend_class")
     assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
+
+
+@pytest.mark.parametrize("answer", ["今儿帮邻居搬东西", "下雪了"])
+async def test_a_named_day_s_doing_without_le_and_the_weather_whatever_day_was_asked(
+    redis: Any, answer: str
+) -> None:
+    kit, out = await ask(redis, answer, "在家休息呢", question="昨天去公园了吗")
+    assert out.replies == ["在家休息呢"], kit.model.calls[-1][-1]
