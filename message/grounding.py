@@ -544,6 +544,8 @@ def claims(
                 own = "我" in clause or _own(clause, clause[: doings[0][1].start()])
                 if _NOW_OR_JUST.search(clause) and not _HABIT.search(clause) and own:
                     about = 0
+            if about is not None and named is None and _PRESENT.search(clause):
+                about = 0  # …呢: now, whatever day was asked
             if _HABIT.search(clause) and named is None:
                 about = None  # a liking or a habit, whatever day the question named
             done = _DONE.search(clause) is not None
