@@ -361,3 +361,9 @@ async def test_a_named_day_s_doing_without_le_and_the_weather_whatever_day_was_a
 ) -> None:
     kit, out = await ask(redis, answer, "在家休息呢", question="昨天去公园了吗")
     assert out.replies == ["在家休息呢"], kit.model.calls[-1][-1]
+
+
+@pytest.mark.parametrize("answer", ["今天什么都没买", "今天没买东西哦", "今天没帮别人搬东西"])
+async def test_a_denied_doing_is_true_when_the_record_lacks_it(redis: Any, answer: str) -> None:
+    kit, out = await ask(redis, answer)
+    assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
