@@ -556,10 +556,10 @@ def claims(
                 weather if named in (None, 0) and not _HABIT.search(clause) else []
             )
             for term, m in chosen:
-                # a deed is the whole clause: its 没 may stand anywhere (今天什么都没买)
-                scope = clause if term.kind == "deed" else clause[: m.start()]
-                before = _NOT_NEGATION.sub("", scope)[-6:] if term.kind != "deed" else scope
-                before = _NOT_NEGATION.sub("", before)
+                if term.kind == "deed":  # the whole clause: its 没 may stand anywhere (都没买)
+                    before = _NOT_NEGATION.sub("", clause)
+                else:
+                    before = _NOT_NEGATION.sub("", clause[: m.start()])[-6:]
                 span = when or ((term.span, term.word) if term.span else None)
                 present = (
                     when is None
