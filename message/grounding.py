@@ -254,11 +254,13 @@ _BOUGHT = re.compile(
 """Something said as eaten, drunk or bought, whatever it is."""
 _DEED = re.compile(rf"{_CJK_RUN}(?:了|过|完)(?!解|得|不起|吧)|^(?:其实)?把")
 """A clause saying she did something (…了, 把…): of her world, only what her record has."""
-_DAY_NAMED = re.compile(r"今天|今儿|今早|昨天|昨儿|昨晚|前天|刚才|刚刚")
+_DAY_NAMED = re.compile(
+    r"今天|今儿|今早|昨天|昨儿|昨晚|前天|刚才|刚刚|早上|上午|中午|下午|傍晚|晚上|那会儿"
+)
 _VERB = re.compile(
     r"[帮搬做去买吃喝看听玩写画学读练打跑逛泡煮烤剪捐整收洗扫拖浇种养喂遛撸拍唱弹参]"
 )
-"""A day named and a verb (今儿帮邻居搬东西): a doing, 了 or not."""
+"""A day or a time of day named and a verb (今儿帮邻居搬东西): a doing, 了 or not."""
 _STATE = re.compile(
     r"累|困|饿|饱|渴|开心|高兴|快乐|难过|伤心|无聊|忙|闲|醒|起床|到家|回家|回来|出门|下课|放学"
     r"|好了|完了|行了|对了|算了|罢了|知道|明白|记得|忘|想|觉得|感觉|发现|喜欢|心情|有点|还好|不错"
@@ -533,8 +535,9 @@ def claims(
             if not found:
                 continue
             bare = clause  # the words of the claims aside: 吉他 names no one
-            for _, m in found:
-                bare = bare[: m.start()] + " " * (m.end() - m.start()) + bare[m.end() :]
+            for t, m in found:
+                if t.kind != "deed":  # a deed is the whole clause
+                    bare = bare[: m.start()] + " " * (m.end() - m.start()) + bare[m.end() :]
             if _NOT_A_CLAIM.search(bare) or (_OTHERS.search(bare) and "我" not in clause):
                 continue
             weather = [(t, m) for t, m in found if t.kind == "weather"]

@@ -367,3 +367,11 @@ async def test_a_named_day_s_doing_without_le_and_the_weather_whatever_day_was_a
 async def test_a_denied_doing_is_true_when_the_record_lacks_it(redis: Any, answer: str) -> None:
     kit, out = await ask(redis, answer)
     assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
+
+
+@pytest.mark.parametrize(
+    "answer", ["晚上打算早点睡", "下午想去帮邻居搬东西", "如果下午有空就去剪头发"]
+)
+async def test_plans_with_no_word_of_her_world_are_not_claims(redis: Any, answer: str) -> None:
+    kit, out = await ask(redis, answer)
+    assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
