@@ -29,10 +29,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from yuiju.memory.episodes import DOINGS, MEETING_PREFIX, Episode
 from yuiju.message.agent import RunContext, Tool
 from yuiju.message.deps import ChatDeps, WorldView
 from yuiju.message.people_grounding import backs
 from yuiju.world.items import ALL as ALL_ITEMS
+from yuiju.world.state import RunningAction
 from yuiju.world.town import HAURA, Town
 
 log = logging.getLogger(__name__)
@@ -677,10 +679,8 @@ def problems(
     return list(dict.fromkeys(out))
 
 
-def _episode_of(running: Any) -> Any:
+def _episode_of(running: RunningAction) -> Episode:
     """Her running action as the episode the engine writes for it."""
-    from yuiju.memory.episodes import Episode
-
     return Episode.model_validate(
         {
             "_id": running.episode_id,
@@ -749,15 +749,14 @@ class GroundingCheck:
         return [world.weather.type, world.weather.temperature]
 
 
-async def read_days(memory: Any, now: datetime, days: Iterable[int]) -> dict[int, list[Any]]:
+async def read_days(memory: Any, now: datetime, days: Iterable[int]) -> dict[int, list[Episode]]:
     """Her episodes of each of ``days`` (0 today, 1 yesterday, …): what she did and her meetings
     with other characters (not her chat windows): the one place the check reads her record. A
     past day the memory cannot read is left out (not checked)."""
-    from yuiju.memory.episodes import DOINGS, MEETING_PREFIX
 
     between = getattr(getattr(memory, "episodes", None), "between", None)
     cid = getattr(memory, "character_id", None)
-    out: dict[int, list[Any]] = {}
+    out: dict[int, list[Episode]] = {}
     for day in sorted(set(days)):
         start = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=day)
         if day == 0:
