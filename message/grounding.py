@@ -1,10 +1,10 @@
-"""The grounding check: what she says about her day must be in today's record.
+"""The grounding check: what she says about her days must be in her record of them.
 
-The claims an answer makes about today — actions (散步、钓鱼), places (南风公园、神社), items
-(野莓、铜锣烧) and times (早上、下午三点) — are read clause by clause and matched against today's
-episodes. A negated claim ("今天没去公园") is checked the other way round: it is false when the
-record shows she did go. Plans, wishes, questions, other days and other people's doings are not
-claims about her day. Whatever was asked, what she says she is doing or has just done is about
+The claims an answer makes about today, yesterday or the day before — actions (散步、钓鱼),
+places (南风公园、神社), items (野莓、铜锣烧), meals, the weather and times (早上、下午三点) — are
+read clause by clause and matched against that day's episodes. A negated claim ("今天没去公园")
+is checked the other way round: it is false when the record shows she did go. Plans, wishes,
+questions, other times and other people's doings are not claims about her day. Whatever was asked, what she says she is doing or has just done is about
 today ("我在公园散步" in answer to a question about colours), and what she is doing right now
 ("正在…", "…呢") must be what the record shows now; likings and habits are not claims. The words
 come from the content itself (action names, the town, the items), so a new action module is
@@ -14,8 +14,11 @@ The check is closed-world (issue 30): besides the words of her world, `OUTSIDE` 
 doings a model likes to invent that her world has no action for (homework, a cat, music, films,
 shopping, games, …), and any place or food said as visited, eaten or bought is a claim whether
 or not her world names it; the weather she speaks of is checked against the world's weather.
-Such a claim passes only when her record of that day has it. Yesterday and the day before are
-checked against those days' episodes.
+Beyond any list, a clause saying she did something (…了, 把…, a named day or time of day with a
+verb) that names nothing of her world is a claim by its own words, and whatever she says she is
+doing now must be her running action. Such claims pass only when her record of that day says
+them. `read_days` is the one place her record is read; `grounded_tool` keeps news and gifts to what
+the speaker said.
 """
 
 from __future__ import annotations
