@@ -117,8 +117,8 @@ class ChatService:
             stickers=deps.stickers,
         )
         """Between the model's text and what is sent (shared with proactive posts)."""
-        self.grounding = GroundingCheck(lexicon, deps.memory, deps.clock)
-        """Her claims about today against today's episodes."""
+        self.grounding = GroundingCheck(lexicon, deps.memory, deps.clock, deps.world)
+        """Her claims about her days against her episodes of those days, and the weather now."""
         self.people_grounding = PeopleCheck(
             EpisodeRepo(deps.history) if deps.history is not None else None,
             deps.card.id,
@@ -450,7 +450,7 @@ class ChatService:
                     return [(e.user_id, e.text) for e in await self.sessions.recent(sid, 30)]
 
                 feedback = await self.people_grounding.check(
-                    words, char=char, now=self.now(), recent=recent
+                    words, char=char, now=self.now(), recent=recent, speaker=entry.sender_name
                 )
                 unsure = PEOPLE_UNSURE_LINE
             if feedback is None:
