@@ -75,7 +75,7 @@ GROUP = 100
 ASKER = "qq:456"
 ASKER_NAME = "小明"
 PEOPLE_FEEDBACK = "你的回答里关于别人的话"
-DAY_FEEDBACK = "你的回答和今天的生活记录"
+DAY_FEEDBACK = "你的回答和你的生活记录"
 
 COMMANDS: list[dict[str, Any]] = [
     NEWS,

@@ -1,32 +1,48 @@
-"""The grounding check: what she says about her day must be in today's record.
+"""The grounding check: what she says about her days must be in her record of them.
 
-The claims an answer makes about today — actions (散步、钓鱼), places (南风公园、神社), items
-(野莓、铜锣烧) and times (早上、下午三点) — are read clause by clause and matched against today's
-episodes. A negated claim ("今天没去公园") is checked the other way round: it is false when the
-record shows she did go. Plans, wishes, questions, other days and other people's doings are not
-claims about her day. Whatever was asked, what she says she is doing or has just done is about
+The claims an answer makes about today, yesterday or the day before — actions (散步、钓鱼),
+places (南风公园、神社), items (野莓、铜锣烧), meals, the weather and times (早上、下午三点) — are
+read clause by clause and matched against that day's episodes. A negated claim ("今天没去公园")
+is checked the other way round: it is false when the record shows she did go. Plans, wishes,
+questions, other times and other people's doings are not claims about her day. Whatever was asked, what she says she is doing or has just done is about
 today ("我在公园散步" in answer to a question about colours), and what she is doing right now
 ("正在…", "…呢") must be what the record shows now; likings and habits are not claims. The words
 come from the content itself (action names, the town, the items), so a new action module is
 checked without touching this file.
+
+The check is closed-world (issue 30): besides the words of her world, `OUTSIDE` lists everyday
+doings a model likes to invent that her world has no action for (homework, a cat, music, films,
+shopping, games, …), and any place or food said as visited, eaten or bought is a claim whether
+or not her world names it; the weather she speaks of is checked against the world's weather.
+Beyond any list, a clause saying she did something (…了, 把…, a named day or time of day with a
+verb) that names nothing of her world is a claim by its own words, and whatever she says she is
+doing now must be her running action. Such claims pass only when her record of that day says
+them. `read_days` is the one place her record is read; `grounded_tool` keeps news and gifts to what
+the speaker said.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from yuiju.memory.episodes import DOINGS, MEETING_PREFIX, Episode
+from yuiju.message.agent import RunContext, Tool
+from yuiju.message.deps import ChatDeps, WorldView
+from yuiju.message.people_grounding import backs
 from yuiju.world.items import ALL as ALL_ITEMS
+from yuiju.world.state import RunningAction
 from yuiju.world.town import HAURA, Town
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["action", "place", "item"]
+Kind = Literal["action", "place", "item", "outside", "weather", "deed"]
 
 ROUTINE = frozenset(
     {
@@ -61,13 +77,15 @@ _TODAY = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚|现在|正在|�
 _OTHER_DAY = re.compile(
     r"昨天|前天|昨晚|上周|上个?星期|上次|以前|之前|去年|小时候|那天|周末|明天|后天|下周|下次|改天"
 )
-_NOT_A_CLAIM = re.compile(r"想|要|打算|准备|计划|如果|将来|以后|待会|等会|等下")
+_NOT_A_CLAIM = re.compile(
+    r"想|要(?!命|紧)|打算|准备(?=[去要开出回做睡吃买])|计划|如果|要是|万一|的话|希望|但愿|将来|以后|待会|等会|等下"
+)
 """Wishes, plans and what-ifs: not claims about what happened."""
 _NOW_OR_JUST = re.compile(r"刚|在|着|呢|了")
 """Without a day word, what she is doing (在公园散步, 散着步呢) or has just done (刚去了, 散步了)
 is about today, whatever was asked; what she has ever done (去过) is not."""
 _HABIT = re.compile(
-    r"喜欢|[最超好很]爱|爱[吃喝去看]|经常|常常|常去|总是|每天|每次|平时|平常|一般|有时|偶尔|通常|习惯"
+    r"喜欢(?!的)|[最超好很]爱|爱[吃喝去看]|经常|常常|常去|总是|每天|每次|平时|平常|一般|有时|偶尔|通常|习惯"
     r"|好像|像是|时候"
 )
 """Likings, habits and likenesses: without a day word, not a claim about today."""
@@ -75,13 +93,32 @@ _JUST_NOW = re.compile(r"刚|现在|正在|此刻|这会儿?")
 """A clause about just now: an earlier clause's time of day (早上…，刚…) no longer holds."""
 _PRESENT = re.compile(r"正在|现在|此刻|这会儿?|呢$")
 """What she is doing right now: true only of what the record shows now."""
-_OWN = re.compile(
-    r"^(?:我|咱|刚才|刚刚|刚|正在|正|也|还|就|又|一直|才|已经|先|然后|现在|这会儿?|此刻|其实|所以"
-    r"|对了|嗯|诶|欸|哎|啊|呀|哈哈|嘿嘿|\s)*$"
+_OWN_WORDS = (
+    r"我|咱|刚才|刚刚|刚|正在|正|在|从|去|到|回|跑去|跑到|一个人|自己|一直|才|已经|先|然后|现在|这会儿?"
+    r"|此刻|其实|所以|对了|嗯|诶|欸|哎|啊|呀|哈哈|嘿嘿|也|还|就|又|都|今天|昨天|前天|今早|今晚|昨晚"
+    r"|今儿|昨儿个?|那会儿|这会儿"
+    r"|一大早|一早|早上|早晨|上午|中午|下午|傍晚|晚上|凌晨|[\d零一二两三四五六七八九十]{1,3}点(?:多|半|钟)?"
+    r"|的时候|左右|之后|以后|后来|好好|偷偷|悄悄|认真|专心|了|过|着|一下|会儿|准备|开始|继续|\s"
 )
-"""What may stand before her doing when she is its subject; anything else (小明在公园散步呢) names
-someone else doing it."""
+_OWN_TOKENS = re.compile(
+    _OWN_WORDS + r"|一趟|[做搞玩看听练打弄吃喝买尝逛写画学读刷追喂撸遛唱弹拍泡煮烤待呆跑搬帮整剪捐]"
+)
+"""What may stand before her doing when she is its subject: adverbs and times (and one verb
+character, 在下象棋); anything else (小明在公园散步呢) names someone else doing it."""
+
+
+def _own(clause: str, before: str) -> bool:
+    """Whether she is the one doing what follows ``before`` in ``clause``: only her words stand
+    before it (one verb character aside), or the clause opens with them (在喂流浪猫呢)."""
+    if len(_OWN_TOKENS.sub("", before)) <= 1:
+        return True
+    opening = _OWN_TOKENS.match(clause.lstrip("，, 嗯诶欸哎啊呀哈嘿…"))
+    return opening is not None and opening.group(0).strip() != ""
+
+
 _DONE = re.compile(r"了|过")
+_CONSUMED = re.compile(r"(?:吃|喝|买|尝|捡|钓|收到|拿到)(?:了|过|完|到|着|的)|在(?:吃|喝)")
+"""An item said as eaten, bought or found (not only named)."""
 _OTHERS = re.compile(r"你|他|她|大家|别人")
 _NEGATION = re.compile(r"没|不|未|别")
 _NOT_NEGATION = re.compile(r"不错|不少|不过|不知|不得|不好意思|差不多|没想到")
@@ -104,8 +141,8 @@ _PERIODS = {
     "今晚": (18, 24),
 }
 _PERIOD = re.compile("|".join(_PERIODS))
-UNSURE_LINE = "今天做了什么我一下子说不清了，等我想想再告诉你～"
-"""Said when a revised answer still claims what today's record does not show."""
+UNSURE_LINE = "那会儿做了什么我一下子说不清了，等我想想再告诉你～"
+"""Said when a revised answer still claims what her record of that day does not show."""
 CLOCK_SLACK = timedelta(minutes=60)
 """A claimed clock time matches an episode within this of its start or end."""
 NOW_SLACK = timedelta(minutes=15)
@@ -122,6 +159,10 @@ class Term:
     """Action ids (actions), place ids (places) or the item name (items) that satisfy it."""
     pattern: str
     """How it is said (a regex)."""
+    span: tuple[float, float] | None = None
+    """The time of day it speaks of by itself (早饭: the morning), when the sentence names none."""
+    backed_by: str = ""
+    """For words outside her world's catalogue: a regex that, found in a record, backs it."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +179,123 @@ class Claim:
     """Said as done (了/过): a time still ahead does not make it a plan."""
     present: bool = False
     """Said as going on right now (正在, 现在, …呢) without another time."""
+    day: int = 0
+    """Which day it speaks of: 0 today, 1 yesterday, 2 the day before."""
+
+
+OUTSIDE: dict[str, str] = {
+    "作业": r"作业|功课|复习|预习|考试|测验|小测|月考|期中|期末|单词|刷题|习题|练习册|试卷|卷子|补习|补课|网课"
+    r"|日语|英语|外语|韩语|法语|数学|物理|化学|语文|历史|地理|生物|课文|古诗|背书|笔记",
+    "猫": r"猫|狗|喵|汪星|宠物|仓鼠|兔子|金鱼|鹦鹉|小鸟|鸽子",
+    "听歌": r"听.{0,6}?(?:歌|音乐|曲子|专辑|广播|播客)|唱.{0,3}?歌|[Kk]歌|唱[Kk]|KTV|卡拉OK|演唱会|弹.{0,3}?(?:琴|吉他)|练琴|钢琴|吉他|小提琴|乐器",
+    "电影": r"电影|影院|电视剧|追.{0,4}?(?:剧|番)|看.{0,3}?剧|综艺|动漫|动画|番剧|新番|短?视频|直播|纪录片|看电视",
+    "读书": r"小说|漫画|杂志|绘本|读书|书店",
+    "水果": r"水果|(?<!青)苹果|香蕉|橘子|橙子|葡萄|西瓜|(?<!南风)桃子|樱桃|蓝莓|柠檬|菠萝|荔枝|芒果|哈密瓜|猕猴桃|柿子|(?<!草莓)草莓(?!牛奶)",
+    "点心": r"曲奇|司康|玛芬|泡芙|甜甜圈|蛋挞|布丁|马卡龙|蛋糕|甜点|甜品|冰淇淋|冰激凌|雪糕|奶茶|果汁|可乐|汉堡|披萨|薯条|炸鸡|火锅|烧烤|拉面|寿司|饺子|包子|馒头|粥|三明治|沙拉|便当|饼干|巧克力|糖果|薯片|酸奶|豆浆|油条|煎饼|麻辣烫|外卖|关东煮|章鱼烧|饭团|红茶|绿茶|果冻",
+    "逛街": r"逛街|逛了逛|购物|商场|百货|买(?:了|过)?.{0,3}?(?:衣服|裙子|鞋|帽子|文具|笔记本|发卡|饰品|礼物|书)|网购|快递|便利店|花店|面包店|甜品店|奶茶店|药店|理发",
+    "做饭": r"烤(?:了|过)?.{0,3}?(?:饼干|蛋糕|面包|红薯)|烘焙|下厨|炒菜|做菜|包饺子|做(?:了|过)?.{0,3}?(?:蛋糕|饼干|便当|甜点|料理|点心)|煮(?:了|过)?.{0,3}?(?:面|汤|粥)",
+    "游戏": r"游戏|手游|[Ss]witch|桌游|下棋|象棋|围棋|扑克|拼图|抓娃娃|电玩|打牌|乐高|积木|模型|手账|手帐"
+    r"|排练|话剧|戏剧|表演|演出|合唱|比赛|社团",
+    "画画": r"画画|画(?:了|过)?.{0,3}?(?:画|图|素描|水彩)|素描|水彩|涂鸦|写生|手工|折纸|编织|织.{0,2}?围巾|练字|书法|拍照|摄影|写(?:了|过)?日记|写(?:了|过)?信|写(?:了|过)?诗",
+    "运动": r"跑步|晨跑|慢跑|夜跑|健身|锻炼|运动|瑜伽|游泳|打球|篮球|足球|羽毛球|乒乓球|网球|排球|骑(?:了|过)?.{0,2}?车|爬山|登山|滑冰|跳舞|舞蹈|社团|部活|练习",
+    "家务": r"打扫|扫地|拖地|收拾.{0,2}?房间|整理.{0,2}?房间|洗衣服|晾衣服|洗碗|大扫除|浇花|浇水|种花|养花|园艺|泡澡|洗澡|温泉|午睡|午觉"
+    r"|养(?:了|过)?.{0,3}?(?:花|多肉|植物|绿植|鱼|猫|狗|仓鼠)|多肉|盆栽|绿植",
+    "出门": r"游乐园|动物园|水族馆|博物馆|美术馆|电影院|体育馆|健身房|游泳池|医院|银行|邮局|公司|城里|市中心|奶奶家|外婆家|爷爷家|朋友家|同学家|聚会|约会|生日会|派对|露营|野餐|旅行|旅游|逛庙会|烟花",
+}
+"""Everyday doings outside her world's catalogue that a model likes to invent, by kind (the key
+is how the feedback names the kind). Her record backs one only when it says the same words."""
+
+WEATHER: dict[str, tuple[str, frozenset[str]]] = {
+    "晴": (
+        r"晴|阳光|太阳(?!镜|能)|蓝天|万里无云|风和日丽|艳阳",
+        frozenset({"晴"}),
+    ),
+    "天气好": (
+        r"天气(?:真|很|超|挺|特别|非常|也|还)?(?:好|不错)|好天气",
+        frozenset({"晴", "多云"}),
+    ),
+    "下雨": (
+        r"(?<![风小])雨(?!伞衣靴)|打(?:着)?伞|带(?:了)?伞",
+        frozenset({"小雨", "雨", "雷雨"}),
+    ),
+    "下雪": (r"(?<![滑])雪(?![糕碧白])", frozenset({"雪"})),
+    "阴天": (r"阴天|天阴|阴沉|阴阴|多云|灰蒙蒙", frozenset({"阴", "多云"})),
+    "雾": (r"雾", frozenset({"雾"})),
+    "热": (
+        r"(?<![加发亲])热(?![闹情心门水饮乎爱络烈身腾狗量点可咖茶汤饭菜奶巧])|闷得|闷热|晒死",
+        frozenset({"炎热"}),
+    ),
+    "冷": (
+        r"(?<![冰])冷(?![静漠淡门饮笑场落])|寒|冻死|冻得|凉飕飕",
+        frozenset({"严寒", "寒冷"}),
+    ),
+    "暖和": (r"暖和|暖洋洋", frozenset({"温暖", "舒适"})),
+    "凉快": (r"凉快|凉爽|凉凉", frozenset({"清凉", "舒适"})),
+}
+"""What she may say about the weather, and the weathers (`world.state.Weather` type or
+temperature) that make it true."""
+
+MEALS: dict[str, tuple[str, tuple[float, float] | None]] = {
+    "早饭": (r"早饭|早餐", (5.0, 10.5)),
+    "午饭": (r"午饭|午餐|中饭", (10.5, 14.5)),
+    "晚饭": (r"晚饭|晚餐", (16.5, 22.0)),
+    "吃饭": (r"吃" + _INFIX + r"(?:饭|东西)", None),
+}
+"""Meals said in general: true of any eating action (one whose description fills her up) at
+that time of day."""
+
+_CJK_RUN = r"[\u4e00-\u9fff]"
+_UNKNOWN_PLACE = re.compile(
+    rf"(?:去|在|到|逛|从|一趟)(?:了|过|完)?(?:一趟|一下)?(?P<w>(?!这|那|哪|什么|一家|某|在|去|到|了|过){_CJK_RUN}{{0,4}}"
+    r"(?:店|馆|园|场|院|街|城|山|湖|河|楼|厅|吧|屋|市|中心|车站|岛|村|镇|边|桥|滩|台|顶|家|宫|所|厂|寺|庙|塔|港|舍))"
+)
+"""Somewhere said as visited, whatever its name: a claim even when her town has no such place."""
+_BOUGHT = re.compile(
+    r"(?:(?<=在)(?:吃|喝)|(?:吃|喝|买下?|尝|入手|购入|下单|淘|抢|(?<![\d一二两三四五六七八九十])点)"
+    r"(?:到|下)?(?:了|过|完|到|着|的))"
+    r"(?:[一两几半]?[个碗杯份块盒包瓶串根片袋只颗口条本件双束支套盆张枚台部把顶副对斤]|些|点儿?|好多|很多)?"
+    rf"(?P<w>{_CJK_RUN}{{2,6}})"
+)
+"""Something said as eaten, drunk or bought, whatever it is."""
+_DEED = re.compile(rf"{_CJK_RUN}(?:了|过|完)(?!解|得|不起|吧)|^(?:其实)?把")
+"""A clause saying she did something (…了, 把…): of her world, only what her record has."""
+_DAY_NAMED = re.compile(
+    r"今天|今儿|今早|昨天|昨儿|昨晚|前天|刚才|刚刚|早上|上午|中午|下午|傍晚|晚上|那会儿"
+)
+_VERB = re.compile(
+    r"[帮搬做去买吃喝看听玩写画学读练打跑逛泡煮烤剪捐整收洗扫拖浇种养喂遛撸拍唱弹参]"
+)
+"""A day or a time of day named and a verb (今儿帮邻居搬东西): a doing, 了 or not."""
+_STATE = re.compile(
+    r"累|困|饿|饱|渴|开心|高兴|快乐|难过|伤心|无聊|忙|闲|醒|起床|到家|回家|回来|出门|下课|放学"
+    r"|好了|完了|行了|对了|算了|罢了|知道|明白|记得|忘|想|觉得|感觉|发现|喜欢|心情|有点|还好|不错"
+    r"|差不多|结束|开始|准备|来了|走了|到了|说|聊|笑|哭|谢谢|收到|看到你|听到你|明天|下次|改天"
+    r"|见面|见到|遇到|碰到|碰见|遇见|一起|一块|约|找我|陪|招呼|是|有"
+)
+"""What one says of oneself that is a state or a feeling, not a doing to check."""
+_FILLER_WORDS = re.compile(
+    rf"(?:{_OWN_WORDS})|好久|一下午|一上午|一整天|半天|很久|好充实|啦|呢|呀|哦|吧|嘛|～|的|地|得"
+)
+
+
+def _core(clause: str) -> str:
+    """The content words of a clause: times, her adverbs and particles left out."""
+    return "".join(c for c in _FILLER_WORDS.sub("", clause) if "\u4e00" <= c <= "\u9fff")
+
+
+_DOING_NOW = re.compile(
+    r"(?:正在|一直在|^(?:今儿|今天|我|刚才|现在|这会儿|其实|还|又)*在)"
+    rf"(?P<w>{_CJK_RUN}{{2,8}}?)(?:呢|着|中|$)"
+)
+"""What she says she is doing now, whatever it is: of her world only what her world has."""
+_ANY_DOING = re.compile(
+    r"^(?:想|等|忙|聊|跟你|和你|陪你|回你|看你|听你|发呆|休息|睡|躺|坐|待|呆|上课|学习|吃|喝|赶路|路上|"
+    r"外面|家|这|那|准备|努力|考虑|犹豫|纠结|担心|期待|烦)"
+)
+"""What one says one is doing that is a state or a step of anything (在等你、在想、在路上),
+not a doing to check."""
+_WORD_END = re.compile(r"[了啦呀吧呢啊哦的和跟还也就都很真好超特别挺而然后又再去来]")
+_GENERIC_FOOD = re.compile(r"^(?:饭|东西|早饭|早餐|午饭|午餐|中饭|晚饭|晚餐|零食|点东西)")
 
 
 @dataclass
@@ -151,18 +309,29 @@ class ClaimLexicon:
         self._by_group = {f"t{i}": t for i, t in enumerate(ordered)}
         alternatives = "|".join(f"(?P<t{i}>{t.pattern})" for i, t in enumerate(ordered))
         self._regex = re.compile(alternatives) if ordered else None
+        self._known = {t.word for t in self.terms}
+        self._routine = ROUTINE
 
     @classmethod
     def build(
-        cls, actions: Iterable[Any], *, town: Town = HAURA, items: Iterable[str] = ALL_ITEMS
+        cls,
+        actions: Iterable[Any],
+        *,
+        town: Town = HAURA,
+        items: Iterable[str] = ALL_ITEMS,
+        outside: dict[str, str] = OUTSIDE,
     ) -> ClaimLexicon:
-        """From the action catalogue ("在<地方><做什么>" names), the town's places and the items."""
+        """From the action catalogue ("在<地方><做什么>" names), the town's places, the items,
+        the meals and the weather her world knows, and what is ``outside`` it."""
         activities: dict[str, set[str]] = {}
         places: dict[str, set[str]] = {
             pid: {p.name} for pid, p in town.places.items() if pid != "home"
         }
+        meals: set[str] = set()
         for action in actions:
             name = action.name
+            if "饱腹+" in action.description or re.search("吃|喝|饭", name):
+                meals.add(action.id)
             if action.moves_to is not None or name.startswith("从"):
                 continue  # a walk from A to B: its place is the claim
             if m := _PLACE_NOUN.match(name):
@@ -181,27 +350,136 @@ class ClaimLexicon:
         for pid, words in places.items():
             for word in words:
                 by_word.setdefault(word, set()).add(pid)
+        names = {p.name for p in town.places.values()}
         terms += [
-            Term(word, "place", frozenset(pids), _TO_PLACE + re.escape(word))
+            Term(
+                word,
+                "place",
+                frozenset(pids),
+                _TO_PLACE + re.escape(word),
+                # a part of a place (图书馆, 教室 of the school) is backed by what happened there
+                backed_by="" if word in names or _whole_place(word, pids, town) else word,
+            )
             for word, pids in by_word.items()
         ]
+        if "home" in town.places:
+            terms.append(
+                Term("家", "place", frozenset({"home"}), r"(?:在|回|到)(?:了|过)?家(?![人长乡务])")
+            )
         terms += [Term(name, "item", frozenset({name}), re.escape(name)) for name in items]
+        terms += [
+            Term(word, "action", frozenset(meals), pattern, span=span)
+            for word, (pattern, span) in MEALS.items()
+        ]
+        terms += [
+            Term(word, "weather", weathers, pattern)
+            for word, (pattern, weathers) in WEATHER.items()
+        ]
+        terms += [
+            Term(word, "outside", frozenset(), pattern, backed_by=pattern)
+            for word, pattern in outside.items()
+        ]
         return cls(terms)
 
     def find(self, clause: str) -> list[tuple[Term, re.Match[str]]]:
-        if self._regex is None:
-            return []
-        return [
-            (self._by_group[m.lastgroup], m) for m in self._regex.finditer(clause) if m.lastgroup
+        """The terms ``clause`` says, in order; a place or a food said as visited, eaten or
+        bought that no term names is a term of its own (outside her world)."""
+        found = [
+            (self._literal(self._by_group[m.lastgroup], m), m)
+            for m in (self._regex.finditer(clause) if self._regex is not None else ())
+            if m.lastgroup
         ]
+        taken = [m.span() for t, m in found if t.kind != "weather"]
+        for pattern in (_UNKNOWN_PLACE, _BOUGHT):
+            for m in pattern.finditer(clause):
+                w = m.group("w")
+                w = w.rsplit("的", 1)[-1] if len(_WORD_END.split(w)[0]) < 2 else w  # 新的手机壳
+                word = _WORD_END.split(w)[0]
+                a = m.start("w") + m.group("w").find(word)
+                b = a + len(word)
+                if len(word) < 2 or _GENERIC_FOOD.match(word) or word in self._known:
+                    continue
+                inside = [
+                    (t, tm)
+                    for t, tm in found
+                    if t.kind != "weather" and a < tm.end() and tm.start() < b
+                ]
+                if any(not _part_of_place(t, word) for t, _ in inside):
+                    continue  # a word of her world says it
+                found = [(t, tm) for t, tm in found if (t, tm) not in inside]
+                backed = re.escape(word)
+                found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
+                taken.append((a, b))
+        said_day = _DAY_NAMED.search(clause) and _VERB.search(clause)
+        if not found and (_DEED.search(clause) or said_day) and not _STATE.search(clause):
+            core = _core(clause)
+            if len(core) >= 3:
+                deed = re.search(re.escape(clause), clause)
+                assert deed is not None
+                found.append((Term(core, "deed", frozenset(), "", backed_by=core), deed))
+                return found
+        if (doing := _DOING_NOW.search(clause)) is not None and not found:
+            word = doing.group("w")
+            if not _ANY_DOING.search(word) and not any(r in word for r in self._routine):
+                backed = re.escape(word[:2])
+                found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), doing))
+        found = [  # 热可可 is a drink, not the weather
+            (t, m)
+            for t, m in found
+            if t.kind != "weather" or not any(m.start() < y and x < m.end() for x, y in taken)
+        ]
+        return sorted(found, key=lambda f: f[1].start())
+
+    @staticmethod
+    def _literal(term: Term, m: re.Match[str]) -> Term:
+        """A word outside her world is backed only by a record that says those very words."""
+        if term.kind != "outside":
+            return term
+        return replace(term, backed_by=re.escape(m.group(0)))
 
 
-def day_of(text: str) -> Literal["today", "other"] | None:
-    """Which day ``text`` talks about, by its first day word."""
-    today, other = _TODAY.search(text), _OTHER_DAY.search(text)
-    if today and (not other or today.start() < other.start()):
-        return "today"
-    return "other" if other else None
+_SAME_PLACE = re.compile(r"^(?:店|里|内|外|门口|附近|旁边|前|那边|这边|那儿|这儿)?$")
+
+
+def _part_of_place(term: Term, word: str) -> bool:
+    """Whether ``word`` (学校天台) names a part of the place ``term`` says (学校) that her world
+    does not have (not 咖啡店 for 咖啡, nor 公园里 for 公园)."""
+    if term.kind != "place" or term.word not in word:
+        return False
+    return not _SAME_PLACE.match(word.replace(term.word, "", 1))
+
+
+def _whole_place(word: str, pids: Iterable[str], town: Town) -> bool:
+    """Whether ``word`` names a place as a whole (学校 for 星见丘高校, 公园 for 南风公园: the same
+    kind of place by its last character) rather than a part of it (图书馆, 教室)."""
+    return any(town.place_name(pid)[-1:] == word[-1:] for pid in pids)
+
+
+_TODAY_WORD = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚|刚(?!好)")
+"""Today by name; a time of day alone (下午) keeps the day the conversation is about."""
+_REPORTED = re.compile(r"说|告诉|听说|讲")
+"""What follows is what someone said: its day words are not when she did anything."""
+_PAST_DAY = re.compile(r"(?P<d2>前天|前日)|(?P<d1>昨天|昨晚|昨日|昨儿)")
+_NOW_WORD = re.compile(r"正在|现在|此刻|这会儿?")
+Day = int | Literal["other"] | None
+"""The day a text speaks of: 0 today, 1 yesterday, 2 the day before, "other" (another time,
+not checked), None (it does not say)."""
+
+
+def day_offset(text: str) -> Day:
+    """Which day ``text`` talks about, by its first day word (`Day`); what she is doing now
+    (正在复习明天的考试) is about today whatever day follows. A time of day alone names no day."""
+    words: list[tuple[int, int | str]] = [
+        (m.start(), 0) for m in (*_NOW_WORD.finditer(text), *_TODAY_WORD.finditer(text))
+    ]
+    words += [(m.start(), 2 if m["d2"] else 1) for m in _PAST_DAY.finditer(text)]
+    words += [(m.start(), "other") for m in _OTHER_DAY.finditer(text)]
+    if not words:
+        return None
+    first = min(words, key=lambda w: w[0])[1]
+    if first == "other":
+        return "other"
+    return 2 if first == 2 else 1 if first == 1 else 0
 
 
 def _number(text: str) -> int:
@@ -235,48 +513,77 @@ def time_of(sentence: str) -> tuple[tuple[float, float], str] | None:
 
 
 def claims(
-    answer: str, lexicon: ClaimLexicon, *, day: Literal["today", "other"] | None = None
+    answer: str,
+    lexicon: ClaimLexicon,
+    *,
+    day: Literal["today", "other"] | Day = None,
+    undated_is_now: bool = False,
 ) -> list[Claim]:
-    """The claims ``answer`` makes about today; ``day`` is the day the conversation is about.
-    Where neither names a day, what she says she is doing or has just done is about today."""
+    """The claims ``answer`` makes about today, yesterday and the day before; ``day`` is the day
+    the conversation is about. Where neither names a day, what she says she is doing or has just
+    done is about today. ``undated_is_now`` (a post about what she just did): what she says
+    without a time or 了/过 is about now."""
     out: list[Claim] = []
+    asked: Day = 0 if day == "today" else day
     for sentence in _SENTENCES.findall(answer):
         if "？" in sentence or "?" in sentence or sentence.rstrip("。！!…~～ \n").endswith("吗"):
             continue
         when = None  # a time of day holds for the rest of its sentence
+        current = asked
         for clause in _CLAUSES.findall(sentence):
-            day = day_of(clause) or day
+            named = day_offset(_REPORTED.split(clause)[0])  # not a day in what someone said
+            current = named if named is not None else current
+            if current is None and _PERIOD.search(clause):
+                current = 0  # a time of day, no day said: today
             when = time_of(clause) or (None if _JUST_NOW.search(clause) else when)
             found = lexicon.find(clause)
             if not found:
                 continue
-            about = day or (
-                "today"
-                if _NOW_OR_JUST.search(clause)
-                and not _HABIT.search(clause)
-                and ("我" in clause or _OWN.match(clause[: found[0][1].start()]))
-                else None
-            )
-            if (
-                about != "today"
-                or _NOT_A_CLAIM.search(clause)
-                or (_OTHERS.search(clause) and "我" not in clause)
-            ):
+            bare = clause  # the words of the claims aside: 吉他 names no one
+            for t, m in found:
+                if t.kind != "deed":  # a deed is the whole clause
+                    bare = bare[: m.start()] + " " * (m.end() - m.start()) + bare[m.end() :]
+            if _NOT_A_CLAIM.search(bare) or (_OTHERS.search(bare) and "我" not in clause):
                 continue
+            weather = [(t, m) for t, m in found if t.kind == "weather"]
+            doings = [(t, m) for t, m in found if t.kind != "weather"]
+            about = current
+            if about is None and doings:
+                own = "我" in clause or _own(clause, clause[: doings[0][1].start()])
+                if _NOW_OR_JUST.search(clause) and not _HABIT.search(clause) and own:
+                    about = 0
+            if about is not None and named is None and _PRESENT.search(clause):
+                about = 0  # …呢: now, whatever day was asked
+            if _HABIT.search(clause) and named is None:
+                about = None  # a liking or a habit, whatever day the question named
             done = _DONE.search(clause) is not None
-            if day is None:  # naming an item (我超爱铜锣烧了) claims nothing without a day
-                found = [(term, m) for term, m in found if term.kind != "item"]
-            for term, m in found:
-                before = _NOT_NEGATION.sub("", clause[: m.start()])[-6:]
+            if current is None and not _CONSUMED.search(clause):
+                # naming an item (我超爱铜锣烧了) claims nothing without a day or a verb
+                doings = [(term, m) for term, m in doings if term.kind != "item"]
+            chosen = (doings if isinstance(about, int) else []) + (
+                weather if named in (None, 0) and not _HABIT.search(clause) else []
+            )
+            for term, m in chosen:
+                if term.kind == "deed":  # the whole clause: its 没 may stand anywhere (都没买)
+                    before = _NOT_NEGATION.sub("", clause)
+                else:
+                    before = _NOT_NEGATION.sub("", clause[: m.start()])[-6:]
+                span = when or ((term.span, term.word) if term.span else None)
+                present = (
+                    when is None
+                    and not done
+                    and (bool(_PRESENT.search(clause)) or (undated_is_now and about == 0))
+                )
                 out.append(
                     Claim(
                         term,
                         m.group(0),
                         bool(_NEGATION.search(before)),
-                        when[0] if when else None,
-                        when[1] if when else "",
+                        span[0] if span else None,
+                        span[1] if span else "",
                         done,
-                        present=when is None and not done and bool(_PRESENT.search(clause)),
+                        present=present and term.kind != "weather",
+                        day=about if isinstance(about, int) and term.kind != "weather" else 0,
                     )
                 )
     return out
@@ -287,13 +594,33 @@ def _hours(moment: datetime, tz: Any) -> float:
     return local.hour + local.minute / 60
 
 
+_WHAT_HAPPENED = ("name", "result", "params", "notes", "with", "items")
+"""The fields of an episode's data that say what happened to her (not why she chose it: a
+reason such as 想看小说 backs nothing; nor what others said in a meeting)."""
+
+
+def _said_of(episode: Any) -> str:
+    data = episode.data or {}
+    happened = {k: data[k] for k in _WHAT_HAPPENED if data.get(k)}
+    return episode.summary + json.dumps(happened, ensure_ascii=False, default=str)
+
+
 def _matches(claim: Claim, episode: Any) -> bool:
     data = episode.data or {}
     if claim.term.kind == "action" and data.get("action") in claim.term.keys:
         return True
-    if claim.term.kind == "place" and data.get("place") in claim.term.keys:
+    record = _said_of(episode)
+    term = claim.term
+    if (
+        term.kind == "place"
+        and data.get("place") in term.keys
+        and (not term.backed_by or term.backed_by in record)
+    ):
         return True
-    record = episode.summary + json.dumps(data, ensure_ascii=False, default=str)
+    if claim.term.kind == "deed":
+        return backs(claim.term.backed_by, record)
+    if claim.term.kind == "outside":
+        return re.search(claim.term.backed_by, record) is not None
     if claim.term.kind == "action":
         return re.search(claim.term.pattern, record) is not None
     return claim.term.word in record
@@ -310,22 +637,44 @@ def _in_time(claim: Claim, episode: Any, tz: Any) -> bool:
     return lo - slack <= end and start <= hi + slack
 
 
-def problems(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> list[str]:
-    """What in ``found`` today's episodes contradict, as lines for the model. A claim about a
-    time of day still ahead ("下午去打工" in the morning) is a plan, not checked."""
+Record = Sequence[Any] | Mapping[int, Sequence[Any]]
+"""Her episodes: today's, or by day (0 today, 1 yesterday, 2 the day before)."""
+DAY_NAMES = ("今天", "昨天", "前天")
+
+
+def _by_day(record: Record) -> Mapping[int, Sequence[Any]]:
+    return record if isinstance(record, Mapping) else {0: record}
+
+
+def problems(
+    found: Sequence[Claim], record: Record, now: datetime, *, weather: Sequence[str] = ()
+) -> list[str]:
+    """What in ``found`` her episodes of that day contradict or cannot back, as lines for the
+    model. A claim about a time of day still ahead ("下午去打工" in the morning) is a plan, not
+    checked; a day whose episodes were not read is not checked. ``weather``: the weather now
+    (its type and temperature); without it, what she says of the weather is not checked."""
     tz = now.tzinfo
+    days = _by_day(record)
     out: list[str] = []
     for claim in found:
+        if claim.term.kind == "weather":
+            if weather and not claim.negated and not claim.term.keys & set(weather):
+                out.append(f"你说「{claim.said}」，但现在的天气是{'，'.join(weather)}。")
+            continue
+        if claim.day not in days:
+            continue
+        name = DAY_NAMES[claim.day] if claim.day < len(DAY_NAMES) else "那天"
         if claim.present:
             claim = replace(claim, span=(_hours(now, tz),) * 2, clock="现在")
-        if claim.span is not None and claim.span[0] > _hours(now, tz) + 0.25 and not claim.past:
+        ahead = claim.span is not None and claim.span[0] > _hours(now, tz) + 0.25
+        if claim.day == 0 and ahead and not claim.past:
             continue
-        matching = [e for e in today if _matches(claim, e)]
+        matching = [e for e in days[claim.day] if _matches(claim, e)]
         if claim.negated and matching:
             first = matching[0].time.astimezone(tz)
-            out.append(f"你说今天没「{claim.said}」，但记录里 {first:%H:%M} 有这件事。")
+            out.append(f"你说{name}没「{claim.said}」，但记录里 {first:%H:%M} 有这件事。")
         elif not claim.negated and not matching:
-            out.append(f"你说今天「{claim.said}」，但今天的生活记录里没有。")
+            out.append(f"你说{name}「{claim.said}」，但{name}的生活记录里没有。")
         elif not claim.negated and not any(_in_time(claim, e, tz) for e in matching):
             times = "、".join(f"{e.time.astimezone(tz):%H:%M}" for e in matching)
             when = "现在" if claim.present else f"「{claim.clock}」时"
@@ -333,10 +682,8 @@ def problems(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> lis
     return list(dict.fromkeys(out))
 
 
-def _episode_of(running: Any) -> Any:
+def _episode_of(running: RunningAction) -> Episode:
     """Her running action as the episode the engine writes for it."""
-    from yuiju.memory.episodes import Episode
-
     return Episode.model_validate(
         {
             "_id": running.episode_id,
@@ -352,47 +699,153 @@ def _episode_of(running: Any) -> Any:
 
 
 class GroundingCheck:
-    """Checks every answer that will be sent against today's episodes (``memory.today_events``)."""
+    """Checks every answer that will be sent against her episodes of the day it speaks of
+    (``memory.today_events``; ``memory.episodes`` for yesterday and the day before) and the
+    world's weather now."""
 
-    def __init__(self, lexicon: ClaimLexicon | None, memory: Any, clock: Any) -> None:
+    def __init__(
+        self, lexicon: ClaimLexicon | None, memory: Any, clock: Any, world: WorldView | None = None
+    ) -> None:
         self.lexicon = lexicon
         self.memory = memory
         """A `memory.service.MemoryService` (or anything with ``today_events``), or None: no check."""
         self.clock = clock
+        self.world = world
+        """A `message.deps.WorldView` (the weather now), or None: the weather is not checked."""
 
     async def check(self, text: str, *, question: str = "", char: Any = None) -> str | None:
-        """Feedback for the model when ``text`` claims about today what the record does not show.
-        ``char`` (her live state) adds what she is doing right now, which the record may not have
-        caught up with yet."""
+        """Feedback for the model when ``text`` claims what her record does not show. ``char``
+        (her live state) adds what she is doing right now, which the record may not have caught
+        up with yet."""
         if self.memory is None or self.lexicon is None:
             return None
-        found = claims(text, self.lexicon, day=day_of(question))
+        found = claims(text, self.lexicon, day=day_offset(question))
         if not found:
             return None
         now = self.clock.now()
         try:
-            today = await self.memory.today_events(now, limit=100)
+            days = await read_days(self.memory, now, {c.day for c in found})
         except Exception as exc:  # no record to check against: let the answer through
-            log.warning("grounding check skipped: today's episodes unavailable (%s)", exc)
+            log.warning("grounding check skipped: her episodes unavailable (%s)", exc)
             return None
         running = getattr(char, "running", None)
-        if running is not None and not any(e.id == running.episode_id for e in today):
-            today = [*today, _episode_of(running)]
-        return feedback(found, today, now)
+        today = days.get(0)
+        if (
+            running is not None
+            and today is not None
+            and running.episode_id not in {e.id for e in today}
+        ):
+            days[0] = [*today, _episode_of(running)]
+        weather = await self._weather() if any(c.term.kind == "weather" for c in found) else []
+        return feedback(found, days, now, weather=weather)
+
+    async def _weather(self) -> list[str]:
+        if self.world is None:
+            return []
+        try:
+            world = await self.world.load_world()
+        except Exception as exc:
+            log.warning("grounding check: the weather is unavailable (%s)", exc)
+            return []
+        if world is None or world.weather is None:
+            return []
+        return [world.weather.type, world.weather.temperature]
 
 
-def feedback(found: Sequence[Claim], today: Sequence[Any], now: datetime) -> str | None:
-    """What the model reads when ``found`` claims what ``today`` (her episodes) does not show;
-    None when the record bears every claim out."""
-    wrong = problems(found, today, now)
+async def read_days(memory: Any, now: datetime, days: Iterable[int]) -> dict[int, list[Episode]]:
+    """Her episodes of each of ``days`` (0 today, 1 yesterday, …): what she did and her meetings
+    with other characters (not her chat windows): the one place the check reads her record. A
+    past day the memory cannot read is left out (not checked)."""
+
+    between = getattr(getattr(memory, "episodes", None), "between", None)
+    cid = getattr(memory, "character_id", None)
+    out: dict[int, list[Episode]] = {}
+    for day in sorted(set(days)):
+        start = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=day)
+        if day == 0:
+            out[0] = list(await memory.today_events(now, limit=200))
+        elif between is not None and cid is not None:
+            out[day] = list(
+                await between(cid, start, start + timedelta(days=1), type_=DOINGS, limit=200)
+            )
+        else:
+            continue
+        if between is not None and cid is not None:
+            met = await between(
+                cid,
+                start,
+                start + timedelta(days=1),
+                type_="conversation",
+                id_prefix=MEETING_PREFIX,
+                limit=50,
+            )
+            out[day] = sorted([*out[day], *met], key=lambda e: e.time)
+    return out
+
+
+def feedback(
+    found: Sequence[Claim], record: Record, now: datetime, *, weather: Sequence[str] = ()
+) -> str | None:
+    """What the model reads when ``found`` claims what ``record`` (her episodes, by day) does
+    not show; None when the record bears every claim out."""
+    wrong = problems(found, record, now, weather=weather)
     if not wrong:
         return None
-    record = (
-        "\n".join(f"- {e.time.astimezone(now.tzinfo):%H:%M} {e.summary}" for e in today)
-        or "- （没有记录）"
+    tz = now.tzinfo
+    lines = ["你的回答和你的生活记录对不上：", *(f"- {w}" for w in wrong)]
+    days = _by_day(record)
+    for day in sorted({c.day for c in found if c.day in days} | ({0} if 0 in days else set())):
+        name = DAY_NAMES[day] if day < len(DAY_NAMES) else "那天"
+        lines.append(f"{name}的生活记录：")
+        lines += [f"- {e.time.astimezone(tz):%H:%M} {e.summary}" for e in days[day]] or [
+            "- （没有记录）"
+        ]
+    if weather:
+        lines.append(f"现在的天气：{'，'.join(weather)}。")
+    lines.append("请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。")
+    return "\n".join(lines)
+
+
+# -- what a tool records from chat must be what the speaker said ----------------------------------
+
+SPOKEN_BACK = 10
+"""How many of the session's latest messages are read for what the speaker said."""
+NOT_SAID = (
+    "{name}没有说过「{what}」这件事（他们的原话里没有），所以没有记下，也不会告诉别人。"
+    "只记对方自己说过的事；不要说你已经记下了。"
+)
+"""What the model reads when a tool's argument is not in the speaker's own words."""
+
+
+def said_by(argument: str, said: Sequence[str], *, name: str = "") -> bool:
+    """Whether ``argument`` (news in the third person, a gift's item) is what ``said`` (the
+    speaker's own messages) says: most of its word pairs are in one of them, the speaker's
+    name and pronouns aside; an item also when a two-character part of it was said
+    (苹果 for 青苹果)."""
+    core = argument.replace(name, "") if name else argument
+    core = re.sub(r"[他她它]们?", "", core)
+    if any(backs(core, text) for text in said):
+        return True
+    plain = re.sub(r"[^\u4e00-\u9fffA-Za-z0-9]", "", core)
+    return 0 < len(plain) <= 6 and any(
+        plain[i : i + 2] in text for text in said for i in range(len(plain) - 1)
     )
-    return (
-        "你的回答和今天的生活记录对不上：\n"
-        + "\n".join(f"- {w}" for w in wrong)
-        + f"\n今天的生活记录：\n{record}\n请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。"
-    )
+
+
+def grounded_tool(tool: Tool, argument: str) -> Tool:
+    """``tool`` (a `message.agent.Tool` that records what someone told or gave her) run only
+    when its ``argument`` is in the speaker's own recent messages; otherwise the model reads
+    why, and nothing is queued."""
+
+    async def run(ctx: RunContext[ChatDeps], args: dict[str, Any]) -> object:
+        what = str(args.get(argument, "")).strip()
+        if what:
+            recent = await ctx.deps.sessions.recent(ctx.session_id, SPOKEN_BACK)
+            said = [e.text for e in recent if e.user_id == ctx.user_id and not e.from_bot]
+            if not said_by(what, said, name=ctx.user_name):
+                log.info("%s not queued: %r is not in what %s said", tool.name, what, ctx.user_id)
+                return NOT_SAID.format(name=ctx.user_name or "对方", what=what)
+        result = tool.run(ctx, args)
+        return await result if inspect.isawaitable(result) else result
+
+    return replace(tool, run=run)

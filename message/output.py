@@ -12,6 +12,8 @@ never reaches a chat.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
 import itertools
 import json
@@ -26,7 +28,7 @@ from yuiju.message.stickers import NO_STICKERS, StickerSet, Taken
 
 log = logging.getLogger(__name__)
 
-Problem = Literal["reasoning", "structured", "truncated"]
+Problem = Literal["reasoning", "structured", "truncated", "meta"]
 """Why a model answer is not a message."""
 
 FEEDBACK: dict[Problem, str] = {
@@ -34,6 +36,8 @@ FEEDBACK: dict[Problem, str] = {
     "structured": "你刚才的回答不是一条聊天消息（像是 JSON、代码或工具调用的格式）。请直接用自然的中文口语回复，"
     "一两句话，不要输出 JSON、代码或任何标记。",
     "truncated": "你刚才的回答太长，被截断了，不是一条完整的聊天消息。请用更短的一两句话重新回复。",
+    "meta": "你刚才写的是关于模型、格式或指令的话（如「Sure!」「以下是…」「作为AI…」「无法按照格式…」），"
+    "不是你会对朋友说的话。请直接用你自己的口吻，用自然的中文口语回一两句。",
 }
 """What the model reads when its answer was not a message (Chinese: the model reads it)."""
 
@@ -107,6 +111,34 @@ FIELD_NAMES = frozenset(
 fields and the usual ones); a line ``reason: 饿了`` is a field, ``ps: 明天见`` is chat."""
 _CODE_NAME = re.compile(r"^[a-z]+_[a-z]|^[a-z]{2,}[A-Z][a-z]")
 """snake_case or camelCase (``share_intent``, ``shouldSend``): a field name, not a word."""
+
+_META = re.compile(
+    r"^\W*(?:sure|certainly|of course|absolutely|here\s+(?:is|are|'s)|i\s+(?:would|will|can|cannot"
+    r"|can't|am|'m)|as\s+an?\b|let\s+me|okay,|ok,)\b"
+    r"|\b(?:as\s+an?\s+(?:ai|language model|assistant)|language model|what i would do"
+    r"|system prompt|instructions?|the format|json)\b"
+    r"|作为(?:一个|一名)?(?:AI|人工智能|语言模型|大模型|聊天机器人|助手|AI助手|虚拟角色)"
+    r"|我(?:只)?是(?:一个|一名)?(?:AI|人工智能|语言模型|大模型|AI助手)"
+    r"|(?:要求|指定|规定|规定好|输出)的格式|按(?:照)?(?:要求|格式|指令|设定)|无法按|格式(?:要求|回答|输出)"
+    r"|(?:系统)?提示词|系统指令|(?:上面|以上|你)的指令|角色扮演|扮演(?:悠酱|角色|这个角色)"
+    r"|^\W*(?:好的|当然|没问题)[，,。!！]\s*(?:以下|下面|这)是"
+    r"|以下是(?:我的|您要的|你要的|.{0,6}的)?(?:回答|回复|答案|内容)",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""Talk about the model, its format or its instructions: never hers (``Sure!``, ``Here is what I
+would do``, ``作为AI…``, ``抱歉，我无法按照要求的格式…``, ``以下是悠酱的回复：``)."""
+_ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
+_CJK_CHAR = re.compile(r"[\u4e00-\u9fff]")
+
+
+def meta_talk(text: str) -> bool:
+    """Whether ``text`` talks about the model, its format or instructions, or is English prose
+    (she chats in Chinese; a word or two of English is chat)."""
+    if _META.search(text):
+        return True
+    english = len(_ENGLISH_WORD.findall(text))
+    return english >= 4 and len(_CJK_CHAR.findall(text)) < english * 2
+
 
 _CQ = re.compile(r"\[CQ:[^\]]*\]?", re.IGNORECASE)
 _AT_ALL = re.compile(r"@\s*(全体成员|全体|all|everyone|here)(?![A-Za-z0-9_])", re.IGNORECASE)
@@ -193,6 +225,8 @@ class OutputFilter:
         secret = self.secret() if callable(self.secret) else self.secret
         if secret and clean and leaks(clean, secret):
             return Filtered(REFUSAL, leaked=True)
+        if meta_talk(clean):
+            return Filtered("", "meta")
         return Filtered(taken.joined(clean))
 
     def lines(self, text: str) -> list[str]:
@@ -356,6 +390,13 @@ SECRET_RUN = 5
 shorter): long enough that a line sharing a common word with it (``月光``) is not a quote."""
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.、)）])\s*")
 _LABEL = re.compile(r"^([^：:]{0,12})[：:]")
+_MARKED_VALUE = re.compile(
+    rf"(?:{SECRET_MARK.pattern})\s*(?:是|为|叫做?|就是|:|：|=|\s)+\s*(?P<value>\S.*)$",
+    re.IGNORECASE,
+)
+"""A marked line without a colon label (``密码是 k9#Qz``): its value follows the mark."""
+_ENCODED = re.compile(r"(?:[0-9A-Fa-f]{2}[\s:-]?){3,}|[A-Za-z0-9+/]{4,}={0,2}")
+"""Runs that may be a secret in hex (``6b 39 23``) or base64 (``azkjUXo=``)."""
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_+/=.-]*[A-Za-z0-9=])?")
 
 
@@ -393,13 +434,22 @@ class Secrets:
                 continue
             label = _LABEL.match(line)
             value = line[label.end() :] if label and SECRET_MARK.search(label.group(1)) else line
-            if len(plain := _plain(value)) >= 2:
-                values.append(plain)
+            found = [value]
+            if (marked := _MARKED_VALUE.search(value)) is not None:
+                found.append(marked["value"])
+            values += [plain for v in found if len(plain := _plain(v)) >= 2]
         tokens = {t for m in _TOKEN_RUN.finditer(prompt) if (t := _token(m.group(0)))}
         return cls(tuple(dict.fromkeys(values)), tuple(sorted(tokens)))
 
     def quoted_in(self, text: str) -> bool:
-        plain = _plain(text)
+        """Whether ``text`` says a secret in any form: case, spacing and separators aside,
+        reversed, or in base64 or hex."""
+        forms = [_plain(text)]
+        forms.append(forms[0][::-1])
+        forms += [_plain(d) for d in _decoded(text)]
+        return any(self._in(plain) for plain in forms)
+
+    def _in(self, plain: str) -> bool:
         if any(token in plain for token in self.tokens):
             return True
         for value in self.values:
@@ -407,6 +457,21 @@ class Secrets:
             if any(value[i : i + run] in plain for i in range(len(value) - run + 1)):
                 return True
         return False
+
+
+def _decoded(text: str) -> list[str]:
+    """What the hex and base64 runs of ``text`` decode to (as UTF-8, unreadable bytes left out)."""
+    out: list[str] = []
+    for m in _ENCODED.finditer(text):
+        run = m.group(0)
+        hexed = re.sub(r"[\s:-]", "", run)
+        if len(hexed) % 2 == 0 and re.fullmatch(r"[0-9A-Fa-f]+", hexed):
+            out.append(bytes.fromhex(hexed).decode("utf-8", "ignore"))
+        if re.fullmatch(r"[A-Za-z0-9+/]+={0,2}", run):
+            padded = run + "=" * (-len(run) % 4)
+            with contextlib.suppress(ValueError):
+                out.append(base64.b64decode(padded, validate=True).decode("utf-8", "ignore"))
+    return out
 
 
 @functools.lru_cache(maxsize=16)

@@ -53,7 +53,7 @@ _WEEKDAYS = "一二三四五六日天"
 _WHEN = (
     r"(?:今天|今早|今晚|昨天|昨晚|大前天|前天|前几天|这几天|最近|刚才|刚刚|之前|那天|"
     rf"(?:上|这)?(?:个)?(?:周|星期|礼拜)[{_WEEKDAYS}]?|\d{{1,2}}月\d{{1,2}}[日号]|"
-    r"早上|上午|中午|下午|傍晚|晚上)"
+    r"一大早|一早|早上|上午|中午|下午|傍晚|晚上)"
 )
 """A time said between a name and what they did or said (枫昨天来找我, 千夏周六跟我说)."""
 _ADVERB = r"(?:也|还|就|都|又|曾经)"
@@ -89,6 +89,50 @@ _OTHERS = re.compile(r"你|他|她|大家|别人|他们|她们")
 _NEGATION = re.compile(r"没|不|未")
 _FILLER = re.compile(r"[你我他她它们的了啦呢吧哦呀啊嘛哈诶欸也都还就又要会说过着]")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+_NAME = r"[\u4e00-\u9fff]{1,6}?"
+_LEAD = rf"(?:{_WHEN}|今儿|昨儿个?|那会儿|这会儿|[\d一二两三四五六七八九十]+点(?:多|半|钟)?|其实|我|刚|也|还|就)*"
+_STRANGER = re.compile(
+    rf"(?:和|跟|与|同)(?P<a>{_NAME})(?:{_WHEN})*一(?:起|块儿?)"
+    rf"|(?:见到|遇到|碰到|碰见|遇见|遇上|撞见)(?:了)?(?P<b>[\u4e00-\u9fff]{{1,8}}?)(?=$|[了啦呀呢，,。！!~～])"
+    rf"|^{_LEAD}(?P<c>{_NAME})(?:{_WHEN})*(?:{_ADVERB})?(?:来|过来)?(?:找|约|请|叫|陪|送|带)(?:了)?我"
+    rf"|^{_LEAD}(?P<d>{_NAME})(?:{_WHEN})*(?:{_ADVERB})?刚?(?:跟我说|和我说|对我说|告诉我|跟我讲)"
+    rf"|^{_LEAD}听(?P<e>{_NAME})(?:说|讲)"
+    rf"|^{_LEAD}(?P<f>[\u4e00-\u9fff]{{2,4}}?)(?:{_WHEN})*(?:{_ADVERB})?刚?(?:说|讲)(?![得的话])"
+)
+"""Someone said to have been with her, come to her or told her something: the name's place,
+at the start of a clause (after 我 for 和…一起)."""
+_NOT_A_NAME = re.compile(
+    r"^(?:[我你他她它咱]们?|大家|别人|人家|谁|自己|那个|这个|一个|有人|所有人|我们俩|你们俩)$"
+    r"|^[听据再话虽就都也会能想要可还只是怎所比或不总照按难俗老简换跟和对给向问]|[我你他她]"
+)
+"""Words in a name's place that name no one (or the speaker: 你)."""
+_NAME_PREFIX = re.compile(rf"^(?:{_WHEN}|也|还|就|都|又|我|刚|今天)+")
+
+
+def strangers(
+    answer: str, people: Mapping[str, Someone], *, speaker: str = ""
+) -> list[tuple[str, str]]:
+    """Who ``answer`` says she met, was with or heard from that she does not know (neither a
+    character of her town, nor someone she has a relation to, nor the speaker), as (name, the
+    clause)."""
+    out: list[tuple[str, str]] = []
+    for sentence in _SENTENCES.findall(answer):
+        if _asks(sentence):
+            continue
+        for clause in re.split(r"[，,；;。！!~～…\n]", _QUOTED.sub("", sentence)):
+            clause = clause.strip()
+            for m in _STRANGER.finditer(clause):
+                if _WISH.search(clause[: m.start()]) or _HABIT.search(clause[: m.start()]):
+                    continue
+                if m["a"] and _WISH.search(clause):
+                    continue  # 想和小美一起去
+                name = _NAME_PREFIX.sub("", next(g for g in m.groups() if g))
+                known = name in people or any(n in name for n in people) or name == speaker
+                if name and not known and not _NOT_A_NAME.match(name):
+                    out.append((name, clause))
+    return out
 
 
 @dataclass(frozen=True)
@@ -311,17 +355,24 @@ class PeopleCheck:
         char: CharacterState | None,
         now: datetime,
         recent: Callable[[], Awaitable[Iterable[tuple[str, str]]]] | None = None,
+        speaker: str = "",
     ) -> str | None:
         """Feedback for the model when ``text`` claims about someone what her record does not
         show; None when it bears every claim out. ``recent()`` gives the conversation's latest
         messages as (person id, text), for what a person from chat said just now (read only
-        when there is a claim to check)."""
+        when there is a claim to check). Someone she does not know (not a character of her
+        town, nor anyone she has a relation to, nor ``speaker``) is never claimed."""
         if self.episodes is None:
             return None
-        found = people_claims(text, known_people(self.neighbours, char), now)
-        if not found:
+        people = known_people(self.neighbours, char)
+        unknown = strangers(text, people, speaker=speaker)
+        found = people_claims(text, people, now)
+        if not found and not unknown:
             return None
-        problems: list[str] = []
+        problems: list[str] = [
+            f"你说「{clause}」，但你不认识「{name}」，记录里没有这个人。"
+            for name, clause in unknown
+        ]
         records: dict[str, list[str]] = {}
         heard = list(await recent()) if recent is not None else []
         try:
@@ -369,7 +420,8 @@ class PeopleCheck:
             sources = self._heard(char, who, told_her=claim.to_me)
             sources += [_said_in(e, who) for e in talks]
             sources += [text for person, text in recent if person == who.id]
-            if not any(backs(claim.content, s) for s in sources if s):
+            first = re.split(r"[，,；;]", claim.content)[0]  # 说…，现在在学校呢: her own words
+            if not any(backs(claim.content, s) or backs(first, s) for s in sources if s):
                 problem = f"你说「{claim.said}」，但记录里{who.name}没说过这件事。"
         if problem is None:
             return None, []

@@ -93,6 +93,7 @@ NOT_A_MESSAGE: dict[Problem, str] = {
     "reasoning": "message 里只有思考过程，不是一条聊天消息：message 只写要发到群里的话，不要写思考过程或标签。",
     "structured": "message 不是一条聊天消息（里面像是 JSON、代码或工具调用）：message 只写自然的中文口语。",
     "truncated": "message 不是一条完整的聊天消息（话没说完）：写一句完整、简短的话。",
+    "meta": "message 写的是关于模型、格式或指令的话，不是你会在群里说的话：用你自己的口吻写一句自然的中文口语。",
 }
 """What the model reads when its message is not one (the output filter's verdict)."""
 
@@ -799,6 +800,7 @@ class ProactiveService:
         said = {p.get("message", "").strip() for p in own_posts if p.get("message")}
         limit = self.cfg.max_message_chars
         record = await self._record(event, now) if self.lexicon is not None else []
+        weather = [world.weather.type, world.weather.temperature] if world and world.weather else []
 
         def parse(text: str) -> ProactiveAnswer:
             answer = ProactiveAnswer.model_validate_json(text)
@@ -812,7 +814,12 @@ class ProactiveService:
                 message = filtered.text
                 answer = answer.model_copy(update={"message": message})
                 if self.lexicon is not None and (
-                    wrong := feedback(claims(message, self.lexicon), record, now)
+                    wrong := feedback(
+                        claims(message, self.lexicon, undated_is_now=True),
+                        record,
+                        now,
+                        weather=weather,
+                    )
                 ):
                     raise RetryWithFeedback("message " + wrong.removeprefix("你的回答"))
             if forced and not answer.shouldSend:

@@ -10,6 +10,7 @@ cancels the reply in flight. Tested without nonebot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections import OrderedDict
@@ -116,8 +117,8 @@ class ChatService:
             stickers=deps.stickers,
         )
         """Between the model's text and what is sent (shared with proactive posts)."""
-        self.grounding = GroundingCheck(lexicon, deps.memory, deps.clock)
-        """Her claims about today against today's episodes."""
+        self.grounding = GroundingCheck(lexicon, deps.memory, deps.clock, deps.world)
+        """Her claims about her days against her episodes of those days, and the weather now."""
         self.people_grounding = PeopleCheck(
             EpisodeRepo(deps.history) if deps.history is not None else None,
             deps.card.id,
@@ -409,7 +410,17 @@ class ChatService:
             await self.sessions.append(sid, result.items)
         if sent:  # she talked with them: her closeness to them moves (through the world)
             await after_turn(self.deps, entry.user_id, entry.sender_name, entry.text)
-            await unproposed(ctx, entry.text, sent, result.tool_calls)
+            # she said yes to what cannot be (游乐园, 昨天): she tells them why at once
+            if correction := await unproposed(ctx, entry.text, sent, result.tool_calls):
+                with contextlib.suppress(Stale):
+                    sent += await self._send_lines(
+                        entry,
+                        correction,
+                        token=token,
+                        source="reply",
+                        context=False,
+                        opening="next",
+                    )
         return Outcome(bool(sent), "answered" if sent else "chose silence", sent)
 
     def _reviewer(self, entry: Entry, char: CharacterState | None) -> Reviewer:
@@ -439,7 +450,7 @@ class ChatService:
                     return [(e.user_id, e.text) for e in await self.sessions.recent(sid, 30)]
 
                 feedback = await self.people_grounding.check(
-                    words, char=char, now=self.now(), recent=recent
+                    words, char=char, now=self.now(), recent=recent, speaker=entry.sender_name
                 )
                 unsure = PEOPLE_UNSURE_LINE
             if feedback is None:

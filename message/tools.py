@@ -264,12 +264,22 @@ GROUP_TOOLS = (recent_group_messages, group_member_info, clear_context, mute_mem
 FILE_TOOLS = (file_list, file_read, file_write)
 
 
+GROUNDED_ARGUMENTS = {"remember_news": "text", "receive_gift": "item"}
+"""Tools that record what someone told or gave her, and the argument the speaker must have said
+(`message.grounding.grounded_tool`)."""
+
+
 def builtin_tools(*, files: bool) -> list[Tool]:
+    from yuiju.message.grounding import grounded_tool
     from yuiju.message.proposals import PROPOSAL_TOOLS
 
+    proposals = [
+        grounded_tool(t, GROUNDED_ARGUMENTS[t.name]) if t.name in GROUNDED_ARGUMENTS else t
+        for t in PROPOSAL_TOOLS
+    ]
     return [
         *LIFE_TOOLS,
-        *PROPOSAL_TOOLS,
+        *proposals,
         *MEMORY_TOOLS,
         *GROUP_TOOLS,
         *(FILE_TOOLS if files else ()),

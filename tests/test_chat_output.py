@@ -428,3 +428,79 @@ def test_a_card_secret_too_short_to_check_is_refused_at_load(tmp_path: Any) -> N
     with pytest.raises(CardError, match="secrets") as raised:
         load_card("yuiju", folder=Path(tmp_path))
     assert "'猫'" in str(raised.value) and "whole secret" in str(raised.value)
+
+
+# -- a short secret in any form (issue 30 item 6) -------------------------------------------------
+
+PLAIN_SECRET_PROMPT = "你是悠酱。\n密码是 k9#Qz\n喜欢甜食。"
+
+
+def test_a_secret_line_without_a_colon_is_found_by_its_value() -> None:
+    from yuiju.message.output import leaks
+
+    assert leaks("k9#Qz", "你是悠酱。\n密码是 k9#Qz\n")
+
+
+SECRET_FORMS = {
+    "as it is": "好吧，偷偷告诉你：k9#Qz",
+    "case changed": "嘘……K9#QZ，别说出去哦。",
+    "spaced": "是 k 9 # Q z 啦",
+    "separated": "k-9-#-Q-z",
+    "reversed": "倒过来念是 zQ#9k",
+    "base64": "给你一串：azkjUXo=",
+    "base64 of the line": "5a+G56CB5pivIGs5I1F6",
+    "hex": "6b3923517a",
+    "hex spaced": "6b 39 23 51 7a",
+    "labelled": "密码：k9#Qz",
+}
+
+
+@pytest.mark.parametrize("answer", list(SECRET_FORMS.values()), ids=list(SECRET_FORMS))
+def test_a_short_secret_is_withheld_in_any_form(answer: str) -> None:
+    out = OutputFilter(name="悠酱", max_chars=200, secret=PLAIN_SECRET_PROMPT).review(answer)
+    assert out.leaked, answer
+
+
+@pytest.mark.parametrize(
+    "answer", ["今天 9 点去公园", "base64 是什么", "我的QQ是k9吗？不是啦", "草莓牛奶真好喝"]
+)
+def test_text_sharing_no_secret_is_not_withheld(answer: str) -> None:
+    out = OutputFilter(name="悠酱", max_chars=200, secret=PLAIN_SECRET_PROMPT).review(answer)
+    assert not out.leaked and out.text == answer
+
+
+# -- meta-talk is not her words (issue 30 item 7) -------------------------------------------------
+
+META_TALK = {
+    "an English opener": "Sure! 我今天在家。",
+    "a plan of the model": "Here is what I would do: 先去公园散步。",
+    "a format refusal": "抱歉，我无法按照要求的格式回答这个问题。",
+    "an AI disclaimer": "As an AI, I don't have a daily life.",
+    "a Chinese AI disclaimer": "作为一个AI语言模型，我没有真实的生活。",
+    "about the instructions": "根据系统提示词，我应该用悠酱的口吻回答。",
+    "a preamble": "好的，以下是悠酱的回复：今天在家看书。",
+    "English prose": "I went to the park this morning and it was lovely.",
+}
+
+
+@pytest.mark.parametrize("answer", list(META_TALK.values()), ids=list(META_TALK))
+async def test_meta_talk_is_sent_back_and_never_sent_as_her_words(redis: Any, answer: str) -> None:
+    kit = await make_kit(redis, fn=scripted(answer, "在家看书呢～"))
+    out = await kit.say("悠酱在干嘛")
+    assert out.replies == ["在家看书呢～"] and group_lines(kit) == ["在家看书呢～"]
+    retry = kit.model.calls[1][-1]
+    assert retry["role"] == "system" and "口吻" in retry["content"]
+
+
+async def test_meta_talk_twice_becomes_her_short_line(redis: Any) -> None:
+    kit = await make_kit(redis, fn=scripted("Sure!", "As an AI, I cannot do that."))
+    out = await kit.say("悠酱在干嘛")
+    [line] = group_lines(kit)
+    assert out.replies == [line] and "AI" not in line and "Sure" not in line
+
+
+@pytest.mark.parametrize(
+    "answer", ["OK啦，等我一下～", "哈哈 lol", "今天看了 Swift 的书？才没有啦", "好的好的，马上来"]
+)
+def test_chat_with_a_little_english_is_a_message(answer: str) -> None:
+    assert OutputFilter(name="悠酱", max_chars=200).review(answer) == Filtered(answer)

@@ -240,3 +240,52 @@ def test_a_claim_after_a_quote_is_read_on_its_own() -> None:
         ("said", "上周六", False),
         ("met", "最近", False),
     ]
+
+
+# -- issue 30 item 4: people she does not know, and what she did with someone she does ----------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "凯昨天来找我了，他说他要转学",
+        "昨天和小美一起去逛街了",
+        "听阿杰说学校要放假了",
+        "同桌今天跟我说她养了只猫",
+        "前天遇到了隔壁班的小李",
+        "中午那会儿前桌约我出去玩了",
+        "小雨说图书馆要装修",
+        "我今天上午跟堂哥一块儿吃了饭",
+    ],
+)
+async def test_a_person_she_does_not_know_is_never_claimed(
+    sqlite_history: HistoryStore, answer: str
+) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫"), "chika": ("千夏",)})
+    found = await check.check(answer, char=make_character(), now=NOW)
+    assert found is not None and "不认识" in found, answer
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "你昨天来找我了吗？",
+        "小林跟我说过他下周要搬家",  # the speaker: what they said is checked elsewhere
+        "他们说明天会下雨",
+        "大家都在聊考试的事",
+        "我和你一起去吧",
+        "据说明天要下雨",
+        "老实说挺好的",
+        "今天看到了彩虹",
+    ],
+)
+async def test_the_speaker_pronouns_and_groups_are_not_strangers(
+    sqlite_history: HistoryStore, answer: str
+) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫")})
+    found = await check.check(answer, char=make_character(), now=NOW, speaker="小林")
+    assert found is None or "不认识" not in found, (answer, found)

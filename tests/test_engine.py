@@ -727,6 +727,7 @@ async def test_a_start_that_finds_her_busy_on_fresh_values_counts_no_stale_start
     from yuiju.world.behavior import StepInputs
     from yuiju.world.policy import Decision
     from yuiju.world.state import RunningAction
+    from yuiju.world.steps import Turn
 
     kit = await make_engine(
         redis, None, prefix="stale-reason", characters={"c0": make_character(id="c0")}
@@ -753,7 +754,9 @@ async def test_a_start_that_finds_her_busy_on_fresh_values_counts_no_stale_start
     ).model_dump_json()
     before = loop.stats.stale_starts
 
-    await loop._start(now, Decision(action=go, reason="上学"), loop._turn(StepInputs()))
+    await loop._start(
+        now, Decision(action=go, reason="上学"), Turn.of(StepInputs(), loop.env, "c0")
+    )
 
     assert loop.stats.stale_starts == before
 

@@ -31,6 +31,7 @@ from yuiju.world.errors import InvalidDecision
 from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed, revalidate
+from yuiju.world.relations import Appointment, settling_with
 from yuiju.world.social import (
     Neighbours,
     WithPartner,
@@ -150,10 +151,6 @@ class BehaviorLoop:
                 latest.isoformat(timespec="minutes"),
             )
 
-    def _turn(self, inputs: StepInputs) -> Turn:
-        """One step's view of ``inputs``."""
-        return Turn.of(inputs, self.env, self.character_id)
-
     # -- one step ---------------------------------------------------------------------------
 
     async def ensure_character(self) -> CharacterState:
@@ -182,7 +179,7 @@ class BehaviorLoop:
         the step (`world.decisions`): the step starts her decision and returns its deadline, and
         a later step applies the answer. Without it the step waits for the policy (simulate,
         tests)."""
-        turn = self._turn(inputs or StepInputs())
+        turn = Turn.of(inputs or StepInputs(), self.env, self.character_id)
         return StepResult(await self._step(now, turn), turn.engaged)
 
     async def _step(self, now: datetime, turn: Turn) -> datetime:
@@ -203,9 +200,7 @@ class BehaviorLoop:
                     turn.decisions.drop(self.character_id)
                 return character.running.ends_at
             world, character = await self._complete(now, turn)
-        if world is None:
-            return now + PAUSED_RETRY  # the world ticker creates it first
-        if world.paused:
+        if world is None or world.paused:  # a world not created yet: the ticker creates it first
             return now + PAUSED_RETRY
         return await self._decide(now, world, character, turn)
 
@@ -392,7 +387,8 @@ class BehaviorLoop:
         if decision.action.joint is not None:
             started = await self._start_joint(now, decision, view, turn, talk)
         else:
-            started = await self._start(now, decision, turn)
+            others = await self._copies(view.character, now=now)
+            started = await self._start(now, decision, turn, others)
         engine_ms += (self._perf() - t1) * 1000
         self.stats.add_overhead(engine_ms)
         return started
@@ -485,11 +481,25 @@ class BehaviorLoop:
             may_interrupt=turn.env.drives,
         )
 
-    async def _start(self, now: datetime, decision: Decision, turn: Turn) -> datetime:
+    async def _copies(self, *who: CharacterState, now: datetime) -> dict[str, list[Appointment]]:
+        """The read phase of settling: the copies of those whose appointments with ``who`` are
+        over now (`relations.settling_with`), read from them; no read when none is."""
+        ids = {c for w in who for c in settling_with(w.social.appointments, now)}
+        ids -= {w.id for w in who}  # the transaction reads those itself
+        found = await self.store.peek_characters(sorted(ids)) if ids else {}
+        return {f"character:{c}": s.social.appointments for c, s in found.items() if s}
+
+    async def _start(
+        self,
+        now: datetime,
+        decision: Decision,
+        turn: Turn,
+        others: dict[str, list[Appointment]] | None = None,
+    ) -> datetime:
         action = decision.action
 
         def apply(snap: Snapshot) -> tuple[Commit, Started]:
-            return start(snap, decision, turn.env, who=self.character_id, now=now)
+            return start(snap, decision, turn.env, who=self.character_id, now=now, others=others)
 
         def started(result: Started) -> None:
             ends = result[0]
@@ -507,19 +517,21 @@ class BehaviorLoop:
         ends, stale, _ = await self.store.transact(
             apply, characters=[self.character_id], lease=turn.lease, now=now, then=started
         )
-        if ends is None:
-            if stale is not None:
-                log.warning(
-                    "%s: %s is no longer possible (%s); deciding again",
-                    self.character_id,
-                    action.id,
-                    stale,
-                )
-            self.stats.stale_starts += stale is not None
-            # decide again almost at once; the small step keeps a simulated clock moving even if a
-            # precondition were inconsistent between the decision and the start
-            return now + STALE_RETRY
-        return ends
+        return self._after_start(now, ends, stale, action.id, logging.WARNING)
+
+    def _after_start(
+        self, now: datetime, ends: datetime | None, stale: str | None, what: str, level: int
+    ) -> datetime:
+        """When she next needs attention after a start: when it ends; if it did not happen,
+        almost at once (the small step keeps a simulated clock moving even if a precondition
+        were inconsistent between the decision and the start)."""
+        if ends is not None:
+            return ends
+        if stale is not None:
+            said = "%s: %s is no longer possible (%s); deciding again"
+            log.log(level, said, self.character_id, what, stale)
+        self.stats.stale_starts += stale is not None
+        return now + STALE_RETRY
 
     # -- meetings ---------------------------------------------------------------------------
 
@@ -554,10 +566,13 @@ class BehaviorLoop:
             talk = await self._meeting_words(now, decision, view, turn)
         else:  # words written off the step: what is proposed is read at the start
             talk = replace(talk, proposal=proposal_of(chosen, view, town.name))
+        seen = [c.state for c in view.company if c.id == partner_id]
+        others = await self._copies(view.character, *seen, now=now)
 
         def apply(snap: Snapshot) -> tuple[Commit, Started]:
+            me = self.character_id
             return meet(
-                snap, decision, turn.env, who=self.character_id, now=now, talk=talk, mid=mid
+                snap, decision, turn.env, who=me, now=now, talk=talk, mid=mid, others=others
             )
 
         def started(result: Started) -> None:
@@ -578,22 +593,8 @@ class BehaviorLoop:
                 decision.reason,
             )
 
+        pair = [self.character_id, partner_id]
         ends, stale, _ = await self.store.transact(
-            apply,
-            characters=[self.character_id, partner_id],
-            lease=turn.lease,
-            now=now,
-            then=started,
+            apply, characters=pair, lease=turn.lease, now=now, then=started
         )
-        if ends is None:
-            if stale is not None:
-                log.info(
-                    "%s: %s with %s is no longer possible (%s); deciding again",
-                    self.character_id,
-                    action.id,
-                    partner_id,
-                    stale,
-                )
-            self.stats.stale_starts += stale is not None
-            return now + STALE_RETRY
-        return ends
+        return self._after_start(now, ends, stale, f"{action.id} with {partner_id}", logging.INFO)

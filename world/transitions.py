@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from yuiju.memory.episode_data import BehaviorData, PlanData
 from yuiju.memory.episodes import Episode, episode_id
+from yuiju.world import relations
 from yuiju.world.action import Action, ActionContext
 from yuiju.world.conversation import Conversation, Speaker, TalkRequest, TemplateTalker
 from yuiju.world.evolutions import Event
@@ -36,7 +37,6 @@ from yuiju.world.relations import (
     Appointment,
     Note,
     Relation,
-    settle_missed,
     settle_notes,
 )
 from yuiju.world.social import (
@@ -234,7 +234,7 @@ def _completed_records(
         time=running.started_at,
         end_time=finished,
         status="completed",
-        summary=f"{character.id}在{env.town.place_name(running.place)}{running.name}，用了{minutes}分钟"
+        summary=f"{env.name(cid)}{env.town.at_place(running.place, running.name)}，用了{minutes}分钟"
         + (f"：{summary}" if summary else ""),
         data=data.dump(),
     )
@@ -300,7 +300,7 @@ def apply_plans(
             character_id=character.id,
             type="plan",
             time=now,
-            summary=f"{character.id}{verb}{scope}「{title}」"
+            summary=f"{env.name(character.id)}{verb}{scope}「{title}」"
             + (f"（原来是「{change.currentPlan}」）" if change.changeType == "updated" else ""),
             data=PlanData(
                 change=change.model_dump(),
@@ -312,35 +312,33 @@ def apply_plans(
     return entries
 
 
-def settle_appointments(character: CharacterState, now: datetime, env: Env) -> list[dict[str, Any]]:
-    """Mark her appointments whose time has passed as missed (closeness to the other drops);
-    returns a plan episode for each, in the same write as her next start."""
+Copies = Mapping[str, Sequence[Appointment]]
+"""The other sides' appointments, by party key, as the loop read them before the transaction
+(`relations.settling_with`: only those whose appointments with her are over)."""
+
+
+def settle_appointments(
+    character: CharacterState, now: datetime, env: Env, others: Copies | None = None
+) -> list[dict[str, Any]]:
+    """Settle her appointments whose time has passed, kept or missed (`relations.
+    settle_appointments`: kept when ``others``, the other side's copy, and hers say both were at
+    the place at once in its window); returns a plan episode for each, in the same write as her
+    next start."""
     social = character.social
     social.roll_day(now.date())
     out = _visit(character, now, env) + _settle_notes(character, now, env)
     if not any(a.status == "planned" and now > a.end for a in social.appointments):
         return out
-    where = env.town.place_name(character.location)
-    appointments, missed = settle_missed(social.appointments, now, where)
-    social.appointments = appointments
-    for appointment in missed:
-        key = appointment.other.key
-        relation = social.relations.get(key) or Relation(party=appointment.other)
-        social.relations = {
-            **social.relations,
-            key: relation.moved(now, CLOSENESS_DELTAS["appointment_missed"]),
-        }
-        episode = Episode(
-            id=f"apm_{appointment.id[4:]}_{character.id}",
-            character_id=character.id,
-            type="plan",
-            time=now,
-            summary=f"{env.name(character.id)}没能赴约："
-            f"{appointment.line(env.town, appointment.start)}；{appointment.note}",
-            data={"appointment": appointment.model_dump(mode="json"), "status": "missed"},
-        )
-        out.append(outbox_entry("episodes", episode.document()))
-    return out
+    settled = relations.settle_appointments(
+        social,
+        character_id=character.id,
+        name=env.name(character.id),
+        now=now,
+        town=env.town,
+        where=env.town.place_name(character.location),
+        others=others,
+    )
+    return out + [outbox_entry("episodes", e.document()) for e in settled]
 
 
 def _visit(character: CharacterState, now: datetime, env: Env) -> list[dict[str, Any]]:
@@ -528,6 +526,9 @@ def begin(
         partners=partners or [],
         meeting_id=meeting,
     )
+    # where she is from now on, for her appointments (a joint action moves nobody)
+    moving_to = action.moves_to if partners is None else None
+    who.social.note_presence(place, now, ends, env.town, moving_to)
     who.blocked_reason = None
     who.last_acted_at = now
     episode = Episode(
@@ -537,7 +538,7 @@ def begin(
         time=now,
         end_time=ends,
         status="running",
-        summary=f"{who.id}在{env.town.place_name(place)}开始{name}",
+        summary=env.name(who.id) + env.town.at_place(place, f"开始{name}"),
         data=BehaviorData(
             action=action.id,
             name=name,
@@ -582,17 +583,24 @@ def _run(action: Action, ctx: ActionContext) -> tuple[str, int]:
 
 
 def start(
-    snap: Snapshot, decision: Decision, env: Env, *, who: str, now: datetime
+    snap: Snapshot,
+    decision: Decision,
+    env: Env,
+    *,
+    who: str,
+    now: datetime,
+    others: Copies | None = None,
 ) -> tuple[Commit, Started]:
     """``who`` starts a solo action at ``now``: unless she is busy already, or its precondition
-    no longer holds on these values (then why not, and nothing is written)."""
+    no longer holds on these values (then why not, and nothing is written). ``others``: the
+    other sides' copies of her appointments that are over (`settle_appointments`)."""
     action = decision.action
     character = snap.characters[who]
     assert snap.world is not None and character is not None
     if character.running is not None:
         return Commit(), (None, None, None)
     _new_day(character, now)
-    missed = settle_appointments(character, now, env)
+    missed = settle_appointments(character, now, env, others)
     ctx = env.ctx(
         now,
         snap.world,
@@ -663,11 +671,13 @@ def meet(
     now: datetime,
     talk: MeetingWords,
     mid: str,
+    others: Copies | None = None,
 ) -> tuple[Commit, Started]:
     """``who`` and her partner start a joint action in one write on both: the partner's pastime
     (if any) ends now, both start it, each gets her behavior episode and a conversation episode,
     closeness moves on both sides and news passes on. ``talk``: the meeting as planned when its
-    words were written (a template's words instead if it has changed since)."""
+    words were written (a template's words instead if it has changed since). ``others``: third
+    sides' copies of their appointments that are over (each other's are read here)."""
     action, joint, town = decision.action, decision.action.joint, env.neighbours
     chosen = decision.params
     assert joint is not None and town is not None and isinstance(chosen, WithPartner)
@@ -678,7 +688,9 @@ def meet(
         return Commit(), (None, None, None)
     if partner is None:
         return Commit(), (None, f"{town.name(partner_id)}不在了", None)
-    moment = _joint_moment(snap.world, me, partner, decision, env, now=now)
+    pair = {f"character:{c.id}": c.social.appointments for c in (me, partner)}
+    copies = {**(others or {}), **pair}  # each other's copies as they are before settling
+    moment = _joint_moment(snap.world, me, partner, decision, env, now=now, copies=copies)
     if isinstance(moment, str):  # the world changed since she decided: decide again
         return Commit(), (None, moment, None)
     ctx, missed = moment
@@ -693,7 +705,7 @@ def meet(
         events.append(ended.event)
         ended_record = ended.record
         world_changed = ended.world_changed
-    outbox += settle_appointments(partner, now, env)
+    outbox += settle_appointments(partner, now, env, copies)
     ctx.partner = partner
     before, partner_before = me.stats(), partner.stats()
     summary, minutes = _run(action, ctx)
@@ -817,15 +829,16 @@ def _joint_moment(
     env: Env,
     *,
     now: datetime,
+    copies: Copies,
 ) -> tuple[ActionContext, list[dict[str, Any]]] | str:
-    """The moment of a joint start on these values, and her settled appointments' episodes; or
-    why it is no longer possible."""
+    """The moment of a joint start on these values, and her settled appointments' episodes
+    (``copies``: the other sides'); or why it is no longer possible."""
     action, joint, town = decision.action, decision.action.joint, env.neighbours
     assert joint is not None and town is not None and isinstance(decision.params, WithPartner)
     partner_id = decision.params.partner
     for one in (me, partner):
         _new_day(one, now)
-    missed = settle_appointments(me, now, env)
+    missed = settle_appointments(me, now, env, copies)
     company = company_of(
         me,
         [partner],

@@ -24,6 +24,7 @@ from yuiju.world.policy import (
     validate_decision,
 )
 from yuiju.world.randomness import Randomness
+from yuiju.world.relations import SET_OFF_MINUTES
 from yuiju.world.town import Town
 
 MEAL_WINDOWS = (
@@ -122,7 +123,7 @@ def desires(ctx: ActionContext, randomness: Randomness) -> dict[str, float]:
     return d
 
 
-APPOINTMENT_LEAD = 45
+APPOINTMENT_LEAD = SET_OFF_MINUTES
 """Minutes before an appointment she sets off (no link in town takes longer)."""
 APPOINTMENT_PULL = 3.2
 """How much being where she has an appointment is worth: more than anything but sleep at night."""
