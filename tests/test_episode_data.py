@@ -3,6 +3,7 @@ no key left over, and `Episode.typed()` gives it back typed."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,6 @@ COMMANDS = [
 def written(data_dir: Path) -> list[Episode]:
     db = sqlite3.connect(data_dir / "history.sqlite3")
     try:
-        import json
-
         docs = [json.loads(d) for (d,) in db.execute("SELECT _doc FROM episodes ORDER BY _id")]
     finally:
         db.close()

@@ -417,7 +417,8 @@ class Engine:
         )
 
     def _follow(self, change: LeaseChange) -> None:
-        """Point the loops at what the leases say, and say what changed (one line each)."""
+        """Follow what the leases say (what was lost is forgotten), and say what changed (one line
+        each)."""
         for cid in change.taken:
             self._due.pop(cid, None)  # due now: her state in Redis says what she is doing
         for cid in change.lost:
