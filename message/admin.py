@@ -34,7 +34,7 @@ class AdminCommands:
         deps: ChatDeps,
         *,
         recorder: Recorder,
-        registry: ToolRegistry,
+        registry: ToolRegistry[ChatDeps],
         mode: Mode,
         proactive: ProactiveService | None = None,
     ) -> None:

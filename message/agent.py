@@ -91,15 +91,18 @@ class RunContext(Generic[DepsT]):
         return self.conversation.scene == "group"
 
 
-ToolRun = Callable[[RunContext[Any], dict[str, Any]], Any]
-"""``run(ctx, args)`` returns (or awaits to) a `ToolResult` or a plain text for the model."""
+ToolRun = Callable[[RunContext[DepsT], dict[str, Any]], Any]
+"""``run(ctx, args)`` returns (or awaits to) a `ToolResult` or a plain text for the model; generic
+over the dependencies it reads (``ToolRun[ChatDeps]``), as pydantic-ai's ``Tool[AgentDepsT]``."""
 
 
 @dataclass(frozen=True)
-class Tool:
+class Tool(Generic[DepsT]):
+    """A tool typed by the dependencies its ``run`` reads (``Tool[ChatDeps]``)."""
+
     name: str
     description: str
-    run: ToolRun
+    run: ToolRun[DepsT]
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     """JSON schema of the arguments."""
     admin_only: bool = False
@@ -122,7 +125,7 @@ def tool(
     *,
     admin_only: bool = False,
     **properties: dict[str, Any],
-) -> Callable[[ToolRun], Tool]:
+) -> Callable[[ToolRun[DepsT]], Tool[DepsT]]:
     """Declare a tool from a function: ``@tool("x", "...", query={"type": "string"})``.
     Every keyword is a parameter; parameters without ``"default"`` are required."""
     required = [k for k, v in properties.items() if "default" not in v]
@@ -134,7 +137,7 @@ def tool(
         "required": required,
     }
 
-    def wrap(fn: ToolRun) -> Tool:
+    def wrap(fn: ToolRun[DepsT]) -> Tool[DepsT]:
         return Tool(
             name=name, description=description, run=fn, parameters=schema, admin_only=admin_only
         )
@@ -142,16 +145,16 @@ def tool(
     return wrap
 
 
-class ToolRegistry:
+class ToolRegistry(Generic[DepsT]):
     """Tools by name; changes show up on the next turn (its `version` changes)."""
 
-    def __init__(self, tools: Sequence[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
+    def __init__(self, tools: Sequence[Tool[DepsT]] = ()) -> None:
+        self._tools: dict[str, Tool[DepsT]] = {}
         self.version = 0
         for t in tools:
             self.register(t)
 
-    def register(self, t: Tool) -> None:
+    def register(self, t: Tool[DepsT]) -> None:
         self._tools[t.name] = t
         self.version += 1
 
@@ -160,10 +163,10 @@ class ToolRegistry:
         self.version += found
         return found
 
-    def get(self, name: str) -> Tool | None:
+    def get(self, name: str) -> Tool[DepsT] | None:
         return self._tools.get(name)
 
-    def snapshot(self) -> list[Tool]:
+    def snapshot(self) -> list[Tool[DepsT]]:
         return list(self._tools.values())
 
     def __contains__(self, name: object) -> bool:
@@ -171,7 +174,7 @@ class ToolRegistry:
 
 
 class Authorizer(Protocol):
-    def allow(self, user_id: str, t: Tool) -> bool: ...
+    def allow(self, user_id: str, t: Tool[DepsT]) -> bool: ...
 
 
 @dataclass
@@ -184,7 +187,7 @@ class AdminAuthorizer:
     admin_tools: frozenset[str] = frozenset()
     """Extra tool names treated as admin-only."""
 
-    def allow(self, user_id: str, t: Tool) -> bool:
+    def allow(self, user_id: str, t: Tool[DepsT]) -> bool:
         if t.admin_only or t.name in self.admin_tools:
             return user_id in self.admins
         return True
@@ -231,11 +234,11 @@ class Reviewer(Protocol):
         ...
 
 
-class Agent:
+class Agent(Generic[DepsT]):
     def __init__(
         self,
         model: ToolChatModel,
-        registry: ToolRegistry,
+        registry: ToolRegistry[DepsT],
         authorizer: Authorizer,
         *,
         mode: Mode = VERBOSE,
@@ -252,7 +255,7 @@ class Agent:
     async def run(
         self,
         messages: list[dict[str, Any]],
-        ctx: RunContext[Any],
+        ctx: RunContext[DepsT],
         emit: Emit,
         *,
         review: Reviewer | None = None,
@@ -364,7 +367,7 @@ class Agent:
             ],
         }
 
-    async def _invoke(self, ctx: RunContext[Any], name: str, arguments: str) -> ToolResult:
+    async def _invoke(self, ctx: RunContext[DepsT], name: str, arguments: str) -> ToolResult:
         t = self.registry.get(name)
         if t is None:
             return ToolResult(f"Error: tool '{name}' not found.")

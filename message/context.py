@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 class ChatContext:
     """Builds the model's messages for a turn from the card, the world, memory and the session."""
 
-    def __init__(self, deps: ChatDeps, *, registry: ToolRegistry, mode: Mode) -> None:
+    def __init__(self, deps: ChatDeps, *, registry: ToolRegistry[ChatDeps], mode: Mode) -> None:
         self.deps = deps
         self.cfg = deps.cfg
         """The `[chat]` section (budget and kept messages for compaction)."""

@@ -832,7 +832,7 @@ def said_by(argument: str, said: Sequence[str], *, name: str = "") -> bool:
     )
 
 
-def grounded_tool(tool: Tool, argument: str) -> Tool:
+def grounded_tool(tool: Tool[ChatDeps], argument: str) -> Tool[ChatDeps]:
     """``tool`` (a `message.agent.Tool` that records what someone told or gave her) run only
     when its ``argument`` is in the speaker's own recent messages; otherwise the model reads
     why, and nothing is queued."""

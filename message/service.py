@@ -89,7 +89,7 @@ class ChatService:
         *,
         lexicon: ClaimLexicon | None = None,
         sink: Sink | None = None,
-        tools: Iterable[Tool] | None = None,
+        tools: Iterable[Tool[ChatDeps]] | None = None,
         proactive: ProactiveConfig | None = None,
     ) -> None:
         self.deps = deps

@@ -269,7 +269,7 @@ GROUNDED_ARGUMENTS = {"remember_news": "text", "receive_gift": "item"}
 (`message.grounding.grounded_tool`)."""
 
 
-def builtin_tools(*, files: bool) -> list[Tool]:
+def builtin_tools(*, files: bool) -> list[Tool[ChatDeps]]:
     from yuiju.message.grounding import grounded_tool
     from yuiju.message.proposals import PROPOSAL_TOOLS
 

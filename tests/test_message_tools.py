@@ -359,3 +359,19 @@ async def test_diary_search_reads_her_diary_by_meaning_or_by_days(redis: Any) ->
     assert kit.model.calls[3][-1]["content"] == "2026-08-31：去了海边"
     assert asked[0] == ("search", ("海边", ["diary"]))
     assert asked[1][1][0] == "yuiju" and str(asked[1][1][1]) == "2026-08-30"
+
+
+def test_tools_are_typed_by_the_deps_they_read() -> None:
+    """A tool declares its dependencies (``Tool[ChatDeps]``, as pydantic-ai's ``Tool[Deps]``):
+    nothing on the way from the tool list to the agent erases them to ``Any``."""
+    from typing import get_type_hints
+
+    from yuiju.message import agent, service, tools
+    from yuiju.message.agent import Tool, ToolRegistry
+    from yuiju.message.deps import ChatDeps
+
+    assert get_type_hints(tools.builtin_tools)["return"] == list[Tool[ChatDeps]]
+    hints = get_type_hints(service.ChatService.__init__)
+    assert "Tool[yuiju.message.deps.ChatDeps]" in str(hints["tools"])
+    assert get_type_hints(agent.Agent.__init__)["registry"] == ToolRegistry[agent.DepsT]
+    assert "Any" not in str(get_type_hints(agent.Agent.run)["ctx"])
