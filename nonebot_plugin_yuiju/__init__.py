@@ -56,9 +56,6 @@ if _nonebot_ready():  # importing it without an initialised nonebot registers no
 
     nonebot.require("nonebot_plugin_alconna")  # the universal message her lines are sent as
 
-    from nonebot_plugin_yuiju.app import start_in_host_app
-
-    # before the matchers' own start-up hook, which builds the service this one configures
-    nonebot.get_driver().on_startup(start_in_host_app)
+    # the matchers' start-up hook builds the plugin's runtime (`runtime.start`)
     from nonebot_plugin_yuiju import matchers as matchers
     from nonebot_plugin_yuiju import retractions as retractions

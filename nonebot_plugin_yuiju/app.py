@@ -1,6 +1,7 @@
 """Starting her chat in NoneBot: `yuiju bot` (its own process), `yuiju run` (inside the daemon's
-loop), and the plugin inside someone else's NoneBot app (`start_in_host_app`, on that app's
-start-up). Each builds the chat service with the plugin's sender (`send.NoneBotSender`).
+loop), and the plugin inside someone else's NoneBot app (`host_app_factory`, on that app's
+start-up). Each builds the chat service with the plugin's sender (`send.NoneBotSender`) over the
+plugin's `runtime.Edge`, on the driver's start-up (`runtime.start`).
 
 NapCat/Lagrange connect to the reverse WebSocket ``ws://HOST:PORT/onebot/v11/ws``; the Satori,
 Telegram and Feishu adapters connect out (Feishu's HTTP callbacks come in on the same server).
@@ -14,7 +15,7 @@ import logging
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from nonebot_plugin_yuiju.runtime import RUNTIME
+from nonebot_plugin_yuiju.runtime import Edge, ServiceFactory, build_with
 from yuiju.message.bot import build_service
 from yuiju.message.service import ChatService
 
@@ -50,15 +51,15 @@ def require_nonebot() -> None:
         )
 
 
-async def _build(cfg: Any, **shared: Any) -> ChatService:
+async def _build(cfg: Any, edge: Edge, **shared: Any) -> ChatService:
     """The chat service with this plugin's sender and group management."""
     from nonebot_plugin_yuiju.send import NoneBotGroups, NoneBotSender
 
     return await build_service(
         cfg,
-        sender=NoneBotSender(direct=RUNTIME.direct_channels),
+        sender=NoneBotSender(direct=edge.direct_channels),
         groups=NoneBotGroups(),
-        on_stop=RUNTIME.on_stop,
+        on_stop=edge.on_stop,
         **shared,
     )
 
@@ -71,7 +72,7 @@ def run_bot(cfg: Any) -> None:
     import nonebot
 
     require_nonebot()
-    RUNTIME.factory = lambda: _build(cfg)
+    build_with(lambda edge: _build(cfg, edge))
     _watch_loop_lag(cfg.app.loop_lag_warn_ms)
     # uvicorn stops the app on SIGTERM and then raises the signal again for the handler it found
     # installed: with the default one the process would die of it (status -15, a crash to a
@@ -153,10 +154,10 @@ async def serve_bot(
 
     require_nonebot()
 
-    async def factory() -> ChatService:
-        return await _build(cfg, **shared)
+    async def factory(edge: Edge) -> ChatService:
+        return await _build(cfg, edge, **shared)
 
-    RUNTIME.factory = factory
+    build_with(factory)
     host, port = cfg.onebot.host, cfg.onebot.port
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -183,7 +184,6 @@ async def serve_bot(
     if task.done():
         task.result()  # raise what stopped it
         raise RuntimeError("the chat bot did not start (its start-up failed; see the log above)")
-    RUNTIME.extras["server_task"] = task
     shown = f"[{host}]" if ":" in host else host
     url = f"ws://{shown}:{port}/onebot/v11/ws"
     return BotServer(server, task, url, host=host, lines=describe(host, port) if describe else None)
@@ -195,20 +195,19 @@ YUIJU_LOGGERS = ("yuiju", "nonebot_plugin_yuiju")
 """Our top-level loggers, sent into the app's log when the plugin runs inside a NoneBot app."""
 
 
-async def start_in_host_app() -> None:
-    """On the NoneBot app's start-up, before the matchers' start-up hook builds the service: when
-    nobody set the runtime up (`yuiju bot`/`yuiju run` and the tests do), her settings come from
-    the plugin config (`nonebot_plugin_yuiju.config.Config`) and her chat service and proactive posts start
-    with the app; the world engine does not (`yuiju world` runs it, on the same stores)."""
+async def host_app_factory() -> ServiceFactory | None:
+    """On the NoneBot app's start-up, when nobody chose how to build her (`yuiju bot`/`yuiju run`
+    and the tests do, with `runtime.build_with`): her settings come from the plugin config
+    (`nonebot_plugin_yuiju.config.Config`), and the factory returned starts her chat service and
+    proactive posts with the app (None: her chat is off); the world engine does not start
+    (`yuiju world` runs it, on the same stores)."""
     import nonebot
 
     from nonebot_plugin_yuiju.config import Config
 
-    if RUNTIME.service is not None or RUNTIME.factory is not None:
-        return
     plugin = nonebot.get_plugin_config(Config)
     if not plugin.yuiju_chat_enabled:
-        return
+        return None
     host = nonebot.get_driver().config
     cfg = host_app_settings(plugin.yuiju_config, host.model_dump())
     _log_through_nonebot(cfg.app.log_level)
@@ -239,10 +238,10 @@ async def start_in_host_app() -> None:
 
         preload_embedder(cfg)
 
-    async def factory() -> ChatService:
-        return await _build(cfg)
+    async def factory(edge: Edge) -> ChatService:
+        return await _build(cfg, edge)
 
-    RUNTIME.factory = factory
+    return factory
 
 
 def host_app_settings(

@@ -13,11 +13,11 @@ from nonebot.adapters import Bot, Event
 from nonebot.adapters.onebot.v11 import MessageEvent as OneBotMessageEvent
 from redis.exceptions import RedisError
 
-from nonebot_plugin_yuiju import frames
+from nonebot_plugin_yuiju import frames, runtime
 from nonebot_plugin_yuiju.config import Config
 from nonebot_plugin_yuiju.onebot import event_payload, normalize
 from nonebot_plugin_yuiju.platforms import edge_of
-from nonebot_plugin_yuiju.runtime import RUNTIME
+from nonebot_plugin_yuiju.runtime import RuntimeDep, ServiceDep
 from nonebot_plugin_yuiju.uni import entry_from_event
 from yuiju.message.model import Entry
 from yuiju.message.ratelog import RateLimitedLog
@@ -36,9 +36,13 @@ from cancellation, so without it a turn waiting on the model held the stop until
 
 @driver.on_startup
 async def _start() -> None:
+    """Build the plugin's runtime: with the factory chosen before the start (`yuiju bot`,
+    `yuiju run`, the tests), else from the plugin config as inside someone else's NoneBot app."""
+    from nonebot_plugin_yuiju.app import host_app_factory
+
     STOPPING.clear()  # a new start of the app in this process
-    if RUNTIME.service is None and RUNTIME.factory is not None:
-        RUNTIME.service = await RUNTIME.factory()
+    factory = runtime.chosen_factory(driver) or await host_app_factory()
+    await runtime.start(driver, factory)
 
 
 async def _unless_stopping(work: Any) -> bool:
@@ -64,13 +68,13 @@ async def _stop() -> None:
     from yuiju.tasks import bounded
 
     STOPPING.set()
-    for closer in reversed(RUNTIME.on_stop):
+    edge = runtime.stop(driver)
+    for closer in reversed(edge.on_stop if edge is not None else []):
         await bounded(
             closer,
             seconds=CLOSER_SECONDS,
             what=f"shutdown step {getattr(closer, '__qualname__', closer)}",
         )
-    RUNTIME.on_stop.clear()
 
 
 CLOSER_SECONDS = 0.5
@@ -81,9 +85,8 @@ chat = on_message(priority=50, block=False)
 
 
 @chat.handle()
-async def _(bot: Bot, event: Event) -> None:
-    service = RUNTIME.service
-    if service is None or not plugin_config.yuiju_chat_enabled:
+async def _(bot: Bot, event: Event, service: ServiceDep, running: RuntimeDep) -> None:
+    if not plugin_config.yuiju_chat_enabled:
         return
     message_id = "?"
     try:
@@ -109,7 +112,7 @@ async def _(bot: Bot, event: Event) -> None:
             if entry is not None and entry.scene == "private":
                 channel = edge_of(bot.adapter.get_name()).direct_channel(event)
                 if channel is not None:
-                    RUNTIME.direct_channels.note(entry.user_id, channel)
+                    running.edge.direct_channels.note(entry.user_id, channel)
         if entry is not None and not await _unless_stopping(service.handle(entry)):
             log.info(
                 "message %s: reply given up, the bot is stopping (the message is recorded)",

@@ -22,8 +22,9 @@ from nonebot_plugin_yuiju.config import Config
 from nonebot_plugin_yuiju.matchers import FAILURES
 from nonebot_plugin_yuiju.onebot import retraction
 from nonebot_plugin_yuiju.platforms import platform_of
-from nonebot_plugin_yuiju.runtime import RUNTIME
+from nonebot_plugin_yuiju.runtime import ServiceDep
 from yuiju.message.model import Conversation, Retraction
+from yuiju.message.service import ChatService
 
 if TYPE_CHECKING:
     from nonebot.adapters.satori import Bot as SatoriBot
@@ -33,10 +34,9 @@ log = logging.getLogger(__name__)
 plugin_config = get_plugin_config(Config)
 
 
-async def take_back(what: Retraction) -> None:
+async def take_back(what: Retraction, service: ChatService) -> None:
     """Hand ``what`` to the chat service; a store that is down is one line, never a traceback."""
-    service = RUNTIME.service
-    if service is None or not plugin_config.yuiju_chat_enabled:
+    if not plugin_config.yuiju_chat_enabled:
         return
     try:
         done = await service.retract(what)
@@ -75,13 +75,11 @@ onebot_recalls = on_notice(rule=Rule(_is_onebot_recall), priority=50, block=Fals
 
 @onebot_recalls.handle()
 async def on_onebot_recall(
-    bot: Bot, event: GroupRecallNoticeEvent | FriendRecallNoticeEvent
+    bot: Bot, event: GroupRecallNoticeEvent | FriendRecallNoticeEvent, service: ServiceDep
 ) -> None:
-    service = RUNTIME.service
-    tz = service.deps.tz if service is not None else None
-    what = retraction(event.model_dump(), tz=tz, self_id=bot.self_id) if tz is not None else None
+    what = retraction(event.model_dump(), tz=service.deps.tz, self_id=bot.self_id)
     if what is not None:
-        await take_back(what)
+        await take_back(what, service)
 
 
 def satori_retraction(
@@ -108,10 +106,12 @@ def satori_retraction(
     )
 
 
-async def on_satori_deletion(bot: SatoriBot, event: MessageDeletedEvent) -> None:
+async def on_satori_deletion(
+    bot: SatoriBot, event: MessageDeletedEvent, service: ChatService
+) -> None:
     login = getattr(bot, "_self_info", None)  # the adapter keeps the login's user there
     self_id = getattr(getattr(login, "user", None), "id", None)
-    await take_back(satori_retraction(event, platform=platform_of(bot), self_id=self_id))
+    await take_back(satori_retraction(event, platform=platform_of(bot), self_id=self_id), service)
 
 
 try:
@@ -121,8 +121,8 @@ except ImportError:  # no Satori adapter installed: nothing of Satori's can arri
     satori_deletions = None
 else:
 
-    async def _satori(bot: _SatoriBot, event: _Deleted) -> None:
-        await on_satori_deletion(bot, event)
+    async def _satori(bot: _SatoriBot, event: _Deleted, service: ServiceDep) -> None:
+        await on_satori_deletion(bot, event, service)
 
     def _is_satori_deletion(event: Event) -> bool:
         return isinstance(event, _Deleted)

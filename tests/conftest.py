@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import psutil
@@ -57,6 +57,9 @@ from yuiju.world.social import Neighbours
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.store import StateStore
 from yuiju.world.town import HAURA
+
+if TYPE_CHECKING:  # the message package is imported once nonebot loaded the plugin
+    from yuiju.message.service import ChatService
 
 # == processes: nothing a test started outlives the run ========================================
 
@@ -414,14 +417,36 @@ def pytest_configure(config: pytest.Config) -> None:
     nonebot.get_driver().register_adapter(OneBotV11Adapter)
     nonebot.load_plugin("nonebot_plugin_yuiju")
 
-    from nonebot_plugin_yuiju.runtime import RUNTIME
+    from nonebot_plugin_yuiju.runtime import Edge, build_with
 
-    async def tests_set_the_service() -> None:
+    async def tests_install_the_service(_edge: Edge) -> None:
         return None
 
-    # Tests set RUNTIME.service themselves: a factory keeps the plugin from starting her from
-    # ./yuiju.toml at nonebug's start-up, as it would inside someone else's NoneBot app.
-    RUNTIME.factory = tests_set_the_service
+    # Tests install a service themselves (`install_service`): a factory keeps the plugin from
+    # starting her from ./yuiju.toml at nonebug's start-up, as it would inside someone else's app.
+    build_with(tests_install_the_service)
+
+
+InstallService = Callable[["ChatService"], None]
+"""The type of the `install_service` fixture."""
+
+
+@pytest.fixture
+def install_service() -> Iterator[InstallService]:
+    """``install_service(service)``: the plugin's matchers reach ``service`` (through their NoneBot
+    dependencies) until the test ends, when the runtime before is back."""
+    from nonebot_plugin_yuiju.runtime import Edge, Runtime, install
+
+    before: list[Runtime | None] = []
+
+    def _install(service: ChatService) -> None:
+        previous = install(Runtime(Edge(), service))
+        if not before:
+            before.append(previous)
+
+    yield _install
+    if before:
+        install(before[0])
 
 
 # == end message =================================================================================

@@ -29,9 +29,9 @@ nonebot.init(driver="~fastapi", host="127.0.0.1", port=int(os.environ["E2E_PORT"
              onebot_access_token=os.environ["E2E_TOKEN"], nickname=["悠酱"])
 nonebot.get_driver().register_adapter(Adapter)
 nonebot.load_plugin("nonebot_plugin_yuiju")
-from nonebot_plugin_yuiju.runtime import RUNTIME
+from nonebot_plugin_yuiju.runtime import build_with
 
-async def factory():
+async def factory(edge):
     from zoneinfo import ZoneInfo
     import redis.asyncio as aioredis
     from yuiju.characters import load_card
@@ -55,7 +55,7 @@ async def factory():
         model=OpenAIChatModel(base_url=os.environ["E2E_STUB"], api_key=None, model="stub"),
     ))
 
-RUNTIME.factory = factory
+build_with(factory)
 nonebot.run()
 """
 

@@ -165,10 +165,10 @@ import os
 import nonebot
 
 nonebot.require("nonebot_plugin_yuiju")
-from nonebot_plugin_yuiju.runtime import RUNTIME
+from nonebot_plugin_yuiju.runtime import build_with
 
 
-async def factory():
+async def factory(edge):
     from zoneinfo import ZoneInfo
     import redis.asyncio as aioredis
     from yuiju.characters import load_card
@@ -190,7 +190,7 @@ async def factory():
         sender=NoneBotSender(),
     ))
 
-RUNTIME.factory = factory
+build_with(factory)
 """
 
 

@@ -33,9 +33,9 @@ nonebot.init(driver="~fastapi", host="127.0.0.1", port=int(os.environ["E2E_PORT"
              onebot_access_token=os.environ["E2E_TOKEN"], nickname=["悠酱"])
 nonebot.get_driver().register_adapter(Adapter)
 nonebot.load_plugin("nonebot_plugin_yuiju")
-from nonebot_plugin_yuiju.runtime import RUNTIME
+from nonebot_plugin_yuiju.runtime import build_with
 
-async def factory():
+async def factory(edge):
     from pathlib import Path
     import redis.asyncio as aioredis
     from yuiju.config import YuijuConfig
@@ -58,14 +58,14 @@ async def factory():
         os.environ["E2E_REDIS"], max_connections=2, timeout=0.2, decode_responses=True)
     redis = aioredis.Redis.from_pool(pool)
     history = SqliteHistory.open(Path(os.environ["E2E_DATA"]) / "history.sqlite3")
-    RUNTIME.on_stop.append(history.close)
+    edge.on_stop.append(history.close)
     return await build_service(
-        cfg, sender=NoneBotSender(), groups=NoneBotGroups(), on_stop=RUNTIME.on_stop,
+        cfg, sender=NoneBotSender(), groups=NoneBotGroups(), on_stop=edge.on_stop,
         redis=redis, history=history, clock=RealClock(cfg.app.tz),
         model=OpenAIChatModel(base_url=os.environ["E2E_STUB"], api_key=None, model="stub"),
     )
 
-RUNTIME.factory = factory
+build_with(factory)
 nonebot.run()
 """
 

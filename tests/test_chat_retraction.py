@@ -16,9 +16,8 @@ import pytest
 from nonebug import App
 
 from nonebot_plugin_yuiju.onebot import retraction
-from nonebot_plugin_yuiju.runtime import RUNTIME
 from tests.chatkit import qq_group
-from tests.conftest import TZ, at_time
+from tests.conftest import TZ, InstallService, at_time
 from tests.test_message_service import BOT, GROUP, make_kit
 from yuiju.config import YuijuConfig
 from yuiju.memory.diary import DiaryVoice
@@ -177,7 +176,9 @@ def test_onebot_recall_notices_map_to_one_retraction() -> None:
         assert retraction(bad, tz=TZ) is None, bad
 
 
-async def test_a_onebot_group_recall_notice_reaches_her(app: App, redis: Any) -> None:
+async def test_a_onebot_group_recall_notice_reaches_her(
+    app: App, redis: Any, install_service: InstallService
+) -> None:
     import nonebot
     from nonebot.adapters.onebot.v11 import Adapter, Bot, GroupRecallNoticeEvent
 
@@ -185,25 +186,22 @@ async def test_a_onebot_group_recall_notice_reaches_her(app: App, redis: Any) ->
 
     kit = await make_kit(redis)
     await kit.say(SECRET)
-    RUNTIME.service = kit.service
-    try:
-        async with app.test_matcher(retractions.onebot_recalls) as ctx:
-            bot = ctx.create_bot(base=Bot, adapter=nonebot.get_adapter(Adapter), self_id=str(BOT))
-            ctx.receive_event(
-                bot,
-                GroupRecallNoticeEvent(
-                    time=1_788_000_000,
-                    self_id=BOT,
-                    post_type="notice",
-                    notice_type="group_recall",
-                    user_id=5,
-                    group_id=GROUP,
-                    operator_id=5,
-                    message_id=1,
-                ),
-            )
-    finally:
-        RUNTIME.service = None
+    install_service(kit.service)
+    async with app.test_matcher(retractions.onebot_recalls) as ctx:
+        bot = ctx.create_bot(base=Bot, adapter=nonebot.get_adapter(Adapter), self_id=str(BOT))
+        ctx.receive_event(
+            bot,
+            GroupRecallNoticeEvent(
+                time=1_788_000_000,
+                self_id=BOT,
+                post_type="notice",
+                notice_type="group_recall",
+                user_id=5,
+                group_id=GROUP,
+                operator_id=5,
+                message_id=1,
+            ),
+        )
     assert await kit.service.sessions.recent(SID, 10) == []
 
 
@@ -265,9 +263,5 @@ async def test_a_satori_message_deleted_event_reaches_her(redis: Any) -> None:
     )
     await kit.service.handle(entry)
     assert len(await kit.service.sessions.recent(tg.session_id, 10)) == 1
-    RUNTIME.service = kit.service
-    try:
-        await on_satori_deletion(SatoriLogin("telegram"), satori_deleted(0))  # type: ignore[arg-type]
-    finally:
-        RUNTIME.service = None
+    await on_satori_deletion(SatoriLogin("telegram"), satori_deleted(0), kit.service)  # type: ignore[arg-type]
     assert await kit.service.sessions.recent(tg.session_id, 10) == []

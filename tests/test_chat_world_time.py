@@ -9,7 +9,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nonebot_plugin_yuiju.onebot import normalize
-from nonebot_plugin_yuiju.runtime import RUNTIME
 from tests.chatkit import RecordingSender
 from tests.conftest import TZ
 from tests.test_chat_input import payload
@@ -35,16 +34,12 @@ async def test_a_standalone_bot_continues_from_the_saved_world_time(
 
     cfg = YuijuConfig()
     saved = await save_world_ahead(redis, Keys(cfg.redis.prefix), timedelta(hours=2))
-    try:
-        service = await build_service(
-            cfg,
-            sender=RecordingSender(),
-            on_stop=RUNTIME.on_stop,
-            redis=redis,
-            history=sqlite_history,
-        )
-    finally:
-        RUNTIME.on_stop.clear()
+    closers: list[Any] = []
+    service = await build_service(
+        cfg, sender=RecordingSender(), on_stop=closers, redis=redis, history=sqlite_history
+    )
+    for closer in reversed(closers):  # the proactive task it started
+        await closer()
     assert service.deps.clock.now() >= saved  # not the wall clock, two hours behind her life
     assert service.deps.clock.now() - saved < timedelta(minutes=1)
 

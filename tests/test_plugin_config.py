@@ -120,7 +120,6 @@ async def test_the_plugin_imports_the_offline_embedders_libraries_at_the_apps_st
 
     import yuiju.memory.service
     from nonebot_plugin_yuiju import app as bot
-    from nonebot_plugin_yuiju.runtime import RUNTIME
 
     config = tmp_path / "yuiju.toml"
     config.write_text(f'[app]\ndata_dir = "{(tmp_path / "data").as_posix()}"\n', encoding="utf-8")
@@ -132,14 +131,12 @@ async def test_the_plugin_imports_the_offline_embedders_libraries_at_the_apps_st
     monkeypatch.setattr(nonebot, "get_driver", lambda: driver)
     preloaded: list[Any] = []
     monkeypatch.setattr(yuiju.memory.service, "preload_embedder", preloaded.append)
-    monkeypatch.setattr(RUNTIME, "service", None)
-    monkeypatch.setattr(RUNTIME, "factory", None)
     monkeypatch.setattr(bot, "_log_through_nonebot", lambda _level: None)
 
-    await bot.start_in_host_app()
+    factory = await bot.host_app_factory()
 
     assert len(preloaded) == 1 and preloaded[0].memory.enabled
-    assert RUNTIME.factory is not None
+    assert factory is not None
 
 
 def test_an_app_without_the_onebot_adapter_needs_no_onebot_token() -> None:
