@@ -57,12 +57,17 @@ _WHEN = (
 )
 """A time said between a name and what they did or said (枫昨天来找我, 千夏周六跟我说)."""
 _ADVERB = r"(?:也|还|就|都|又|曾经)"
-_MEET_BEFORE = re.compile(r"(?:见到|遇到|碰到|碰见|遇见|见了|见过|遇上)了?\s*$")
+_MEET_BEFORE = re.compile(
+    r"(?:见到|遇到|碰到|碰见|遇见|见了|见过|遇上|撞见)了?\s*(?:[^，,；;。！？!?「“『]{1,6}?的)?\s*$"
+)
+"""Met, the name right after the verb or after who they are (碰到了隔壁班的小林)."""
 _WITH_BEFORE = re.compile(r"(?:和|跟|与|同)\s*$")
 _WITH_AFTER = re.compile(
     r"^(?:一起|一块儿?)?[^，,。！？!?]{0,10}?"
     r"(?:聊|吃|散步|散了|学习|自习|玩|逛|见面|见了|喝|钓|走|去|待|坐|打(?:了个?)?招呼)"
 )
+_CHAT_AFTER = re.compile(rf"^(?:一起|一块儿?)?(?:{_WHEN})*(?:聊|说话|发消息)")
+"""With someone, only chatting (not in a place, not doing anything together)."""
 _COMES = re.compile(rf"^(?:{_ADVERB}|{_WHEN})*(?:来|过来)?找(?:了)?我")
 _SAY_AFTER = re.compile(
     rf"^(?:{_ADVERB}|{_WHEN})*(?P<to_me>跟我|和我|对我)?"
@@ -166,6 +171,9 @@ class PeopleClaim:
     to_me: bool = False
     """For ``said``: she says they told her (跟我说, 告诉我, 听…说), not only that they said it:
     news she had through someone else does not back it."""
+    chat: bool = False
+    """For ``met``: only that she chatted with them (和小林聊了好久), which a chat with a person
+    from chat bears out as well as a meeting."""
 
 
 def known_people(
@@ -265,7 +273,10 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
             if span is None:
                 continue
             negated = bool(_NEGATION.search(clause_before))
-            out.append(PeopleClaim(who, "met", clause.strip(), "", *span, negated=negated))
+            chat = bool(_WITH_BEFORE.search(clause_before) and _CHAT_AFTER.match(after))
+            out.append(
+                PeopleClaim(who, "met", clause.strip(), "", *span, negated=negated, chat=chat)
+            )
     return out
 
 
@@ -406,9 +417,8 @@ class PeopleCheck:
         talks = await self._talks(who, claim.start, claim.end)
         problem = None
         if claim.kind == "met":
-            met = (
-                [e.time for e in talks] if who.kind == "character" else self._kept(char, who, claim)
-            )
+            met = [e.time for e in talks] if who.kind == "character" or claim.chat else []
+            met += self._kept(char, who, claim) if who.kind == "person" else []
             if claim.negated and met:
                 problem = (
                     f"你说{claim.day}没见到{who.name}，"
