@@ -89,10 +89,10 @@ _HABIT = re.compile(
     r"|好像|像是"
 )
 """Likings, habits and likenesses: without a day word, not a claim about today."""
-_WHILE = re.compile(r"时候|(?:回来|回家|回去)?的路上")
-"""A doing that frames another (跑步的时候…, 遛狗回来的路上…): a claim about her when its
-sentence says something happened (了/过/完) or names a time; otherwise a habit (散步的时候心情会变好)."""
-_HAPPENED = re.compile(r"了|过|完")
+_WHILE = re.compile(r"时候")
+"""A doing that frames another (跑步的时候…): a claim about her when its sentence says something
+happened (了/过/完), is going on now or names a time; otherwise a habit (散步的时候心情会变好)."""
+_HAPPENED = re.compile(r"了|过|完|正在|现在|呢")
 _FINISHED = re.compile(r"(?<=[\u4e00-\u9fff])完(?![成全美整善蛋毕了])(?=[\u4e00-\u9fff])")
 """完 inside a verb phrase (跑完步, 写完作业): read as the phrase itself (跑步, 写作业)."""
 _JUST_NOW = re.compile(r"刚|现在|正在|此刻|这会儿?")
