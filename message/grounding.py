@@ -609,7 +609,7 @@ _CONTINUES = re.compile(r"^(?:还|也|顺便|顺手|又|一边|边|同时|并且
 
 
 def _scope(
-    clause: str, said: Timed, claims: bool
+    clause: str, said: Timed, claiming: bool
 ) -> tuple[tuple[tuple[float, float], str] | None, bool, Timed]:
     """The time of day ``clause`` speaks of, whether it was carried from an earlier clause, and
     the time later clauses may carry. A time holds for its own clause; an earlier one holds only
@@ -617,7 +617,7 @@ def _scope(
     (…，还吃了冰淇淋), or for a period (早上…，然后去了公园) when the clause opens with her words —
     not for a clause that makes its own claim (7点多起床，午饭吃过了)."""
     if (own := time_of(clause)) is not None:
-        return own, False, (own, not claims and not _core(clause))
+        return own, False, (own, not claiming and not _core(clause))
     if said is None or _JUST_NOW.search(clause):
         return None, False, None
     (time, alone), opening = said, clause.lstrip("，, 嗯诶欸哎啊呀哈嘿…")
@@ -625,7 +625,7 @@ def _scope(
     mine = _OWN_TOKENS.match(opening)
     if alone or _CONTINUES.match(opening) or (period and mine and mine.group(0).strip()):
         return time, True, said
-    return None, False, (None if claims else said)
+    return None, False, (None if claiming else said)
 
 
 def _hours(moment: datetime, tz: Any) -> float:
