@@ -58,17 +58,20 @@ _WHEN = (
 """A time said between a name and what they did or said (枫昨天来找我, 千夏周六跟我说)."""
 _ADVERB = r"(?:也|还|就|都|又|曾经)"
 _MEET_BEFORE = re.compile(
-    r"(?:见到|遇到|碰到|碰见|遇见|见了|见过|遇上|撞见)了?\s*(?:[^，,；;。！？!?「“『]{1,6}?的)?\s*$"
+    r"(?:见到|见着|遇到|碰到|碰见|碰上|遇见|见了|见过|遇上|撞见|撞到|偶遇)了?\s*"
+    r"(?:[^，,；;。！？!?「“『]{1,6}?的)?\s*$"
 )
 """Met, the name right after the verb or after who they are (碰到了隔壁班的小林)."""
 _WITH_BEFORE = re.compile(r"(?:和|跟|与|同)\s*$")
 _WITH_AFTER = re.compile(
-    r"^(?:一起|一块儿?)?[^，,。！？!?]{0,10}?"
-    r"(?:聊|吃|散步|散了|学习|自习|玩|逛|见面|见了|喝|钓|走|去|待|坐|打(?:了个?)?招呼)"
+    r"^(?:一起|一块儿?|[^，,。！？!?]{0,10}?"
+    r"(?:聊|吃|散步|散了|学习|自习|玩|逛|见面|见了|喝|钓|走|去|待|坐|打(?:了个?)?招呼))"
 )
+"""With someone: together (一起…, whatever they did), or doing something that needs them there."""
 _CHAT_AFTER = re.compile(rf"^(?:一起|一块儿?)?(?:{_WHEN})*(?:聊|说话|发消息)")
 """With someone, only chatting (not in a place, not doing anything together)."""
-_COMES = re.compile(rf"^(?:{_ADVERB}|{_WHEN})*(?:来|过来)?找(?:了)?我")
+_COMES = re.compile(rf"^(?:{_ADVERB}|{_WHEN})*(?:(?:来|过来)?找|请|陪|带)(?:了)?我")
+"""Came to her, treated her, kept her company, took her along: they were there."""
 _SAY_AFTER = re.compile(
     rf"^(?:{_ADVERB}|{_WHEN})*(?P<to_me>跟我|和我|对我)?"
     r"(?:说(?![得的])|(?P<told>告诉我)|讲)(?:过|了)?[：:，,\s]*"

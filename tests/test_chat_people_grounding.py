@@ -318,6 +318,11 @@ def heard_of_xiaolin() -> SocialState:
         "今天跟小林在食堂聊了一会儿",
         "昨天在食堂碰到了同班的千夏",
         "前天在路上撞见了枫",
+        "今天跟小林一起跑步了",
+        "今天和千夏一块儿写作业了",
+        "今天见着小林了",
+        "今天在车站偶遇了小林",
+        "今天小林请我喝了奶茶",
     ],
 )
 async def test_meeting_someone_needs_a_meeting_with_them_that_day(
