@@ -5,11 +5,13 @@ Claims are read clause by clause around the names she knows — the other charac
 town (their cards' names and nicknames), the people from chat she has a relation to, and whoever
 her news names:
 
-- **met**: 见到/遇到/碰到了枫, 和枫一起吃了午饭, 和千夏在神社打了个招呼, 枫昨天来找我 — on the
-  day the clause names (昨天, 上周, 周六, 9月5号, 今天…), or lately (the last `RECENT_DAYS`) when
-  it names none but says it happened (了/过). True when her conversation episodes with that
-  character fall in that time (`EpisodeRepo.conversations`); with a person from chat, when she
-  kept an appointment with them then. "昨天没见到枫" is checked the other way round.
+- **met**: 见到/遇到/碰到了(隔壁班的)枫, 和枫一起吃了午饭, 和千夏在神社打了个招呼, 枫昨天来找我,
+  千夏请我喝了咖啡 — on the day the clause names (昨天, 上周, 周六, 9月5号, 今天…), or lately
+  (the last `RECENT_DAYS`) when it names none but says it happened (了/过). True when her
+  conversation episodes with that character fall in that time (`EpisodeRepo.conversations`);
+  with a person from chat, when she kept an appointment with them then (or, for only chatting,
+  和小林聊了好久, chatted with them then); someone she knows only from news was never met.
+  "昨天没见到枫" is checked the other way round.
 - **said**: 枫说…, 听枫说…, 悠酱前天告诉我…, 千夏对我说：「…」 — true when what follows (the
   quote, when there is one) matches by its words news she heard from them, a conversation with
   them (what they said in it, what they passed on), or, for a person from chat, their messages
