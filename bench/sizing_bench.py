@@ -98,7 +98,7 @@ async def town(characters: int, days: int, tmp: Path) -> dict[str, Any]:
         baseline = await used_memory(redis)
         catalogue = load_actions("actions")
         store = StateStore(redis, KEYS)
-        utility = UtilityPolicy(seed=1, all_actions=list(catalogue))
+        utility = UtilityPolicy(all_actions=list(catalogue))
         stats = LoopStats()
         ids = [f"c{n:03d}" for n in range(characters)]
         loops = [
@@ -109,7 +109,6 @@ async def town(characters: int, days: int, tmp: Path) -> dict[str, Any]:
                 policy=utility,
                 fallback=None,
                 town=HAURA,
-                seed=1,
                 initial_state=CharacterState(id=cid, money=300),
                 stats=stats,
             )
@@ -120,7 +119,6 @@ async def town(characters: int, days: int, tmp: Path) -> dict[str, Any]:
             store=store,
             evolutions=resolve_evolutions(list(DEFAULT_EVOLUTIONS)),
             town=HAURA,
-            seed=1,
             character_ids=ids,
         )
         engine = Engine(
@@ -131,6 +129,7 @@ async def town(characters: int, days: int, tmp: Path) -> dict[str, Any]:
             loops=loops,
             tick_minutes=360,
             flush_every=50,
+            seed=1,
         )
         cpu = time.process_time()
         wall = time.perf_counter()

@@ -118,6 +118,19 @@ class DiaryVoice:
     persona: str
     speaking_style: str = ""
 
+    @classmethod
+    def of(cls, character_id: str) -> DiaryVoice:
+        """Her voice from her card (her name, never her id, in every prompt); her id only when
+        the card cannot be loaded (with a warning)."""
+        from yuiju.characters import CardError, load_card
+
+        try:
+            card = load_card(character_id)
+        except CardError as exc:
+            log.warning("voice of %s: card not loaded (%s)", character_id, exc)
+            return cls(name=character_id, persona="")
+        return cls(name=card.name, persona=card.persona, speaking_style=card.speaking_style)
+
 
 def factual_summary(day: date, episodes: Sequence[Episode], tz: Any) -> str:
     """The plain record of a day, no LLM."""

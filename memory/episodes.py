@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from yuiju.memory.episode_data import EPISODE_DATA, BehaviorData, ConversationData, PlanData
 from yuiju.storage.history import CollectionSpec, HistoryStore, Scalar
 
 EpisodeType = Literal["behavior", "plan", "conversation", "weather", "system"]
@@ -52,6 +53,12 @@ class Episode(BaseModel):
 
     def document(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True)
+
+    def typed(self) -> BehaviorData | PlanData | ConversationData | None:
+        """``data`` as the model of this episode's kind (`memory.episode_data`); None for a kind
+        without one (weather, system). A document that does not fit raises `ValidationError`."""
+        model = EPISODE_DATA.get(self.type)
+        return model.model_validate(self.data) if model is not None else None
 
 
 def episode_id(character_id: str, started_at: datetime, action_id: str) -> str:

@@ -304,7 +304,7 @@ async def run_memory_worker(
     try:
         services: dict[str, MemoryService] = {}
         for cid in cfg.world.characters:
-            voice = _voice(cid)
+            voice = DiaryVoice.of(cid)
             services[cid] = await build_memory(
                 cfg, history, semantic, character_id=cid, chat_model=chat_model, voice=voice
             )
@@ -361,14 +361,3 @@ async def run_memory_worker(
             scheduler.shutdown(wait=False)
         if own_semantic:
             await semantic.store.close()
-
-
-def _voice(character_id: str) -> DiaryVoice:
-    try:
-        from yuiju.characters import load_card
-
-        card = load_card(character_id)
-        return DiaryVoice(name=card.name, persona=card.persona, speaking_style=card.speaking_style)
-    except Exception as exc:
-        log.warning("diary voice of %s: card not loaded (%s)", character_id, exc)
-        return DiaryVoice(name=character_id, persona="")

@@ -307,7 +307,7 @@ async def build_memory(
     """The memory API of one character over the shared ``semantic`` store."""
     m = cfg.memory
     episodes = EpisodeRepo(history)
-    voice = voice or DiaryVoice(name=character_id, persona="")
+    voice = voice or DiaryVoice.of(character_id)
     service = MemoryService(
         character_id=character_id,
         history=history,

@@ -59,6 +59,7 @@ async def build_service(
     from yuiju.world.loader import load_actions
     from yuiju.world.runtime import configured_model, open_stores, world_clock
     from yuiju.world.store import StateStore
+    from yuiju.world.town import HAURA
 
     cid = cfg.chat.character_id or cfg.world.characters[0]
     keys = Keys(cfg.redis.prefix)
@@ -83,7 +84,8 @@ async def build_service(
             on_stop.append(semantic.store.close)
         except Exception as exc:  # e.g. a Qdrant server that is down
             log.warning("chat runs without memory (%s)", exc)
-    lexicon = ClaimLexicon.build(load_actions("yuiju.actions", cfg.world.action_dirs))
+    catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
+    lexicon = ClaimLexicon.build(catalogue)
     neighbours = {}
     for other in cfg.world.characters:
         if other != cid:
@@ -107,6 +109,7 @@ async def build_service(
         history=history,
         model=model,
         neighbours=neighbours,
+        place_words=HAURA.place_words((a.at, a.name) for a in catalogue),
     )
     service = ChatService(
         deps,

@@ -131,6 +131,10 @@ class ChatDeps:
     groups: GroupManager | None = None
     """Group management where the platform has it (admin tools)."""
     town: Town = HAURA
+    place_words: Mapping[str, str] = field(default_factory=dict)
+    """The words that name her town's places in chat, place id by word, longest first
+    (`Town.place_words` with the actions done at each: 图书馆 is at school); empty: the town's
+    own words alone."""
     neighbours: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """The other characters of her town, id → name and nicknames (their cards'): what she says
     about meeting them, or what they said, is checked against her record."""
@@ -145,6 +149,8 @@ class ChatDeps:
         object.__setattr__(self, "admins", frozenset(self.cfg.admins))
         if self.commands is None:
             object.__setattr__(self, "commands", RedisCommands(self.redis, self.keys))
+        if not self.place_words:
+            object.__setattr__(self, "place_words", self.town.place_words())
 
     def now(self) -> datetime:
         return self.clock.now()

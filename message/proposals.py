@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from datetime import datetime, time, timedelta
 from typing import Any, TypeAlias
 
@@ -39,6 +40,7 @@ from yuiju.world.commands import (
 )
 from yuiju.world.items import ALL as ALL_ITEMS
 from yuiju.world.relations import (
+    MAX_AHEAD_DAYS,
     Appointment,
     Note,
     Party,
@@ -47,34 +49,16 @@ from yuiju.world.relations import (
     choose_start,
     note_id,
     review_gift,
+    review_invitation,
     review_note,
 )
 from yuiju.world.state import CharacterState
-from yuiju.world.town import Town
+from yuiju.world.town import PLACE_ENDINGS, Town
 
 log = logging.getLogger(__name__)
 
 Ctx: TypeAlias = RunContext[ChatDeps]
 
-PLACE_WORDS = {
-    "公园": "park",
-    "海边": "coast",
-    "海滩": "coast",
-    "海岸": "coast",
-    "大海": "coast",
-    "咖啡店": "cafe",
-    "咖啡馆": "cafe",
-    "咖啡厅": "cafe",
-    "食堂": "diner",
-    "饭馆": "diner",
-    "商店": "shop",
-    "便利店": "shop",
-    "车站": "station",
-    "池塘": "pond",
-    "神社": "shrine",
-    "学校": "school",
-}
-"""How people name her town's places in chat, besides their names (南风公园, 月汐海岸)."""
 USUAL_DAY = ("15:00", "10:00", "19:00")
 """An invitation for a day without a time: usually 15:00, any time 10:00–19:00 she can."""
 INVITE_MINUTES = 60
@@ -84,17 +68,38 @@ QUEUED = "还没定下来：你的生活会在下一刻（一分钟内）正式�
 """What every proposal tool tells the model besides the preview: nothing is settled yet."""
 
 
-def place_of(text: str, town: Town) -> str | None:
-    """The place ``text`` names (an id, a name, a common word for it), or None."""
+def place_in(text: str, words: Mapping[str, str]) -> tuple[str, str, int] | None:
+    """The place ``text`` names first by its longest word (``words``: `ChatDeps.place_words`),
+    as (place id, the word, where the word ends in ``text``); None when it names none."""
     text = text.strip()
-    for pid, place in town.places.items():
-        if text in (pid, place.name):
-            return pid
-    for word, pid in PLACE_WORDS.items():
-        if word in text and pid in town.places:
-            return pid
-    found = [pid for pid, p in town.places.items() if p.name in text or (text and text in p.name)]
-    return found[0] if len(found) == 1 else None
+    if text in words:
+        return words[text], text, len(text)
+    for word, pid in words.items():  # longest first: 学校食堂 before 食堂
+        if (i := text.find(word)) >= 0:
+            return pid, word, i + len(word)
+    return None
+
+
+def place_of(text: str, words: Mapping[str, str], town: Town) -> str | None:
+    """The place ``text`` names (an id, a name, a word for it, or a part of one name), or None."""
+    if found := place_in(text, words):
+        return found[0]
+    text = text.strip()
+    named = [pid for pid, p in town.places.items() if text and text in p.name]
+    return named[0] if len(named) == 1 else None
+
+
+SOMEWHERE = re.compile(rf"(?:去|到)(.{{1,6}}?[{PLACE_ENDINGS}])")
+"""Where an invitation goes, said as a place noun (去游乐园): a place her town may not have."""
+_ASKED_TAIL = re.compile(r"(?:吧|吗|嘛|呢|呀|啊|哦|好不好|怎么样|要不要|行不行|可以吗|可以不)+$")
+
+
+def asked_what(text: str, word: str, after: int) -> str:
+    """What an invitation asks to do there, in its words: 去公园野餐吧 → 一起野餐; said nothing
+    more than where (去图书馆吗): 一起去图书馆."""
+    rest = re.split(r"[，。！？,.!?~～\s]", text[after:], maxsplit=1)[0]
+    rest = _ASKED_TAIL.sub("", rest).removeprefix("一起")
+    return f"一起{rest}"[:40] if rest else f"一起去{word}"[:40]
 
 
 async def speaker(ctx: Ctx) -> Party:
@@ -144,19 +149,22 @@ async def propose_plan(ctx: Ctx, args: dict[str, Any]) -> str:
     if not what:
         return "Error: what 不能是空的：写做什么或记什么（如「一起散步」「考试」）。"
     now = deps.now()
-    try:
-        when = resolve_when(str(args.get("when", "")), now)
+    try:  # an invitation to a time gone by is declined by the world, and recorded
+        when = resolve_when(str(args.get("when", "")), now, past_ok=kind == "invite")
     except WhenError as exc:
         return f"Error: when：{exc}"
     place = None
+    names = "、".join(p.name for pid, p in deps.town.places.items() if pid != "home")
     if raw_place := str(args.get("place", "")).strip():
-        place = place_of(raw_place, deps.town)
-        if place is None:
-            names = "、".join(p.name for pid, p in deps.town.places.items() if pid != "home")
+        place = place_of(raw_place, deps.place_words, deps.town)
+        if place is None and kind != "invite":
             return f"Error: 羽浦町没有「{raw_place}」这个地方；能去的地方：{names}。"
     char = await deps.character_state()
     by = await speaker(ctx)
     if kind == "invite":
+        if place is None and raw_place:  # somewhere her town does not have: declined, recorded
+            told = await _invite(ctx, by, char, what, when, raw_place[:40], now)
+            return f"{told}能约的地方：{names}。"
         return await _invite(ctx, by, char, what, when, place, now)
     return await _note(ctx, by, char, kind, what, when, place, now)
 
@@ -300,37 +308,71 @@ DECLINE = re.compile(
 """Her answer turns it down: nothing is proposed for her."""
 
 
-async def unproposed(ctx: Ctx, text: str, replies: list[str], tools_called: list[str]) -> None:
-    """She answered a clear invitation (``明天下午一起去南风公园吧``: together, a place of her
-    town, a time ahead) or reminder (``别忘了周五考试``) without calling `propose_plan`, and her
-    answer does not turn it down: propose it for her, as the tool would have. Models that answer
-    in words and skip the tool are common; without this her plans would not move although she
-    said yes. The world reviews it as any proposal. Never raises: the reply is out already."""
-    if "propose_plan" in tools_called or DECLINE.search("".join(replies)):
-        return
+async def unproposed(
+    ctx: Ctx, text: str, replies: list[str], tools_called: list[str]
+) -> str | None:
+    """She answered a clear invitation (``明天下午一起去南风公园吧``: together, a place, a
+    time) or reminder (``别忘了周五考试``) without calling `propose_plan`: propose it for her, as
+    the tool would have, with what was asked (一起野餐). Models that answer in words and skip the
+    tool are common; without this her plans would not move although she said yes. The world
+    reviews it as any proposal. An invitation she turned down in words is left alone, unless it
+    could never be: somewhere her town does not have (游乐园), a time gone by (昨天下午), or too
+    far ahead (下个月十号) is proposed all the same, so the world declines it with its reason and
+    the record (and her next turn with them) says why. Returns what she tells them at once when
+    she said yes to such an invitation (why it cannot be), else None. Never raises: the reply
+    is out already."""
+    if "propose_plan" in tools_called:
+        return None
+    turned_down = DECLINE.search("".join(replies)) is not None
     text = text.strip()[:200]
-    now = ctx.deps.now()
+    deps = ctx.deps
+    now = deps.now()
     try:
-        when = resolve_when(text, now)
+        when = resolve_when(text, now, past_ok=True)
     except WhenError:
-        return
+        return None
+    correction = None
     try:
-        place = place_of(text, ctx.deps.town)
-        if TOGETHER.search(text) and ASKING.search(text) and place not in (None, "home"):
-            by = await speaker(ctx)
-            told = await _invite(
-                ctx, by, await ctx.deps.character_state(), "一起玩", when, place, now
+        if TOGETHER.search(text) and ASKING.search(text):
+            found = place_in(text, deps.place_words)
+            if found is None or found[0] == "home":
+                somewhere = SOMEWHERE.search(text)
+                if somewhere is None or somewhere.group(1) in deps.place_words:
+                    return None
+                found = (somewhere.group(1), somewhere.group(1), somewhere.end())
+            place, word, after = found
+            never = (
+                place not in deps.town.places
+                or when.past
+                or when.start > now + timedelta(days=MAX_AHEAD_DAYS)
             )
-        elif REMINDER.search(text) and (what := REMINDER.sub("", text).strip(" 哦噢啊呀！!。~～")):
+            if turned_down and not never:
+                return None
             by = await speaker(ctx)
-            char = await ctx.deps.character_state()
+            what = asked_what(text, word, after)
+            told = await _invite(ctx, by, await deps.character_state(), what, when, place, now)
+            if never and not turned_down:
+                asked = Appointment(
+                    id="asked", other=by, asked_by=by, place=place, start=when.start, created_at=now
+                )
+                why = review_invitation(asked, [], now=now, town=deps.town)
+                correction = f"啊，等等……{why}，这个约不了呢。" if why else None
+        elif (
+            not turned_down
+            and not when.past
+            and REMINDER.search(text)
+            and (what := REMINDER.sub("", text).strip(" 哦噢啊呀！!。~～"))
+        ):
+            by = await speaker(ctx)
+            char = await deps.character_state()
             told = await _note(ctx, by, char, "remind", what[:60], when, None, now)
         else:
-            return
+            return None
     except Exception as exc:  # the reply is out; a proposal lost is one line
         log.warning("what %s asked was not proposed to her life: %s", ctx.user_id, exc)
-        return
+        return None
     log.info("proposed for her from %s's message (the model called no tool): %s", ctx.user_id, told)
+    return correction
 
 
 # -- gifts and news -------------------------------------------------------------------------

@@ -10,6 +10,7 @@ cancels the reply in flight. Tested without nonebot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from collections import OrderedDict
@@ -409,7 +410,17 @@ class ChatService:
             await self.sessions.append(sid, result.items)
         if sent:  # she talked with them: her closeness to them moves (through the world)
             await after_turn(self.deps, entry.user_id, entry.sender_name, entry.text)
-            await unproposed(ctx, entry.text, sent, result.tool_calls)
+            # she said yes to what cannot be (游乐园, 昨天): she tells them why at once
+            if correction := await unproposed(ctx, entry.text, sent, result.tool_calls):
+                with contextlib.suppress(Stale):
+                    sent += await self._send_lines(
+                        entry,
+                        correction,
+                        token=token,
+                        source="reply",
+                        context=False,
+                        opening="next",
+                    )
         return Outcome(bool(sent), "answered" if sent else "chose silence", sent)
 
     def _reviewer(self, entry: Entry, char: CharacterState | None) -> Reviewer:

@@ -20,6 +20,11 @@ from yuiju.message.people import People
 from yuiju.message.service import ChatService
 from yuiju.message.session import SessionStore
 from yuiju.storage.keys import Keys
+from yuiju.world.loader import load_actions
+from yuiju.world.town import HAURA
+
+PLACE_WORDS = HAURA.place_words((a.at, a.name) for a in load_actions("actions"))
+"""How people name her town's places, as `message.bot.build_service` gives them to her chat."""
 
 
 def _target(conversation: Conversation) -> int | str:
@@ -54,6 +59,7 @@ def make_deps(
     **parts: Any,
 ) -> ChatDeps:
     keys = keys or Keys("t")
+    parts.setdefault("place_words", PLACE_WORDS)
     return ChatDeps(
         cfg=cfg,
         card=load_card(character_id),

@@ -51,6 +51,7 @@ from yuiju.world.evolutions import (
 from yuiju.world.loader import Catalogue, load_actions
 from yuiju.world.policies.utility import UtilityPolicy
 from yuiju.world.policy import Policy
+from yuiju.world.randomness import Randomness
 from yuiju.world.runtime import resolve_evolutions
 from yuiju.world.social import Neighbours
 from yuiju.world.state import CharacterState, WorldState
@@ -227,7 +228,14 @@ def make_character(**overrides: Any) -> CharacterState:
 def make_world(now: datetime, *, seed: int = 0, **overrides: Any) -> WorldState:
     """A world advanced to ``now``: calendar, weather, opening hours and today's resources."""
     world = WorldState(time=now, last_advanced_at=now)
-    ctx = TickContext(from_time=now, to_time=now, world=world, characters={}, town=HAURA, seed=seed)
+    ctx = TickContext(
+        from_time=now,
+        to_time=now,
+        world=world,
+        characters={},
+        town=HAURA,
+        randomness=Randomness.seeded(seed),
+    )
     for evolution in (
         advance_calendar,
         update_weather,
@@ -321,7 +329,7 @@ async def make_engine(
     catalogue = catalogue or load_actions("actions")
     if history is not None:
         await EpisodeRepo(history).ensure()
-    utility = UtilityPolicy(seed=seed, all_actions=list(catalogue))
+    utility = UtilityPolicy(all_actions=list(catalogue))
     primary = policy or utility
     backup = utility if fallback == "utility" else fallback
     states = characters or {"yuiju": make_character()}
@@ -341,7 +349,6 @@ async def make_engine(
             policy=primary,
             fallback=backup if backup is not primary else None,
             town=HAURA,
-            seed=seed,
             initial_state=state,
             stats=stats,
             neighbours=neighbours,
@@ -352,7 +359,6 @@ async def make_engine(
         store=store,
         evolutions=resolve_evolutions(list(DEFAULT_EVOLUTIONS)),
         town=HAURA,
-        seed=seed,
         character_ids=list(states),
         names=neighbours.names,
     )
@@ -365,6 +371,7 @@ async def make_engine(
         tick_minutes=tick_minutes,
         lease_ttl_ms=lease_ttl_ms,
         decisions=decisions,
+        seed=seed,
         **({"wall": wall} if wall is not None else {}),
     )
     return EngineKit(

@@ -12,6 +12,7 @@ from yuiju.world.errors import InvalidDecision
 from yuiju.world.loader import load_actions
 from yuiju.world.policies.utility import UtilityPolicy
 from yuiju.world.policy import DecisionRequest, RawDecision, validate_decision
+from yuiju.world.randomness import Randomness
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,8 +60,8 @@ async def test_the_template_offers_a_snack_in_the_bag_never_a_fish(tmp_path: Pat
     ctx = make_ctx("2026-09-05 15:00", satiety=40, inventory={"鲫鱼": 1, "铜锣烧": 1})
     assert snack.available(ctx)
     assert snack.choices is not None and snack.choices(ctx) == {"snack": {"enum": ["铜锣烧"]}}
-    decision = await UtilityPolicy(seed=1, all_actions=[snack]).decide(
-        DecisionRequest(ctx=ctx, candidates=[snack])
+    decision = await UtilityPolicy(all_actions=[snack]).decide(
+        DecisionRequest(ctx=ctx, candidates=[snack], randomness=Randomness.seeded(1))
     )
     assert decision.params is not None and decision.params.snack == "铜锣烧"
 
@@ -77,8 +78,8 @@ async def test_a_copied_template_loads_is_offered_and_runs(tmp_path: Path) -> No
     ctx = make_ctx("2026-09-05 15:00", satiety=40, inventory={"铜锣烧": 2})
     assert snack.available(ctx)
     # the offline policy fills the parameter, the same validation as the LLM's answer applies
-    decision = await UtilityPolicy(seed=1, all_actions=list(catalogue)).decide(
-        DecisionRequest(ctx=ctx, candidates=[snack])
+    decision = await UtilityPolicy(all_actions=list(catalogue)).decide(
+        DecisionRequest(ctx=ctx, candidates=[snack], randomness=Randomness.seeded(1))
     )
     assert decision.params is not None and decision.params.snack == "铜锣烧"
     ctx.params = decision.params

@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 from tests.conftest import at_time, make_character, make_engine, redis_calls
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.storage.history import HistoryStore
+from yuiju.world.behavior import StepInputs
 from yuiju.world.errors import InvalidDecision
 from yuiju.world.policies.scripted import ScriptedPolicy
 from yuiju.world.policy import DecisionRequest
@@ -84,12 +85,36 @@ async def test_at_ends_at_the_action_completes_into_the_same_episode(
     assert episode.data["duration_minutes"] == 30
     assert episode.data["stats_before"] == started.running.stats_before
     assert episode.data["stats_after"] == (next_one.stats_before if next_one else her.stats())
-    assert episode.summary.startswith("yuiju在家发呆，用了30分钟")
+    assert episode.summary.startswith("悠酱在家发呆，用了30分钟")  # her name, not her id
     assert await sqlite_history.count("episodes") == 1 + (
         next_one is not None
     )  # replaced, not added
     assert kit.stats.completions == 1
     assert "action_completed" in await event_types(redis, kit.keys.events)
+
+
+async def test_a_record_names_her_and_the_place_once(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    breakfast = {"action": "在家吃早饭", "reason": "饿了", "durationMinute": 20}
+    kit = await make_engine(
+        redis,
+        sqlite_history,
+        policy=always(breakfast),
+        start="2026-09-01 06:00",
+        characters={"kaede": make_character(id="kaede", satiety=30)},
+    )
+    await kit.engine.run(max_steps=1)
+    started = await kit.character("kaede")
+    assert started is not None and started.running is not None
+    eid = started.running.episode_id
+    running = await EpisodeRepo(sqlite_history).get(eid)
+    assert running is not None and running.summary == "枫开始在家吃早饭"
+
+    await kit.engine.run(until=at_time("2026-09-01 06:20"))
+
+    done = await EpisodeRepo(sqlite_history).get(eid)
+    assert done is not None and done.summary.startswith("枫在家吃早饭，用了20分钟")
 
 
 async def test_a_step_that_completes_and_starts_reads_her_state_once(redis: aioredis.Redis) -> None:
@@ -99,7 +124,7 @@ async def test_a_step_that_completes_and_starts_reads_her_state_once(redis: aior
     await kit.engine.run(max_steps=1)
     before = await redis_calls(redis)
 
-    await kit.loop.step(at_time("2026-09-01 06:30"))
+    await kit.loop.step(at_time("2026-09-01 06:30"), StepInputs(lease_token=kit.engine.token))
 
     ran = await redis_calls(redis) - before
     assert kit.stats.completions == 1 and kit.stats.decisions == 2

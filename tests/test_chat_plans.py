@@ -330,6 +330,23 @@ async def test_an_admin_invitation_is_lenient_but_not_with_the_calendar(
     assert reasons.count("那时候要上课") == 1
 
 
+async def test_a_night_invitation_is_read_as_night_and_declined_because_she_sleeps(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    """明天凌晨三点 is 03:00 (never 15:00, when she has class): declined because she sleeps."""
+    ask = {"kind": "invite", "place": "公园", "when": "明天凌晨三点", "what": "看星星"}
+    yuiju = await town(redis, sqlite_history, scripted(call("propose_plan", **ask), "好"))
+
+    await yuiju.say("明天凌晨三点一起去公园看星星吧")
+    await yuiju.tick()
+
+    assert "恐怕不行：那时候在睡觉" in tool_result(yuiju.model, 1)
+    (declined,) = await plan_episodes(sqlite_history, THURSDAY_EVENING)
+    assert declined.data["reason"].startswith("那时候在睡觉")
+    assert declined.data["appointment"]["start"].startswith("2026-09-04T03:00")
+    assert (await yuiju.her()).social.appointments == []
+
+
 # -- reminders, promises, gifts ---------------------------------------------------------------------
 
 
@@ -465,20 +482,117 @@ async def test_what_is_not_in_her_world_is_not_queued(
         scripted(
             call("receive_gift", item="一百块钱"),
             "心意收到啦",
-            call("propose_plan", kind="invite", place="东京塔", when="明天", what="玩"),
-            "那是哪里呀",
             call("propose_plan", kind="invite", place="公园", when="有空的时候", what="玩"),
             "好呀",
         ),
     )
     await yuiju.say("给你一百块钱")
-    await yuiju.say("明天去东京塔吧")
     await yuiju.say("有空一起去公园吧")
 
     assert "收不到" in tool_result(yuiju.model, 1)
-    assert "羽浦町没有「东京塔」这个地方" in tool_result(yuiju.model, 3)
-    assert "明天下午" in tool_result(yuiju.model, 5)  # how to say when
+    assert "明天下午" in tool_result(yuiju.model, 3)  # how to say when
     assert [c for c in await yuiju.chat.deps.commands.pending() if c.type != "chat_with"] == []
+
+
+async def test_an_invitation_to_a_place_her_town_does_not_have_is_refused_and_recorded(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    yuiju = await town(
+        redis,
+        sqlite_history,
+        scripted(
+            call("propose_plan", kind="invite", place="东京塔", when="明天", what="玩"),
+            "那是哪里呀",
+        ),
+    )
+    await yuiju.say("明天一起去东京塔吧")
+    await yuiju.tick()
+
+    told = tool_result(yuiju.model, 1)
+    assert "羽浦町没有「东京塔」这个地方" in told and "南风公园" in told  # what she can offer
+    (declined,) = await plan_episodes(sqlite_history, THURSDAY_EVENING)
+    assert declined.data["reason"] == "羽浦町没有「东京塔」这个地方"
+    assert (await yuiju.her()).social.appointments == []
+
+
+@pytest.mark.parametrize(
+    ("said", "why"),
+    [
+        ("周六一起去游乐园玩吧", "羽浦町没有「游乐园」这个地方"),
+        ("昨天下午一起去公园散步吗", "那个时间已经过去了"),
+        ("下个月十号一起去海边吧", "太久以后的事情，现在还定不下来"),
+    ],
+)
+async def test_an_impossible_invitation_in_words_is_refused_with_its_reason_and_recorded(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, said: str, why: str
+) -> None:
+    """The model answered in words and called no tool: what was asked is still recognised,
+    refused by the world with its reason, recorded, and in the next turn she knows why."""
+    yuiju = await town(redis, sqlite_history, scripted("好呀～", "嗯嗯"))
+
+    out = await yuiju.say(said)
+    assert out.replies[-1] == f"啊，等等……{why}，这个约不了呢。"  # told at once, after her yes
+    await yuiju.tick()
+
+    her = await yuiju.her()
+    assert her.social.appointments == []
+    episodes = await plan_episodes(sqlite_history, "2026-09-02 00:00", days=3)
+    (declined,) = [e for e in episodes if e.data.get("accepted") is False]
+    assert declined.data["reason"] == why and declined.data["asked_by"]["name"] == "小林"
+    await yuiju.say("那怎么说")
+    assert f"没答应：{why}" in yuiju.model.calls[-1][1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("when", "why"),
+    [("昨天下午", "那个时间已经过去了"), ("下个月十号", "太久以后的事情，现在还定不下来")],
+)
+async def test_the_tool_tells_her_why_a_time_cannot_be_and_the_world_records_it(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, when: str, why: str
+) -> None:
+    ask = {"kind": "invite", "place": "公园", "when": when, "what": "散步"}
+    yuiju = await town(redis, sqlite_history, scripted(call("propose_plan", **ask), "好"))
+
+    await yuiju.say(f"{when}一起去公园散步吧")
+    await yuiju.tick()
+
+    assert f"恐怕不行：{why}" in tool_result(yuiju.model, 1)
+    episodes = await plan_episodes(sqlite_history, "2026-09-02 00:00", days=3)
+    (declined,) = [e for e in episodes if e.data.get("accepted") is False]
+    assert declined.data["reason"] == why
+
+
+async def test_an_impossible_invitation_she_turned_down_is_recorded_without_a_correction(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    yuiju = await town(redis, sqlite_history, scripted("游乐园？羽浦町好像没有呢，去不了"))
+
+    out = await yuiju.say("周六一起去游乐园玩吧")
+    await yuiju.tick()
+
+    assert out.replies == ["游乐园？羽浦町好像没有呢，去不了"]
+    (declined,) = await plan_episodes(sqlite_history, THURSDAY_EVENING)
+    assert declined.data["reason"] == "羽浦町没有「游乐园」这个地方"
+
+
+@pytest.mark.parametrize(
+    ("said", "place", "what"),
+    [
+        ("周六一起去图书馆吗", "school", "一起去图书馆"),
+        ("周六下午一起去南风公园野餐吧", "park", "一起野餐"),
+        ("周日下午一起去海边散散步好不好", "coast", "一起散散步"),
+    ],
+)
+async def test_an_invitation_in_words_proposes_what_was_asked_at_any_place_of_her_town(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, said: str, place: str, what: str
+) -> None:
+    yuiju = await town(redis, sqlite_history, scripted("好呀～"))
+
+    await yuiju.say(said)
+    await yuiju.tick()
+
+    (plan,) = (await yuiju.her()).social.appointments
+    assert (plan.place, plan.activity) == (place, what)
 
 
 # -- she tells them she went ----------------------------------------------------------------------

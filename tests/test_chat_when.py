@@ -81,3 +81,62 @@ def test_how_it_reads_names_the_day_and_the_weekday() -> None:
 def test_what_names_no_time_ahead_says_how_to_write_it(said: str) -> None:
     with pytest.raises(WhenError, match="明天下午"):
         resolve_when(said, THURSDAY_EVENING)
+
+
+@pytest.mark.parametrize(
+    ("said", "start"),
+    [
+        ("周六凌晨三点", "2026-09-05 03:00"),
+        ("周日凌晨5点", "2026-09-06 05:00"),
+        ("明天半夜两点", "2026-09-04 02:00"),
+        ("明天夜里两点", "2026-09-04 02:00"),
+        ("明天夜里十一点", "2026-09-04 23:00"),
+        ("明天深夜十一点半", "2026-09-04 23:30"),
+        ("明天清晨五点", "2026-09-04 05:00"),
+        ("明天半夜十二点", "2026-09-05 00:00"),  # the midnight that ends that day
+        ("明天晚上十二点", "2026-09-05 00:00"),
+        ("明天晚上两点", "2026-09-05 02:00"),  # that night, never 14:00
+        ("明晚三点", "2026-09-05 03:00"),
+    ],
+)
+def test_night_words_are_night_never_afternoon(said: str, start: str) -> None:
+    assert resolve_when(said, THURSDAY_EVENING).start == at_time(start)
+
+
+def test_a_night_time_reads_as_the_night_it_is() -> None:
+    assert resolve_when("明天晚上两点", THURSDAY_EVENING).said == "9月5日（周六）凌晨02:00"
+    assert resolve_when("明天夜里十一点", THURSDAY_EVENING).said == "9月4日（周五）夜里23:00"
+
+
+@pytest.mark.parametrize(
+    ("said", "window"),
+    [
+        ("周六凌晨", ("2026-09-05 00:00", "2026-09-05 06:00")),
+        ("明天深夜", ("2026-09-04 22:00", "2026-09-04 23:59")),
+        ("明天清晨", ("2026-09-04 05:00", "2026-09-04 07:00")),
+    ],
+)
+def test_a_night_part_is_a_window_at_night(said: str, window: tuple[str, str]) -> None:
+    when = resolve_when(said, THURSDAY_EVENING)
+    assert (when.earliest, when.latest) == (at_time(window[0]), at_time(window[1]))
+
+
+def test_next_month_with_a_day_is_that_day_of_next_month() -> None:
+    assert resolve_when("下个月十号", THURSDAY_EVENING).start == at_time("2026-10-10 00:00")
+    assert resolve_when("下月3号下午三点", THURSDAY_EVENING).start == at_time("2026-10-03 15:00")
+
+
+@pytest.mark.parametrize(
+    ("said", "start"),
+    [
+        ("昨天下午三点", "2026-09-02 15:00"),
+        ("前天", "2026-09-01 00:00"),
+        ("昨晚", "2026-09-02 19:00"),
+        ("上周六下午", "2026-08-29 15:00"),
+    ],
+)
+def test_a_past_time_resolves_when_the_past_is_asked_for(said: str, start: str) -> None:
+    when = resolve_when(said, THURSDAY_EVENING, past_ok=True)
+    assert when.start == at_time(start) and when.past
+    with pytest.raises(WhenError, match="已经过去了"):
+        resolve_when(said, THURSDAY_EVENING)

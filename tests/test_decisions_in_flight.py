@@ -24,6 +24,7 @@ from yuiju.llm import ChatMessage, FunctionChatModel, JsonSchema, LLMUnavailable
 from yuiju.llm.admission import AdmissionGate
 from yuiju.llm.openai_model import RATE_LIMIT_WAIT_SECONDS, OpenAIChatModel, retry_after_seconds
 from yuiju.storage.history import HistoryStore
+from yuiju.world.behavior import StepInputs
 from yuiju.world.decisions import DecisionLimits, DecisionPool
 from yuiju.world.policies.scripted import ScriptedPolicy
 from yuiju.world.policy import Decision, DecisionRequest
@@ -172,13 +173,13 @@ async def test_the_wall_deadline_hands_the_decision_to_the_offline_policy(
     assert pool is not None
     now = at_time("2026-09-01 06:00")
     await kit.ticker.tick(now)
-    due = await kit.loop.step(now, decisions=pool, speed=6.0)
+    due = (await kit.loop.step(now, StepInputs(decisions=pool, speed=6.0))).due
     assert due == at_time("2026-09-01 06:02")  # 20 wall seconds at 6x: two world minutes
     assert (await kit.character()).running is None  # type: ignore[union-attr]
 
     wall.t += 21  # the wall deadline passed before the world one
     later = at_time("2026-09-01 06:01")
-    ends = await kit.loop.step(later, decisions=pool, speed=6.0)
+    ends = (await kit.loop.step(later, StepInputs(decisions=pool, speed=6.0))).due
     her = await kit.character()
     assert her is not None and her.running is not None
     assert her.running.decided_by == "fallback:utility"
@@ -210,7 +211,7 @@ async def test_a_slow_answer_is_stamped_when_it_is_applied_and_a_stale_one_is_de
     assert pool is not None
     asked = at_time("2026-09-01 10:20")  # breakfast until 10:30
     await kit.ticker.tick(asked)
-    await kit.loop.step(asked, decisions=pool)
+    await kit.loop.step(asked, StepInputs(decisions=pool))
     flight = pool.get("yuiju")
     assert flight is not None
     release.set()
@@ -218,7 +219,7 @@ async def test_a_slow_answer_is_stamped_when_it_is_applied_and_a_stale_one_is_de
 
     later = at_time("2026-09-01 10:40")  # the answer comes back too late for breakfast
     await kit.ticker.tick(later)
-    await kit.loop.step(later, decisions=pool)
+    await kit.loop.step(later, StepInputs(decisions=pool))
     her = await kit.character()
     assert her is not None and her.running is None  # never executed
     assert kit.stats.stale_starts == 1 and pool.figures.stale == 1
@@ -227,7 +228,7 @@ async def test_a_slow_answer_is_stamped_when_it_is_applied_and_a_stale_one_is_de
     await again.task
 
     applied = at_time("2026-09-01 10:43")
-    await kit.loop.step(applied, decisions=pool)
+    await kit.loop.step(applied, StepInputs(decisions=pool))
     her = await kit.character()
     assert her is not None and her.running is not None
     assert her.running.action_id == "idle"
@@ -262,7 +263,7 @@ async def test_no_more_decisions_are_in_flight_than_the_worker_allows(
     now = at_time("2026-09-01 06:00")
     await kit.ticker.tick(now)
     for loop in kit.loops.values():  # every character starts her decision; two are sent
-        await loop.step(now, decisions=pool)
+        await loop.step(now, StepInputs(decisions=pool))
     for _ in range(20):
         await asyncio.sleep(0)
     assert pool.in_flight == 5 and policy.in_flight == 2
@@ -271,7 +272,7 @@ async def test_no_more_decisions_are_in_flight_than_the_worker_allows(
     await asyncio.gather(*(f.task for f in flights))
     assert policy.peak == 2
     for loop in kit.loops.values():  # the answers come back as inputs of her next step
-        await loop.step(now, decisions=pool)
+        await loop.step(now, StepInputs(decisions=pool))
     for cid in cids:
         her = await kit.character(cid)
         assert her is not None and her.running is not None, cid

@@ -211,6 +211,49 @@ async def test_an_engine_that_lost_its_lease_stops_writing(redis: aioredis.Redis
     assert kit.stats.completions == 0
 
 
+async def test_a_step_writes_fenced_on_the_lease_its_inputs_name(redis: aioredis.Redis) -> None:
+    from yuiju.world.behavior import StepInputs
+    from yuiju.world.errors import LeaseLost
+
+    kit = await make_engine(redis, None, policy=idle_forever(), start="2026-09-01 06:00")
+    await kit.engine.run(max_steps=1)
+    later = at_time("2026-09-01 07:00")
+
+    with pytest.raises(LeaseLost):  # the engine's lease is not this one: nothing is written
+        await kit.loop.step(later, StepInputs(lease_token="someone-else"))
+    her = await kit.character()
+    assert her is not None and her.running is not None
+    assert her.running.started_at == at_time("2026-09-01 06:00")
+
+    await kit.loop.step(later, StepInputs(lease_token=kit.engine.token))
+    assert kit.stats.completions == 1
+
+
+async def test_the_engine_sets_nothing_on_the_loops_it_drives(redis: aioredis.Redis) -> None:
+    kit = await make_engine(
+        redis,
+        None,
+        start="2026-09-05 10:00",
+        characters={"yuiju": make_character(location="park"), "kaede": make_character(id="kaede")},
+    )
+    loops = list(kit.loops.values())
+    before = [dict(vars(loop)) for loop in loops]
+    changed: set[str] = set()
+
+    def look() -> None:  # after every pass of the engine, while it holds the leases
+        for loop, was in zip(loops, before, strict=True):
+            changed.update(k for k, v in vars(loop).items() if was.get(k, changed) is not v)
+
+    engine = yuiju.world.engine.Engine(
+        clock=kit.clock, history=None, store=kit.store, ticker=kit.ticker, loops=loops, on_step=look
+    )
+    look()
+    await engine.run(until=at_time("2026-09-05 14:00"))
+    await engine.release()
+
+    assert changed <= {"_clock_behind_reported"}
+
+
 async def test_a_corrupt_character_is_logged_and_the_engine_keeps_running(
     redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -681,15 +724,16 @@ async def test_a_start_that_finds_her_busy_on_fresh_values_counts_no_stale_start
     # started her: nothing was stale about her decision
     from datetime import timedelta
 
+    from yuiju.world.behavior import StepInputs
     from yuiju.world.policy import Decision
     from yuiju.world.state import RunningAction
+    from yuiju.world.steps import Turn
 
     kit = await make_engine(
         redis, None, prefix="stale-reason", characters={"c0": make_character(id="c0")}
     )
     await kit.engine.run(max_steps=1)
     loop, now = kit.loops["c0"], kit.clock.now()
-    loop.lease_token = None
     go = loop.catalogue.actions["go_to_school"]
     busy = make_character(
         id="c0",
@@ -710,7 +754,9 @@ async def test_a_start_that_finds_her_busy_on_fresh_values_counts_no_stale_start
     ).model_dump_json()
     before = loop.stats.stale_starts
 
-    await loop._start(now, Decision(action=go, reason="上学"))
+    await loop._start(
+        now, Decision(action=go, reason="上学"), Turn.of(StepInputs(), loop.env, "c0")
+    )
 
     assert loop.stats.stale_starts == before
 

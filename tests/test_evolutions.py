@@ -21,6 +21,7 @@ from yuiju.world.evolutions import (
     update_opening_hours,
     update_weather,
 )
+from yuiju.world.randomness import Randomness
 from yuiju.world.state import CharacterState, Weather, WorldState
 from yuiju.world.town import HAURA
 
@@ -40,7 +41,7 @@ def tick(
         world=world,
         characters=characters or {},
         town=HAURA,
-        seed=seed,
+        randomness=Randomness.seeded(seed),
     )
     for evolution in evolutions:
         evolution(ctx)

@@ -92,6 +92,18 @@ async def test_distillation_is_per_user_idempotent_and_keeps_the_user_id(
     )
 
 
+async def test_the_distillation_prompt_names_her_by_her_cards_name_not_her_id(
+    history: HistoryStore, semantic: SemanticMemory
+) -> None:
+    """`yuiju bot` and `yuiju memory` build her memory without a voice: the card names her."""
+    model = fact_model({"qq:1": ["这个用户喜欢猫。"]})
+    m = await build_memory(YuijuConfig(), history, semantic, character_id="yuiju", chat_model=model)
+    await m.chat.add("qq:1", "我家有两只猫", NOW - timedelta(hours=3))
+    await m.distiller.run(NOW)
+    (call,) = model.calls
+    assert "对悠酱说过的话" in call[0]["content"] and "yuiju" not in call[0]["content"]
+
+
 async def test_the_same_fact_again_merges_instead_of_duplicating(
     history: HistoryStore, semantic: SemanticMemory
 ) -> None:

@@ -300,8 +300,8 @@ async def test_valid_plan_changes_are_saved_with_the_action_start_and_logged_as_
     assert {d["data"]["change"]["nextPlan"] for d in found} == {"攒钱买一台相机", "去超市买鸡蛋"}
     assert all(d["data"]["behavior_episode"] == her.running.episode_id for d in found)
     assert {d["summary"] for d in found} == {
-        "yuiju定下了长期计划「攒钱买一台相机」",
-        "yuiju定下了短期计划「去超市买鸡蛋」",
+        "悠酱定下了长期计划「攒钱买一台相机」",
+        "悠酱定下了短期计划「去超市买鸡蛋」",
     }
     behavior = await sqlite_history.find("episodes", eq={"type": "behavior"})
     assert len(behavior) == 1 and behavior[0]["data"]["plan_changes"] == GOOD

@@ -21,6 +21,7 @@ from yuiju.world.loader import load_actions
 from yuiju.world.policies.llm import LLMPolicy
 from yuiju.world.policies.utility import UtilityPolicy
 from yuiju.world.policy import DecisionRequest, RawDecision, validate_decision
+from yuiju.world.randomness import Randomness
 from yuiju.world.relations import Appointment, Party, Relation, appointment_id
 from yuiju.world.social import company_of
 
@@ -86,10 +87,12 @@ async def test_a_schema_following_model_picks_a_joint_action_and_a_partner_first
 
 
 async def test_the_offline_policy_fills_the_partner_and_the_invitation() -> None:
-    policy = UtilityPolicy(seed=1, all_actions=ACTIONS)
+    policy = UtilityPolicy(all_actions=ACTIONS)
     ctx = with_kaede(*SETTING["invite"])
     decision = await policy.decide(
-        DecisionRequest(ctx=ctx, candidates=[CATALOGUE.actions["invite"]])
+        DecisionRequest(
+            ctx=ctx, candidates=[CATALOGUE.actions["invite"]], randomness=Randomness.seeded(1)
+        )
     )
     params = decision.params
     assert params is not None and params.partner == "kaede"  # type: ignore[attr-defined]

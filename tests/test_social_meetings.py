@@ -9,6 +9,7 @@ import redis.asyncio as aioredis
 from tests.conftest import at_time, make_character, make_engine
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.storage.history import HistoryStore
+from yuiju.world.engine import step_order
 from yuiju.world.policies.llm import render_moment_prompt
 from yuiju.world.policies.scripted import ScriptedPolicy
 from yuiju.world.policy import Decision, DecisionRequest, RawDecision, validate_decision
@@ -262,3 +263,67 @@ def test_a_partner_driven_by_another_worker_is_joined_only_between_two_of_her_st
     assert not elsewhere.free and elsewhere.busy == "正在公园散步"
     walking.running = walking.running.model_copy(update={"ends_at": at_time("2026-09-05 10:00")})
     assert seen(may_interrupt=lambda _cid: False).free  # due now: between two of her steps
+
+
+async def test_a_meeting_step_tells_its_engine_whom_it_took_along_and_until_when(
+    redis: aioredis.Redis,
+) -> None:
+    kit = await make_engine(
+        redis,
+        None,
+        policy=by_character(kaede=WALK, yuiju=CHAT_WITH_KAEDE),
+        start=SATURDAY,
+        characters=in_the_park("kaede", "yuiju"),
+    )
+    now = at_time(SATURDAY)
+    await kit.ticker.tick(now)
+
+    walked = await kit.loops["kaede"].step(now)
+    met = await kit.loops["yuiju"].step(now)
+
+    assert walked.engaged == {}
+    assert met.engaged == {"kaede": met.due} and met.due == at_time("2026-09-05 10:20")
+
+
+async def test_a_step_told_its_partner_is_driven_elsewhere_leaves_her_pastime_alone(
+    redis: aioredis.Redis,
+) -> None:
+    from yuiju.world.behavior import StepInputs
+
+    policy = by_character(kaede=WALK)
+    kit = await make_engine(
+        redis, None, policy=policy, start=SATURDAY, characters=in_the_park("kaede", "yuiju")
+    )
+    now = at_time(SATURDAY)
+    await kit.ticker.tick(now)
+    await kit.loops["kaede"].step(now)
+
+    here_only = StepInputs(drives=lambda cid: cid == "yuiju")
+    await kit.loops["yuiju"].step(now, here_only)
+
+    yuiju = policy.requests[-1]
+    (kaede,) = yuiju.ctx.company
+    assert kaede.doing == "在公园散步" and not kaede.free
+
+
+async def test_a_partner_met_in_a_batched_pass_is_due_when_the_meeting_ends(
+    redis: aioredis.Redis,
+) -> None:
+    # the engine steps kaede first, then yuiju takes her along, in one batch: her wake-up at the
+    # meeting's end is known once that batch's writes landed, not only at yuiju's next step
+    kit = await make_engine(
+        redis,
+        None,
+        policy=by_character(kaede=WALK, yuiju=CHAT_WITH_KAEDE),
+        start=SATURDAY,
+        characters=in_the_park("kaede", "yuiju"),
+    )
+    now = at_time(SATURDAY)
+    await kit.ticker.tick(now)
+    await kit.loops["kaede"].step(now)  # her walk, until 12:00
+    assert step_order(["yuiju", "kaede"], now) == ["kaede", "yuiju"]
+
+    await kit.engine.run(max_steps=1)
+
+    meeting_ends = at_time("2026-09-05 10:20")
+    assert kit.engine._due == {"kaede": meeting_ends, "yuiju": meeting_ends}

@@ -4,7 +4,6 @@ commands, reviewed and recorded with who asked."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import redis.asyncio as aioredis
 
@@ -19,8 +18,11 @@ from tests.test_social_meetings import (
 from yuiju.memory.episodes import EpisodeRepo
 from yuiju.storage.history import HistoryStore
 from yuiju.world.commands import enqueue_command
+from yuiju.world.policies.scripted import ScriptedPolicy
+from yuiju.world.policy import DecisionRequest
 from yuiju.world.relations import NewsItem, Party, news_id
 from yuiju.world.social import heard_from
+from yuiju.world.town import HAURA
 
 XIAOLIN = {"kind": "person", "id": "qq:123", "name": "小林"}
 MOVING = "小林下周要搬家"
@@ -219,13 +221,21 @@ async def test_she_goes_to_what_she_accepted_from_chat_and_it_counts_as_kept(
     assert park, [(r["id"], r["start"]) for r in kit.stats.timeline]
 
 
-async def test_a_missed_appointment_is_recorded_with_where_she_was(
+def stays_away(r: DecisionRequest) -> dict[str, object]:
+    """She idles while she may; once she should set off, she walks anywhere but the park."""
+    if any(a.name == "发呆" for a in r.candidates):
+        return {"action": "发呆", "reason": "不想动", "durationMinute": 60}
+    away = next(a for a in r.candidates if a.moves_to not in (None, "park"))
+    return {"action": away.offered_as, "reason": "不想去"}
+
+
+async def test_a_missed_appointment_is_recorded_with_where_she_was_at_its_time(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:
     kit = await make_engine(
         redis,
         sqlite_history,
-        policy=by_character(yuiju={"action": "发呆", "reason": "不想动", "durationMinute": 60}),
+        policy=ScriptedPolicy(stays_away),
         start="2026-09-05 06:00",
         characters={"yuiju": make_character(location="home")},
     )
@@ -239,15 +249,55 @@ async def test_a_missed_appointment_is_recorded_with_where_she_was(
     yuiju = await kit.character()
     assert yuiju is not None
     (appointment,) = yuiju.social.appointments
-    assert appointment.status == "missed" and appointment.note == "那时她在家"
-    missed = [
+    episodes = await EpisodeRepo(sqlite_history).between(
+        "yuiju", at_time("2026-09-05 06:00"), at_time("2026-09-05 18:00")
+    )
+    (then,) = [
         e
-        for e in await EpisodeRepo(sqlite_history).between(
-            "yuiju",
-            at_time("2026-09-05 15:00"),
-            at_time("2026-09-05 17:00") + timedelta(hours=1),
-            type_="plan",
-        )
-        if e.data.get("status") == "missed"
+        for e in episodes
+        if e.type == "behavior" and e.time <= at_time("2026-09-05 15:00") < (e.end_time or e.time)
     ]
+    action = kit.loop.catalogue.actions[then.data["action"]]
+    was = (
+        f"去{HAURA.place_name(action.moves_to)}的路上"
+        if action.moves_to
+        else HAURA.place_name(then.data["place"])
+    )
+    assert appointment.status == "missed" and appointment.note == f"那时她在{was}"
+    missed = [e for e in episodes if e.type == "plan" and e.data.get("status") == "missed"]
     assert len(missed) == 1 and "没能赴约" in missed[0].summary
+
+
+async def test_both_at_the_place_at_once_keeps_it_on_each_side_read_from_the_others_state(
+    redis: aioredis.Redis,
+) -> None:
+    """Both sat in the café in the window without meeting, and are home by the time it is
+    settled: each loop reads the other's saved copy before her next start (no meeting, no
+    company at home), so each side records it kept."""
+    from tests.test_transitions import KAEDE, YUIJU, copy_of
+    from yuiju.world.relations import SocialState
+
+    there = ("2026-09-05 14:30", "2026-09-05 16:00")
+    states = {
+        me.id: make_character(
+            id=me.id,
+            location="home",
+            social=SocialState(
+                appointments=[copy_of(me, other, "2026-09-05 15:00", "cafe", there)]
+            ),
+        )
+        for me, other in ((YUIJU, KAEDE), (KAEDE, YUIJU))
+    }
+    kit = await make_engine(
+        redis, None, policy=by_character(), start="2026-09-05 17:00", characters=states
+    )
+    for cid, state in states.items():  # both saved before either settles
+        await redis.set(kit.keys.character(cid), state.model_dump_json())
+
+    await step_in_order(kit, "2026-09-05 17:00", "yuiju", "kaede")
+
+    for cid in states:
+        her = await kit.character(cid)
+        assert her is not None
+        (appointment,) = her.social.appointments
+        assert appointment.status == "kept" and appointment.note == "14:30起两人都在那里", cid

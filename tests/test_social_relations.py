@@ -20,8 +20,9 @@ from yuiju.world.relations import (
     keep_news,
     news_id,
     news_to_tell,
+    note_presence,
     review_invitation,
-    settle_missed,
+    settle_over,
 )
 from yuiju.world.town import HAURA
 
@@ -123,7 +124,12 @@ NOW = at_time("2026-09-03 12:00")  # a Thursday
     [
         ("2026-09-05 15:00", "park", None),  # Saturday afternoon in the park
         ("2026-09-04 10:00", "park", "那时候要上课"),
-        ("2026-09-05 23:00", "park", "那个时间不方便出门"),
+        ("2026-09-05 23:00", "park", "那时候在睡觉"),
+        ("2026-09-05 07:00", "park", "那个时间不方便出门"),
+        ("2026-09-05 03:00", "park", "那时候在睡觉"),
+        ("2026-09-04 03:00", "park", "那时候在睡觉"),  # a school day, but class is not at night
+        ("2026-09-05 03:00", "cafe", "那时候在睡觉"),
+        ("2026-09-03 11:00", "park", "那个时间已经过去了"),
         ("2026-09-05 09:00", "cafe", "薄暮咖啡那时候不开门"),
         ("2026-09-05 15:00", "home", "家不方便见面"),
         ("2026-09-03 12:10", "park", "时间太赶了"),
@@ -163,9 +169,9 @@ def test_one_person_cannot_fill_her_week_unless_lenient() -> None:
 
 def test_an_appointment_whose_time_passed_is_missed_with_where_she_was() -> None:
     planned = invitation("2026-09-05 15:00")
-    after, missed = settle_missed([planned], at_time("2026-09-05 16:01"), "家")
+    after, missed = settle_over([planned], at_time("2026-09-05 16:01"), "家")
     assert [a.status for a in after] == ["missed"] and missed[0].note == "那时她在家"
-    still, none = settle_missed([planned], at_time("2026-09-05 15:59"), "家")
+    still, none = settle_over([planned], at_time("2026-09-05 15:59"), "家")
     assert still == [planned] and none == []
 
 
@@ -182,3 +188,99 @@ def test_copies_of_a_card_are_told_apart_by_name() -> None:
 
     names = unique_names({"yuiju": "悠酱", "kaede@1": "枫", "kaede@2": "枫"})
     assert names == {"yuiju": "悠酱", "kaede@1": "枫@1", "kaede@2": "枫@2"}
+
+
+# -- keeping appointments (issue 31) --------------------------------------------------------------
+
+
+def _with_appointment(now: str, location: str, **kw: object) -> object:
+    from tests.conftest import make_ctx
+    from yuiju.world.relations import SocialState
+
+    apt = invitation("2026-09-05 15:00", place="cafe", by=YUIJU)  # 悠酱 and she meet at 15:00
+    return make_ctx(
+        now,
+        id="kaede",
+        location=location,
+        social=SocialState(appointments=[apt]),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_nothing_she_starts_at_the_place_runs_into_her_appointment() -> None:
+    """Seed 4's 枫: invited 悠酱 to the café at 15:00, then started three hours of work there at
+    13:10, so neither could meet the other. Work now ends at the start, and she decides again
+    within the window."""
+    from yuiju.world.loader import load_actions
+
+    actions = load_actions().actions
+    work = actions["work_at_cafe"]
+    early = _with_appointment("2026-09-05 13:10", "cafe", duration_minute=180)
+    assert work.available(early) and work.minutes(early) == 110  # 13:10 → 15:00
+    late = _with_appointment("2026-09-05 14:10", "cafe", duration_minute=60)
+    assert not work.available(late)
+    assert work.why_not(late) == "快到约好的时间了（15:00 和悠酱在薄暮咖啡）"
+    # once the window is open, a pastime there is waiting for her (who breaks it off)
+    waiting = _with_appointment("2026-09-05 14:40", "cafe", duration_minute=30)
+    assert actions["drink_coffee"].available(waiting)
+    assert not actions["read_at_home"].available(_with_appointment("2026-09-05 14:40", "home"))
+
+
+def test_elsewhere_she_is_free_in_time_to_set_off_and_may_always_go() -> None:
+    from yuiju.world.loader import load_actions
+
+    actions = load_actions().actions
+    home = _with_appointment("2026-09-05 14:00", "home")
+    assert not actions["read_at_home"].available(home)  # free by 14:15 to set off
+    assert actions["go_to_cafe"].available(home)
+    earlier = _with_appointment("2026-09-05 13:00", "home", duration_minute=60)
+    assert actions["read_at_home"].minutes(earlier) == 60  # ends 14:00, before 14:15
+
+
+def _there(a: Appointment, place: str, since: str, until: str, moving_to: str | None = None):
+    (noted,) = note_presence(
+        [a],
+        place=place,
+        since=at_time(since),
+        until=at_time(until),
+        town=HAURA,
+        moving_to=moving_to,
+    )
+    return noted
+
+
+def test_the_record_says_where_she_was_at_the_appointments_time_not_at_check_time() -> None:
+    planned = invitation("2026-09-05 15:00", place="cafe")
+    mine = _there(planned, "pond", "2026-09-05 14:10", "2026-09-05 15:40")
+    mine = _there(mine, "park", "2026-09-05 15:45", "2026-09-05 17:00", moving_to=None)
+    _, (missed,) = settle_over([mine], at_time("2026-09-05 17:00"), "南风公园")
+    assert missed.status == "missed" and missed.note == "那时她在水音池"
+    on_the_way = _there(planned, "home", "2026-09-05 14:55", "2026-09-05 15:05", "cafe")
+    _, (late,) = settle_over([on_the_way], at_time("2026-09-05 16:30"), "薄暮咖啡")
+    assert late.note == "那时她在去薄暮咖啡的路上"
+
+
+def test_both_at_the_place_in_the_window_keeps_it_though_they_did_not_meet() -> None:
+    """Seed 4: 枫 at the café working 13:10–16:10, 悠酱 sitting there 14:25–16:10."""
+    planned = invitation("2026-09-05 15:00", place="cafe")
+    kaede = _there(planned, "cafe", "2026-09-05 13:10", "2026-09-05 16:10")
+    yuiju = _there(planned, "cafe", "2026-09-05 14:25", "2026-09-05 16:10")
+    assert (kaede.there_from, kaede.there_until) == (
+        at_time("2026-09-05 14:30"),
+        at_time("2026-09-05 16:00"),
+    )
+    _, (kept,) = settle_over([kaede], at_time("2026-09-05 16:10"), "薄暮咖啡", {KAEDE.key: [yuiju]})
+    assert kept.status == "kept"
+    # one of them there, the other elsewhere (or not known): missed
+    away = _there(planned, "park", "2026-09-05 14:00", "2026-09-05 16:10")
+    _, (missed,) = settle_over(
+        [kaede], at_time("2026-09-05 16:10"), "薄暮咖啡", {KAEDE.key: [away]}
+    )
+    assert missed.status == "missed"
+    _, (unknown,) = settle_over([kaede], at_time("2026-09-05 16:10"), "薄暮咖啡")
+    assert unknown.status == "missed"
+    # there one after the other, never at the same time: missed
+    early = _there(planned, "cafe", "2026-09-05 14:20", "2026-09-05 14:50")
+    late = _there(planned, "cafe", "2026-09-05 15:10", "2026-09-05 16:00")
+    _, (apart,) = settle_over([early], at_time("2026-09-05 16:10"), "薄暮咖啡", {KAEDE.key: [late]})
+    assert apart.status == "missed"

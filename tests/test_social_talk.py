@@ -26,7 +26,7 @@ from yuiju.world.conversation import (
     TemplateTalker,
     render_talk_prompt,
 )
-from yuiju.world.relations import NewsItem, Party, news_id
+from yuiju.world.relations import Appointment, NewsItem, Party, news_id
 
 SATURDAY = "2026-09-05 10:00"
 
@@ -82,6 +82,45 @@ async def test_unusable_lines_fall_back_to_templates_after_one_call() -> None:
     model = FunctionChatModel(lambda *_: lines(("小明", "我是谁？"), ("枫", "嗯")))
     said = await ModelTalker(model).converse(request(), use_model=True)
     assert said.source == "template" and len(model.calls) == 1
+
+
+async def test_lines_from_one_side_only_are_not_a_conversation() -> None:
+    model = FunctionChatModel(lambda *_: lines(("枫", "今天天气真好。"), ("枫", "我们走吧。")))
+    said = await ModelTalker(model).converse(request(), use_model=True)
+    assert said.source == "template" and len(model.calls) == 1
+    assert {line.speaker for line in said.lines} == {"yuiju", "kaede"}
+
+
+def test_the_prompt_asks_both_to_speak_and_says_the_place_once() -> None:
+    prompt = render_talk_prompt(
+        request(kind="together", activity="一起在公园散步", place="南风公园")
+    )
+    assert "两个人都要说话" in prompt
+    assert "南风公园一起在公园散步" not in prompt
+
+
+def test_templates_never_say_together_twice() -> None:
+    for n in range(40):
+        said = TemplateTalker().write(
+            request(meeting_id=f"mtg_{n}", kind="together", activity="一起在食堂吃午饭")
+        )
+        assert not any("一起一起" in line.text for line in said.lines)
+    said = TemplateTalker().write(request(kind="together", activity="吃午饭", meeting_id="mtg_2"))
+    assert not any("一起一起" in line.text for line in said.lines)
+    kaede = Party(id="kaede", name="枫")
+    walk = Appointment(
+        id="apt_1",
+        other=kaede,
+        asked_by=Party(id="yuiju", name="悠酱"),
+        place="park",
+        start=at_time("2026-09-06 15:00"),
+        activity="一起散步",
+        created_at=at_time(SATURDAY),
+    )
+    said = TemplateTalker().write(
+        request(kind="invite", activity="约人", proposal=walk, proposal_place="南风公园")
+    )
+    assert "明天15:00一起去南风公园散步好不好？" in [line.text for line in said.lines]
 
 
 async def test_past_her_daily_budget_a_meeting_is_worded_from_templates(

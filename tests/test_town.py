@@ -14,6 +14,7 @@ from yuiju.world.action import Action
 from yuiju.world.loader import load_actions
 from yuiju.world.policies.utility import UtilityPolicy
 from yuiju.world.policy import DecisionRequest
+from yuiju.world.randomness import Randomness
 from yuiju.world.state import RunningAction
 from yuiju.world.town import HAURA, Link
 
@@ -164,12 +165,16 @@ def test_she_can_always_walk_home_from_the_pond_at_night(clock: str) -> None:
 
 
 async def test_the_offline_policy_walks_her_home_from_the_pond_at_night() -> None:
-    policy = UtilityPolicy(seed=3, all_actions=ACTIONS)
+    policy = UtilityPolicy(all_actions=ACTIONS)
     ctx = make_ctx("2026-09-05 23:30", location="pond", stamina=40, satiety=50)
     route = []
     for _ in range(4):
         decision = await policy.decide(
-            DecisionRequest(ctx=ctx, candidates=[a for a in ACTIONS if a.available(ctx)])
+            DecisionRequest(
+                ctx=ctx,
+                candidates=[a for a in ACTIONS if a.available(ctx)],
+                randomness=Randomness.seeded(3),
+            )
         )
         route.append(decision.action.id)
         if decision.action.moves_to is None:
@@ -267,3 +272,21 @@ def test_walks_collect_what_lies_at_the_place(action_id: str, place_id: str, kin
 
     assert ctx.character.inventory.get(resource) == 2 and resource in (summary or "")
     assert ctx.world.places[place_id].resources == {}  # collected: gone for today
+
+
+def test_place_words_come_from_the_town_and_the_actions_done_at_each_place() -> None:
+    words = HAURA.place_words((a.at, a.name) for a in CATALOGUE)
+    assert words["图书馆"] == "school"  # 在图书馆自习, at school
+    assert words["教室"] == "school"
+    assert words["南风公园"] == words["公园"] == "park"
+    assert words["海边"] == "coast" and words["咖啡店"] == "cafe"
+    assert words["食堂"] == "diner"  # the town calls 日和食堂 so; the school's canteen is 学校食堂
+    assert "游乐园" not in words
+    assert list(words) == sorted(words, key=len, reverse=True)  # the longest word wins
+
+
+def test_what_she_does_at_a_place_says_the_place_once() -> None:
+    assert HAURA.at_place("park", "散步") == "在南风公园散步"
+    assert HAURA.at_place("home", "在家吃早饭") == "在家吃早饭"  # never 在家在家吃早饭
+    assert HAURA.at_place("school", "一起在食堂吃午饭") == "一起在食堂吃午饭"
+    assert HAURA.at_place("home", "开始玩手机") == "在家开始玩手机"

@@ -13,15 +13,27 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ValidationInfo
 
 from yuiju.world.clock import in_window, is_school_day, is_weekend, minutes_until
+from yuiju.world.relations import SET_OFF_MINUTES, Appointment
 from yuiju.world.state import CharacterState, RunningAction, WorldState
 from yuiju.world.town import Town
+
+INTERRUPTIBLE = frozenset({"leisure", "rest", "idle", "phone"})
+"""Pastimes a character breaks off when someone comes to do something with her."""
+NEVER_INTERRUPTED = frozenset(
+    {"sleep", "sleep_more", "wake", "work", "move", "meal", "shopping", "social"}
+)
+"""...unless it is also one of these: asleep, at work, on the way, eating, or already with
+someone (nobody is in two conversations at once)."""
+UNLIMITED = frozenset({"sleep", "school"})
+"""What an appointment never cuts short or rules out (`Action.room`): it is reviewed to fall
+outside the night and class time."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -484,6 +496,7 @@ class Action:
             joint = self.joint
             parts.append(Condition(lambda c: bool(joint.partners(c)), joint.why_nobody))
         parts.append(self.when)
+        parts.append(Condition(self.fits, self.clash, lambda _c: "不耽误约好的事"))
         return all_of(*parts)
 
     def available(self, ctx: ActionContext) -> bool:
@@ -493,8 +506,67 @@ class Action:
         return self.precondition.explain(ctx)
 
     def minutes(self, ctx: ActionContext) -> int:
-        value = self.duration(ctx) if callable(self.duration) else self.duration
-        return max(1, int(value))
+        """Her duration: as the action says, ended in time for her next appointment (a duration
+        she chooses: `room`)."""
+        value = max(1, int(self.duration(ctx) if callable(self.duration) else self.duration))
+        room = self.room(ctx)
+        return value if room is None or not self.asks_duration else max(1, min(value, room[0]))
+
+    def room(self, ctx: ActionContext) -> tuple[int, Appointment] | None:
+        """The minutes she has for this action before she must be free for her next planned
+        appointment, and that appointment; None: no appointment limits it.
+
+        Free means: at the appointment's place by its start, so she decides again within its
+        window and meets whoever is there; elsewhere `SET_OFF_MINUTES` before the start, to get
+        there. A movement is how she gets there, and a joint action at the place may keep it
+        (nothing limits either); a pastime at the place once the window is open (from
+        `EARLY_MINUTES` before the start) is waiting for the other, who breaks it off
+        (`INTERRUPTIBLE`). Sleep and class are never limited: appointments are reviewed to fall
+        outside both."""
+        if self.moves_to is not None or ctx.character.asleep or self.tags & UNLIMITED:
+            return None
+        here = self.at or ctx.character.location
+        now = ctx.now
+        tightest: tuple[int, Appointment] | None = None
+        for a in ctx.character.social.appointments:
+            if a.status != "planned" or a.end <= now:
+                continue
+            if a.place == here:
+                if self.joint is not None:
+                    continue
+                pastime = self.tags & INTERRUPTIBLE and not self.tags & NEVER_INTERRUPTED
+                if pastime and now >= a.opens:
+                    continue
+                free_by = a.start
+            else:
+                free_by = a.start - timedelta(minutes=SET_OFF_MINUTES)
+            minutes = int((free_by - now).total_seconds() // 60)
+            if tightest is None or minutes < tightest[0]:
+                tightest = (minutes, a)
+        return tightest
+
+    def fits(self, ctx: ActionContext) -> bool:
+        """Whether she can do it (at its shortest, for a duration she chooses) and still be free
+        for her next appointment (`room`)."""
+        room = self.room(ctx)
+        return room is None or self._shortest(ctx) <= room[0]
+
+    def clash(self, ctx: ActionContext) -> str:
+        """Why it would run into her next appointment (Chinese; call it when it does not fit)."""
+        room = self.room(ctx)
+        if room is None:
+            return "不耽误约好的事"
+        a = room[1]
+        return (
+            f"快到约好的时间了（{a.start.astimezone(ctx.now.tzinfo):%H:%M} 和{a.other.name}"
+            f"在{ctx.town.place_name(a.place)}）"
+        )
+
+    def _shortest(self, ctx: ActionContext) -> int:
+        tiers: tuple[int, ...] = getattr(self.duration, "tiers", ())
+        if tiers:
+            return max(1, min(tiers))
+        return max(1, int(self.duration(ctx) if callable(self.duration) else self.duration))
 
     @property
     def offered_as(self) -> str:

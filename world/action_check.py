@@ -25,6 +25,7 @@ from yuiju.world.evolutions import (
     update_weather,
 )
 from yuiju.world.items import ALL
+from yuiju.world.randomness import Randomness
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.town import Town
 
@@ -106,7 +107,14 @@ def sample_contexts(action: Action, town: Town, tz: ZoneInfo) -> Iterator[Action
 def sample_world(now: datetime, town: Town, seed: int = 0) -> WorldState:
     """The world advanced to ``now``: calendar, weather, opening hours and today's resources."""
     world = WorldState(time=now, last_advanced_at=now)
-    tick = TickContext(from_time=now, to_time=now, world=world, characters={}, town=town, seed=seed)
+    tick = TickContext(
+        from_time=now,
+        to_time=now,
+        world=world,
+        characters={},
+        town=town,
+        randomness=Randomness.seeded(seed),
+    )
     for evolution in (
         advance_calendar,
         update_weather,
@@ -137,7 +145,7 @@ def moment_at(
         world=world,
         characters={character.id: character},
         town=town,
-        seed=seed,
+        randomness=Randomness.seeded(seed),
     )
     for name, evolution in evolutions:
         try:

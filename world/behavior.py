@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,6 +31,7 @@ from yuiju.world.errors import InvalidDecision
 from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.policy import Decision, DecisionRequest, Policy, PolicyFailed, revalidate
+from yuiju.world.relations import Appointment, settling_with
 from yuiju.world.social import (
     Neighbours,
     WithPartner,
@@ -42,6 +42,9 @@ from yuiju.world.social import (
 from yuiju.world.state import CharacterState, WorldState
 from yuiju.world.stats import OVERHEAD_SAMPLES as OVERHEAD_SAMPLES
 from yuiju.world.stats import LoopStats as LoopStats
+from yuiju.world.steps import StepInputs as StepInputs
+from yuiju.world.steps import StepResult as StepResult
+from yuiju.world.steps import Turn
 from yuiju.world.store import Commit, Snapshot, StateStore
 from yuiju.world.town import Town
 from yuiju.world.transitions import (
@@ -79,7 +82,6 @@ class BehaviorLoop:
         policy: Policy,
         fallback: Policy | None,
         town: Town,
-        seed: int,
         initial_state: CharacterState,
         card: CharacterCard | None = None,
         recent: Any = None,
@@ -93,34 +95,25 @@ class BehaviorLoop:
         self.policy = policy
         self.fallback = fallback
         self.town = town
-        self.seed = seed
         self.initial_state = initial_state
         self.card = card
         self.recent = recent
         """async (character_id, now) -> `DayRecord`: her day so far, for the prompt."""
         self.stats = stats or LoopStats()
         self._perf = perf_counter or time.perf_counter
-        self.lease_token: str | None = None
         self.neighbours = neighbours
         """The town's other characters (names, cards, the conversation writer); None: she lives
         alone and meets nobody."""
-        self.drives: Callable[[str], bool] = lambda _cid: True
-        """Whether this loop's engine drives a character (the engine sets it): a partner driven
-        elsewhere is joined only between two of her steps, never taken out of a pastime."""
-        self.engaged: dict[str, datetime] = {}
-        """Partners this loop started a meeting with, and when it ends: their engine steps them
-        then (`Engine` reads and clears it after each step)."""
         self._reported: set[tuple[str, str]] = set()
         self._clock_behind_reported = False
         self.env = Env(
             town=town,
             catalogue=catalogue,
-            seed=seed,
             neighbours=neighbours,
-            drives=lambda cid: self.drives(cid),
             broken=self._report_broken,
         )
-        """The rules her transitions read (world/transitions.py)."""
+        """The rules her transitions read (world/transitions.py); a step reads them with the
+        engine's `StepInputs.drives` and `StepInputs.randomness`."""
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -158,9 +151,6 @@ class BehaviorLoop:
                 latest.isoformat(timespec="minutes"),
             )
 
-    def _lease(self) -> tuple[str, str] | None:
-        return (self.character_id, self.lease_token) if self.lease_token else None
-
     # -- one step ---------------------------------------------------------------------------
 
     async def ensure_character(self) -> CharacterState:
@@ -181,15 +171,18 @@ class BehaviorLoop:
 
         return await self.store.transact(create, characters=[self.character_id])
 
-    async def step(
-        self, now: datetime, *, decisions: DecisionPool[Asked] | None = None, speed: float = 1.0
-    ) -> datetime:
-        """Advance her by one step at ``now``; returns when she next needs attention.
+    async def step(self, now: datetime, inputs: StepInputs | None = None) -> StepResult:
+        """Advance her by one step at ``now``: when she next needs attention, and whom the step
+        took along.
 
-        With ``decisions`` (the engine's pool) a policy that is not instant decides off the step
-        (`world.decisions`): the step starts her decision and returns its deadline, and a later
-        step applies the answer; ``speed`` is the clock's, to turn a wall deadline into world
-        time. Without it the step waits for the policy (simulate, tests)."""
+        With `StepInputs.decisions` (the engine's pool) a policy that is not instant decides off
+        the step (`world.decisions`): the step starts her decision and returns its deadline, and
+        a later step applies the answer. Without it the step waits for the policy (simulate,
+        tests)."""
+        turn = Turn.of(inputs or StepInputs(), self.env, self.character_id)
+        return StepResult(await self._step(now, turn), turn.engaged)
+
+    async def _step(self, now: datetime, turn: Turn) -> datetime:
         world, character = await self.store.load(self.character_id)
         if character is None:
             character = await self.ensure_character()
@@ -203,39 +196,35 @@ class BehaviorLoop:
         self._clock_behind_reported = False
         if character.running is not None:
             if now < character.running.ends_at:
-                if decisions is not None:  # someone took her along meanwhile: moot
-                    decisions.drop(self.character_id)
+                if turn.decisions is not None:  # someone took her along meanwhile: moot
+                    turn.decisions.drop(self.character_id)
                 return character.running.ends_at
-            world, character = await self._complete(now)
-        if world is None:
-            return now + PAUSED_RETRY  # the world ticker creates it first
-        if world.paused:
+            world, character = await self._complete(now, turn)
+        if world is None or world.paused:  # a world not created yet: the ticker creates it first
             return now + PAUSED_RETRY
-        if decisions is not None and not self.policy.instant:
-            return await self._decide_off_step(now, world, character, decisions, speed)
-        return await self._decide_and_start(now, world, character)
+        return await self._decide(now, world, character, turn)
 
-    async def _complete(self, now: datetime) -> tuple[WorldState, CharacterState]:
+    async def _complete(self, now: datetime, turn: Turn) -> tuple[WorldState, CharacterState]:
         """Apply the completion effects; returns the state as committed.
 
         If the action's own completion code raises, nothing is written and the completion is
         redone without its effects (reported once).
         """
         try:
-            return await self._complete_once(now, with_effects=True)
+            return await self._complete_once(now, turn, with_effects=True)
         except ActionCrashed as exc:
             self._report_broken(exc.action_id, "completion")
-            return await self._complete_once(now, with_effects=False)
+            return await self._complete_once(now, turn, with_effects=False)
 
     async def _complete_once(
-        self, now: datetime, *, with_effects: bool
+        self, now: datetime, turn: Turn, *, with_effects: bool
     ) -> tuple[WorldState, CharacterState]:
         def apply(snap: Snapshot) -> tuple[Commit, _Completed]:
             character = snap.characters[self.character_id]
             assert snap.world is not None and character is not None
             if character.running is None:
                 return Commit(), (None, snap.world, character)  # someone completed it already
-            done = complete(snap.world, character, now, with_effects=with_effects, env=self.env)
+            done = complete(snap.world, character, now, with_effects=with_effects, env=turn.env)
             return (
                 Commit(
                     world=snap.world if done.world_changed else None,
@@ -252,7 +241,7 @@ class BehaviorLoop:
                 self._count_completion(record)
 
         _, world, character = await self.store.transact(
-            apply, characters=[self.character_id], lease=self._lease(), now=now, then=completed
+            apply, characters=[self.character_id], lease=turn.lease, now=now, then=completed
         )
         return world, character
 
@@ -288,35 +277,52 @@ class BehaviorLoop:
             decision = await self.fallback.decide(request)
             return Decision(**{**decision.__dict__, "decided_by": f"fallback:{self.fallback.name}"})
 
-    async def _decide_and_start(
-        self, now: datetime, world: WorldState, character: CharacterState
+    async def _decide(
+        self, now: datetime, world: WorldState, character: CharacterState, turn: Turn
     ) -> datetime:
+        """Decide and start, leaving out an action whose executor raised and deciding again.
+        With the engine's decisions in flight, a policy that is not instant decides off the step
+        (`_off_step_once`); else the step waits for it."""
         exclude: frozenset[str] = frozenset()
+        pool = turn.decisions if not self.policy.instant else None
         for _ in range(MAX_CRASHED_PER_DECISION):
             try:
-                return await self._decide_and_start_once(now, world, character, exclude)
+                if pool is not None:
+                    return await self._off_step_once(now, world, character, pool, exclude, turn)
+                return await self._decide_and_start_once(now, world, character, exclude, turn)
             except ActionCrashed as exc:
                 self._report_broken(exc.action_id, "executor")
                 exclude = exclude | {exc.action_id}
         return now + NO_CANDIDATE_RETRY
 
     async def _decide_and_start_once(
-        self, now: datetime, world: WorldState, character: CharacterState, exclude: frozenset[str]
+        self,
+        now: datetime,
+        world: WorldState,
+        character: CharacterState,
+        exclude: frozenset[str],
+        turn: Turn,
     ) -> datetime:
         t0 = self._perf()
-        view, candidates = await self._moment(now, world, character, exclude)
+        view, candidates = await self._moment(now, world, character, exclude, turn)
         if not candidates:
             return self._no_candidates(now, character)
-        request = await self._request(now, view, candidates, self.policy)
+        request = await self._request(view, candidates, self.policy, turn)
         engine_ms = (self._perf() - t0) * 1000
         decision = await self._choose(request)
-        return await self._carry_out(now, decision, view, candidates, engine_ms)
+        return await self._carry_out(now, decision, view, candidates, engine_ms, turn)
 
     async def _moment(
-        self, now: datetime, world: WorldState, character: CharacterState, exclude: frozenset[str]
+        self,
+        now: datetime,
+        world: WorldState,
+        character: CharacterState,
+        exclude: frozenset[str],
+        turn: Turn,
     ) -> tuple[ActionContext, list[Action]]:
         """The moment as she sees it, and the actions possible in it."""
-        view = self.env.ctx(now, world, character, company=await self._company(now, character))
+        company = await self._company(now, character, turn)
+        view = turn.env.ctx(now, world, character, company=company)
         return view, self.candidates(view, exclude)
 
     def _no_candidates(self, now: datetime, character: CharacterState) -> datetime:
@@ -332,9 +338,9 @@ class BehaviorLoop:
         return now + NO_CANDIDATE_RETRY
 
     async def _request(
-        self, now: datetime, view: ActionContext, candidates: list[Action], policy: Policy
+        self, view: ActionContext, candidates: list[Action], policy: Policy, turn: Turn
     ) -> DecisionRequest:
-        record = DayRecord()
+        now, record = view.now, DayRecord()
         if self.recent and policy.wants_recent:
             try:
                 record = await self.recent(self.character_id, now)
@@ -351,6 +357,7 @@ class BehaviorLoop:
             recent=record.recent,
             card=self.card,
             sociable=self.neighbours is not None and len(self.neighbours.characters) > 1,
+            randomness=turn.env.randomness,
         )
 
     async def _carry_out(
@@ -360,6 +367,7 @@ class BehaviorLoop:
         view: ActionContext,
         candidates: list[Action],
         engine_ms: float,
+        turn: Turn,
         talk: MeetingWords | None = None,
     ) -> datetime:
         """Start what was decided (solo or joint); count it and its engine time."""
@@ -377,34 +385,15 @@ class BehaviorLoop:
             )
             return now + NO_CANDIDATE_RETRY
         if decision.action.joint is not None:
-            started = await self._start_joint(now, decision, view, talk)
+            started = await self._start_joint(now, decision, view, turn, talk)
         else:
-            started = await self._start(now, decision)
+            others = await self._copies(view.character, now=now)
+            started = await self._start(now, decision, turn, others)
         engine_ms += (self._perf() - t1) * 1000
         self.stats.add_overhead(engine_ms)
         return started
 
     # -- decisions in flight (world/decisions.py) ---------------------------------------------
-
-    async def _decide_off_step(
-        self,
-        now: datetime,
-        world: WorldState,
-        character: CharacterState,
-        pool: DecisionPool[Asked],
-        speed: float,
-    ) -> datetime:
-        """Her decision as an operation off the step: start it, look again at its deadline, or
-        apply its answer if it still holds now (else ask again); past the deadline, or while the
-        model is away, the offline policy decides."""
-        exclude: frozenset[str] = frozenset()
-        for _ in range(MAX_CRASHED_PER_DECISION):
-            try:
-                return await self._off_step_once(now, world, character, pool, speed, exclude)
-            except ActionCrashed as exc:
-                self._report_broken(exc.action_id, "executor")
-                exclude = exclude | {exc.action_id}
-        return now + NO_CANDIDATE_RETRY
 
     async def _off_step_once(
         self,
@@ -412,10 +401,13 @@ class BehaviorLoop:
         world: WorldState,
         character: CharacterState,
         pool: DecisionPool[Asked],
-        speed: float,
         exclude: frozenset[str],
+        turn: Turn,
     ) -> datetime:
-        cid = self.character_id
+        """Her decision as an operation off the step: start it, look again at its deadline, or
+        apply its answer if it still holds now (else ask again); past the deadline, or while the
+        model is away, the offline policy decides."""
+        cid, speed = self.character_id, turn.speed
         flight = pool.get(cid)
         overdue = False
         if flight is not None and not flight.done():
@@ -424,7 +416,7 @@ class BehaviorLoop:
             pool.give_up(cid)
             flight, overdue = None, True
         t0 = self._perf()
-        view, candidates = await self._moment(now, world, character, exclude)
+        view, candidates = await self._moment(now, world, character, exclude, turn)
         if flight is not None:
             pool.take(cid)
             asked = flight.task.result()  # the policy's own errors fell back inside it
@@ -434,7 +426,9 @@ class BehaviorLoop:
                 decision, why = revalidate(asked.decision, view, candidates)
             if why is None:
                 engine_ms = (self._perf() - t0) * 1000
-                return await self._carry_out(now, decision, view, candidates, engine_ms, asked.talk)
+                return await self._carry_out(
+                    now, decision, view, candidates, engine_ms, turn, asked.talk
+                )
             pool.figures.stale += 1
             self.stats.stale_starts += 1
             # she is asked again with the reason (her prompt shows it; nothing is written)
@@ -445,25 +439,29 @@ class BehaviorLoop:
         if not candidates:
             return self._no_candidates(now, character)
         if self.fallback is not None and (overdue or not pool.asks()):
-            request = await self._request(now, view, candidates, self.fallback)
+            request = await self._request(view, candidates, self.fallback, turn)
             decision = await self.fallback.decide(request)
             self.stats.fallbacks += 1
             decision = replace(decision, decided_by=f"fallback:{self.fallback.name}")
             engine_ms = (self._perf() - t0) * 1000
-            return await self._carry_out(now, decision, view, candidates, engine_ms)
-        started = pool.start(cid, now, speed, lambda: self._ask(now, view, candidates))
+            return await self._carry_out(now, decision, view, candidates, engine_ms, turn)
+        started = pool.start(cid, now, speed, lambda: self._ask(now, view, candidates, turn))
         return pool.due(started, now, speed)
 
-    async def _ask(self, now: datetime, view: ActionContext, candidates: list[Action]) -> Asked:
+    async def _ask(
+        self, now: datetime, view: ActionContext, candidates: list[Action], turn: Turn
+    ) -> Asked:
         """The operation off the step: read her day, ask the policy, and for a meeting have
         its words written (a model call too)."""
-        request = await self._request(now, view, candidates, self.policy)
+        request = await self._request(view, candidates, self.policy, turn)
         decision = await self._choose(request)
         if decision.action.joint is None or self.neighbours is None:
             return Asked(decision)
-        return Asked(decision, await self._meeting_words(now, decision, view))
+        return Asked(decision, await self._meeting_words(now, decision, view, turn))
 
-    async def _company(self, now: datetime, character: CharacterState) -> tuple[Companion, ...]:
+    async def _company(
+        self, now: datetime, character: CharacterState, turn: Turn
+    ) -> tuple[Companion, ...]:
         """Who else is at her place now (`world.social.company_of`); nobody at home, and no
         read at all in a town of one."""
         town = self.neighbours
@@ -480,14 +478,28 @@ class BehaviorLoop:
             town=self.town,
             action_of=self.catalogue.actions.get,
             names=town.names,
-            may_interrupt=self.drives,
+            may_interrupt=turn.env.drives,
         )
 
-    async def _start(self, now: datetime, decision: Decision) -> datetime:
+    async def _copies(self, *who: CharacterState, now: datetime) -> dict[str, list[Appointment]]:
+        """The read phase of settling: the copies of those whose appointments with ``who`` are
+        over now (`relations.settling_with`), read from them; no read when none is."""
+        ids = {c for w in who for c in settling_with(w.social.appointments, now)}
+        ids -= {w.id for w in who}  # the transaction reads those itself
+        found = await self.store.peek_characters(sorted(ids)) if ids else {}
+        return {f"character:{c}": s.social.appointments for c, s in found.items() if s}
+
+    async def _start(
+        self,
+        now: datetime,
+        decision: Decision,
+        turn: Turn,
+        others: dict[str, list[Appointment]] | None = None,
+    ) -> datetime:
         action = decision.action
 
         def apply(snap: Snapshot) -> tuple[Commit, Started]:
-            return start(snap, decision, self.env, who=self.character_id, now=now)
+            return start(snap, decision, turn.env, who=self.character_id, now=now, others=others)
 
         def started(result: Started) -> None:
             ends = result[0]
@@ -503,31 +515,33 @@ class BehaviorLoop:
                 )
 
         ends, stale, _ = await self.store.transact(
-            apply, characters=[self.character_id], lease=self._lease(), now=now, then=started
+            apply, characters=[self.character_id], lease=turn.lease, now=now, then=started
         )
-        if ends is None:
-            if stale is not None:
-                log.warning(
-                    "%s: %s is no longer possible (%s); deciding again",
-                    self.character_id,
-                    action.id,
-                    stale,
-                )
-            self.stats.stale_starts += stale is not None
-            # decide again almost at once; the small step keeps a simulated clock moving even if a
-            # precondition were inconsistent between the decision and the start
-            return now + STALE_RETRY
-        return ends
+        return self._after_start(now, ends, stale, action.id, logging.WARNING)
+
+    def _after_start(
+        self, now: datetime, ends: datetime | None, stale: str | None, what: str, level: int
+    ) -> datetime:
+        """When she next needs attention after a start: when it ends; if it did not happen,
+        almost at once (the small step keeps a simulated clock moving even if a precondition
+        were inconsistent between the decision and the start)."""
+        if ends is not None:
+            return ends
+        if stale is not None:
+            said = "%s: %s is no longer possible (%s); deciding again"
+            log.log(level, said, self.character_id, what, stale)
+        self.stats.stale_starts += stale is not None
+        return now + STALE_RETRY
 
     # -- meetings ---------------------------------------------------------------------------
 
     async def _meeting_words(
-        self, now: datetime, decision: Decision, view: ActionContext
+        self, now: datetime, decision: Decision, view: ActionContext, turn: Turn
     ) -> MeetingWords:
         """What the meeting she chose would be, and its words (the model's while today's budget
         lasts, else a template's), as seen at ``view``."""
         assert self.neighbours is not None
-        plan, request, use_model = plan_talk(now, decision, view, self.env)
+        plan, request, use_model = plan_talk(now, decision, view, turn.env)
         words = await self.neighbours.talker.converse(request, use_model=use_model)
         return MeetingWords(plan, words, plan.proposal)
 
@@ -536,6 +550,7 @@ class BehaviorLoop:
         now: datetime,
         decision: Decision,
         view: ActionContext,
+        turn: Turn,
         talk: MeetingWords | None = None,
     ) -> datetime:
         """Start a joint action for her and her partner in one write on both: the partner's
@@ -548,13 +563,16 @@ class BehaviorLoop:
         partner_id = chosen.partner
         mid = meeting_id(self.character_id, partner_id, now, action.id)
         if talk is None:
-            talk = await self._meeting_words(now, decision, view)
+            talk = await self._meeting_words(now, decision, view, turn)
         else:  # words written off the step: what is proposed is read at the start
             talk = replace(talk, proposal=proposal_of(chosen, view, town.name))
+        seen = [c.state for c in view.company if c.id == partner_id]
+        others = await self._copies(view.character, *seen, now=now)
 
         def apply(snap: Snapshot) -> tuple[Commit, Started]:
+            me = self.character_id
             return meet(
-                snap, decision, self.env, who=self.character_id, now=now, talk=talk, mid=mid
+                snap, decision, turn.env, who=me, now=now, talk=talk, mid=mid, others=others
             )
 
         def started(result: Started) -> None:
@@ -563,7 +581,7 @@ class BehaviorLoop:
                 return
             if ended_record is not None:
                 self._count_completion(ended_record)
-            self.engaged[partner_id] = ends
+            turn.engaged[partner_id] = ends
             log.info(
                 "%s %s 和 %s 开始「%s」到 %s（%s：%s）",
                 now.strftime("%m-%d %H:%M"),
@@ -575,22 +593,8 @@ class BehaviorLoop:
                 decision.reason,
             )
 
+        pair = [self.character_id, partner_id]
         ends, stale, _ = await self.store.transact(
-            apply,
-            characters=[self.character_id, partner_id],
-            lease=self._lease(),
-            now=now,
-            then=started,
+            apply, characters=pair, lease=turn.lease, now=now, then=started
         )
-        if ends is None:
-            if stale is not None:
-                log.info(
-                    "%s: %s with %s is no longer possible (%s); deciding again",
-                    self.character_id,
-                    action.id,
-                    partner_id,
-                    stale,
-                )
-            self.stats.stale_starts += stale is not None
-            return now + STALE_RETRY
-        return ends
+        return self._after_start(now, ends, stale, f"{action.id} with {partner_id}", logging.INFO)

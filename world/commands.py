@@ -12,11 +12,13 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from yuiju.memory.episode_data import ConversationData, PlanData
 from yuiju.memory.episodes import GIFT_PREFIX, Episode
 from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisClient
@@ -224,6 +226,30 @@ def parse_command(raw: str | dict[str, Any]) -> Command:
         raise CommandRejected(f"invalid command: {problems}") from None
 
 
+@dataclass(frozen=True)
+class _Applying:
+    """What a command is applied to: the tick's working copy, and where its episodes go."""
+
+    world: WorldState
+    characters: dict[str, CharacterState]
+    moment: datetime
+    town: Town
+    names: Mapping[str, str]
+    episodes: list[dict[str, Any]] | None
+
+    def character(self, cid: str) -> CharacterState:
+        return _character(self.characters, cid)
+
+    def name(self, cid: str) -> str:
+        return self.names.get(cid, cid)
+
+    def today(self) -> date:
+        return self.moment.astimezone(self.world.time.tzinfo).date()
+
+    def record(self, episode: Episode) -> None:
+        _record(self.episodes, episode)
+
+
 def apply_command(
     command: Command,
     world: WorldState,
@@ -235,233 +261,30 @@ def apply_command(
     episodes: list[dict[str, Any]] | None = None,
 ) -> str:
     """Apply one command to the tick's working copy; returns a short description. Commands that
-    change her life (news, invitations) add their episode documents to ``episodes``."""
-    moment = now or world.time
+    change her life (news, invitations) add their episode documents to ``episodes``.
+
+    One function per kind of command (a `match` on the kind: each branch sees its own type)."""
+    at = _Applying(world, characters, now or world.time, town, names or {}, episodes)
     match command:
-        case TellNews(character_id=cid, by=by, text=text, about=about) as tell:
-            character = _character(characters, cid)
-            today = moment.astimezone(world.time.tzinfo).date()
-            told = sum(
-                1
-                for n in character.social.news
-                if n.origin.key == by.key
-                and n.hops == 0
-                and n.learned_at.astimezone(world.time.tzinfo).date() == today
-            )
-            if by.kind == "person" and not tell.lenient and told >= NEWS_PER_PERSON_PER_DAY:
-                return f"ignored: {by.name} told {cid} {told} things today already"
-            if not tell.lenient and pushed_away(by, character.social.closeness(by.key, moment)):
-                return f"ignored: {cid} does not listen to {by.name}"
-            eid = f"nws_{news_id(by, text)[5:]}_{cid}"
-            item = NewsItem(
-                id=news_id(by, text),
-                text=text,
-                about=about,
-                origin=by,
-                source=by,
-                learned_at=moment,
-                episode_id=eid,
-            )
-            character.social.news = keep_news(character.social.news, item)
-            name = (names or {}).get(cid, cid)
-            _record(
-                episodes,
-                Episode(
-                    id=eid,
-                    character_id=cid,
-                    type="conversation",
-                    time=moment,
-                    summary=f"{by.name}告诉{name}：{text}",
-                    data={
-                        "source": "chat" if by.kind == "person" else "character",
-                        "by": by.model_dump(),
-                        "via": tell.via,
-                        "news": item.model_dump(mode="json"),
-                    },
-                ),
-            )
-            return f"{by.name} told {cid}: {text}"
-        case Invite(character_id=cid, by=by) as invite:
-            character = _character(characters, cid)
-            asked = Appointment(
-                id=appointment_id(by, cid, invite.start, invite.place),
-                other=by,
-                asked_by=by,
-                source="chat" if by.kind == "person" else "character",
-                place=invite.place,
-                start=invite.start,
-                minutes=invite.minutes,
-                activity=invite.activity,
-                via=invite.via,
-                created_at=moment,
-            )
-            social = character.social
-            proposal, why = choose_start(
-                asked,
-                social.appointments,
-                now=moment,
-                town=town,
-                earliest=invite.earliest,
-                latest=invite.latest,
-                closeness=social.closeness(by.key, moment),
-                lenient=invite.lenient,
-            )
-            if why is None:
-                social.appointments = prune(
-                    [a for a in social.appointments if a.id != proposal.id] + [proposal]
-                )
-                if by.kind == "person":
-                    _relate(social, by, moment, 0.0)
-            name = (names or {}).get(cid, cid)
-            start = proposal.start.astimezone(moment.tzinfo)
-            answer = "答应了" if why is None else f"没答应：{why}"
-            _record(
-                episodes,
-                Episode(
-                    id=f"inv_{proposal.id[4:]}_{cid}",
-                    character_id=cid,
-                    type="plan",
-                    time=moment,
-                    summary=f"{by.name}约{name}{start.month}月{start.day}日{start.strftime('%H:%M')}"
-                    f"在{town.place_name(invite.place)}{invite.activity}，{answer}",
-                    data={
-                        "source": proposal.source,
-                        "asked_by": by.model_dump(),
-                        "appointment": proposal.model_dump(mode="json"),
-                        "accepted": why is None,
-                        "reason": why,
-                    },
-                ),
-            )
-            return "accepted" if why is None else f"declined: {why}"
-        case Remind(character_id=cid, by=by) as remind:
-            character = _character(characters, cid)
-            social = character.social
-            note = Note(
-                id=note_id(by, cid, remind.at, remind.text),
-                kind=remind.kind,
-                text=remind.text,
-                by=by,
-                at=remind.at,
-                all_day=remind.all_day,
-                place=remind.place,
-                via=remind.via,
-                created_at=moment,
-            )
-            why = review_note(
-                note,
-                social.notes,
-                now=moment,
-                town=town,
-                closeness=social.closeness(by.key, moment),
-                lenient=remind.lenient,
-            )
-            if why is None:
-                social.notes = prune_notes([n for n in social.notes if n.id != note.id] + [note])
-            name = (names or {}).get(cid, cid)
-            local = remind.at.astimezone(moment.tzinfo)
-            when = f"{local.month}月{local.day}日" + ("" if remind.all_day else f"{local:%H:%M}")
-            where = f"在{town.place_name(remind.place)}" if remind.place else ""
-            did = (
-                f"{by.name}提醒{name}{when}{where}：{remind.text}"
-                if remind.kind == "reminder"
-                else f"{name}答应{by.name}{when}{where}：{remind.text}"
-            )
-            answer = "记下了" if why is None else f"没记下：{why}"
-            _record(
-                episodes,
-                Episode(
-                    id=f"rem_{note.id[5:]}_{cid}",
-                    character_id=cid,
-                    type="plan",
-                    time=moment,
-                    summary=f"{did}，{answer}",
-                    data={
-                        "source": "chat" if by.kind == "person" else "character",
-                        "asked_by": by.model_dump(),
-                        "note": note.model_dump(mode="json"),
-                        "accepted": why is None,
-                        "reason": why,
-                        "via": remind.via,
-                    },
-                ),
-            )
-            return "noted" if why is None else f"declined: {why}"
-        case ChatWith(character_id=cid, by=by, tone=tone, turns=turns):
-            character = _character(characters, cid)
-            delta = (
-                CLOSENESS_DELTAS["chat_turn"] * turns
-                + {
-                    "kind": CLOSENESS_DELTAS["kind_words"],
-                    "unkind": CLOSENESS_DELTAS["unkind_words"],
-                    "neutral": 0.0,
-                }[tone]
-            )
-            social = character.social
-            relation = _relation(social, by)
-            social.relations = {**social.relations, by.key: relation.talked(moment, delta, turns)}
-            return f"{cid} talked with {by.name} ({tone})"
-        case ForgetPerson(subject=kind, ids=ids, names=forgotten_names) as forget:
-            counts: Counter[str] = Counter()
-            for character in characters.values():
-                counts += forget_in_character(character, kind, set(ids), forgotten_names)
-            return json.dumps(
-                {"forgot": forget.request_id, "state": dict(counts)}, separators=(",", ":")
-            )
-        case SetWeather(weather=kind, temperature=temp):
-            if world.weather is None:
-                raise CommandRejected("the world has no weather yet; retry after the first tick")
-            world.weather = Weather(
-                type=kind,
-                temperature=temp or world.weather.temperature,
-                period_start=world.weather.period_start,
-            )
-            return f"weather set to {kind}"
-        case GiveItem(character_id=cid, item=item, quantity=qty, by=None):
-            _character(characters, cid).add_item(item, qty)
-            return f"gave {qty} × {item} to {cid}"
-        case GiveItem(character_id=cid, item=item, quantity=qty, by=Party() as by) as gift:
-            character = _character(characters, cid)
-            social = character.social
-            today = moment.astimezone(world.time.tzinfo).date()
-            social.roll_day(today)
-            why = review_gift(
-                item,
-                qty,
-                by,
-                social.gifts_today,
-                closeness=social.closeness(by.key, moment),
-                lenient=gift.lenient,
-            )
-            if why is None:
-                character.add_item(item, qty)
-                social.gifts_today = [*social.gifts_today, by.key]
-                _relate(social, by, moment, CLOSENESS_DELTAS["gift"])
-            name = (names or {}).get(cid, cid)
-            answer = "收下了" if why is None else f"没收下：{why}"
-            gid = hashlib.sha1(f"{by.key}|{cid}|{moment.isoformat()}|{item}".encode()).hexdigest()
-            _record(
-                episodes,
-                Episode(
-                    id=f"{GIFT_PREFIX}{gid[:16]}",
-                    character_id=cid,
-                    type="conversation",
-                    time=moment,
-                    summary=f"{by.name}送给{name}{item}×{qty}，{answer}",
-                    data={
-                        "source": "chat" if by.kind == "person" else "character",
-                        "by": by.model_dump(),
-                        "gift": {"item": item, "quantity": qty},
-                        "accepted": why is None,
-                        "reason": why,
-                        "via": gift.via,
-                    },
-                ),
-            )
-            return f"gave {qty} × {item} to {cid}" if why is None else f"declined: {why}"
+        case TellNews():
+            return _tell_news(command, at)
+        case Invite():
+            return _invite(command, at)
+        case Remind():
+            return _remind(command, at)
+        case ChatWith():
+            return _chat_with(command, at)
+        case ForgetPerson():
+            return _forget_person(command, at)
+        case SetWeather():
+            return _set_weather(command, at)
+        case GiveItem(by=None):
+            at.character(command.character_id).add_item(command.item, command.quantity)
+            return f"gave {command.quantity} × {command.item} to {command.character_id}"
+        case GiveItem():
+            return _gift(command, at)
         case GiveMoney(character_id=cid, amount=amount):
-            character = _character(characters, cid)
-            character.money += amount
+            at.character(cid).money += amount
             return f"gave {amount} coins to {cid}"
         case Pause():
             world.paused = True
@@ -469,17 +292,247 @@ def apply_command(
         case Resume():
             world.paused = False
             return "resumed"
-        case ConsumeResource(place=place, resource=resource, amount=amount):
-            state = world.places.get(place)
-            available = state.resources.get(resource, 0) if state else 0
-            if amount > available:
-                raise CommandRejected(
-                    f"{place!r} has {available} × {resource!r}, cannot consume {amount}"
-                )
-            assert state is not None
-            state.resources = {**state.resources, resource: available - amount}
-            return f"consumed {amount} × {resource} at {place}"
+        case ConsumeResource():
+            return _consume_resource(command, at)
     raise CommandRejected(f"unsupported command {command!r}")  # pragma: no cover
+
+
+def _source(by: Party) -> Literal["chat", "character"]:
+    return "chat" if by.kind == "person" else "character"
+
+
+def _tell_news(tell: TellNews, at: _Applying) -> str:
+    cid, by, text, moment = tell.character_id, tell.by, tell.text, at.moment
+    character = at.character(cid)
+    told = sum(
+        1
+        for n in character.social.news
+        if n.origin.key == by.key
+        and n.hops == 0
+        and n.learned_at.astimezone(at.world.time.tzinfo).date() == at.today()
+    )
+    if by.kind == "person" and not tell.lenient and told >= NEWS_PER_PERSON_PER_DAY:
+        return f"ignored: {by.name} told {cid} {told} things today already"
+    if not tell.lenient and pushed_away(by, character.social.closeness(by.key, moment)):
+        return f"ignored: {cid} does not listen to {by.name}"
+    eid = f"nws_{news_id(by, text)[5:]}_{cid}"
+    item = NewsItem(
+        id=news_id(by, text),
+        text=text,
+        about=tell.about,
+        origin=by,
+        source=by,
+        learned_at=moment,
+        episode_id=eid,
+    )
+    character.social.news = keep_news(character.social.news, item)
+    at.record(
+        Episode(
+            id=eid,
+            character_id=cid,
+            type="conversation",
+            time=moment,
+            summary=f"{by.name}告诉{at.name(cid)}：{text}",
+            data=ConversationData(
+                source=_source(by),
+                by=by.model_dump(),
+                via=tell.via,
+                news=item.model_dump(mode="json"),
+            ).dump(),
+        )
+    )
+    return f"{by.name} told {cid}: {text}"
+
+
+def _invite(invite: Invite, at: _Applying) -> str:
+    cid, by, moment, town = invite.character_id, invite.by, at.moment, at.town
+    asked = Appointment(
+        id=appointment_id(by, cid, invite.start, invite.place),
+        other=by,
+        asked_by=by,
+        source=_source(by),
+        place=invite.place,
+        start=invite.start,
+        minutes=invite.minutes,
+        activity=invite.activity,
+        via=invite.via,
+        created_at=moment,
+    )
+    social = at.character(cid).social
+    proposal, why = choose_start(
+        asked,
+        social.appointments,
+        now=moment,
+        town=town,
+        earliest=invite.earliest,
+        latest=invite.latest,
+        closeness=social.closeness(by.key, moment),
+        lenient=invite.lenient,
+    )
+    if why is None:
+        social.appointments = prune(
+            [a for a in social.appointments if a.id != proposal.id] + [proposal]
+        )
+        if by.kind == "person":
+            _relate(social, by, moment, 0.0)
+    start = proposal.start.astimezone(moment.tzinfo)
+    answer = "答应了" if why is None else f"没答应：{why}"
+    at.record(
+        Episode(
+            id=f"inv_{proposal.id[4:]}_{cid}",
+            character_id=cid,
+            type="plan",
+            time=moment,
+            summary=f"{by.name}约{at.name(cid)}{start.month}月{start.day}日{start.strftime('%H:%M')}"
+            f"在{town.place_name(invite.place)}{invite.activity}，{answer}",
+            data=PlanData(
+                source=proposal.source,
+                asked_by=by.model_dump(),
+                appointment=proposal.model_dump(mode="json"),
+                accepted=why is None,
+                reason=why,
+            ).dump(),
+        )
+    )
+    return "accepted" if why is None else f"declined: {why}"
+
+
+def _remind(remind: Remind, at: _Applying) -> str:
+    cid, by, moment, town = remind.character_id, remind.by, at.moment, at.town
+    social = at.character(cid).social
+    note = Note(
+        id=note_id(by, cid, remind.at, remind.text),
+        kind=remind.kind,
+        text=remind.text,
+        by=by,
+        at=remind.at,
+        all_day=remind.all_day,
+        place=remind.place,
+        via=remind.via,
+        created_at=moment,
+    )
+    why = review_note(
+        note,
+        social.notes,
+        now=moment,
+        town=town,
+        closeness=social.closeness(by.key, moment),
+        lenient=remind.lenient,
+    )
+    if why is None:
+        social.notes = prune_notes([n for n in social.notes if n.id != note.id] + [note])
+    name = at.name(cid)
+    local = remind.at.astimezone(moment.tzinfo)
+    when = f"{local.month}月{local.day}日" + ("" if remind.all_day else f"{local:%H:%M}")
+    where = f"在{town.place_name(remind.place)}" if remind.place else ""
+    did = (
+        f"{by.name}提醒{name}{when}{where}：{remind.text}"
+        if remind.kind == "reminder"
+        else f"{name}答应{by.name}{when}{where}：{remind.text}"
+    )
+    answer = "记下了" if why is None else f"没记下：{why}"
+    at.record(
+        Episode(
+            id=f"rem_{note.id[5:]}_{cid}",
+            character_id=cid,
+            type="plan",
+            time=moment,
+            summary=f"{did}，{answer}",
+            data=PlanData(
+                source=_source(by),
+                asked_by=by.model_dump(),
+                note=note.model_dump(mode="json"),
+                accepted=why is None,
+                reason=why,
+                via=remind.via,
+            ).dump(),
+        )
+    )
+    return "noted" if why is None else f"declined: {why}"
+
+
+def _chat_with(chat: ChatWith, at: _Applying) -> str:
+    tone_delta = {
+        "kind": CLOSENESS_DELTAS["kind_words"],
+        "unkind": CLOSENESS_DELTAS["unkind_words"],
+        "neutral": 0.0,
+    }[chat.tone]
+    delta = CLOSENESS_DELTAS["chat_turn"] * chat.turns + tone_delta
+    social = at.character(chat.character_id).social
+    relation = _relation(social, chat.by).talked(at.moment, delta, chat.turns)
+    social.relations = {**social.relations, chat.by.key: relation}
+    return f"{chat.character_id} talked with {chat.by.name} ({chat.tone})"
+
+
+def _forget_person(forget: ForgetPerson, at: _Applying) -> str:
+    counts: Counter[str] = Counter()
+    for character in at.characters.values():
+        counts += forget_in_character(character, forget.subject, set(forget.ids), forget.names)
+    return json.dumps({"forgot": forget.request_id, "state": dict(counts)}, separators=(",", ":"))
+
+
+def _set_weather(command: SetWeather, at: _Applying) -> str:
+    world = at.world
+    if world.weather is None:
+        raise CommandRejected("the world has no weather yet; retry after the first tick")
+    world.weather = Weather(
+        type=command.weather,
+        temperature=command.temperature or world.weather.temperature,
+        period_start=world.weather.period_start,
+    )
+    return f"weather set to {command.weather}"
+
+
+def _gift(gift: GiveItem, at: _Applying) -> str:
+    """A gift from someone: she reviews it, and her record says so either way."""
+    cid, item, qty, by, moment = gift.character_id, gift.item, gift.quantity, gift.by, at.moment
+    assert by is not None
+    character = at.character(cid)
+    social = character.social
+    social.roll_day(at.today())
+    why = review_gift(
+        item,
+        qty,
+        by,
+        social.gifts_today,
+        closeness=social.closeness(by.key, moment),
+        lenient=gift.lenient,
+    )
+    if why is None:
+        character.add_item(item, qty)
+        social.gifts_today = [*social.gifts_today, by.key]
+        _relate(social, by, moment, CLOSENESS_DELTAS["gift"])
+    answer = "收下了" if why is None else f"没收下：{why}"
+    gid = hashlib.sha1(f"{by.key}|{cid}|{moment.isoformat()}|{item}".encode()).hexdigest()
+    at.record(
+        Episode(
+            id=f"{GIFT_PREFIX}{gid[:16]}",
+            character_id=cid,
+            type="conversation",
+            time=moment,
+            summary=f"{by.name}送给{at.name(cid)}{item}×{qty}，{answer}",
+            data=ConversationData(
+                source=_source(by),
+                by=by.model_dump(),
+                gift={"item": item, "quantity": qty},
+                accepted=why is None,
+                reason=why,
+                via=gift.via,
+            ).dump(),
+        )
+    )
+    return f"gave {qty} × {item} to {cid}" if why is None else f"declined: {why}"
+
+
+def _consume_resource(command: ConsumeResource, at: _Applying) -> str:
+    place, resource, amount = command.place, command.resource, command.amount
+    state = at.world.places.get(place)
+    available = state.resources.get(resource, 0) if state else 0
+    if amount > available:
+        raise CommandRejected(f"{place!r} has {available} × {resource!r}, cannot consume {amount}")
+    assert state is not None
+    state.resources = {**state.resources, resource: available - amount}
+    return f"consumed {amount} × {resource} at {place}"
 
 
 def _relation(social: SocialState, party: Party) -> Relation:

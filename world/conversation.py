@@ -33,6 +33,7 @@ from yuiju.llm import (
     ask_structured,
 )
 from yuiju.world.relations import Appointment, NewsItem, band
+from yuiju.world.town import said_at
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +130,8 @@ OPENERS = {
         ("在{place}碰到你真好。", "是啊，我们聊聊吧。"),
     ),
     "together": (
-        ("{b}，一起{activity}吧？", "好呀，走吧！"),
-        ("要不要一起{activity}？", "正想找人一起呢。"),
+        ("{b}，{together}吧？", "好呀，走吧！"),
+        ("要不要{together}？", "正想找人一起呢。"),
     ),
     "invite": (("{b}，有件事想约你。", "什么事？"),),
 }
@@ -157,6 +158,7 @@ class TemplateTalker:
             "hello": _hello(request.now),
             "place": request.place,
             "activity": request.activity,
+            "together": together(request.activity),
         }
         lines: list[Line] = []
 
@@ -186,7 +188,8 @@ class TemplateTalker:
             )
         if request.proposal is not None:
             when = _when(request.proposal.start, request.now)
-            say(a, f"{when}一起去{request.proposal_place}{request.proposal.activity}好不好？")
+            what = request.proposal.activity.removeprefix("一起")
+            say(a, f"{when}一起去{request.proposal_place}{what}好不好？")
             if request.declined is None:
                 say(b, f"好呀，那就{when}见！")
             else:
@@ -194,6 +197,11 @@ class TemplateTalker:
         closer = rng.choice(CLOSERS.get(request.kind, CLOSERS["chat"]))
         say(rng.choice((a, b)), closer)
         return Conversation(tuple(lines[: MAX_LINES + 2 * len(request.news)]), "template")
+
+
+def together(activity: str) -> str:
+    """一起 and what they do, said once: 吃午饭 → 一起吃午饭; 一起在食堂吃午饭 as it is."""
+    return activity if activity.startswith("一起") else f"一起{activity}"
 
 
 def _when(start: datetime, now: datetime) -> str:
@@ -240,6 +248,7 @@ def talk_schema(names: Sequence[str]) -> JsonSchema:
 def render_talk_prompt(request: TalkRequest) -> str:
     return PROMPTS.get_template("converse.md.j2").render(
         r=request,
+        doing=said_at(request.place, request.activity),
         when=f"{request.now.month}月{request.now.day}日 {request.now.strftime('%H:%M')}",
         a_band=band(request.a.closeness),
         b_band=band(request.b.closeness),
@@ -284,6 +293,8 @@ class ModelTalker:
                 if who is None:
                     raise RetryWithFeedback(f"speaker 只能是 {'、'.join(names)}")
                 lines.append(Line(who.id, who.name, line.text.strip()))
+            if len({line.speaker for line in lines}) < 2:  # one side talking is no conversation
+                raise RetryWithFeedback(f"{'和'.join(names)}两个人都要说话，轮流说")
             return Conversation(tuple(lines), "model")
 
         self.calls += 1

@@ -65,7 +65,9 @@ from yuiju.world.errors import CorruptState, LeaseLost
 from yuiju.world.evolutions import Event, Evolution, TickContext
 from yuiju.world.leases import LeaseChange, Leases
 from yuiju.world.outbox import FLUSH_RETRY, OUTBOX_LOCK_MS, QUEUED_FLUSH_SECONDS, OutboxFlusher
+from yuiju.world.randomness import UNSEEDED, Randomness
 from yuiju.world.state import WorldState
+from yuiju.world.steps import StepInputs, StepResult
 from yuiju.world.store import BATCH_PIPELINE, Commit, Snapshot, StateStore
 from yuiju.world.town import Town
 from yuiju.world.transitions import Asked
@@ -107,7 +109,6 @@ class WorldTicker:
         store: StateStore,
         evolutions: Sequence[NamedEvolution],
         town: Town,
-        seed: int,
         character_ids: Sequence[str],
         names: Mapping[str, str] | None = None,
     ) -> None:
@@ -116,14 +117,13 @@ class WorldTicker:
         """Display names by character id, for the episodes commands write."""
         self.evolutions = list(evolutions)
         self.town = town
-        self.seed = seed
         self.character_ids = list(character_ids)
         self.ticks = 0
         self.rejected = 0
         self.corrupt: list[CorruptState] = []
         """Characters the last tick skipped because their state is corrupt."""
 
-    def _apply(self, snap: Snapshot, now: datetime) -> tuple[Commit, bool]:
+    def _apply(self, snap: Snapshot, now: datetime, randomness: Randomness) -> tuple[Commit, bool]:
         world = snap.world or WorldState(time=now, last_advanced_at=now)
         if world.last_advanced_at >= now and world.calendar is not None and not snap.commands:
             return Commit(), False
@@ -156,7 +156,7 @@ class WorldTicker:
             world=world,
             characters=characters,
             town=self.town,
-            seed=self.seed,
+            randomness=randomness,
         )
         for evolution in self.evolutions:
             try:
@@ -177,13 +177,20 @@ class WorldTicker:
             True,
         )
 
-    async def tick(self, now: datetime, *, lease_token: str | None = None) -> bool:
+    async def tick(
+        self,
+        now: datetime,
+        *,
+        randomness: Randomness = UNSEEDED,
+        lease_token: str | None = None,
+    ) -> bool:
         """Advance the world to ``now``; False if it already was there and nothing was queued.
 
-        With ``lease_token`` the write is fenced on the town lease (`LeaseLost` if not held)."""
+        ``randomness``: the town's, as the engine hands it (evolutions draw from it). With
+        ``lease_token`` the write is fenced on the town lease (`LeaseLost` if not held)."""
 
         def apply(snap: Snapshot) -> tuple[Commit, tuple[bool, list[CorruptState]]]:
-            commit, advanced = self._apply(snap, now)
+            commit, advanced = self._apply(snap, now, randomness)
             return commit, (advanced, snap.corrupt)
 
         advanced, self.corrupt = await self.store.transact(
@@ -206,6 +213,8 @@ class TownRun:
     store: StateStore
     ticker: WorldTicker
     loops: Sequence[BehaviorLoop]
+    seed: int | None = None
+    """The town's own seed (``[towns.<prefix>] seed``); None: the engine's."""
     ticked_at: datetime | None = None
     """World time of this engine's last tick of the town."""
 
@@ -243,26 +252,19 @@ class Engine:
         decisions: DecisionLimits | None = None,
         wall: Callable[[], float] = time.monotonic,
         flush_in_step: bool = False,
+        seed: int = 0,
     ) -> None:
         """One town from ``store``, ``ticker`` and ``loops``, and/or more as ``towns``; the first
         town is the default one, whose keys hold the worker registry. ``decisions``: a policy that
         is not instant decides off the step (world/decisions.py; deadlines on ``wall``).
-        ``flush_in_step``: episodes are written before the next step (see `_keep_flushing`)."""
-        self.towns = (
-            [TownRun(store=store, ticker=ticker, loops=list(loops))]
-            if store is not None and ticker is not None
-            else []
-        ) + list(towns)
-        if not self.towns:
-            raise ValueError("an engine needs a town: store and ticker, or towns")
+        ``flush_in_step``: episodes are written before the next step (see `_keep_flushing`).
+        ``seed``: the run's (``[world] seed``), whose randomness the engine hands each world tick
+        and step, derived per town (and by them per character)."""
+        first = []
+        if store is not None and ticker is not None:
+            first = [TownRun(store=store, ticker=ticker, loops=list(loops))]
+        self._init_towns([*first, *towns], seed)
         self.clock = clock
-        self.store = self.towns[0].store
-        self.ticker = self.towns[0].ticker
-        self.loops = {loop.character_id: loop for town in self.towns for loop in town.loops}
-        for loop in self.loops.values():  # a partner driven elsewhere is never interrupted
-            loop.drives = self._drives
-        if len(self.loops) != sum(len(town.loops) for town in self.towns):
-            raise ValueError("a character id may live in one town of an engine only")
         self.tick = timedelta(minutes=tick_minutes)
         self.on_step = on_step
         self.token = uuid.uuid4().hex
@@ -306,6 +308,23 @@ class Engine:
         """The decisions in flight of this worker's characters (None: decided in the step)."""
         if decisions is not None:
             self.decisions = DecisionPool(decisions, wall=wall, on_ready=self._answer_ready)
+
+    def _init_towns(self, towns: list[TownRun], seed: int) -> None:
+        if not towns:
+            raise ValueError("an engine needs a town: store and ticker, or towns")
+        self.towns = towns
+        self.randomness = Randomness.seeded(seed)
+        """The run's randomness (mesa's ``Model.random``): nothing else holds a seed."""
+        self._town_randomness = {
+            town.prefix: self.randomness if town.seed is None else Randomness.seeded(town.seed)
+            for town in towns
+        }
+        """Each town's: the run's, or the town's own seed's."""
+        self.store = towns[0].store
+        self.ticker = towns[0].ticker
+        self.loops = {loop.character_id: loop for town in towns for loop in town.loops}
+        if len(self.loops) != sum(len(town.loops) for town in towns):
+            raise ValueError("a character id may live in one town of an engine only")
 
     def _init_outbox(
         self, history: HistoryStore | None, *, flush_every: int, flush_in_step: bool
@@ -398,12 +417,11 @@ class Engine:
         )
 
     def _follow(self, change: LeaseChange) -> None:
-        """Point the loops at what the leases say, and say what changed (one line each)."""
+        """Follow what the leases say (what was lost is forgotten), and say what changed (one line
+        each)."""
         for cid in change.taken:
-            self.loops[cid].lease_token = self.token
             self._due.pop(cid, None)  # due now: her state in Redis says what she is doing
         for cid in change.lost:
-            self.loops[cid].lease_token = None
             self._forget_decision(cid)
         share = (
             f"{self.leases.held_count} of {self.leases.total} (fair share {self.leases.share} with "
@@ -448,7 +466,6 @@ class Engine:
         async with self._lease_lock:
             given, towns = await self.leases.give_up_extras(self._due)
         for cid in given:
-            self.loops[cid].lease_token = None
             self._forget_decision(cid)
         if given:
             log.info(
@@ -471,8 +488,6 @@ class Engine:
         if self._released:
             return
         self._released = True
-        for loop in self.loops.values():
-            loop.lease_token = None
         if self._redis_silent:
             log.warning(
                 "Redis did not answer during the stop; the leases are not released but expire by "
@@ -652,18 +667,19 @@ class Engine:
         alone = [cid for cid in cids if cid in self._redo or not self.loops[cid].policy.instant]
         for cid in alone:
             self._redo.discard(cid)
-            await self._step(cid, now, dues)
+            self._wake_partners(await self._step(cid, now, dues), dues)
         together = [cid for cid in cids if cid not in alone]
         if not together:
             return
         stats = {id(loop.stats): loop.stats for loop in town.loops}.values()
         measured = [s.measured for s in stats]
+        results: list[StepResult | None] = []
         try:
             everyone = [loop.character_id for loop in town.loops]
             async with town.store.batched(together, also=everyone) as batch:
                 try:
                     for cid in together:
-                        await self._step(cid, now, dues)
+                        results.append(await self._step(cid, now, dues))
                         if len(batch.queued) >= BATCH_PIPELINE:
                             await town.store.send_queued()
                 except Exception as exc:
@@ -678,6 +694,8 @@ class Engine:
             ) in together:  # writes may not have landed: her state in Redis says when she is due
                 self._due.pop(cid, None)
             raise
+        for result in results:  # their writes landed (a meeting's partners are known now)
+            self._wake_partners(result, dues)
         for cid in batch.redo:
             if cid in self.loops:
                 self._redo.add(cid)
@@ -688,14 +706,16 @@ class Engine:
             if decided and s.measured > m:
                 s.spread_overhead(batch.write_ms * (s.measured - m) / decided, s.measured - m)
 
-    async def _step(self, cid: str, now: datetime, dues: list[datetime]) -> None:
-        """One character's step, if this engine still drives her; her next due time joins ``dues``."""
+    async def _step(self, cid: str, now: datetime, dues: list[datetime]) -> StepResult | None:
+        """One character's step, if this engine still drives her; her next due time joins ``dues``.
+        Its result names the partners a meeting of hers took along once her write landed (at
+        once, or when a batch is sent: `StateStore.batched`)."""
         loop = self.loops[cid]
         if self.leases.over_share:  # a worker joined: between two steps is a safe point
             await loop.store.send_queued()  # what the batch's steps wrote lands before leases go
             await self._give_up_extras()
         if not self.leases.holds(cid):
-            return
+            return None
         due = self._due.get(cid)
         if due is not None:  # her first step here has no due time to be late for
             speed = self.clock.speed
@@ -703,20 +723,27 @@ class Engine:
                 max(0.0, (self.clock.now() - due).total_seconds() * 1000 / speed)
             )
         self.figures.steps += 1
+        inputs = StepInputs(
+            lease_token=self.token,  # held (checked above): her writes are fenced on it
+            drives=self._drives,  # a partner driven elsewhere is never interrupted
+            decisions=self.decisions,
+            speed=self.clock.speed,
+            randomness=self._town_randomness[loop.store.keys.prefix],
+        )
+        result: StepResult | None = None
         try:
-            self._due[cid] = await loop.step(now, decisions=self.decisions, speed=self.clock.speed)
+            result = await loop.step(now, inputs)
+            self._due[cid] = result.due
             if self._answered_meanwhile(cid):  # its wake-up was overwritten just above
                 self._due[cid] = min(self._due[cid], self.clock.now())
-            self._wake_partners(loop, dues)
         except CorruptState as exc:
             self._log_corrupt(f"{cid} paused", exc)
             self._due[cid] = now + CORRUPT_RETRY
         except LeaseLost as exc:
             log.error("%s", exc)
             self.leases.drop(cid)
-            loop.lease_token = None
             self._forget_decision(cid)
-            return
+            return None
         except (RedisError, OSError):
             raise
         except Exception as exc:
@@ -725,20 +752,22 @@ class Engine:
             self._log_step_bug(cid, exc)  # the daemon: her bug does not stop the others
             self._due[cid] = now + STEP_BUG_RETRY
         dues.append(self._due[cid])
+        return result
 
-    def _wake_partners(self, loop: BehaviorLoop, dues: list[datetime]) -> None:
+    def _wake_partners(self, result: StepResult | None, dues: list[datetime]) -> None:
         """A meeting she started took partners out of their pastimes: step each when it ends
         (not at her old due time, which may be later)."""
-        for pid, ends in loop.engaged.items():
+        for pid, ends in result.engaged.items() if result is not None else ():
             if self._drives(pid):
                 self._due[pid] = min(self._due.get(pid, ends), ends)
                 dues.append(self._due[pid])
-        loop.engaged.clear()
 
     async def _tick(self, town: TownRun, now: datetime) -> None:
         """The town's world tick, fenced on its town lease."""
         try:
-            await town.ticker.tick(now, lease_token=self.token)
+            await town.ticker.tick(
+                now, randomness=self._town_randomness[town.prefix], lease_token=self.token
+            )
         except CorruptState as exc:  # characters whose own state is fine go on
             self._log_corrupt("world tick skipped", exc)
         except LeaseLost:

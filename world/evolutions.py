@@ -27,6 +27,7 @@ from yuiju.world.clock import (
     season_of,
     weather_period_start,
 )
+from yuiju.world.randomness import UNSEEDED, Randomness
 from yuiju.world.state import Calendar, CharacterState, PlaceState, Weather, WorldState
 from yuiju.world.town import Town
 
@@ -47,7 +48,8 @@ class TickContext:
     world: WorldState
     characters: dict[str, CharacterState]
     town: Town
-    seed: int
+    randomness: Randomness = UNSEEDED
+    """The town's randomness, as the engine hands it to the tick."""
     events: list[Event] = field(default_factory=list)
 
     @property
@@ -55,8 +57,9 @@ class TickContext:
         return max(0.0, (self.to_time - self.from_time).total_seconds() / 60)
 
     def rng(self, *parts: object) -> random.Random:
-        """A generator seeded by the town seed and ``parts`` (e.g. "weather", period start)."""
-        key = "|".join([str(self.seed), *map(str, parts)]).encode()
+        """A generator seeded by the town's randomness and ``parts`` (e.g. "weather", period
+        start)."""
+        key = "|".join([self.randomness.key, *map(str, parts)]).encode()
         return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
 
     def emit(self, type_: str, character_id: str | None = None, **data: Any) -> None:

@@ -91,59 +91,9 @@ def apply_plan_changes(
         where = f"第{n}条计划变更（{change.scope}/{change.changeType}）"
         current, nxt = (change.currentPlan or "").strip(), (change.nextPlan or "").strip()
         if change.changeType == "created":
-            if current or not nxt:
-                raise PlanError(f"{where}：created 只填 nextPlan，不填 currentPlan")
-            item = PlanItem(
-                id=plan_id(change.scope, nxt),
-                title=nxt,
-                scope=change.scope,
-                reason=change.reason,
-                source=source,
-                created_at=now,
-                updated_at=now,
-            )
-            if change.scope == "longTerm":
-                if new.long_term is not None:
-                    raise PlanError(
-                        f"{where}：已经有长期计划「{new.long_term.title}」，请用 updated 或先 completed/abandoned"
-                    )
-                new.long_term = item
-            else:
-                if any(p.title == nxt for p in new.short_term):
-                    raise PlanError(f"{where}：短期计划「{nxt}」已经存在")
-                if len(new.short_term) >= MAX_SHORT_TERM:
-                    raise PlanError(f"{where}：短期计划最多 {MAX_SHORT_TERM} 条，先完成或放弃一些")
-                new.short_term.append(item)
+            _create(new, change, nxt, current, where, now, source)
         elif change.changeType == "updated":
-            if not current or not nxt or current == nxt:
-                raise PlanError(f"{where}：updated 要同时填 currentPlan 和不同的 nextPlan")
-            _find(new, change.scope, current, where)
-            if change.scope == "longTerm":
-                assert new.long_term is not None
-                new.long_term = new.long_term.model_copy(
-                    update={
-                        "title": nxt,
-                        "id": plan_id("longTerm", nxt),
-                        "updated_at": now,
-                        "reason": change.reason,
-                    }
-                )
-            else:
-                if any(p.title == nxt for p in new.short_term):
-                    raise PlanError(f"{where}：短期计划「{nxt}」已经存在")
-                new.short_term = [
-                    p.model_copy(
-                        update={
-                            "title": nxt,
-                            "id": plan_id("shortTerm", nxt),
-                            "updated_at": now,
-                            "reason": change.reason,
-                        }
-                    )
-                    if p.title == current
-                    else p
-                    for p in new.short_term
-                ]
+            _update(new, change, nxt, current, where, now)
         else:  # completed | abandoned
             if not current or nxt:
                 raise PlanError(f"{where}：{change.changeType} 只填 currentPlan")
@@ -153,6 +103,63 @@ def apply_plan_changes(
             else:
                 new.short_term = [p for p in new.short_term if p.title != current]
     return new, changes
+
+
+def _create(
+    new: PlanState,
+    change: PlanChange,
+    nxt: str,
+    current: str,
+    where: str,
+    now: datetime,
+    source: PlanSource,
+) -> None:
+    if current or not nxt:
+        raise PlanError(f"{where}：created 只填 nextPlan，不填 currentPlan")
+    item = PlanItem(
+        id=plan_id(change.scope, nxt),
+        title=nxt,
+        scope=change.scope,
+        reason=change.reason,
+        source=source,
+        created_at=now,
+        updated_at=now,
+    )
+    if change.scope == "longTerm":
+        if new.long_term is not None:
+            raise PlanError(
+                f"{where}：已经有长期计划「{new.long_term.title}」，请用 updated 或先 completed/abandoned"
+            )
+        new.long_term = item
+        return
+    if any(p.title == nxt for p in new.short_term):
+        raise PlanError(f"{where}：短期计划「{nxt}」已经存在")
+    if len(new.short_term) >= MAX_SHORT_TERM:
+        raise PlanError(f"{where}：短期计划最多 {MAX_SHORT_TERM} 条，先完成或放弃一些")
+    new.short_term.append(item)
+
+
+def _update(
+    new: PlanState, change: PlanChange, nxt: str, current: str, where: str, now: datetime
+) -> None:
+    if not current or not nxt or current == nxt:
+        raise PlanError(f"{where}：updated 要同时填 currentPlan 和不同的 nextPlan")
+    _find(new, change.scope, current, where)
+    renamed = {
+        "title": nxt,
+        "id": plan_id(change.scope, nxt),
+        "updated_at": now,
+        "reason": change.reason,
+    }
+    if change.scope == "longTerm":
+        assert new.long_term is not None
+        new.long_term = new.long_term.model_copy(update=renamed)
+        return
+    if any(p.title == nxt for p in new.short_term):
+        raise PlanError(f"{where}：短期计划「{nxt}」已经存在")
+    new.short_term = [
+        p.model_copy(update=renamed) if p.title == current else p for p in new.short_term
+    ]
 
 
 def _find(state: PlanState, scope: str, title: str, where: str) -> None:

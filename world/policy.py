@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yuiju.characters import CharacterCard
 from yuiju.world.action import Action, ActionContext
 from yuiju.world.errors import InvalidDecision
+from yuiju.world.randomness import UNSEEDED, Randomness
 from yuiju.world.state import ShareIntent
 
 
@@ -61,6 +62,9 @@ class DecisionRequest:
     sociable: bool = False
     """Others live in her town: the prompt's catalogue lists the joint actions (never offered to
     a character who lives alone, so left out of her prompt)."""
+    randomness: Randomness = UNSEEDED
+    """Her town's randomness, as the engine hands it to her step: a policy draws from it
+    (``randomness.derive(her id)`` for her own draws), never from a seed of its own."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

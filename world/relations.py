@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from yuiju.memory.episodes import Episode
 from yuiju.world.clock import in_window, is_school_day
 from yuiju.world.town import Town
 
@@ -249,6 +250,9 @@ AppointmentStatus = Literal["planned", "kept", "missed", "cancelled"]
 
 EARLY_MINUTES = 30
 """A meeting this long before an appointment's start still keeps it."""
+SET_OFF_MINUTES = 45
+"""Minutes before an appointment elsewhere she must be free to set off (no link in town takes
+longer): nothing she starts elsewhere runs past it (`world.action.Action.room`)."""
 MIN_LEAD_MINUTES = 30
 """An invitation must leave her this long to get there."""
 MAX_AHEAD_DAYS = 7
@@ -262,6 +266,8 @@ CLEARANCE_MINUTES = 90
 """Two appointments must start this far apart."""
 AWAKE_WINDOW = ("08:00", "21:00")
 """Appointments start within this window (she sleeps, gets ready, eats breakfast outside it)."""
+NIGHT_WINDOW = ("22:00", "06:00")
+"""She is asleep then: an invitation for the night is declined for that reason."""
 SCHOOL_WINDOW = ("07:30", "16:30")
 """Class time on school days: no appointments then."""
 MIN_CLOSENESS_TO_ACCEPT = 20.0
@@ -303,10 +309,21 @@ class Appointment(_Model):
     created_at: AwareDatetime
     note: str = Field("", max_length=120)
     """How it ended (kept: the meeting's episode; missed: where she was instead)."""
+    there_from: AwareDatetime | None = None
+    """When she was at the place within its window, first and last (`note_presence`): there
+    with the other at the same time keeps it, meeting or not (`settle_over`)."""
+    there_until: AwareDatetime | None = None
+    was_at: str = Field("", max_length=40)
+    """Where she was at its start, as the record says it (薄暮咖啡, 去南风公园的路上)."""
 
     @property
     def end(self) -> datetime:
         return self.start + timedelta(minutes=self.minutes)
+
+    @property
+    def opens(self) -> datetime:
+        """From when being there with the other keeps it."""
+        return self.start - timedelta(minutes=EARLY_MINUTES)
 
     def keeps(self, now: datetime, place: str, other_key: str) -> bool:
         """Whether meeting ``other_key`` at ``place`` at ``now`` keeps this appointment."""
@@ -314,7 +331,7 @@ class Appointment(_Model):
             self.status == "planned"
             and place == self.place
             and other_key == self.other.key
-            and self.start - timedelta(minutes=EARLY_MINUTES) <= now <= self.end
+            and self.opens <= now <= self.end
         )
 
     def due(self, now: datetime, lead_minutes: int = 60) -> bool:
@@ -361,10 +378,14 @@ def review_invitation(
         return f"羽浦町没有「{proposal.place}」这个地方"
     if place.private:
         return f"{place.name}不方便见面"
+    if start <= now:
+        return "那个时间已经过去了"
     if start < now + timedelta(minutes=MIN_LEAD_MINUTES):
         return "时间太赶了，来不及过去"
     if start > now + timedelta(days=MAX_AHEAD_DAYS):
         return "太久以后的事情，现在还定不下来"
+    if in_window(start, *NIGHT_WINDOW):
+        return f"那时候在睡觉（约在 {AWAKE_WINDOW[0]}–{AWAKE_WINDOW[1]} 之间吧）"
     if not in_window(start, *AWAKE_WINDOW):
         return f"那个时间不方便出门（约在 {AWAKE_WINDOW[0]}–{AWAKE_WINDOW[1]} 之间吧）"
     if is_school_day(start.date()) and in_window(start, *SCHOOL_WINDOW):
@@ -441,19 +462,126 @@ def choose_start(
     return proposal, why
 
 
-def settle_missed(
-    appointments: Sequence[Appointment], now: datetime, where: str
+def note_presence(
+    appointments: Sequence[Appointment],
+    *,
+    place: str,
+    since: datetime,
+    until: datetime,
+    town: Town,
+    moving_to: str | None = None,
+) -> list[Appointment]:
+    """Her planned appointments as she starts something at ``place`` from ``since`` to
+    ``until`` (on the way to ``moving_to`` for a movement): when it puts her at an
+    appointment's place within its window, that time is noted (``there_from``/``there_until``),
+    and when it covers an appointment's start, where she was then (``was_at``)."""
+    out = []
+    for a in appointments:
+        if a.status == "planned" and since < a.end:
+            update: dict[str, object] = {}
+            if moving_to is None and place == a.place and until >= a.opens:
+                first, last = max(since, a.opens), min(until, a.end)
+                update["there_from"] = min(first, a.there_from or first)
+                update["there_until"] = max(last, a.there_until or last)
+            if since <= a.start < until:
+                update["was_at"] = (
+                    f"去{town.place_name(moving_to)}的路上"
+                    if moving_to is not None
+                    else town.place_name(place)
+                )[:40]
+            a = a.model_copy(update=update) if update else a
+        out.append(a)
+    return out
+
+
+def _together_there(mine: Appointment, theirs: Appointment | None) -> bool:
+    """Both copies of one appointment say they were at its place at the same time in its window."""
+    if theirs is None:
+        return False
+    a, b = (mine.there_from, mine.there_until), (theirs.there_from, theirs.there_until)
+    if a[0] is None or a[1] is None or b[0] is None or b[1] is None:
+        return False
+    return max(a[0], b[0]) <= min(a[1], b[1])
+
+
+def settle_over(
+    appointments: Sequence[Appointment],
+    now: datetime,
+    where: str,
+    others: Mapping[str, Sequence[Appointment]] | None = None,
 ) -> tuple[list[Appointment], list[Appointment]]:
-    """Her appointments with every planned one whose time has passed marked missed; and those.
-    ``where`` says where she was instead (for the note)."""
+    """Her appointments with every planned one whose time has passed settled; and those. Kept
+    when the other's copy (``others``: each party key's appointments, as read from them) and
+    hers say both were at the place at the same time in its window, though they did not meet
+    (a meeting keeps it at once: `world.social.apply_meeting`); missed otherwise, with where
+    she was at its start (``where``, where she is now, when her record does not say)."""
     out: list[Appointment] = []
-    missed: list[Appointment] = []
+    settled: list[Appointment] = []
     for a in appointments:
         if a.status == "planned" and now > a.end:
-            a = a.model_copy(update={"status": "missed", "note": f"那时她在{where}"})
-            missed.append(a)
+            theirs = next((x for x in (others or {}).get(a.other.key, ()) if x.id == a.id), None)
+            if _together_there(a, theirs):
+                assert a.there_from is not None
+                a = a.model_copy(
+                    update={"status": "kept", "note": f"{a.there_from:%H:%M}起两人都在那里"}
+                )
+            else:
+                a = a.model_copy(
+                    update={"status": "missed", "note": f"那时她在{a.was_at or where}"}
+                )
+            settled.append(a)
         out.append(a)
-    return prune(out), missed
+    return prune(out), settled
+
+
+def settling_with(appointments: Sequence[Appointment], now: datetime) -> list[str]:
+    """The characters whose copies `settle_over` reads now (appointments with them over)."""
+    return sorted(
+        {
+            a.other.id
+            for a in appointments
+            if a.status == "planned" and now > a.end and a.other.kind == "character"
+        }
+    )
+
+
+def settle_appointments(
+    social: SocialState,
+    *,
+    character_id: str,
+    name: str,
+    now: datetime,
+    town: Town,
+    where: str,
+    others: Mapping[str, Sequence[Appointment]] | None = None,
+) -> list[Episode]:
+    """Settle her appointments whose time has passed (`settle_over`) on her working copy
+    ``social``: closeness to the other moves (kept: up, missed: down); returns a plan episode
+    for each, naming her ``name``."""
+    social.appointments, settled = settle_over(social.appointments, now, where, others)
+    episodes = []
+    for a in settled:
+        kept = a.status == "kept"
+        relation = social.relations.get(a.other.key) or Relation(party=a.other)
+        delta = CLOSENESS_DELTAS["appointment_kept" if kept else "appointment_missed"]
+        social.relations = {
+            **social.relations,
+            a.other.key: relation.moved(now, delta, met=kept),
+        }
+        line = a.line(town, a.start)
+        episodes.append(
+            Episode(
+                id=f"{'apk' if kept else 'apm'}_{a.id[4:]}_{character_id}",
+                character_id=character_id,
+                type="plan",
+                time=now,
+                summary=f"{name}赴约：{line}，{a.note}"
+                if kept
+                else f"{name}没能赴约：{line}；{a.note}",
+                data={"appointment": a.model_dump(mode="json"), "status": a.status},
+            )
+        )
+    return episodes
 
 
 def prune(appointments: Sequence[Appointment]) -> list[Appointment]:
@@ -677,6 +805,20 @@ class SocialState(_Model):
     def notes_now(self, now: datetime) -> list[Note]:
         """The notes she sees in her decisions now (from the day before each), soonest first."""
         return sorted((n for n in self.notes if n.shows(now)), key=lambda n: n.at)
+
+    def note_presence(
+        self, place: str, since: datetime, until: datetime, town: Town, moving_to: str | None
+    ) -> None:
+        """She starts something at ``place`` (`note_presence` on her appointments)."""
+        if any(a.status == "planned" for a in self.appointments):
+            self.appointments = note_presence(
+                self.appointments,
+                place=place,
+                since=since,
+                until=until,
+                town=town,
+                moving_to=moving_to,
+            )
 
     def gifts_on(self, day: date) -> list[str]:
         return self.gifts_today if self.day == day else []

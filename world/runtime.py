@@ -276,7 +276,7 @@ async def build_runtime(
     episodes = await history_repos(history)
     stats = LoopStats(keep_timeline=keep_timeline)
     usage = UsageTotals()
-    utility = UtilityPolicy(seed=cfg.world.seed, all_actions=list(catalogue))
+    utility = UtilityPolicy(all_actions=list(catalogue))
     llm_model = configured_model(
         cfg, redis=redis.client, keys=store.keys, clock=clock, usage=usage, inner=chat_model
     )
@@ -301,13 +301,14 @@ async def build_runtime(
     engine = Engine(
         clock=clock,
         history=history,
-        towns=[parts.run(cfg, prefix, spec, stores[prefix]) for prefix, spec in towns.items()],
+        towns=[parts.run(spec, stores[prefix]) for prefix, spec in towns.items()],
         tick_minutes=tick_minutes or cfg.world.tick_minutes,
         flush_every=flush_every,
         lease_ttl_ms=round(cfg.world.lease_ttl_seconds * 1000),
         worker_name=worker_name,
         decisions=decision_limits(cfg) if off_step(primary, clock) else None,
         flush_in_step=isinstance(clock, SimClock),
+        seed=cfg.world.seed,
     )
     return Runtime(
         cfg=cfg,
@@ -423,10 +424,9 @@ class TownParts:
     talker: Talker
     model_talks_per_day: int
 
-    def run(self, cfg: YuijuConfig, prefix: str, spec: TownConfig, store: StateStore) -> TownRun:
+    def run(self, spec: TownConfig, store: StateStore) -> TownRun:
         """One town's loops and world ticker (every engine ticks with all of the town's
         characters: whichever holds the town lease)."""
-        seed = cfg.world.seed if spec.seed is None else spec.seed
         cards = self.cards
         neighbours = Neighbours(
             characters=tuple(spec.characters),
@@ -443,7 +443,6 @@ class TownParts:
                 policy=self.primary,
                 fallback=self.fallback,
                 town=self.town,
-                seed=seed,
                 initial_state=character_from_card(cards[cid], neighbours),
                 card=cards[cid],
                 recent=self.recent,
@@ -456,11 +455,10 @@ class TownParts:
             store=store,
             evolutions=self.evolutions,
             town=self.town,
-            seed=seed,
             character_ids=list(spec.characters),
             names=neighbours.names,
         )
-        return TownRun(store=store, ticker=ticker, loops=loops)
+        return TownRun(store=store, ticker=ticker, loops=loops, seed=spec.seed)
 
 
 def off_step(policy: Policy, clock: Clock) -> bool:

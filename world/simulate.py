@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,9 @@ from yuiju.llm.usage import Usage
 from yuiju.memory.episodes import Episode
 from yuiju.world.clock import SimClock, is_school_day
 from yuiju.world.commands import enqueue_command
-from yuiju.world.runtime import build_runtime
+from yuiju.world.runtime import Runtime, build_runtime
 from yuiju.world.state import CharacterState
+from yuiju.world.stats import LoopStats
 
 DEFAULT_START = "2026-09-01T06:00"
 """A fixed default start (a school day), so the same seed gives the same report on any day."""
@@ -76,43 +77,18 @@ async def simulate(
     replayed: ReplayChatModel | None = None
     if replay is not None:
         replayed = ReplayChatModel(replay)
-        chat_model, policy = replayed, "llm"
-        cfg = cfg.model_copy(
-            update={
-                "llm": cfg.llm.model_validate(
-                    # a cassette from before [llm].decision_schema was recorded with the moment's
-                    {
-                        **cfg.llm.model_dump(),
-                        "decision_schema": "moment",
-                        **replayed.meta.get("llm", {}),
-                    }
-                )
-            }
-        )
+        chat_model, policy, cfg = replayed, "llm", replayed_config(cfg, replayed)
     elif record is not None:
         from yuiju.world.runtime import make_chat_model
 
         meta = {"days": days, "seed": seed, "start": start, "llm": recorded_llm_settings(cfg)}
         chat_model = RecordingChatModel(chat_model or make_chat_model(cfg), record, meta=meta)
-    tz = ZoneInfo(cfg.app.timezone)
-    begin = datetime.fromisoformat(start).replace(tzinfo=tz)
+    begin = datetime.fromisoformat(start).replace(tzinfo=ZoneInfo(cfg.app.timezone))
     end = begin + timedelta(days=days)
     with tempfile.TemporaryDirectory(prefix="yuiju-sim-") as tmp:
-        overrides: dict[str, Any] = {"world": {**cfg.world.model_dump(mode="json"), "seed": seed}}
-        if data_dir is None:
-            overrides |= {
-                "app": {**cfg.app.model_dump(mode="json"), "data_dir": tmp},
-                "redis": {"url": None, "prefix": cfg.redis.prefix},
-                "mongo": {"url": None, "database": cfg.mongo.database},
-            }
-        else:
-            overrides["app"] = {**cfg.app.model_dump(mode="json"), "data_dir": str(data_dir)}
-        sim_cfg = cfg.model_copy(
-            update={k: type(getattr(cfg, k)).model_validate(v) for k, v in overrides.items()}
-        )
         clock = SimClock(begin)
         runtime = await build_runtime(
-            sim_cfg,
+            simulation_config(cfg, seed=seed, data_dir=data_dir, tmp=Path(tmp)),
             clock=clock,
             policy=policy,
             chat_model=chat_model,
@@ -121,25 +97,8 @@ async def simulate(
             # the LLM prompt reads recent episodes from history: flush at once then
             flush_every=1 if policy == "llm" else 200,
         )
-        if commands:  # they name characters: create them first, as their first step would
-            for town in runtime.engine.towns:
-                for loop in town.loops:
-                    await loop.ensure_character()
-        for command in commands:
-            await enqueue_command(runtime.redis.client, runtime.keys, command)
-        stats = runtime.stats
-        last_shown = [0.0]
-
-        def on_step() -> None:
-            if replayed is not None and replayed.diverged is not None:
-                raise replayed.diverged  # the policy's fallback would hide it: stop the run here
-            if progress:
-                done = (clock.now() - begin).total_seconds() / 86400
-                if done - last_shown[0] >= 1 or done >= days:
-                    last_shown[0] = done
-                    _progress(min(done, days), days, stats.decisions)
-
-        runtime.engine.on_step = on_step
+        await _queue_commands(runtime, commands)
+        runtime.engine.on_step = _on_step(clock, runtime.stats, begin, days, replayed, progress)
         wall = time.perf_counter()
         try:
             await runtime.engine.run(until=end)
@@ -149,16 +108,7 @@ async def simulate(
                 sys.stderr.write("\n")
             final = {cid: await runtime.store.load_character(cid) for cid in runtime.cards}
             episodes = await runtime.history.count("episodes")
-            talks = {
-                cid: [
-                    e
-                    for e in await runtime.episodes.between(
-                        cid, begin, end + timedelta(days=1), type_="conversation"
-                    )
-                    if e.data.get("meeting_id")
-                ]
-                for cid in runtime.cards
-            }
+            talks = await _meetings(runtime, begin, end)
             await runtime.close()
     report = build_report(
         days=days,
@@ -166,22 +116,107 @@ async def simulate(
         policy=policy,
         begin=begin,
         wall=wall,
-        stats=stats,
+        stats=runtime.stats,
         llm=runtime.llm_policy,
         episodes=episodes,
         final={k: v.stats() if v else None for k, v in final.items()},
         actions=[a.id for a in runtime.catalogue],
     )
-    report["social"] = social_report(talks, final, days=days, end=end)
-    report["invariant_violations"] += [
-        f"{name}: {c['evidence']}" for name, c in report["social"]["checks"].items() if not c["ok"]
-    ]
-    for cid, n in report["social"]["meetings"].items():
-        report["by_character"][cid]["meetings"] = n
+    _add_social(report, social_report(talks, final, days=days, end=end))
     report["llm"] = llm_report(runtime, days)
     if replayed is not None:
         report["llm"]["replayed"] = {"requests": replayed.replayed, "unused": replayed.unused}
     return report
+
+
+def replayed_config(cfg: YuijuConfig, replayed: ReplayChatModel) -> YuijuConfig:
+    """The config with the ``[llm]`` settings the cassette was recorded with."""
+    return cfg.model_copy(
+        update={
+            "llm": cfg.llm.model_validate(
+                # a cassette from before [llm].decision_schema was recorded with the moment's
+                {
+                    **cfg.llm.model_dump(),
+                    "decision_schema": "moment",
+                    **replayed.meta.get("llm", {}),
+                }
+            )
+        }
+    )
+
+
+def simulation_config(
+    cfg: YuijuConfig, *, seed: int, data_dir: Path | None, tmp: Path
+) -> YuijuConfig:
+    """The config of the run: its seed, and stores under ``data_dir`` or fresh embedded ones
+    under ``tmp``."""
+    overrides: dict[str, Any] = {"world": {**cfg.world.model_dump(mode="json"), "seed": seed}}
+    if data_dir is None:
+        overrides |= {
+            "app": {**cfg.app.model_dump(mode="json"), "data_dir": str(tmp)},
+            "redis": {"url": None, "prefix": cfg.redis.prefix},
+            "mongo": {"url": None, "database": cfg.mongo.database},
+        }
+    else:
+        overrides["app"] = {**cfg.app.model_dump(mode="json"), "data_dir": str(data_dir)}
+    return cfg.model_copy(
+        update={k: type(getattr(cfg, k)).model_validate(v) for k, v in overrides.items()}
+    )
+
+
+async def _queue_commands(runtime: Runtime, commands: Sequence[dict[str, Any]]) -> None:
+    if commands:  # they name characters: create them first, as their first step would
+        for town in runtime.engine.towns:
+            for loop in town.loops:
+                await loop.ensure_character()
+    for command in commands:
+        await enqueue_command(runtime.redis.client, runtime.keys, command)
+
+
+def _on_step(
+    clock: SimClock,
+    stats: LoopStats,
+    begin: datetime,
+    days: int,
+    replayed: ReplayChatModel | None,
+    progress: bool,
+) -> Callable[[], None]:
+    """After each engine pass: stop a replay that diverged, and show the progress."""
+    last_shown = [0.0]
+
+    def on_step() -> None:
+        if replayed is not None and replayed.diverged is not None:
+            raise replayed.diverged  # the policy's fallback would hide it: stop the run here
+        if progress:
+            done = (clock.now() - begin).total_seconds() / 86400
+            if done - last_shown[0] >= 1 or done >= days:
+                last_shown[0] = done
+                _progress(min(done, days), days, stats.decisions)
+
+    return on_step
+
+
+async def _meetings(runtime: Runtime, begin: datetime, end: datetime) -> dict[str, list[Episode]]:
+    """Each character's conversation episodes of meetings, from the history store."""
+    return {
+        cid: [
+            e
+            for e in await runtime.episodes.between(
+                cid, begin, end + timedelta(days=1), type_="conversation"
+            )
+            if e.data.get("meeting_id")
+        ]
+        for cid in runtime.cards
+    }
+
+
+def _add_social(report: dict[str, Any], social: dict[str, Any]) -> None:
+    report["social"] = social
+    report["invariant_violations"] += [
+        f"{name}: {c['evidence']}" for name, c in social["checks"].items() if not c["ok"]
+    ]
+    for cid, n in social["meetings"].items():
+        report["by_character"][cid]["meetings"] = n
 
 
 REPLAYED_LLM_SETTINGS = (

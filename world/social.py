@@ -21,8 +21,11 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from yuiju.characters import CharacterCard, card_of
+from yuiju.memory.episode_data import ConversationData
 from yuiju.memory.episodes import MEETING_PREFIX, Episode
 from yuiju.world.action import (
+    INTERRUPTIBLE,
+    NEVER_INTERRUPTED,
     Action,
     ActionContext,
     Companion,
@@ -55,15 +58,7 @@ from yuiju.world.relations import (
     review_invitation,
 )
 from yuiju.world.state import CharacterState
-from yuiju.world.town import Town
-
-INTERRUPTIBLE = frozenset({"leisure", "rest", "idle", "phone"})
-"""Pastimes a character breaks off when someone comes to do something with her."""
-NEVER_INTERRUPTED = frozenset(
-    {"sleep", "sleep_more", "wake", "work", "move", "meal", "shopping", "social"}
-)
-"""...unless it is also one of these: asleep, at work, on the way, eating, or already with
-someone (nobody is in two conversations at once)."""
+from yuiju.world.town import Town, said_at
 
 
 def meeting_id(initiator: str, partner: str, now: datetime, action_id: str) -> str:
@@ -529,11 +524,11 @@ def day_after(now: datetime, days: int, hhmm: str) -> datetime:
 
 MEETING_PLACES: dict[str, str] = {
     "park": "一起散步",
-    "coast": "去海边散步",
+    "coast": "一起看海",
     "cafe": "喝咖啡聊天",
     "diner": "一起吃饭",
     "pond": "一起钓鱼",
-    "shrine": "去神社参拜",
+    "shrine": "一起参拜",
 }
 """Where she may invite someone, and what they would do there."""
 INVITE_DAYS = ("今天", "明天", "后天")
@@ -667,7 +662,8 @@ def conversation_episode(
 
     me, you = name(who.id), name(other.id)
     first, second = (me, you) if who.id == initiator else (you, me)
-    parts = [f"{first}和{second}在{place}{action.name}" + ("（之前约好的）" if plan.kept else "")]
+    doing = said_at(place, action.name)
+    parts = [f"{first}和{second}{doing}" + ("（之前约好的）" if plan.kept else "")]
     for t in plan.told:
         origin = (
             "" if t.item.origin.key == f"character:{t.teller}" else f"（{t.item.origin.name}说的）"
@@ -690,17 +686,17 @@ def conversation_episode(
         end_time=ends,
         status="logged",
         summary=summary,
-        data={
-            "meeting_id": mid,
-            "with": [{"id": other.id, "name": you}],
-            "participants": [initiator, other.id if who.id == initiator else who.id],
-            "initiator": initiator,
-            "place": place,
-            "action": action.id,
-            "kind": action.joint.kind if action.joint else "",
-            "source": said.source,
-            "lines": [{"speaker": x.speaker, "name": x.name, "text": x.text} for x in said.lines],
-            "news": [
+        data=ConversationData(
+            meeting_id=mid,
+            partners=[{"id": other.id, "name": you}],
+            participants=[initiator, other.id if who.id == initiator else who.id],
+            initiator=initiator,
+            place=place,
+            action=action.id,
+            kind=action.joint.kind if action.joint else "",
+            source=said.source,
+            lines=[{"speaker": x.speaker, "name": x.name, "text": x.text} for x in said.lines],
+            news=[
                 {
                     "id": t.item.id,
                     "text": t.item.text,
@@ -711,10 +707,10 @@ def conversation_episode(
                 }
                 for t in plan.told
             ],
-            "invitation": plan.proposal.model_dump(mode="json") if plan.proposal else None,
-            "declined": plan.declined,
-            "kept_appointment": plan.kept.id if plan.kept else None,
-        },
+            invitation=plan.proposal.model_dump(mode="json") if plan.proposal else None,
+            declined=plan.declined,
+            kept_appointment=plan.kept.id if plan.kept else None,
+        ).dump(),
     )
 
 

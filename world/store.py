@@ -376,6 +376,16 @@ class WriteBatch:
     queued: list[_Queued] = field(default_factory=list)
 
 
+def _fences(
+    keys: Keys, lease: tuple[str, str] | None, town_lease: str | None
+) -> list[tuple[str, str, str]]:
+    """What a write is fenced on: (key, the token it must hold, what to call it)."""
+    fences = [(keys.lease(lease[0]), lease[1], f"the lease on {lease[0]!r}")] if lease else []
+    if town_lease is not None:
+        fences.append((keys.town_lease, town_lease, "the town lease"))
+    return fences
+
+
 def latest_saved_time(
     world: WorldState | None, characters: Iterable[CharacterState | None]
 ) -> datetime | None:
@@ -633,89 +643,115 @@ class StateStore:
         """
         keys = self.keys
         state_keys = [keys.world, *(keys.character(c) for c in characters)]
-        fences = (
-            [(keys.lease(lease[0]), lease[1], f"the lease on {lease[0]!r}")]
-            if lease is not None
-            else []
-        ) + ([(keys.town_lease, town_lease, "the town lease")] if town_lease is not None else [])
+        fences = _fences(keys, lease, town_lease)
         read_keys = [*state_keys, *(key for key, _, _ in fences)]
         # queued commands are always read; so is everything under another task's `batched` block
         foreign = self._foreign()
         may_reuse = not (take_commands or foreign)
         for _ in range(MAX_CONFLICT_RETRIES):
             reused = may_reuse and all(key in self._known for key in state_keys)
-            commands: list[str] = []
             if reused:
-                raw = [
-                    *(self._known[key] for key in state_keys),
-                    *(token for _, token, _ in fences),
-                ]
+                raw = [*(self._known[key] for key in state_keys), *(t for _, t, _ in fences)]
+                commands: list[str] = []
             else:
-                raw, commands = await self._read(read_keys, take_commands)
-                for (_, token, what), held in zip(fences, raw[len(state_keys) :], strict=True):
-                    if held != token:
-                        raise LeaseLost(f"this engine no longer holds {what}")
-                if not foreign:
-                    self._known.update(zip(state_keys, raw, strict=False))
+                raw, commands = await self._read_fenced(read_keys, fences, take_commands, foreign)
             try:
-                parsed: dict[str, CharacterState | None] = {}
-                corrupt: list[CorruptState] = []
-                for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True):
-                    try:
-                        parsed[c] = parse_model(CharacterState, keys.character(c), r)
-                    except CorruptState as exc:
-                        if not skip_corrupt_characters:
-                            raise
-                        parsed[c] = None  # left out of the commit: nobody overwrites it
-                        corrupt.append(exc)
-                snapshot = Snapshot(
-                    world=parse_model(WorldState, keys.world, raw[0]),
-                    characters=parsed,
-                    commands=list(commands),
-                    corrupt=corrupt,
-                )
+                snapshot = self._snapshot(characters, raw, commands, skip_corrupt_characters)
                 commit, result = fn(snapshot)
             except Exception:
                 if not reused:
                     raise
-                self._forget(
-                    state_keys
-                )  # decide nothing on unchecked values: read them, run it again
+                self._forget(state_keys)  # decide nothing on unchecked values: read, run it again
                 continue
             if commit.is_empty:
                 if not reused:
                     return result
-                self._forget(
-                    state_keys
-                )  # its answer rests on unchecked values: read them, run it again
+                self._forget(state_keys)  # its answer rests on unchecked values: read, run again
                 continue
-            written = self._new_values(commit)
-            taken = commands[: commit.commands_taken]
-            key_list, payload = self._payload(
-                list(zip(read_keys, raw, strict=True)), taken, commit, written, now
-            )
             after = None if then is None else functools.partial(then, result)
-            if (
-                reused and (batch := self._own_batch()) is not None and characters
-            ):  # sent with others (`send_queued`)
-                batch.queued.append(
-                    _Queued(
-                        key_list, payload, tuple(characters), written, bool(commit.outbox), after
-                    )
-                )
-                self._known.update(written)
-                return result
-            if await self._cas(keys=key_list, args=[payload]):
-                if not foreign:
-                    self._known.update(written)
-                if commit.outbox:
-                    self.outbox_writes += 1
-                if after is not None:
-                    after()
+            read = list(zip(read_keys, raw, strict=True))
+            if await self._write(commit, read, commands, now, after, characters, reused, foreign):
                 return result
             if not foreign:
                 self._forget(state_keys)
         raise RuntimeError(f"state kept changing under {read_keys}; gave up after retries")
+
+    async def _read_fenced(
+        self,
+        read_keys: list[str],
+        fences: list[tuple[str, str, str]],
+        take_commands: bool,
+        foreign: bool,
+    ) -> tuple[list[str | None], list[str]]:
+        """Read the values (and the queued commands); `LeaseLost` if a fence is not held."""
+        raw, commands = await self._read(read_keys, take_commands)
+        state = len(read_keys) - len(fences)
+        for (_, token, what), held in zip(fences, raw[state:], strict=True):
+            if held != token:
+                raise LeaseLost(f"this engine no longer holds {what}")
+        if not foreign:
+            self._known.update(zip(read_keys[:state], raw, strict=False))
+        return raw, commands
+
+    def _snapshot(
+        self,
+        characters: Sequence[str],
+        raw: list[str | None],
+        commands: list[str],
+        skip_corrupt_characters: bool,
+    ) -> Snapshot:
+        """The values as models; a corrupt character is left out (None) when told to skip."""
+        keys = self.keys
+        parsed: dict[str, CharacterState | None] = {}
+        corrupt: list[CorruptState] = []
+        for c, r in zip(characters, raw[1 : 1 + len(characters)], strict=True):
+            try:
+                parsed[c] = parse_model(CharacterState, keys.character(c), r)
+            except CorruptState as exc:
+                if not skip_corrupt_characters:
+                    raise
+                parsed[c] = None  # left out of the commit: nobody overwrites it
+                corrupt.append(exc)
+        return Snapshot(
+            world=parse_model(WorldState, keys.world, raw[0]),
+            characters=parsed,
+            commands=list(commands),
+            corrupt=corrupt,
+        )
+
+    async def _write(
+        self,
+        commit: Commit,
+        read: list[tuple[str, str | None]],
+        commands: list[str],
+        now: datetime | None,
+        after: Callable[[], None] | None,
+        characters: Sequence[str],
+        reused: bool,
+        foreign: bool,
+    ) -> bool:
+        """Send the commit checked against the ``read`` values (or queue it in this task's
+        `batched` block, for values it knew); False if one had changed (a conflict)."""
+        written = self._new_values(commit)
+        key_list, payload = self._payload(
+            read, commands[: commit.commands_taken], commit, written, now
+        )
+        if reused and (batch := self._own_batch()) is not None and characters:
+            # sent with others (`send_queued`)
+            batch.queued.append(
+                _Queued(key_list, payload, tuple(characters), written, bool(commit.outbox), after)
+            )
+            self._known.update(written)
+            return True
+        if not await self._cas(keys=key_list, args=[payload]):
+            return False
+        if not foreign:
+            self._known.update(written)
+        if commit.outbox:
+            self.outbox_writes += 1
+        if after is not None:
+            after()
+        return True
 
     async def _read(
         self, read_keys: list[str], take_commands: bool

@@ -3,7 +3,7 @@
 `start` (a solo action), `meet` (a joint action: one transaction on both), `complete` (a running
 action ends, or is cut short by a meeting) and `settle_appointments` (promises kept or missed) are
 module functions of the snapshot (or the working copies read from it), the decision and an `Env`
-holding the world's rules (town, catalogue, seed, neighbours). `BehaviorLoop` (world/behavior.py)
+holding the world's rules (town, catalogue, randomness, neighbours). `BehaviorLoop` (world/behavior.py)
 reads, decides and hands these to `StateStore.transact`, which may run one again on fresh values;
 they are unit-testable with plain values, without Redis. Solo and joint starts share `begin`: one
 place builds the running record, the running episode and the event.
@@ -16,25 +16,27 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from yuiju.memory.episode_data import BehaviorData, PlanData
 from yuiju.memory.episodes import Episode, episode_id
+from yuiju.world import relations
 from yuiju.world.action import Action, ActionContext
 from yuiju.world.conversation import Conversation, Speaker, TalkRequest, TemplateTalker
 from yuiju.world.evolutions import Event
 from yuiju.world.loader import Catalogue
 from yuiju.world.plans import PlanError, apply_plan_changes
 from yuiju.world.policy import Decision
+from yuiju.world.randomness import UNSEEDED, Randomness
 from yuiju.world.relations import (
     CLOSENESS_DELTAS,
     EARLY_MINUTES,
     Appointment,
     Note,
     Relation,
-    settle_missed,
     settle_notes,
 )
 from yuiju.world.social import (
@@ -74,8 +76,9 @@ class Env:
 
     town: Town
     catalogue: Catalogue
-    seed: int
-    """The run's seed: every draw of a character derives from it, her id and the moment."""
+    randomness: Randomness = UNSEEDED
+    """Her town's randomness (the engine's): every draw of a character derives from it, her id
+    and the moment."""
     neighbours: Neighbours | None = None
     """The town's other characters; None: she lives alone."""
     drives: Callable[[str], bool] = field(default=lambda _cid: True)
@@ -84,7 +87,7 @@ class Env:
     """Reports an action whose own code raised (`BehaviorLoop` logs it once per action)."""
 
     def rng(self, character_id: str, *parts: object) -> random.Random:
-        return random.Random("|".join([str(self.seed), character_id, *map(str, parts)]))
+        return self.randomness.derive(character_id).rng(*parts)
 
     def ctx(
         self, now: datetime, world: WorldState, character: CharacterState, **kw: Any
@@ -206,6 +209,24 @@ def _completed_records(
     """A completed action's episode, its event and its timeline record."""
     cid = character.id
     minutes = round((finished - running.started_at).total_seconds() / 60)
+    data = BehaviorData(
+        action=running.action_id,
+        name=running.name,
+        place=running.place,
+        reason=running.reason,
+        decided_by=running.decided_by,
+        params=running.params,
+        result=summary,
+        notes=notes,
+        share_intent=running.share_intent.model_dump() if running.share_intent else None,
+        shareable=bool(action.share) if action else False,
+        stats_before=running.stats_before,
+        stats_after=character.stats(),
+        duration_minutes=minutes,
+    )
+    if running.partners:
+        joint = {"partners": running.partners, "meeting_id": running.meeting_id}
+        data = data.model_copy(update=joint)
     episode = Episode(
         id=running.episode_id,
         character_id=cid,
@@ -213,28 +234,9 @@ def _completed_records(
         time=running.started_at,
         end_time=finished,
         status="completed",
-        summary=f"{character.id}在{env.town.place_name(running.place)}{running.name}，用了{minutes}分钟"
+        summary=f"{env.name(cid)}{env.town.at_place(running.place, running.name)}，用了{minutes}分钟"
         + (f"：{summary}" if summary else ""),
-        data={
-            "action": running.action_id,
-            "name": running.name,
-            "place": running.place,
-            "reason": running.reason,
-            "decided_by": running.decided_by,
-            "params": running.params,
-            "result": summary,
-            "notes": notes,
-            "share_intent": running.share_intent.model_dump() if running.share_intent else None,
-            "shareable": bool(action.share) if action else False,
-            "stats_before": running.stats_before,
-            "stats_after": character.stats(),
-            "duration_minutes": minutes,
-            **(
-                {"with": running.partners, "meeting_id": running.meeting_id}
-                if running.partners
-                else {}
-            ),
-        },
+        data=data.dump(),
     )
     event = Event(
         "action_completed",
@@ -298,47 +300,45 @@ def apply_plans(
             character_id=character.id,
             type="plan",
             time=now,
-            summary=f"{character.id}{verb}{scope}「{title}」"
+            summary=f"{env.name(character.id)}{verb}{scope}「{title}」"
             + (f"（原来是「{change.currentPlan}」）" if change.changeType == "updated" else ""),
-            data={
-                "change": change.model_dump(),
-                "behavior_episode": eid,
-                "plans_after": character.plans.lines(),
-            },
+            data=PlanData(
+                change=change.model_dump(),
+                behavior_episode=eid,
+                plans_after=character.plans.lines(),
+            ).dump(),
         )
         entries.append(outbox_entry("episodes", episode.document()))
     return entries
 
 
-def settle_appointments(character: CharacterState, now: datetime, env: Env) -> list[dict[str, Any]]:
-    """Mark her appointments whose time has passed as missed (closeness to the other drops);
-    returns a plan episode for each, in the same write as her next start."""
+Copies = Mapping[str, Sequence[Appointment]]
+"""The other sides' appointments, by party key, as the loop read them before the transaction
+(`relations.settling_with`: only those whose appointments with her are over)."""
+
+
+def settle_appointments(
+    character: CharacterState, now: datetime, env: Env, others: Copies | None = None
+) -> list[dict[str, Any]]:
+    """Settle her appointments whose time has passed, kept or missed (`relations.
+    settle_appointments`: kept when ``others``, the other side's copy, and hers say both were at
+    the place at once in its window); returns a plan episode for each, in the same write as her
+    next start."""
     social = character.social
     social.roll_day(now.date())
     out = _visit(character, now, env) + _settle_notes(character, now, env)
     if not any(a.status == "planned" and now > a.end for a in social.appointments):
         return out
-    where = env.town.place_name(character.location)
-    appointments, missed = settle_missed(social.appointments, now, where)
-    social.appointments = appointments
-    for appointment in missed:
-        key = appointment.other.key
-        relation = social.relations.get(key) or Relation(party=appointment.other)
-        social.relations = {
-            **social.relations,
-            key: relation.moved(now, CLOSENESS_DELTAS["appointment_missed"]),
-        }
-        episode = Episode(
-            id=f"apm_{appointment.id[4:]}_{character.id}",
-            character_id=character.id,
-            type="plan",
-            time=now,
-            summary=f"{env.name(character.id)}没能赴约："
-            f"{appointment.line(env.town, appointment.start)}；{appointment.note}",
-            data={"appointment": appointment.model_dump(mode="json"), "status": "missed"},
-        )
-        out.append(outbox_entry("episodes", episode.document()))
-    return out
+    settled = relations.settle_appointments(
+        social,
+        character_id=character.id,
+        name=env.name(character.id),
+        now=now,
+        town=env.town,
+        where=env.town.place_name(character.location),
+        others=others,
+    )
+    return out + [outbox_entry("episodes", e.document()) for e in settled]
 
 
 def _visit(character: CharacterState, now: datetime, env: Env) -> list[dict[str, Any]]:
@@ -526,6 +526,9 @@ def begin(
         partners=partners or [],
         meeting_id=meeting,
     )
+    # where she is from now on, for her appointments (a joint action moves nobody)
+    moving_to = action.moves_to if partners is None else None
+    who.social.note_presence(place, now, ends, env.town, moving_to)
     who.blocked_reason = None
     who.last_acted_at = now
     episode = Episode(
@@ -535,20 +538,20 @@ def begin(
         time=now,
         end_time=ends,
         status="running",
-        summary=f"{who.id}在{env.town.place_name(place)}开始{name}",
-        data={
-            "action": action.id,
-            "name": name,
-            "place": place,
-            "reason": reason,
-            "decided_by": decided_by,
-            "params": params,
-            "result": summary,
-            "planned_minutes": minutes,
+        summary=env.name(who.id) + env.town.at_place(place, f"开始{name}"),
+        data=BehaviorData(
+            action=action.id,
+            name=name,
+            place=place,
+            reason=reason,
+            decided_by=decided_by,
+            params=params,
+            result=summary,
+            planned_minutes=minutes,
             **extra,
-            "stats_before": before,
-            "stats_after_start": who.stats(),
-        },
+            stats_before=before,
+            stats_after_start=who.stats(),
+        ).dump(),
     )
     event = Event(
         "action_started",
@@ -580,17 +583,24 @@ def _run(action: Action, ctx: ActionContext) -> tuple[str, int]:
 
 
 def start(
-    snap: Snapshot, decision: Decision, env: Env, *, who: str, now: datetime
+    snap: Snapshot,
+    decision: Decision,
+    env: Env,
+    *,
+    who: str,
+    now: datetime,
+    others: Copies | None = None,
 ) -> tuple[Commit, Started]:
     """``who`` starts a solo action at ``now``: unless she is busy already, or its precondition
-    no longer holds on these values (then why not, and nothing is written)."""
+    no longer holds on these values (then why not, and nothing is written). ``others``: the
+    other sides' copies of her appointments that are over (`settle_appointments`)."""
     action = decision.action
     character = snap.characters[who]
     assert snap.world is not None and character is not None
     if character.running is not None:
         return Commit(), (None, None, None)
     _new_day(character, now)
-    missed = settle_appointments(character, now, env)
+    missed = settle_appointments(character, now, env, others)
     ctx = env.ctx(
         now,
         snap.world,
@@ -661,11 +671,13 @@ def meet(
     now: datetime,
     talk: MeetingWords,
     mid: str,
+    others: Copies | None = None,
 ) -> tuple[Commit, Started]:
     """``who`` and her partner start a joint action in one write on both: the partner's pastime
     (if any) ends now, both start it, each gets her behavior episode and a conversation episode,
     closeness moves on both sides and news passes on. ``talk``: the meeting as planned when its
-    words were written (a template's words instead if it has changed since)."""
+    words were written (a template's words instead if it has changed since). ``others``: third
+    sides' copies of their appointments that are over (each other's are read here)."""
     action, joint, town = decision.action, decision.action.joint, env.neighbours
     chosen = decision.params
     assert joint is not None and town is not None and isinstance(chosen, WithPartner)
@@ -676,7 +688,9 @@ def meet(
         return Commit(), (None, None, None)
     if partner is None:
         return Commit(), (None, f"{town.name(partner_id)}不在了", None)
-    moment = _joint_moment(snap.world, me, partner, decision, env, now=now)
+    pair = {f"character:{c.id}": c.social.appointments for c in (me, partner)}
+    copies = {**(others or {}), **pair}  # each other's copies as they are before settling
+    moment = _joint_moment(snap.world, me, partner, decision, env, now=now, copies=copies)
     if isinstance(moment, str):  # the world changed since she decided: decide again
         return Commit(), (None, moment, None)
     ctx, missed = moment
@@ -691,7 +705,7 @@ def meet(
         events.append(ended.event)
         ended_record = ended.record
         world_changed = ended.world_changed
-    outbox += settle_appointments(partner, now, env)
+    outbox += settle_appointments(partner, now, env, copies)
     ctx.partner = partner
     before, partner_before = me.stats(), partner.stats()
     summary, minutes = _run(action, ctx)
@@ -783,7 +797,7 @@ def _begin_together(
             minutes=minutes,
             share=share,
             before=stats,
-            extra={"with": [other.id], "meeting_id": mid},
+            extra={"partners": [other.id], "meeting_id": mid},
             env=env,
             partners=[other.id],
             meeting=mid,
@@ -815,15 +829,16 @@ def _joint_moment(
     env: Env,
     *,
     now: datetime,
+    copies: Copies,
 ) -> tuple[ActionContext, list[dict[str, Any]]] | str:
-    """The moment of a joint start on these values, and her settled appointments' episodes; or
-    why it is no longer possible."""
+    """The moment of a joint start on these values, and her settled appointments' episodes
+    (``copies``: the other sides'); or why it is no longer possible."""
     action, joint, town = decision.action, decision.action.joint, env.neighbours
     assert joint is not None and town is not None and isinstance(decision.params, WithPartner)
     partner_id = decision.params.partner
     for one in (me, partner):
         _new_day(one, now)
-    missed = settle_appointments(me, now, env)
+    missed = settle_appointments(me, now, env, copies)
     company = company_of(
         me,
         [partner],

@@ -9,7 +9,6 @@ seeded noise and a repetition penalty keep days from being identical.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Set
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -24,6 +23,8 @@ from yuiju.world.policy import (
     RawDecision,
     validate_decision,
 )
+from yuiju.world.randomness import Randomness
+from yuiju.world.relations import SET_OFF_MINUTES
 from yuiju.world.town import Town
 
 MEAL_WINDOWS = (
@@ -52,10 +53,11 @@ NEED_NAMES = {
 """How the offline policy names a need in the reason she records (Chinese: users read it)."""
 
 
-def wake_target(now: datetime, seed: int) -> datetime:
-    """When she means to get up on ``now``'s morning: early on school days, later otherwise."""
+def wake_target(now: datetime, randomness: Randomness) -> datetime:
+    """When she means to get up on ``now``'s morning: early on school days, later otherwise
+    (drawn from the town's ``randomness``: the same target for everyone in a town)."""
     day = now.date()
-    rng = random.Random(f"{seed}|wake|{day.isoformat()}")
+    rng = randomness.rng("wake", day.isoformat())
     if is_school_day(day):
         minutes = 6 * 60 + 40 + rng.randint(0, 20)
     else:
@@ -64,7 +66,7 @@ def wake_target(now: datetime, seed: int) -> datetime:
     return midnight + timedelta(minutes=minutes)
 
 
-def desires(ctx: ActionContext, seed: int) -> dict[str, float]:
+def desires(ctx: ActionContext, randomness: Randomness) -> dict[str, float]:
     """How much she wants each kind of thing right now (roughly 0..3)."""
     c = ctx.character
     now = ctx.now
@@ -85,7 +87,7 @@ def desires(ctx: ActionContext, seed: int) -> dict[str, float]:
         d["sleep"] = max(d["sleep"], 1.5)
 
     # Waking: on time, not before.
-    d["wake"] = 3.0 if now >= wake_target(now, seed) else 0.0
+    d["wake"] = 3.0 if now >= wake_target(now, randomness) else 0.0
     d["sleep_more"] = 1.0
 
     # Meals: hunger plus a pull at mealtimes for the meal not eaten yet.
@@ -121,7 +123,7 @@ def desires(ctx: ActionContext, seed: int) -> dict[str, float]:
     return d
 
 
-APPOINTMENT_LEAD = 45
+APPOINTMENT_LEAD = SET_OFF_MINUTES
 """Minutes before an appointment she sets off (no link in town takes longer)."""
 APPOINTMENT_PULL = 3.2
 """How much being where she has an appointment is worth: more than anything but sleep at night."""
@@ -151,9 +153,10 @@ def town_name(ctx: ActionContext, place_id: str) -> str:
     return ctx.town.place_name(place_id)
 
 
-def favourites(ctx: ActionContext, seed: int) -> set[str]:
-    """Two leisure actions she fancies today (seeded by the date): variety across days."""
-    rng = random.Random(f"{seed}|{ctx.character.id}|fancy|{ctx.now.date().isoformat()}")
+def favourites(ctx: ActionContext, randomness: Randomness) -> set[str]:
+    """Two leisure actions she fancies today (drawn by the date from the town's ``randomness``
+    derived for her): variety across days."""
+    rng = randomness.derive(ctx.character.id).rng("fancy", ctx.now.date().isoformat())
     pool = sorted(LEISURE_POOL)
     return set(rng.sample(pool, 2))
 
@@ -203,8 +206,7 @@ class UtilityPolicy:
     instant = True
     """It decides in microseconds, with no I/O (see `world.policy.Policy`)."""
 
-    def __init__(self, *, seed: int = 0, all_actions: list[Action] | None = None) -> None:
-        self.seed = seed
+    def __init__(self, *, all_actions: list[Action] | None = None) -> None:
         self.all_actions = all_actions or []
         """The whole catalogue, to look ahead at what a movement leads to."""
         self._by_place: dict[str, list[Action]] = {}
@@ -301,9 +303,10 @@ class UtilityPolicy:
         ctx = request.ctx
         if not request.candidates:
             raise PolicyFailed("no candidates")
-        want = desires(ctx, self.seed)
-        rng = random.Random(f"{self.seed}|{ctx.character.id}|{ctx.now.isoformat()}")
-        fancy = favourites(ctx, self.seed)
+        town = request.randomness  # the engine's, for her town
+        want = desires(ctx, town)
+        rng = town.derive(ctx.character.id).rng(ctx.now.isoformat())
+        fancy = favourites(ctx, town)
 
         def repeat_penalty(action: Action) -> float:
             """Not the same pastime twice in a row."""
@@ -357,7 +360,7 @@ class UtilityPolicy:
         if best.asks_duration:
             tiers = best.duration.tiers  # type: ignore[union-attr]
             if "sleep_more" in best.tags:  # sleep on until she means to get up
-                left = (wake_target(ctx.now, self.seed) - ctx.now).total_seconds() / 60
+                left = (wake_target(ctx.now, town) - ctx.now).total_seconds() / 60
                 duration = max((t for t in tiers if t <= max(left, tiers[0])), default=tiers[0])
             else:
                 duration = rng.choice(tiers[: max(1, len(tiers) - 1)] if best_value < 1 else tiers)
