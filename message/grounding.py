@@ -86,9 +86,15 @@ _NOW_OR_JUST = re.compile(r"刚|在|着|呢|了")
 is about today, whatever was asked; what she has ever done (去过) is not."""
 _HABIT = re.compile(
     r"喜欢(?!的)|[最超好很]爱|爱[吃喝去看]|经常|常常|常去|总是|每天|每次|平时|平常|一般|有时|偶尔|通常|习惯"
-    r"|好像|像是|时候"
+    r"|好像|像是"
 )
 """Likings, habits and likenesses: without a day word, not a claim about today."""
+_WHILE = re.compile(r"时候")
+"""A doing that frames another (跑步的时候…): a claim about her when its sentence says something
+happened (了/过/完), is going on now or names a time; otherwise a habit (散步的时候心情会变好)."""
+_HAPPENED = re.compile(r"了|过|完|正在|现在|呢")
+_FINISHED = re.compile(r"(?<=[\u4e00-\u9fff])完(?![成全美整善蛋毕了])(?=[\u4e00-\u9fff])")
+"""完 inside a verb phrase (跑完步, 写完作业): read as the phrase itself (跑步, 写作业)."""
 _JUST_NOW = re.compile(r"刚|现在|正在|此刻|这会儿?")
 """A clause about just now: an earlier clause's time of day (早上…，刚…) no longer holds."""
 _PRESENT = re.compile(r"正在|现在|此刻|这会儿?|呢$")
@@ -528,15 +534,19 @@ def claims(
     for sentence in _SENTENCES.findall(answer):
         if "？" in sentence or "?" in sentence or sentence.rstrip("。！!…~～ \n").endswith("吗"):
             continue
-        when = None  # a time of day holds for the rest of its sentence
+        said: Timed = None  # the time said last in the sentence, and whether it stood alone
         current = asked
+        framed = _WHILE.search(sentence) is not None and not (
+            _HAPPENED.search(sentence) or time_of(sentence) or day_offset(sentence) is not None
+        )  # 散步的时候心情会变好: whenever she walks
         for clause in _CLAUSES.findall(sentence):
+            clause = _FINISHED.sub("", clause)
             named = day_offset(_REPORTED.split(clause)[0])  # not a day in what someone said
             current = named if named is not None else current
             if current is None and _PERIOD.search(clause):
                 current = 0  # a time of day, no day said: today
-            when = time_of(clause) or (None if _JUST_NOW.search(clause) else when)
             found = lexicon.find(clause)
+            when, carried, said = _scope(clause, said, bool(found))
             if not found:
                 continue
             bare = clause  # the words of the claims aside: 吉他 names no one
@@ -547,28 +557,31 @@ def claims(
                 continue
             weather = [(t, m) for t, m in found if t.kind == "weather"]
             doings = [(t, m) for t, m in found if t.kind != "weather"]
+            habit = bool(_HABIT.search(clause)) or framed
             about = current
             if about is None and doings:
                 own = "我" in clause or _own(clause, clause[: doings[0][1].start()])
-                if _NOW_OR_JUST.search(clause) and not _HABIT.search(clause) and own:
+                if _NOW_OR_JUST.search(clause) and not habit and own:
                     about = 0
             if about is not None and named is None and _PRESENT.search(clause):
                 about = 0  # …呢: now, whatever day was asked
-            if _HABIT.search(clause) and named is None:
+            if habit and named is None:
                 about = None  # a liking or a habit, whatever day the question named
             done = _DONE.search(clause) is not None
             if current is None and not _CONSUMED.search(clause):
                 # naming an item (我超爱铜锣烧了) claims nothing without a day or a verb
                 doings = [(term, m) for term, m in doings if term.kind != "item"]
             chosen = (doings if isinstance(about, int) else []) + (
-                weather if named in (None, 0) and not _HABIT.search(clause) else []
+                weather if named in (None, 0) and not habit else []
             )
             for term, m in chosen:
                 if term.kind == "deed":  # the whole clause: its 没 may stand anywhere (都没买)
                     before = _NOT_NEGATION.sub("", clause)
                 else:
                     before = _NOT_NEGATION.sub("", clause[: m.start()])[-6:]
-                span = when or ((term.span, term.word) if term.span else None)
+                own_span = (term.span, term.word) if term.span else None
+                # a meal (午饭) keeps its own time over one said in an earlier clause
+                span = (own_span or when) if carried else (when or own_span)
                 present = (
                     when is None
                     and not done
@@ -587,6 +600,32 @@ def claims(
                     )
                 )
     return out
+
+
+Timed = tuple[tuple[tuple[float, float], str], bool] | None
+"""A time said in a sentence (`time_of`), and whether its clause said nothing else."""
+_CONTINUES = re.compile(r"^(?:还|也|顺便|顺手|又|一边|边|同时|并且|而且|就在)")
+"""A clause that goes on with the same moment (…，还吃了冰淇淋): an earlier time holds for it."""
+
+
+def _scope(
+    clause: str, said: Timed, claiming: bool
+) -> tuple[tuple[tuple[float, float], str] | None, bool, Timed]:
+    """The time of day ``clause`` speaks of, whether it was carried from an earlier clause, and
+    the time later clauses may carry. A time holds for its own clause; an earlier one holds only
+    when it was said alone (下午三点，在公园散步), when the clause goes on with the same moment
+    (…，还吃了冰淇淋), or for a period (早上…，然后去了公园) when the clause opens with her words —
+    not for a clause that makes its own claim (7点多起床，午饭吃过了)."""
+    if (own := time_of(clause)) is not None:
+        return own, False, (own, not claiming and not _core(clause))
+    if said is None or _JUST_NOW.search(clause):
+        return None, False, None
+    (time, alone), opening = said, clause.lstrip("，, 嗯诶欸哎啊呀哈嘿…")
+    period = ":" not in time[1]
+    mine = _OWN_TOKENS.match(opening)
+    if alone or _CONTINUES.match(opening) or (period and mine and mine.group(0).strip()):
+        return time, True, said
+    return None, False, (None if claiming else said)
 
 
 def _hours(moment: datetime, tz: Any) -> float:

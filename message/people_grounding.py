@@ -5,11 +5,13 @@ Claims are read clause by clause around the names she knows — the other charac
 town (their cards' names and nicknames), the people from chat she has a relation to, and whoever
 her news names:
 
-- **met**: 见到/遇到/碰到了枫, 和枫一起吃了午饭, 和千夏在神社打了个招呼, 枫昨天来找我 — on the
-  day the clause names (昨天, 上周, 周六, 9月5号, 今天…), or lately (the last `RECENT_DAYS`) when
-  it names none but says it happened (了/过). True when her conversation episodes with that
-  character fall in that time (`EpisodeRepo.conversations`); with a person from chat, when she
-  kept an appointment with them then. "昨天没见到枫" is checked the other way round.
+- **met**: 见到/遇到/碰到了(隔壁班的)枫, 和枫一起吃了午饭, 和千夏在神社打了个招呼, 枫昨天来找我,
+  千夏请我喝了咖啡 — on the day the clause names (昨天, 上周, 周六, 9月5号, 今天…), or lately
+  (the last `RECENT_DAYS`) when it names none but says it happened (了/过). True when her
+  conversation episodes with that character fall in that time (`EpisodeRepo.conversations`);
+  with a person from chat, when she kept an appointment with them then (or, for only chatting,
+  和小林聊了好久, chatted with them then); someone she knows only from news was never met.
+  "昨天没见到枫" is checked the other way round.
 - **said**: 枫说…, 听枫说…, 悠酱前天告诉我…, 千夏对我说：「…」 — true when what follows (the
   quote, when there is one) matches by its words news she heard from them, a conversation with
   them (what they said in it, what they passed on), or, for a person from chat, their messages
@@ -57,13 +59,21 @@ _WHEN = (
 )
 """A time said between a name and what they did or said (枫昨天来找我, 千夏周六跟我说)."""
 _ADVERB = r"(?:也|还|就|都|又|曾经)"
-_MEET_BEFORE = re.compile(r"(?:见到|遇到|碰到|碰见|遇见|见了|见过|遇上)了?\s*$")
+_MEET_BEFORE = re.compile(
+    r"(?:见到|见着|遇到|碰到|碰见|碰上|遇见|见了|见过|遇上|撞见|撞到|偶遇)了?\s*"
+    r"(?:[^，,；;。！？!?「“『]{1,6}?的)?\s*$"
+)
+"""Met, the name right after the verb or after who they are (碰到了隔壁班的小林)."""
 _WITH_BEFORE = re.compile(r"(?:和|跟|与|同)\s*$")
 _WITH_AFTER = re.compile(
-    r"^(?:一起|一块儿?)?[^，,。！？!?]{0,10}?"
-    r"(?:聊|吃|散步|散了|学习|自习|玩|逛|见面|见了|喝|钓|走|去|待|坐|打(?:了个?)?招呼)"
+    r"^(?:一起|一块儿?|[^，,。！？!?]{0,10}?"
+    r"(?:聊|吃|散步|散了|学习|自习|玩|逛|见面|见了|喝|钓|走|去|待|坐|打(?:了个?)?招呼))"
 )
-_COMES = re.compile(rf"^(?:{_ADVERB}|{_WHEN})*(?:来|过来)?找(?:了)?我")
+"""With someone: together (一起…, whatever they did), or doing something that needs them there."""
+_CHAT_AFTER = re.compile(rf"^(?:一起|一块儿?)?(?:{_WHEN})*(?:聊|说话|发消息)")
+"""With someone, only chatting (not in a place, not doing anything together)."""
+_COMES = re.compile(rf"^(?:{_ADVERB}|{_WHEN})*(?:(?:来|过来)?找|请|陪|带)(?:了)?我")
+"""Came to her, treated her, kept her company, took her along: they were there."""
 _SAY_AFTER = re.compile(
     rf"^(?:{_ADVERB}|{_WHEN})*(?P<to_me>跟我|和我|对我)?"
     r"(?:说(?![得的])|(?P<told>告诉我)|讲)(?:过|了)?[：:，,\s]*"
@@ -166,6 +176,9 @@ class PeopleClaim:
     to_me: bool = False
     """For ``said``: she says they told her (跟我说, 告诉我, 听…说), not only that they said it:
     news she had through someone else does not back it."""
+    chat: bool = False
+    """For ``met``: only that she chatted with them (和小林聊了好久), which a chat with a person
+    from chat bears out as well as a meeting."""
 
 
 def known_people(
@@ -265,7 +278,10 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
             if span is None:
                 continue
             negated = bool(_NEGATION.search(clause_before))
-            out.append(PeopleClaim(who, "met", clause.strip(), "", *span, negated=negated))
+            chat = bool(_WITH_BEFORE.search(clause_before) and _CHAT_AFTER.match(after))
+            out.append(
+                PeopleClaim(who, "met", clause.strip(), "", *span, negated=negated, chat=chat)
+            )
     return out
 
 
@@ -406,9 +422,8 @@ class PeopleCheck:
         talks = await self._talks(who, claim.start, claim.end)
         problem = None
         if claim.kind == "met":
-            met = (
-                [e.time for e in talks] if who.kind == "character" else self._kept(char, who, claim)
-            )
+            met = [e.time for e in talks] if who.kind == "character" or claim.chat else []
+            met += self._kept(char, who, claim) if who.kind == "person" else []
             if claim.negated and met:
                 problem = (
                     f"你说{claim.day}没见到{who.name}，"

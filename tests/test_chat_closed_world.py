@@ -15,6 +15,7 @@ from tests.conftest import at_time, make_character, make_world
 from tests.test_chat_grounding import ACTIONS, done
 from tests.test_message_service import FakeMemory, make_kit, scripted
 from yuiju.memory.episodes import Episode
+from yuiju.world.clock import SimClock
 from yuiju.world.state import RunningAction, Weather
 
 NOW = at_time("2026-09-01 10:00")
@@ -102,6 +103,7 @@ async def ask(
     past: list[Episode] | None = None,
     doing: str | None = "rest_at_home",
     weather: tuple[str, str] = ("雨", "严寒"),
+    now: datetime = NOW,
 ) -> Any:
     char = make_character(running=running(doing)) if doing else make_character()
     kit = await make_kit(
@@ -109,6 +111,7 @@ async def ask(
         fn=scripted(*answers),
         memory=DaysMemory(events=list(events), past=past or []),
         world=WeatherWorld(char, weather),
+        clock=SimClock(now),
     )
     return kit, await kit.say(question if "悠" in question else "悠酱，" + question)
 
@@ -375,3 +378,78 @@ async def test_a_denied_doing_is_true_when_the_record_lacks_it(redis: Any, answe
 async def test_plans_with_no_word_of_her_world_are_not_claims(redis: Any, answer: str) -> None:
     kit, out = await ask(redis, answer)
     assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
+
+
+# -- a stranger's model (issue 30, second round): doings in temporal clauses, a time's scope ------
+
+WHILE_DOING = [
+    "早上跑步的时候捡到了野莓",
+    "跑步的时候捡到了野莓",
+    "早上跑步的时候，在公园捡到了野莓",
+    "早上跑完步捡到了野莓",
+    "早上练完琴去公园散步了",
+    "早上遛狗回来的路上捡到了野莓",
+    "去书店的路上捡到了野莓",
+]
+
+
+@pytest.mark.parametrize("answer", WHILE_DOING)
+async def test_a_doing_in_a_temporal_clause_is_a_claim_about_her_too(
+    redis: Any, answer: str
+) -> None:
+    kit, out = await ask(redis, answer, "早上去公园散步了")
+    assert out.replies == ["早上去公园散步了"], kit.model.calls[-1][-1]
+    assert "生活记录" in sent_back(kit)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "早上散步的时候捡到了野莓",
+        "吃完早饭去公园散步了",
+        "散完步就回家了",
+        "跑步的时候我喜欢听歌",  # a liking
+        "散步的时候心情会变好",  # what happens whenever she walks
+    ],
+)
+async def test_a_true_or_general_temporal_clause_goes_out(redis: Any, answer: str) -> None:
+    kit, out = await ask(redis, answer)
+    assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
+
+
+NOON = at_time("2026-09-01 13:00")
+LUNCHTIME = [
+    *(e for e in MORNING if e.data["action"] != "eat_breakfast"),  # her only meal: lunch at 12:00
+    done("school_lunch", "12:00", 30),
+]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "哈哈，今天7点多的时候起床，午饭吃过了！",
+        "今天7点起床，然后吃了午饭",
+        "早上七点起的床，中午吃过午饭了",
+        "7点起床，午饭在学校食堂吃的",
+        "今天7点多起床，去公园散步了",
+    ],
+)
+async def test_a_time_scopes_over_its_own_clause_not_the_next_claim(
+    redis: Any, answer: str
+) -> None:
+    kit, out = await ask(redis, answer, events=LUNCHTIME, now=NOON)
+    assert out.replies == [answer], kit.model.calls[-1][-1]
+    assert not any(call[-1]["role"] == "system" for call in kit.model.calls)  # never sent back
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "中午吃了午饭，还去公园散步了",  # the walk was at 08:10
+        "中午十二点，在公园散步",  # a time said alone holds for what follows
+        "下午一点左右，去公园散步了",
+    ],
+)
+async def test_a_time_still_holds_for_a_clause_that_continues_it(redis: Any, answer: str) -> None:
+    kit, out = await ask(redis, answer, "早上去公园散步了", events=LUNCHTIME, now=NOON)
+    assert out.replies == ["早上去公园散步了"], kit.model.calls[-1][-1]

@@ -289,3 +289,92 @@ async def test_the_speaker_pronouns_and_groups_are_not_strangers(
     check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫")})
     found = await check.check(answer, char=make_character(), now=NOW, speaker="小林")
     assert found is None or "不认识" not in found, (answer, found)
+
+
+# -- a stranger's model (issue 30, second round): meeting someone needs a meeting that day --------
+
+
+def heard_of_xiaolin() -> SocialState:
+    """She knows 小林 only from what 小林 told her in chat (news), never from a meeting."""
+    xiaolin = Party(kind="person", id="qq:123", name="小林")
+    news = NewsItem(
+        id="news_1",
+        text="小林下周要搬家",
+        about=xiaolin,
+        origin=xiaolin,
+        source=xiaolin,
+        learned_at=at_time("2026-09-01 12:10"),
+        hops=0,
+    )
+    return SocialState(news=[news])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "早上跑步的时候碰到了隔壁班的小林，聊了好久",
+        "今天在公园遇到了小林",
+        "下午和小林聊了好久",
+        "今天跟小林在食堂聊了一会儿",
+        "昨天在食堂碰到了同班的千夏",
+        "前天在路上撞见了枫",
+        "今天跟小林一起跑步了",
+        "今天和千夏一块儿写作业了",
+        "今天见着小林了",
+        "今天在车站偶遇了小林",
+        "今天小林请我喝了奶茶",
+    ],
+)
+async def test_meeting_someone_needs_a_meeting_with_them_that_day(
+    sqlite_history: HistoryStore, answer: str
+) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫"), "chika": ("千夏",)})
+    char = make_character(social=heard_of_xiaolin())
+    found = await check.check(answer, char=char, now=NOW)
+    assert found is not None and "见过面" in found, (answer, found)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["昨天中午在食堂碰到了同班的枫", "昨天中午和枫聊了好久", "昨天遇到枫了，聊了好久"],
+)
+async def test_a_true_meeting_said_with_who_they_are_passes(
+    sqlite_history: HistoryStore, answer: str
+) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    await repo.put(met_kaede("2026-09-02 12:10"))  # yesterday
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫"), "chika": ("千夏",)})
+    char = make_character(social=heard_of_xiaolin())
+    assert await check.check(answer, char=char, now=NOW) is None, answer
+
+
+async def test_chatting_with_a_person_from_chat_is_backed_by_that_chat(
+    sqlite_history: HistoryStore,
+) -> None:
+    """聊 with someone from chat is true when she chatted with them that day (a chat window of
+    her record), though she never met them; meeting them still needs a meeting."""
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    await repo.put(
+        Episode.model_validate(
+            {
+                "_id": "chat_window_1",
+                "character_id": "yuiju",
+                "type": "conversation",
+                "time": NOW - timedelta(hours=3),
+                "summary": "小林说他下周要搬家",
+                "data": {
+                    "counterparties": [{"user_id": "qq:123", "name": "小林"}],
+                    "messages": [{"speaker": "小林", "text": "我下周要搬家"}],
+                },
+            }
+        )
+    )
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫")})
+    char = make_character(social=heard_of_xiaolin())
+    assert await check.check("今天和小林聊了好久", char=char, now=NOW) is None
+    found = await check.check("今天在公园碰到了小林", char=char, now=NOW)
+    assert found is not None and "见过面" in found
