@@ -154,9 +154,11 @@ async def test_a_killed_worker_is_taken_over_within_the_ttl_and_no_episode_is_lo
     hers = sorted(
         cid for cid, tok in (await lease_holders(cluster_redis)).items() if tok == victim["token"]
     )
-    killed_at_ms = int(time.time() * 1000)
     os.kill(workers["w2"].pid, signal.SIGKILL)
     killed = time.monotonic()
+    # Where each town's event stream ends now, by the server's ids: the test's own clock may not be
+    # the server's (under faketime every process's clock starts at the time given when it starts).
+    killed_at = await stream_ends(cluster_redis)
 
     async def taken_over() -> bool:
         held = await lease_holders(cluster_redis)
@@ -172,7 +174,7 @@ async def test_a_killed_worker_is_taken_over_within_the_ttl_and_no_episode_is_lo
     async def driven_on() -> (
         bool
     ):  # an action of 180 world minutes is 12 s of wall time at this speed
-        return set(hers) <= await acted_since(cluster_redis, killed_at_ms)
+        return set(hers) <= await acted_since(cluster_redis, killed_at)
 
     await wait_for(  # generous: on a loaded machine the survivors' steps come late, not never
         driven_on, 90, "the survivors starting or ending actions of the victim's characters"
@@ -188,20 +190,31 @@ async def test_a_killed_worker_is_taken_over_within_the_ttl_and_no_episode_is_lo
             -2000:
         ]
 
-    await check_the_record(cluster_redis, config, hers, killed_at_ms)
+    await check_the_record(cluster_redis, config, hers, killed_at)
 
 
-async def acted_since(redis: Any, since_ms: int) -> set[str]:
-    """The characters with an action started or completed after ``since_ms`` (Unix ms)."""
+async def stream_ends(redis: Any) -> dict[str, str]:
+    """The id of the last event of each town's stream ("0-0" when it has none)."""
+    ends = {}
+    for prefix in TOWNS:
+        last = await redis.xrevrange(Keys(prefix).events, count=1)
+        ends[prefix] = last[0][0] if last else "0-0"
+    return ends
+
+
+async def acted_since(redis: Any, since: dict[str, str]) -> set[str]:
+    """The characters with an action started or completed after each town's event ``since``."""
     out: set[str] = set()
     for prefix in TOWNS:
-        for _, fields in await redis.xrange(Keys(prefix).events, min=f"{since_ms + 1}-0"):
+        for _, fields in await redis.xrange(Keys(prefix).events, min=f"({since[prefix]}"):
             if fields["type"].startswith("action_"):
                 out.add(fields["character_id"])
     return out
 
 
-async def check_the_record(redis: Any, config: Path, hers: list[str], killed_at_ms: int) -> None:
+async def check_the_record(
+    redis: Any, config: Path, hers: list[str], killed_at: dict[str, str]
+) -> None:
     """Every episode started once (one ``action_started`` event each) is in history or still
     queued; none completed twice; per character they follow each other without overlapping; the
     killed worker's characters started new ones after the kill."""
@@ -259,6 +272,6 @@ async def check_the_record(redis: Any, config: Path, hers: list[str], killed_at_
             assert (state.running.episode_id if state.running else None) == (
                 last["_id"] if last["status"] == "running" else None
             ), cid
-    assert set(hers) <= await acted_since(redis, killed_at_ms), (
+    assert set(hers) <= await acted_since(redis, killed_at), (
         "the killed worker's characters went on"
     )
