@@ -33,9 +33,11 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from yuiju.memory.episodes import DOINGS, MEETING_PREFIX, Episode
+from yuiju.memory.service import MemoryService
 from yuiju.message.agent import RunContext, Tool
 from yuiju.message.deps import ChatDeps, WorldView
 from yuiju.message.people_grounding import backs
+from yuiju.world.clock import Clock
 from yuiju.world.items import ALL as ALL_ITEMS
 from yuiju.world.state import RunningAction
 from yuiju.world.town import HAURA, Town
@@ -638,13 +640,13 @@ _WHAT_HAPPENED = ("name", "result", "params", "notes", "with", "items")
 reason such as 想看小说 backs nothing; nor what others said in a meeting)."""
 
 
-def _said_of(episode: Any) -> str:
+def _said_of(episode: Episode) -> str:
     data = episode.data or {}
     happened = {k: data[k] for k in _WHAT_HAPPENED if data.get(k)}
     return episode.summary + json.dumps(happened, ensure_ascii=False, default=str)
 
 
-def _matches(claim: Claim, episode: Any) -> bool:
+def _matches(claim: Claim, episode: Episode) -> bool:
     data = episode.data or {}
     if claim.term.kind == "action" and data.get("action") in claim.term.keys:
         return True
@@ -743,11 +745,15 @@ class GroundingCheck:
     world's weather now."""
 
     def __init__(
-        self, lexicon: ClaimLexicon | None, memory: Any, clock: Any, world: WorldView | None = None
+        self,
+        lexicon: ClaimLexicon | None,
+        memory: MemoryService | None,
+        clock: Clock,
+        world: WorldView | None = None,
     ) -> None:
         self.lexicon = lexicon
         self.memory = memory
-        """A `memory.service.MemoryService` (or anything with ``today_events``), or None: no check."""
+        """Her memory (``today_events``, ``episodes``), or None: no check."""
         self.clock = clock
         self.world = world
         """A `message.deps.WorldView` (the weather now), or None: the weather is not checked."""
@@ -791,7 +797,9 @@ class GroundingCheck:
         return [world.weather.type, world.weather.temperature]
 
 
-async def read_days(memory: Any, now: datetime, days: Iterable[int]) -> dict[int, list[Episode]]:
+async def read_days(
+    memory: MemoryService, now: datetime, days: Iterable[int]
+) -> dict[int, list[Episode]]:
     """Her episodes of each of ``days`` (0 today, 1 yesterday, …): what she did and her meetings
     with other characters (not her chat windows): the one place the check reads her record. A
     past day the memory cannot read is left out (not checked)."""
