@@ -51,7 +51,7 @@ def require_nonebot() -> None:
         )
 
 
-async def _build(cfg: Any, edge: Edge, **shared: Any) -> ChatService:
+async def _build(cfg: YuijuConfig, edge: Edge, **shared: Any) -> ChatService:
     """The chat service with this plugin's sender and group management."""
     from nonebot_plugin_yuiju.send import NoneBotGroups, NoneBotSender
 
