@@ -1,10 +1,11 @@
 """The diary: written when she goes to sleep, from the day's episodes, grounded in them.
 
 With an LLM: a draft in which every sentence names the episode ids it draws on; a review
-rejects sentences that cite no episode of the day or that the reviewer finds unsupported, and
-the draft is revised with those reasons, at most ``review_rounds`` times; sentences still
-rejected after the last round are cut. Without an LLM, or when it fails, or when nothing
-survives the review: a plain factual summary of the day.
+rejects sentences that cite no episode of the day, that the claim check (`DiaryClaimCheck`, the
+closed-world check over her world's vocabulary, issue 30) cannot back by her record, or that the
+reviewer finds unsupported, and the draft is revised with those reasons, at most
+``review_rounds`` times; sentences still rejected after the last round are cut. Without an LLM,
+or when it fails, or when nothing survives the review: a plain factual summary of the day.
 
 Weekly summaries are written on Sundays (Monday–Sunday, from the dailies) and monthly ones on
 the last day of a month. Entries go to the history store (``diaries``) and, in paragraph chunks,
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import jinja2
 from pydantic import BaseModel, Field
@@ -70,6 +71,32 @@ class Sentence(BaseModel):
 
 class Draft(BaseModel):
     paragraphs: list[list[Sentence]] = Field(min_length=1)
+
+
+class DiaryClaimCheck(Protocol):
+    """What her diary may say, checked against her record without a model: the closed-world
+    check over her world's vocabulary (doings, places, food, purchases, people) that the chat
+    side runs on her answers. It lives above memory (`message.diary_grounding`), which owns
+    that vocabulary; the composition roots pass it to the `DiaryWriter`."""
+
+    def unbacked(
+        self,
+        *,
+        character_id: str,
+        start: date,
+        end: date,
+        episodes: Sequence[Episode],
+        sentences: Sequence[str],
+    ) -> dict[int, str]:
+        """The sentences (by index in ``sentences``) that her ``episodes`` of ``start`` to
+        ``end`` (the diary's day, or a summary's period) cannot back, each with the reason in
+        Chinese for the model (the claim it names and why). Nothing of the period is still
+        ahead: it is checked as of its end."""
+        ...
+
+
+class _CheckFailed(Exception):
+    """The claim check raised: nothing unchecked goes into her diary (the factual one does)."""
 
 
 class Unsupported(BaseModel):
@@ -155,6 +182,7 @@ class DiaryWriter:
         review_rounds: int = 3,
         max_attempts: int = 2,
         max_episodes: int = 200,
+        claim_check: DiaryClaimCheck | None = None,
     ) -> None:
         self.history = history
         self.episodes = episodes
@@ -165,6 +193,9 @@ class DiaryWriter:
         self.review_rounds = review_rounds
         self.max_attempts = max_attempts
         self.max_episodes = max_episodes
+        self.claim_check = claim_check
+        """Her sentences' claims against her record (None: only the citations and the model's
+        review check them)."""
 
     async def ensure(self) -> None:
         await self.history.ensure(DIARIES)
@@ -242,9 +273,14 @@ class DiaryWriter:
         if self.model is None or not found:
             return factual
         try:
-            sentences, rejected, rounds = await self._grounded_draft(day, found)
+            sentences, rejected, rounds = await self._grounded_draft(character_id, day, found)
         except LLMError as exc:
             log.warning("diary for %s: the LLM failed (%s); writing the factual summary", day, exc)
+            return factual
+        except _CheckFailed as exc:
+            log.warning(
+                "diary for %s: the claim check failed (%s); writing the factual summary", day, exc
+            )
             return factual
         if not sentences:
             log.warning(
@@ -271,7 +307,7 @@ class DiaryWriter:
         ]
 
     async def _grounded_draft(
-        self, day: date, found: list[Episode]
+        self, character_id: str, day: date, found: list[Episode]
     ) -> tuple[list[list[Sentence]], list[dict[str, Any]], int]:
         assert self.model is not None
         known = {e.id for e in found}
@@ -299,10 +335,22 @@ class DiaryWriter:
             ).value
             flat = [s for para in draft.paragraphs for s in para]
             bad = self._uncited(flat, known)
+            bad.update(
+                self._unbacked(
+                    character_id, (day, day), found, [s.text for s in flat], skip=set(bad)
+                )
+            )
             bad.update(await self._review(view, flat, skip=set(bad)))
             if not bad:
                 return draft.paragraphs, rejected_log, rounds
             if rounds >= self.review_rounds:
+                log.warning(
+                    "diary for %s: %d sentence(s) still unsupported after %d revision(s), cut: %s",
+                    day,
+                    len(bad),
+                    rounds,
+                    "; ".join(f"{flat[i].text!r} ({r})" for i, r in sorted(bad.items())),
+                )
                 rejected_log += [
                     {"text": flat[i].text, "reason": r, "round": rounds}
                     for i, r in sorted(bad.items())
@@ -341,6 +389,42 @@ class DiaryWriter:
                 bad[i] = "没有引用任何经历"
             elif unknown := [x for x in s.episode_ids if x not in known]:
                 bad[i] = f"引用了不存在的经历编号 {unknown}"
+        return bad
+
+    def _unbacked(
+        self,
+        character_id: str,
+        period: tuple[date, date],
+        found: Sequence[Episode],
+        texts: Sequence[str],
+        skip: set[int],
+    ) -> dict[int, str]:
+        """The claim check's verdict on ``texts`` (those not in ``skip``), by index in ``texts``;
+        raises `_CheckFailed` when the check itself fails."""
+        if self.claim_check is None:
+            return {}
+        index_map = [i for i in range(len(texts)) if i not in skip]
+        if not index_map:
+            return {}
+        try:
+            verdict = self.claim_check.unbacked(
+                character_id=character_id,
+                start=period[0],
+                end=period[1],
+                episodes=found,
+                sentences=[texts[i] for i in index_map],
+            )
+        except Exception as exc:
+            raise _CheckFailed(f"{type(exc).__name__}: {exc}") from exc
+        bad = {index_map[i]: r for i, r in verdict.items() if 0 <= i < len(index_map)}
+        if bad:
+            log.info(
+                "diary of %s for %s: %d sentence(s) her record does not back: %s",
+                character_id,
+                period[0] if period[0] == period[1] else f"{period[0]}..{period[1]}",
+                len(bad),
+                "; ".join(f"{texts[i]!r} ({r})" for i, r in sorted(bad.items())),
+            )
         return bad
 
     async def _review(
