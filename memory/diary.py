@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import calendar
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import jinja2
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from yuiju.llm import ChatModel, JsonSchema, RetryWithFeedback, ask_structured
 from yuiju.llm.errors import LLMError
@@ -39,6 +40,9 @@ DIARIES = CollectionSpec(
     indexes=(("character_id", "period", "date"),),
 )
 Period = Literal["day", "week", "month"]
+
+_SENTENCES = re.compile(r"[^。！？!?\n]+[。！？!?\n]*")
+"""A summary's sentences, each with its closing punctuation (joined again, they are the text)."""
 
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "prompts"),
@@ -159,6 +163,19 @@ class DiaryVoice:
         return cls(name=card.name, persona=card.persona, speaking_style=card.speaking_style)
 
 
+def _told_in_public(episode: Episode) -> bool:
+    """Whether ``episode`` may go into her diary: anything but a private chat (or a chat window
+    without a summary)."""
+    if episode.type != "conversation":
+        return True
+    try:
+        data = episode.typed()
+    except ValidationError:  # not a record we can read: left out rather than risk a private one
+        return False
+    session = (data.model_extra or {}).get("session_id", "") if data is not None else ""
+    return bool(episode.summary) and not str(session).startswith("private")
+
+
 def factual_summary(day: date, episodes: Sequence[Episode], tz: Any) -> str:
     """The plain record of a day, no LLM."""
     if not episodes:
@@ -235,21 +252,21 @@ class DiaryWriter:
         """Write (or return the existing) diary of ``day``; then the week/month summaries it closes."""
         if not overwrite and (existing := await self.get(character_id, "day", day)) is not None:
             return existing
-        start = datetime(day.year, day.month, day.day, tzinfo=self.tz)
-        found = await self.episodes.between(
-            character_id, start, start + timedelta(days=1), limit=self.max_episodes
-        )
-        # Private chats stay private: the diary is indexed as a public memory.
-        found = [
-            e
-            for e in found
-            if e.type != "conversation"
-            or (e.summary and not str(e.data.get("session_id", "")).startswith("private"))
-        ]
+        found = await self._record(character_id, day, day)
         diary = await self._compose(character_id, day, found, now)
         await self._save(diary)
         await self.write_summaries(character_id, day, now)
         return diary
+
+    async def _record(self, character_id: str, first: date, last: date) -> list[Episode]:
+        """Her episodes of ``first`` to ``last`` (whole days) that her diary may draw on: private
+        chats stay private, since the diary is indexed as a public memory."""
+        start = datetime(first.year, first.month, first.day, tzinfo=self.tz)
+        days = (last - first).days + 1
+        found = await self.episodes.between(
+            character_id, start, start + timedelta(days=days), limit=self.max_episodes * days
+        )
+        return [e for e in found if _told_in_public(e)]
 
     async def _compose(
         self, character_id: str, day: date, found: list[Episode], now: datetime
@@ -494,6 +511,8 @@ class DiaryWriter:
             or "这段时间没有日记。"
         )
         source: Literal["llm", "factual"] = "factual"
+        rejected: list[dict[str, Any]] = []
+        rounds = 0
         if self.model is not None and dailies:
             prompt = _ENV.get_template("summary.md.j2").render(
                 persona=self.voice.persona,
@@ -504,24 +523,23 @@ class DiaryWriter:
                 diaries=[{"date": d.date, "text": d.text} for d in dailies],
             )
             try:
-                text = (
-                    await ask_structured(
-                        self.model,
-                        [{"role": "user", "content": prompt}],
-                        SummaryText.model_validate_json,
-                        max_attempts=self.max_attempts,
-                        json_schema=JsonSchema(
-                            name="diary_summary", schema=SummaryText.model_json_schema()
-                        ),
-                        purpose="diary",
+                written, rejected, rounds = await self._checked_summary(
+                    character_id, start, end, prompt
+                )
+                if written:
+                    text, source = written, "llm"
+                else:
+                    log.warning(
+                        "%s summary from %s: no sentence her record backs; writing the factual one",
+                        period,
+                        start,
                     )
-                ).value.text
-                source = "llm"
-            except LLMError as exc:
+            except (LLMError, _CheckFailed) as exc:
                 log.warning(
-                    "%s summary from %s: the LLM failed (%s); writing the factual one",
+                    "%s summary from %s: %s (%s); writing the factual one",
                     period,
                     start,
+                    "the LLM failed" if isinstance(exc, LLMError) else "the claim check failed",
                     exc,
                 )
         diary = Diary.model_validate(
@@ -534,11 +552,70 @@ class DiaryWriter:
                 "text": text,
                 "episode_ids": [d.id for d in dailies],
                 "source": source,
+                "rejected": rejected,
+                "rounds": rounds,
                 "written_at": now,
             }
         )
         await self._save(diary)
         return diary
+
+    async def _checked_summary(
+        self, character_id: str, start: date, end: date, prompt: str
+    ) -> tuple[str, list[dict[str, Any]], int]:
+        """A summary whose sentences her record of ``start`` to ``end`` backs (the claim check,
+        when there is one): unbacked sentences go back to the model with the reasons, at most
+        ``review_rounds`` times, and are cut after the last round ('' when nothing is left)."""
+        assert self.model is not None
+        record = await self._record(character_id, start, end) if self.claim_check else []
+        messages = [{"role": "user", "content": prompt}]
+        rejected: list[dict[str, Any]] = []
+        rounds = 0
+        while True:
+            text = (
+                await ask_structured(
+                    self.model,
+                    messages,
+                    SummaryText.model_validate_json,
+                    max_attempts=self.max_attempts,
+                    json_schema=JsonSchema(
+                        name="diary_summary", schema=SummaryText.model_json_schema()
+                    ),
+                    purpose="diary",
+                )
+            ).value.text
+            sentences = _SENTENCES.findall(text)
+            bad = self._unbacked(character_id, (start, end), record, sentences, skip=set())
+            if not bad:
+                return text, rejected, rounds
+            last = rounds >= self.review_rounds
+            rounds += 0 if last else 1
+            rejected += [
+                {"text": sentences[i].strip(), "reason": r, "round": rounds}
+                for i, r in sorted(bad.items())
+            ]
+            if last:
+                kept = "".join(x for i, x in enumerate(sentences) if i not in bad).strip()
+                log.warning(
+                    "summary %s..%s: %d sentence(s) still unbacked after %d revision(s), cut",
+                    start,
+                    end,
+                    len(bad),
+                    rounds,
+                )
+                return kept, rejected, rounds
+            feedback = "\n".join(
+                f"- 「{sentences[i].strip()}」：{r}" for i, r in sorted(bad.items())
+            )
+            messages = [
+                *messages[:1],
+                {"role": "assistant", "content": SummaryText(text=text).model_dump_json()},
+                {
+                    "role": "user",
+                    "content": f"下面的句子和这段时间的生活记录对不上：\n{feedback}\n"
+                    "请删掉或改写这些句子，只写日记里写过、记录里有的事，重新输出完整的 JSON。",
+                },
+            ]
 
     # -- storing and indexing ---------------------------------------------------------------------
 

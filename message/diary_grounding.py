@@ -192,4 +192,3 @@ def _person_problem(claim: PeopleClaim, episodes: Sequence[Episode], first: date
     if any(backs(claim.content, s) or backs(first_part, s) for s in said if s):
         return ""
     return f"你写了「{claim.said}」，但这天的记录里{who.name}没说过这件事。"
-

@@ -39,15 +39,17 @@ VOICE = DiaryVoice(name="悠酱", persona="你是悠酱，十六岁的高中生�
 CHECK = DiaryGrounding.build(CATALOGUE, cards_of(["yuiju", "chika", "kaede"]), tz=TZ)
 
 
-def done(action_id: str, when: str, minutes: int = 30, result: str = "") -> Episode:
+def done(
+    action_id: str, when: str, minutes: int = 30, result: str = "", *, day: date = DAY
+) -> Episode:
     """A behavior episode as the engine writes it."""
     action = ACTIONS[action_id]
     place = action.at or "home"
     hour, minute = map(int, when.split(":"))
-    start = datetime(DAY.year, DAY.month, DAY.day, hour, minute, tzinfo=TZ)
+    start = datetime(day.year, day.month, day.day, hour, minute, tzinfo=TZ)
     return Episode.model_validate(
         {
-            "_id": f"{action_id}-{when}",
+            "_id": f"{action_id}-{day.isoformat()}-{when}",
             "character_id": "yuiju",
             "type": "behavior",
             "time": start,
@@ -94,7 +96,7 @@ THE_DAY = [
 ]
 
 
-def draft(*sentences: str, cite: str = "walk_in_park-14:20") -> str:
+def draft(*sentences: str, cite: str = "walk_in_park-2026-09-01-14:20") -> str:
     return json.dumps(
         {"paragraphs": [[{"text": t, "episode_ids": [cite]} for t in sentences]]},
         ensure_ascii=False,
@@ -255,6 +257,73 @@ async def test_a_check_that_fails_leaves_the_factual_summary(history: HistorySto
     diary = await w.write_day("yuiju", DAY, BEDTIME)
 
     assert diary.source == "factual"
+
+
+def test_people_from_chat_that_day_are_known_and_checked_by_what_they_said() -> None:
+    start = datetime(2026, 9, 1, 20, 0, tzinfo=TZ)
+    window = Episode.model_validate(
+        {
+            "_id": "conv_window",
+            "character_id": "yuiju",
+            "type": "conversation",
+            "time": start,
+            "end_time": start + timedelta(minutes=20),
+            "status": "logged",
+            "summary": "和小林聊天：小林说他家有两只猫",
+            "data": {
+                "session_id": "group:qq:9",
+                "counterparties": [{"user_id": "qq:1", "name": "小林"}],
+                "messages": [{"speaker": "小林", "text": "我家有两只猫哦"}],
+            },
+        }
+    )
+    lines = [
+        "晚上在群里和小林聊了好久。",
+        "小林说他家有两只猫。",
+        "小林跟我说他明天要考试。",
+        "晚上和小林一起去了公园。",
+    ]
+    verdict = CHECK.unbacked(
+        character_id="yuiju", start=DAY, end=DAY, episodes=[*THE_DAY, window], sentences=lines
+    )
+    assert sorted(verdict) == [2, 3], verdict
+    assert "小林没说过" in verdict[2] and "没有和小林见过面" in verdict[3]
+
+
+# -- the week's summary is checked against the week's episodes ------------------------------------
+
+SUNDAY = date(2026, 9, 6)
+
+
+async def test_the_weeks_summary_loses_what_her_week_does_not_back(history: HistoryStore) -> None:
+    summaries = [
+        "这周去公园散步，捡到了野莓。还在图书馆看了很多书。",
+        "这周去公园散步，捡到了野莓。后来还喂了一只猫。",
+    ]
+
+    def answer(messages: list[ChatMessage], schema: JsonSchema | None) -> str:
+        assert schema is not None
+        if schema.name == "diary_review":
+            return '{"unsupported": []}'
+        if schema.name == "diary":
+            return draft("下午去南风公园散步，还捡到了野莓。", cite=f"walk_in_park-{SUNDAY}-14:20")
+        return json.dumps({"text": summaries.pop(0)}, ensure_ascii=False)
+
+    model = FunctionChatModel(answer)
+    sunday = [
+        done("go_to_park", "14:00", 20, day=SUNDAY),
+        done("walk_in_park", "14:20", 60, "在公园捡到了野莓", day=SUNDAY),
+    ]
+    w = await writer(history, model, [*THE_DAY, *sunday])
+
+    await w.write_day("yuiju", SUNDAY, datetime(2026, 9, 6, 22, tzinfo=TZ))
+
+    week = await w.get("yuiju", "week", SUNDAY - timedelta(days=6))
+    assert week is not None and week.source == "llm" and week.rounds == 1
+    assert week.text == "这周去公园散步，捡到了野莓。"
+    assert [r["text"] for r in week.rejected] == ["还在图书馆看了很多书。", "后来还喂了一只猫。"]
+    asked_again = str(model.calls[-1][-1]["content"])
+    assert "图书馆" in asked_again
 
 
 # -- wiring: the memory worker the daemon runs writes diaries with the check ----------------------
