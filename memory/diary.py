@@ -170,9 +170,12 @@ def _told_in_public(episode: Episode) -> bool:
         return True
     try:
         data = episode.typed()
-    except ValidationError:  # not a record we can read: left out rather than risk a private one
-        return False
-    session = (data.model_extra or {}).get("session_id", "") if data is not None else ""
+    except ValidationError:  # an older document that does not fit its model: read as stored
+        session = episode.data.get("session_id", "")
+    else:  # a chat window's session, declared on the model or not (yet)
+        session = getattr(data, "session_id", None) or (
+            (data.model_extra or {}).get("session_id", "") if data is not None else ""
+        )
     return bool(episode.summary) and not str(session).startswith("private")
 
 

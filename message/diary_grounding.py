@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, tzinfo
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -114,7 +114,9 @@ def _party(value: Any) -> Someone | None:
     """A `world.relations.Party` as stored (kind, id, name)."""
     if not isinstance(value, Mapping) or not value.get("id") or not value.get("name"):
         return None
-    kind = "person" if value.get("kind") == "person" else "character"
+    kind: Literal["character", "person"] = (
+        "person" if value.get("kind") == "person" else "character"
+    )
     return Someone(kind, str(value["id"]), str(value["name"]))
 
 
