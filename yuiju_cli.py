@@ -22,8 +22,10 @@ from yuiju.config import ConfigError, YuijuConfig, default_toml, load_config, re
 
 if TYPE_CHECKING:
     from yuiju.memory.governance import Governance, Subject
+    from yuiju.memory.semantic import SemanticMemory
     from yuiju.storage.redis import RedisClient
-    from yuiju.world.clock import RealClock
+    from yuiju.world.clock import Clock, RealClock
+    from yuiju.world.runtime import Runtime
     from yuiju.world.store import StateStore
 
 log = logging.getLogger("yuiju")
@@ -516,10 +518,10 @@ def _log_memory_worker_failure(task: asyncio.Task[None]) -> None:
 
 async def memory_worker(
     cfg: YuijuConfig,
-    runtime: Any,
+    runtime: Runtime,
     *,
-    semantic: Any,
-    clock: Any,
+    semantic: SemanticMemory,
+    clock: Clock,
     stop_event: asyncio.Event,
 ) -> None:
     """The daemon's memory worker (`memory.indexer.run_memory_worker`) on ``runtime``'s stores and
