@@ -22,8 +22,10 @@ from yuiju.config import ConfigError, YuijuConfig, default_toml, load_config, re
 
 if TYPE_CHECKING:
     from yuiju.memory.governance import Governance, Subject
+    from yuiju.memory.semantic import SemanticMemory
     from yuiju.storage.redis import RedisClient
-    from yuiju.world.clock import RealClock
+    from yuiju.world.clock import Clock, RealClock
+    from yuiju.world.runtime import Runtime
     from yuiju.world.store import StateStore
 
 log = logging.getLogger("yuiju")
@@ -514,6 +516,32 @@ def _log_memory_worker_failure(task: asyncio.Task[None]) -> None:
         log.error("memory worker stopped (the world carries on): %s", exc)
 
 
+async def memory_worker(
+    cfg: YuijuConfig,
+    runtime: Runtime,
+    *,
+    semantic: SemanticMemory,
+    clock: Clock,
+    stop_event: asyncio.Event,
+) -> None:
+    """The daemon's memory worker (`memory.indexer.run_memory_worker`) on ``runtime``'s stores and
+    model, its diaries checked against her record by the closed-world check built from the
+    loaded actions and cards (`message.diary_grounding.DiaryGrounding`)."""
+    from yuiju.memory.indexer import run_memory_worker
+    from yuiju.message.diary_grounding import DiaryGrounding
+
+    await run_memory_worker(
+        cfg,
+        runtime.redis.client,
+        runtime.history,
+        clock=clock,
+        stop_event=stop_event,
+        chat_model=runtime.llm_model,
+        semantic=semantic,
+        diary_check=DiaryGrounding.build(runtime.catalogue, runtime.cards, tz=cfg.app.tz),
+    )
+
+
 async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from yuiju.world.clock import RealClock
     from yuiju.world.runtime import build_runtime
@@ -629,18 +657,8 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
             if page_line:
                 print(page_line, flush=True)
         if semantic is not None:  # episodes into Qdrant, the diary at bedtime, nightly distillation
-            from yuiju.memory.indexer import run_memory_worker
-
             memory_task = asyncio.create_task(
-                run_memory_worker(
-                    cfg,
-                    runtime.redis.client,
-                    runtime.history,
-                    clock=clock,
-                    stop_event=memory_stop,
-                    chat_model=runtime.llm_model,
-                    semantic=semantic,
-                )
+                memory_worker(cfg, runtime, semantic=semantic, clock=clock, stop_event=memory_stop)
             )
             memory_task.add_done_callback(_log_memory_worker_failure)
         if with_bot:  # her chat platforms, on the same stores and memory

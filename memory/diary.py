@@ -1,10 +1,11 @@
 """The diary: written when she goes to sleep, from the day's episodes, grounded in them.
 
 With an LLM: a draft in which every sentence names the episode ids it draws on; a review
-rejects sentences that cite no episode of the day or that the reviewer finds unsupported, and
-the draft is revised with those reasons, at most ``review_rounds`` times; sentences still
-rejected after the last round are cut. Without an LLM, or when it fails, or when nothing
-survives the review: a plain factual summary of the day.
+rejects sentences that cite no episode of the day, that the claim check (`DiaryClaimCheck`, the
+closed-world check over her world's vocabulary, issue 30) cannot back by her record, or that the
+reviewer finds unsupported, and the draft is revised with those reasons, at most
+``review_rounds`` times; sentences still rejected after the last round are cut. Without an LLM,
+or when it fails, or when nothing survives the review: a plain factual summary of the day.
 
 Weekly summaries are written on Sundays (Monday–Sunday, from the dailies) and monthly ones on
 the last day of a month. Entries go to the history store (``diaries``) and, in paragraph chunks,
@@ -15,14 +16,15 @@ from __future__ import annotations
 
 import calendar
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import jinja2
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from yuiju.llm import ChatModel, JsonSchema, RetryWithFeedback, ask_structured
 from yuiju.llm.errors import LLMError
@@ -38,6 +40,9 @@ DIARIES = CollectionSpec(
     indexes=(("character_id", "period", "date"),),
 )
 Period = Literal["day", "week", "month"]
+
+_SENTENCES = re.compile(r"[^。！？!?\n]+[。！？!?\n]*")
+"""A summary's sentences, each with its closing punctuation (joined again, they are the text)."""
 
 _ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "prompts"),
@@ -70,6 +75,32 @@ class Sentence(BaseModel):
 
 class Draft(BaseModel):
     paragraphs: list[list[Sentence]] = Field(min_length=1)
+
+
+class DiaryClaimCheck(Protocol):
+    """What her diary may say, checked against her record without a model: the closed-world
+    check over her world's vocabulary (doings, places, food, purchases, people) that the chat
+    side runs on her answers. It lives above memory (`message.diary_grounding`), which owns
+    that vocabulary; the composition roots pass it to the `DiaryWriter`."""
+
+    def unbacked(
+        self,
+        *,
+        character_id: str,
+        start: date,
+        end: date,
+        episodes: Sequence[Episode],
+        sentences: Sequence[str],
+    ) -> dict[int, str]:
+        """The sentences (by index in ``sentences``) that her ``episodes`` of ``start`` to
+        ``end`` (the diary's day, or a summary's period) cannot back, each with the reason in
+        Chinese for the model (the claim it names and why). Nothing of the period is still
+        ahead: it is checked as of its end."""
+        ...
+
+
+class _CheckFailed(Exception):
+    """The claim check raised: nothing unchecked goes into her diary (the factual one does)."""
 
 
 class Unsupported(BaseModel):
@@ -132,6 +163,22 @@ class DiaryVoice:
         return cls(name=card.name, persona=card.persona, speaking_style=card.speaking_style)
 
 
+def _told_in_public(episode: Episode) -> bool:
+    """Whether ``episode`` may go into her diary: anything but a private chat (or a chat window
+    without a summary)."""
+    if episode.type != "conversation":
+        return True
+    try:
+        data = episode.typed()
+    except ValidationError:  # an older document that does not fit its model: read as stored
+        session = episode.data.get("session_id", "")
+    else:  # a chat window's session, declared on the model or not (yet)
+        session = getattr(data, "session_id", None) or (
+            (data.model_extra or {}).get("session_id", "") if data is not None else ""
+        )
+    return bool(episode.summary) and not str(session).startswith("private")
+
+
 def factual_summary(day: date, episodes: Sequence[Episode], tz: Any) -> str:
     """The plain record of a day, no LLM."""
     if not episodes:
@@ -155,6 +202,7 @@ class DiaryWriter:
         review_rounds: int = 3,
         max_attempts: int = 2,
         max_episodes: int = 200,
+        claim_check: DiaryClaimCheck | None = None,
     ) -> None:
         self.history = history
         self.episodes = episodes
@@ -165,6 +213,9 @@ class DiaryWriter:
         self.review_rounds = review_rounds
         self.max_attempts = max_attempts
         self.max_episodes = max_episodes
+        self.claim_check = claim_check
+        """Her sentences' claims against her record (None: only the citations and the model's
+        review check them)."""
 
     async def ensure(self) -> None:
         await self.history.ensure(DIARIES)
@@ -204,21 +255,21 @@ class DiaryWriter:
         """Write (or return the existing) diary of ``day``; then the week/month summaries it closes."""
         if not overwrite and (existing := await self.get(character_id, "day", day)) is not None:
             return existing
-        start = datetime(day.year, day.month, day.day, tzinfo=self.tz)
-        found = await self.episodes.between(
-            character_id, start, start + timedelta(days=1), limit=self.max_episodes
-        )
-        # Private chats stay private: the diary is indexed as a public memory.
-        found = [
-            e
-            for e in found
-            if e.type != "conversation"
-            or (e.summary and not str(e.data.get("session_id", "")).startswith("private"))
-        ]
+        found = await self._record(character_id, day, day)
         diary = await self._compose(character_id, day, found, now)
         await self._save(diary)
         await self.write_summaries(character_id, day, now)
         return diary
+
+    async def _record(self, character_id: str, first: date, last: date) -> list[Episode]:
+        """Her episodes of ``first`` to ``last`` (whole days) that her diary may draw on: private
+        chats stay private, since the diary is indexed as a public memory."""
+        start = datetime(first.year, first.month, first.day, tzinfo=self.tz)
+        days = (last - first).days + 1
+        found = await self.episodes.between(
+            character_id, start, start + timedelta(days=days), limit=self.max_episodes * days
+        )
+        return [e for e in found if _told_in_public(e)]
 
     async def _compose(
         self, character_id: str, day: date, found: list[Episode], now: datetime
@@ -242,9 +293,14 @@ class DiaryWriter:
         if self.model is None or not found:
             return factual
         try:
-            sentences, rejected, rounds = await self._grounded_draft(day, found)
+            sentences, rejected, rounds = await self._grounded_draft(character_id, day, found)
         except LLMError as exc:
             log.warning("diary for %s: the LLM failed (%s); writing the factual summary", day, exc)
+            return factual
+        except _CheckFailed as exc:
+            log.warning(
+                "diary for %s: the claim check failed (%s); writing the factual summary", day, exc
+            )
             return factual
         if not sentences:
             log.warning(
@@ -271,7 +327,7 @@ class DiaryWriter:
         ]
 
     async def _grounded_draft(
-        self, day: date, found: list[Episode]
+        self, character_id: str, day: date, found: list[Episode]
     ) -> tuple[list[list[Sentence]], list[dict[str, Any]], int]:
         assert self.model is not None
         known = {e.id for e in found}
@@ -299,10 +355,22 @@ class DiaryWriter:
             ).value
             flat = [s for para in draft.paragraphs for s in para]
             bad = self._uncited(flat, known)
+            bad.update(
+                self._unbacked(
+                    character_id, (day, day), found, [s.text for s in flat], skip=set(bad)
+                )
+            )
             bad.update(await self._review(view, flat, skip=set(bad)))
             if not bad:
                 return draft.paragraphs, rejected_log, rounds
             if rounds >= self.review_rounds:
+                log.warning(
+                    "diary for %s: %d sentence(s) still unsupported after %d revision(s), cut: %s",
+                    day,
+                    len(bad),
+                    rounds,
+                    "; ".join(f"{flat[i].text!r} ({r})" for i, r in sorted(bad.items())),
+                )
                 rejected_log += [
                     {"text": flat[i].text, "reason": r, "round": rounds}
                     for i, r in sorted(bad.items())
@@ -341,6 +409,42 @@ class DiaryWriter:
                 bad[i] = "没有引用任何经历"
             elif unknown := [x for x in s.episode_ids if x not in known]:
                 bad[i] = f"引用了不存在的经历编号 {unknown}"
+        return bad
+
+    def _unbacked(
+        self,
+        character_id: str,
+        period: tuple[date, date],
+        found: Sequence[Episode],
+        texts: Sequence[str],
+        skip: set[int],
+    ) -> dict[int, str]:
+        """The claim check's verdict on ``texts`` (those not in ``skip``), by index in ``texts``;
+        raises `_CheckFailed` when the check itself fails."""
+        if self.claim_check is None:
+            return {}
+        index_map = [i for i in range(len(texts)) if i not in skip]
+        if not index_map:
+            return {}
+        try:
+            verdict = self.claim_check.unbacked(
+                character_id=character_id,
+                start=period[0],
+                end=period[1],
+                episodes=found,
+                sentences=[texts[i] for i in index_map],
+            )
+        except Exception as exc:
+            raise _CheckFailed(f"{type(exc).__name__}: {exc}") from exc
+        bad = {index_map[i]: r for i, r in verdict.items() if 0 <= i < len(index_map)}
+        if bad:
+            log.info(
+                "diary of %s for %s: %d sentence(s) her record does not back: %s",
+                character_id,
+                period[0] if period[0] == period[1] else f"{period[0]}..{period[1]}",
+                len(bad),
+                "; ".join(f"{texts[i]!r} ({r})" for i, r in sorted(bad.items())),
+            )
         return bad
 
     async def _review(
@@ -410,6 +514,8 @@ class DiaryWriter:
             or "这段时间没有日记。"
         )
         source: Literal["llm", "factual"] = "factual"
+        rejected: list[dict[str, Any]] = []
+        rounds = 0
         if self.model is not None and dailies:
             prompt = _ENV.get_template("summary.md.j2").render(
                 persona=self.voice.persona,
@@ -420,24 +526,23 @@ class DiaryWriter:
                 diaries=[{"date": d.date, "text": d.text} for d in dailies],
             )
             try:
-                text = (
-                    await ask_structured(
-                        self.model,
-                        [{"role": "user", "content": prompt}],
-                        SummaryText.model_validate_json,
-                        max_attempts=self.max_attempts,
-                        json_schema=JsonSchema(
-                            name="diary_summary", schema=SummaryText.model_json_schema()
-                        ),
-                        purpose="diary",
+                written, rejected, rounds = await self._checked_summary(
+                    character_id, start, end, prompt
+                )
+                if written:
+                    text, source = written, "llm"
+                else:
+                    log.warning(
+                        "%s summary from %s: no sentence her record backs; writing the factual one",
+                        period,
+                        start,
                     )
-                ).value.text
-                source = "llm"
-            except LLMError as exc:
+            except (LLMError, _CheckFailed) as exc:
                 log.warning(
-                    "%s summary from %s: the LLM failed (%s); writing the factual one",
+                    "%s summary from %s: %s (%s); writing the factual one",
                     period,
                     start,
+                    "the LLM failed" if isinstance(exc, LLMError) else "the claim check failed",
                     exc,
                 )
         diary = Diary.model_validate(
@@ -450,11 +555,70 @@ class DiaryWriter:
                 "text": text,
                 "episode_ids": [d.id for d in dailies],
                 "source": source,
+                "rejected": rejected,
+                "rounds": rounds,
                 "written_at": now,
             }
         )
         await self._save(diary)
         return diary
+
+    async def _checked_summary(
+        self, character_id: str, start: date, end: date, prompt: str
+    ) -> tuple[str, list[dict[str, Any]], int]:
+        """A summary whose sentences her record of ``start`` to ``end`` backs (the claim check,
+        when there is one): unbacked sentences go back to the model with the reasons, at most
+        ``review_rounds`` times, and are cut after the last round ('' when nothing is left)."""
+        assert self.model is not None
+        record = await self._record(character_id, start, end) if self.claim_check else []
+        messages = [{"role": "user", "content": prompt}]
+        rejected: list[dict[str, Any]] = []
+        rounds = 0
+        while True:
+            text = (
+                await ask_structured(
+                    self.model,
+                    messages,
+                    SummaryText.model_validate_json,
+                    max_attempts=self.max_attempts,
+                    json_schema=JsonSchema(
+                        name="diary_summary", schema=SummaryText.model_json_schema()
+                    ),
+                    purpose="diary",
+                )
+            ).value.text
+            sentences = _SENTENCES.findall(text)
+            bad = self._unbacked(character_id, (start, end), record, sentences, skip=set())
+            if not bad:
+                return text, rejected, rounds
+            last = rounds >= self.review_rounds
+            rounds += 0 if last else 1
+            rejected += [
+                {"text": sentences[i].strip(), "reason": r, "round": rounds}
+                for i, r in sorted(bad.items())
+            ]
+            if last:
+                kept = "".join(x for i, x in enumerate(sentences) if i not in bad).strip()
+                log.warning(
+                    "summary %s..%s: %d sentence(s) still unbacked after %d revision(s), cut",
+                    start,
+                    end,
+                    len(bad),
+                    rounds,
+                )
+                return kept, rejected, rounds
+            feedback = "\n".join(
+                f"- 「{sentences[i].strip()}」：{r}" for i, r in sorted(bad.items())
+            )
+            messages = [
+                *messages[:1],
+                {"role": "assistant", "content": SummaryText(text=text).model_dump_json()},
+                {
+                    "role": "user",
+                    "content": f"下面的句子和这段时间的生活记录对不上：\n{feedback}\n"
+                    "请删掉或改写这些句子，只写日记里写过、记录里有的事，重新输出完整的 JSON。",
+                },
+            ]
 
     # -- storing and indexing ---------------------------------------------------------------------
 

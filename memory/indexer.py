@@ -29,7 +29,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from yuiju.memory.diary import DiaryVoice, diary_date
+from yuiju.memory.diary import DiaryClaimCheck, DiaryVoice, diary_date
 from yuiju.memory.distill import schedule_distillation
 from yuiju.memory.governance import Governance, GovernanceDeps, Subject
 from yuiju.memory.semantic import NewMemory, SemanticMemory
@@ -292,9 +292,12 @@ async def run_memory_worker(
     stop_event: asyncio.Event,
     chat_model: Any = None,
     semantic: SemanticMemory | None = None,
+    diary_check: DiaryClaimCheck | None = None,
 ) -> None:
     """Run until ``stop_event`` is set: the stream consumer, knowledge sync and the nightly
-    distillation (APScheduler). ``cfg`` is the `YuijuConfig`; ``redis`` an asyncio client."""
+    distillation (APScheduler). ``cfg`` is the `YuijuConfig`; ``redis`` an asyncio client;
+    ``diary_check`` checks every character's diary against her record (the daemon passes
+    `message.diary_grounding.DiaryGrounding`)."""
     from yuiju.storage.keys import Keys
 
     own_semantic = semantic is None
@@ -306,7 +309,13 @@ async def run_memory_worker(
         for cid in cfg.world.characters:
             voice = DiaryVoice.of(cid)
             services[cid] = await build_memory(
-                cfg, history, semantic, character_id=cid, chat_model=chat_model, voice=voice
+                cfg,
+                history,
+                semantic,
+                character_id=cid,
+                chat_model=chat_model,
+                voice=voice,
+                diary_check=diary_check,
             )
         for service in services.values():
             try:
@@ -354,7 +363,12 @@ async def run_memory_worker(
             outbox=keys.episode_outbox,
             governance=governance,
         )
-        log.info("memory worker: %s, embedder %s", semantic.store.name, semantic.embedder.name)
+        log.info(
+            "memory worker: %s, embedder %s, diary lines checked against her record: %s",
+            semantic.store.name,
+            semantic.embedder.name,
+            "yes" if diary_check is not None else "no (citations and the model's review only)",
+        )
         await worker.run(stop_event)
     finally:
         if scheduler is not None:

