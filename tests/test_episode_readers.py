@@ -210,7 +210,8 @@ LEFT_FOR_LATER = {
     # the forget path rewrites raw documents of every shape, those that do not fit included
     "memory/governance.py",
 }
-STRING_KEY_READ = re.compile(r"\.data\.get\(|\.data\[|\bdata = (e|episode)\.data\b")
+STRING_KEY_READ = re.compile(r"\.data\.get\(|\.data\[|\b(e|episode)\.data\b")
+"""``e.data.get("action")``, ``episode.data["place"]``, ``"gift" in e.data``, ``data = e.data``."""
 
 
 def string_key_reads() -> list[str]:
@@ -234,4 +235,6 @@ def test_the_check_finds_a_string_key_read() -> None:
     assert STRING_KEY_READ.search('name = e.data.get("name")')
     assert STRING_KEY_READ.search('place = episode.data["place"]')
     assert STRING_KEY_READ.search("data = e.data")
+    assert STRING_KEY_READ.search('if "gift" in e.data')
+    assert not STRING_KEY_READ.search("json.dumps(event.data)")
     assert not STRING_KEY_READ.search("d = e.behavior()")

@@ -546,8 +546,9 @@ def social_checks(talks: Mapping[str, Sequence[Episode]]) -> dict[str, dict[str,
     return {
         "no_overlapping_conversations": {
             "ok": not overlaps,
-            "evidence": f"{total} conversation episodes ({unreadable} unreadable, left out: see "
-            f"the log); overlapping: {overlaps or 'none'}",
+            "evidence": f"{total} conversation episodes"
+            + (f" ({unreadable} unreadable, left out: see the log)" if unreadable else "")
+            + f"; overlapping: {overlaps or 'none'}",
         },
         "both_sides_recorded": {
             "ok": not one_sided,
