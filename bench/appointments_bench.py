@@ -104,17 +104,18 @@ async def one_seed(seed: int, days: int) -> dict[str, Any]:
     missed: dict[str, list[str]] = {}
     for cid, found in episodes.items():
         for e in found:
-            invitation = e.data.get("invitation")
-            if invitation and e.data.get("declined") is None and e.data.get("initiator") == cid:
-                made[invitation["id"]] = invitation
-            if e.data.get("kept_appointment"):
-                kept.add(e.data["kept_appointment"])
-            if e.type == "plan" and "appointment" in e.data:
-                apt = e.data["appointment"]
-                if e.data.get("status") == "missed":
-                    missed.setdefault(apt["id"], []).append(f"{cid}: {e.summary}")
-                elif e.data.get("status") == "kept":
-                    there.add(apt["id"])  # both there at once, without a meeting
+            if (talk := e.conversation()) is not None:
+                invitation = talk.invitation
+                if invitation and talk.declined is None and talk.initiator == cid:
+                    made[str(invitation["id"])] = invitation
+                if talk.kept_appointment:
+                    kept.add(talk.kept_appointment)
+            if (plan := e.plan()) is not None and plan.appointment is not None:
+                aid = str(plan.appointment["id"])
+                if plan.status == "missed":
+                    missed.setdefault(aid, []).append(f"{cid}: {e.summary}")
+                elif plan.status == "kept":
+                    there.add(aid)  # both there at once, without a meeting
     rows = []
     for aid, apt in made.items():
         start = datetime.fromisoformat(apt["start"])

@@ -130,14 +130,12 @@ async def read_life(history: Any, redis: Any, now: datetime) -> Life:
     found: list[Episode] = await repo.between(ME, midnight - timedelta(days=1), now)
     for e in found:
         day = 0 if e.time >= midnight else 1
-        texts[day] += e.summary + str(e.data.get("result", ""))
-        if e.type == "behavior" and e.status == "completed":
-            d = e.data
-            days[day].append(
-                Doing(d.get("action", ""), d.get("name", ""), d.get("place", ""), local(e.time))
-            )
-        elif e.type == "conversation" and e.data.get("with"):
-            met[day] |= {w["name"] for w in e.data["with"]}
+        b = e.behavior()
+        texts[day] += e.summary + (b.result if b else "")
+        if b is not None and e.status == "completed":
+            days[day].append(Doing(b.action, b.name, b.place, local(e.time)))
+        elif (talk := e.conversation()) is not None and talk.partners:
+            met[day] |= {w.name for w in talk.partners}
     store = StateStore(redis, Keys())
     char = await store.load_character(ME)
     world = await store.load_world()

@@ -150,24 +150,25 @@ class Record:
         ]
         meetings, told, visits = [], [], []
         for e in found:
-            data = e.data
             at = e.time.astimezone(now.tzinfo)  # her days are local days
-            if e.type == "conversation" and data.get("meeting_id"):
-                (other,) = [w["id"] for w in data["with"]]
-                lines = tuple(x["text"] for x in data["lines"] if x["speaker"] == other)
-                meetings.append(Meeting(other, at, data["place"], data["action"], lines))
+            talk, plan = e.conversation(), e.plan()
+            if talk is not None and talk.meeting_id:
+                (other,) = [w.id for w in talk.partners or ()]
+                lines = tuple(x.text for x in talk.lines or () if x.speaker == other)
+                meetings.append(Meeting(other, at, talk.place or "", talk.action or "", lines))
+                news = talk.news if isinstance(talk.news, list) else []
                 told += [
                     Told(n["teller"], n["text"], at)
-                    for n in data.get("news", [])
-                    if n["listener"] == me
+                    for n in news
+                    if isinstance(n, dict) and n["listener"] == me
                 ]
-            elif e.type == "conversation" and isinstance(data.get("by"), dict):
-                told.append(Told(data["by"]["id"], data["news"]["text"], at))
-            elif e.type == "plan" and data.get("status") == "kept":
-                other = data["appointment"]["other"]
-                if other["kind"] == "person":
-                    place = HAURA.place_name(data["appointment"]["place"])
-                    visits.append(Visit(other["id"], at, place))
+            elif talk is not None and talk.by is not None and isinstance(talk.news, dict):
+                told.append(Told(str(talk.by["id"]), str(talk.news["text"]), at))
+            elif plan is not None and plan.status == "kept" and plan.appointment:
+                apt = plan.appointment
+                other = apt["other"]
+                if isinstance(other, dict) and other["kind"] == "person":
+                    visits.append(Visit(str(other["id"]), at, HAURA.place_name(str(apt["place"]))))
         return cls(me, meetings, told, visits)
 
     def met(self, who: str, span: Span, place: str | None, actions: frozenset[str]) -> bool:

@@ -12,6 +12,8 @@ Each model allows extra keys, so documents written before a field was declared s
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 JsonObject = dict[str, JsonValue]
@@ -89,11 +91,46 @@ class PlanData(EpisodeData):
     """Where she was asked (a group, a private chat), if said."""
 
 
+class Partner(EpisodeData):
+    """The other character of a meeting."""
+
+    id: str
+    name: str
+
+
+class Line(EpisodeData):
+    """One line said at a meeting."""
+
+    speaker: str
+    """The speaker's character id."""
+    name: str
+    """The speaker's name."""
+    text: str
+
+
+class Counterparty(EpisodeData):
+    """A person in a chat window she archived."""
+
+    user_id: str
+    """Platform-qualified (``qq:123``), the person's canonical id."""
+    name: str
+
+
+class ChatMessage(EpisodeData):
+    """One message of a chat window she archived."""
+
+    speaker: str
+    """The sender's name as shown in the chat."""
+    text: str
+    time: datetime | None = None
+
+
 class ConversationData(EpisodeData):
-    """Whom she talked with: a meeting of two characters, news someone told her, a gift."""
+    """Whom she talked with: a meeting of two characters, news someone told her, a gift, a chat
+    window she archived (`message.recorder`)."""
 
     meeting_id: str | None = None
-    partners: list[JsonObject] | None = Field(None, alias="with")
+    partners: list[Partner] | None = Field(None, alias="with")
     """A meeting: the other (id and name)."""
     participants: list[str] | None = None
     initiator: str | None = None
@@ -104,8 +141,8 @@ class ConversationData(EpisodeData):
     source: str | None = None
     """A meeting: who wrote the words ("model", "template"); news or a gift: "chat" (a person)
     or "character"."""
-    lines: list[JsonObject] | None = None
-    """A meeting's words: speaker, name, text."""
+    lines: list[Line] | None = None
+    """A meeting's words."""
     news: JsonValue = None
     """A meeting: the news passed on (a list); news told to her: the item (an object)."""
     invitation: JsonObject | None = None
@@ -118,6 +155,13 @@ class ConversationData(EpisodeData):
     accepted: bool | None = None
     reason: str | None = None
     via: str | None = None
+    session_id: str | None = None
+    """A chat window: the conversation it is from (``group:…``, ``private:…``)."""
+    counterparties: list[Counterparty] | None = None
+    """A chat window: the people who spoke in it."""
+    message_count: int | None = None
+    messages: list[ChatMessage] | None = None
+    """A chat window: its messages, oldest first."""
 
 
 EPISODE_DATA: dict[str, type[BehaviorData | PlanData | ConversationData]] = {

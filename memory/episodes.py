@@ -8,14 +8,17 @@ duplicates. The ``running`` document is replaced by the ``completed`` one under 
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from yuiju.memory.episode_data import EPISODE_DATA, BehaviorData, ConversationData, PlanData
 from yuiju.storage.history import CollectionSpec, HistoryStore, Scalar
+
+log = logging.getLogger(__name__)
 
 EpisodeType = Literal["behavior", "plan", "conversation", "weather", "system"]
 
@@ -59,6 +62,63 @@ class Episode(BaseModel):
         without one (weather, system). A document that does not fit raises `ValidationError`."""
         model = EPISODE_DATA.get(self.type)
         return model.model_validate(self.data) if model is not None else None
+
+    def record(self) -> BehaviorData | PlanData | ConversationData | None:
+        """`typed()` for a reader that must not fail on one bad document: a document that does
+        not fit its kind's model (written by an older version, edited by hand) gives None and
+        one warning naming the episode, the field and the fix. The episode itself stays: a
+        reader shows its summary, or leaves it out of what it counts."""
+        try:
+            return self.typed()
+        except ValidationError as exc:
+            _warn_unfit(self, exc)
+            return None
+
+    def behavior(self) -> BehaviorData | None:
+        """The record of a behavior episode that fits its model, else None (see `record`)."""
+        return (
+            d if self.type == "behavior" and isinstance(d := self.record(), BehaviorData) else None
+        )
+
+    def plan(self) -> PlanData | None:
+        """The record of a plan episode that fits its model, else None (see `record`)."""
+        return d if self.type == "plan" and isinstance(d := self.record(), PlanData) else None
+
+    def conversation(self) -> ConversationData | None:
+        """The record of a conversation episode that fits its model, else None (see `record`)."""
+        if self.type != "conversation":
+            return None
+        return d if isinstance(d := self.record(), ConversationData) else None
+
+
+_WARNED: set[tuple[str, str]] = set()
+"""(episode id, error) pairs already logged: a page that re-reads a bad episode every few seconds
+warns once, not every time."""
+_WARNED_MAX = 4096
+
+
+def _warn_unfit(episode: Episode, exc: ValidationError) -> None:
+    fields = "; ".join(
+        f"data.{'.'.join(str(p) for p in err['loc']) or '(whole)'}: {err['msg']}"
+        for err in exc.errors()
+    )
+    key = (episode.id, fields)
+    if key in _WARNED:
+        return
+    if len(_WARNED) >= _WARNED_MAX:
+        _WARNED.clear()
+    _WARNED.add(key)
+    model = EPISODE_DATA[episode.type].__name__
+    log.warning(
+        "episode %s (%s) does not fit %s (%s); readers use its summary and leave its details "
+        "out. Fix: correct that field of the document in the history store's episodes "
+        "collection to what %s declares (memory/episode_data.py), or delete the field",
+        episode.id,
+        episode.type,
+        model,
+        fields,
+        model,
+    )
 
 
 def episode_id(character_id: str, started_at: datetime, action_id: str) -> str:
@@ -159,7 +219,11 @@ class EpisodeRepo:
         )
         if with_ is None:
             return found
-        return [e for e in found if any(w.get("id") == with_ for w in e.data.get("with", []))]
+        return [
+            e
+            for e in found
+            if (d := e.conversation()) is not None and any(w.id == with_ for w in d.partners or ())
+        ]
 
     async def running(self) -> list[Episode]:
         docs = await self.store.find(EPISODES.name, eq={"status": "running"}, sort="time")
@@ -177,6 +241,7 @@ class EpisodeRepo:
         hits = [
             e
             for e in found
-            if needle in e.summary.casefold() or needle in str(e.data.get("name", "")).casefold()
+            if needle in e.summary.casefold()
+            or ((b := e.behavior()) is not None and needle in b.name.casefold())
         ]
         return hits[:limit]

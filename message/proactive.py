@@ -35,7 +35,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -166,6 +166,27 @@ class SharedEvent:
     start: datetime | None = None
     end: datetime | None = None
     stats_after: dict[str, Any] | None = None
+
+
+def shared_event(base: SharedEvent, episode: Episode) -> SharedEvent:
+    """``base`` (the event) with what its stored episode adds: its times and summary, and from
+    its record the place, result, reason and why she means to share. An episode whose record
+    does not fit (warned, `Episode.record`) adds its times and summary only."""
+    fields: dict[str, Any] = {
+        "start": episode.time,
+        "end": episode.end_time,
+        "summary": episode.summary or base.summary,
+    }
+    if (d := episode.behavior()) is not None:
+        intent = d.share_intent or {}
+        fields |= {
+            "place": d.place,
+            "result": d.result,
+            "reason": d.reason,
+            "intent": str(intent.get("reason") or ""),
+            "stats_after": d.stats_after,
+        }
+    return replace(base, **fields)
 
 
 def _text(fields: dict[Any, Any]) -> dict[str, str]:
@@ -382,21 +403,7 @@ class ProactiveService:
         episode = await self.episodes.get(base.episode_id) if base.episode_id else None
         if episode is None:  # not flushed to history yet: the event alone is enough to write from
             return base
-        d = episode.data
-        intent = d.get("share_intent") or {}
-        return SharedEvent(
-            **{
-                **base.__dict__,
-                "place": str(d.get("place") or ""),
-                "result": str(d.get("result") or ""),
-                "reason": str(d.get("reason") or ""),
-                "intent": str(intent.get("reason") or ""),
-                "start": episode.time,
-                "end": episode.end_time,
-                "stats_after": d.get("stats_after"),
-                "summary": episode.summary or base.summary,
-            },
-        )
+        return shared_event(base, episode)
 
     async def _decide_group(
         self, event: SharedEvent, group: Conversation, *, forced: bool = False

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from datetime import datetime, time, timedelta
 from typing import Any, TypeAlias
 
+from yuiju.memory.episode_data import ConversationData, PlanData
 from yuiju.memory.episodes import GIFT_PREFIX, Episode, EpisodeRepo
 from yuiju.message.agent import RunContext, tool
 from yuiju.message.deps import ChatDeps
@@ -600,7 +601,7 @@ async def _outcomes(deps: ChatDeps, person: str, now: datetime) -> list[str]:
             for e in await repo.between(
                 deps.card.id, start, end, type_="conversation", id_prefix=GIFT_PREFIX
             )
-            if "gift" in e.data
+            if (d := e.conversation()) is not None and d.gift is not None
         ]
     except Exception as exc:  # the history store is down: answer without
         log.warning("outcomes for %s unavailable: %s", person, exc)
@@ -612,12 +613,17 @@ async def _outcomes(deps: ChatDeps, person: str, now: datetime) -> list[str]:
 
 
 def _asked_by(e: Episode) -> str | None:
-    who = e.data.get("asked_by") or e.data.get("by")
-    if isinstance(who, dict) and who.get("kind") == "person":
-        return str(who.get("id"))
-    appointment = e.data.get("appointment")
-    if isinstance(appointment, dict):
-        asked = appointment.get("asked_by") or {}
-        if asked.get("kind") == "person":
-            return str(asked.get("id"))
+    """The person (an id) who asked for what a plan episode or a gift records; None when no
+    person did, or when its record does not fit (warned, `Episode.record`)."""
+    d = e.record()
+    parties: list[object]
+    if isinstance(d, PlanData):
+        parties = [d.asked_by, (d.appointment or {}).get("asked_by")]
+    elif isinstance(d, ConversationData):
+        parties = [d.by]
+    else:
+        return None
+    for who in parties:  # nested records stay JSON objects (`memory.episode_data`)
+        if isinstance(who, dict) and who.get("kind") == "person":
+            return str(who.get("id"))
     return None

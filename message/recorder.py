@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from yuiju.llm import ChatModel
 from yuiju.llm.errors import LLMError
+from yuiju.memory.episode_data import ChatMessage, ConversationData, Counterparty
 from yuiju.memory.messagelog import CHAT_LOG
 from yuiju.memory.persons import Counterpart
 from yuiju.message.deps import ChatDeps
@@ -410,14 +411,14 @@ class Recorder:
             type_="conversation",
         )
         for episode in around:
-            data = dict(episode.data)
-            if data.get("session_id") != sid:
+            d = episode.conversation()  # one that does not fit is warned about and left as is
+            if d is None or d.session_id != sid:
                 continue
-            said = list(data.get("messages") or [])
+            said = d.messages or []
             kept = [m for m in said if not _same_line(m, entry)]
             if len(kept) == len(said):
                 continue
-            data.update(messages=kept, message_count=len(kept))
+            data = d.model_copy(update={"messages": kept, "message_count": len(kept)}).dump()
             await memory.episodes.put(episode.model_copy(update={"data": data}))
             done.episodes += 1
 
@@ -571,15 +572,15 @@ class Recorder:
                     "end_time": end,
                     "status": "logged",
                     "summary": summary,
-                    "data": {
-                        "session_id": sid,
-                        "counterparties": [{"user_id": u, "name": n} for u, n in humans.items()],
-                        "message_count": len(entries),
-                        "messages": [
-                            {"speaker": e.sender_name, "text": e.text, "time": e.time}
+                    "data": ConversationData(
+                        session_id=sid,
+                        counterparties=[Counterparty(user_id=u, name=n) for u, n in humans.items()],
+                        message_count=len(entries),
+                        messages=[
+                            ChatMessage(speaker=e.sender_name, text=e.text, time=e.time)
                             for e in entries
                         ],
-                    },
+                    ).dump(),
                 }
             )
         )
@@ -654,10 +655,8 @@ def _retracted_body(content: str) -> str:
     return f"{match.group(1)}{RETRACTED}{match.group(2)}" if match else RETRACTED
 
 
-def _same_line(said: dict[str, Any], entry: Entry) -> bool:
+def _same_line(said: ChatMessage, entry: Entry) -> bool:
     """Whether an episode's message is ``entry`` (times are kept to the millisecond)."""
-    when = said.get("time")
-    close = not isinstance(when, datetime) or abs((when - entry.time).total_seconds()) < 0.002
-    return bool(
-        said.get("text") == entry.text and said.get("speaker") == entry.sender_name and close
-    )
+    when = said.time
+    close = when is None or abs((when - entry.time).total_seconds()) < 0.002
+    return said.text == entry.text and said.speaker == entry.sender_name and close

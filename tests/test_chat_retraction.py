@@ -141,6 +141,8 @@ async def test_a_recalled_message_already_archived_leaves_her_memory(
     )
     said = [m["text"] for m in conversation.data["messages"]]
     assert said == ["下午去图书馆还书"] and conversation.data["message_count"] == 1
+    window = conversation.typed()  # the chat window fits its model, nothing left over
+    assert window is not None and not window.model_extra
 
 
 # -- the platforms' events ------------------------------------------------------------------------

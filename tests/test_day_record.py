@@ -24,7 +24,13 @@ def episode(start: str, action_id: str, minutes: int, reason: str = "随便") ->
         end_time=time + timedelta(minutes=minutes),
         status="completed",
         summary="…",
-        data={"action": action_id, "name": CATALOGUE.actions[action_id].name, "reason": reason},
+        data={
+            "action": action_id,
+            "name": CATALOGUE.actions[action_id].name,
+            "place": CATALOGUE.actions[action_id].at or "home",
+            "reason": reason,
+            "decided_by": "utility",
+        },
     )
 
 

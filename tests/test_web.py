@@ -139,6 +139,25 @@ async def test_panel_is_the_live_part_of_the_page(
     assert (await running(kit)).name in panel.text
 
 
+async def test_a_hand_edited_episode_shows_by_its_summary_and_the_page_still_renders(
+    redis: aioredis.Redis, sqlite_history: HistoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    kit = await lived(redis, sqlite_history, days=0.3)
+    today = await sqlite_history.find(EPISODES.name, eq={"type": "behavior"}, sort="time")
+    edited = {**today[0], "summary": "手改过的一条", "data": {"action": 42, "place": None}}
+    await sqlite_history.put(EPISODES.name, edited)
+    observer = observer_of(kit, redis, sqlite_history)
+    with caplog.at_level("WARNING"):
+        async with client_of(create_app(observer)) as client:
+            page = await client.get("/")
+            state = (await client.get("/api/state")).json()
+    assert page.status_code == 200 and "手改过的一条" in page.text
+    shown = [e for e in state["timeline"] if e["id"] == edited["_id"]]
+    assert shown and shown[0]["name"] == "手改过的一条" and shown[0]["place"] == ""
+    warned = [r.getMessage() for r in caplog.records if edited["_id"] in r.getMessage()]
+    assert len(warned) == 1 and "data.action" in warned[0] and "Fix:" in warned[0]
+
+
 async def test_state_api_matches_the_stores(
     redis: aioredis.Redis, sqlite_history: HistoryStore
 ) -> None:

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 from redis.exceptions import RedisError
 
+from yuiju.memory.episode_data import BehaviorData, ConversationData
 from yuiju.memory.episodes import EPISODES, Episode, EpisodeRepo
 from yuiju.memory.ledger import LLM_CALLS, usage_fields, usage_of_day
 from yuiju.storage.errors import StorageError, UndeclaredField
@@ -180,7 +181,9 @@ class Observer:
 
         behavior_today = [e for e in today if e.type == "behavior"]
         fallbacks = sum(
-            1 for e in behavior_today if str(e.data.get("decided_by", "")).startswith("fallback")
+            1
+            for e in behavior_today
+            if (d := e.behavior()) is not None and d.decided_by.startswith("fallback")
         )
         name = self.names.get(character_id, character_id)
         return {
@@ -346,20 +349,26 @@ class Observer:
         }
 
     def _episode_view(self, e: Episode) -> dict[str, Any]:
-        data = e.data
-        tags = self._tags(str(data.get("action", "")))
+        """One line of the timeline: from its record, or from its summary alone when the record
+        does not fit (warned once, `Episode.record`)."""
+        d = e.record()
+        b = d if isinstance(d, BehaviorData) else None
+        reason = d.reason if d is not None else None
+        place = b.place if b else d.place if isinstance(d, ConversationData) else None
         return {
             "id": e.id,
             "type": e.type,
             "start": e.time.astimezone(self.tz),
             "end": e.end_time.astimezone(self.tz) if e.end_time else None,
             "status": e.status,
-            "name": data.get("name") or e.summary,
-            "reason": data.get("reason") or "",
-            "result": data.get("result") or "",
+            "name": (b.name if b else "") or e.summary,
+            "reason": reason or "",
+            "result": b.result if b else "",
             "summary": e.summary,
-            "category": svg.category_of(tags) if e.type == "behavior" else None,
-            "place": self.town.place_name(str(data["place"])) if data.get("place") else "",
+            "category": svg.category_of(self._tags(b.action if b else ""))
+            if e.type == "behavior"
+            else None,
+            "place": self.town.place_name(place) if place else "",
         }
 
     def _tags(self, action_id: str) -> frozenset[str]:
@@ -374,9 +383,11 @@ class Observer:
         points: list[svg.Point] = []
         spans: list[svg.Span] = []
         for e in week:
-            after = e.data.get("stats_after")
-            if e.status == "completed" and isinstance(after, dict):
-                points.append(svg.Point((e.end_time or e.time).astimezone(self.tz), after))
+            d = e.behavior()
+            after = d.stats_after if d else None
+            if e.status == "completed" and after is not None:
+                stats = {k: float(v) for k, v in after.items() if isinstance(v, int | float)}
+                points.append(svg.Point((e.end_time or e.time).astimezone(self.tz), stats))
             end = e.end_time or now
             if e.status == "running":
                 end = min(end, now)
@@ -384,8 +395,8 @@ class Observer:
                 svg.Span(
                     e.time.astimezone(self.tz),
                     end.astimezone(self.tz),
-                    svg.category_of(self._tags(str(e.data.get("action", "")))),
-                    str(e.data.get("name", "")),
+                    svg.category_of(self._tags(d.action if d else "")),
+                    d.name if d else e.summary,
                 )
             )
         if character is not None:

@@ -65,7 +65,8 @@ def day_record(
     finds an action by id (an action no longer loaded is told by its recorded name)."""
     steps: list[_Step] = []
     for episode in episodes:
-        action = action_of(str(episode.data.get("action", "")))
+        record = episode.behavior()
+        action = action_of(record.action) if record is not None else None
         end = episode.end_time or episode.time
         route = None
         if action is not None and action.moves_to is not None:
@@ -107,9 +108,13 @@ def _is_landmark(action: Action | None) -> bool:
 
 
 def _name(step: _Step) -> str:
-    return (
-        step.action.name if step.action is not None else str(step.episodes[0].data.get("name", ""))
-    )
+    """The action's name; of an action no longer loaded, the recorded name; of a record that
+    does not fit (warned, `Episode.record`), the episode's summary."""
+    if step.action is not None:
+        return step.action.name
+    first = step.episodes[0]
+    record = first.behavior()
+    return record.name if record is not None else first.summary
 
 
 def _landmark_line(step: _Step, now: datetime) -> str:
@@ -127,7 +132,8 @@ def _step_line(step: _Step, now: datetime, *, with_reason: bool) -> str:
     when = f"{start:%H:%M}" if start.date() == now.date() else f"昨天{start:%H:%M}"
     what = f"路线：{'→'.join(step.route)}" if step.route and len(step.episodes) > 1 else _name(step)
     line = f"{when} {what}"
-    reason = str(step.episodes[-1].data.get("reason") or "").strip() if with_reason else ""
+    record = step.episodes[-1].behavior() if with_reason else None
+    reason = record.reason.strip() if record is not None else ""
     if reason:
         line += f"（{reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + '…'}）"
     return line

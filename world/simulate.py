@@ -12,6 +12,7 @@ that asks something the recording did not stops with `llm.CassetteMismatch`.
 from __future__ import annotations
 
 import itertools
+import logging
 import statistics
 import sys
 import tempfile
@@ -23,15 +24,21 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from pydantic import ValidationError
+
 from yuiju.config import YuijuConfig
 from yuiju.llm import ChatModel, CircuitBreaker, RecordingChatModel, ReplayChatModel
 from yuiju.llm.usage import Usage
-from yuiju.memory.episodes import Episode
+from yuiju.memory.episode_data import ConversationData
+from yuiju.memory.episodes import MEETING_PREFIX, Episode
 from yuiju.world.clock import SimClock, is_school_day
 from yuiju.world.commands import enqueue_command
+from yuiju.world.relations import Appointment
 from yuiju.world.runtime import Runtime, build_runtime
 from yuiju.world.state import CharacterState
 from yuiju.world.stats import LoopStats
+
+log = logging.getLogger(__name__)
 
 DEFAULT_START = "2026-09-01T06:00"
 """A fixed default start (a school day), so the same seed gives the same report on any day."""
@@ -204,10 +211,52 @@ async def _meetings(runtime: Runtime, begin: datetime, end: datetime) -> dict[st
             for e in await runtime.episodes.between(
                 cid, begin, end + timedelta(days=1), type_="conversation"
             )
-            if e.data.get("meeting_id")
+            if _is_meeting(e)
         ]
         for cid in runtime.cards
     }
+
+
+def _is_meeting(e: Episode) -> bool:
+    """A conversation episode of a meeting; one whose record does not fit (warned) counts by its
+    id, so the report still counts it."""
+    d = e.conversation()
+    return d.meeting_id is not None if d is not None else e.id.startswith(MEETING_PREFIX)
+
+
+def _meeting_records(
+    talks: Mapping[str, Sequence[Episode]],
+) -> tuple[dict[str, list[tuple[Episode, ConversationData, str]]], int]:
+    """Each character's meetings as (episode, record, meeting id), and how many episodes were
+    left out because their record does not fit (warned, `Episode.record`)."""
+    out: dict[str, list[tuple[Episode, ConversationData, str]]] = {}
+    unreadable = 0
+    for cid, episodes in talks.items():
+        out[cid] = []
+        for e in episodes:
+            d = e.conversation()
+            if d is None or d.meeting_id is None:
+                unreadable += 1
+                continue
+            out[cid].append((e, d, d.meeting_id))
+    return out, unreadable
+
+
+def _invitation(e: Episode, d: ConversationData) -> Appointment | None:
+    """The invitation made at a meeting, if any; one that does not fit `Appointment` is left out
+    of the report with a warning."""
+    if not d.invitation:
+        return None
+    try:
+        return Appointment.model_validate(d.invitation)
+    except ValidationError as exc:
+        log.warning(
+            "episode %s: data.invitation does not fit Appointment (%s); left out of the report's "
+            "invitations. Fix: correct or delete that field of the episode's document",
+            e.id,
+            exc.errors()[0]["loc"],
+        )
+        return None
 
 
 def _add_social(report: dict[str, Any], social: dict[str, Any]) -> None:
@@ -474,8 +523,9 @@ def social_checks(talks: Mapping[str, Sequence[Episode]]) -> dict[str, dict[str,
     """The social invariants, from the conversation episodes the history store holds: nobody
     is in two conversations at once, and every meeting is recorded on both sides."""
     overlaps = []
-    for cid, episodes in talks.items():
-        spans = sorted((e.time, e.end_time or e.time, e.data["meeting_id"]) for e in episodes)
+    meetings, unreadable = _meeting_records(talks)
+    for cid, found in meetings.items():
+        spans = sorted((e.time, e.end_time or e.time, mid) for e, _, mid in found)
         for (_, end, a), (start, _, b) in itertools.pairwise(spans):
             if start < end:
                 overlaps.append(
@@ -483,10 +533,10 @@ def social_checks(talks: Mapping[str, Sequence[Episode]]) -> dict[str, dict[str,
                 )
     sides: dict[str, set[str]] = defaultdict(set)
     participants: dict[str, set[str]] = {}
-    for cid, episodes in talks.items():
-        for e in episodes:
-            sides[e.data["meeting_id"]].add(cid)
-            participants[e.data["meeting_id"]] = set(e.data.get("participants", ()))
+    for cid, found in meetings.items():
+        for _, d, mid in found:
+            sides[mid].add(cid)
+            participants[mid] = set(d.participants or ())
     one_sided = sorted(
         f"{m} ({'、'.join(sorted(sides[m]))} of {'、'.join(sorted(p))})"
         for m, p in participants.items()
@@ -496,7 +546,9 @@ def social_checks(talks: Mapping[str, Sequence[Episode]]) -> dict[str, dict[str,
     return {
         "no_overlapping_conversations": {
             "ok": not overlaps,
-            "evidence": f"{total} conversation episodes; overlapping: {overlaps or 'none'}",
+            "evidence": f"{total} conversation episodes"
+            + (f" ({unreadable} unreadable, left out: see the log)" if unreadable else "")
+            + f"; overlapping: {overlaps or 'none'}",
         },
         "both_sides_recorded": {
             "ok": not one_sided,
@@ -520,20 +572,18 @@ def social_report(
     kept: set[str] = set()
     sources: Counter[str] = Counter()
     model_talks: Counter[tuple[str, str]] = Counter()
-    for episodes in talks.values():
-        for e in episodes:
-            if e.data.get("initiator") == e.character_id:
-                sources[str(e.data.get("source"))] += 1
-                if e.data.get("source") == "model":
+    for found in _meeting_records(talks)[0].values():
+        for e, d, _ in found:
+            if d.initiator == e.character_id:
+                sources[str(d.source)] += 1
+                if d.source == "model":
                     model_talks[
                         (e.character_id, e.time.astimezone(end.tzinfo).date().isoformat())
                     ] += 1
-            proposal = e.data.get("invitation")
-            if proposal and e.data.get("initiator") == e.character_id:
-                start = datetime.fromisoformat(proposal["start"])
-                invitations[proposal["id"]] = (start, e.data.get("declined") is None)
-            if e.data.get("kept_appointment"):
-                kept.add(e.data["kept_appointment"])
+            if d.initiator == e.character_id and (proposal := _invitation(e, d)) is not None:
+                invitations[proposal.id] = (proposal.start, d.declined is None)
+            if d.kept_appointment:
+                kept.add(d.kept_appointment)
     accepted = {k for k, (_, ok) in invitations.items() if ok}
     due = {k for k in accepted if invitations[k][0] + timedelta(hours=1) <= end}
     news: dict[str, dict[str, Any]] = {}

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from yuiju.characters import CharacterCard, card_of
-from yuiju.memory.episode_data import ConversationData
+from yuiju.memory.episode_data import ConversationData, Line, Partner
 from yuiju.memory.episodes import MEETING_PREFIX, Episode
 from yuiju.world.action import (
     INTERRUPTIBLE,
@@ -688,14 +688,14 @@ def conversation_episode(
         summary=summary,
         data=ConversationData(
             meeting_id=mid,
-            partners=[{"id": other.id, "name": you}],
+            partners=[Partner(id=other.id, name=you)],
             participants=[initiator, other.id if who.id == initiator else who.id],
             initiator=initiator,
             place=place,
             action=action.id,
             kind=action.joint.kind if action.joint else "",
             source=said.source,
-            lines=[{"speaker": x.speaker, "name": x.name, "text": x.text} for x in said.lines],
+            lines=[Line(speaker=x.speaker, name=x.name, text=x.text) for x in said.lines],
             news=[
                 {
                     "id": t.item.id,
