@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import jinja2
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from yuiju.llm import ChatModel, JsonSchema, RetryWithFeedback, ask_structured
 from yuiju.llm.errors import LLMError
@@ -168,14 +168,10 @@ def _told_in_public(episode: Episode) -> bool:
     without a summary)."""
     if episode.type != "conversation":
         return True
-    try:
-        data = episode.typed()
-    except ValidationError:  # an older document that does not fit its model: read as stored
-        session = episode.data.get("session_id", "")
-    else:  # a chat window's session, declared on the model or not (yet)
-        session = getattr(data, "session_id", None) or (
-            (data.model_extra or {}).get("session_id", "") if data is not None else ""
-        )
+    record = episode.conversation()
+    if record is None:  # a document that does not fit (warned once): it may be private, keep it out
+        return False
+    session = record.session_id or ""
     return bool(episode.summary) and not str(session).startswith("private")
 
 

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, tzinfo
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
 from yuiju.characters import CharacterCard
 from yuiju.memory.episode_data import BehaviorData, ConversationData, PlanData
 from yuiju.memory.episodes import Episode
@@ -103,13 +101,6 @@ class DiaryGrounding:
         return people
 
 
-def _typed(episode: Episode) -> BehaviorData | PlanData | ConversationData | None:
-    try:
-        return episode.typed()
-    except ValidationError:  # an older or partial document: read what it has below
-        return None
-
-
 def _party(value: Any) -> Someone | None:
     """A `world.relations.Party` as stored (kind, id, name)."""
     if not isinstance(value, Mapping) or not value.get("id") or not value.get("name"):
@@ -122,28 +113,28 @@ def _party(value: Any) -> Someone | None:
 
 def _parties(e: Episode) -> list[Someone]:
     """Everyone ``e`` says she was with, talked with, heard from or was asked out by."""
-    data = _typed(e)
+    data = e.record()
     found: list[Someone | None] = []
     if isinstance(data, ConversationData):
-        found += [_party({"kind": "character", **p}) for p in data.partners or []]
+        found += [Someone("character", p.id, p.name) for p in data.partners or []]
         found.append(_party(data.by))
+        found += [  # a chat window (`message.recorder`)
+            Someone("person", c.user_id, c.name) for c in data.counterparties or [] if c.user_id
+        ]
     elif isinstance(data, PlanData):
         found.append(_party(data.asked_by))
         found.append(_party((data.appointment or {}).get("other")))
-    for c in e.data.get("counterparties") or []:  # a chat window (`message.recorder`)
-        if isinstance(c, Mapping):
-            found.append(_party({"kind": "person", "id": c.get("user_id"), "name": c.get("name")}))
     return [p for p in found if p is not None]
 
 
 def _with(e: Episode, who: Someone) -> bool:
     """Whether ``e`` records her being with ``who``: a meeting or a joint action with that
     character; with a person from chat, an appointment with them she kept."""
-    data = _typed(e)
+    data = e.record()
     if who.kind == "character":
-        partners = e.data.get("with") or []
-        ids = {p.get("id") if isinstance(p, Mapping) else p for p in partners}
-        return who.id in ids
+        if isinstance(data, ConversationData):  # a meeting: the other, id and name
+            return any(p.id == who.id for p in data.partners or [])
+        return isinstance(data, BehaviorData) and who.id in (data.partners or [])  # joint action
     if isinstance(data, PlanData) and data.status == "kept":
         other = _party((data.appointment or {}).get("other"))
         return other is not None and other.id == who.id
@@ -158,10 +149,10 @@ def _chatted(e: Episode, who: Someone) -> bool:
 
 def _said_by(e: Episode, who: Someone) -> str:
     """What ``who`` said or passed on in ``e``, as one text (never what she said to them)."""
-    data = _typed(e)
-    if not isinstance(data, ConversationData):
+    data = e.conversation()
+    if data is None:
         return ""
-    parts = [str(x.get("text", "")) for x in data.lines or [] if x.get("speaker") == who.id]
+    parts = [x.text for x in data.lines or [] if x.speaker == who.id]
     if isinstance(data.news, list):
         parts += [
             str(n.get("text", ""))
@@ -170,11 +161,7 @@ def _said_by(e: Episode, who: Someone) -> str:
         ]
     elif isinstance(data.news, Mapping) and (data.by or {}).get("id") == who.id:
         parts.append(str(data.news.get("text", "")))
-    parts += [
-        str(m.get("text", ""))
-        for m in e.data.get("messages") or []
-        if isinstance(m, Mapping) and m.get("speaker") == who.name
-    ]
+    parts += [m.text for m in data.messages or [] if m.speaker == who.name]
     return "\n".join(p for p in parts if p)
 
 

@@ -206,7 +206,6 @@ LEFT_FOR_LATER = {
     # other branches are in these files now; their reads are listed in the typedreaders report
     "message/grounding.py",
     "message/people_grounding.py",
-    "memory/diary.py",
     # the forget path rewrites raw documents of every shape, those that do not fit included
     "memory/governance.py",
 }
