@@ -538,7 +538,9 @@ def day_offset(text: str) -> Day:
     ]
     words += [(m.start(), 2 if m["d2"] else 1) for m in _PAST_DAY.finditer(text)]
     words += [(m.start(), "other") for m in _OTHER_DAY.finditer(text)]
-    relative = {m.end() - 2 for m in _RELATIVE_BEFORE.finditer(text)}  # 吃饭之前: no time of its own
+    relative = {
+        m.end() - 2 for m in _RELATIVE_BEFORE.finditer(text)
+    }  # 吃饭之前: no time of its own
     words += [
         (m.start(), _span_key(m))
         for m in _SPAN.finditer(text)
@@ -789,7 +791,9 @@ def _day_order(day: DayKey) -> tuple[int, int]:
 
 
 def _by_day(record: Record) -> Mapping[DayKey, Sequence[Any]]:
-    return cast(Mapping[DayKey, Sequence[Any]], record) if isinstance(record, Mapping) else {0: record}
+    return (
+        cast(Mapping[DayKey, Sequence[Any]], record) if isinstance(record, Mapping) else {0: record}
+    )
 
 
 def problems(
