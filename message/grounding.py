@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeGuard, cast
 
 from yuiju.memory.episodes import DOINGS, MEETING_PREFIX, Episode
 from yuiju.memory.service import MemoryService
@@ -554,10 +554,10 @@ def day_offset(text: str) -> Day:
 def _span_key(m: re.Match[str]) -> SpanKey:
     key = m.lastgroup
     assert key in SPANS, key
-    return key  # type: ignore[return-value]
+    return key
 
 
-def is_checked(day: Day) -> bool:
+def is_checked(day: Day) -> TypeGuard[DayKey]:
     """Whether a claim about ``day`` is checked: a day or a span, not another time."""
     return isinstance(day, int) or day in SPANS
 
@@ -693,7 +693,7 @@ def claims(
                         span[1] if span else "",
                         done,
                         present=present and term.kind != "weather",
-                        day=about if is_checked(about) and term.kind != "weather" else 0,  # type: ignore[arg-type]
+                        day=about if is_checked(about) and term.kind != "weather" else 0,
                         plan=plan,
                     )
                 )
