@@ -2,9 +2,12 @@
 
 The claims an answer makes about today, yesterday or the day before — actions (散步、钓鱼),
 places (南风公园、神社), items (野莓、铜锣烧), meals, the weather and times (早上、下午三点) — are
-read clause by clause and matched against that day's episodes. A negated claim ("今天没去公园")
-is checked the other way round: it is false when the record shows she did go. Plans, wishes,
-questions, other times and other people's doings are not claims about her day. Whatever was asked, what she says she is doing or has just done is about
+read clause by clause and matched against that day's episodes; a claim about a wider time
+(上周, 周末, 最近, 以前…: `SPANS`) against the episodes of that span. A negated claim
+("今天没去公园") is checked the other way round: it is false when the record shows she did go.
+Plans, wishes, questions, times her record does not reach (小时候, 明天) and other people's
+doings are not claims about her day; a doing at a time still ahead is a plan only when its
+clause says so (`Claim.plan`), and 啦/咯/喽 carry 了. Whatever was asked, what she says she is doing or has just done is about
 today ("我在公园散步" in answer to a question about colours), and what she is doing right now
 ("正在…", "…呢") must be what the record shows now; likings and habits are not claims. The words
 come from the content itself (action names, the town, the items), so a new action module is
