@@ -7,11 +7,11 @@ read clause by clause and matched against that day's episodes; a claim about a w
 ("今天没去公园") is checked the other way round: it is false when the record shows she did go.
 Plans, wishes, questions, times her record does not reach (小时候, 明天) and other people's
 doings are not claims about her day; a doing at a time still ahead is a plan only when its
-clause says so (`Claim.plan`), and 啦/咯/喽 carry 了. Whatever was asked, what she says she is doing or has just done is about
-today ("我在公园散步" in answer to a question about colours), and what she is doing right now
-("正在…", "…呢") must be what the record shows now; likings and habits are not claims. The words
-come from the content itself (action names, the town, the items), so a new action module is
-checked without touching this file.
+clause says so (`Claim.plan`), and 啦/咯/喽 carry 了. Whatever was asked, what she says she is
+doing or has just done is about today ("我在公园散步" in answer to a question about colours),
+and what she is doing right now ("正在…", "…呢") must be what the record shows now; likings and
+habits are not claims. The words come from the content itself (action names, the town, the
+items), so a new action module is checked without touching this file.
 
 The check is closed-world (issue 30): besides the words of her world, `OUTSIDE` lists everyday
 doings a model likes to invent that her world has no action for (homework, a cat, music, films,
@@ -245,7 +245,7 @@ class Claim:
     """Which day it speaks of: 0 today, 1 yesterday, 2 the day before, or a span of `SPANS`."""
     plan: bool = False
     """Said as ahead of her (会, 马上, 待会, 去 + a doing not said as done): at a time still ahead,
-    or with none (我去上课啦), a plan rather than a claim. At a time still ahead without it, a
+    or with none (我先去上课啦), a plan rather than a claim. At a time still ahead without it, a
     doing is a claim (下午三点多在帮邻居搬东西 at 14:00), and nothing can be recorded there yet."""
 
 
@@ -541,9 +541,8 @@ def day_offset(text: str) -> Day:
     ]
     words += [(m.start(), 2 if m["d2"] else 1) for m in _PAST_DAY.finditer(text)]
     words += [(m.start(), "other") for m in _OTHER_DAY.finditer(text)]
-    relative = {
-        m.end() - 2 for m in _RELATIVE_BEFORE.finditer(text)
-    }  # 吃饭之前: no time of its own
+    # 吃饭之前: before that, no time of its own
+    relative = {m.end() - 2 for m in _RELATIVE_BEFORE.finditer(text)}
     words += [
         (m.start(), _span_key(m))
         for m in _SPAN.finditer(text)
