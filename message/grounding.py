@@ -118,12 +118,11 @@ SPAN_READ_LIMIT = 1000
 """At most this many episodes (the newest) are read for one span."""
 _PLAN = re.compile(
     r"(?<![约聚开学机社宴舞庙晚集体])会(?![儿话议员场])|马上|即将|待会|等会|等下|稍后|一会儿?(?=去|再|就)"
-    r"|可以"
 )
 """Said as ahead of her (会去, 马上, 待会…): with a time still ahead, or none, a plan — unless
 said as done (了/过)."""
-_SOON = re.compile(r"(?<!应)该(?=[去回来做上])|快要|就要")
-"""About to happen, 了 or not (该去上课了)."""
+_SOON = re.compile(r"(?<!应)该(?=[去回来做上])|快要|就要|可以")
+"""About to happen or only possible, 了/啦 or not (该去上课了, 终于可以休息一下啦)."""
 _GOING = re.compile(r"(?:去|来|回)(?!了|过|完)[\u4e00-\u9fff]")
 """去 + a doing (下午去打工): at a time still ahead, going to do it, unless said as done (去了)."""
 _LEAVING = re.compile(r"先(?:去|走|回)|该(?:去|走|回)")
@@ -664,7 +663,7 @@ def claims(
             done = _DONE.search(clause) is not None
             going = _GOING.search(clause) and when is not None
             plan = bool(_SOON.search(bare) or _LEAVING.search(clause)) or (
-                not re.search("了|过", clause) and bool(_PLAN.search(bare) or going)
+                not done and bool(_PLAN.search(bare) or going)
             )
             if current is None and not _CONSUMED.search(clause):
                 # naming an item (我超爱铜锣烧了) claims nothing without a day or a verb

@@ -594,6 +594,7 @@ AFTERNOON = at_time("2026-09-01 14:00")
         "下午三点多在帮邻居搬东西",  # 15:00 has not come: nothing can be recorded there
         "下午三点多帮邻居搬东西",
         "晚上在神社参拜",
+        "晚上去神社参拜啦",  # 去 + a doing said as done
         "其实帮邻居搬东西啦",  # 啦 = 了 + 啊
         "去水音池钓鱼啦",
         "在神社参拜啦",
