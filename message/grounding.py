@@ -2,13 +2,16 @@
 
 The claims an answer makes about today, yesterday or the day before — actions (散步、钓鱼),
 places (南风公园、神社), items (野莓、铜锣烧), meals, the weather and times (早上、下午三点) — are
-read clause by clause and matched against that day's episodes. A negated claim ("今天没去公园")
-is checked the other way round: it is false when the record shows she did go. Plans, wishes,
-questions, other times and other people's doings are not claims about her day. Whatever was asked, what she says she is doing or has just done is about
-today ("我在公园散步" in answer to a question about colours), and what she is doing right now
-("正在…", "…呢") must be what the record shows now; likings and habits are not claims. The words
-come from the content itself (action names, the town, the items), so a new action module is
-checked without touching this file.
+read clause by clause and matched against that day's episodes; a claim about a wider time
+(上周, 周末, 最近, 以前…: `SPANS`) against the episodes of that span. A negated claim
+("今天没去公园") is checked the other way round: it is false when the record shows she did go.
+Plans, wishes, questions, times her record does not reach (小时候, 明天) and other people's
+doings are not claims about her day; a doing at a time still ahead is a plan only when its
+clause says so (`Claim.plan`), and 啦/咯/喽 carry 了. Whatever was asked, what she says she is
+doing or has just done is about today ("我在公园散步" in answer to a question about colours),
+and what she is doing right now ("正在…", "…呢") must be what the record shows now; likings and
+habits are not claims. The words come from the content itself (action names, the town, the
+items), so a new action module is checked without touching this file.
 
 The check is closed-world (issue 30): besides the words of her world, `OUTSIDE` lists everyday
 doings a model likes to invent that her world has no action for (homework, a cat, music, films,
@@ -30,7 +33,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, cast
 
 from yuiju.memory.episodes import DOINGS, MEETING_PREFIX, Episode
 from yuiju.memory.service import MemoryService
@@ -76,14 +79,60 @@ _SENTENCES = re.compile(r"[^。！？!?\n]+[。！？!?\n]*")
 _CLAUSES = re.compile(r"[^，,；;、~～…]+")
 _TODAY = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚|现在|正在|早上|早晨|上午|中午|下午|傍晚|晚上")
 """Words that set the day to today (a time of day too, unless another day was named first)."""
-_OTHER_DAY = re.compile(
-    r"昨天|前天|昨晚|上周|上个?星期|上次|以前|之前|去年|小时候|那天|周末|明天|后天|下周|下次|改天"
+_OTHER_DAY = re.compile(r"去年|前年|小时候|明天|后天|下周|下个?星期|下礼拜|下次|改天|以后|将来")
+"""Times the check does not read: ahead, or beyond what her history store reaches."""
+_SPAN = re.compile(
+    r"(?P<last_weekend>上个?(?:周末|礼拜末))"
+    r"|(?P<last_week>上个?(?:周|星期|礼拜)(?!末))"
+    r"|(?P<weekend>(?:这个?)?周末)"
+    r"|(?P<recent>最近|近来|前几天|这几天|前些天|前些日子|这些天|这阵子|前阵子|这段时间|这两天|前两天)"
+    r"|(?P<before>上次|上回|那天|那次|以前|之前|从前)"
 )
+"""Wider times she may speak of (`SPANS`): a claim about one is checked against that span."""
+_RELATIVE_BEFORE = re.compile(r"[\u4e00-\u9fff\d](?<![我咱久早其实])(?:以前|之前)")
+"""以前/之前 after a doing or a time (吃饭之前, 三点以前): before that, not a time of its own —
+unless after 我, 很久/好久/很早/不久 or 其实."""
+SpanKey = Literal["last_week", "weekend", "last_weekend", "recent", "before"]
+SPANS: dict[SpanKey, str] = {
+    "last_week": "上周",
+    "last_weekend": "上周末",
+    "weekend": "周末",
+    "recent": "最近",
+    "before": "以前",
+}
+"""The wider times a claim may be about, and how the feedback names them: 上周 is Monday to
+Sunday of last week, 上周末 its Saturday and Sunday, 周末 the latest Saturday and Sunday (this one
+on a Saturday or a Sunday), 最近 the last `RECENT_DAYS` days, 以前 (之前, 上次, 那天) anything
+before today, as far as `BEFORE_DAYS` of episodes and her diaries reach."""
+DayKey = int | SpanKey
+"""Which part of her record a claim speaks of: a day (0 today, 1 yesterday, 2 the day before) or
+a wider span."""
+RECENT_DAYS = 7
+BEFORE_DAYS = 30
+"""How far back 以前 reads her episodes (her diaries are read besides, the latest `DIARIES_READ`)."""
+DIARIES_READ = 60
+SPAN_LINES = 12
+"""The feedback shows at most this many of a span's episodes (the latest)."""
+SPAN_LINE_CHARS = 60
+SPAN_READ_LIMIT = 1000
+"""At most this many episodes (the newest) are read for one span."""
+_PLAN = re.compile(
+    r"(?<![约聚开学机社宴舞庙晚集体])会(?![儿话议员场])|马上|即将|待会|等会|等下|稍后|一会儿?(?=去|再|就)"
+)
+"""Said as ahead of her (会去, 马上, 待会…): with a time still ahead, or none, a plan — unless
+said as done (了/过)."""
+_SOON = re.compile(r"(?<!应)该(?=[去回来做上])|快要|就要|可以")
+"""About to happen or only possible, 了/啦 or not (该去上课了, 终于可以休息一下啦)."""
+_GOING = re.compile(r"(?:去|来|回)(?!了|过|完)[\u4e00-\u9fff]")
+"""去 + a doing (下午去打工): at a time still ahead, going to do it, unless said as done (去了)."""
+_LEAVING = re.compile(r"先(?:去|走|回)|该(?:去|走|回)")
+"""Leaving for it now (我先去上课啦): a plan with no time said. Without 先, 去钓鱼啦 is done (啦 is
+了 + 啊)."""
 _NOT_A_CLAIM = re.compile(
     r"想|要(?!命|紧)|打算|准备(?=[去要开出回做睡吃买])|计划|如果|要是|万一|的话|希望|但愿|将来|以后|待会|等会|等下"
 )
 """Wishes, plans and what-ifs: not claims about what happened."""
-_NOW_OR_JUST = re.compile(r"刚|在|着|呢|了")
+_NOW_OR_JUST = re.compile(r"刚|在|着|呢|了|啦|咯|喽")
 """Without a day word, what she is doing (在公园散步, 散着步呢) or has just done (刚去了, 散步了)
 is about today, whatever was asked; what she has ever done (去过) is not."""
 _HABIT = re.compile(
@@ -91,10 +140,13 @@ _HABIT = re.compile(
     r"|好像|像是"
 )
 """Likings, habits and likenesses: without a day word, not a claim about today."""
+_LIKING = re.compile(r"喜欢(?!的)|[最超好很]爱|爱[吃喝去看]|平时|平常|一般|通常|习惯|好像|像是")
+"""Likings and likenesses: not claims even about a span (最近喜欢…); a habit said of 上周 or
+最近 (最近每天都去图书馆) is a claim about that span."""
 _WHILE = re.compile(r"时候")
 """A doing that frames another (跑步的时候…): a claim about her when its sentence says something
 happened (了/过/完), is going on now or names a time; otherwise a habit (散步的时候心情会变好)."""
-_HAPPENED = re.compile(r"了|过|完|正在|现在|呢")
+_HAPPENED = re.compile(r"了|过|完|正在|现在|呢|啦|咯|喽")
 _FINISHED = re.compile(r"(?<=[\u4e00-\u9fff])完(?![成全美整善蛋毕了])(?=[\u4e00-\u9fff])")
 """完 inside a verb phrase (跑完步, 写完作业): read as the phrase itself (跑步, 写作业)."""
 _JUST_NOW = re.compile(r"刚|现在|正在|此刻|这会儿?")
@@ -124,7 +176,8 @@ def _own(clause: str, before: str) -> bool:
     return opening is not None and opening.group(0).strip() != ""
 
 
-_DONE = re.compile(r"了|过")
+_DONE = re.compile(r"了|过|啦|咯|喽")
+"""Said as done: 啦 (了+啊), 咯 and 喽 carry 了."""
 _CONSUMED = re.compile(r"(?:吃|喝|买|尝|捡|钓|收到|拿到)(?:了|过|完|到|着|的)|在(?:吃|喝)")
 """An item said as eaten, bought or found (not only named)."""
 _OTHERS = re.compile(r"你|他|她|大家|别人")
@@ -184,11 +237,15 @@ class Claim:
     clock: str = ""
     """How that time reads (e.g. '15:00'), for the feedback."""
     past: bool = False
-    """Said as done (了/过): a time still ahead does not make it a plan."""
+    """Said as done (了/过/啦/咯/喽)."""
     present: bool = False
     """Said as going on right now (正在, 现在, …呢) without another time."""
-    day: int = 0
-    """Which day it speaks of: 0 today, 1 yesterday, 2 the day before."""
+    day: DayKey = 0
+    """Which day it speaks of: 0 today, 1 yesterday, 2 the day before, or a span of `SPANS`."""
+    plan: bool = False
+    """Said as ahead of her (会, 马上, 待会, 去 + a doing not said as done): at a time still ahead,
+    or with none (我先去上课啦), a plan rather than a claim. At a time still ahead without it, a
+    doing is a claim (下午三点多在帮邻居搬东西 at 14:00), and nothing can be recorded there yet."""
 
 
 OUTSIDE: dict[str, str] = {
@@ -265,7 +322,7 @@ _BOUGHT = re.compile(
     rf"(?P<w>{_CJK_RUN}{{2,6}})"
 )
 """Something said as eaten, drunk or bought, whatever it is."""
-_DEED = re.compile(rf"{_CJK_RUN}(?:了|过|完)(?!解|得|不起|吧)|^(?:其实)?把")
+_DEED = re.compile(rf"{_CJK_RUN}(?:了|过|完|啦|咯|喽)(?!解|得|不起|吧)|^(?:其实)?把")
 """A clause saying she did something (…了, 把…): of her world, only what her record has."""
 _DAY_NAMED = re.compile(
     r"今天|今儿|今早|昨天|昨儿|昨晚|前天|刚才|刚刚|早上|上午|中午|下午|傍晚|晚上|那会儿"
@@ -469,25 +526,57 @@ _REPORTED = re.compile(r"说|告诉|听说|讲")
 """What follows is what someone said: its day words are not when she did anything."""
 _PAST_DAY = re.compile(r"(?P<d2>前天|前日)|(?P<d1>昨天|昨晚|昨日|昨儿)")
 _NOW_WORD = re.compile(r"正在|现在|此刻|这会儿?")
-Day = int | Literal["other"] | None
-"""The day a text speaks of: 0 today, 1 yesterday, 2 the day before, "other" (another time,
-not checked), None (it does not say)."""
+Day = DayKey | Literal["other"] | None
+"""The time a text speaks of: a day (0 today, 1 yesterday, 2 the day before), a wider span
+(`SPANS`), "other" (another time, not checked), None (it does not say)."""
 
 
 def day_offset(text: str) -> Day:
-    """Which day ``text`` talks about, by its first day word (`Day`); what she is doing now
-    (正在复习明天的考试) is about today whatever day follows. A time of day alone names no day."""
-    words: list[tuple[int, int | str]] = [
+    """Which day or span ``text`` talks about, by its first time word (`Day`); what she is doing
+    now (正在复习明天的考试) is about today whatever day follows. A time of day alone names no
+    day."""
+    words: list[tuple[int, Day]] = [
         (m.start(), 0) for m in (*_NOW_WORD.finditer(text), *_TODAY_WORD.finditer(text))
     ]
     words += [(m.start(), 2 if m["d2"] else 1) for m in _PAST_DAY.finditer(text)]
     words += [(m.start(), "other") for m in _OTHER_DAY.finditer(text)]
+    # 吃饭之前: before that, no time of its own
+    relative = {m.end() - 2 for m in _RELATIVE_BEFORE.finditer(text)}
+    words += [
+        (m.start(), _span_key(m))
+        for m in _SPAN.finditer(text)
+        if not (m["before"] and m.start() in relative)
+    ]
     if not words:
         return None
-    first = min(words, key=lambda w: w[0])[1]
-    if first == "other":
-        return "other"
-    return 2 if first == 2 else 1 if first == 1 else 0
+    return min(words, key=lambda w: w[0])[1]
+
+
+def _span_key(m: re.Match[str]) -> SpanKey:
+    key = m.lastgroup
+    assert key in SPANS, key
+    return key
+
+
+def is_checked(day: Day) -> TypeGuard[DayKey]:
+    """Whether a claim about ``day`` is checked: a day or a span, not another time."""
+    return isinstance(day, int) or day in SPANS
+
+
+def span_range(key: SpanKey, now: datetime) -> tuple[datetime, datetime]:
+    """The time `SPANS` ``key`` names, from ``now``: [start, end), never past now."""
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    monday = midnight - timedelta(days=now.weekday())
+    soon = now + timedelta(seconds=1)
+    if key == "last_week":
+        return monday - timedelta(days=7), monday
+    if key == "last_weekend" or (key == "weekend" and now.weekday() < 5):
+        return monday - timedelta(days=2), monday
+    if key == "weekend":
+        return monday + timedelta(days=5), soon
+    if key == "recent":
+        return midnight - timedelta(days=RECENT_DAYS), soon
+    return midnight - timedelta(days=BEFORE_DAYS), midnight
 
 
 def _number(text: str) -> int:
@@ -527,10 +616,10 @@ def claims(
     day: Literal["today", "other"] | Day = None,
     undated_is_now: bool = False,
 ) -> list[Claim]:
-    """The claims ``answer`` makes about today, yesterday and the day before; ``day`` is the day
-    the conversation is about. Where neither names a day, what she says she is doing or has just
-    done is about today. ``undated_is_now`` (a post about what she just did): what she says
-    without a time or 了/过 is about now."""
+    """The claims ``answer`` makes about today, yesterday, the day before and the wider spans of
+    `SPANS` (上周, 周末, 最近, 以前…); ``day`` is the day the conversation is about. Where neither
+    names a day, what she says she is doing or has just done is about today. ``undated_is_now``
+    (a post about what she just did): what she says without a time or 了/过 is about now."""
     out: list[Claim] = []
     asked: Day = 0 if day == "today" else day
     for sentence in _SENTENCES.findall(answer):
@@ -559,21 +648,27 @@ def claims(
                 continue
             weather = [(t, m) for t, m in found if t.kind == "weather"]
             doings = [(t, m) for t, m in found if t.kind != "weather"]
-            habit = bool(_HABIT.search(clause)) or framed
             about = current
+            # a span's habit (最近天天去…) is a claim about that span; a liking never is
+            often = about in SPANS and about != "before"
+            habit = bool((_LIKING if often else _HABIT).search(clause)) or framed
             if about is None and doings:
                 own = "我" in clause or _own(clause, clause[: doings[0][1].start()])
                 if _NOW_OR_JUST.search(clause) and not habit and own:
                     about = 0
             if about is not None and named is None and _PRESENT.search(clause):
                 about = 0  # …呢: now, whatever day was asked
-            if habit and named is None:
+            if habit and (named is None or named in SPANS):
                 about = None  # a liking or a habit, whatever day the question named
             done = _DONE.search(clause) is not None
+            going = _GOING.search(clause) and when is not None
+            plan = bool(_SOON.search(bare) or _LEAVING.search(clause)) or (
+                not done and bool(_PLAN.search(bare) or going)
+            )
             if current is None and not _CONSUMED.search(clause):
                 # naming an item (我超爱铜锣烧了) claims nothing without a day or a verb
                 doings = [(term, m) for term, m in doings if term.kind != "item"]
-            chosen = (doings if isinstance(about, int) else []) + (
+            chosen = (doings if is_checked(about) else []) + (
                 weather if named in (None, 0) and not habit else []
             )
             for term, m in chosen:
@@ -587,7 +682,8 @@ def claims(
                 present = (
                     when is None
                     and not done
-                    and (bool(_PRESENT.search(clause)) or (undated_is_now and about == 0))
+                    and about == 0
+                    and (bool(_PRESENT.search(clause)) or undated_is_now)
                 )
                 out.append(
                     Claim(
@@ -598,7 +694,8 @@ def claims(
                         span[1] if span else "",
                         done,
                         present=present and term.kind != "weather",
-                        day=about if isinstance(about, int) and term.kind != "weather" else 0,
+                        day=about if is_checked(about) and term.kind != "weather" else 0,
+                        plan=plan,
                     )
                 )
     return out
@@ -678,22 +775,37 @@ def _in_time(claim: Claim, episode: Any, tz: Any) -> bool:
     return lo - slack <= end and start <= hi + slack
 
 
-Record = Sequence[Any] | Mapping[int, Sequence[Any]]
-"""Her episodes: today's, or by day (0 today, 1 yesterday, 2 the day before)."""
+Record = Sequence[Any] | Mapping[int, Sequence[Any]] | Mapping[DayKey, Sequence[Any]]
+"""Her episodes: today's, or by day (0 today, 1 yesterday, 2 the day before) and span."""
 DAY_NAMES = ("今天", "昨天", "前天")
 
 
-def _by_day(record: Record) -> Mapping[int, Sequence[Any]]:
-    return record if isinstance(record, Mapping) else {0: record}
+def day_name(day: DayKey) -> str:
+    """How the feedback names a day or a span (今天, 上周, 以前)."""
+    if isinstance(day, int):
+        return DAY_NAMES[day] if day < len(DAY_NAMES) else "那天"
+    return SPANS[day]
+
+
+def _day_order(day: DayKey) -> tuple[int, int]:
+    return (0, day) if isinstance(day, int) else (1, list(SPANS).index(day))
+
+
+def _by_day(record: Record) -> Mapping[DayKey, Sequence[Any]]:
+    return (
+        cast(Mapping[DayKey, Sequence[Any]], record) if isinstance(record, Mapping) else {0: record}
+    )
 
 
 def problems(
     found: Sequence[Claim], record: Record, now: datetime, *, weather: Sequence[str] = ()
 ) -> list[str]:
-    """What in ``found`` her episodes of that day contradict or cannot back, as lines for the
-    model. A claim about a time of day still ahead ("下午去打工" in the morning) is a plan, not
-    checked; a day whose episodes were not read is not checked. ``weather``: the weather now
-    (its type and temperature); without it, what she says of the weather is not checked."""
+    """What in ``found`` her episodes of that day (or span) contradict or cannot back, as lines
+    for the model. A doing at a time of day still ahead is a plan when its clause says so
+    (`Claim.plan`: "下午去打工" in the morning), and otherwise a claim nothing can back yet; 周末
+    on a weekday without 了 is the coming weekend (a plan). A day whose episodes were not read is
+    not checked. ``weather``: the weather now (its type and temperature); without it, what she
+    says of the weather is not checked."""
     tz = now.tzinfo
     days = _by_day(record)
     out: list[str] = []
@@ -704,20 +816,28 @@ def problems(
             continue
         if claim.day not in days:
             continue
-        name = DAY_NAMES[claim.day] if claim.day < len(DAY_NAMES) else "那天"
+        if claim.day == "weekend" and now.weekday() < 5 and not claim.past:
+            continue  # 周末去游乐园玩 on a Tuesday: the coming weekend
+        name = day_name(claim.day)
+        stamp = "%H:%M" if isinstance(claim.day, int) else "%m-%d %H:%M"
         if claim.present:
             claim = replace(claim, span=(_hours(now, tz),) * 2, clock="现在")
-        ahead = claim.span is not None and claim.span[0] > _hours(now, tz) + 0.25
-        if claim.day == 0 and ahead and not claim.past:
+        ahead = claim.day == 0 and claim.span is not None and claim.span[0] > _hours(now, tz) + 0.25
+        if claim.day == 0 and claim.plan and (ahead or claim.span is None):
             continue
         matching = [e for e in days[claim.day] if _matches(claim, e)]
         if claim.negated and matching:
             first = matching[0].time.astimezone(tz)
-            out.append(f"你说{name}没「{claim.said}」，但记录里 {first:%H:%M} 有这件事。")
+            out.append(f"你说{name}没「{claim.said}」，但记录里 {first:{stamp}} 有这件事。")
+        elif not claim.negated and ahead and not any(_in_time(claim, e, tz) for e in matching):
+            out.append(
+                f"你说「{claim.clock}」时「{claim.said}」，但现在才 {now.astimezone(tz):%H:%M}，"
+                "那个时间还没到，记录里不会有；要说打算就说是打算。"
+            )
         elif not claim.negated and not matching:
             out.append(f"你说{name}「{claim.said}」，但{name}的生活记录里没有。")
         elif not claim.negated and not any(_in_time(claim, e, tz) for e in matching):
-            times = "、".join(f"{e.time.astimezone(tz):%H:%M}" for e in matching)
+            times = "、".join(f"{e.time.astimezone(tz):{stamp}}" for e in matching[:5])
             when = "现在" if claim.present else f"「{claim.clock}」时"
             out.append(f"你说{when}「{claim.said}」，但记录里是 {times}。")
     return list(dict.fromkeys(out))
@@ -798,36 +918,67 @@ class GroundingCheck:
 
 
 async def read_days(
-    memory: MemoryService, now: datetime, days: Iterable[int]
-) -> dict[int, list[Episode]]:
-    """Her episodes of each of ``days`` (0 today, 1 yesterday, …): what she did and her meetings
-    with other characters (not her chat windows): the one place the check reads her record. A
-    past day the memory cannot read is left out (not checked)."""
+    memory: MemoryService, now: datetime, days: Iterable[DayKey]
+) -> dict[DayKey, list[Episode]]:
+    """Her episodes of each of ``days`` (0 today, 1 yesterday, …, or a span of `SPANS`): what
+    she did and her meetings with other characters (not her chat windows): the one place the
+    check reads her record, one range per day or span (`span_range`), read only for the days
+    and spans the claims speak of. A span reads at most `SPAN_READ_LIMIT` episodes (the newest);
+    以前 reads the last `BEFORE_DAYS` days and her latest `DIARIES_READ` diaries besides. A past
+    day or span the memory cannot read is left out (not checked)."""
 
     between = getattr(getattr(memory, "episodes", None), "between", None)
     cid = getattr(memory, "character_id", None)
-    out: dict[int, list[Episode]] = {}
-    for day in sorted(set(days)):
-        start = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=day)
+    out: dict[DayKey, list[Episode]] = {}
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    for day in sorted(set(days), key=_day_order):
+        if isinstance(day, int):
+            start = midnight - timedelta(days=day)
+            end, limit = start + timedelta(days=1), 200
+        else:
+            (start, end), limit = span_range(day, now), SPAN_READ_LIMIT
         if day == 0:
             out[0] = list(await memory.today_events(now, limit=200))
         elif between is not None and cid is not None:
-            out[day] = list(
-                await between(cid, start, start + timedelta(days=1), type_=DOINGS, limit=200)
-            )
+            found = await between(cid, start, end, type_=DOINGS, limit=limit, newest_first=True)
+            out[day] = list(reversed(found))
         else:
             continue
         if between is not None and cid is not None:
             met = await between(
                 cid,
                 start,
-                start + timedelta(days=1),
+                end,
                 type_="conversation",
                 id_prefix=MEETING_PREFIX,
-                limit=50,
+                limit=50 if isinstance(day, int) else limit,
             )
             out[day] = sorted([*out[day], *met], key=lambda e: e.time)
+        if day == "before":
+            out[day] = [*await _diaries(memory, now), *out[day]]
     return out
+
+
+async def _diaries(memory: MemoryService, now: datetime) -> list[Episode]:
+    """Her latest diaries before today, each as an episode whose summary is its text (what a
+    claim about 以前 may be backed by beyond the episodes read)."""
+    find = getattr(getattr(memory, "diary", None), "find", None)
+    cid = getattr(memory, "character_id", None)
+    if find is None or cid is None:
+        return []
+    found = await find(cid, end=now.date(), limit=DIARIES_READ)
+    return [
+        Episode.model_validate(
+            {
+                "_id": diary.id,
+                "character_id": cid,
+                "type": "system",
+                "time": datetime.fromisoformat(diary.date).replace(tzinfo=now.tzinfo),
+                "summary": f"日记：{diary.text}",
+            }
+        )
+        for diary in sorted(found, key=lambda d: d.date)
+    ]
 
 
 def feedback(
@@ -841,12 +992,18 @@ def feedback(
     tz = now.tzinfo
     lines = ["你的回答和你的生活记录对不上：", *(f"- {w}" for w in wrong)]
     days = _by_day(record)
-    for day in sorted({c.day for c in found if c.day in days} | ({0} if 0 in days else set())):
-        name = DAY_NAMES[day] if day < len(DAY_NAMES) else "那天"
-        lines.append(f"{name}的生活记录：")
-        lines += [f"- {e.time.astimezone(tz):%H:%M} {e.summary}" for e in days[day]] or [
-            "- （没有记录）"
-        ]
+    shown = {c.day for c in found if c.day in days} | ({0} if 0 in days else set())
+    for day in sorted(shown, key=_day_order):
+        lines.append(f"{day_name(day)}的生活记录：")
+        if isinstance(day, int):
+            lines += [f"- {e.time.astimezone(tz):%H:%M} {e.summary}" for e in days[day]]
+        else:  # a span: the latest few, each with its day
+            lines += [
+                f"- {e.time.astimezone(tz):%m-%d %H:%M} {e.summary[:SPAN_LINE_CHARS]}"
+                for e in list(days[day])[-SPAN_LINES:]
+            ]
+        if not days[day]:
+            lines.append("- （没有记录）")
     if weather:
         lines.append(f"现在的天气：{'，'.join(weather)}。")
     lines.append("请只根据记录重新回答；记录里没有的事就说没做或不记得，不要编造。")

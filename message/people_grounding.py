@@ -78,8 +78,10 @@ _SAY_AFTER = re.compile(
     rf"^(?:{_ADVERB}|{_WHEN})*(?P<to_me>跟我|和我|对我)?"
     r"(?:说(?![得的])|(?P<told>告诉我)|讲)(?:过|了)?[：:，,\s]*"
 )
+_AND = r"(?:和|跟|与|及|以及|还有|、)"
+"""What joins the names of a list (碰到小林和千夏, 跟小林、千夏还有枫一起…): each is claimed."""
 _ONE_CHAR_NAME_END = re.compile(
-    r"^(?:$|[了啦呀吧呢啊，,。！!？?~～\s]|一起|一块|来|说|告诉|和|跟|对|在|聊|吃|玩|散|学|去|找|见"
+    r"^(?:$|[了啦呀吧呢啊，,。！!？?~～\s、]|一起|一块|来|说|告诉|和|跟|与|及|以及|还有|对|在|聊|吃|玩|散|学|去|找|见"
     rf"|打(?:了个?)?招呼|{_ADVERB}|没|{_WHEN})"
 )
 """What may follow a one-character name (枫) for it to be her and not a word (枫叶, 枫树)."""
@@ -104,8 +106,8 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 _NAME = r"[\u4e00-\u9fff]{1,6}?"
 _LEAD = rf"(?:{_WHEN}|今儿|昨儿个?|那会儿|这会儿|[\d一二两三四五六七八九十]+点(?:多|半|钟)?|其实|我|刚|也|还|就)*"
 _STRANGER = re.compile(
-    rf"(?:和|跟|与|同)(?P<a>{_NAME})(?:{_WHEN})*一(?:起|块儿?)"
-    rf"|(?:见到|遇到|碰到|碰见|遇见|遇上|撞见)(?:了)?(?P<b>[\u4e00-\u9fff]{{1,8}}?)(?=$|[了啦呀呢，,。！!~～])"
+    rf"(?:和|跟|与|同)(?P<a>{_NAME}(?:{_AND}{_NAME})*?)(?:{_WHEN})*(?:都|也)?一(?:起|块儿?)"
+    rf"|(?:见到|遇到|碰到|碰见|遇见|遇上|撞见)(?:了)?(?P<b>[\u4e00-\u9fff、]{{1,16}}?)(?=$|[了啦呀呢，,。！!~～])"
     rf"|^{_LEAD}(?P<c>{_NAME})(?:{_WHEN})*(?:{_ADVERB})?(?:来|过来)?(?:找|约|请|叫|陪|送|带)(?:了)?我"
     rf"|^{_LEAD}(?P<d>{_NAME})(?:{_WHEN})*(?:{_ADVERB})?刚?(?:跟我说|和我说|对我说|告诉我|跟我讲)"
     rf"|^{_LEAD}听(?P<e>{_NAME})(?:说|讲)"
@@ -138,11 +140,25 @@ def strangers(
                     continue
                 if m["a"] and _WISH.search(clause):
                     continue  # 想和小美一起去
-                name = _NAME_PREFIX.sub("", next(g for g in m.groups() if g))
-                known = name in people or any(n in name for n in people) or name == speaker
-                if name and not known and not _NOT_A_NAME.match(name):
-                    out.append((name, clause))
+                for name in _names_of(next(g for g in m.groups() if g), people):
+                    name = _NAME_PREFIX.sub("", name)
+                    known = name in people or any(n in name for n in people) or name == speaker
+                    if name and not known and not _NOT_A_NAME.match(name):
+                        out.append((name, clause))
     return out
+
+
+def _names_of(listed: str, people: Mapping[str, Someone]) -> list[str]:
+    """The names of a list (枫和小美, 小林、千夏还有枫): a name she knows stays whole (美和), the
+    rest is split where a list joins."""
+    if listed in people:
+        return [listed]
+    known = sorted((n for n in people if n in listed), key=len, reverse=True)
+    marked = listed
+    for i, name in enumerate(known):
+        marked = marked.replace(name, f"\x00{i}\x00")
+    parts = [p for p in re.split(_AND, marked) if p]
+    return [re.sub(r"\x00(\d+)\x00", lambda g: known[int(g[1])], p) for p in parts]
 
 
 @dataclass(frozen=True)
@@ -237,6 +253,13 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
                 continue
             # a clause ends at a comma, and where someone's quoted words end
             clause_before = re.split(r"[，,；;」”』]", before)[-1]
+            # a name in a list (碰到小林和千夏): read as if it stood alone where the list stands
+            listed = re.compile(rf"(?:{pattern.pattern})\s*{_AND}\s*$")
+            while (mate := listed.search(clause_before)) is not None:
+                clause_before = clause_before[: mate.start()]
+            mates = re.compile(rf"^\s*{_AND}\s*(?:{pattern.pattern})")
+            while (mate := mates.search(after)) is not None:
+                after = after[mate.end() :]
             if _asks(clause_before + m.group(0) + _rest_of_clause(after)):
                 continue
             if _WISH.search(clause_before) or _HABIT.search(clause_before):

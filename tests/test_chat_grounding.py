@@ -116,7 +116,7 @@ async def test_without_a_day_word_the_question_sets_the_day(redis: Any) -> None:
     kit, out = await ask(redis, "去水音池钓鱼了", "去公园散步了")
     assert out.replies == ["去公园散步了"] and "钓鱼" in feedback(kit)
     kit, out = await ask(redis, "去水音池钓鱼了", question="悠酱上周末干嘛了")
-    assert out.replies == ["去水音池钓鱼了"]
+    assert out.replies == ["去水音池钓鱼了"]  # a memory that cannot read last weekend: unchecked
 
 
 async def test_a_time_of_day_sets_the_day_and_one_still_ahead_is_a_plan(redis: Any) -> None:

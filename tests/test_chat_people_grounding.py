@@ -378,3 +378,75 @@ async def test_chatting_with_a_person_from_chat_is_backed_by_that_chat(
     assert await check.check("今天和小林聊了好久", char=char, now=NOW) is None
     found = await check.check("今天在公园碰到了小林", char=char, now=NOW)
     assert found is not None and "见过面" in found
+
+
+# -- issue 30, third round: every name of a coordinated list is checked -------------------------
+
+
+def met_chika(when: str) -> Episode:
+    episode = met_kaede(when, "悠酱和千夏在南风公园打了招呼")
+    return episode.model_copy(
+        update={
+            "id": f"cnv_chika_{when}",
+            "data": {**episode.data, "with": [{"id": "chika", "name": "千夏"}], "lines": []},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "names"),
+    [
+        ("昨天碰到枫和千夏了", ["枫", "千夏"]),
+        ("昨天碰到了枫、千夏", ["枫", "千夏"]),
+        ("昨天跟枫、千夏还有小林一起吃了午饭", ["枫", "千夏", "小林"]),
+        ("昨天和枫与千夏一起散步了", ["枫", "千夏"]),
+        ("昨天见到了千夏及枫", ["千夏", "枫"]),
+    ],
+)
+def test_every_name_of_a_list_is_a_claim(answer: str, names: list[str]) -> None:
+    people = {**PEOPLE, "小林": XIAOLIN}
+    found = people_claims(answer, people, NOW)
+    assert [(c.who.name, c.kind) for c in found] == [(n, "met") for n in names]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "昨天碰到枫和千夏了",
+        "昨天跟枫、千夏还有小林一起吃了午饭",
+        "昨天和枫与千夏一起散步了",
+    ],
+)
+async def test_a_name_after_the_first_is_checked_too(
+    sqlite_history: HistoryStore, answer: str
+) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    await repo.put(met_kaede("2026-09-02 12:10"))  # yesterday: 枫 only
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫"), "chika": ("千夏",)})
+    found = await check.check(answer, char=make_character(social=heard_of_xiaolin()), now=NOW)
+    assert found is not None and "没有和千夏见过面" in found, (answer, found)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["昨天跟枫和小美一起去逛街了", "昨天碰到了枫和阿杰", "昨天和千夏、枫还有凯一起散步了"],
+)
+async def test_a_stranger_anywhere_in_a_list_is_never_claimed(
+    sqlite_history: HistoryStore, answer: str
+) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫"), "chika": ("千夏",)})
+    found = await check.check(answer, char=make_character(), now=NOW)
+    assert found is not None and "不认识" in found, (answer, found)
+
+
+async def test_a_list_of_people_she_all_met_passes(sqlite_history: HistoryStore) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    await repo.put(met_kaede("2026-09-02 12:10"))
+    await repo.put(met_chika("2026-09-02 16:00"))
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫"), "chika": ("千夏",)})
+    for answer in ("昨天碰到枫和千夏了", "昨天和枫、千夏都见过面了", "千夏和枫昨天一起去了海边"):
+        assert await check.check(answer, char=make_character(), now=NOW) is None, answer
