@@ -30,6 +30,7 @@ from yuiju.message.people_grounding import (
     backs,
     known_people,
     people_claims,
+    said_in,
     strangers,
 )
 from yuiju.world.action import Action
@@ -147,24 +148,6 @@ def _chatted(e: Episode, who: Someone) -> bool:
     return _with(e, who) or any(p.id == who.id for p in _parties(e) if p.kind == who.kind)
 
 
-def _said_by(e: Episode, who: Someone) -> str:
-    """What ``who`` said or passed on in ``e``, as one text (never what she said to them)."""
-    data = e.conversation()
-    if data is None:
-        return ""
-    parts = [x.text for x in data.lines or [] if x.speaker == who.id]
-    if isinstance(data.news, list):
-        parts += [
-            str(n.get("text", ""))
-            for n in data.news
-            if isinstance(n, Mapping) and n.get("teller") == who.id
-        ]
-    elif isinstance(data.news, Mapping) and (data.by or {}).get("id") == who.id:
-        parts.append(str(data.news.get("text", "")))
-    parts += [m.text for m in data.messages or [] if m.speaker == who.name]
-    return "\n".join(p for p in parts if p)
-
-
 def _person_problem(claim: PeopleClaim, episodes: Sequence[Episode], first: datetime) -> str:
     """Why her record of the period (from ``first``) does not bear ``claim`` out, or ''."""
     who = claim.who
@@ -176,7 +159,7 @@ def _person_problem(claim: PeopleClaim, episodes: Sequence[Episode], first: date
         if not claim.negated and not seen:
             return f"你写了「{claim.said}」，但这天的记录里没有和{who.name}见过面。"
         return ""
-    said = [_said_by(e, who) for e in then]
+    said = [said_in(e, who) for e in then]
     first_part = re.split(r"[，,；;]", claim.content)[0]  # 说…，后来我…: her own words after
     if any(backs(claim.content, s) or backs(first_part, s) for s in said if s):
         return ""

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeGuard, cast
 
+from yuiju.memory.episode_data import BehaviorData, ConversationData
 from yuiju.memory.episodes import DOINGS, MEETING_PREFIX, Episode
 from yuiju.memory.service import MemoryService
 from yuiju.message.agent import RunContext, Tool
@@ -738,20 +739,29 @@ reason such as 想看小说 backs nothing; nor what others said in a meeting).""
 
 
 def _said_of(episode: Episode) -> str:
-    data = episode.data or {}
+    typed = episode.record()  # None: a document that does not fit (warned once), its summary only
+    data = typed.model_dump(by_alias=True, mode="json") if typed is not None else {}
     happened = {k: data[k] for k in _WHAT_HAPPENED if data.get(k)}
     return episode.summary + json.dumps(happened, ensure_ascii=False, default=str)
 
 
+def _where_and_what(episode: Episode) -> tuple[str | None, str | None]:
+    """The action (id) and place of a behavior episode or a meeting."""
+    typed = episode.record()
+    if isinstance(typed, BehaviorData | ConversationData):
+        return typed.action, typed.place
+    return None, None
+
+
 def _matches(claim: Claim, episode: Episode) -> bool:
-    data = episode.data or {}
-    if claim.term.kind == "action" and data.get("action") in claim.term.keys:
+    action, place = _where_and_what(episode)
+    if claim.term.kind == "action" and action in claim.term.keys:
         return True
     record = _said_of(episode)
     term = claim.term
     if (
         term.kind == "place"
-        and data.get("place") in term.keys
+        and place in term.keys
         and (not term.backed_by or term.backed_by in record)
     ):
         return True

@@ -30,7 +30,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from yuiju.memory.episodes import Episode, EpisodeRepo
 from yuiju.memory.timeparse import time_range
@@ -456,7 +456,7 @@ class PeopleCheck:
                 problem = f"你说「{claim.said}」，但记录里{claim.day}没有和{who.name}见过面。"
         else:
             sources = self._heard(char, who, told_her=claim.to_me)
-            sources += [_said_in(e, who) for e in talks]
+            sources += [said_in(e, who) for e in talks]
             sources += [text for person, text in recent if person == who.id]
             first = re.split(r"[，,；;]", claim.content)[0]  # 说…，现在在学校呢: her own words
             if not any(backs(claim.content, s) or backs(first, s) for s in sources if s):
@@ -504,25 +504,33 @@ class PeopleCheck:
         """Her archived chat conversations in which ``who`` (a person) took part."""
         assert self.episodes is not None
         found = await self.episodes.conversations(self.character_id, start, end)
-        return [
-            e
-            for e in found
-            if any(c.get("user_id") == who.id for c in e.data.get("counterparties", []))
-            or (e.data.get("by") or {}).get("id") == who.id
-        ]
+        return [e for e in found if _with_person(e, who)]
 
 
-def _said_in(episode: Episode, who: Someone) -> str:
+def _with_person(episode: Episode, who: Someone) -> bool:
+    """Whether a conversation episode is a chat window ``who`` spoke in, or news or a gift from them."""
+    data = episode.conversation()
+    if data is None:
+        return False
+    return any(c.user_id == who.id for c in data.counterparties or []) or (
+        (data.by or {}).get("id") == who.id
+    )
+
+
+def said_in(episode: Episode, who: Someone) -> str:
     """What ``who`` said or passed on in a conversation episode, as one text (never what she
     told them: the summary names both)."""
-    data: dict[str, Any] = episode.data
-    parts = [
-        line.get("text", "") for line in data.get("lines", []) if line.get("speaker") == who.id
-    ]
-    news = data.get("news")
-    if isinstance(news, list):
-        parts += [n.get("text", "") for n in news if n.get("teller") == who.id]
-    elif isinstance(news, dict) and (data.get("by") or {}).get("id") == who.id:
-        parts.append(str(news.get("text", "")))
-    parts += [m.get("text", "") for m in data.get("messages", []) if m.get("speaker") == who.name]
+    data = episode.conversation()
+    if data is None:  # not a conversation, or a document that does not fit (warned once)
+        return ""
+    parts = [line.text for line in data.lines or [] if line.speaker == who.id]
+    if isinstance(data.news, list):
+        parts += [
+            str(n.get("text", ""))
+            for n in data.news
+            if isinstance(n, dict) and n.get("teller") == who.id
+        ]
+    elif isinstance(data.news, dict) and (data.by or {}).get("id") == who.id:
+        parts.append(str(data.news.get("text", "")))
+    parts += [m.text for m in data.messages or [] if m.speaker == who.name]
     return "\n".join(p for p in parts if p)

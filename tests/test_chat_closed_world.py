@@ -306,7 +306,13 @@ async def test_what_she_did_with_someone_and_where_is_checked_not_only_that_they
     greeting = yesterday(done("greet", "08:30", 5)).model_copy(
         update={
             "summary": "悠酱和千夏在星见丘高校打了招呼",
-            "data": {"action": "greet", "name": "打招呼", "place": "school"},
+            "data": {
+                "action": "greet",
+                "name": "打招呼",
+                "place": "school",
+                "reason": "",
+                "decided_by": "utility",
+            },
         }
     )
     kit, out = await ask(

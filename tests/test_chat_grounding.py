@@ -34,7 +34,14 @@ def done(action_id: str, when: str, minutes: int = 30, result: str = "") -> Epis
             "end_time": start + timedelta(minutes=minutes),
             "status": "completed",
             "summary": f"yuiju在{HAURA.place_name(place)}开始{action.name}",
-            "data": {"action": action_id, "name": action.name, "place": place, "result": result},
+            "data": {
+                "action": action_id,
+                "name": action.name,
+                "place": place,
+                "reason": "",
+                "decided_by": "utility",
+                "result": result,
+            },
         }
     )
 

@@ -56,7 +56,14 @@ def done(
             "end_time": start + timedelta(minutes=minutes),
             "status": "completed",
             "summary": f"悠酱在{HAURA.place_name(place)}开始{action.name}",
-            "data": {"action": action_id, "name": action.name, "place": place, "result": result},
+            "data": {
+                "action": action_id,
+                "name": action.name,
+                "place": place,
+                "reason": "",
+                "decided_by": "utility",
+                "result": result,
+            },
         }
     )
 

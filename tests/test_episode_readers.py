@@ -204,8 +204,6 @@ async def test_conversations_with_someone_and_search_skip_unfit_documents(
 READERS = ("web", "world", "memory", "message", "bench", "yuiju_cli.py")
 LEFT_FOR_LATER = {
     # other branches are in these files now; their reads are listed in the typedreaders report
-    "message/grounding.py",
-    "message/people_grounding.py",
     # the forget path rewrites raw documents of every shape, those that do not fit included
     "memory/governance.py",
 }
