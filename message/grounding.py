@@ -32,11 +32,12 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
-from typing import Any, Literal, TypeGuard, cast
+from datetime import date, datetime, timedelta
+from typing import Any, Literal, Protocol, TypeGuard, cast
 
+from yuiju.memory.diary import Diary
 from yuiju.memory.episode_data import BehaviorData, ConversationData
-from yuiju.memory.episodes import DOINGS, MEETING_PREFIX, Episode
+from yuiju.memory.episodes import DOINGS, MEETING_PREFIX, Episode, EpisodeType
 from yuiju.memory.service import MemoryService
 from yuiju.message.agent import RunContext, Tool
 from yuiju.message.deps import ChatDeps, WorldView
@@ -936,9 +937,53 @@ async def read_days(
     and spans the claims speak of. A span reads at most `SPAN_READ_LIMIT` episodes (the newest);
     以前 reads the last `BEFORE_DAYS` days and her latest `DIARIES_READ` diaries besides. A past
     day or span the memory cannot read is left out (not checked)."""
+    wanted = set(days)
+    out: dict[DayKey, list[Episode]] = {}
+    # a memory without a history store behind it (a test's, a chat without one) reads today only
+    if callable(getattr(memory.episodes, "between", None)):
+        diary = getattr(memory, "diary", None)
+        out = await read_past(memory.episodes, memory.character_id, now, wanted, diaries=diary)
+    if 0 in wanted:
+        today = list(await memory.today_events(now, limit=200))
+        out[0] = sorted([*today, *out.get(0, [])], key=lambda e: e.time)
+    return out
 
-    between = getattr(getattr(memory, "episodes", None), "between", None)
-    cid = getattr(memory, "character_id", None)
+
+class EpisodeRange(Protocol):
+    """What the check reads her past from (`memory.episodes.EpisodeRepo`)."""
+
+    async def between(
+        self,
+        character_id: str,
+        start: datetime,
+        end: datetime,
+        *,
+        type_: EpisodeType | Sequence[EpisodeType] | None = None,
+        id_prefix: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[Episode]: ...
+
+
+class DiaryShelf(Protocol):
+    """Where the check reads her diaries (`memory.diary.DiaryWriter`)."""
+
+    async def find(
+        self, character_id: str, *, end: date | None = None, limit: int | None = None
+    ) -> list[Diary]: ...
+
+
+async def read_past(
+    episodes: EpisodeRange,
+    character_id: str,
+    now: datetime,
+    days: Iterable[DayKey],
+    *,
+    diaries: DiaryShelf | None = None,
+) -> dict[DayKey, list[Episode]]:
+    """`read_days` from the history store itself: her doings of each past day or span, and her
+    meetings of each of ``days`` (today's too: what she did today is the caller's to add);
+    ``diaries``: her diaries, read for 以前."""
     out: dict[DayKey, list[Episode]] = {}
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     for day in sorted(set(days), key=_day_order):
@@ -947,41 +992,38 @@ async def read_days(
             end, limit = start + timedelta(days=1), 200
         else:
             (start, end), limit = span_range(day, now), SPAN_READ_LIMIT
-        if day == 0:
-            out[0] = list(await memory.today_events(now, limit=200))
-        elif between is not None and cid is not None:
-            found = await between(cid, start, end, type_=DOINGS, limit=limit, newest_first=True)
-            out[day] = list(reversed(found))
-        else:
-            continue
-        if between is not None and cid is not None:
-            met = await between(
-                cid,
-                start,
-                end,
-                type_="conversation",
-                id_prefix=MEETING_PREFIX,
-                limit=50 if isinstance(day, int) else limit,
+        found: list[Episode] = []
+        if day != 0:
+            found = list(
+                reversed(
+                    await episodes.between(
+                        character_id, start, end, type_=DOINGS, limit=limit, newest_first=True
+                    )
+                )
             )
-            out[day] = sorted([*out[day], *met], key=lambda e: e.time)
-        if day == "before":
-            out[day] = [*await _diaries(memory, now), *out[day]]
+        met = await episodes.between(
+            character_id,
+            start,
+            end,
+            type_="conversation",
+            id_prefix=MEETING_PREFIX,
+            limit=50 if isinstance(day, int) else limit,
+        )
+        out[day] = sorted([*found, *met], key=lambda e: e.time)
+        if day == "before" and diaries is not None:
+            out[day] = [*await _diaries(diaries, character_id, now), *out[day]]
     return out
 
 
-async def _diaries(memory: MemoryService, now: datetime) -> list[Episode]:
+async def _diaries(diaries: DiaryShelf, character_id: str, now: datetime) -> list[Episode]:
     """Her latest diaries before today, each as an episode whose summary is its text (what a
     claim about 以前 may be backed by beyond the episodes read)."""
-    find = getattr(getattr(memory, "diary", None), "find", None)
-    cid = getattr(memory, "character_id", None)
-    if find is None or cid is None:
-        return []
-    found = await find(cid, end=now.date(), limit=DIARIES_READ)
+    found = await diaries.find(character_id, end=now.date(), limit=DIARIES_READ)
     return [
         Episode.model_validate(
             {
                 "_id": diary.id,
-                "character_id": cid,
+                "character_id": character_id,
                 "type": "system",
                 "time": datetime.fromisoformat(diary.date).replace(tzinfo=now.tzinfo),
                 "summary": f"日记：{diary.text}",

@@ -52,11 +52,12 @@ from yuiju.llm import (
     StructuredOutputFailed,
     ask_structured,
 )
+from yuiju.memory.episode_data import BehaviorData
 from yuiju.memory.episodes import DOINGS, Episode, EpisodeRepo
 from yuiju.memory.semantic import NewMemory, render_memories
 from yuiju.memory.service import MemoryService
 from yuiju.message.channel import GroupContext, GroupSender, SendFailed
-from yuiju.message.grounding import ClaimLexicon, claims, feedback
+from yuiju.message.grounding import SPANS, ClaimLexicon, DayKey, claims, feedback, read_past
 from yuiju.message.model import BadPersonId, Conversation, legacy_forms, qualify
 from yuiju.message.output import OutputFilter, Problem
 from yuiju.message.proactive_policy import GroupSituation, Verdict, check_policy
@@ -806,7 +807,7 @@ class ProactiveService:
         )
         said = {p.get("message", "").strip() for p in own_posts if p.get("message")}
         limit = self.cfg.max_message_chars
-        record = await self._record(event, now) if self.lexicon is not None else []
+        record = await self._record(event, now) if self.lexicon is not None else {}
         weather = [world.weather.type, world.weather.temperature] if world and world.weather else []
 
         def parse(text: str) -> ProactiveAnswer:
@@ -864,30 +865,36 @@ class ProactiveService:
             raise _NoAnswer("llm_failed", f"模型调用失败：{exc}") from exc
         return outcome.value
 
-    async def _record(self, event: SharedEvent, now: datetime) -> list[Episode]:
-        """What a post may claim: today's episodes (not conversations) and the event it shares,
-        which history may not have yet."""
-        today = await self.episodes.today(self.character_id, now, type_=DOINGS)
-        if any(e.id == event.episode_id for e in today):
-            return today
-        shared = Episode.model_validate(
-            {
-                "_id": event.episode_id or event.event_id,
-                "character_id": self.character_id,
-                "type": "behavior",
-                "time": event.start or event.time,
-                "end_time": event.end or event.time,
-                "status": "completed",
-                "summary": event.summary or event.name,
-                "data": {
-                    "action": event.action,
-                    "name": event.name,
-                    "place": event.place,
-                    "result": event.result,
-                },
-            }
+    async def _record(self, event: SharedEvent, now: datetime) -> dict[DayKey, list[Episode]]:
+        """What a post may claim: today's episodes (not conversations) with the event it shares,
+        which history may not have yet, and her record of the other days and spans a post may
+        speak of (yesterday, 上周, 以前 …: read once per post, a post is rare)."""
+        diaries = self.memory.diary if self.memory is not None else None
+        record = await read_past(
+            self.episodes, self.character_id, now, [0, 1, 2, *SPANS], diaries=diaries
         )
-        return sorted([*today, shared], key=lambda e: e.time)
+        today = await self.episodes.today(self.character_id, now, type_=DOINGS)
+        if not any(e.id == event.episode_id for e in today):
+            shared = Episode(
+                id=event.episode_id or event.event_id,
+                character_id=self.character_id,
+                type="behavior",
+                time=event.start or event.time,
+                end_time=event.end or event.time,
+                status="completed",
+                summary=event.summary or event.name,
+                data=BehaviorData(
+                    action=event.action,
+                    name=event.name,
+                    place=event.place,
+                    reason=event.reason,
+                    decided_by="",
+                    result=event.result,
+                ).dump(),
+            )
+            today = [*today, shared]
+        record[0] = sorted([*today, *record.get(0, [])], key=lambda e: e.time)
+        return record
 
     # -- control --------------------------------------------------------------------------------
 

@@ -635,3 +635,33 @@ async def test_plans_at_a_time_still_ahead_and_true_la_claims_go_out(
     kit, out = await ask(redis, answer, now=AFTERNOON)
     assert out.replies == [answer], kit.model.calls[-1][-1]
     assert not any(call[-1]["role"] == "system" for call in kit.model.calls)  # never sent back
+
+
+@pytest.mark.parametrize(
+    ("post", "sent"),
+    [
+        ("昨天也在公园散了步，今天又吃到好吃的早饭～", True),  # her record of yesterday says so
+        ("昨天去海边玩了一下午，今天又吃到好吃的早饭～", False),
+        ("上周末和朋友去看了电影，今天又吃到好吃的早饭～", False),
+    ],
+)
+async def test_a_post_about_other_days_is_checked_against_those_days(
+    redis: Any, sqlite_history: Any, post: str, sent: bool
+) -> None:
+    from tests.test_chat_grounding import post_writer, share
+    from tests.test_message_service import LEXICON
+    from tests.test_proactive import G, make_service
+    from yuiju.memory.episodes import EpisodeRepo
+    from yuiju.world.clock import SimClock
+
+    clock = SimClock(at_time("2026-09-01 09:00"))
+    episodes = EpisodeRepo(sqlite_history)
+    await episodes.ensure()
+    await episodes.put(yesterday(done("walk_in_park", "16:00", 30)))
+    model = post_writer(post, "刚在家吃完早饭～")
+    service, sender, _ = await make_service(
+        redis, sqlite_history, clock=clock, model=model, lexicon=LEXICON
+    )
+    service.states = WeatherWorld(make_character(), ("晴", "温暖"))  # type: ignore[assignment]
+    await share(service, clock, "eat_breakfast", "09:30")
+    assert sender.sent == [(G, post if sent else "刚在家吃完早饭～")], model.calls[-1][-1]
