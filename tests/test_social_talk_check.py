@@ -6,6 +6,7 @@ unchanged in one call."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from datetime import timedelta
@@ -13,15 +14,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
-from tests.conftest import at_time, cards_of
+from tests.conftest import at_time, cards_of, make_engine
 from yuiju.config import load_config
 from yuiju.llm import FunctionChatModel
 from yuiju.llm.model import ChatMessage, JsonSchema
 from yuiju.memory.episodes import Episode, EpisodeRepo
 from yuiju.message.talk_grounding import TalkGrounding
 from yuiju.storage.history import HistoryStore
+from yuiju.world.behavior import StepInputs
 from yuiju.world.clock import SimClock
+from yuiju.world.decisions import DecisionLimits
+from yuiju.world.policy import DecisionRequest
 from yuiju.world.conversation import Line, ModelTalker, Speaker, TalkRequest
 from yuiju.world.loader import load_actions
 from yuiju.world.relations import NewsItem, Party, news_id
@@ -199,3 +204,57 @@ async def test_the_daemons_talker_has_the_check(tmp_path: Path, redis_url: str) 
             assert isinstance(talker, ModelTalker) and isinstance(talker.check, TalkGrounding)
     finally:
         await runtime.close()
+
+
+async def test_a_meeting_the_offline_policy_decided_is_worded_without_the_model(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    """With decisions in flight, a meeting whose decision went past its deadline is started
+    inside the step by the offline policy: its words come from the templates, so the step never
+    waits on the talk model, nor on the check's reads of the history store (issue 29)."""
+    from tests.test_decisions_in_flight import FakeWall, ModelPolicy
+    from tests.test_social_meetings import CHAT_WITH_KAEDE, WALK, by_character, in_the_park
+
+    async def answer(request: DecisionRequest) -> Any:
+        if request.ctx.character.id == "yuiju":
+            await asyncio.Event().wait()  # her model never answers
+        return WALK
+
+    wall = FakeWall()
+    model = scripted(lines(("悠酱", "枫！"), ("枫", "悠酱！")))
+    kit = await make_engine(
+        redis,
+        sqlite_history,
+        policy=ModelPolicy(answer),
+        fallback=by_character(yuiju=CHAT_WITH_KAEDE),
+        start=SATURDAY,
+        characters=in_the_park("kaede", "yuiju"),
+        talker=ModelTalker(model),
+        model_talks_per_day=5,
+        decisions=DecisionLimits(deadline_minutes=600, deadline_seconds=20),
+        wall=wall,
+        prefix="offline-talk",
+    )
+    pool = kit.engine.decisions
+    assert pool is not None
+    now = at_time(SATURDAY)
+    await kit.ticker.tick(now)
+    inputs = StepInputs(decisions=pool)
+    await kit.loops["kaede"].step(now, inputs)  # her decision goes out …
+    for _ in range(5):
+        await asyncio.sleep(0)
+    await kit.loops["kaede"].step(now, inputs)  # … and comes back: she walks
+    await kit.loops["yuiju"].step(now, inputs)  # hers never does
+    wall.t += 21
+    later = now + timedelta(minutes=1)
+    await kit.loops["yuiju"].step(later, inputs)  # past the deadline: the offline policy
+
+    her = await kit.character("yuiju")
+    assert her is not None and her.running is not None
+    assert her.running.decided_by.startswith("fallback") and "kaede" in str(her.running.params)
+    assert model.calls == []
+    await kit.engine.flush_outbox(force=True)
+    talks = await EpisodeRepo(sqlite_history).between(
+        "yuiju", now, now + timedelta(hours=1), type_="conversation"
+    )
+    assert [t.data["source"] for t in talks] == ["template"]
