@@ -194,4 +194,3 @@ def _what_is_said(request: TalkRequest, speaker: Speaker, other: Speaker) -> lis
             )
         )
     return said
-

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from tests.conftest import at_time, cards_of, make_engine
+from tests.conftest import TZ, at_time, cards_of, make_engine
 from yuiju.config import load_config
 from yuiju.llm import FunctionChatModel
 from yuiju.llm.model import ChatMessage, JsonSchema
@@ -24,11 +24,11 @@ from yuiju.memory.episodes import Episode, EpisodeRepo
 from yuiju.message.talk_grounding import TalkGrounding
 from yuiju.storage.history import HistoryStore
 from yuiju.world.behavior import StepInputs
-from yuiju.world.clock import SimClock
-from yuiju.world.decisions import DecisionLimits
-from yuiju.world.policy import DecisionRequest
+from yuiju.world.clock import RealClock
 from yuiju.world.conversation import Line, ModelTalker, Speaker, TalkRequest
+from yuiju.world.decisions import DecisionLimits
 from yuiju.world.loader import load_actions
+from yuiju.world.policy import DecisionRequest
 from yuiju.world.relations import NewsItem, Party, news_id
 from yuiju.world.town import HAURA
 
@@ -174,9 +174,14 @@ async def test_what_she_says_of_the_weather_is_the_worlds_weather(check: TalkGro
 
 
 @pytest.mark.usefixtures("clean_config_env")
-async def test_the_daemons_talker_has_the_check(tmp_path: Path, redis_url: str) -> None:
+@pytest.mark.parametrize(("policy", "checked"), [("auto", True), ("utility", False)])
+async def test_the_daemons_talker_has_the_check(
+    tmp_path: Path, redis_url: str, policy: str, checked: bool
+) -> None:
     """`yuiju run` / `yuiju world` build their runtime through `yuiju_cli.daemon_runtime`: with
-    a model, the talker that writes meetings checks its lines against their records."""
+    a model deciding (off the step), the talker that writes meetings checks its lines against
+    their records; under the utility policy a meeting is worded inside the step, where the
+    check's reads must not be (issue 29), so there is none."""
     from yuiju import cli as yuiju_cli
 
     cfg = load_config(
@@ -185,13 +190,11 @@ async def test_the_daemons_talker_has_the_check(tmp_path: Path, redis_url: str) 
             "app": {"data_dir": str(tmp_path / "data")},
             "redis": {"url": redis_url, "prefix": f"tc-{tmp_path.name}"},
             "embeddings": {"provider": "hashing"},
-            "world": {"characters": ["yuiju", "kaede"]},
+            "world": {"policy": policy, "characters": ["yuiju", "kaede"]},
         },
     )
     model = FunctionChatModel(lambda *_: "{}")
-    runtime = await yuiju_cli.daemon_runtime(
-        cfg, clock=SimClock(at_time(SATURDAY)), chat_model=model
-    )
+    runtime = await yuiju_cli.daemon_runtime(cfg, clock=RealClock(TZ), chat_model=model)
     try:
         talkers = [
             loop.neighbours.talker
@@ -201,7 +204,8 @@ async def test_the_daemons_talker_has_the_check(tmp_path: Path, redis_url: str) 
         ]
         assert len(talkers) == 2
         for talker in talkers:
-            assert isinstance(talker, ModelTalker) and isinstance(talker.check, TalkGrounding)
+            assert isinstance(talker, ModelTalker)
+            assert isinstance(talker.check, TalkGrounding) if checked else talker.check is None
     finally:
         await runtime.close()
 

@@ -363,8 +363,7 @@ class ModelTalker:
             if not wrong:
                 return said
             reasons = "\n".join(
-                f"- 「{said.lines[i].text}」——{why}"
-                for i, why in sorted(wrong.items())
+                f"- 「{said.lines[i].text}」——{why}" for i, why in sorted(wrong.items())
             )
             if attempt == 2:
                 self.ungrounded += 1

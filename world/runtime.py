@@ -265,7 +265,8 @@ async def build_runtime(
     """Open the stores and wire the engine, for every town of the config (`YuijuConfig.towns`).
     ``policy`` overrides ``[world].policy``. ``talk_check``: builds what a model's lines for a
     meeting may claim (`world.conversation.TalkCheck`, built above world: the composition root
-    passes `message.talk_grounding.TalkGrounding.build`); None: the lines are not checked."""
+    passes `message.talk_grounding.TalkGrounding.build`), used when decisions are made off the
+    step (`off_step`: then so are a meeting's words); None: the lines are not checked."""
     catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
     towns = cfg.towns()
     cards = load_cards([cid for town in towns.values() for cid in town.characters])
@@ -302,7 +303,11 @@ async def build_runtime(
             cfg,
             llm_model,
             llm_policy,
-            check=talk_check(catalogue, cards, episodes) if talk_check is not None else None,
+            # the check reads the history store: only where the model's words are written off
+            # the step (with decisions in flight); elsewhere a step would wait on it
+            check=talk_check(catalogue, cards, episodes)
+            if talk_check is not None and off_step(primary, clock)
+            else None,
         ),
         model_talks_per_day=cfg.social.model_talks_per_day if llm_model is not None else 0,
     )
