@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from yuiju.config import ConfigError, YuijuConfig, default_toml, load_config, resolve_path
 
 if TYPE_CHECKING:
+    from yuiju.llm import ChatModel
     from yuiju.memory.governance import Governance, Subject
     from yuiju.memory.semantic import SemanticMemory
     from yuiju.storage.redis import RedisClient
@@ -542,9 +543,29 @@ async def memory_worker(
     )
 
 
+async def daemon_runtime(
+    cfg: YuijuConfig,
+    *,
+    clock: Clock,
+    worker_name: str | None = None,
+    chat_model: ChatModel | None = None,
+) -> Runtime:
+    """The runtime of `yuiju run` / `yuiju world`: the engine, with what a model's lines for a
+    meeting claim checked against the speakers' records (`message.talk_grounding`)."""
+    from yuiju.message.talk_grounding import TalkGrounding
+    from yuiju.world.runtime import build_runtime
+
+    return await build_runtime(
+        cfg,
+        clock=clock,
+        worker_name=worker_name,
+        chat_model=chat_model,
+        talk_check=TalkGrounding.build,
+    )
+
+
 async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
     from yuiju.world.clock import RealClock
-    from yuiju.world.runtime import build_runtime
 
     speed = args.speed or cfg.world.speed
     if args.resync and speed != 1:
@@ -560,7 +581,7 @@ async def _run(cfg: YuijuConfig, args: argparse.Namespace) -> int:
         except RuntimeError as exc:
             return _fail(str(exc))
     worker = args.cmd == "world" and args.worker  # a fleet member: the engine only
-    runtime = await build_runtime(cfg, clock=clock, worker_name=getattr(args, "name", None))
+    runtime = await daemon_runtime(cfg, clock=clock, worker_name=getattr(args, "name", None))
     await runtime.continue_world_clock(resync=args.resync)  # world time never goes backwards
     log.info(
         "yuiju is running%s: %s",

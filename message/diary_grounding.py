@@ -83,23 +83,29 @@ class DiaryGrounding:
             wrong += [
                 problem
                 for claim in people_claims(text, people, now)
-                if claim.end > first and (problem := _person_problem(claim, episodes, first))
+                if claim.end > first and (problem := person_problem(claim, episodes, first))
             ]
             if wrong:
                 out[i] = "".join(dict.fromkeys(wrong))
         return out
 
     def _people(self, character_id: str, episodes: Sequence[Episode]) -> dict[str, Someone]:
-        """Whom a claim may name: the town's other characters, and everyone her record of the
-        day names (people from chat she talked with, who told her news or gave her something,
-        who asked her out)."""
-        neighbours = {cid: names for cid, names in self.characters.items() if cid != character_id}
-        people = known_people(neighbours, None)
-        for e in episodes:
-            for someone in _parties(e):
-                if someone.id != character_id and someone.name not in people:
-                    people[someone.name] = someone
-        return people
+        return people_in(self.characters, character_id, episodes)
+
+
+def people_in(
+    characters: Mapping[str, Sequence[str]], character_id: str, episodes: Sequence[Episode]
+) -> dict[str, Someone]:
+    """Whom a claim of ``character_id``'s may name: the town's other ``characters`` (id → name
+    and nicknames), and everyone ``episodes`` name (people from chat she talked with, who told
+    her news or gave her something, who asked her out)."""
+    neighbours = {cid: names for cid, names in characters.items() if cid != character_id}
+    people = known_people(neighbours, None)
+    for e in episodes:
+        for someone in _parties(e):
+            if someone.id != character_id and someone.name not in people:
+                people[someone.name] = someone
+    return people
 
 
 def _party(value: Any) -> Someone | None:
@@ -148,7 +154,7 @@ def _chatted(e: Episode, who: Someone) -> bool:
     return _with(e, who) or any(p.id == who.id for p in _parties(e) if p.kind == who.kind)
 
 
-def _person_problem(claim: PeopleClaim, episodes: Sequence[Episode], first: datetime) -> str:
+def person_problem(claim: PeopleClaim, episodes: Sequence[Episode], first: datetime) -> str:
     """Why her record of the period (from ``first``) does not bear ``claim`` out, or ''."""
     who = claim.who
     then = [e for e in episodes if max(claim.start, first) <= e.time < claim.end]

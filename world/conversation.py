@@ -10,6 +10,13 @@ cost. `ModelTalker` asks the model for them in one call (purpose ``converse``) w
 initiator's per-day budget lasts (`[social] model_talks_per_day`, checked by the behavior loop)
 and the day's token budget allows; any failure, and every conversation past the budget, falls
 back to the templates, so the social part adds a bounded number of calls per character-day.
+
+A `TalkCheck` (issue 30: what she says is bound to her life) reads the model's lines against each
+speaker's record: a line that claims a doing, place, food, purchase, meeting or weather the record
+does not back sends the draft back to the model once with the reasons, and a second miss gives
+the template lines, which say only what the world decided. The check reads the history store, so
+it runs where the model call runs: off the engine's step when the meeting was decided off it
+(world/decisions.py).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from pydantic import BaseModel, ConfigDict, Field
 
 from yuiju.llm import (
+    ChatMessage,
     ChatModel,
     JsonSchema,
     RetryWithFeedback,
@@ -83,6 +91,9 @@ class TalkRequest:
     proposal_place: str = ""
     declined: str | None = None
     kept: Appointment | None = None
+    weather: tuple[str, ...] = ()
+    """The world's weather as they meet (its type and temperature): what a line may say of it.
+    Empty: what they say of the weather is not checked."""
 
     def speaker(self, speaker_id: str) -> Speaker:
         return self.a if speaker_id == self.a.id else self.b
@@ -100,6 +111,17 @@ class Line:
 class Conversation:
     lines: tuple[Line, ...]
     source: Literal["model", "template"]
+
+
+class TalkCheck(Protocol):
+    """Which of a model's lines for a meeting the speakers' records cannot back (issue 30)."""
+
+    async def unbacked(self, request: TalkRequest, lines: Sequence[Line]) -> dict[int, str]:
+        """The lines (by index) that claim what the speaker did not live, each with the reason
+        in Chinese, naming the speaker and the claim (悠酱：你说今天「在图书馆」，但…); what ``request`` says (the meeting's own
+        activity and place, the news passed on, the invitation, the kept appointment) passes.
+        May read the history store: called only where the model call is made."""
+        ...
 
 
 class Talker(Protocol):
@@ -260,8 +282,18 @@ def render_talk_prompt(request: TalkRequest) -> str:
 BudgetCheck = Callable[[datetime], Awaitable[bool]]
 
 
+TALK_FEEDBACK = (
+    "这段对话里有的话和说话人的生活记录对不上：\n{reasons}\n"
+    "请重写整段对话：每个人只说自己真的做过的事、眼前的事（{doing}）和上面要说的事；"
+    "记录里没有的经历、地点、吃的、买的东西和人都不要说。"
+    '只输出 JSON：{{"lines": [{{"speaker": 名字, "text": 说的话}}, ...]}}'
+)
+"""What the model reads when its lines claim what the speakers did not live."""
+
+
 class ModelTalker:
-    """One model call per conversation while allowed; the templates otherwise."""
+    """One model call per conversation while allowed (two when its lines are sent back once by
+    the check); the templates otherwise."""
 
     def __init__(
         self,
@@ -269,14 +301,19 @@ class ModelTalker:
         *,
         temperature: float | None = None,
         budget_allows: BudgetCheck | None = None,
+        check: TalkCheck | None = None,
     ) -> None:
         self.model = model
         self.temperature = temperature
         self.budget_allows = budget_allows
         """The day's token budget ([llm] daily_token_budget), shared with decisions."""
+        self.check = check
+        """What the lines may claim of the speakers' lives (`TalkCheck`); None: not checked."""
         self.templates = TemplateTalker()
         self.calls = 0
         self.failed = 0
+        self.ungrounded = 0
+        """Conversations whose lines the check sent back twice (the templates said them)."""
 
     async def converse(self, request: TalkRequest, *, use_model: bool = True) -> Conversation:
         if not use_model or (
@@ -297,23 +334,70 @@ class ModelTalker:
                 raise RetryWithFeedback(f"{'和'.join(names)}两个人都要说话，轮流说")
             return Conversation(tuple(lines), "model")
 
-        self.calls += 1
-        try:
-            outcome = await ask_structured(
-                self.model,
-                [{"role": "user", "content": render_talk_prompt(request)}],
-                parse,
-                json_schema=talk_schema(list(names)),
-                max_attempts=1,
-                temperature=self.temperature,
-                purpose=PURPOSE,
+        prompt: list[ChatMessage] = [{"role": "user", "content": render_talk_prompt(request)}]
+        messages = prompt
+        for attempt in (1, 2):  # a draft the check sends back is written once more
+            self.calls += 1
+            try:
+                outcome = await ask_structured(
+                    self.model,
+                    messages,
+                    parse,
+                    json_schema=talk_schema(list(names)),
+                    max_attempts=1,
+                    temperature=self.temperature,
+                    purpose=PURPOSE,
+                )
+            except (StructuredOutputFailed, json.JSONDecodeError) as exc:
+                self.failed += 1
+                log.info(
+                    "conversation %s: the model's lines were not usable (%s); templates instead",
+                    request.meeting_id,
+                    exc,
+                )
+                return self.templates.write(request)
+            said = outcome.value
+            wrong = await self._unbacked(request, said)
+            if wrong is None:
+                break
+            if not wrong:
+                return said
+            reasons = "\n".join(
+                f"- 「{said.lines[i].text}」——{why}" for i, why in sorted(wrong.items())
             )
-        except (StructuredOutputFailed, json.JSONDecodeError) as exc:
-            self.failed += 1
-            log.info(
-                "conversation %s: the model's lines were not usable (%s); templates instead",
+            if attempt == 2:
+                self.ungrounded += 1
+                log.info(
+                    "conversation %s: the model's lines claim what the speakers did not live, "
+                    "twice; templates instead:\n%s",
+                    request.meeting_id,
+                    reasons,
+                )
+                break
+            draft = outcome.attempts[-1].raw or ""
+            messages = [
+                *prompt,
+                {"role": "assistant", "content": draft},
+                {
+                    "role": "user",
+                    "content": TALK_FEEDBACK.format(
+                        reasons=reasons, doing=said_at(request.place, request.activity)
+                    ),
+                },
+            ]
+        return self.templates.write(request)
+
+    async def _unbacked(self, request: TalkRequest, said: Conversation) -> dict[int, str] | None:
+        """The check's verdict on ``said``; None: the check failed, and the templates talk (no
+        record to back the lines with)."""
+        if self.check is None:
+            return {}
+        try:
+            return await self.check.unbacked(request, said.lines)
+        except Exception as exc:
+            log.warning(
+                "conversation %s: the lines could not be checked (%s); templates instead",
                 request.meeting_id,
                 exc,
             )
-            return self.templates.write(request)
-        return outcome.value
+            return None

@@ -25,7 +25,7 @@ from yuiju.storage.keys import Keys
 from yuiju.storage.redis import RedisHandle, open_redis
 from yuiju.world.behavior import BehaviorLoop, LoopStats
 from yuiju.world.clock import Clock, RealClock, SimClock
-from yuiju.world.conversation import ModelTalker, Talker, TemplateTalker
+from yuiju.world.conversation import ModelTalker, TalkCheck, Talker, TemplateTalker
 from yuiju.world.day_record import DayRecord, day_record
 from yuiju.world.decisions import DecisionLimits
 from yuiju.world.engine import Engine, NamedEvolution, TownRun, WorldTicker
@@ -260,9 +260,13 @@ async def build_runtime(
     tick_minutes: int | None = None,
     flush_every: int = 1,
     worker_name: str | None = None,
+    talk_check: TalkCheckBuilder | None = None,
 ) -> Runtime:
     """Open the stores and wire the engine, for every town of the config (`YuijuConfig.towns`).
-    ``policy`` overrides ``[world].policy``."""
+    ``policy`` overrides ``[world].policy``. ``talk_check``: builds what a model's lines for a
+    meeting may claim (`world.conversation.TalkCheck`, built above world: the composition root
+    passes `message.talk_grounding.TalkGrounding.build`), used when decisions are made off the
+    step (`off_step`: then so are a meeting's words); None: the lines are not checked."""
     catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
     towns = cfg.towns()
     cards = load_cards([cid for town in towns.values() for cid in town.characters])
@@ -295,7 +299,16 @@ async def build_runtime(
         town=town,
         recent=recent_reader(episodes, catalogue, town),
         stats=stats,
-        talker=make_talker(cfg, llm_model, llm_policy),
+        talker=make_talker(
+            cfg,
+            llm_model,
+            llm_policy,
+            # the check reads the history store: only where the model's words are written off
+            # the step (with decisions in flight); elsewhere a step would wait on it
+            check=talk_check(catalogue, cards, episodes)
+            if talk_check is not None and off_step(primary, clock)
+            else None,
+        ),
         model_talks_per_day=cfg.social.model_talks_per_day if llm_model is not None else 0,
     )
     engine = Engine(
@@ -396,16 +409,27 @@ def recent_reader(
     return recent
 
 
+TalkCheckBuilder = Callable[[Catalogue, dict[str, CharacterCard], EpisodeRepo], TalkCheck]
+"""Builds the check of a meeting's lines from the loaded actions, the cards and the history
+store's episodes (`message.talk_grounding.TalkGrounding.build`)."""
+
+
 def make_talker(
-    cfg: YuijuConfig, llm_model: MeteredModel | None, llm_policy: LLMPolicy | None
+    cfg: YuijuConfig,
+    llm_model: MeteredModel | None,
+    llm_policy: LLMPolicy | None,
+    *,
+    check: TalkCheck | None = None,
 ) -> Talker:
-    """Who writes what characters say when they meet: the model, or templates without one."""
+    """Who writes what characters say when they meet: the model (its lines through ``check``),
+    or templates without one."""
     if llm_model is None:
         return TemplateTalker()
     return ModelTalker(
         llm_model,
         temperature=cfg.llm.temperature,
         budget_allows=llm_policy.budget_allows if llm_policy is not None else None,
+        check=check,
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -442,7 +442,11 @@ def plan_talk(
         me.social.day != now.date() or me.social.model_talks_today < town.model_talks_per_day
     ) and town.model_talks_per_day > 0
     mid = meeting_id(me.id, chosen.partner, now, action.id)
-    return plan, talk_request(mid, action, me, seen.state, plan, now, env), budget_left
+    request = talk_request(mid, action, me, seen.state, plan, now, env)
+    weather = view.world.weather
+    if weather is not None:  # what a line may say of the weather (`TalkRequest.weather`)
+        request = replace(request, weather=(weather.type, weather.temperature))
+    return plan, request, budget_left
 
 
 def talk_request(
