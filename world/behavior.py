@@ -536,16 +536,10 @@ class BehaviorLoop:
     # -- meetings ---------------------------------------------------------------------------
 
     async def _meeting_words(
-        self,
-        now: datetime,
-        decision: Decision,
-        view: ActionContext,
-        turn: Turn,
-        *,
-        model: bool = True,
+        self, now: datetime, decision: Decision, view: ActionContext, turn: Turn, model: bool = True
     ) -> MeetingWords:
-        """What the meeting she chose would be, and its words (the model's while today's budget
-        lasts and ``model`` allows, else a template's), as seen at ``view``."""
+        """The meeting she chose, as seen at ``view``, and its words (the model's if ``model`` and
+        today's budget allow, else a template's)."""
         assert self.neighbours is not None
         plan, request, use_model = plan_talk(now, decision, view, turn.env)
         words = await self.neighbours.talker.converse(request, use_model=use_model and model)
@@ -566,15 +560,10 @@ class BehaviorLoop:
         action, joint, town = decision.action, decision.action.joint, self.neighbours
         chosen = decision.params
         assert joint is not None and town is not None and isinstance(chosen, WithPartner)
-        partner_id = chosen.partner
-        mid = meeting_id(self.character_id, partner_id, now, action.id)
+        mid = meeting_id(self.character_id, partner_id := chosen.partner, now, action.id)
         if talk is None:
-            # written in the step: with decisions in flight the offline policy decided (the
-            # model is late or away), and the step never waits on a model (nor on the check of
-            # its lines, which reads the history store): the templates talk
-            talk = await self._meeting_words(
-                now, decision, view, turn, model=turn.decisions is None
-            )
+            # in the step (the offline policy decided): a step never waits on a model, templates
+            talk = await self._meeting_words(now, decision, view, turn, turn.decisions is None)
         else:  # words written off the step: what is proposed is read at the start
             talk = replace(talk, proposal=proposal_of(chosen, view, town.name))
         seen = [c.state for c in view.company if c.id == partner_id]

@@ -87,7 +87,6 @@ class Runtime:
     cfg: YuijuConfig
     redis: RedisHandle
     history: HistoryStore
-    keys: Keys
     store: StateStore
     episodes: EpisodeRepo
     catalogue: Catalogue
@@ -105,6 +104,11 @@ class Runtime:
     stores: dict[str, StateStore] = field(default_factory=dict)
     """Every town's store by key prefix, the default one (`store`) first."""
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> Keys:
+        """The default town's keys."""
+        return self.store.keys
 
     @property
     def town_characters(self) -> list[str]:
@@ -263,10 +267,8 @@ async def build_runtime(
     talk_check: TalkCheckBuilder | None = None,
 ) -> Runtime:
     """Open the stores and wire the engine, for every town of the config (`YuijuConfig.towns`).
-    ``policy`` overrides ``[world].policy``. ``talk_check``: builds what a model's lines for a
-    meeting may claim (`world.conversation.TalkCheck`, built above world: the composition root
-    passes `message.talk_grounding.TalkGrounding.build`), used when decisions are made off the
-    step (`off_step`: then so are a meeting's words); None: the lines are not checked."""
+    ``policy`` overrides ``[world].policy``; ``talk_check`` (`message.talk_grounding`) checks a
+    model's meeting lines where they are written off the step (it reads the history store)."""
     catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
     towns = cfg.towns()
     cards = load_cards([cid for town in towns.values() for cid in town.characters])
@@ -284,12 +286,12 @@ async def build_runtime(
     llm_model = configured_model(
         cfg, redis=redis.client, keys=store.keys, clock=clock, usage=usage, inner=chat_model
     )
-    llm_policy: LLMPolicy | None = None
-    if scripted is None and chosen == "llm":
-        assert llm_model is not None  # checked before the stores opened
-        ledger = UsageLedger(redis.client, store.keys, clock)
-        llm_policy = make_llm_policy(cfg, llm_model, catalogue, ledger)
+    ledger = UsageLedger(redis.client, store.keys, clock)
+    llm = scripted is None and chosen == "llm"  # with a model: checked before the stores opened
+    llm_policy = make_llm_policy(cfg, llm_model, catalogue, ledger) if llm else None
     primary: Policy = scripted or llm_policy or utility
+    in_flight = off_step(primary, clock)
+    check = talk_check(catalogue, cards, episodes) if talk_check and in_flight else None
     parts = TownParts(
         catalogue=catalogue,
         cards=cards,
@@ -299,16 +301,7 @@ async def build_runtime(
         town=town,
         recent=recent_reader(episodes, catalogue, town),
         stats=stats,
-        talker=make_talker(
-            cfg,
-            llm_model,
-            llm_policy,
-            # the check reads the history store: only where the model's words are written off
-            # the step (with decisions in flight); elsewhere a step would wait on it
-            check=talk_check(catalogue, cards, episodes)
-            if talk_check is not None and off_step(primary, clock)
-            else None,
-        ),
+        talker=make_talker(cfg, llm_model, llm_policy, check=check),
         model_talks_per_day=cfg.social.model_talks_per_day if llm_model is not None else 0,
     )
     engine = Engine(
@@ -319,7 +312,7 @@ async def build_runtime(
         flush_every=flush_every,
         lease_ttl_ms=round(cfg.world.lease_ttl_seconds * 1000),
         worker_name=worker_name,
-        decisions=decision_limits(cfg) if off_step(primary, clock) else None,
+        decisions=decision_limits(cfg) if in_flight else None,
         flush_in_step=isinstance(clock, SimClock),
         seed=cfg.world.seed,
     )
@@ -327,7 +320,6 @@ async def build_runtime(
         cfg=cfg,
         redis=redis,
         history=history,
-        keys=store.keys,
         store=store,
         episodes=episodes,
         catalogue=catalogue,
@@ -378,8 +370,11 @@ def chosen_policy(
 
 
 def make_llm_policy(
-    cfg: YuijuConfig, model: MeteredModel, catalogue: Catalogue, ledger: UsageLedger
+    cfg: YuijuConfig, model: MeteredModel | None, catalogue: Catalogue, ledger: UsageLedger
 ) -> LLMPolicy:
+    """The LLM policy over ``model`` (None: a mistake `chosen_policy` stops before)."""
+    assert model is not None, "the llm policy without a model"
+
     async def budget_allows(now: datetime) -> bool:
         budget = cfg.llm.daily_token_budget
         return budget is None or await ledger.tokens_on(now) < budget
