@@ -25,7 +25,7 @@ from yuiju.message.talk_grounding import TalkGrounding
 from yuiju.storage.history import HistoryStore
 from yuiju.world.behavior import StepInputs
 from yuiju.world.clock import RealClock
-from yuiju.world.conversation import Line, ModelTalker, Speaker, TalkRequest
+from yuiju.world.conversation import Line, ModelTalker, Speaker, TalkRequest, TemplateTalker
 from yuiju.world.decisions import DecisionLimits
 from yuiju.world.loader import load_actions
 from yuiju.world.policy import DecisionRequest
@@ -180,8 +180,8 @@ async def test_the_daemons_talker_has_the_check(
 ) -> None:
     """`yuiju run` / `yuiju world` build their runtime through `yuiju_cli.daemon_runtime`: with
     a model deciding (off the step), the talker that writes meetings checks its lines against
-    their records; under the utility policy a meeting is worded inside the step, where the
-    check's reads must not be (issue 29), so there is none."""
+    their records; under the utility policy a meeting is worded inside the step, which never
+    waits on a model nor on the check's reads (issue 29): the templates word it."""
     from yuiju import cli as yuiju_cli
 
     cfg = load_config(
@@ -204,8 +204,10 @@ async def test_the_daemons_talker_has_the_check(
         ]
         assert len(talkers) == 2
         for talker in talkers:
-            assert isinstance(talker, ModelTalker)
-            assert isinstance(talker.check, TalkGrounding) if checked else talker.check is None
+            if checked:
+                assert isinstance(talker, ModelTalker) and isinstance(talker.check, TalkGrounding)
+            else:
+                assert isinstance(talker, TemplateTalker), talker
     finally:
         await runtime.close()
 

@@ -291,6 +291,7 @@ async def build_runtime(
     llm_policy = make_llm_policy(cfg, llm_model, catalogue, ledger) if llm else None
     primary: Policy = scripted or llm_policy or utility
     in_flight = off_step(primary, clock)
+    in_real_time_step = not in_flight and isinstance(clock, RealClock)  # where a meeting is worded
     check = talk_check(catalogue, cards, episodes) if talk_check and in_flight else None
     parts = TownParts(
         catalogue=catalogue,
@@ -301,7 +302,7 @@ async def build_runtime(
         town=town,
         recent=recent_reader(episodes, catalogue, town),
         stats=stats,
-        talker=make_talker(cfg, llm_model, llm_policy, check=check),
+        talker=make_talker(cfg, llm_model, llm_policy, check, in_step=in_real_time_step),
         model_talks_per_day=cfg.social.model_talks_per_day if llm_model is not None else 0,
     )
     engine = Engine(
@@ -413,12 +414,14 @@ def make_talker(
     cfg: YuijuConfig,
     llm_model: MeteredModel | None,
     llm_policy: LLMPolicy | None,
-    *,
     check: TalkCheck | None = None,
+    *,
+    in_step: bool = False,
 ) -> Talker:
     """Who writes what characters say when they meet: the model (its lines through ``check``),
-    or templates without one."""
-    if llm_model is None:
+    or templates without one, or where a meeting is worded inside a real-time step (an instant
+    policy decides on a real clock): a step never waits on a model (issue 29)."""
+    if llm_model is None or in_step:
         return TemplateTalker()
     return ModelTalker(
         llm_model,
