@@ -648,7 +648,7 @@ class WorldConfig(_Section):
 
 class SocialConfig(_Section):
     model_talks_per_day: int = Field(3, ge=0, le=48)
-    """Conversations each character may start per day whose words the model writes, one call each (purpose 'converse'); the others, and all of them without [llm], come from templates. A character makes about 30 decision calls a day, so 3 adds at most 10 %. 0: templates only."""
+    """Conversations each character may start per day whose words the model writes, one call each (purpose 'converse'); the others, all of them without [llm], and those started inside a real-time step (the utility policy on the real clock: a step never waits on a model), come from templates. A character makes about 30 decision calls a day, so 3 adds at most 10 %. 0: templates only."""
 
 
 class WebConfig(_Section):
