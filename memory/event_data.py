@@ -32,6 +32,7 @@ from pydantic import (
     PlainSerializer,
     PrivateAttr,
     ValidationError,
+    field_validator,
 )
 
 log = logging.getLogger(__name__)
@@ -128,17 +129,20 @@ class WeatherChanged(EventData):
     temperature: str = ""
 
 
-class PlaceOpened(EventData):
-    TYPE: ClassVar[str] = "place_opened"
+class PlaceChange(EventData):
+    """A place opened or closed by its hours."""
+
     place: str = ""
     """The place's id."""
     name: str = ""
 
 
-class PlaceClosed(EventData):
+class PlaceOpened(PlaceChange):
+    TYPE: ClassVar[str] = "place_opened"
+
+
+class PlaceClosed(PlaceChange):
     TYPE: ClassVar[str] = "place_closed"
-    place: str = ""
-    name: str = ""
 
 
 class ForgetRequest(BaseModel):
@@ -174,10 +178,21 @@ class CommandApplied(EventData):
     result: str = ""
     """What it did, in a few words (a ``forget_person`` command: its `ForgetResult` as JSON)."""
 
+    @field_validator("command")
+    @classmethod
+    def _a_forget_request_fits(cls, command: dict[str, Any]) -> dict[str, Any]:
+        """A ``forget_person`` command that does not fit its request (an edited entry: the
+        world validated it before applying it) makes the whole entry unfit, not its reader."""
+        if command.get("type") == "forget_person":
+            try:
+                ForgetRequest.model_validate(command)
+            except ValidationError as exc:
+                wrong = ", ".join(".".join(map(str, e["loc"])) for e in exc.errors())
+                raise ValueError(f"a forget_person command without a fitting {wrong}") from None
+        return command
+
     def forget(self) -> tuple[ForgetRequest, ForgetResult] | None:
-        """The request and result of a ``forget_person`` command; None for another kind. A
-        command of that kind that does not fit raises `ValidationError` (the world validated it
-        before applying it, so it means the entry was edited)."""
+        """The request and result of a ``forget_person`` command; None for another kind."""
         if self.command.get("type") != "forget_person":
             return None
         try:

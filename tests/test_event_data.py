@@ -58,7 +58,9 @@ def warnings_about(caplog: pytest.LogCaptureFixture, eid: str) -> list[str]:
 
 def test_writers_data_keeps_the_keys_consumers_of_the_previous_version_read() -> None:
     ends = NOW + timedelta(minutes=30)
-    solo = ActionStarted(episode_id="bhv_1", action="walk", name="散步", reason="想走走", ends_at=ends)
+    solo = ActionStarted(
+        episode_id="bhv_1", action="walk", name="散步", reason="想走走", ends_at=ends
+    )
     assert solo.dump() == {
         "episode_id": "bhv_1",
         "action": "walk",
@@ -99,7 +101,11 @@ async def test_every_event_the_engine_writes_reads_back_as_its_model_with_the_sa
 
 def test_a_forget_command_reads_as_the_world_writes_it() -> None:
     command = ForgetPerson(
-        id="qq:777", ids=["qq:777", "777"], names=["小明"], requested_by="admin:cli", request_id="r1"
+        id="qq:777",
+        ids=["qq:777", "777"],
+        names=["小明"],
+        requested_by="admin:cli",
+        request_id="r1",
     )
     applied = CommandApplied(command=command.model_dump(), result='{"forgot":"r1","state":{}}')
     got = parse_event("1-0", entry("command_applied", applied.dump()))
@@ -136,6 +142,11 @@ UNFIT = [
     ("time", entry("action_completed", {"episode_id": "b"}, time="tomorrow"), "time: 'tomorrow'"),
     ("type", {"character_id": "yuiju", "data": "{}"}, "type: missing"),
     ("with", entry("conversation", {"episode_id": "c", "with": "kaede"}), "data.with"),
+    (
+        "forget",
+        entry("command_applied", {"command": {"type": "forget_person", "id": "qq:1"}}),
+        "data.command",
+    ),
 ]
 
 
