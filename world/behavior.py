@@ -165,10 +165,8 @@ class BehaviorLoop:
             if current is not None:
                 return Commit(), current
             state = self.initial_state.model_copy(deep=True)
-            return Commit(
-                characters={self.character_id: state},
-                events=[Event(CharacterCreated(), self.character_id)],
-            ), state
+            created = Event(CharacterCreated(), self.character_id)
+            return Commit(characters={self.character_id: state}, events=[created]), state
 
         return await self.store.transact(create, characters=[self.character_id])
 
