@@ -364,13 +364,18 @@ def _warn_unfit(eid: str, type_: str, problems: str, *, model: str = "") -> None
     if len(_WARNED) >= _WARNED_MAX:
         _WARNED.clear()
     _WARNED.add(eid)
+    wanted = (
+        f"what {model} declares (memory/event_data.py)"
+        if model
+        else "type (not empty), time (ISO, or empty) and data (a JSON object)"
+    )
     log.warning(
-        "event stream entry %s (%s) does not fit%s (%s); consumers skip it (acknowledged). "
-        "Fix: delete the entry (XDEL on the event stream) or write it with the fields "
-        "type, character_id, time (ISO) and data (a JSON object as memory/event_data.py "
-        "declares for that type)",
+        "event stream entry %s (%s) does not fit%s (%s); consumers skip it (acknowledged, "
+        "the next entries go on). Fix: correct that field of the entry to %s, or delete it "
+        "(XDEL on the event stream)",
         eid,
         type_ or "no type",
         f" {model}" if model else "",
         problems,
+        wanted,
     )

@@ -16,6 +16,9 @@ day), so a replay duplicates nothing.
   the characters' states) → the rest of them erased from the history and vector stores and
   Redis, and the audit entry written (`memory.governance`), once the engine's outbox is written.
 
+Each entry is read once with `memory.event_data.parse_event`; one that does not fit its event's
+model (hand-written, edited) is warned about once and acknowledged, and the worker goes on.
+
 Run one per deployment: the embedded vector store can be opened by one process only.
 """
 

@@ -19,6 +19,8 @@ Pipeline, per ``action_completed`` event on ``Keys.events`` whose ``share`` is t
 - **Nothing dropped silently.** Every decision is an outbox record: 'sent', 'skipped' with the
   rule or the model's reason, 'failed' when the group could not be sent to. An entry whose
   handling keeps raising is retried, then recorded as failed for every group and acknowledged.
+  An entry that does not fit its event's model (`memory.event_data.parse_event`: hand-written,
+  edited) is warned about once and acknowledged without a record: it is no shareable event.
 
 - **Only what happened.** A message goes through the chat side's output filter, and what it
   claims she did or is doing is checked against the event it shares and today's episodes
