@@ -367,7 +367,8 @@ def _warn_unfit(eid: str, type_: str, problems: str, *, model: str = "") -> None
     wanted = (
         f"what {model} declares (memory/event_data.py)"
         if model
-        else "type (not empty), time (ISO, or empty) and data (a JSON object)"
+        else "type (not empty), time (ISO, or empty) and data (a JSON object of the fields "
+        "memory/event_data.py declares for the type)"
     )
     log.warning(
         "event stream entry %s (%s) does not fit%s (%s); consumers skip it (acknowledged, "

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from pydantic import ValidationError
 
 from tests.conftest import at_time, make_engine
 from yuiju.memory.embeddings import HashingEmbedder
@@ -23,6 +24,7 @@ from yuiju.memory.event_data import (
     Conversation,
     ForgetRequest,
     OtherEvent,
+    WeatherChanged,
     parse_event,
 )
 from yuiju.memory.indexer import GROUP, MemoryWorker
@@ -34,7 +36,9 @@ from yuiju.storage.keys import Keys
 from yuiju.web.app import _sse
 from yuiju.world.clock import SimClock
 from yuiju.world.commands import ForgetPerson
-from yuiju.world.evolutions import Event
+from yuiju.world.evolutions import Event, TickContext
+from yuiju.world.state import WorldState
+from yuiju.world.town import HAURA
 
 NOW = at_time("2026-09-06 21:00")
 
@@ -230,3 +234,21 @@ def test_the_observer_forwards_events_as_before_and_leaves_out_an_unfit_one(
 
 def test_action_completed_defaults_to_not_shared() -> None:
     assert ActionCompleted().share is False
+
+
+def test_an_evolution_emits_a_model_or_a_type_and_its_data_checked_where_it_is_written() -> None:
+    world = WorldState(time=NOW, last_advanced_at=NOW)
+    ctx = TickContext(from_time=NOW, to_time=NOW, world=world, characters={}, town=HAURA)
+    ctx.emit(WeatherChanged(weather="雪", temperature="寒冷"))
+    ctx.emit("weather_changed", weather="雨", temperature="清凉")  # a type with a model: validated
+    ctx.emit("rain_in_the_park", "yuiju", place="park")  # a type of its own: kept as it is
+    assert [(e.type, e.character_id, e.data.dump()) for e in ctx.events] == [
+        ("weather_changed", None, {"weather": "雪", "temperature": "寒冷"}),
+        ("weather_changed", None, {"weather": "雨", "temperature": "清凉"}),
+        ("rain_in_the_park", "yuiju", {"place": "park"}),
+    ]
+    assert isinstance(ctx.events[1].data, WeatherChanged)
+    with pytest.raises(ValidationError):
+        ctx.emit("weather_changed", weather=["雪"])
+    with pytest.raises(TypeError):
+        ctx.emit(WeatherChanged(weather="雪"), place="park")
