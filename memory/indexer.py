@@ -16,6 +16,9 @@ day), so a replay duplicates nothing.
   the characters' states) → the rest of them erased from the history and vector stores and
   Redis, and the audit entry written (`memory.governance`), once the engine's outbox is written.
 
+Each entry is read once with `memory.event_data.parse_event`; one that does not fit its event's
+model (hand-written, edited) is warned about once and acknowledged, and the worker goes on.
+
 Run one per deployment: the embedded vector store can be opened by one process only.
 """
 
@@ -23,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from datetime import datetime
@@ -31,6 +33,14 @@ from typing import Any
 
 from yuiju.memory.diary import DiaryClaimCheck, DiaryVoice, diary_date
 from yuiju.memory.distill import schedule_distillation
+from yuiju.memory.event_data import (
+    ActionCompleted,
+    ActionStarted,
+    CommandApplied,
+    Conversation,
+    StreamEvent,
+    parse_event,
+)
 from yuiju.memory.governance import Governance, GovernanceDeps, Subject
 from yuiju.memory.semantic import NewMemory, SemanticMemory
 from yuiju.memory.service import MemoryService, build_memory, open_semantic
@@ -48,7 +58,7 @@ IMPORTANCE_BY_ACTION: dict[str, float] = {"sleep": 0.1, "idle": 0.1, "wake_up": 
 DEFAULT_IMPORTANCE = 0.4
 CONVERSATION_IMPORTANCE = 0.6
 """Meeting someone and what was said weighs more than an ordinary step of her day."""
-EPISODE_EVENTS = frozenset({"action_completed", "conversation"})
+EpisodeEvent = ActionCompleted | Conversation
 """Events whose episode becomes a memory: a completed step, a meeting's conversation (her
 memory of the other and of what they told each other)."""
 
@@ -126,66 +136,59 @@ class MemoryWorker:
             episodes.clear()
 
         for entry_id, fields in entries:
-            if not fields:  # trimmed away while pending
-                await self.redis.xack(self.stream, GROUP, entry_id)
-                continue
-            text = _text(fields)
-            service = self.services.get(text.get("character_id", ""))
-            if service is not None and text.get("type") in EPISODE_EVENTS:
-                when = (
-                    datetime.fromisoformat(text["time"]) if text.get("time") else self.clock.now()
-                )
-                item = await episode_memory(service, json.loads(text.get("data") or "{}"), when)
-                if item is not None:
-                    episodes.append((entry_id, service, item))
-                    continue
-            else:
-                await flush()  # what came before (e.g. the day's episodes before the diary) first
-                await self.handle(text)
+            event = parse_event(entry_id, fields) if fields else None  # empty: trimmed away
+            if event is not None:
+                service = self.services.get(event.character_id or "")
+                if service is not None and isinstance(event.data, EpisodeEvent):
+                    when = event.time or self.clock.now()
+                    item = await episode_memory(service, event.data, when)
+                    if item is not None:
+                        episodes.append((entry_id, service, item))
+                        continue
+                else:
+                    await flush()  # what came before (e.g. the day's episodes before the diary)
+                    await self.handle(event)
             await self.redis.xack(self.stream, GROUP, entry_id)
             acked += 1
             self.handled += 1
         await flush()
         return acked
 
-    async def handle(self, fields: dict[str, str]) -> None:
-        kind = fields.get("type", "")
-        if kind == "command_applied" and self.governance is not None:
-            await self._forget(json.loads(fields.get("data") or "{}"))
+    async def handle(self, event: StreamEvent) -> None:
+        data = event.data
+        if isinstance(data, CommandApplied) and self.governance is not None:
+            await self._forget(data)
             return
-        service = self.services.get(fields.get("character_id", ""))
-        if service is None or kind not in ("action_completed", "action_started"):
+        service = self.services.get(event.character_id or "")
+        if service is None:
             return
-        data = json.loads(fields.get("data") or "{}")
-        when = datetime.fromisoformat(fields["time"]) if fields.get("time") else self.clock.now()
-        if kind == "action_completed":
+        when = event.time or self.clock.now()
+        if isinstance(data, ActionCompleted):
             await index_episode(service, data, when)
         elif (
-            data.get("action") in SLEEP_ACTIONS
+            isinstance(data, ActionStarted)
+            and data.action in SLEEP_ACTIONS
             and (day := diary_date(when.astimezone(self.clock.tz))) is not None
         ):
             await self._wait_for_outbox()
             await service.diary.write_day(service.character_id, day, when)
 
-    async def _forget(self, data: dict[str, Any]) -> None:
+    async def _forget(self, applied: CommandApplied) -> None:
         """A ``forget_person`` command the world applied: the stores' part of it."""
-        command = data.get("command") or {}
-        if command.get("type") != "forget_person" or self.governance is None:
+        forget = applied.forget()
+        if forget is None or self.governance is None:
             return
-        try:
-            applied = json.loads(data.get("result") or "{}")
-        except ValueError:
-            applied = {}
-        subject = Subject(kind=command["subject"], id=command["id"], ids=tuple(command["ids"]))
+        command, result = forget
+        subject = Subject(kind=command.subject, id=command.id, ids=tuple(command.ids))
         await self._wait_for_outbox()  # episodes of commands applied before it, written first
         counts = await self.governance.forget(
             subject,
-            requested_by=command["requested_by"],
+            requested_by=command.requested_by,
             now=self.clock.now(),
-            request_id=command["request_id"],
-            state_counts=applied.get("state") or {},
+            request_id=command.request_id,
+            state_counts=result.state,
         )
-        log.info("forgot a %s on request %s: %s", subject.kind, command["request_id"], counts)
+        log.info("forgot a %s on request %s: %s", subject.kind, command.request_id, counts)
 
     async def retry_unindexed(self) -> int:
         """Index facts and chat memories whose indexing failed while the vector store or embedder was down."""
@@ -238,14 +241,7 @@ class MemoryWorker:
                 pause = min(pause * 2, self.max_backoff)
 
 
-def _text(fields: dict[Any, Any]) -> dict[str, str]:
-    return {
-        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-        for k, v in fields.items()
-    }
-
-
-async def index_episode(service: MemoryService, data: dict[str, Any], when: datetime) -> None:
+async def index_episode(service: MemoryService, data: EpisodeEvent, when: datetime) -> None:
     """Embed and store one completed episode (deduplicated by its id)."""
     item = await episode_memory(service, data, when)
     if item is not None:
@@ -253,31 +249,33 @@ async def index_episode(service: MemoryService, data: dict[str, Any], when: date
 
 
 async def episode_memory(
-    service: MemoryService, data: dict[str, Any], when: datetime
+    service: MemoryService, data: EpisodeEvent, when: datetime
 ) -> NewMemory | None:
-    """The memory of a completed episode (from history, else from the event), or None."""
-    episode_id = str(data.get("episode_id") or "")
-    if not episode_id:
+    """The memory of a completed episode or a meeting's conversation (from history, else from
+    the event), or None."""
+    if not data.episode_id:
         return None
-    stored = await service.episodes.get(episode_id)
-    summary = (stored.summary if stored else None) or data.get("summary") or data.get("name") or ""
+    stored = await service.episodes.get(data.episode_id)
+    told = data.name if isinstance(data, ActionCompleted) else ""
+    summary = (stored.summary if stored else None) or data.summary or told
     if not summary:
         return None
-    action = str(data.get("action", ""))
-    importance = IMPORTANCE_BY_ACTION.get(action, DEFAULT_IMPORTANCE) + (
-        0.2 if data.get("share") else 0.0
-    )
-    extra: dict[str, Any] = {"action": action}
-    if data.get("meeting_id"):  # a conversation: whom she met
+    extra: dict[str, Any]
+    if isinstance(data, Conversation) and data.meeting_id:  # whom she met
         importance = CONVERSATION_IMPORTANCE
-        extra = {"with": data.get("with", []), "meeting_id": data["meeting_id"]}
+        extra = {"with": list(data.partners), "meeting_id": data.meeting_id}
+    else:
+        action = data.action if isinstance(data, ActionCompleted) else ""
+        shared = isinstance(data, ActionCompleted) and data.share
+        importance = IMPORTANCE_BY_ACTION.get(action, DEFAULT_IMPORTANCE) + (0.2 if shared else 0.0)
+        extra = {"action": action}
     return NewMemory(
         kind="episode",
         character_id=service.character_id,
         text=summary,
         time=stored.time if stored else when,
-        key=episode_id,
-        ref=episode_id,
+        key=data.episode_id,
+        ref=data.episode_id,
         importance=min(1.0, importance),
         extra=extra,
     )

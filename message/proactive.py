@@ -19,6 +19,8 @@ Pipeline, per ``action_completed`` event on ``Keys.events`` whose ``share`` is t
 - **Nothing dropped silently.** Every decision is an outbox record: 'sent', 'skipped' with the
   rule or the model's reason, 'failed' when the group could not be sent to. An entry whose
   handling keeps raising is retried, then recorded as failed for every group and acknowledged.
+  An entry that does not fit its event's model (`memory.event_data.parse_event`: hand-written,
+  edited) is warned about once and acknowledged without a record: it is no shareable event.
 
 - **Only what happened.** A message goes through the chat side's output filter, and what it
   claims she did or is doing is checked against the event it shares and today's episodes
@@ -54,6 +56,7 @@ from yuiju.llm import (
 )
 from yuiju.memory.episode_data import BehaviorData
 from yuiju.memory.episodes import DOINGS, Episode, EpisodeRepo
+from yuiju.memory.event_data import ActionCompleted, StreamEvent, parse_event, text_fields
 from yuiju.memory.semantic import NewMemory, render_memories
 from yuiju.memory.service import MemoryService
 from yuiju.message.channel import GroupContext, GroupSender, SendFailed
@@ -190,13 +193,6 @@ def shared_event(base: SharedEvent, episode: Episode) -> SharedEvent:
     return replace(base, **fields)
 
 
-def _text(fields: dict[Any, Any]) -> dict[str, str]:
-    return {
-        (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-        for k, v in fields.items()
-    }
-
-
 def _aware(value: Any) -> datetime | None:
     if isinstance(value, datetime):
         return value
@@ -317,7 +313,7 @@ class ProactiveService:
                 for raw_id, raw_fields in entries:
                     entry_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
                     if raw_fields:  # empty: trimmed away while pending
-                        await self._handle_counted(entry_id, _text(raw_fields))
+                        await self._handle_counted(entry_id, text_fields(raw_fields))
                     await self.redis.xack(self.stream, self.group, entry_id)
                     self._attempts.pop(entry_id, None)
                     acked += 1
@@ -364,42 +360,34 @@ class ProactiveService:
         Events that are not her shareable completions give no record. Idempotent per event id.
         """
         await self.ensure()
-        fields = _text(fields)
-        if (
-            fields.get("type") != "action_completed"
-            or fields.get("character_id") != self.character_id
-        ):
+        fields = text_fields(fields)
+        read = parse_event(event_id, fields)  # None: does not fit (warned), not shareable
+        if read is None or read.character_id != self.character_id:
             return []
-        try:
-            data = json.loads(fields.get("data") or "{}")
-        except json.JSONDecodeError:
-            log.warning("proactive posts: event %s has no JSON data; not shareable", event_id)
-            return []
-        if not data.get("share"):
+        if not isinstance(read.data, ActionCompleted) or not read.data.share:
             return []
         await self.redis.set(
             self.keys.proactive_latest(self.character_id),
             json.dumps({"event_id": event_id, "fields": fields}, ensure_ascii=False),
         )
-        event = await self._event(event_id, fields, data)
+        event = await self._event(read)
         records = []
         async with self._lock:
             for group in await self.target_groups():
                 records.append(await self._decide_group(event, group))
         return records
 
-    async def _event(
-        self, event_id: str, fields: dict[str, str], data: dict[str, Any]
-    ) -> SharedEvent:
-        when = _aware(fields.get("time")) or self.clock.now()
+    async def _event(self, read: StreamEvent) -> SharedEvent:
+        assert isinstance(read.data, ActionCompleted)
+        data = read.data
         base = SharedEvent(
-            event_id=event_id,
-            time=when,
-            episode_id=str(data.get("episode_id") or ""),
-            action=str(data.get("action") or ""),
-            name=str(data.get("name") or ""),
-            summary=str(data.get("summary") or ""),
-            share=bool(data.get("share")),
+            event_id=read.id,
+            time=read.time or self.clock.now(),
+            episode_id=data.episode_id,
+            action=data.action,
+            name=data.name,
+            summary=data.summary,
+            share=data.share,
         )
         episode = await self.episodes.get(base.episode_id) if base.episode_id else None
         if episode is None:  # not flushed to history yet: the event alone is enough to write from
@@ -516,7 +504,7 @@ class ProactiveService:
         """Configured groups plus groups an admin switched on, in a stable order."""
         switches = await self.redis.hgetall(self.keys.proactive_switches(self.character_id))
         extra = []
-        for field, on in _text(switches).items():
+        for field, on in text_fields(switches).items():
             try:
                 key = qualify(field)
             except BadPersonId:
@@ -530,7 +518,7 @@ class ProactiveService:
         for name in _switch_fields(group):
             raw = await self.redis.hget(key, name)
             if raw is not None:
-                return _text({"v": raw})["v"]
+                return text_fields({"v": raw})["v"]
         return None
 
     async def is_enabled(self, group: Conversation) -> bool:
@@ -903,8 +891,10 @@ class ProactiveService:
         if raw is None:
             return None
         stored = json.loads(raw)
-        fields = stored["fields"]
-        return await self._event(stored["event_id"], fields, json.loads(fields.get("data") or "{}"))
+        read = parse_event(stored["event_id"], stored["fields"])
+        if read is None or not isinstance(read.data, ActionCompleted):
+            return None
+        return await self._event(read)
 
     async def preview(self, group: Conversation) -> dict[str, Any]:
         """What would be posted next in the group: the policy's verdict and the model's draft.

@@ -235,3 +235,54 @@ def test_the_check_finds_a_string_key_read() -> None:
     assert STRING_KEY_READ.search('if "gift" in e.data')
     assert not STRING_KEY_READ.search("json.dumps(event.data)")
     assert not STRING_KEY_READ.search("d = e.behavior()")
+
+
+# -- nor does a reader of the event stream, and no writer builds a record as a dict ---------------
+
+STREAM_READ = re.compile(r"\bx(read|readgroup|range|revrange)\(")
+"""A file that reads the event stream."""
+STREAM_KEY_READ = re.compile(r"\bfields\.get\(|\bfields\[|\.get\(\"data\"\)|\[\"data\"\]")
+"""``fields.get("type")``, ``fields["time"]``, ``json.loads(fields.get("data") or "{}")``."""
+STREAM_LEFT_AS_IT_IS = {
+    # the forget path deletes entries whose text names a person, whatever their shape
+    "memory/governance.py",
+}
+DICT_RECORD = re.compile(r"\bdata=(\{|dict\()")
+"""An episode's ``data`` built as a dict literal (``data={"status": ...}``)."""
+
+
+def reader_files() -> list[Path]:
+    return [ROOT / "yuiju_cli.py"] + [
+        p for d in READERS[:-1] for p in sorted((ROOT / d).rglob("*.py"))
+    ]
+
+
+def test_no_stream_reader_reads_an_entry_by_string_key() -> None:
+    found = [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+        for p in reader_files()
+        if str(p.relative_to(ROOT)) not in STREAM_LEFT_AS_IT_IS
+        and STREAM_READ.search(text := p.read_text(encoding="utf-8"))
+        for n, line in enumerate(text.splitlines(), 1)
+        if STREAM_KEY_READ.search(line)
+    ]
+    assert found == [], "read the entry once with memory.event_data.parse_event instead"
+
+
+def test_the_world_builds_no_episode_record_as_a_dict() -> None:
+    found = [
+        f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
+        for p in sorted((ROOT / "world").rglob("*.py"))
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if DICT_RECORD.search(line)
+    ]
+    assert found == [], "build it through memory.episode_data (BehaviorData, PlanData, …)"
+
+
+def test_the_stream_checks_find_what_they_look_for() -> None:
+    assert STREAM_READ.search("await redis.xreadgroup(GROUP, ...)")
+    assert STREAM_KEY_READ.search('data = json.loads(fields.get("data") or "{}")')
+    assert STREAM_KEY_READ.search('when = fields["time"]')
+    assert not STREAM_KEY_READ.search("event = parse_event(entry_id, fields)")
+    assert DICT_RECORD.search('data={"appointment": a.model_dump(mode="json")},')
+    assert not DICT_RECORD.search("data=PlanData(status=status).dump(),")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import at_time, make_character
+from yuiju.memory.event_data import PlaceChange
 from yuiju.world.clock import season_of, weather_period_start
 from yuiju.world.evolutions import (
     ASLEEP_RATES,
@@ -110,7 +111,7 @@ def test_calendar_emits_new_day_only_when_the_date_changes() -> None:
 
     assert [e.type for e in first.events] == []  # no previous calendar: not a "new" day
     assert [e.type for e in same_day.events] == []
-    assert [(e.type, e.data) for e in next_day.events] == [
+    assert [(e.type, e.data.dump()) for e in next_day.events] == [
         ("new_day", {"date": "2026-09-02", "weekday": "星期三"})
     ]
 
@@ -213,7 +214,9 @@ def test_changed_at_moves_only_when_the_cafe_flips() -> None:
     for clock in ("09:58", "09:59", "10:00", "10:01", "19:59", "20:00", "20:01"):
         ctx = tick(world, at_time(f"2026-09-01 {clock}"), evolutions=(update_opening_hours,))
         cafe = world.places["cafe"]
-        flips = [e.type for e in ctx.events if e.data.get("place") == "cafe"]
+        flips = [
+            e.type for e in ctx.events if isinstance(e.data, PlaceChange) and e.data.place == "cafe"
+        ]
         seen.append((clock, cafe.open, cafe.changed_at, flips))
 
     t = at_time

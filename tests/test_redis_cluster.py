@@ -37,6 +37,7 @@ from yuiju.config import ConfigError, YuijuConfig, load_config
 from yuiju.llm import FunctionChatModel
 from yuiju.memory.embeddings import HashingEmbedder
 from yuiju.memory.episodes import Episode
+from yuiju.memory.event_data import OtherEvent
 from yuiju.memory.indexer import GROUP, MemoryWorker
 from yuiju.memory.semantic import SemanticMemory
 from yuiju.memory.service import build_memory
@@ -337,7 +338,7 @@ async def test_the_compare_and_set_script_commits_state_commands_outbox_and_even
             commands_taken=len(snap.commands),
             rejected=[{"raw": snap.commands[1], "reason": "bad"}],
             outbox=[doc],
-            events=[Event("something", {"n": 1}, "yuiju")],
+            events=[Event(OtherEvent.of("something", {"n": 1}), "yuiju")],
         ), snap.commands
 
     taken = await store.transact(write, characters=["yuiju"], take_commands=True, now=now)

@@ -13,6 +13,7 @@ import redis as sync_redis
 import redis.asyncio as aioredis
 
 from tests.conftest import at_time, make_character, make_world, redis_calls
+from yuiju.memory.event_data import OtherEvent
 from yuiju.storage.keys import Keys
 from yuiju.world.errors import CorruptState, LeaseLost
 from yuiju.world.evolutions import Event
@@ -233,7 +234,7 @@ async def test_a_commit_writes_state_events_and_outbox_together(
         return Commit(
             characters={"yuiju": make_character()},
             outbox=[doc],
-            events=[Event("something", {"n": 1}, "yuiju")],
+            events=[Event(OtherEvent.of("something", {"n": 1}), "yuiju")],
         ), None
 
     await store.transact(write, characters=["yuiju"], now=now)
@@ -454,7 +455,7 @@ async def test_a_key_of_the_wrong_type_makes_a_write_write_nothing_and_name_the_
 
     def cheer_and_say(snap: Snapshot) -> tuple[Commit, None]:
         commit, _ = cheer("c0")(snap)
-        commit.events.append(Event("cheered", {}, "c0"))
+        commit.events.append(Event(OtherEvent.of("cheered", {}), "c0"))
         return commit, None
 
     with pytest.raises(

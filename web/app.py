@@ -34,6 +34,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from redis.exceptions import RedisError
 
+from yuiju.memory.event_data import parse_event
 from yuiju.storage.redis import decoded
 from yuiju.web.view import Observer, StoresDown
 
@@ -183,7 +184,8 @@ def create_app(
                         continue
                     for entry_id, fields in got[0][1]:
                         last = entry_id
-                        yield _sse(entry_id, fields)
+                        if (sent := _sse(entry_id, fields)) is not None:
+                            yield sent
             finally:  # stopping, or the client went away (then we are cancelled)
                 stopping.cancel()
                 if read is not None and not read.done():
@@ -205,20 +207,21 @@ def create_app(
     return app
 
 
-def _sse(entry_id: str, fields: dict[str, str]) -> str:
-    """One stream entry (fields type, character_id, time, data JSON) as a server-sent event."""
-    try:
-        data = json.loads(fields.get("data") or "{}")
-    except ValueError:
-        data = {}
+def _sse(entry_id: str, fields: dict[str, str]) -> str | None:
+    """One stream entry (fields type, character_id, time, data JSON) as a server-sent event;
+    None for an entry that does not fit its event's model (warned once, `parse_event`)."""
+    event = parse_event(entry_id, fields)
+    if event is None:
+        return None
     payload = {
-        "type": fields.get("type", ""),
-        "character_id": fields.get("character_id", ""),
-        "time": fields.get("time", ""),
-        "data": data,
+        "type": event.type,
+        "character_id": event.character_id or "",
+        "time": event.time.isoformat() if event.time else "",
+        "data": event.data.dump(),
     }
-    kind = re.sub(r"[^A-Za-z0-9_]", "_", payload["type"]) or "message"
-    return f"id: {entry_id}\nevent: {kind}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
+    kind = re.sub(r"[^A-Za-z0-9_]", "_", event.type) or "message"
+    body = json.dumps(payload, ensure_ascii=False, default=str)
+    return f"id: {entry_id}\nevent: {kind}\ndata: {body}\n\n"
 
 
 # -- serving it inside the daemon's event loop --------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any
 
 from yuiju.characters import CharacterCard
 from yuiju.llm import CassetteMismatch
+from yuiju.memory.event_data import CharacterCreated
 from yuiju.world.action import Action, ActionContext, Companion
 from yuiju.world.day_record import DayRecord
 from yuiju.world.decisions import DecisionPool
@@ -164,10 +165,8 @@ class BehaviorLoop:
             if current is not None:
                 return Commit(), current
             state = self.initial_state.model_copy(deep=True)
-            return Commit(
-                characters={self.character_id: state},
-                events=[Event("character_created", {}, self.character_id)],
-            ), state
+            created = Event(CharacterCreated(), self.character_id)
+            return Commit(characters={self.character_id: state}, events=[created]), state
 
         return await self.store.transact(create, characters=[self.character_id])
 

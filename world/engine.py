@@ -56,6 +56,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from yuiju.config import compact_character_ids
+from yuiju.memory import event_data as ev
 from yuiju.storage.history import HistoryStore
 from yuiju.world.behavior import BehaviorLoop
 from yuiju.world.clock import Clock
@@ -143,12 +144,10 @@ class WorldTicker:
                     names=self.names,
                     episodes=outbox,
                 )
-                events.append(
-                    Event("command_applied", {"command": command.model_dump(), "result": done})
-                )
+                events.append(Event(ev.CommandApplied(command=command.model_dump(), result=done)))
             except CommandRejected as exc:
                 rejected.append({"command": raw, "reason": str(exc), "time": now.isoformat()})
-                events.append(Event("command_rejected", {"command": raw, "reason": str(exc)}))
+                events.append(Event(ev.CommandRejected(command=raw, reason=str(exc))))
                 log.warning("rejected world command %s: %s", raw, exc)
         ctx = TickContext(
             from_time=world.last_advanced_at,
@@ -163,7 +162,7 @@ class WorldTicker:
                 evolution.fn(ctx)
             except Exception:  # a user evolution's bug must not stop the world
                 log.exception("evolution %s failed and was skipped this tick", evolution.name)
-                events.append(Event("evolution_failed", {"evolution": evolution.name}))
+                events.append(Event(ev.EvolutionFailed(evolution=evolution.name)))
         world.last_advanced_at = ctx.to_time
         return (
             Commit(

@@ -18,6 +18,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from yuiju.memory.event_data import (
+    EventData,
+    NewDay,
+    PlaceClosed,
+    PlaceOpened,
+    WeatherChanged,
+    event_data,
+)
 from yuiju.world.clock import (
     WEEKDAYS_ZH,
     holiday_name,
@@ -34,11 +42,17 @@ from yuiju.world.town import Town
 
 @dataclass(frozen=True)
 class Event:
-    """Something that happened, published on the event stream after the save."""
+    """Something that happened, published on the event stream after the save: its typed data
+    (`memory.event_data`, one model per event type) and whose it is."""
 
-    type: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: EventData
     character_id: str | None = None
+    """None for an event of the town (weather, a new day, a command)."""
+
+    @property
+    def type(self) -> str:
+        """The stream entry's ``type``."""
+        return self.data.event_type
 
 
 @dataclass(kw_only=True)
@@ -62,8 +76,16 @@ class TickContext:
         key = "|".join([self.randomness.key, *map(str, parts)]).encode()
         return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
 
-    def emit(self, type_: str, character_id: str | None = None, **data: Any) -> None:
-        self.events.append(Event(type_, data, character_id))
+    def emit(self, event: EventData | str, character_id: str | None = None, **data: Any) -> None:
+        """Publish ``event`` after the save: its model (``ctx.emit(NewDay(...))``), or a type
+        and its data (``ctx.emit("rain_in_the_park", place="park")``) — validated by the type's
+        model when it has one (a misfit raises here, where it is written), kept as it is
+        (`OtherEvent`) when it has none."""
+        if isinstance(event, str):
+            event = event_data(event, data)
+        elif data:
+            raise TypeError(f"emit({type(event).__name__}(...)) takes no other data: {data!r}")
+        self.events.append(Event(event, character_id))
 
 
 Evolution = Callable[[TickContext], None]
@@ -87,7 +109,7 @@ def advance_calendar(ctx: TickContext) -> None:
         holiday=holiday_name(day),
     )
     if previous is not None and previous.date != day:
-        ctx.emit("new_day", date=day.isoformat(), weekday=ctx.world.calendar.weekday)
+        ctx.emit(NewDay(date=day, weekday=ctx.world.calendar.weekday))
 
 
 # -- weather --------------------------------------------------------------------------------
@@ -186,7 +208,7 @@ def update_weather(ctx: TickContext) -> None:
         weather.type,
         weather.temperature,
     ):
-        ctx.emit("weather_changed", weather=weather.type, temperature=weather.temperature)
+        ctx.emit(WeatherChanged(weather=weather.type, temperature=weather.temperature))
 
 
 # -- places ---------------------------------------------------------------------------------
@@ -200,7 +222,8 @@ def update_opening_hours(ctx: TickContext) -> None:
         if state.open != is_open:
             state.open = is_open
             state.changed_at = ctx.to_time
-            ctx.emit("place_opened" if is_open else "place_closed", place=place.id, name=place.name)
+            change = PlaceOpened if is_open else PlaceClosed
+            ctx.emit(change(place=place.id, name=place.name))
 
 
 def refresh_daily_resources(ctx: TickContext) -> None:

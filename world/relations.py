@@ -30,6 +30,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from yuiju.memory.episode_data import PlanData
 from yuiju.memory.episodes import Episode
 from yuiju.world.clock import in_window, is_school_day
 from yuiju.world.town import Town
@@ -578,7 +579,7 @@ def settle_appointments(
                 summary=f"{name}赴约：{line}，{a.note}"
                 if kept
                 else f"{name}没能赴约：{line}；{a.note}",
-                data={"appointment": a.model_dump(mode="json"), "status": a.status},
+                data=PlanData(appointment=a.model_dump(mode="json"), status=a.status).dump(),
             )
         )
     return episodes

@@ -837,7 +837,7 @@ class StateStore:
                     "time",
                     now.isoformat() if now else "",
                     "data",
-                    json.dumps(event.data, ensure_ascii=False, default=str),
+                    json.dumps(event.data.dump(), ensure_ascii=False, default=str),
                 ]
             )
         for rejected in commit.rejected:

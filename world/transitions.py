@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from yuiju.memory import event_data as ev
 from yuiju.memory.episode_data import BehaviorData, PlanData
 from yuiju.memory.episodes import Episode, episode_id
 from yuiju.world import relations
@@ -239,19 +240,18 @@ def _completed_records(
         data=data.dump(),
     )
     event = Event(
-        "action_completed",
-        {
-            "episode_id": running.episode_id,
-            "action": running.action_id,
-            "name": running.name,
-            "summary": episode.summary,
-            "share": bool(
+        ev.ActionCompleted(
+            episode_id=running.episode_id,
+            action=running.action_id,
+            name=running.name,
+            summary=episode.summary,
+            share=bool(
                 running.share_intent
                 and running.share_intent.should_share
                 and action
                 and action.share
             ),
-        },
+        ),
         cid,
     )
     record = {
@@ -367,13 +367,13 @@ def _visit(character: CharacterState, now: datetime, env: Env) -> list[dict[str,
                 time=now,
                 summary=f"{env.name(character.id)}赴约：{a.line(env.town, a.start)}，"
                 f"{now:%H:%M}到了{env.town.place_name(a.place)}",
-                data={
-                    "appointment": kept.model_dump(mode="json"),
-                    "status": "kept",
-                    "source": a.source,
-                    "asked_by": a.asked_by.model_dump(),
-                    "via": a.via,
-                },
+                data=PlanData(
+                    appointment=kept.model_dump(mode="json"),
+                    status="kept",
+                    source=a.source,
+                    asked_by=a.asked_by.model_dump(),
+                    via=a.via,
+                ).dump(),
             )
             out.append(outbox_entry("episodes", episode.document()))
     return out
@@ -408,13 +408,13 @@ def _note_episode(
         type="plan",
         time=now,
         summary=f"{env.name(character.id)}{verb}：{line}，{n.note}",
-        data={
-            "note": n.model_dump(mode="json"),
-            "status": status,
-            "source": "chat" if n.by.kind == "person" else "character",
-            "asked_by": n.by.model_dump(),
-            "via": n.via,
-        },
+        data=PlanData(
+            note=n.model_dump(mode="json"),
+            status=status,
+            source="chat" if n.by.kind == "person" else "character",
+            asked_by=n.by.model_dump(),
+            via=n.via,
+        ).dump(),
     )
     return outbox_entry("episodes", episode.document())
 
@@ -557,18 +557,12 @@ def begin(
             stats_after_start=who.stats(),
         ).dump(),
     )
-    event = Event(
-        "action_started",
-        {
-            "episode_id": eid,
-            "action": action.id,
-            "name": name,
-            "reason": reason,
-            "ends_at": ends.isoformat(),
-            **({"with": partners} if partners else {}),
-        },
-        who.id,
+    started = ev.ActionStarted(
+        episode_id=eid, action=action.id, name=name, reason=reason, ends_at=ends
     )
+    if partners:  # a solo start's entry has no "with" at all, as before
+        started = started.model_copy(update={"partners": list(partners)})
+    event = Event(started, who.id)
     return outbox_entry("episodes", episode.document()), event
 
 
@@ -901,14 +895,13 @@ def _conversation(
         proposal_place=env.town.place_name(fresh.proposal.place) if fresh.proposal else "",
     )
     event = Event(
-        "conversation",
-        {
-            "episode_id": words.id,
-            "meeting_id": mid,
-            "with": [other.id],
-            "summary": words.summary,
-            "source": said.source,
-        },
+        ev.Conversation(
+            episode_id=words.id,
+            meeting_id=mid,
+            partners=[other.id],
+            summary=words.summary,
+            source=said.source,
+        ),
         one.id,
     )
     return outbox_entry("episodes", words.document()), event
