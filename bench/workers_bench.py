@@ -178,7 +178,14 @@ async def seed_a_running_town(setup: Setup) -> None:
     """The towns as a fleet leaves them after running since 07:00 next Saturday: at 09:00 every
     character is in the middle of something that ends some time in the next hour or two (a
     simulated run, in this process)."""
-    cfg = load_config(setup.config, environ={}, overrides={"world": {"policy": "utility"}})
+    # the offline policy, and leases that outlive a slow simulated step (1,000 characters'
+    # batched step can hold the loop longer than the workers' TTL on a busy machine; the lease
+    # keeper would then lose them and the seeding stop driving them)
+    cfg = load_config(
+        setup.config,
+        environ={},
+        overrides={"world": {"policy": "utility", "lease_ttl_seconds": 3600}},
+    )
     runtime = await build_runtime(cfg, clock=SimClock(next_saturday(7)), tick_minutes=60)
     try:
         await runtime.engine.run(until=next_saturday(9))
