@@ -1,7 +1,9 @@
 """The town never waits for the model: N characters, an L-second model, a concurrency limit C.
 
     python bench/town_bench.py goal            # 20 characters, 2 s model, speed 10, 150 s
+    python bench/town_bench.py goal-shortest   # the same, the model picking what ends soonest
     python bench/town_bench.py throughput      # 20 x 2 s x C in (4, 10, 20) at speed 3000
+    python bench/town_bench.py throughput-long # 20 x 2 s x C = 20 at speed 10000 for 60 s
     python bench/town_bench.py hung            # an endpoint that accepts and never answers
     python bench/town_bench.py locked          # BEGIN EXCLUSIVE on history.sqlite3 for 30 s
     python bench/town_bench.py custom --characters 20 --latency 2 --concurrent 20 --speed 10 --seconds 150
@@ -18,7 +20,9 @@ Figures: decisions applied per second (by the model, and by the offline policy a
 deadline); step lag p50/p95 (how late steps ran after they were due, wall ms: `yuiju status`'s
 ``lag_ms``); overdue world minutes (from the end of each action to the start of her next one,
 p50/p95/max: what she spends standing still); actions started; the world tick (sampled every
-0.25 s: how far world time ran ahead of the last tick, in world minutes, at most).
+0.25 s: how far world time ran ahead of the last tick, in world minutes, at most); and where each
+character's cycle goes (`PhaseProbe`: queued, request, answer to start, the action's own
+length, end to the next ask; mean and p95 wall ms).
 """
 
 from __future__ import annotations
@@ -383,6 +387,18 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
             "tick_minutes": 10,
         }
         for c in (4, 10, 20)
+    ],
+    "throughput-long": [
+        {
+            "characters": 20,
+            "latency": 2.0,
+            "concurrent": 20,
+            "speed": 10000,
+            "seconds": 60,
+            "short": True,
+            "deadline_minutes": 1440,
+            "tick_minutes": 60,
+        }
     ],
     "hung": [
         {
