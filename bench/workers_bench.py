@@ -294,6 +294,10 @@ async def run_setup(setup: Setup, *, seconds: float, kills: int, lockstep: bool)
         result["per_worker"] = rows
         result["overdue_world_min"] = await overdue_minutes(setup, ends)
         result["load_after"] = [round(x, 2) for x in os.getloadavg()]
+        for row in rows:  # the worker's own warnings: its event loop blocked for a second or more
+            log = setup.directory / f"{row['worker']}.log"
+            text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+            row["loop_stalls"] = text.count("event loop stalled")
         if kills and setup.workers > 1:
             result["takeovers"] = await kill_and_take_over(setup, stores, registry, kills)
     finally:
