@@ -161,6 +161,10 @@ async def sample_ticks(runtime: Runtime, clock: RealClock, out: list[float]) -> 
         await asyncio.sleep(0.25)
 
 
+CUT_SHORT_SECONDS = 0.5
+"""An ask this long before her action's planned end is no late wake-up: the action was cut short."""
+
+
 class PhaseProbe:
     """Where each character's cycle goes, in wall seconds: from her step asking (the pool's
     ``start``) to a place under the worker's limit (``queued``), from there to the answer being
@@ -173,6 +177,8 @@ class PhaseProbe:
     def __init__(self, runtime: Runtime, clock: RealClock, latency: float) -> None:
         self.clock, self.latency = clock, latency
         self.phases: dict[str, list[float]] = defaultdict(list)
+        self.cut_short = 0
+        """Asks well before her action's end as it was started: a meeting took her out of it."""
         self._asked: dict[str, float] = {}
         self._admitted: dict[str, float] = {}
         self._ready: dict[str, float] = {}
@@ -187,7 +193,11 @@ class PhaseProbe:
         def timed_start(cid: str, now: datetime, speed: float, work: Any) -> Any:
             asked = self._asked[cid] = time.monotonic()
             if cid in self._ends:
-                self.phases["end_to_ask"].append(asked - self._ends.pop(cid))
+                after_end = asked - self._ends.pop(cid)
+                if after_end > -CUT_SHORT_SECONDS:
+                    self.phases["end_to_ask"].append(after_end)
+                else:  # a meeting took her out of it (or something ended it early)
+                    self.cut_short += 1
 
             async def admitted() -> Any:
                 self._admitted[cid] = time.monotonic()
@@ -223,7 +233,7 @@ class PhaseProbe:
         return timed
 
     def summary(self) -> dict[str, dict[str, float | int | None]]:
-        out: dict[str, dict[str, float | int | None]] = {}
+        out: dict[str, dict[str, float | int | None]] = {"cut_short": {"n": self.cut_short}}
         for name in ("queued", "request", "answer_to_start", "action", "end_to_ask"):
             values = [v * 1000 for v in self.phases.get(name, [])]
             out[name] = {
