@@ -2,7 +2,7 @@
 3-master Redis Cluster, side by side; then kill -9 on the cluster and the takeover time.
 
     python bench/workers_bench.py [--characters 200 1000] [--seconds 360] [--kills 3] [--ttl 30] [--lockstep]
-    python bench/workers_bench.py --only cluster --in-all --characters 1000 --latency 2 --concurrent 64 \
+    python bench/workers_bench.py --only cluster --in-all --characters 1000 --latency 2 --concurrent 8 \
         --seconds 360 --kills 0     # 1,000 characters in all (334/333/333) with a 2 s model
 
 For each N (characters per worker; with ``--in-all``, in all, split over the workers), real
@@ -178,9 +178,9 @@ async def seed_a_running_town(setup: Setup) -> None:
     """The towns as a fleet leaves them after running since 07:00 next Saturday: at 09:00 every
     character is in the middle of something that ends some time in the next hour or two (a
     simulated run, in this process)."""
-    # the offline policy, and leases that outlive a slow simulated step (1,000 characters'
-    # batched step can hold the loop longer than the workers' TTL on a busy machine; the lease
-    # keeper would then lose them and the seeding stop driving them)
+    # the offline policy, and leases that outlive the seeding's slow steps: with the workers'
+    # 30 s TTL, seeding 1,000 copies at load 2-4 lost the leases of two towns (the lease keeper
+    # shares the event loop with the simulated steps) and stopped driving them
     cfg = load_config(
         setup.config,
         environ={},
