@@ -1,7 +1,9 @@
 """The town never waits for the model: N characters, an L-second model, a concurrency limit C.
 
     python bench/town_bench.py goal            # 20 characters, 2 s model, speed 10, 150 s
+    python bench/town_bench.py goal-shortest   # the same, the model picking what ends soonest
     python bench/town_bench.py throughput      # 20 x 2 s x C in (4, 10, 20) at speed 3000
+    python bench/town_bench.py throughput-long # 20 x 2 s x C = 20 at speed 10000 for 60 s
     python bench/town_bench.py hung            # an endpoint that accepts and never answers
     python bench/town_bench.py locked          # BEGIN EXCLUSIVE on history.sqlite3 for 30 s
     python bench/town_bench.py custom --characters 20 --latency 2 --concurrent 20 --speed 10 --seconds 150
@@ -18,7 +20,9 @@ Figures: decisions applied per second (by the model, and by the offline policy a
 deadline); step lag p50/p95 (how late steps ran after they were due, wall ms: `yuiju status`'s
 ``lag_ms``); overdue world minutes (from the end of each action to the start of her next one,
 p50/p95/max: what she spends standing still); actions started; the world tick (sampled every
-0.25 s: how far world time ran ahead of the last tick, in world minutes, at most).
+0.25 s: how far world time ran ahead of the last tick, in world minutes, at most); and where each
+character's cycle goes (`PhaseProbe`: queued, request, answer to start, the action's own
+length, end to the next ask; mean and p95 wall ms).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import asyncio
 import contextlib
 import itertools
 import json
+import random
+import re
 import shutil
 import subprocess
 import sys
@@ -42,10 +48,23 @@ from zoneinfo import ZoneInfo
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.openai_stub import OpenAIStub, StubAnswer, StubDelay, schema_following  # noqa: E402
+from tests.openai_stub import (  # noqa: E402
+    OPTIONS_LINE,
+    OpenAIStub,
+    StubAnswer,
+    StubDelay,
+    flat_prompt,
+    read_the_moment,
+    requested_schema,
+    schema_following,
+)
 from yuiju.config import load_config  # noqa: E402
+from yuiju.llm.testing import follow_schema  # noqa: E402
+from yuiju.world.action import Action  # noqa: E402
 from yuiju.world.clock import RealClock  # noqa: E402
+from yuiju.world.loader import load_actions  # noqa: E402
 from yuiju.world.runtime import Runtime, build_runtime  # noqa: E402
+from yuiju.world.town import HAURA  # noqa: E402
 
 TZ = ZoneInfo("Asia/Shanghai")
 IDLE_10 = json.dumps(
@@ -60,18 +79,70 @@ def next_saturday(hour: int) -> datetime:
     )
 
 
-def model_handler(latency: float, *, short: bool, hung: bool) -> Any:
-    """The stub's answers: after ``latency`` s, one that follows the schema (or 发呆 10 min)."""
+def model_handler(latency: float, *, short: bool, hung: bool, shortest: bool = False) -> Any:
+    """The stub's answers: after ``latency`` s, one that follows the schema (or 发呆 10 min; or,
+    ``shortest``, the offered action that ends soonest, at its shortest duration)."""
     follow = schema_following(7)
+    pick = shortest_pick() if shortest else None
 
     def answer(body: dict[str, Any]) -> StubAnswer:
         if hung:
             return StubDelay(86_400.0, "{}")  # accepts, never answers (until the stub stops)
         if short and "发呆" in json.dumps(body.get("response_format") or {}, ensure_ascii=False):
             return StubDelay(latency, IDLE_10)
-        return StubDelay(latency, follow(body))
+        picked = pick(body) if pick is not None else None
+        return StubDelay(latency, picked if picked is not None else follow(body))
 
     return answer
+
+
+PLACE_LINE = re.compile(r"^地点：(.+?)；", re.MULTILINE)
+
+
+def shortest_pick() -> Any:
+    """A model that always picks, among the options the moment lists, the action that lasts
+    least (its shortest tier; durations set by the moment, as sleep or class, count as a day),
+    reading the catalogue's durations as the system prompt states them, by the place she is at
+    (a move offered as 去超市 lasts 5 minutes from the shop, 10 from home). A model's choice:
+    the engine is the same. None where the request is not a decision (the schema-following
+    answer then)."""
+    actions = list(load_actions().actions.values())
+    place_ids = {place.name: pid for pid, place in HAURA.places.items()}
+
+    def minutes(action: Action) -> int:
+        tiers: tuple[int, ...] = getattr(action.duration, "tiers", ())
+        if tiers:
+            return min(tiers)
+        return action.duration if isinstance(action.duration, int) else 24 * 60
+
+    def pick(body: dict[str, Any]) -> str | None:
+        schema, prompt = requested_schema(body), flat_prompt(body)
+        listed, place = OPTIONS_LINE.findall(prompt), PLACE_LINE.findall(prompt)
+        if schema is None or not listed or not place:
+            return None
+        here = place_ids.get(place[-1].split("-")[-1])
+        offered = {
+            a.offered_as: a for a in actions if a.at in (None, here)
+        }  # what each option names here
+        options = [o for o in listed[-1].split("、") if o in offered]
+        if not options:
+            return None
+        name = min(options, key=lambda o: (minutes(offered[o]), o))
+        branches = []
+        for branch in read_the_moment(schema, prompt).get("anyOf", []):
+            props = branch.get("properties", {})
+            action = props.get("action", {})
+            if name not in (action.get("enum") or [action.get("const")]):
+                continue
+            branches.append({**branch, "properties": {**props, "action": {"const": name}}})
+        if not branches:
+            return None
+        decision = follow_schema({**schema, "anyOf": branches}, random.Random(name), fill=0.0)
+        if getattr(offered[name].duration, "tiers", ()):
+            decision["durationMinute"] = minutes(offered[name])
+        return json.dumps(decision, ensure_ascii=False)
+
+    return pick
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -88,6 +159,89 @@ async def sample_ticks(runtime: Runtime, clock: RealClock, out: list[float]) -> 
         if world is not None:
             out.append((clock.now() - world.last_advanced_at).total_seconds() / 60)
         await asyncio.sleep(0.25)
+
+
+CUT_SHORT_SECONDS = 0.5
+"""An ask this long before her action's planned end is no late wake-up: the action was cut short."""
+
+
+class PhaseProbe:
+    """Where each character's cycle goes, in wall seconds: from her step asking (the pool's
+    ``start``) to a place under the worker's limit (``queued``), from there to the answer being
+    ready less the model's own ``latency`` (``request``: the prompt, the HTTP round trip, the
+    endpoint's limit, parsing), from the answer to her step applying it (``answer_to_start``),
+    the action's own length (``action``), and from its end to the step that asks again
+    (``end_to_ask``). A bench-only probe: it wraps the pool's ``start`` and ``on_ready`` and each
+    loop's ``step`` of this one engine, after it is built."""
+
+    def __init__(self, runtime: Runtime, clock: RealClock, latency: float) -> None:
+        self.clock, self.latency = clock, latency
+        self.phases: dict[str, list[float]] = defaultdict(list)
+        self.cut_short = 0
+        """Asks well before her action's end as it was started: a meeting took her out of it."""
+        self._asked: dict[str, float] = {}
+        self._admitted: dict[str, float] = {}
+        self._ready: dict[str, float] = {}
+        self._ends: dict[str, float] = {}
+        """Her action's end (wall) as the step that started it set it, until she asks again."""
+        pool = runtime.engine.decisions
+        if pool is None:
+            return
+        self.pool = pool
+        start, ready = pool.start, pool.on_ready
+
+        def timed_start(cid: str, now: datetime, speed: float, work: Any) -> Any:
+            asked = self._asked[cid] = time.monotonic()
+            if cid in self._ends:
+                after_end = asked - self._ends.pop(cid)
+                if after_end > -CUT_SHORT_SECONDS:
+                    self.phases["end_to_ask"].append(after_end)
+                else:  # a meeting took her out of it (or something ended it early)
+                    self.cut_short += 1
+
+            async def admitted() -> Any:
+                self._admitted[cid] = time.monotonic()
+                self.phases["queued"].append(self._admitted[cid] - asked)
+                return await work()
+
+            return start(cid, now, speed, admitted)
+
+        def timed_ready(cid: str) -> None:
+            self._ready[cid] = time.monotonic()
+            if cid in self._admitted:
+                self.phases["request"].append(
+                    self._ready[cid] - self._admitted.pop(cid) - self.latency
+                )
+            ready(cid)
+
+        pool.start, pool.on_ready = timed_start, timed_ready  # type: ignore[method-assign]
+        for cid, loop in runtime.engine.loops.items():
+            loop.step = self._timed_step(cid, loop.step)  # type: ignore[method-assign]
+
+    def _timed_step(self, cid: str, step: Any) -> Any:
+        async def timed(now: datetime, inputs: Any) -> Any:
+            result = await step(now, inputs)
+            wall, world = time.monotonic(), self.clock.now()
+            ready = self._ready.pop(cid, None)
+            if ready is not None and self.pool.get(cid) is None:  # it applied her answer
+                self.phases["answer_to_start"].append(wall - ready)
+                end = wall + (result.due - world).total_seconds() / self.clock.speed
+                self.phases["action"].append(end - wall)
+                self._ends[cid] = end
+            return result
+
+        return timed
+
+    def summary(self) -> dict[str, dict[str, float | int | None]]:
+        out: dict[str, dict[str, float | int | None]] = {"cut_short": {"n": self.cut_short}}
+        for name in ("queued", "request", "answer_to_start", "action", "end_to_ask"):
+            values = [v * 1000 for v in self.phases.get(name, [])]
+            out[name] = {
+                "n": len(values),
+                "mean_ms": round(sum(values) / len(values), 1) if values else None,
+                "p95_ms": pct(values, 95),
+            }
+        return out
 
 
 @contextlib.contextmanager
@@ -120,6 +274,7 @@ async def town_run(
     speed: float,
     seconds: float,
     short: bool = False,
+    shortest: bool = False,
     hung: bool = False,
     lock: tuple[float, float] | None = None,
     policy: str = "llm",
@@ -127,7 +282,7 @@ async def town_run(
     tick_minutes: int | None = None,
 ) -> dict[str, Any]:
     data_dir = Path(tempfile.mkdtemp(prefix="town-bench-"))
-    stub = OpenAIStub(handler=model_handler(latency, short=short, hung=hung))
+    stub = OpenAIStub(handler=model_handler(latency, short=short, hung=hung, shortest=shortest))
     stub.start()
     ids = ["yuiju"] if characters == 1 else [f"yuiju@1..{characters}"]
     cfg = load_config(
@@ -150,6 +305,7 @@ async def town_run(
     clock.continue_from(start)
     runtime = await build_runtime(cfg, clock=clock, keep_timeline=True, tick_minutes=tick_minutes)
     engine = runtime.engine
+    probe = PhaseProbe(runtime, clock, latency)
     ticks: list[float] = []
     sampler = asyncio.create_task(sample_ticks(runtime, clock, ticks))
     began = time.monotonic()
@@ -165,7 +321,7 @@ async def town_run(
             await running
         wall = time.monotonic() - began
         sampler.cancel()
-        return await figures(runtime, ticks, wall, start)
+        return {**await figures(runtime, ticks, wall, start), "phases": probe.summary()}
     finally:
         sampler.cancel()
         await runtime.close()
@@ -219,6 +375,16 @@ async def figures(
 
 PRESETS: dict[str, list[dict[str, Any]]] = {
     "goal": [{"characters": 20, "latency": 2.0, "concurrent": 20, "speed": 10, "seconds": 150}],
+    "goal-shortest": [
+        {
+            "characters": 20,
+            "latency": 2.0,
+            "concurrent": 20,
+            "speed": 10,
+            "seconds": 150,
+            "shortest": True,
+        }
+    ],
     "throughput": [
         {
             "characters": 20,
@@ -231,6 +397,18 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
             "tick_minutes": 10,
         }
         for c in (4, 10, 20)
+    ],
+    "throughput-long": [
+        {
+            "characters": 20,
+            "latency": 2.0,
+            "concurrent": 20,
+            "speed": 10000,
+            "seconds": 60,
+            "short": True,
+            "deadline_minutes": 1440,
+            "tick_minutes": 60,
+        }
     ],
     "hung": [
         {
@@ -265,6 +443,7 @@ def main() -> int:
     parser.add_argument("--speed", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=150.0)
     parser.add_argument("--short", action="store_true")
+    parser.add_argument("--shortest", action="store_true")
     parser.add_argument("--hung", action="store_true")
     parser.add_argument("--deadline-minutes", type=float, default=15.0)
     parser.add_argument("--tick-minutes", type=int, default=None)
@@ -278,6 +457,7 @@ def main() -> int:
                 "speed": args.speed,
                 "seconds": args.seconds,
                 "short": args.short,
+                "shortest": args.shortest,
                 "hung": args.hung,
                 "deadline_minutes": args.deadline_minutes,
                 "tick_minutes": args.tick_minutes,

@@ -2,8 +2,11 @@
 3-master Redis Cluster, side by side; then kill -9 on the cluster and the takeover time.
 
     python bench/workers_bench.py [--characters 200 1000] [--seconds 360] [--kills 3] [--ttl 30] [--lockstep]
+    python bench/workers_bench.py --only cluster --in-all --characters 1000 --latency 2 --concurrent 8 \
+        --seconds 360 --kills 0     # 1,000 characters in all (334/333/333) with a 2 s model
 
-For each N (characters per worker), real `yuiju world --worker` processes with the offline policy:
+For each N (characters per worker; with ``--in-all``, in all, split over the workers), real
+`yuiju world --worker` processes with the offline policy, or with ``--latency L``, a model:
 
 - embedded: one worker, one town of N copies of her card (``yuiju@1..N``), on the embedded Redis
   (unix socket) with the SQLite history under a temp dir;
@@ -34,6 +37,15 @@ they were due; first steps excluded), CPU % of one core over the steady window, 
 cluster, ``--kills`` times: kill -9 a worker, the time until every one of its characters is driven
 by another (target: lease TTL + 1 s), a replacement worker, and the time until the shares are
 even again.
+
+With ``--latency L --concurrent C`` the workers decide with the LLM policy: one local
+OpenAI-compatible stub in this process (tests/openai_stub.py, the handler of bench/town_bench.py)
+answers every decision after L seconds with an answer that follows the request's schema, and every
+worker's ``[llm]`` points at it with ``max_concurrent = C`` (default deadlines: 30 s, 15 world
+minutes; characters' model talks off, as in town_bench). The simulated seeding still runs the
+offline policy. Per worker, decisions by the model, overdue (the deadline passed: the offline
+policy decided), offline at once (during an outage), stale; in all, overdue world minutes (from
+the end of each action in the window to the start of her next one, from the history store).
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -79,6 +92,8 @@ class Setup:
     towns: dict[str, list[str]]
     redis_url: str | None
     ttl: float
+    llm: tuple[str, int] | None = None
+    """The model's base URL and ``[llm] max_concurrent``; None: the offline policy."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     launched: dict[str, float] = field(default_factory=dict)
 
@@ -99,9 +114,20 @@ class Setup:
             "enabled = false",
             "[world]",
             f"characters = {json.dumps(self.towns[prefixes[0]])}",
-            'policy = "utility"',
+            f'policy = "{"utility" if self.llm is None else "llm"}"',
             f"lease_ttl_seconds = {self.ttl}",
         ]
+        if self.llm is not None:
+            base_url, concurrent = self.llm
+            lines += [
+                "[llm]",
+                f'base_url = "{base_url}"',
+                'model = "stub"',
+                'output_mode = "json_schema"',
+                f"max_concurrent = {concurrent}",
+                "[social]",
+                "model_talks_per_day = 0",
+            ]
         for prefix in prefixes[1:]:
             lines += [f"[world.towns.{prefix}]", f"characters = {json.dumps(self.towns[prefix])}"]
         self.config.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -152,9 +178,15 @@ async def seed_a_running_town(setup: Setup) -> None:
     """The towns as a fleet leaves them after running since 07:00 next Saturday: at 09:00 every
     character is in the middle of something that ends some time in the next hour or two (a
     simulated run, in this process)."""
-    runtime = await build_runtime(
-        load_config(setup.config, environ={}), clock=SimClock(next_saturday(7)), tick_minutes=60
+    # the offline policy, and leases that outlive the seeding's slow steps: with the workers'
+    # 30 s TTL, seeding 1,000 copies at load 2-4 lost the leases of two towns (the lease keeper
+    # shares the event loop with the simulated steps) and stopped driving them
+    cfg = load_config(
+        setup.config,
+        environ={},
+        overrides={"world": {"policy": "utility", "lease_ttl_seconds": 3600}},
     )
+    runtime = await build_runtime(cfg, clock=SimClock(next_saturday(7)), tick_minutes=60)
     try:
         await runtime.engine.run(until=next_saturday(9))
     finally:
@@ -165,10 +197,14 @@ STAGGER_FROM = timedelta(seconds=15)
 """The first staggered action ends this long after 09:00 world time (the workers' start-up)."""
 
 
-async def stagger(stores: list[StateStore], towns: dict[str, list[str]], seconds: float) -> None:
+async def stagger(
+    stores: list[StateStore], towns: dict[str, list[str]], seconds: float
+) -> dict[str, datetime]:
     """Each town's copies, in the town's own shuffled order, end their current action evenly
-    spread over ``seconds`` from `STAGGER_FROM` after 09:00 world time (see the module docstring)."""
+    spread over ``seconds`` from `STAGGER_FROM` after 09:00 world time (see the module docstring).
+    Returns when each one's action now ends."""
     first = next_saturday(9) + STAGGER_FROM
+    out: dict[str, datetime] = {}
     for store in stores:
         order = random.Random(store.keys.prefix).sample(
             towns[store.keys.prefix], len(towns[store.keys.prefix])
@@ -183,9 +219,11 @@ async def stagger(stores: list[StateStore], towns: dict[str, list[str]], seconds
                 if character is not None and character.running is not None:
                     character.running.ends_at = max(ends[cid], character.running.started_at)
                     changed[cid] = character
+                    out[cid] = character.running.ends_at
             return Commit(characters=changed), None
 
         await store.transact(spread, characters=order)
+    return out
 
 
 async def holders(stores: list[StateStore], towns: dict[str, list[str]]) -> dict[str, str | None]:
@@ -207,8 +245,9 @@ async def run_setup(setup: Setup, *, seconds: float, kills: int, lockstep: bool)
     handle = await open_redis(setup.redis_url, setup.directory / "data")
     stores = [StateStore(handle.client, Keys(prefix)) for prefix in setup.towns]
     registry = stores[0]
+    ends: dict[str, datetime] = {}
     if not lockstep:
-        await stagger(stores, setup.towns, seconds)
+        ends = await stagger(stores, setup.towns, seconds)
     total = sum(len(c) for c in setup.towns.values())
     result: dict[str, Any] = {
         "setup": setup.label,
@@ -245,6 +284,7 @@ async def run_setup(setup: Setup, *, seconds: float, kills: int, lockstep: bool)
                     "decisions": info.get("decisions"),
                     "overhead_ms": info.get("overhead_ms"),
                     "lag_ms": info.get("lag_ms"),
+                    **{k: v for k, v in info.items() if k.startswith("decisions_")},
                     "cpu_percent": round(cpu.get(name, float("nan")), 1),
                     "rss_mib": round(procs[name].memory_info().rss / 2**20)
                     if name in procs
@@ -252,13 +292,60 @@ async def run_setup(setup: Setup, *, seconds: float, kills: int, lockstep: bool)
                 }
             )
         result["per_worker"] = rows
+        result["overdue_world_min"] = await overdue_minutes(setup, ends)
         result["load_after"] = [round(x, 2) for x in os.getloadavg()]
+        for row in rows:  # the worker's own warnings: its event loop blocked for a second or more
+            log = setup.directory / f"{row['worker']}.log"
+            text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+            row["loop_stalls"] = text.count("event loop stalled")
         if kills and setup.workers > 1:
             result["takeovers"] = await kill_and_take_over(setup, stores, registry, kills)
     finally:
         await handle.aclose()  # first: the last worker to stop then stops an embedded server
         setup.stop()
     return result
+
+
+async def overdue_minutes(setup: Setup, ends: dict[str, datetime]) -> dict[str, Any]:
+    """World minutes from the end of each action in the window to the start of her next one:
+    from the staggered end (or, in lockstep, the end of the action running at 09:00) to her
+    first new behavior episode, then between her episodes (the history store, after the run)."""
+    from yuiju.memory.episodes import EPISODES
+    from yuiju.storage.history import open_history
+
+    nine = next_saturday(9)
+    history = await open_history(None, "yuiju", setup.directory / "data")
+    try:
+        await history.ensure(EPISODES)
+        docs = await history.find(
+            EPISODES.name,
+            eq={"type": "behavior"},
+            ranges={"time": (nine + timedelta(milliseconds=1), nine + timedelta(days=1))},
+        )
+    finally:
+        await history.close()
+    spans: dict[str, list[tuple[datetime, datetime | None]]] = {}
+    for doc in sorted(docs, key=lambda d: d["time"]):
+        spans.setdefault(doc["character_id"], []).append((doc["time"], doc.get("end_time")))
+    gaps = []
+    for cid, mine in spans.items():
+        if cid in ends:
+            gaps.append((mine[0][0] - ends[cid]).total_seconds() / 60)
+        gaps += [
+            (b[0] - a[1]).total_seconds() / 60
+            for a, b in itertools.pairwise(mine)
+            if a[1] is not None
+        ]
+    gaps.sort()
+    if not gaps:
+        return {"n": 0}
+    return {
+        "n": len(gaps),
+        "p50": round(gaps[len(gaps) // 2], 2),
+        "p95": round(gaps[min(len(gaps) - 1, round(0.95 * (len(gaps) - 1)))], 2),
+        "max": round(gaps[-1], 2),
+        "started_in_window": sum(len(m) for m in spans.values()),
+    }
 
 
 async def kill_and_take_over(
@@ -300,7 +387,9 @@ async def kill_and_take_over(
 
 async def even_shares(setup: Setup, stores: list[StateStore], registry: StateStore) -> None:
     """Wait until every worker runs, every character is driven and each worker drives its share."""
-    share = -(-sum(len(c) for c in setup.towns.values()) // setup.workers)
+    total = sum(len(c) for c in setup.towns.values())
+    share = -(-total // setup.workers)
+    least = total - share * (setup.workers - 1)  # 1,000 over 3: 334, 334, 332
     while True:
         if any(p.poll() is not None for p in setup.processes.values()):
             raise RuntimeError(f"a worker exited; see the logs in {setup.directory}")
@@ -309,7 +398,7 @@ async def even_shares(setup: Setup, stores: list[StateStore], registry: StateSto
         if (
             len(found) == setup.workers
             and None not in counts
-            and all(counts[t] in (share, share - 1) for t in found)
+            and all(least <= counts[t] <= share for t in found)
         ):
             return
         await asyncio.sleep(0.2)
@@ -340,8 +429,51 @@ def main() -> int:
         action="store_true",
         help="leave the copies of her card in lockstep (no stagger): bursts of whole towns",
     )
+    parser.add_argument(
+        "--in-all",
+        action="store_true",
+        help="--characters counts characters in all, split over the workers (1000: 334/333/333)",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=None, help="decide with a model answering after L s"
+    )
+    parser.add_argument(
+        "--concurrent", type=int, default=64, help="[llm] max_concurrent per worker"
+    )
     args = parser.parse_args()
 
+    with model_stub(args.latency) as base_url:
+        llm = None if base_url is None else (base_url, args.concurrent)
+        results = run_all(args, llm)
+    print_table(results)
+    return 0
+
+
+@contextlib.contextmanager
+def model_stub(latency: float | None) -> Any:
+    """The local OpenAI-compatible stub every worker asks (its URL), or None: no model."""
+    if latency is None:
+        yield None
+        return
+    sys.path.insert(0, str(ROOT / "bench"))
+    from town_bench import model_handler
+
+    from tests.openai_stub import OpenAIStub
+
+    stub = OpenAIStub(handler=model_handler(latency, short=False, hung=False))
+    stub.start()
+    try:
+        yield stub.base_url
+    finally:
+        stub.stop()
+
+
+def split(n: int, parts: int) -> list[int]:
+    """``n`` over ``parts`` as evenly as can be, the larger first: 1000 over 3 is 334/333/333."""
+    return [n // parts + (1 if k < n % parts else 0) for k in range(parts)]
+
+
+def run_all(args: argparse.Namespace, llm: tuple[str, int] | None) -> list[dict[str, Any]]:
     results = []
     for i, n in enumerate(args.characters):
         last = i == len(args.characters) - 1
@@ -354,6 +486,7 @@ def main() -> int:
                     {"yuiju": [f"yuiju@{j}" for j in range(1, n + 1)]},
                     None,
                     args.ttl,
+                    llm,
                 )
                 results.append(
                     asyncio.run(
@@ -366,12 +499,21 @@ def main() -> int:
                 tempfile.TemporaryDirectory(prefix="yuiju-workers-bench-") as tmp,
                 start_cluster(3) as cluster,
             ):
+                sizes = split(n, 3) if args.in_all else [n] * 3
                 towns = {
-                    p: [f"yuiju@{k * n + j}" for j in range(1, n + 1)]
+                    p: [f"yuiju@{sum(sizes[:k]) + j}" for j in range(1, sizes[k] + 1)]
                     for k, p in enumerate(spread_prefixes(cluster, 3))
                 }
+                label = f"{n} in all" if args.in_all else f"× {n}"
+                model = "" if llm is None else f", {args.latency:g} s model, C = {args.concurrent}"
                 setup = Setup(
-                    f"cluster, 3 workers × {n}", Path(tmp), 3, towns, cluster.url, args.ttl
+                    f"cluster, 3 workers {label}{model}",
+                    Path(tmp),
+                    3,
+                    towns,
+                    cluster.url,
+                    args.ttl,
+                    llm,
                 )
                 results.append(
                     asyncio.run(
@@ -384,8 +526,7 @@ def main() -> int:
                     )
                 )
                 print(json.dumps(results[-1], ensure_ascii=False), flush=True)
-    print_table(results)
-    return 0
+    return results
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
@@ -406,6 +547,17 @@ def print_table(results: list[dict[str, Any]]) -> None:
             "no decisions in the window: with --lockstep the seeded actions first end at 09:05 world time; "
             "use --seconds 360"
         )
+    for r in results:
+        if any("decisions_by_model" in w for w in r.get("per_worker", [])):
+            print(
+                f"\n{r['setup']}: decisions by the model / overdue (offline) / offline at once / stale"
+            )
+            for w in r["per_worker"]:
+                print(
+                    f"  {w['worker']}: {w.get('decisions_by_model')} / {w.get('decisions_overdue')} / "
+                    f"{w.get('decisions_offline_at_once')} / {w.get('decisions_stale')}"
+                )
+        print(f"{r['setup']}: overdue world minutes {r.get('overdue_world_min')}")
     for r in results:
         for t in r.get("takeovers", []):
             print(

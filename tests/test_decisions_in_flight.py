@@ -124,6 +124,32 @@ async def test_a_model_that_never_answers_one_of_them_costs_the_others_nothing(
     assert len(by["c1"]) >= 5
 
 
+async def test_a_worker_publishes_how_many_decisions_the_model_and_the_offline_policy_took(
+    redis: aioredis.Redis,
+) -> None:
+    kit = await make_engine(
+        redis,
+        None,
+        policy=ModelPolicy(hangs_for("c0")),
+        prefix="hung3",
+        tick_minutes=1,
+        characters={"c0": make_character(id="c0"), "c1": make_character(id="c1")},
+        decisions=DecisionLimits(deadline_minutes=15, deadline_seconds=1e9),
+        wall=FakeWall(),
+    )
+    await kit.engine.run(until=at_time("2026-09-01 08:00"))
+
+    published = kit.engine._figures()  # what `yuiju status` shows of this worker
+    pool = kit.engine.decisions
+    assert pool is not None
+    assert published["decisions_by_model"] == pool.figures.answered > 0
+    assert published["decisions_overdue"] == pool.figures.overdue > 0
+    assert published["decisions_offline_at_once"] == pool.figures.offline_at_once > 0
+    assert published["decisions"] == (
+        pool.figures.answered + pool.figures.overdue + pool.figures.offline_at_once
+    )
+
+
 async def test_a_hung_endpoint_is_logged_once_and_only_its_probe_waits(
     redis: aioredis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -543,7 +543,9 @@ class Engine:
             **(
                 {
                     "decisions_in_flight": self.decisions.in_flight,
+                    "decisions_by_model": self.decisions.figures.answered,
                     "decisions_overdue": self.decisions.figures.overdue,
+                    "decisions_offline_at_once": self.decisions.figures.offline_at_once,
                     "decisions_stale": self.decisions.figures.stale,
                 }
                 if self.decisions is not None
