@@ -37,6 +37,7 @@ import contextlib
 import hashlib
 import itertools
 import logging
+import math
 import os
 import socket
 import time
@@ -91,6 +92,9 @@ STEP_BUG_RETRY = timedelta(minutes=1)
 """World time before a character whose step raised (a bug) is stepped again by the daemon."""
 MAX_BACKOFF_SECONDS = 10.0
 STOP_GRACE_SECONDS = 1.0
+"""How long a stop waits, in all, for what the engine has under way (a step, the outbox flush)."""
+CANCEL_GRACE_SECONDS = 0.2
+"""What cancelled tasks get at least to end, past `STOP_GRACE_SECONDS` spent on the step."""
 RELEASE_TIMEOUT_SECONDS = 0.5
 CORRUPT_LOG_EVERY_SECONDS = 300.0
 
@@ -797,9 +801,12 @@ class Engine:
         self._flush_wanted = None if self.flush_in_step else wanted
         main = asyncio.create_task(self._run(until=until, max_steps=max_steps, halt=halt))
         stopper = asyncio.create_task(self._stop.wait())
-        probe: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        probe: asyncio.Future[Any] = loop.create_future()
+        grace_ends = math.inf  # one grace for the whole stop: the step's wait and the tasks' after
         try:
             await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            grace_ends = loop.time() + STOP_GRACE_SECONDS
             if not main.done():
                 # meanwhile: does Redis answer at all? A hung one is not waited on again (release)
                 probe = asyncio.ensure_future(self.store.redis.ping())
@@ -817,7 +824,10 @@ class Engine:
             tasks = {keeper, main, stopper, probe}
             for task in tasks:
                 task.cancel()
-            _, late = await asyncio.wait({*tasks, flusher}, timeout=STOP_GRACE_SECONDS)
+            grace = min(STOP_GRACE_SECONDS, grace_ends - loop.time())
+            _, late = await asyncio.wait(
+                {*tasks, flusher}, timeout=max(CANCEL_GRACE_SECONDS, grace)
+            )
             if flusher in late:
                 flusher.cancel()
                 late.remove(flusher)
