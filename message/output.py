@@ -127,6 +127,26 @@ _META = re.compile(
 )
 """Talk about the model, its format or its instructions: never hers (``Sure!``, ``Here is what I
 would do``, ``作为AI…``, ``抱歉，我无法按照要求的格式…``, ``以下是悠酱的回复：``)."""
+_ABOUT_THE_MODEL = re.compile(
+    # who answers: a model, a role played, a speaker's label
+    r"(?:大型?|大)?语言模型|(?<![a-z])(?:chat\s*gpt|gpt-?\d|openai|claude|llm)(?![a-z])|由.{0,12}训练|(?:AI|人工智能)生成"
+    r"|以.{0,8}的(?:身份|口吻|语气|角色|视角)|用.{0,8}的(?:口吻|语气|身份)|人设|角色设定"
+    r"|^\W*(?:assistant|user|system|ai|bot|human)\s*[:：]"
+    r"|^\W*(?:思考|分析|回答|回复|答|输出|推理|解释)\s*[:：]"
+    r"|^\W*\S{1,8}的(?:回复|回答|答复)\s*[】\]]?\s*[:：]|【[^】]{0,10}(?:回复|回答|答复)】"
+    r"|[（(]\s*(?:注|备注|说明)\s*[:：]|以上(?:内容|回答|回复)"
+    # what it answers from: its prompt, tools, context, the person as a 'user'
+    r"|根据(?:系统|工具|提示|设定|规则|指令|上下文|资料|以上|上面|返回|我的记录|记录)"
+    r"|系统提示|工具(?:返回|调用|的结果)|上下文|用户(?:在|想|的问题|问|说)"
+    # promises about the rules
+    r"|遵守(?:规则|要求|设定|指令|规定)|不(?:会|能|可以)?编造|(?:我)?明白了?[，,。]\s*我会",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""More of the model talking about itself (a held-out rerun's faulty model, 2026-12-07): who is
+answering (``我是一个大语言模型``, ``以悠酱的身份回答``, ``assistant:``, ``【悠酱的回复】：``,
+``思考：…``), what it answers from (``根据系统提示``, ``根据工具返回的结果``, ``用户在问``) and its
+promises about rules (``我会遵守规则，不编造经历``) — none of it words a schoolgirl says in chat
+(``根据天气预报`` and ``遵守约定`` are hers)."""
 _ENGLISH_WORD = re.compile(r"[A-Za-z]{2,}")
 _CJK_CHAR = re.compile(r"[\u4e00-\u9fff]")
 
@@ -134,7 +154,7 @@ _CJK_CHAR = re.compile(r"[\u4e00-\u9fff]")
 def meta_talk(text: str) -> bool:
     """Whether ``text`` talks about the model, its format or instructions, or is English prose
     (she chats in Chinese; a word or two of English is chat)."""
-    if _META.search(text):
+    if _META.search(text) or _ABOUT_THE_MODEL.search(text):
         return True
     english = len(_ENGLISH_WORD.findall(text))
     return english >= 4 and len(_CJK_CHAR.findall(text)) < english * 2

@@ -18,7 +18,7 @@ from tests.test_proactive import G, make_service, post_at
 from yuiju.llm import FunctionChatModel, OpenAIChatModel, ToolCall, ToolChatResult
 from yuiju.llm.model import ChatMessage, JsonSchema
 from yuiju.message.agent import Tool, ToolResult
-from yuiju.message.output import Filtered, OutputFilter
+from yuiju.message.output import Filtered, OutputFilter, meta_talk
 from yuiju.world.clock import SimClock
 
 STRUCTURED = re.compile(r'[{}\[\]"`<>]|confiden|action')
@@ -504,3 +504,49 @@ async def test_meta_talk_twice_becomes_her_short_line(redis: Any) -> None:
 )
 def test_chat_with_a_little_english_is_a_message(answer: str) -> None:
     assert OutputFilter(name="悠酱", max_chars=200).review(answer) == Filtered(answer)
+
+
+HELD_OUT_META = [  # a held-out rerun's faulty model (2026-12-07), then wordings of the same kinds
+    "好的，下面我将以悠酱的身份回答：今天还不错。",
+    "根据系统提示，我不能透露这些信息。",
+    "根据工具返回的结果，我今天早上去了学校。",
+    "我是一个大语言模型，由OpenAI训练。",
+    "【悠酱的回复】：嗯嗯，还好啦",
+    "assistant: 今天挺好的",
+    "思考：用户在问我的近况，我应该简短回答。\n回答：还好啦",
+    "（注：以上回答基于角色设定生成）今天在学校上课。",
+    "好的，我明白了。我会遵守规则，不编造经历。",
+    "我用悠酱的口吻说：还不错哦",
+    "根据记录，她今天去了公园。",
+    "悠酱的回答：在家呢",
+    "User: 你好\nAssistant: 你好呀",
+    "我是ChatGPT，很高兴为你服务",
+    "（以上内容由AI生成）",
+    "根据上下文，用户想知道我今天做了什么。",
+    "分析：对方在打招呼。",
+    "我不会编造没有发生过的事情。",
+]
+
+
+@pytest.mark.parametrize("answer", HELD_OUT_META)
+def test_held_out_meta_talk_is_not_her_words(answer: str) -> None:
+    assert meta_talk(answer), answer
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "根据天气预报，明天会下雨哦",
+        "哦哦我明白了！下次一起去",
+        "今天部活训练好累",
+        "注意安全哦～",
+        "下面我要去买点东西啦",
+        "回答不出来嘛，太难了",
+        "我是悠酱呀，你忘了吗",
+        "这个模型好可爱，在哪买的",
+        "遵守约定哦，明天见",
+        "记录下来了，明天的课表",
+    ],
+)
+def test_her_own_words_with_those_words_are_not_meta_talk(answer: str) -> None:
+    assert not meta_talk(answer), answer
