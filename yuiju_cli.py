@@ -11,6 +11,8 @@ import os
 import re
 import signal
 import sys
+import threading
+import time
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -887,7 +889,6 @@ def _no_chat_model(daemon: bool) -> str:
 
 async def _converse(link: Any, *, interactive: bool) -> bool:
     """Read lines and say them until the input ends or Ctrl-C; whether a turn went wrong."""
-    import threading
 
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue[str | None] = asyncio.Queue()
@@ -1842,6 +1843,25 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+THREADS_JOIN_SECONDS = 3.0
+"""How long, in all, a stopped daemon waits for threads still running (an embedding computing,
+a library's worker) before it exits without them."""
+
+
+def join_threads(seconds: float) -> list[threading.Thread]:
+    """Wait up to ``seconds`` in all for the threads that would keep the process alive (not
+    daemon threads); the ones still running after that."""
+    deadline = time.monotonic() + seconds
+    left = []
+    for thread in threading.enumerate():
+        if thread is threading.main_thread() or thread.daemon:
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            left.append(thread)
+    return left
+
+
 def _exit_without_teardown(code: int) -> None:
     """End a daemon that has stopped (stores closed, state saved) without the interpreter's
     teardown of its modules: that alone took 0.7 s after a stop of 0.3 s, and seconds on a loaded
@@ -1849,11 +1869,14 @@ def _exit_without_teardown(code: int) -> None:
     the teardown would still do that matters runs first: waiting threads, then the exit handlers
     (an embedded Redis server's stop, log handlers' flush)."""
     import atexit
-    import threading
 
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    if left := join_threads(THREADS_JOIN_SECONDS):
+        names = ", ".join(t.name for t in left)
+        print(
+            f"warning: {len(left)} thread(s) still running after the stop ({names}); exiting "
+            "without them (the stores are closed: nothing is lost)",
+            file=sys.stderr,
+        )
     atexit._run_exitfuncs()  # CPython's own step of the teardown, run here in its order
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

@@ -311,3 +311,27 @@ def test_the_docs_command_table_names_the_memory_search_flags() -> None:
         if row.startswith("| `yuiju memory search")
     ]
     assert rows and "--user" in rows[0] and "--group" in rows[0]
+
+
+def test_a_stopped_daemon_does_not_wait_forever_for_a_stuck_thread() -> None:
+    """A thread that never ends (an embedding still computing, a library's idle worker) must not
+    keep a stopped daemon alive: its exit waits a bounded time, then names what it leaves."""
+    import threading
+    import time
+
+    from yuiju.cli import join_threads
+
+    release = threading.Event()
+    stuck = threading.Thread(target=release.wait, name="stuck-embedder")
+    quick = threading.Thread(target=time.sleep, args=(0.05,), name="quick")
+    stuck.start()
+    quick.start()
+    try:
+        began = time.monotonic()
+        left = join_threads(0.3)
+        assert time.monotonic() - began < 1.0
+        names = [t.name for t in left]  # (and whatever else this test process left running)
+        assert "stuck-embedder" in names and "quick" not in names and not quick.is_alive()
+    finally:
+        release.set()
+        stuck.join()
