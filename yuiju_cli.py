@@ -14,7 +14,8 @@ import sys
 import threading
 import time
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
@@ -1843,6 +1844,23 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+class _EndWithoutWaiting(ThreadPoolExecutor):
+    """A daemon loop's default executor: when the loop ends it does not wait for work still
+    running in its threads (an embedding of a long batch, a blocked read); `join_threads` waits
+    for them a bounded time as the process exits."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=True)
+
+
+def run_daemon(main: Coroutine[Any, Any, int]) -> int:
+    """`asyncio.run` for a daemon: the same, but its end never waits without a bound for the
+    default executor's threads (`asyncio.run` does, in Python 3.11)."""
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_default_executor(_EndWithoutWaiting(thread_name_prefix="yuiju"))
+        return runner.run(main)
+
+
 THREADS_JOIN_SECONDS = 3.0
 """How long, in all, a stopped daemon waits for threads still running (an embedding computing,
 a library's worker) before it exits without them."""
@@ -1910,7 +1928,7 @@ def _main(args: argparse.Namespace) -> int:
                 from yuiju.memory.service import preload_embedder
 
                 preload_embedder(cfg)
-            return asyncio.run(_run(cfg, args))
+            return run_daemon(_run(cfg, args))
         if args.cmd == "simulate":
             return asyncio.run(_simulate(cfg, args))
         if args.cmd == "bot":

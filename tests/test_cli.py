@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -335,3 +336,26 @@ def test_a_stopped_daemon_does_not_wait_forever_for_a_stuck_thread() -> None:
     finally:
         release.set()
         stuck.join()
+
+
+def test_a_daemons_loop_ends_without_waiting_for_work_still_in_its_threads() -> None:
+    """`asyncio.run` waits, without a bound, for whatever still runs in the default executor (an
+    embedding of a long batch): a daemon's loop does not; its exit waits a bounded time."""
+    import threading
+    import time
+
+    from yuiju.cli import run_daemon
+
+    release = threading.Event()
+
+    async def main() -> int:
+        asyncio.get_running_loop().run_in_executor(None, release.wait)
+        await asyncio.sleep(0.05)
+        return 7
+
+    began = time.monotonic()
+    try:
+        assert run_daemon(main()) == 7
+        assert time.monotonic() - began < 1.0
+    finally:
+        release.set()
