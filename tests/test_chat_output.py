@@ -562,6 +562,7 @@ EVERYDAY_LINES = [
     "I like pizza and jazz, lol",
     "k歌好开心！下次还去",
     "一二三，木头人！",
+    "Help!7点就被叫醒了",
     "价格是35块，打了9折，还挺划算的",
     "50%的同学都去了",
     "周三下午要考数学，第3题好难……",
@@ -585,6 +586,21 @@ def test_a_place_word_shared_with_a_secret_line_is_sent(answer: str) -> None:
     prompt = "你是悠酱。\n暗号：星见丘的月光\n家在星见丘附近。"
     out = OutputFilter(name="悠酱", max_chars=200, secret=prompt).review(answer)
     assert not out.leaked and out.text == answer
+
+
+KEY_PROMPT = "你是悠酱。\nAPI key：sk-2026abcd9f3e7c21\n喜欢甜食。"
+"""A long key on a secret line: five of its characters in a row disclose it, three do not."""
+
+
+@pytest.mark.parametrize("answer", ["2026年的第一场雪！", "abc是什么呀", "9f3的那个班"])
+def test_three_characters_of_a_long_key_are_everyday_text(answer: str) -> None:
+    out = OutputFilter(name="悠酱", max_chars=200, secret=KEY_PROMPT).review(answer)
+    assert not out.leaked and out.text == answer
+
+
+@pytest.mark.parametrize("answer", ["开头是 sk-2026ab 哦", "后半段是 9f3e7c21", "abcd9f"])
+def test_part_of_a_long_key_is_withheld(answer: str) -> None:
+    assert OutputFilter(name="悠酱", max_chars=200, secret=KEY_PROMPT).review(answer).leaked
 
 
 def test_a_secret_line_of_words_is_still_withheld_when_quoted() -> None:
