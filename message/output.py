@@ -411,6 +411,8 @@ _MARKED_VALUE = re.compile(
 """A marked line without a colon label (``密码是 k9#Qz``): its value follows the mark."""
 _ENCODED = re.compile(r"(?:[0-9A-Fa-f]{2}[\s:-]?){3,}|[A-Za-z0-9+/]{4,}={0,2}")
 """Runs that may be a secret in hex (``6b 39 23``) or base64 (``azkjUXo=``)."""
+_BASE32 = re.compile(r"(?<![A-Za-z0-9])[A-Z2-7]{8,}={0,6}(?![A-Za-z0-9])")
+"""Runs that may be a secret in base32 (``NM4SGUL2``)."""
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_+/=.-]*[A-Za-z0-9=])?")
 
 # -- one spelling for every form of a character ---------------------------------------------------
@@ -424,7 +426,7 @@ _LOOKALIKES = {
 }
 """Letters of other scripts that read as Latin ones (``к9#Qz`` with a Cyrillic к)."""
 _CHINESE_DIGITS = dict(
-    zip("〇零一二三四五六七八九幺壹贰叁肆伍陆柒捌玖", "001234567891123456789", strict=False)
+    zip("〇零一二三四五六七八九幺壹贰叁肆伍陆柒捌玖", "001234567891123456789", strict=True)
 )
 """Chinese digits as digits (``k九#Qz``; 幺 is 1 read aloud in codes and phone numbers)."""
 _FOLD = str.maketrans(_LOOKALIKES | _CHINESE_DIGITS)
@@ -513,6 +515,13 @@ _SENTENCE_MARKS = str.maketrans({"!": "\ue021", "?": "\ue03f", "~": "\ue07e"})
 """Punctuation that ends a sentence, set aside while a text is spelled out (`Secrets._chained`
 reads it as a gap: it is part of a spelling only when named, 感叹号, exclamation)."""
 _SENTENCE_MARKS_BACK = str.maketrans({v: k for k, v in _SENTENCE_MARKS.items()})
+
+
+def _unmarked(run: str) -> bool:
+    """Whether ``run`` holds none of the marks that end a sentence (``!``, ``?``, ``~``)."""
+    return not any(chr(c) in run for c in _SENTENCE_MARKS)
+
+
 CHAIN_GAP = 6
 """Characters (after the words of a spelling are left out) that may lie between two characters
 of a secret spelled one at a time (``开头是k，后面跟着9``)."""
@@ -609,14 +618,15 @@ class Secrets:
     @functools.cached_property
     def _code_needles(self) -> tuple[str, ...]:
         """What, found in a text's form with its symbols, discloses a code part: a run of
-        `CODE_RUN` of a short one that holds a digit or a symbol, and the whole part
-        reversed or under a Caesar shift (a run read backwards is too common to withhold:
-        ``!7x`` of ``Zx7!p``)."""
+        `CODE_RUN` of a short one that holds a digit or a symbol, also backwards unless it holds
+        a sentence mark (``p!7`` of ``Zx7!p`` would withhold ``Help!7点…``), and the whole part
+        reversed or under a Caesar shift."""
         needles: list[str] = []
         for code in self.codes:
             if len(code) <= LONG_CODE:
-                runs = (code[i : i + CODE_RUN] for i in range(len(code) - CODE_RUN + 1))
+                runs = [code[i : i + CODE_RUN] for i in range(len(code) - CODE_RUN + 1)]
                 needles += [run for run in runs if not run.isalpha()]
+                needles += [run[::-1] for run in runs if not run.isalpha() and _unmarked(run)]
             if len(code) >= CODE_RUN:
                 needles.append(code[::-1])
             if len(code) > CODE_RUN and sum(c.isalpha() for c in code) >= 2:
@@ -639,8 +649,8 @@ class Secrets:
     def quoted_in(self, text: str) -> bool:
         """Whether ``text`` says a secret in any form: case, width, spacing and separators aside;
         with look-alike letters, Chinese digits or spelled out (``井号``, ``kilo``); reversed or
-        Caesar-shifted; in base64, hex, character codes, HTML entities or URL-encoded; or in part,
-        `CODE_RUN` characters of its code."""
+        Caesar-shifted; in base64, base32, hex, character codes, HTML entities or URL-encoded;
+        or in part, `CODE_RUN` characters of its code."""
         if not (self.values or self.tokens):
             return False
         return any(self._said(t) for t in (text, *_decoded(text)))
@@ -706,7 +716,8 @@ def _characters(run: str) -> list[str]:
 
 def _decoded(text: str) -> list[str]:
     """What ``text`` may say under an encoding: HTML entities and URL-encoding undone, and its
-    hex and base64 runs (as UTF-8, unreadable bytes left out) and character codes decoded."""
+    hex, base64 and base32 runs (as UTF-8, unreadable bytes left out) and character codes
+    decoded."""
     out: list[str] = []
     if "&" in text or "%" in text:
         unescaped = urllib.parse.unquote(html.unescape(text))
@@ -722,6 +733,10 @@ def _decoded(text: str) -> list[str]:
             padded = run + "=" * (-len(run) % 4)
             with contextlib.suppress(ValueError):
                 out.append(base64.b64decode(padded, validate=True).decode("utf-8", "ignore"))
+    for m in _BASE32.finditer(text):
+        run = m.group(0).rstrip("=")
+        with contextlib.suppress(ValueError):
+            out.append(base64.b32decode(run + "=" * (-len(run) % 8)).decode("utf-8", "ignore"))
     for m in _CHAR_CODES.finditer(text):
         out += _characters(m.group(0))
     return out
