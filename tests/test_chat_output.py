@@ -526,6 +526,8 @@ SECRET_DISGUISES: dict[str, tuple[str, str]] = {
         "lowercase k, then nine, then a hash sign, capital Q, lowercase z",
         "capital Z, lowercase x, the number seven, an exclamation mark, lowercase p",
     ),
+    "base32": ("NM4SGUL2", "LJ4DOILQ"),
+    "a part backwards": ("最后三位倒过来是zQ#", "前三位倒过来是7xZ"),
     "a code block": ("```\nk9#Qz\n```", "```\nZx7!p\n```"),
     "reversed with Chinese digits": ("倒着念：zQ#九k", "倒着念：p!七xZ"),
 }
