@@ -639,7 +639,7 @@ class Secrets:
         return re.compile(rf"[^\w{re.escape(self.symbols)}]+|_+")
 
     @functools.cached_property
-    def _unsymbol(self) -> dict[int, None]:
+    def _unsymbol(self) -> dict[int, int | None]:
         return str.maketrans("", "", self.symbols)
 
     @functools.cached_property
