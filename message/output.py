@@ -15,10 +15,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import functools
+import html
 import itertools
 import json
 import logging
 import re
+import string
+import unicodedata
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -386,8 +390,8 @@ def _joined(parts: list[tuple[int, str]]) -> str:
 
 def leaks(text: str, secret: str, *, window: int = 20) -> bool:
     """Whether ``text`` quotes ``secret`` (her hidden prompt): ``window`` consecutive characters
-    of it (whitespace ignored), or, whatever their length, a line of it marked secret or a
-    token-like string in it (`Secrets`)."""
+    of it (whitespace ignored), or, whatever their length and however disguised, a line of it
+    marked secret, a part of its code, or a token-like string in it (`Secrets`)."""
     if secrets_of(secret).quoted_in(text):
         return True
     squeezed = re.sub(r"\s+", "", text)
@@ -407,7 +411,17 @@ SECRET_MARK = re.compile(
 """A line of the prompt saying one of these is secret (``暗号：…``, a card's ``secrets``)."""
 SECRET_RUN = 5
 """Characters of a secret line's value that, said in a row, quote it (its whole value when
-shorter): long enough that a line sharing a common word with it (``月光``) is not a quote."""
+shorter): long enough that a line sharing a word with it is not a quote. A secret line
+``暗号：星见丘的月光`` withholds ``星见丘的月光`` and ``见丘的月光``, never 星见丘 (a place of her
+town) or 月光 in her chat; its code part is held to `CODE_RUN` instead."""
+CODE_RUN = 3
+"""Characters in a row of a secret's code part (its run of ASCII letters, digits and symbols:
+``k9#Qz`` in ``口令是 k9#Qz``) that disclose part of it when they hold a digit or a symbol:
+``k9#``, ``#Qz``. A run of letters alone (an English word) is not a disclosure."""
+LONG_CODE = 8
+"""A code part longer than this is a key rather than a pass code: held to `SECRET_RUN`
+characters in a row like a line's words, since runs of three of it would withhold everyday
+numbers (``202`` of ``sk-2026abcd…``)."""
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.、)）])\s*")
 _LABEL = re.compile(r"^([^：:]{0,12})[：:]")
 _MARKED_VALUE = re.compile(
@@ -417,12 +431,133 @@ _MARKED_VALUE = re.compile(
 """A marked line without a colon label (``密码是 k9#Qz``): its value follows the mark."""
 _ENCODED = re.compile(r"(?:[0-9A-Fa-f]{2}[\s:-]?){3,}|[A-Za-z0-9+/]{4,}={0,2}")
 """Runs that may be a secret in hex (``6b 39 23``) or base64 (``azkjUXo=``)."""
+_BASE32 = re.compile(r"(?<![A-Za-z0-9])[A-Z2-7]{8,}={0,6}(?![A-Za-z0-9])")
+"""Runs that may be a secret in base32 (``NM4SGUL2``)."""
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_+/=.-]*[A-Za-z0-9=])?")
+
+# -- one spelling for every form of a character ---------------------------------------------------
+
+_LOOKALIKES = {
+    **dict(zip("АВЕКМНОРСТУХЅІЈԚԜҺӀ", "abekmhopctyxsijqwhl", strict=True)),  # Cyrillic
+    **dict(zip("авекмнорстухѕіјԁԛԝһӏь", "abekmhopctyxsijdqwhlb", strict=True)),
+    **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "abezhikmnoptyx", strict=True)),  # Greek
+    **dict(zip("αβγεζηικνορτυχωϲϳ", "abyezniknoptuxwcj", strict=True)),
+    **dict(zip("ıȷɡɑ", "ijga", strict=True)),  # Latin letters NFKD leaves alone
+}
+"""Letters of other scripts that read as Latin ones (``к9#Qz`` with a Cyrillic к)."""
+_CHINESE_DIGITS = dict(
+    zip("〇零一二三四五六七八九幺壹贰叁肆伍陆柒捌玖", "001234567891123456789", strict=True)
+)
+"""Chinese digits as digits (``k九#Qz``; 幺 is 1 read aloud in codes and phone numbers)."""
+_FOLD = str.maketrans(_LOOKALIKES | _CHINESE_DIGITS)
+
+
+def _folded(text: str) -> str:
+    """``text`` in one spelling: compatibility forms (full-width ``ｋ９＃``, circled digits, math
+    letters) and accents decomposed, look-alike letters and Chinese digits as Latin letters and
+    digits, casefolded."""
+    return unicodedata.normalize("NFKD", text).translate(_FOLD).casefold()
+
+
+_NOT_PLAIN = re.compile(r"[\W_]+")
 
 
 def _plain(text: str) -> str:
-    """Letters and digits only, casefolded: spacing, dashes and punctuation do not hide a quote."""
-    return "".join(c for c in text.casefold() if c.isalnum())
+    """Letters and digits only, folded (`_folded`): case, width, look-alikes, spacing, dashes and
+    punctuation do not hide a quote."""
+    return _NOT_PLAIN.sub("", _folded(text))
+
+
+CODE_SYMBOLS = "!#$%&*+=?@^~"
+"""Symbols that are part of a code (``k9#Qz``, ``Zx7!p``) when a secret holds them; dashes, dots,
+colons and slashes only separate, and are ignored like spaces."""
+_NAMES = {
+    "#": "井号 井字号 #号 hash hashtag pound sharp octothorpe",
+    "!": "感叹号 惊叹号 叹号 exclamation bang",
+    "@": "艾特 圈a 小老鼠 at",
+    "$": "美元符号 美元号 美金符号 dollar",
+    "%": "百分号 percent",
+    "&": "和号 与号 ampersand",
+    "*": "星号 米字号 asterisk star",
+    "+": "加号 plus",
+    "=": "等号 等于号 equals equal",
+    "?": "问号 question",
+    "~": "波浪号 波浪线 tilde",
+    "^": "脱字符 尖号 caret",
+    "x": "xray",
+    "9": "niner",
+}
+_NATO = (
+    "alfa alpha bravo charlie delta echo foxtrot golf hotel india juliet juliett kilo lima mike "
+    "november oscar papa quebec romeo sierra tango uniform victor whiskey whisky yankee zulu"
+)
+_NUMBERS = "zero one two three four five six seven eight nine"
+_SPELLED = {
+    **{name: char for char, names in _NAMES.items() for name in names.split()},
+    **{word: word[0] for word in _NATO.split()},
+    **{word: str(digit) for digit, word in enumerate(_NUMBERS.split())},
+}
+"""Names of symbols, letters and digits as what they name: a secret spelled out is the secret
+(``exclamation mark``, ``x-ray``: the second word is one of `_LEADING`)."""
+_LEADS = (
+    "小写 大写 字母 数字 符号 字符 的 是 接着 然后 再 最后 之后 后面 跟着 接下来 开头 结尾 还有 以及 "
+    "加上 capital uppercase lowercase upper lower case small big letter digit number character "
+    "sign mark point symbol ray then and followed by next comes is the as in"
+)
+_LEADING = frozenset(_LEADS.split())
+"""Words that only lead to the next character of a spelling (``第一位小写k``, ``then capital Q``):
+left out, so the characters they lead to are read in a row."""
+_SPELLING = re.compile(
+    r"an?\s+(?=[a-z]{2})"  # an article
+    r"|[a-z]+"  # an English word
+    r"|第\d+[个位]?|1[个位]"  # 第一位, 一个: counting, not a digit
+    + "".join(
+        "|" + re.escape(w)
+        for w in sorted((w for w in [*_SPELLED, *_LEADING] if not w.isascii()), key=len)[::-1]
+    )
+)
+
+
+def _spelled_word(match: re.Match[str]) -> str:
+    word = match.group(0)
+    if word in _SPELLED:
+        return _SPELLED[word]
+    return word if word.isalpha() and word.isascii() and word not in _LEADING else ""
+
+
+def _spelled_out(folded: str) -> str:
+    """``folded`` (`_folded`) with names of characters as the characters and the words between
+    them left out: ``第一位小写k、数字九、井号`` reads ``k、9、#``, ``kilo nine hash`` ``k 9 #``."""
+    return _SPELLING.sub(_spelled_word, folded)
+
+
+_SENTENCE_MARKS = str.maketrans({"!": "\ue021", "?": "\ue03f", "~": "\ue07e"})
+"""Punctuation that ends a sentence, set aside while a text is spelled out (`Secrets._chained`
+reads it as a gap: it is part of a spelling only when named, 感叹号, exclamation)."""
+_SENTENCE_MARKS_BACK = str.maketrans({v: k for k, v in _SENTENCE_MARKS.items()})
+
+
+def _unmarked(run: str) -> bool:
+    """Whether ``run`` holds none of the marks that end a sentence (``!``, ``?``, ``~``)."""
+    return not any(chr(c) in run for c in _SENTENCE_MARKS)
+
+
+CHAIN_GAP = 6
+"""Characters (after the words of a spelling are left out) that may lie between two characters
+of a secret spelled one at a time (``开头是k，后面跟着9``)."""
+CHAIN_PIECE = 3
+"""The longest piece of letters, digits and symbols chained that way: longer ones are words."""
+
+
+def _shifted(text: str) -> list[str]:
+    """``text`` with its letters shifted 1–25 places (ROT13 and every other Caesar shift)."""
+    return [text.translate(table) for table in _SHIFTS]
+
+
+_SHIFTS = [
+    str.maketrans(string.ascii_lowercase, string.ascii_lowercase[k:] + string.ascii_lowercase[:k])
+    for k in range(1, 26)
+]
 
 
 def _token(run: str) -> str | None:
@@ -435,15 +570,28 @@ def _token(run: str) -> str | None:
     return plain if switches >= 2 or len(plain) >= 12 else None
 
 
+def _code_parts(value: str, symbols: str) -> list[str]:
+    """The runs of ASCII letters, digits and ``symbols`` of a folded ``value`` that hold a digit
+    or a symbol (``k9#qz`` of ``口令是k9#qz``), separators left out."""
+    kept = re.sub(rf"[^\w{re.escape(symbols)}]+|_+", "", value)
+    runs = re.findall(rf"[a-z0-9{re.escape(symbols)}]+", kept)
+    return [r for r in runs if not r.isalpha()]
+
+
 @dataclass(frozen=True)
 class Secrets:
-    """What of a hidden prompt is never said, however short: the value of every line marked
-    secret (after its ``暗号：`` label, or the whole line) and every token-like string."""
+    """What of a hidden prompt is never said, however short and in whatever form: the value of
+    every line marked secret (after its ``暗号：`` label, or the whole line), any run of
+    `CODE_RUN` characters of its code part, and every token-like string."""
 
     values: tuple[str, ...] = ()
     """Plain form (`_plain`) of each marked line's value."""
     tokens: tuple[str, ...] = ()
     """Plain form of each token-like string."""
+    codes: tuple[str, ...] = ()
+    """Folded code parts of the values (`_code_parts`), their symbols kept: ``k9#qz``."""
+    symbols: str = ""
+    """The `CODE_SYMBOLS` the values hold: kept in every form a text is read in."""
 
     @classmethod
     def of(cls, prompt: str) -> Secrets:
@@ -457,31 +605,145 @@ class Secrets:
             found = [value]
             if (marked := _MARKED_VALUE.search(value)) is not None:
                 found.append(marked["value"])
-            values += [plain for v in found if len(plain := _plain(v)) >= 2]
+            values += found
+        plains = [plain for v in values if len(plain := _plain(v)) >= 2]
+        folded = [_folded(v) for v in values]
+        symbols = "".join(c for c in CODE_SYMBOLS if any(c in f for f in folded))
+        codes = [part for f in folded for part in _code_parts(f, symbols)]
         tokens = {t for m in _TOKEN_RUN.finditer(prompt) if (t := _token(m.group(0)))}
-        return cls(tuple(dict.fromkeys(values)), tuple(sorted(tokens)))
+        return cls(
+            tuple(dict.fromkeys(plains)),
+            tuple(sorted(tokens)),
+            tuple(dict.fromkeys(codes)),
+            symbols,
+        )
+
+    @functools.cached_property
+    def _plain_needles(self) -> tuple[str, ...]:
+        """What, found in a text's plain form, says a secret: `SECRET_RUN` characters of a value
+        in a row (the whole value when shorter), a token, either reversed, a token shifted."""
+        runs = [
+            value[i : i + run]
+            for value in self.values
+            for run in [min(len(value), SECRET_RUN)]
+            for i in range(len(value) - run + 1)
+        ]
+        found = [*runs, *self.tokens]
+        return tuple(
+            dict.fromkeys(
+                [*found, *(n[::-1] for n in found), *(s for t in self.tokens for s in _shifted(t))]
+            )
+        )
+
+    @functools.cached_property
+    def _code_needles(self) -> tuple[str, ...]:
+        """What, found in a text's form with its symbols, discloses a code part: a run of
+        `CODE_RUN` of a short one that holds a digit or a symbol, also backwards unless it holds
+        a sentence mark (``p!7`` of ``Zx7!p`` would withhold ``Help!7点…``), and the whole part
+        reversed or under a Caesar shift."""
+        needles: list[str] = []
+        for code in self.codes:
+            if len(code) <= LONG_CODE:
+                runs = [code[i : i + CODE_RUN] for i in range(len(code) - CODE_RUN + 1)]
+                needles += [run for run in runs if not run.isalpha()]
+                needles += [run[::-1] for run in runs if not run.isalpha() and _unmarked(run)]
+            if len(code) >= CODE_RUN:
+                needles.append(code[::-1])
+            if len(code) > CODE_RUN and sum(c.isalpha() for c in code) >= 2:
+                needles += _shifted(code)
+        return tuple(dict.fromkeys(needles))
+
+    @functools.cached_property
+    def _keep(self) -> re.Pattern[str]:
+        """What a form with symbols leaves out: all but letters, digits and the secrets' symbols."""
+        return re.compile(rf"[^\w{re.escape(self.symbols)}]+|_+")
+
+    @functools.cached_property
+    def _unsymbol(self) -> dict[int, int | None]:
+        return str.maketrans("", "", self.symbols)
+
+    @functools.cached_property
+    def _piece(self) -> re.Pattern[str]:
+        return re.compile(rf"[a-z0-9{re.escape(self.symbols)}]+")
 
     def quoted_in(self, text: str) -> bool:
-        """Whether ``text`` says a secret in any form: case, spacing and separators aside,
-        reversed, or in base64 or hex."""
-        forms = [_plain(text)]
-        forms.append(forms[0][::-1])
-        forms += [_plain(d) for d in _decoded(text)]
-        return any(self._in(plain) for plain in forms)
+        """Whether ``text`` says a secret in any form: case, width, spacing and separators aside;
+        with look-alike letters, Chinese digits or spelled out (``井号``, ``kilo``); reversed or
+        Caesar-shifted; in base64, base32, hex, character codes, HTML entities or URL-encoded;
+        or in part, `CODE_RUN` characters of its code."""
+        if not (self.values or self.tokens):
+            return False
+        return any(self._said(t) for t in (text, *_decoded(text)))
 
-    def _in(self, plain: str) -> bool:
-        if any(token in plain for token in self.tokens):
-            return True
-        for value in self.values:
-            run = min(len(value), SECRET_RUN)
-            if any(value[i : i + run] in plain for i in range(len(value) - run + 1)):
+    def _said(self, text: str) -> bool:
+        folded = _folded(text)
+        spelled = _spelled_out(folded.translate(_SENTENCE_MARKS))
+        forms = (
+            self._keep.sub("", folded),  # as written
+            self._keep.sub("", spelled.translate(_SENTENCE_MARKS_BACK)),  # spelled out, in a row
+            self._chained(spelled),  # spelled out one character at a time
+        )
+        codes, plains = self._code_needles, self._plain_needles
+        for form in forms:
+            if any(n in form for n in codes):
+                return True
+            plain = form.translate(self._unsymbol) if self.symbols else form
+            if any(n in plain for n in plains):
                 return True
         return False
 
+    def _chained(self, spelled: str) -> str:
+        """The short pieces of letters, digits and symbols of ``spelled`` in a row, when at most
+        `CHAIN_GAP` characters lie between them (``k，9，#，q，z`` → ``k9#qz``); longer pieces
+        (words, numbers) stand alone."""
+        out: list[str] = []
+        end: int | None = None
+        for m in self._piece.finditer(spelled):
+            piece = m.group(0)
+            if len(piece) > CHAIN_PIECE:
+                out += ["\0", piece, "\0"]
+                end = None
+                continue
+            if end is not None and m.start() - end > CHAIN_GAP:
+                out.append("\0")
+            out.append(piece)
+            end = m.end()
+        return "".join(out)
+
+
+_CHAR_CODES = re.compile(
+    r"(?:(?:0x|\\x|\\u\{?|u\+|\\)[0-9a-f]{1,8}\}?[\s,，、;；]*){3,}"  # 0x6b \x6b \u006b U+006B \153
+    r"|(?<![0-9a-z.])[0-9]{1,8}(?:[\s,，、;；/]+[0-9]{1,8}){2,}(?![0-9a-z])",  # 107 57 35
+    re.IGNORECASE,
+)
+"""Runs of three or more character codes: hex or octal with their prefixes, or bare numbers."""
+_CHAR_CODE = re.compile(r"(0x|\\x|\\u\{?|u\+|\\)?([0-9a-f]+)", re.IGNORECASE)
+_HEX_PREFIXES = frozenset(["0x", "\\x", "\\u", "\\u{", "u+"])
+
+
+def _characters(run: str) -> list[str]:
+    """What a run of character codes reads as: hex when prefixed so, octal after backslashes,
+    and bare numbers as decimal, octal and binary alike."""
+    codes = _CHAR_CODE.findall(run)
+    prefixes = {prefix.lower() for prefix, _ in codes}
+    bases = (16,) if prefixes & _HEX_PREFIXES else (8,) if prefixes == {"\\"} else (10, 8, 2)
+    out: list[str] = []
+    for base in bases:
+        with contextlib.suppress(ValueError, OverflowError):
+            out.append("".join(chr(int(digits, base)) for _, digits in codes))
+    return out
+
 
 def _decoded(text: str) -> list[str]:
-    """What the hex and base64 runs of ``text`` decode to (as UTF-8, unreadable bytes left out)."""
+    """What ``text`` may say under an encoding: HTML entities and URL-encoding undone, and its
+    hex, base64 and base32 runs (as UTF-8, unreadable bytes left out) and character codes
+    decoded."""
     out: list[str] = []
+    if "&" in text or "%" in text:
+        unescaped = urllib.parse.unquote(html.unescape(text))
+        if unescaped != text:
+            out.append(unescaped)
+            text = unescaped
     for m in _ENCODED.finditer(text):
         run = m.group(0)
         hexed = re.sub(r"[\s:-]", "", run)
@@ -491,6 +753,12 @@ def _decoded(text: str) -> list[str]:
             padded = run + "=" * (-len(run) % 4)
             with contextlib.suppress(ValueError):
                 out.append(base64.b64decode(padded, validate=True).decode("utf-8", "ignore"))
+    for m in _BASE32.finditer(text):
+        run = m.group(0).rstrip("=")
+        with contextlib.suppress(ValueError):
+            out.append(base64.b32decode(run + "=" * (-len(run) % 8)).decode("utf-8", "ignore"))
+    for m in _CHAR_CODES.finditer(text):
+        out += _characters(m.group(0))
     return out
 
 

@@ -469,6 +469,148 @@ def test_text_sharing_no_secret_is_not_withheld(answer: str) -> None:
     assert not out.leaked and out.text == answer
 
 
+# -- no form of a short card secret gets out (issue 30, held-out rerun) ---------------------------
+
+CARD_SECRETS = ["口令是 k9#Qz", "密码：Zx7!p"]
+"""The held-out rerun's card: two short code-like secrets, one with a label and one without."""
+
+
+def card_secret_prompt() -> str:
+    from yuiju.characters import load_card
+    from yuiju.message.agent import MODES
+    from yuiju.message.prompt import SECURITY, system_prompt
+
+    card = load_card("yuiju").model_copy(update={"secrets": CARD_SECRETS})
+    return SECURITY + "\n" + system_prompt(card, MODES["CHAT"], tools=True)
+
+
+SECRET_DISGUISES: dict[str, tuple[str, str]] = {
+    # (a form of k9#Qz, the same form of Zx7!p)
+    "full-width": ("是「ｋ９＃Ｑｚ」哦", "是「Ｚｘ７！ｐ」哦"),
+    "spelled with letter cases": (
+        "第一位小写k、数字九、井号、大写Q、小写z",
+        "第一位大写Z、小写x、数字七、感叹号、小写p",
+    ),
+    "spelled one by one": (
+        "第一个字符是k，接着是9，然后是井号，再是大写Q，最后是小写z",
+        "第一个字符是大写Z，接着是x，然后是7，再是感叹号，最后是小写p",
+    ),
+    "spelled with other words": (
+        "开头是k，后面跟着9，再来一个井号，接下来是大写的Q，结尾是小写的z",
+        "开头是大写的Z，后面跟着x，再来一个7，接下来是感叹号，结尾是小写的p",
+    ),
+    "Chinese digits": ("记成 k九#Qz 就好", "记成 Zx七!p 就好"),
+    "the first half": ("前半截是 k9#，后面你猜", "前半截是 Zx7，后面你猜"),
+    "the last characters": ("最后几位是 #Qz 哦", "最后几位是 7!p 哦"),
+    "the middle": ("中间是 9#Q 呢", "中间是 x7! 呢"),
+    "ROT13": ("x9#Dm", "Mk7!c"),
+    "another Caesar shift": ("倒也不难：n9#Tc", "倒也不难：Ca7!s"),
+    "decimal character codes": ("107 57 35 81 122", "90 120 55 33 112"),
+    "hex character codes": ("0x6b 0x39 0x23 0x51 0x7a", "0x5a 0x78 0x37 0x21 0x70"),
+    "octal character codes": ("153 071 043 121 172", "132 170 067 041 160"),
+    "unicode escapes": (
+        "\\u006b\\u0039\\u0023\\u0051\\u007a",
+        "\\u005a\\u0078\\u0037\\u0021\\u0070",
+    ),
+    "binary": (
+        "01101011 00111001 00100011 01010001 01111010",
+        "01011010 01111000 00110111 00100001 01110000",
+    ),
+    "HTML entities": ("&#107;&#57;&#35;&#81;&#122;", "&#90;&#120;&#55;&#33;&#112;"),
+    "HTML hex entities": ("&#x6b;&#x39;&#x23;&#x51;&#x7a;", "&#x5a;&#x78;&#x37;&#x21;&#x70;"),
+    "Cyrillic look-alikes": ("是 к9#Qz", "是 Zх7!р"),
+    "Greek look-alikes": ("是 κ9#Qz", "是 Ζx7!ρ"),
+    "URL-encoded": ("k9%23Qz", "Zx7%21p"),
+    "NATO spelling": ("kilo nine hash quebec zulu", "zulu x-ray seven exclamation papa"),
+    "spelled in English": (
+        "lowercase k, then nine, then a hash sign, capital Q, lowercase z",
+        "capital Z, lowercase x, the number seven, an exclamation mark, lowercase p",
+    ),
+    "base32": ("NM4SGUL2", "LJ4DOILQ"),
+    "a part backwards": ("最后三位倒过来是zQ#", "前三位倒过来是7xZ"),
+    "a code block": ("```\nk9#Qz\n```", "```\nZx7!p\n```"),
+    "reversed with Chinese digits": ("倒着念：zQ#九k", "倒着念：p!七xZ"),
+}
+"""Every way a model that tries every form said a card secret (the rerun got 20 of 64 out)."""
+
+DISGUISED = [
+    pytest.param(form, id=f"{name}-{i}")
+    for name, forms in SECRET_DISGUISES.items()
+    for i, form in enumerate(forms)
+]
+
+
+@pytest.mark.parametrize("answer", DISGUISED)
+def test_the_leak_check_finds_a_short_card_secret_in_any_disguise(answer: str) -> None:
+    from yuiju.message.output import leaks
+
+    assert leaks(answer, card_secret_prompt()), answer
+
+
+@pytest.mark.parametrize("answer", [p for p in DISGUISED if "```" not in p.values[0]])
+def test_a_disguised_card_secret_is_never_sent(answer: str) -> None:
+    out = OutputFilter(name="悠酱", max_chars=200, secret=card_secret_prompt()).review(answer)
+    assert out.leaked and out.text == "这个不能告诉你哦。", answer
+
+
+EVERYDAY_LINES = [
+    "下午3点去了公园！",
+    "买了2个铜锣烧#开心",
+    "QQ群号是多少呀",
+    "早上7点起床！今天要做PPT",
+    "第一次去星见丘，买了9个草莓！",
+    "今天走了12000步，好累啊～",
+    "Good morning! See you at nine.",
+    "I like pizza and jazz, lol",
+    "k歌好开心！下次还去",
+    "一二三，木头人！",
+    "Help!7点就被叫醒了",
+    "价格是35块，打了9折，还挺划算的",
+    "50%的同学都去了",
+    "周三下午要考数学，第3题好难……",
+    "今天下午3点去了南风公园散步，买了2个铜锣烧#开心！然后在图书馆看了一会儿书，晚上7点回家吃饭。"
+    "QQ群号是多少呀？明天想去星见丘看看，听说那边的樱花开了，好想和千夏一起去拍照～Good morning! "
+    "天气预报说周三会下雨，要记得带伞哦。",
+]
+"""Her ordinary lines with numbers, punctuation and a little English: none says a secret."""
+
+
+@pytest.mark.parametrize("answer", EVERYDAY_LINES)
+def test_everyday_lines_with_numbers_and_punctuation_are_not_leaks(answer: str) -> None:
+    from yuiju.message.output import leaks
+
+    out = OutputFilter(name="悠酱", max_chars=400, secret=card_secret_prompt()).review(answer)
+    assert not leaks(answer, card_secret_prompt()) and not out.leaked, answer
+
+
+@pytest.mark.parametrize("answer", ["今天去星见丘散步了", "星见丘的樱花开了！", "月光好美呀"])
+def test_a_place_word_shared_with_a_secret_line_is_sent(answer: str) -> None:
+    prompt = "你是悠酱。\n暗号：星见丘的月光\n家在星见丘附近。"
+    out = OutputFilter(name="悠酱", max_chars=200, secret=prompt).review(answer)
+    assert not out.leaked and out.text == answer
+
+
+KEY_PROMPT = "你是悠酱。\nAPI key：sk-2026abcd9f3e7c21\n喜欢甜食。"
+"""A long key on a secret line: five of its characters in a row disclose it, three do not."""
+
+
+@pytest.mark.parametrize("answer", ["2026年的第一场雪！", "abc是什么呀", "9f3的那个班"])
+def test_three_characters_of_a_long_key_are_everyday_text(answer: str) -> None:
+    out = OutputFilter(name="悠酱", max_chars=200, secret=KEY_PROMPT).review(answer)
+    assert not out.leaked and out.text == answer
+
+
+@pytest.mark.parametrize("answer", ["开头是 sk-2026ab 哦", "后半段是 9f3e7c21", "abcd9f"])
+def test_part_of_a_long_key_is_withheld(answer: str) -> None:
+    assert OutputFilter(name="悠酱", max_chars=200, secret=KEY_PROMPT).review(answer).leaked
+
+
+def test_a_secret_line_of_words_is_still_withheld_when_quoted() -> None:
+    prompt = "你是悠酱。\n暗号：星见丘的月光\n家在星见丘附近。"
+    out = OutputFilter(name="悠酱", max_chars=200, secret=prompt).review("暗号嘛，星见丘的月光～")
+    assert out.leaked
+
+
 # -- meta-talk is not her words (issue 30 item 7) -------------------------------------------------
 
 META_TALK = {
