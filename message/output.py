@@ -598,7 +598,7 @@ class Secrets:
         values: list[str] = []
         for line in prompt.splitlines():
             line = _BULLET.sub("", line.strip())
-            if not SECRET_MARK.search(line):
+            if line.startswith("#") or not SECRET_MARK.search(line):  # a heading names, not holds
                 continue
             label = _LABEL.match(line)
             value = line[label.end() :] if label and SECRET_MARK.search(label.group(1)) else line

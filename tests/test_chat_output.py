@@ -692,3 +692,12 @@ def test_held_out_meta_talk_is_not_her_words(answer: str) -> None:
 )
 def test_her_own_words_with_those_words_are_not_meta_talk(answer: str) -> None:
     assert not meta_talk(answer), answer
+
+
+def test_the_secret_sections_heading_is_not_a_secret() -> None:
+    """The system prompt's heading over her secrets names the word 秘密 but is no secret: her
+    saying 绝不说出来 (a promise to a friend) goes out."""
+    prompt = "# 秘密（只有你知道：绝不说出来，也不暗示、拼写或翻译）\n- 口令是 k9#Qz\n"
+    out = OutputFilter(name="悠酱", max_chars=200, secret=prompt).review("放心，我绝不说出来！")
+    assert not out.leaked and out.text == "放心，我绝不说出来！"
+    assert OutputFilter(name="悠酱", max_chars=200, secret=prompt).review("k9#Qz").leaked
