@@ -169,10 +169,15 @@ _OWN_TOKENS = re.compile(
 character, 在下象棋); anything else (小明在公园散步呢) names someone else doing it."""
 
 
+_COMPANY = re.compile(r"^(?:我|今天|刚才|刚刚|刚)*(?:和|跟|与|同)[^，,；;]{1,8}?(?:一起|一块儿?)")
+"""With someone, at the opening of her clause (和千夏一起去海边…): still her doing."""
+
+
 def _own(clause: str, before: str) -> bool:
     """Whether she is the one doing what follows ``before`` in ``clause``: only her words stand
-    before it (one verb character aside), or the clause opens with them (在喂流浪猫呢)."""
-    if len(_OWN_TOKENS.sub("", before)) <= 1:
+    before it (one verb character aside; 和某人一起 too), or the clause opens with them
+    (在喂流浪猫呢)."""
+    if len(_OWN_TOKENS.sub("", _COMPANY.sub("", before))) <= 1:
         return True
     opening = _OWN_TOKENS.match(clause.lstrip("，, 嗯诶欸哎啊呀哈嘿…"))
     return opening is not None and opening.group(0).strip() != ""
@@ -363,6 +368,12 @@ _ANY_DOING = re.compile(
 not a doing to check."""
 _WORD_END = re.compile(r"[了啦呀吧呢啊哦的和跟还也就都很真好超特别挺而然后又再去来]")
 _GENERIC_FOOD = re.compile(r"^(?:饭|东西|早饭|早餐|午饭|午餐|中饭|晚饭|晚餐|零食|点东西)")
+_PURCHASED = re.compile(
+    r"(?:买|购入|入手|下单)(?P<v>好|到|齐|下)?(?P<d>了|过|完|啦|咯|喽)?(?P<o>[\u4e00-\u9fff]{0,6})"
+)
+"""A purchase said as done (买了…, 买好菜, 买到了): a claim that she bought something, which only a
+record saying she bought it backs (not one where she only read or ate it)."""
+_BUYING = r"(?:买|购|入手)"
 
 
 @dataclass
@@ -395,8 +406,11 @@ class ClaimLexicon:
             pid: {p.name} for pid, p in town.places.items() if pid != "home"
         }
         meals: set[str] = set()
+        homeward: set[str] = set()
         for action in actions:
             name = action.name
+            if action.moves_to == "home":
+                homeward.add(action.id)
             if "饱腹+" in action.description or re.search("吃|喝|饭", name):
                 meals.add(action.id)
             if action.moves_to is not None or name.startswith("从"):
@@ -433,6 +447,8 @@ class ClaimLexicon:
             terms.append(
                 Term("家", "place", frozenset({"home"}), r"(?:在|回|到)(?:了|过)?家(?![人长乡务])")
             )
+        if homeward:  # 回家啦: she came home, which being at home all day does not back
+            terms.append(Term("回家", "action", frozenset(homeward), r"回(?:了|到)?家(?![人长乡务])"))
         terms += [Term(name, "item", frozenset({name}), re.escape(name)) for name in items]
         terms += [
             Term(word, "action", frozenset(meals), pattern, span=span)
@@ -477,6 +493,17 @@ class ClaimLexicon:
                 backed = re.escape(word)
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
                 taken.append((a, b))
+        for m in _PURCHASED.finditer(clause):
+            verb = m.start("o")
+            if not (m["v"] or m["d"]) or any(
+                t.kind == "action" and tm.start() < verb and m.start() < tm.end() for t, tm in found
+            ):
+                continue  # not said as done, or an action of her world (买零食) says it
+            things = [
+                t.backed_by for t, tm in found if t.kind == "outside" and verb <= tm.start() < m.end()
+            ]  # 买了一本新小说: a record of reading 小说 does not back buying one
+            bought = _BUYING + (rf"[^。；;\n]{{0,12}}?(?:{'|'.join(things)})" if things else "")
+            found.append((Term("买", "outside", frozenset(), bought, backed_by=bought), m))
         said_day = _DAY_NAMED.search(clause) and _VERB.search(clause)
         if not found and (_DEED.search(clause) or said_day) and not _STATE.search(clause):
             core = _core(clause)

@@ -173,6 +173,7 @@ class ChatService:
             group_context=SessionGroupContext(deps.sessions, self.recorder.record_bot_message),
             output=self.output,
             lexicon=self.grounding.lexicon,
+            people=self.people_grounding,
         )
 
     # -- small helpers --------------------------------------------------------------------------

@@ -1,0 +1,136 @@
+"""Proactive posts consistent with the event they share (issue 30, an outside rerun): four posts
+an inventing model wrote reached the group although their event and her record of that hour say
+otherwise. Each is reproduced here as the rerun had it, and the true post after it goes out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import at_time, make_character
+from tests.test_chat_closed_world import WeatherWorld, yesterday
+from tests.test_chat_grounding import done, post_writer, share
+from tests.test_message_service import LEXICON
+from tests.test_proactive import G, make_service
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.message.people_grounding import PeopleCheck
+from yuiju.world.clock import SimClock
+
+TRUE_POST = "刚在家吃完早饭～"
+NEIGHBOURS = {"kaede": ("枫",), "chika": ("千夏",)}
+"""The other characters of her town, as the chat side reads them from their cards."""
+
+
+async def post(
+    redis: Any,
+    history: Any,
+    written: str,
+    *,
+    action: str = "eat_breakfast",
+    ends: str = "08:29",
+    before: list[Any] | None = None,
+    weather: tuple[str, str] = ("雨", "严寒"),
+    true_post: str = TRUE_POST,
+) -> tuple[list[Any], Any]:
+    """She shares ``action`` ending at ``ends`` (her record of the day: ``before``); the model
+    writes ``written`` first, then ``true_post``. Returns what was sent and the model."""
+    clock = SimClock(at_time("2026-09-01 06:00"))
+    episodes = EpisodeRepo(history)
+    await episodes.ensure()
+    for e in before or []:
+        await episodes.put(e)
+    model = post_writer(written, true_post)
+    people = PeopleCheck(episodes, "yuiju", NEIGHBOURS)
+    service, sender, _ = await make_service(
+        redis, history, clock=clock, model=model, lexicon=LEXICON, people=people
+    )
+    service.states = WeatherWorld(make_character(), weather)  # type: ignore[assignment]
+    await share(service, clock, action, ends)
+    return sender.sent, model
+
+
+AT_HOME_ALL_DAY = [
+    done("wake_up", "07:00", 10),
+    done("eat_breakfast", "07:10", 20),
+    done("read_at_home", "08:00", 60),
+]
+
+
+EARLY_READING = [
+    done("wake_up", "07:00", 10),
+    done("read_at_home", "07:20", 30, "看了会儿小说，心情+6"),
+]
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "和千夏一起去海边看日落啦！",  # with someone: still her doing, somewhere else
+        "刚买了一本新小说，晚上要熬夜看了📚",  # she read a novel this morning, bought none
+    ],
+)
+async def test_a_breakfast_post_about_somewhere_else_or_a_purchase_is_not_sent(
+    redis: Any, sqlite_history: Any, written: str
+) -> None:
+    sent, model = await post(redis, sqlite_history, written, before=EARLY_READING)
+    assert sent == [(G, TRUE_POST)], model.calls[-1][-1]
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "和千夏一起吃了早饭～",  # breakfast is true, 千夏 was not there
+        "千夏说她今天要去神社，好羡慕",  # 千夏 said nothing to her
+    ],
+)
+async def test_what_a_post_says_of_someone_she_knows_is_checked_as_in_chat(
+    redis: Any, sqlite_history: Any, written: str
+) -> None:
+    sent, model = await post(redis, sqlite_history, written, before=EARLY_READING)
+    assert sent == [(G, TRUE_POST)], model.calls[-1][-1]
+    assert "千夏" in model.calls[1][-1]["content"], model.calls[1][-1]
+
+
+async def test_a_post_about_someone_she_does_not_know_is_not_sent(
+    redis: Any, sqlite_history: Any
+) -> None:
+    sent, model = await post(
+        redis,
+        sqlite_history,
+        "阿凯说他下周要转学，有点舍不得",
+        action="read_at_home",
+        ends="09:00",
+        before=AT_HOME_ALL_DAY,
+        true_post="在家看了一会儿书～",
+    )
+    assert sent == [(G, "在家看了一会儿书～")], model.calls[-1][-1]
+    assert "阿凯" in model.calls[1][-1]["content"], model.calls[1][-1]
+
+
+async def test_a_post_about_yesterday_s_shopping_as_today_s_is_not_sent(
+    redis: Any, sqlite_history: Any
+) -> None:
+    shopping = yesterday(done("buy_ingredients", "16:00", 30))
+    sent, model = await post(
+        redis,
+        sqlite_history,
+        "买好菜回家啦，今天有点冷",
+        action="read_at_home",
+        ends="09:00",
+        before=[shopping, *AT_HOME_ALL_DAY],
+        true_post="在家看了一会儿书，今天有点冷",
+    )
+    assert sent == [(G, "在家看了一会儿书，今天有点冷")], model.calls[-1][-1]
+
+
+async def test_a_post_true_to_its_event_and_her_day_goes_out_first_time(
+    redis: Any, sqlite_history: Any
+) -> None:
+    sent, model = await post(
+        redis, sqlite_history, "在家看了一会儿书，今天有点冷", action="read_at_home",
+        ends="09:00", before=AT_HOME_ALL_DAY,
+    )
+    assert sent == [(G, "在家看了一会儿书，今天有点冷")] and len(model.calls) == 1
+
+
