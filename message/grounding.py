@@ -39,7 +39,7 @@ from yuiju.memory.diary import Diary
 from yuiju.memory.episode_data import BehaviorData, ConversationData
 from yuiju.memory.episodes import DOINGS, MEETING_PREFIX, Episode, EpisodeType
 from yuiju.memory.service import MemoryService
-from yuiju.message.agent import RunContext, Tool
+from yuiju.message.agent import Refusal, RunContext, Tool, ToolResult
 from yuiju.message.deps import ChatDeps, WorldView
 from yuiju.message.people_grounding import backs
 from yuiju.world.clock import Clock
@@ -1115,10 +1115,11 @@ def said_by(argument: str, said: Sequence[str], *, name: str = "") -> bool:
     )
 
 
-def grounded_tool(tool: Tool[ChatDeps], argument: str) -> Tool[ChatDeps]:
+def grounded_tool(tool: Tool[ChatDeps], argument: str, done: str = "") -> Tool[ChatDeps]:
     """``tool`` (a `message.agent.Tool` that records what someone told or gave her) run only
     when its ``argument`` is in the speaker's own recent messages; otherwise the model reads
-    why, and nothing is queued."""
+    why, nothing is queued, and a later line of hers that says it was done (``done``, a regex:
+    记住了, 谢谢) does not go out (`message.agent.Refusal`)."""
 
     async def run(ctx: RunContext[ChatDeps], args: dict[str, Any]) -> object:
         what = str(args.get(argument, "")).strip()
@@ -1127,7 +1128,9 @@ def grounded_tool(tool: Tool[ChatDeps], argument: str) -> Tool[ChatDeps]:
             said = [e.text for e in recent if e.user_id == ctx.user_id and not e.from_bot]
             if not said_by(what, said, name=ctx.user_name):
                 log.info("%s not queued: %r is not in what %s said", tool.name, what, ctx.user_id)
-                return NOT_SAID.format(name=ctx.user_name or "对方", what=what)
+                reason = NOT_SAID.format(name=ctx.user_name or "对方", what=what)
+                refusal = Refusal(reason, re.compile(done)) if done else None
+                return ToolResult(reason, refused=refusal)
         result = tool.run(ctx, args)
         return await result if inspect.isawaitable(result) else result
 

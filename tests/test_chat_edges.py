@@ -93,3 +93,67 @@ async def test_admin_lines_stored_before_are_not_her_lines_in_a_post_s_prompt(
     proactive = kit.service.proactive
     said = await proactive.group_context.recent_messages(group, 50)
     assert all("llm_invalid" not in m["text"] for m in said)
+
+
+# -- a refused tool call: her line that acknowledges it as done does not go out -----------------
+
+
+async def refused(
+    redis: Any, history: Any, tool: str, argument: dict[str, str], *answers: str
+) -> tuple[Any, Any]:
+    from tests.test_chat_plans import call, scripted, town
+
+    yuiju = await town(redis, history, scripted(call(tool, **argument), *answers))
+    out = await yuiju.chat.handle(yuiju.entry("今天好冷啊"))
+    return yuiju, out
+
+
+async def test_after_refused_news_an_acknowledgement_is_sent_back_once_with_the_reason(
+    redis: Any, sqlite_history: Any
+) -> None:
+    yuiju, out = await refused(
+        redis,
+        sqlite_history,
+        "remember_news",
+        {"text": "小林在听喜欢的歌，心情很好"},
+        "好的，我记住啦",
+        "是啊，今天好冷",
+    )
+    assert out.replies == ["是啊，今天好冷"]
+    back = yuiju.model.calls[2][-1]
+    assert back["role"] == "system" and "没有说过" in back["content"], back
+
+
+async def test_a_second_acknowledgement_of_a_refused_gift_is_dropped(
+    redis: Any, sqlite_history: Any
+) -> None:
+    _, out = await refused(
+        redis,
+        sqlite_history,
+        "receive_gift",
+        {"item": "铜锣烧"},
+        "谢谢你～",
+        "谢谢你的铜锣烧！今天确实好冷",
+    )
+    assert out.replies == ["今天确实好冷"]
+
+
+async def test_an_answer_that_acknowledges_nothing_goes_out_after_a_refusal(
+    redis: Any, sqlite_history: Any
+) -> None:
+    yuiju, out = await refused(
+        redis, sqlite_history, "remember_news", {"text": "小林要转学"}, "是啊，今天好冷"
+    )
+    assert out.replies == ["是啊，今天好冷"] and len(yuiju.model.calls) == 2
+
+
+async def test_news_that_was_said_may_be_acknowledged(redis: Any, sqlite_history: Any) -> None:
+    from tests.test_chat_plans import call, scripted, town
+
+    yuiju = await town(
+        redis,
+        sqlite_history,
+        scripted(call("remember_news", text="小林下周要转学"), "好的，我记住啦"),
+    )
+    out = await yuiju.chat.handle(yuiju.entry("跟你说个事，我下周要转学了"))
+    assert out.replies == ["好的，我记住啦"]
