@@ -448,7 +448,9 @@ class ClaimLexicon:
                 Term("家", "place", frozenset({"home"}), r"(?:在|回|到)(?:了|过)?家(?![人长乡务])")
             )
         if homeward:  # 回家啦: she came home, which being at home all day does not back
-            terms.append(Term("回家", "action", frozenset(homeward), r"回(?:了|到)?家(?![人长乡务])"))
+            terms.append(
+                Term("回家", "action", frozenset(homeward), r"回(?:了|到)?家(?![人长乡务])")
+            )
         terms += [Term(name, "item", frozenset({name}), re.escape(name)) for name in items]
         terms += [
             Term(word, "action", frozenset(meals), pattern, span=span)
@@ -500,7 +502,9 @@ class ClaimLexicon:
             ):
                 continue  # not said as done, or an action of her world (买零食) says it
             things = [
-                t.backed_by for t, tm in found if t.kind == "outside" and verb <= tm.start() < m.end()
+                t.backed_by
+                for t, tm in found
+                if t.kind == "outside" and verb <= tm.start() < m.end()
             ]  # 买了一本新小说: a record of reading 小说 does not back buying one
             bought = _BUYING + (rf"[^。；;\n]{{0,12}}?(?:{'|'.join(things)})" if things else "")
             found.append((Term("买", "outside", frozenset(), bought, backed_by=bought), m))

@@ -169,9 +169,7 @@ async def test_an_async_review_of_the_parsed_value_sends_its_reason_back() -> No
         '{"action_id": "swim", "minutes": 30}', '{"action_id": "study", "minutes": 30}'
     )
 
-    outcome = await ask_structured(
-        model, MESSAGES, Decision.model_validate_json, review=review
-    )
+    outcome = await ask_structured(model, MESSAGES, Decision.model_validate_json, review=review)
 
     assert outcome.value.action_id == "study" and reviewed == ["swim", "study"]
     assert model.calls[1][-1]["content"].startswith("记录里没有游泳这件事")

@@ -128,9 +128,11 @@ async def test_a_post_true_to_its_event_and_her_day_goes_out_first_time(
     redis: Any, sqlite_history: Any
 ) -> None:
     sent, model = await post(
-        redis, sqlite_history, "在家看了一会儿书，今天有点冷", action="read_at_home",
-        ends="09:00", before=AT_HOME_ALL_DAY,
+        redis,
+        sqlite_history,
+        "在家看了一会儿书，今天有点冷",
+        action="read_at_home",
+        ends="09:00",
+        before=AT_HOME_ALL_DAY,
     )
     assert sent == [(G, "在家看了一会儿书，今天有点冷")] and len(model.calls) == 1
-
-
