@@ -849,7 +849,11 @@ class ProactiveService:
             if self.people is None or not answer.shouldSend or not answer.message:
                 return None
             her = await self.states.load_character(self.character_id)
-            wrong = await self.people.check(answer.message, char=her, now=now)
+
+            async def heard() -> list[tuple[str, str]]:  # what people of the group said lately
+                return [(m["sender_id"], m["text"]) for m in recent if not m.get("from_bot")]
+
+            wrong = await self.people.check(answer.message, char=her, now=now, recent=heard)
             return None if wrong is None else "message " + wrong.removeprefix("你的回答")
 
         try:

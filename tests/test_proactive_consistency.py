@@ -32,6 +32,8 @@ async def post(
     before: list[Any] | None = None,
     weather: tuple[str, str] = ("雨", "严寒"),
     true_post: str = TRUE_POST,
+    her: Any = None,
+    said: list[tuple[str, str]] = (),  # type: ignore[assignment]
 ) -> tuple[list[Any], Any]:
     """She shares ``action`` ending at ``ends`` (her record of the day: ``before``); the model
     writes ``written`` first, then ``true_post``. Returns what was sent and the model."""
@@ -45,7 +47,17 @@ async def post(
     service, sender, _ = await make_service(
         redis, history, clock=clock, model=model, lexicon=LEXICON, people=people
     )
-    service.states = WeatherWorld(make_character(), weather)  # type: ignore[assignment]
+    service.states = WeatherWorld(her or make_character(), weather)  # type: ignore[assignment]
+    for person, text in said:  # the group's conversation, a while before the event ends
+        service.group_context.messages.setdefault(G, []).append(  # type: ignore[attr-defined]
+            {
+                "sender_id": person,
+                "sender_name": "小林",
+                "text": text,
+                "time": at_time("2026-09-01 07:30"),
+                "from_bot": False,
+            }
+        )
     await share(service, clock, action, ends)
     return sender.sent, model
 
@@ -136,3 +148,28 @@ async def test_a_post_true_to_its_event_and_her_day_goes_out_first_time(
         before=AT_HOME_ALL_DAY,
     )
     assert sent == [(G, "在家看了一会儿书，今天有点冷")] and len(model.calls) == 1
+
+
+XIAOLIN = make_character(
+    social={"relations": {"person:qq:5": {"party": {"kind": "person", "id": "qq:5", "name": "小林"}}}}
+)
+"""Her state when she knows 小林 from chat."""
+
+
+@pytest.mark.parametrize("in_the_group", [True, False])
+async def test_what_someone_she_knows_just_said_in_the_group_may_be_posted(
+    redis: Any, sqlite_history: Any, in_the_group: bool
+) -> None:
+    written = "小林说他下周要去海边，好羡慕"
+    sent, model = await post(
+        redis,
+        sqlite_history,
+        written,
+        before=EARLY_READING,
+        her=XIAOLIN,
+        said=[("qq:5", "我下周要去海边玩！")] if in_the_group else [],
+    )
+    if in_the_group:
+        assert sent == [(G, written)] and len(model.calls) == 1, model.calls[-1][-1]
+    else:  # he never said it
+        assert sent == [(G, TRUE_POST)], model.calls[-1][-1]
