@@ -151,7 +151,9 @@ async def test_a_post_true_to_its_event_and_her_day_goes_out_first_time(
 
 
 XIAOLIN = make_character(
-    social={"relations": {"person:qq:5": {"party": {"kind": "person", "id": "qq:5", "name": "小林"}}}}
+    social={
+        "relations": {"person:qq:5": {"party": {"kind": "person", "id": "qq:5", "name": "小林"}}}
+    }
 )
 """Her state when she knows 小林 from chat."""
 
