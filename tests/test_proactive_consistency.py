@@ -4,6 +4,7 @@ otherwise. Each is reproduced here as the rerun had it, and the true post after 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -33,7 +34,7 @@ async def post(
     weather: tuple[str, str] = ("雨", "严寒"),
     true_post: str = TRUE_POST,
     her: Any = None,
-    said: list[tuple[str, str]] = (),  # type: ignore[assignment]
+    said: Sequence[tuple[str, str]] = (),
 ) -> tuple[list[Any], Any]:
     """She shares ``action`` ending at ``ends`` (her record of the day: ``before``); the model
     writes ``written`` first, then ``true_post``. Returns what was sent and the model."""
