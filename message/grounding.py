@@ -368,6 +368,8 @@ _ANY_DOING = re.compile(
 not a doing to check."""
 _WORD_END = re.compile(r"[了啦呀吧呢啊哦的和跟还也就都很真好超特别挺而然后又再去来]")
 _GENERIC_FOOD = re.compile(r"^(?:饭|东西|早饭|早餐|午饭|午餐|中饭|晚饭|晚餐|零食|点东西)")
+_NOT_ABOUT_TO = r"(?<![备快要该想就得算上会])"
+"""Before 回家/出门: not about to (准备回家了, 快出门了, 该回家了 are no claim that she did)."""
 _PURCHASED = re.compile(
     r"(?:买|购入|入手|下单)(?P<v>好|到|齐|下)?(?P<d>了|过|完|啦|咯|喽)?(?P<o>[\u4e00-\u9fff]{0,6})"
 )
@@ -407,10 +409,13 @@ class ClaimLexicon:
         }
         meals: set[str] = set()
         homeward: set[str] = set()
+        outward: set[str] = set()
         for action in actions:
             name = action.name
             if action.moves_to == "home":
                 homeward.add(action.id)
+            elif action.moves_to is not None and action.at == "home":
+                outward.add(action.id)
             if "饱腹+" in action.description or re.search("吃|喝|饭", name):
                 meals.add(action.id)
             if action.moves_to is not None or name.startswith("从"):
@@ -449,7 +454,16 @@ class ClaimLexicon:
             )
         if homeward:  # 回家啦: she came home, which being at home all day does not back
             terms.append(
-                Term("回家", "action", frozenset(homeward), r"回(?:了|到)?家(?![人长乡务])")
+                Term(
+                    "回家",
+                    "action",
+                    frozenset(homeward),
+                    _NOT_ABOUT_TO + r"回(?:了|到)?家(?![人长乡务])",
+                )
+            )
+        if outward:  # 刚出门: she left home
+            terms.append(
+                Term("出门", "action", frozenset(outward), _NOT_ABOUT_TO + r"出(?:了)?门(?![口外])")
             )
         terms += [Term(name, "item", frozenset({name}), re.escape(name)) for name in items]
         terms += [

@@ -176,3 +176,20 @@ async def test_what_someone_she_knows_just_said_in_the_group_may_be_posted(
         assert sent == [(G, written)] and len(model.calls) == 1, model.calls[-1][-1]
     else:  # he never said it
         assert sent == [(G, TRUE_POST)], model.calls[-1][-1]
+
+
+@pytest.mark.parametrize(
+    ("written", "sent"),
+    [
+        ("刚出门就下起了雨", False),  # she has not left home today
+        ("买好菜回家啦", False),
+        ("吃完早饭，准备出门啦", True),  # about to: no claim that she did
+        ("吃饱了，快出门了", True),
+        ("今天一直没出门，外面好冷", True),
+    ],
+)
+async def test_leaving_and_coming_home_are_checked_against_her_ways_that_day(
+    redis: Any, sqlite_history: Any, written: str, sent: bool
+) -> None:
+    out, model = await post(redis, sqlite_history, written, before=EARLY_READING)
+    assert out == [(G, written if sent else TRUE_POST)], model.calls[-1][-1]
