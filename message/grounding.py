@@ -461,9 +461,14 @@ class ClaimLexicon:
                     _NOT_ABOUT_TO + r"回(?:了|到)?家(?![人长乡务])",
                 )
             )
-        if outward:  # 刚出门: she left home
+        if outward:  # 刚出门: she left home (not 没出门看电影: no film is the claim)
             terms.append(
-                Term("出门", "action", frozenset(outward), _NOT_ABOUT_TO + r"出(?:了)?门(?![口外])")
+                Term(
+                    "出门",
+                    "action",
+                    frozenset(outward),
+                    _NOT_ABOUT_TO + r"出(?:了)?门(?=$|[了啦呢呀吧，,。！!~～…\s]|就)",
+                )
             )
         terms += [Term(name, "item", frozenset({name}), re.escape(name)) for name in items]
         terms += [
