@@ -848,7 +848,11 @@ class ProactiveService:
             """Her claims about people, as in chat (`PeopleCheck`, which reads her record)."""
             if self.people is None or not answer.shouldSend or not answer.message:
                 return None
-            her = await self.states.load_character(self.character_id)
+            try:
+                her = await self.states.load_character(self.character_id)
+            except Exception as exc:  # checked without her relations and news
+                log.warning("proactive posts: her state unavailable for the people check (%s)", exc)
+                her = None
 
             async def heard() -> list[tuple[str, str]]:  # what people of the group said lately
                 return [(m["sender_id"], m["text"]) for m in recent if not m.get("from_bot")]
