@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -150,6 +150,7 @@ async def ask_structured(
     backoff_seconds: float | None = None,
     max_tokens: int | None = None,
     purpose: str | None = None,
+    review: Callable[[T], Awaitable[str | None]] | None = None,
 ) -> StructuredOutcome[T]:
     """Ask `model` until `parse` accepts the answer, feeding each mistake back to it.
 
@@ -159,7 +160,9 @@ async def ask_structured(
     propagates. An `LLMUnavailable` is retried with the same messages after a backoff, unless it
     is not retryable (e.g. HTTP 401, or the circuit breaker opened), which ends the loop at once;
     a request that was never sent (the breaker is open) is not an attempt. ``max_tokens`` and
-    ``purpose`` go to every request.
+    ``purpose`` go to every request. ``review``: a check of the parsed value that needs I/O (a
+    store read); the Chinese reason it returns goes back to the model as a `RetryWithFeedback`
+    from `parse` would, None accepts the value.
 
     Raises `StructuredOutputFailed` with every attempt when no attempt succeeded.
     """
@@ -194,6 +197,8 @@ async def ask_structured(
             continue
         try:
             value = parse(extract_json_text(result.text))
+            if review is not None and (wrong := await review(value)) is not None:
+                raise RetryWithFeedback(wrong)
         except (json.JSONDecodeError, ValidationError, RetryWithFeedback) as exc:
             last_error = exc
             attempts.append(Attempt(raw=result.text, error=_describe(exc), result=result))

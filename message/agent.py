@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
@@ -58,6 +59,17 @@ MODES = {m.name: m for m in (SILENT, VERBOSE, CHAT)}
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """A tool that did not do what the model asked (news the speaker never said): what the
+    model reads when a line of its answer still says it was done, and how such a line reads."""
+
+    reason: str
+    """Why it was not done, for the model (the tool's result says it too)."""
+    done: re.Pattern[str]
+    """A sentence that acknowledges it as done (好的，我记住啦; 谢谢你～ for a gift)."""
+
+
+@dataclass(frozen=True)
 class ToolResult:
     to_agent: str
     """Becomes the tool message the model reads."""
@@ -65,6 +77,9 @@ class ToolResult:
     """Sent to the user at once."""
     end_turn: bool = False
     """Finish the turn after this batch of calls, without another completion."""
+    refused: Refusal | None = None
+    """Set when the tool refused: a later line of the turn that acknowledges it as done is sent
+    back to the model once with the reason, then left out (`Agent.run`)."""
 
 
 DepsT = TypeVar("DepsT")
@@ -269,6 +284,15 @@ class Agent(Generic[DepsT]):
         result = TurnResult()
         tools = [t.spec() for t in self.registry.snapshot()] if self.mode.tools_enabled else []
         convo = list(messages)
+        refusals: list[Refusal] = []
+        told: list[bool] = []  # whether an acknowledgement was sent back already
+
+        async def checked(text: str, finish_reason: str | None, *, final: bool) -> Review:
+            verdict = await self._review(review, text, finish_reason, final=final)
+            if not refusals or verdict.feedback or not verdict.text:
+                return verdict
+            return unacknowledged(verdict, refusals, final=final or bool(told), told=told)
+
         for step in range(1, self.max_steps + 1):
             result.steps = step
             await emit(
@@ -278,7 +302,7 @@ class Agent(Generic[DepsT]):
                 convo, tools=tools, temperature=self.temperature
             )
             if not answer.tool_calls:
-                verdict = await self._review(review, answer.text, answer.finish_reason, final=False)
+                verdict = await checked(answer.text, answer.finish_reason, final=False)
                 if verdict.feedback:
                     await emit("debug", f"answer sent back: {verdict.feedback}")
                     convo += [
@@ -303,8 +327,10 @@ class Agent(Generic[DepsT]):
                 await emit("think", f"Use Tool: {call.name}")
                 out = await self._invoke(ctx, call.name, call.arguments)
                 to_agent = out.to_agent
+                if out.refused is not None:
+                    refusals.append(out.refused)
                 if out.user_reply and out.user_reply.strip():
-                    verdict = await self._review(review, out.user_reply, None, final=False)
+                    verdict = await checked(out.user_reply, None, final=False)
                     if verdict.feedback:
                         await emit("debug", f"tool reply held back: {verdict.feedback}")
                         to_agent = f"{to_agent}\n（你给用户的回复没有发出：{verdict.feedback}）"
@@ -329,7 +355,7 @@ class Agent(Generic[DepsT]):
         result.wrapped_up = True
         convo.append({"role": "system", "content": WRAP_UP})
         answer = await self.model.complete_tools(convo, tools=[], temperature=self.temperature)
-        verdict = await self._review(review, answer.text, answer.finish_reason, final=True)
+        verdict = await checked(answer.text, answer.finish_reason, final=True)
         return await self._finish(result, verdict.text, emit, force_emit=True)
 
     @staticmethod
@@ -391,6 +417,29 @@ class Agent(Generic[DepsT]):
             log.warning("tool %s failed: %s", name, exc, exc_info=True)
             return ToolResult(f"Error executing '{name}': {type(exc).__name__}: {exc}")
         return out if isinstance(out, ToolResult) else ToolResult(str(out))
+
+
+_SENTENCE = re.compile(r"[^。！？!?～~\n]+[。！？!?～~\n]*")
+
+
+def unacknowledged(
+    verdict: Review, refusals: Sequence[Refusal], *, final: bool, told: list[bool]
+) -> Review:
+    """``verdict`` after tools refused ``refusals``: a text that acknowledges one as done goes
+    back to the model with the reasons (once: ``told`` remembers it), or with ``final`` loses
+    the sentences that acknowledge it (nothing, when that is all it said)."""
+    wrong = [r for r in refusals if r.done.search(verdict.text)]
+    if not wrong:
+        return verdict
+    if not final:
+        told.append(True)
+        reasons = "\n".join(dict.fromkeys(r.reason for r in wrong))
+        return Review(
+            feedback=f"{reasons}\n你的回答像是这件事已经办成了，但它没有办成："
+            "重新回答，不要说记住了、收下了或谢谢；可以如实说没记下，或者只接着聊。"
+        )
+    kept = [s for s in _SENTENCE.findall(verdict.text) if not any(r.done.search(s) for r in wrong)]
+    return Review("".join(kept).strip())
 
 
 def _whole(arguments: str) -> bool:

@@ -92,6 +92,8 @@ class SessionGroupContext:
         self.record = record
 
     async def recent_messages(self, group: Conversation, limit: int) -> list[RecentMessage]:
+        """The latest messages, an admin command's answer aside (stored before those answers
+        were kept out of the history: a diagnostic is not her line)."""
         return [
             RecentMessage(
                 sender_id=e.user_id,
@@ -101,6 +103,7 @@ class SessionGroupContext:
                 from_bot=e.from_bot,
             )
             for e in await self.sessions.recent(group.session_id, limit)
+            if not (e.from_bot and e.source == "admin")
         ]
 
     async def last_human_message_at(self, group: Conversation) -> datetime | None:

@@ -39,7 +39,7 @@ from yuiju.memory.diary import Diary
 from yuiju.memory.episode_data import BehaviorData, ConversationData
 from yuiju.memory.episodes import DOINGS, MEETING_PREFIX, Episode, EpisodeType
 from yuiju.memory.service import MemoryService
-from yuiju.message.agent import RunContext, Tool
+from yuiju.message.agent import Refusal, RunContext, Tool, ToolResult
 from yuiju.message.deps import ChatDeps, WorldView
 from yuiju.message.people_grounding import backs
 from yuiju.world.clock import Clock
@@ -169,10 +169,15 @@ _OWN_TOKENS = re.compile(
 character, 在下象棋); anything else (小明在公园散步呢) names someone else doing it."""
 
 
+_COMPANY = re.compile(r"^(?:我|今天|刚才|刚刚|刚)*(?:和|跟|与|同)[^，,；;]{1,8}?(?:一起|一块儿?)")
+"""With someone, at the opening of her clause (和千夏一起去海边…): still her doing."""
+
+
 def _own(clause: str, before: str) -> bool:
     """Whether she is the one doing what follows ``before`` in ``clause``: only her words stand
-    before it (one verb character aside), or the clause opens with them (在喂流浪猫呢)."""
-    if len(_OWN_TOKENS.sub("", before)) <= 1:
+    before it (one verb character aside; 和某人一起 too), or the clause opens with them
+    (在喂流浪猫呢)."""
+    if len(_OWN_TOKENS.sub("", _COMPANY.sub("", before))) <= 1:
         return True
     opening = _OWN_TOKENS.match(clause.lstrip("，, 嗯诶欸哎啊呀哈嘿…"))
     return opening is not None and opening.group(0).strip() != ""
@@ -363,6 +368,14 @@ _ANY_DOING = re.compile(
 not a doing to check."""
 _WORD_END = re.compile(r"[了啦呀吧呢啊哦的和跟还也就都很真好超特别挺而然后又再去来]")
 _GENERIC_FOOD = re.compile(r"^(?:饭|东西|早饭|早餐|午饭|午餐|中饭|晚饭|晚餐|零食|点东西)")
+_NOT_ABOUT_TO = r"(?<![备快要该想就得算上会])"
+"""Before 回家/出门: not about to (准备回家了, 快出门了, 该回家了 are no claim that she did)."""
+_PURCHASED = re.compile(
+    r"(?:买|购入|入手|下单)(?P<v>好|到|齐|下)?(?P<d>了|过|完|啦|咯|喽)?(?P<o>[\u4e00-\u9fff]{0,6})"
+)
+"""A purchase said as done (买了…, 买好菜, 买到了): a claim that she bought something, which only a
+record saying she bought it backs (not one where she only read or ate it)."""
+_BUYING = r"(?:买|购|入手)"
 
 
 @dataclass
@@ -395,8 +408,14 @@ class ClaimLexicon:
             pid: {p.name} for pid, p in town.places.items() if pid != "home"
         }
         meals: set[str] = set()
+        homeward: set[str] = set()
+        outward: set[str] = set()
         for action in actions:
             name = action.name
+            if action.moves_to == "home":
+                homeward.add(action.id)
+            elif action.moves_to is not None and action.at == "home":
+                outward.add(action.id)
             if "饱腹+" in action.description or re.search("吃|喝|饭", name):
                 meals.add(action.id)
             if action.moves_to is not None or name.startswith("从"):
@@ -432,6 +451,24 @@ class ClaimLexicon:
         if "home" in town.places:
             terms.append(
                 Term("家", "place", frozenset({"home"}), r"(?:在|回|到)(?:了|过)?家(?![人长乡务])")
+            )
+        if homeward:  # 回家啦: she came home, which being at home all day does not back
+            terms.append(
+                Term(
+                    "回家",
+                    "action",
+                    frozenset(homeward),
+                    _NOT_ABOUT_TO + r"回(?:了|到)?家(?![人长乡务])",
+                )
+            )
+        if outward:  # 刚出门: she left home (not 没出门看电影: no film is the claim)
+            terms.append(
+                Term(
+                    "出门",
+                    "action",
+                    frozenset(outward),
+                    _NOT_ABOUT_TO + r"出(?:了)?门(?=$|[了啦呢呀吧，,。！!~～…\s]|就)",
+                )
             )
         terms += [Term(name, "item", frozenset({name}), re.escape(name)) for name in items]
         terms += [
@@ -477,6 +514,19 @@ class ClaimLexicon:
                 backed = re.escape(word)
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
                 taken.append((a, b))
+        for m in _PURCHASED.finditer(clause):
+            verb = m.start("o")
+            if not (m["v"] or m["d"]) or any(
+                t.kind == "action" and tm.start() < verb and m.start() < tm.end() for t, tm in found
+            ):
+                continue  # not said as done, or an action of her world (买零食) says it
+            things = [
+                t.backed_by
+                for t, tm in found
+                if t.kind == "outside" and verb <= tm.start() < m.end()
+            ]  # 买了一本新小说: a record of reading 小说 does not back buying one
+            bought = _BUYING + (rf"[^。；;\n]{{0,12}}?(?:{'|'.join(things)})" if things else "")
+            found.append((Term("买", "outside", frozenset(), bought, backed_by=bought), m))
         said_day = _DAY_NAMED.search(clause) and _VERB.search(clause)
         if not found and (_DEED.search(clause) or said_day) and not _STATE.search(clause):
             core = _core(clause)
@@ -1088,10 +1138,11 @@ def said_by(argument: str, said: Sequence[str], *, name: str = "") -> bool:
     )
 
 
-def grounded_tool(tool: Tool[ChatDeps], argument: str) -> Tool[ChatDeps]:
+def grounded_tool(tool: Tool[ChatDeps], argument: str, done: str = "") -> Tool[ChatDeps]:
     """``tool`` (a `message.agent.Tool` that records what someone told or gave her) run only
     when its ``argument`` is in the speaker's own recent messages; otherwise the model reads
-    why, and nothing is queued."""
+    why, nothing is queued, and a later line of hers that says it was done (``done``, a regex:
+    记住了, 谢谢) does not go out (`message.agent.Refusal`)."""
 
     async def run(ctx: RunContext[ChatDeps], args: dict[str, Any]) -> object:
         what = str(args.get(argument, "")).strip()
@@ -1100,7 +1151,9 @@ def grounded_tool(tool: Tool[ChatDeps], argument: str) -> Tool[ChatDeps]:
             said = [e.text for e in recent if e.user_id == ctx.user_id and not e.from_bot]
             if not said_by(what, said, name=ctx.user_name):
                 log.info("%s not queued: %r is not in what %s said", tool.name, what, ctx.user_id)
-                return NOT_SAID.format(name=ctx.user_name or "对方", what=what)
+                reason = NOT_SAID.format(name=ctx.user_name or "对方", what=what)
+                refusal = Refusal(reason, re.compile(done)) if done else None
+                return ToolResult(reason, refused=refusal)
         result = tool.run(ctx, args)
         return await result if inspect.isawaitable(result) else result
 

@@ -96,7 +96,8 @@ _WISH = re.compile(
 )
 _HABIT = re.compile(r"经常|常常|总是|每天|每次|平时|平常|一般|有时|偶尔|通常")
 _TODAY = re.compile(r"今天|今早|今晚|刚才|刚刚|早上|上午|中午|下午|傍晚|晚上")
-_DONE = re.compile(r"了|过")
+_DONE = re.compile(r"了|过|啦|咯|喽")
+"""Said as happened: 啦 (了+啊), 咯 and 喽 carry 了 (和千夏一起去海边啦)."""
 _OTHERS = re.compile(r"你|他|她|大家|别人|他们|她们")
 _NEGATION = re.compile(r"没|不|未")
 _FILLER = re.compile(r"[你我他她它们的了啦呢吧哦呀啊嘛哈诶欸也都还就又要会说过着]")

@@ -23,8 +23,11 @@ Pipeline, per ``action_completed`` event on ``Keys.events`` whose ``share`` is t
   edited) is warned about once and acknowledged without a record: it is no shareable event.
 
 - **Only what happened.** A message goes through the chat side's output filter, and what it
-  claims she did or is doing is checked against the event it shares and today's episodes
-  (`message.grounding`); the model is shown what does not match and writes again.
+  claims she did or is doing is checked against the event it shares and her record of that day
+  (and of any other day or span it names: `message.grounding`); whom it says she met, was with
+  or heard from gets the chat side's people check (`message.people_grounding.PeopleCheck`: a
+  name she does not know, a meeting or a saying her record lacks). The model is shown what does
+  not match and writes again; a post still wrong after the last attempt is not sent.
 
 The anti-spam rules live in `message.proactive_policy`; the prompts in
 ``message/prompts/proactive_*.md.j2``.
@@ -63,6 +66,7 @@ from yuiju.message.channel import GroupContext, GroupSender, SendFailed
 from yuiju.message.grounding import SPANS, ClaimLexicon, DayKey, claims, feedback, read_past
 from yuiju.message.model import BadPersonId, Conversation, legacy_forms, qualify
 from yuiju.message.output import OutputFilter, Problem
+from yuiju.message.people_grounding import PeopleCheck
 from yuiju.message.proactive_policy import GroupSituation, Verdict, check_policy
 from yuiju.storage.history import CollectionSpec, HistoryStore
 from yuiju.storage.keys import Keys
@@ -224,6 +228,7 @@ class ProactiveService:
         batch: int = 20,
         output: OutputFilter | None = None,
         lexicon: ClaimLexicon | None = None,
+        people: PeopleCheck | None = None,
     ) -> None:
         self.cfg = cfg
         self.character_id = character_id
@@ -241,6 +246,9 @@ class ProactiveService:
         self.lexicon = lexicon
         """The chat side's claim words: a post claims nothing that neither the event it shares
         nor today's record shows (None: posts are not checked)."""
+        self.people = people
+        """The chat side's people check: whom a post says she met, was with or heard from, and
+        what they said, is in her record, and she knows them (None: not checked)."""
         self.max_attempts = max_attempts
         """Attempts per LLM answer (each failed one is shown its mistake)."""
         self.block_ms = block_ms
@@ -836,6 +844,22 @@ class ProactiveService:
                 )
             return answer
 
+        async def review(answer: ProactiveAnswer) -> str | None:
+            """Her claims about people, as in chat (`PeopleCheck`, which reads her record)."""
+            if self.people is None or not answer.shouldSend or not answer.message:
+                return None
+            try:
+                her = await self.states.load_character(self.character_id)
+            except Exception as exc:  # checked without her relations and news
+                log.warning("proactive posts: her state unavailable for the people check (%s)", exc)
+                her = None
+
+            async def heard() -> list[tuple[str, str]]:  # what people of the group said lately
+                return [(m["sender_id"], m["text"]) for m in recent if not m.get("from_bot")]
+
+            wrong = await self.people.check(answer.message, char=her, now=now, recent=heard)
+            return None if wrong is None else "message " + wrong.removeprefix("你的回答")
+
         try:
             outcome = await ask_structured(
                 self.chat_model,
@@ -844,6 +868,7 @@ class ProactiveService:
                 json_schema=ANSWER_SCHEMA,
                 max_attempts=self.max_attempts,
                 purpose="proactive",
+                review=review,
             )
         except StructuredOutputFailed as exc:
             raise _NoAnswer(

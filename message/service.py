@@ -40,7 +40,7 @@ from yuiju.message.context import ChatContext
 from yuiju.message.deps import ChatDeps
 from yuiju.message.gate import ReplyGate
 from yuiju.message.grounding import UNSURE_LINE, ClaimLexicon, GroundingCheck
-from yuiju.message.memory_chat import MemoryAnswer, MemoryChat, private_text
+from yuiju.message.memory_chat import MemoryAnswer, MemoryChat, private_chat, private_text
 from yuiju.message.model import Conversation, Entry, Outgoing, Retraction
 from yuiju.message.output import FEEDBACK, LOST_LINE, OutputFilter
 from yuiju.message.people_grounding import PEOPLE_UNSURE_LINE, PeopleCheck
@@ -173,6 +173,7 @@ class ChatService:
             group_context=SessionGroupContext(deps.sessions, self.recorder.record_bot_message),
             output=self.output,
             lexicon=self.grounding.lexicon,
+            people=self.people_grounding,
         )
 
     # -- small helpers --------------------------------------------------------------------------
@@ -219,8 +220,8 @@ class ChatService:
         if command is not None:
             await self.recorder.record(entry, context=False)
             answer = await self.admin.run(entry, command)
-            await self._send_lines(entry, answer, token=None, source="admin", context=False)
-            return Outcome(True, "admin command", [answer])
+            sent = await self._answer_admin(entry, answer)
+            return Outcome(bool(sent), "admin command", [answer] if sent else [])
         if self.gate.addressed(entry):  # her state is read while the message is recorded
             char, _ = await asyncio.gather(
                 self._character_state(), self.recorder.record(entry, keep=keep)
@@ -259,6 +260,36 @@ class ChatService:
                 return Outcome(False, TAKEN_BACK)
             return Outcome(False, "superseded by a newer message")
         return task.result()
+
+    async def _answer_admin(self, entry: Entry, text: str) -> list[str]:
+        """An admin command's answer (a diagnostic such as "没有发出（llm_invalid）…") is for the
+        admin: privately where the platform can, else where the command was said. It is never
+        recorded as her line: in a group's history it would read as something she said (the
+        context of her next posts and answers, her memory of the conversation)."""
+        if entry.scene == "group":
+            private = private_chat(entry)
+            try:
+                return await self._send_admin_lines(private, text, first_raises=True)
+            except Exception as exc:  # no private chat on this platform, or not friends
+                log.info("admin answer not sent privately to %s: %s", entry.user_id, exc)
+        return await self._send_admin_lines(entry.conversation, text)
+
+    async def _send_admin_lines(
+        self, conversation: Conversation, text: str, *, first_raises: bool = False
+    ) -> list[str]:
+        """``text`` as lines to ``conversation``, recorded nowhere; stops at the first line that
+        cannot be delivered (with ``first_raises``, a first line that fails raises)."""
+        sent: list[str] = []
+        for line in self.output.lines(text):
+            try:
+                await self.deps.sender.send(Outgoing.text(conversation, line))
+            except Exception as exc:
+                if first_raises and not sent:
+                    raise
+                log.warning("admin answer not sent to %s: %s", conversation.session_id, exc)
+                break
+            sent.append(line)
+        return sent
 
     async def _memory_request(self, entry: Entry, request: str) -> Outcome:
         """What she remembers of the asker, or forgetting it (`message.memory_chat`): not

@@ -269,12 +269,22 @@ GROUNDED_ARGUMENTS = {"remember_news": "text", "receive_gift": "item"}
 (`message.grounding.grounded_tool`)."""
 
 
+ACKNOWLEDGED = {
+    "remember_news": r"记住|记下|记好|记着|会记得|记得了|转告|我会告诉|帮你(?:说|传)|收到",
+    "receive_gift": r"谢谢|多谢|感谢|谢啦|收下|收到|我会(?:好好)?(?:珍惜|吃|用|收)|送我",
+}
+"""How a line of hers says a grounded tool's work was done: after the tool refused, such a line
+is sent back once, then left out."""
+
+
 def builtin_tools(*, files: bool) -> list[Tool[ChatDeps]]:
     from yuiju.message.grounding import grounded_tool
     from yuiju.message.proposals import PROPOSAL_TOOLS
 
     proposals = [
-        grounded_tool(t, GROUNDED_ARGUMENTS[t.name]) if t.name in GROUNDED_ARGUMENTS else t
+        grounded_tool(t, GROUNDED_ARGUMENTS[t.name], ACKNOWLEDGED[t.name])
+        if t.name in GROUNDED_ARGUMENTS
+        else t
         for t in PROPOSAL_TOOLS
     ]
     return [

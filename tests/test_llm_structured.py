@@ -157,6 +157,25 @@ async def test_retry_with_feedback_message_reaches_the_model() -> None:
     )
 
 
+async def test_an_async_review_of_the_parsed_value_sends_its_reason_back() -> None:
+    reviewed: list[str] = []
+
+    async def review(decision: Decision) -> str | None:
+        await asyncio.sleep(0)  # it may read a store
+        reviewed.append(decision.action_id)
+        return "记录里没有游泳这件事" if decision.action_id == "swim" else None
+
+    model = scripted(
+        '{"action_id": "swim", "minutes": 30}', '{"action_id": "study", "minutes": 30}'
+    )
+
+    outcome = await ask_structured(model, MESSAGES, Decision.model_validate_json, review=review)
+
+    assert outcome.value.action_id == "study" and reviewed == ["swim", "study"]
+    assert model.calls[1][-1]["content"].startswith("记录里没有游泳这件事")
+    assert outcome.attempts[0].error == "RetryWithFeedback: 记录里没有游泳这件事"
+
+
 async def test_unavailable_is_retried_with_the_same_messages() -> None:
     model = scripted(LLMUnavailable("HTTP 503"), '{"action_id": "sleep", "minutes": 30}')
 
