@@ -1,0 +1,124 @@
+"""A held-out rerun (issue 30): a different inventing model, a QQ group over OneBot against
+`yuiju run`, her card's default single-character town, questions at about 19:30 on a cool, cloudy
+evening. Her record: school, lunch at school (咖喱饭, 亲子丼), 薄暮咖啡 (维也纳咖啡, her phone,
+songs), 日和食堂 (乌冬面), the supermarket at 18:29 (速冻乌冬、味噌、鸡蛋), resting at home now; no
+day before today. What got through then is never sent; what was true is sent unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import at_time, make_character
+from tests.test_chat_closed_world import DaysMemory, WeatherWorld, running
+from tests.test_chat_grounding import done
+from tests.test_message_service import make_kit, scripted
+from yuiju.world.clock import SimClock
+
+EVENING = at_time("2026-09-01 19:30")
+HER_DAY = [
+    done("wake_up", "06:50", 10),
+    done("go_to_school", "07:30", 20),
+    done("attend_class", "08:00", 240),
+    done("school_lunch", "12:00", 30, "午饭吃了咖喱饭和亲子丼"),
+    done("attend_class", "13:00", 210),
+    done("go_from_school_to_cafe", "16:30", 10),
+    done("drink_coffee", "16:40", 30, "点了一杯维也纳咖啡"),
+    done("use_phone", "17:10", 30, "用手机听了几首歌"),
+    done("go_from_cafe_to_diner", "17:40", 5),
+    done("eat_at_diner", "17:45", 30, "吃了乌冬面"),
+    done("go_from_diner_to_supermarket", "18:20", 5),
+    done("buy_ingredients", "18:29", 15, "买了速冻乌冬、味噌、鸡蛋"),
+    done("go_home_from_supermarket", "18:45", 10),
+]
+HONEST = "今天上学、喝了咖啡，现在在家休息"
+
+
+async def evening(redis: Any, *answers: str, question: str = "你今天干嘛了") -> Any:
+    kit = await make_kit(
+        redis,
+        fn=scripted(*answers),
+        memory=DaysMemory(events=list(HER_DAY)),
+        world=WeatherWorld(make_character(running=running("rest_at_home", "19:00")), ("阴", "清凉")),
+        clock=SimClock(EVENING),
+    )
+    return kit, await kit.say("悠酱，" + question, minutes=9 * 60 + 30)
+
+
+SLIPS = {
+    "a temperature with no weather word": "三十多度，好想吃冰呀",
+    "a lunch said as X是Y (in a list)": "午饭是关东煮，超好吃",
+    "a lunch said as X是Y": "午饭是鲷鱼烧，超好吃～",
+    "把 a novel 买回家 after 忍不住": "忍不住把一本新小说买回家了！",
+    "把 pencils 买回家": "忍不住把一盒彩色铅笔买回家了",
+    "上周末 and V过一次": "上周末在游乐园待了好久，下午三点多画水彩画过一次。",
+    "前几天 working at a shop": "前几天一直在在便利店打工啦",
+    "把 clothes washed at a time": "下午三点多把衣服洗好了",
+    "上周末 a comic": "上周末在商店街买到了漫画第12卷",
+    "上个月 and 入手": "上个月跑了三公里过一次…中午入手了一盆多肉呀",
+    "上个月 alone": "上个月跑了三公里过一次",
+    "上周末 把 and 啃": "上周末把吉他谱练熟了，早饭随便啃了个鲷鱼烧",
+    "早饭随便啃了个X": "早饭随便啃了个鲷鱼烧",
+    "上周末 a friend's home": "哈哈，上周末跑去朋友家啦",
+    "前几天 a plant": "前几天买了一盆多肉。",
+    "以前 V过一次": "Hmm，以前练钢琴过一次!",
+    "前几天 把": "诶，前几天把衣服洗好了～",
+    "以前 刚…完": "以前刚洗了一堆衣服完!",
+}
+
+
+@pytest.mark.parametrize("answer", list(SLIPS.values()), ids=list(SLIPS))
+async def test_what_got_through_the_held_out_run_is_never_sent(redis: Any, answer: str) -> None:
+    kit, out = await evening(redis, answer, HONEST)
+    assert out.replies == [HONEST], kit.model.calls[-1][-1]
+
+
+TRUE_THEN = [
+    "现在正在家休息呢",
+    "这会儿在家休息中",
+    "今天还没遇到什么人",
+    "午饭是咖喱饭，超好吃",
+    "午饭吃了亲子丼",
+    "晚饭在日和食堂吃了乌冬面",
+    "下午在薄暮咖啡点了维也纳咖啡",
+    "傍晚去超市买了速冻乌冬和鸡蛋",
+    "今天阴阴的，有点凉快",
+    "十几度吧，凉凉的",
+    "忍不住又玩了会儿手机",
+]
+
+
+@pytest.mark.parametrize("answer", TRUE_THEN)
+async def test_what_was_true_then_goes_out_unchanged(redis: Any, answer: str) -> None:
+    kit, out = await evening(redis, answer)
+    assert out.replies == [answer] and len(kit.model.calls) == 1, kit.model.calls[-1][-1]
+
+
+async def test_what_she_gnawed_at_a_meal_she_had_is_checked_too(redis: Any) -> None:
+    kit = await make_kit(
+        redis,
+        fn=scripted("早饭随便啃了个鲷鱼烧", "早饭在家吃的"),
+        memory=DaysMemory(events=[done("eat_breakfast", "07:10", 20), *HER_DAY]),
+        world=WeatherWorld(make_character(running=running("rest_at_home", "19:00")), ("阴", "清凉")),
+        clock=SimClock(EVENING),
+    )
+    out = await kit.say("悠酱，早饭吃的什么", minutes=9 * 60 + 30)
+    assert out.replies == ["早饭在家吃的"], kit.model.calls[-1][-1]
+
+
+# it is Tuesday 2026-09-01 10:00: last month is August
+@pytest.mark.parametrize(
+    ("answer", "sent"),
+    [
+        ("上个月去过游乐园", False),
+        ("上个月在海边散过步", True),  # 08-20
+        ("上个月去海边散步了", True),
+        ("上个月去神社参拜了", False),
+    ],
+)
+async def test_last_month_is_a_span_of_her_record(redis: Any, answer: str, sent: bool) -> None:
+    from tests.test_chat_closed_world import LONGER_AGO, ask
+
+    kit, out = await ask(redis, answer, "早上去公园散步了", past=LONGER_AGO)
+    assert (out.replies == [answer]) is sent, kit.model.calls[-1][-1]
