@@ -16,7 +16,9 @@ her news names:
   quote, when there is one) matches by its words news she heard from them, a conversation with
   them (what they said in it, what they passed on), or, for a person from chat, their messages
   in her record. Said to her (跟我说, 告诉我, 听…说) needs them to have told her; plain 小林说 is
-  also borne out by news 小林 started that reached her through someone else.
+  also borne out by news 小林 started that reached her through someone else, and by news a
+  person told her in chat that still waits for the world's next tick (`QueuedNews`: the tool
+  queued it from their own words).
 
 Wishes, plans, questions, other people's doings and habits are not claims, nor are names and
 times inside someone's quoted words. A mismatch goes back to the model once with her record of
@@ -30,14 +32,18 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, Protocol
 
 from yuiju.memory.episodes import Episode, EpisodeRepo
 from yuiju.memory.timeparse import time_range
+from yuiju.world.commands import Command, TellNews
 from yuiju.world.state import CharacterState
 
 log = logging.getLogger(__name__)
 
+FEW_DAYS = 7
+"""前几天 (前两天, 前些天…): the days before today, this many back."""
+_FEW_DAYS_AGO = re.compile(r"前几天|前两天|前些天|前些日子|前阵子|那几天")
 RECENT_DAYS = 14
 """A meeting said without a day ("我见到枫了") is checked against this many days back."""
 SAID_DAYS = 30
@@ -116,10 +122,11 @@ _STRANGER = re.compile(
 """Someone said to have been with her, come to her or told her something: the name's place,
 at the start of a clause (after 我 for 和…一起)."""
 _NOT_A_NAME = re.compile(
-    r"^(?:[我你他她它咱]们?|大家|别人|人家|谁|自己|那个|这个|一个|有人|所有人|我们俩|你们俩)$"
+    r"^(?:[我你他她它咱]们?|大家|别人|人家|谁|自己|那个|这个|一个|有人|所有人|我们俩|你们俩|一?个?人)$"
+    r"|^(?:什么|任何|哪|谁|几|一些|有些|某|别的|其他|其它|陌生)"
     r"|^[听据再话虽就都也会能想要可还只是怎所比或不总照按难俗老简换跟和对给向问]|[我你他她]"
 )
-"""Words in a name's place that name no one (or the speaker: 你)."""
+"""Words in a name's place that name no one (什么人, 任何人, or the speaker: 你)."""
 _NAME_PREFIX = re.compile(rf"^(?:{_WHEN}|也|还|就|都|又|我|刚|今天)+")
 
 
@@ -252,7 +259,7 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
             if len(m.group(0)) == 1 and not _ONE_CHAR_NAME_END.match(after):
                 continue
             # a clause ends at a comma, and where someone's quoted words end
-            clause_before = re.split(r"[，,；;」”』]", before)[-1]
+            clause_before = re.split(r"[，,；;~～…」”』]", before)[-1]
             # a name in a list (碰到小林和千夏): read as if it stood alone where the list stands
             listed = re.compile(rf"(?:{pattern.pattern})\s*{_AND}\s*$")
             while (mate := listed.search(clause_before)) is not None:
@@ -331,6 +338,9 @@ def _span(
 ) -> tuple[datetime, datetime, str] | None:
     """The time ``text`` names as (start, end, how it reads), or the last ``days`` days; None when
     it names a time ahead, or (``need_done``) says nothing happened yet."""
+    if _FEW_DAYS_AGO.search(text):  # a few days ago: not today
+        midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return midnight - timedelta(days=FEW_DAYS), midnight, "前几天"
     weekday = _WEEKDAY.search(text)
     if weekday is not None:  # before `time_range`, which reads 上周六 as the whole of last week
         return _weekday_span(weekday, now)
@@ -370,6 +380,13 @@ def _weekday_span(m: re.Match[str], now: datetime) -> tuple[datetime, datetime, 
     return start, min(start + timedelta(days=1), now + timedelta(seconds=1)), m.group(0)
 
 
+class QueuedNews(Protocol):
+    """The world commands still waiting for its next tick (`message.deps.CommandQueue`): news a
+    person told her in chat is there, queued from their own words, until the world applies it."""
+
+    async def pending(self) -> list[Command]: ...
+
+
 @dataclass
 class PeopleCheck:
     """Checks her claims about people against her record."""
@@ -378,7 +395,9 @@ class PeopleCheck:
     """Her episodes (conversations, kept appointments); None: no check."""
     character_id: str
     neighbours: Mapping[str, Sequence[str]]
-    """The other characters of her town: id → name and nicknames."""
+    """The other characters of her town, and those her card names: id → name and nicknames."""
+    queued: QueuedNews | None = None
+    """News told her in chat that the world has not applied yet; None: not read."""
 
     async def ensure(self) -> None:
         """Declare the episodes where it reads them: a chat process may be the only one on its
@@ -408,6 +427,14 @@ class PeopleCheck:
         found = people_claims(text, people, now)
         if not found and not unknown:
             return None
+        queued = await self._queued()
+        if queued:  # who told her news still on its way is someone she knows
+            for news in queued:
+                for party in (news.by, news.about):
+                    if party is not None and party.id != self.character_id:
+                        people.setdefault(party.name, Someone(party.kind, party.id, party.name))
+            unknown = strangers(text, people, speaker=speaker)
+            found = people_claims(text, people, now)
         problems: list[str] = [
             f"你说「{clause}」，但你不认识「{name}」，记录里没有这个人。"
             for name, clause in unknown
@@ -416,7 +443,7 @@ class PeopleCheck:
         heard = list(await recent()) if recent is not None else []
         try:
             for claim in found:
-                problem, record = await self._check(claim, char, now, heard)
+                problem, record = await self._check(claim, char, now, heard, queued)
                 if problem:
                     problems.append(problem)
                     records.setdefault(claim.who.name, record)
@@ -439,6 +466,7 @@ class PeopleCheck:
         char: CharacterState | None,
         now: datetime,
         recent: Sequence[tuple[str, str]],
+        queued: Sequence[TellNews] = (),
     ) -> tuple[str | None, list[str]]:
         who = claim.who
         tz = now.tzinfo
@@ -458,6 +486,7 @@ class PeopleCheck:
             sources = self._heard(char, who, told_her=claim.to_me)
             sources += [said_in(e, who) for e in talks]
             sources += [text for person, text in recent if person == who.id]
+            sources += [n.text for n in queued if n.by.key == who.key]
             first = re.split(r"[，,；;]", claim.content)[0]  # 说…，现在在学校呢: her own words
             if not any(backs(claim.content, s) or backs(first, s) for s in sources if s):
                 problem = f"你说「{claim.said}」，但记录里{who.name}没说过这件事。"
@@ -467,6 +496,19 @@ class PeopleCheck:
         record = [f"{e.time.astimezone(tz):%m-%d %H:%M} {e.summary}" for e in lately[:4]]
         record += [f"听{who.name}说的：{h}" for h in self._heard(char, who)[:3]]
         return problem, record
+
+    async def _queued(self) -> list[TellNews]:
+        """News told her in chat that waits for the world's next tick (none when not read)."""
+        if self.queued is None:
+            return []
+        try:
+            pending = await self.queued.pending()
+        except Exception as exc:  # the queue unreadable: what it would back stays unbacked
+            log.warning("people grounding: queued news unavailable (%s)", exc)
+            return []
+        return [
+            c for c in pending if isinstance(c, TellNews) and c.character_id == self.character_id
+        ]
 
     async def _talks(self, who: Someone, start: datetime, end: datetime) -> list[Episode]:
         """Her conversations with ``who`` in [start, end), newest first."""

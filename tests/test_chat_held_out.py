@@ -10,10 +10,20 @@ from typing import Any
 
 import pytest
 
+from tests.chatkit import RecordingSender
 from tests.conftest import at_time, make_character
 from tests.test_chat_closed_world import DaysMemory, WeatherWorld, running
 from tests.test_chat_grounding import done
+from tests.test_chat_people_grounding import met_chika
+from tests.test_chat_plans import GROUP, THURSDAY_EVENING, call, town
+from tests.test_chat_plans import scripted as model_of
 from tests.test_message_service import make_kit, scripted
+from yuiju.config import ChatConfig, GroupPolicy, YuijuConfig
+from yuiju.memory.episodes import EpisodeRepo
+from yuiju.message.bot import build_service
+from yuiju.message.model import Conversation, Entry
+from yuiju.message.people_grounding import PeopleCheck
+from yuiju.storage.history import HistoryStore
 from yuiju.world.clock import SimClock
 
 EVENING = at_time("2026-09-01 19:30")
@@ -32,6 +42,7 @@ HER_DAY = [
     done("buy_ingredients", "18:29", 15, "买了速冻乌冬、味噌、鸡蛋"),
     done("go_home_from_supermarket", "18:45", 10),
 ]
+OTHER_GROUP = 200
 HONEST = "今天上学、喝了咖啡，现在在家休息"
 
 
@@ -122,3 +133,93 @@ async def test_last_month_is_a_span_of_her_record(redis: Any, answer: str, sent:
 
     kit, out = await ask(redis, answer, "早上去公园散步了", past=LONGER_AGO)
     assert (out.replies == [answer]) is sent, kit.model.calls[-1][-1]
+
+
+# -- people ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer", ["今天还没遇到什么人", "今天没碰到谁", "今天没见到任何人呢", "今天没遇到别的人"]
+)
+async def test_nobody_is_not_someone_she_does_not_know(
+    sqlite_history: HistoryStore, answer: str
+) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    check = PeopleCheck(repo, "yuiju", {})
+    assert await check.check(answer, char=make_character(), now=EVENING) is None
+
+
+async def test_the_people_her_card_names_are_people_she_knows_in_a_town_of_her_alone(
+    redis: Any, sqlite_history: HistoryStore
+) -> None:
+    cfg = YuijuConfig(
+        chat=ChatConfig(max_pause_seconds=0, groups={str(GROUP): GroupPolicy(reply="mention")})
+    )
+    assert cfg.world.characters == ["yuiju"]  # her card's [relations] name kaede and chika
+    model = model_of("今天还没见到千夏呢", "今天和千夏一起去海边了", "今天没见到千夏")
+    service = await build_service(
+        cfg,
+        sender=RecordingSender(),
+        on_stop=[],
+        redis=redis,
+        history=sqlite_history,
+        clock=SimClock(EVENING),
+        model=model,
+    )
+    assert {"kaede", "chika"} <= set(service.deps.neighbours)
+    out = await service.handle(ask_in_group("今天见到千夏了吗"))
+    assert out.replies == ["今天还没见到千夏呢"] and len(model.calls) == 1, model.calls[-1][-1]
+
+    out = await service.handle(ask_in_group("今天和千夏玩了吗"))  # an invented meeting
+    assert out.replies == ["今天没见到千夏"]
+    assert "没有和千夏见过面" in str(model.calls[-1][-1]["content"])
+
+
+def ask_in_group(text: str) -> Entry:
+    return Entry(
+        id=text,
+        conversation=Conversation.group("qq", GROUP),
+        user_id="qq:5",
+        sender_name="小林",
+        time=EVENING,
+        text="@悠酱 " + text,
+        mentions_me=True,
+    )
+
+
+@pytest.mark.parametrize("where", [GROUP, OTHER_GROUP])
+async def test_news_queued_from_a_person_s_own_words_backs_passing_it_on(
+    redis: Any, sqlite_history: HistoryStore, where: int
+) -> None:
+    yuiju = await town(
+        redis,
+        sqlite_history,
+        model_of(
+            "你好呀Ken",
+            call("remember_news", text="Ken下周要去北海道旅行"),
+            "哇，好羡慕！",
+            "Ken说他下周要去北海道旅行！",
+            "Ken说他要转学了",
+        ),
+    )
+    yuiju.chat.deps.cfg.groups[str(OTHER_GROUP)] = GroupPolicy(reply="mention")
+    await yuiju.say("你好", user=7, name="Ken")
+    await yuiju.tick()  # she knows Ken now (a relation), and his news waits for the next tick
+    await yuiju.say("我下周要去北海道旅行！", user=7, name="Ken")
+    out = await yuiju.say("悠酱最近有什么新鲜事吗", group=where)
+    assert out.replies == ["Ken说他下周要去北海道旅行！"], yuiju.model.calls[-1][-1]
+    out = await yuiju.say("还有呢", group=where)
+    assert out.replies != ["Ken说他要转学了"]
+
+
+async def test_a_meeting_a_few_days_ago_is_not_one_of_today(sqlite_history: HistoryStore) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    await repo.put(met_chika("2026-09-03 08:00"))  # today, at school
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫"), "chika": ("千夏",)})
+    now = at_time(THURSDAY_EVENING)
+    for made_up in ("前几天千夏来找我了", "刚才在家休息~ 前几天千夏来找我了"):
+        found = await check.check(made_up, char=make_character(), now=now)
+        assert found is not None and "千夏" in found, made_up
+    assert await check.check("今天见到千夏了", char=make_character(), now=now) is None
