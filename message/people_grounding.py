@@ -20,8 +20,13 @@ her news names:
   person told her in chat that still waits for the world's next tick (`QueuedNews`: the tool
   queued it from their own words).
 
-Wishes, plans, questions, other people's doings and habits are not claims, nor are names and
-times inside someone's quoted words. A mismatch goes back to the model once with her record of
+- **did**: 千夏养了一只小仓鼠, 枫昨天考了满分, …千夏来找我了，她养了… — what someone did or has,
+  said as done (了/过) with them (or 她/他 after their name) as its subject: she knows it only when
+  they said it (a conversation with them, their messages), or news of them reached her, or it
+  happened when she was with them (the meeting's record says it).
+
+Wishes, plans, questions, others doing something together and habits are not claims, nor are
+names and times inside someone's quoted words. A mismatch goes back to the model once with her record of
 that person, like the check of her day.
 """
 
@@ -127,6 +132,14 @@ _NOT_A_NAME = re.compile(
     r"|^[听据再话虽就都也会能想要可还只是怎所比或不总照按难俗老简换跟和对给向问]|[我你他她]"
 )
 """Words in a name's place that name no one (什么人, 任何人, or the speaker: 你)."""
+_SUBJECT_LEAD = re.compile(rf"(?:{_WHEN}|其实|对了|而且|然后|还有|听说|嗯|哈哈|诶|欸|\s)*")
+"""What may stand before someone as the subject of their doing (昨天千夏…, 听说枫…)."""
+_DID = re.compile(
+    rf"^(?:{_WHEN}|{_ADVERB}|已经|刚刚?)*(?![和跟与同及、]|[说讲]|告诉|对我)"
+    r"[\u4e00-\u9fff]{1,8}?(?:了|过)(?![吗吧])"
+)
+"""Someone's doing said as done (养了一只小仓鼠, 昨天考了满分): not with someone (和…), not a saying."""
+_PRONOUN = re.compile(r"(?:^|(?<=[，,；;~～…\s]))(?P<lead>[^，,；;~～…\s]{0,6}?)(?:她|他)(?!们)")
 _NAME_PREFIX = re.compile(rf"^(?:{_WHEN}|也|还|就|都|又|我|刚|今天)+")
 
 
@@ -186,11 +199,11 @@ class Someone:
 @dataclass(frozen=True)
 class PeopleClaim:
     who: Someone
-    kind: Literal["met", "said"]
+    kind: Literal["met", "said", "did"]
     said: str
     """The words as they stand in the answer."""
     content: str
-    """For ``said``: what they are claimed to have said."""
+    """For ``said``: what they are claimed to have said; for ``did``: what they did."""
     start: datetime
     end: datetime
     day: str
@@ -251,6 +264,7 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
     out: list[PeopleClaim] = []
     for sentence in _SENTENCES.findall(answer):
         quotes = [q.span() for q in _QUOTED.finditer(sentence)]
+        out += _pronoun_deeds(sentence, pattern, people, quotes, now)
         for m in pattern.finditer(sentence):
             if any(a < m.start() < b for a, b in quotes):
                 continue  # a name in someone's words: their claim, not hers
@@ -262,11 +276,12 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
             clause_before = re.split(r"[，,；;~～…」”』]", before)[-1]
             # a name in a list (碰到小林和千夏): read as if it stood alone where the list stands
             listed = re.compile(rf"(?:{pattern.pattern})\s*{_AND}\s*$")
+            alone = True  # no one else named with them (千夏和枫一起…: theirs together)
             while (mate := listed.search(clause_before)) is not None:
-                clause_before = clause_before[: mate.start()]
+                clause_before, alone = clause_before[: mate.start()], False
             mates = re.compile(rf"^\s*{_AND}\s*(?:{pattern.pattern})")
             while (mate := mates.search(after)) is not None:
-                after = after[mate.end() :]
+                after, alone = after[mate.end() :], False
             if _asks(clause_before + m.group(0) + _rest_of_clause(after)):
                 continue
             if _WISH.search(clause_before) or _HABIT.search(clause_before):
@@ -299,6 +314,8 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
                 or _COMES.search(after)
             )
             if not met:
+                if alone and _SUBJECT_LEAD.fullmatch(clause_before):
+                    out += _deed(who, clause_before + m.group(0), after, now)
                 continue
             clause = clause_before + m.group(0) + re.split(r"[，,；;。！!]", after)[0]
             if _WISH.search(clause):
@@ -312,6 +329,43 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
             out.append(
                 PeopleClaim(who, "met", clause.strip(), "", *span, negated=negated, chat=chat)
             )
+    return out
+
+
+def _deed(who: Someone, subject: str, after: str, now: datetime) -> list[PeopleClaim]:
+    """A ``did`` claim when ``after`` (what follows ``who`` as the subject) says they did
+    something (了/过), not as a wish, a habit, a denial or a question."""
+    rest = re.split(r"[，,；;。！!？?~～…]", _QUOTED.sub("", after))[0]
+    if not _DID.match(rest) or _WISH.search(rest) or _HABIT.search(rest):
+        return []
+    if _NEGATION.search(rest) or _asks(after) or "我" in rest:
+        return []  # 千夏没来; what they did to her is a meeting (请我, 来找我)
+    span = _span(subject + rest, now, SAID_DAYS)
+    if span is None:
+        return []
+    what = re.sub(rf"^(?:{_WHEN}|{_ADVERB})+", "", rest)
+    return [PeopleClaim(who, "did", (subject + rest).strip(), what, *span)]
+
+
+def _pronoun_deeds(
+    sentence: str,
+    pattern: re.Pattern[str],
+    people: Mapping[str, Someone],
+    quotes: Sequence[tuple[int, int]],
+    now: datetime,
+) -> list[PeopleClaim]:
+    """``did`` claims of a clause whose subject is 她/他 after someone's name in the same
+    sentence (…千夏来找我了，她养了一只小仓鼠): the last name before it."""
+    out: list[PeopleClaim] = []
+    for p in _PRONOUN.finditer(sentence):
+        if any(a < p.start() < b for a, b in quotes) or not _SUBJECT_LEAD.fullmatch(p["lead"]):
+            continue
+        named = [m for m in pattern.finditer(sentence, 0, p.start())]
+        if not named:
+            continue
+        out += _deed(
+            people[named[-1].group(0)], sentence[p.start() : p.end()], sentence[p.end() :], now
+        )
     return out
 
 
@@ -486,10 +540,17 @@ class PeopleCheck:
             sources = self._heard(char, who, told_her=claim.to_me)
             sources += [said_in(e, who) for e in talks]
             sources += [text for person, text in recent if person == who.id]
+            if claim.kind == "did":  # news of them, and what happened when she was with them
+                sources += self._about(char, who) + [e.summary for e in talks]
+                sources += [
+                    n.text for n in queued if n.about is not None and n.about.key == who.key
+                ]
             sources += [n.text for n in queued if n.by.key == who.key]
             first = re.split(r"[，,；;]", claim.content)[0]  # 说…，现在在学校呢: her own words
             if not any(backs(claim.content, s) or backs(first, s) for s in sources if s):
                 problem = f"你说「{claim.said}」，但记录里{who.name}没说过这件事。"
+                if claim.kind == "did":
+                    problem += "你也没听别人说过，也没亲眼见到。"
         if problem is None:
             return None, []
         lately = await self._talks(who, now - timedelta(days=RECENT_DAYS), now)
@@ -529,6 +590,12 @@ class PeopleCheck:
             for n in char.social.news
             if n.source.key == who.key or (not told_her and n.origin.key == who.key)
         ]
+
+    def _about(self, char: CharacterState | None, who: Someone) -> list[str]:
+        """News about ``who`` she heard from anyone."""
+        if char is None:
+            return []
+        return [n.text for n in char.social.news if n.about is not None and n.about.key == who.key]
 
     def _kept(
         self, char: CharacterState | None, who: Someone, claim: PeopleClaim

@@ -14,7 +14,7 @@ from tests.chatkit import RecordingSender
 from tests.conftest import at_time, make_character
 from tests.test_chat_closed_world import DaysMemory, WeatherWorld, running
 from tests.test_chat_grounding import done
-from tests.test_chat_people_grounding import met_chika
+from tests.test_chat_people_grounding import met_chika, met_kaede
 from tests.test_chat_plans import GROUP, THURSDAY_EVENING, call, town
 from tests.test_chat_plans import scripted as model_of
 from tests.test_message_service import make_kit, scripted
@@ -223,3 +223,46 @@ async def test_a_meeting_a_few_days_ago_is_not_one_of_today(sqlite_history: Hist
         found = await check.check(made_up, char=make_character(), now=now)
         assert found is not None and "千夏" in found, made_up
     assert await check.check("今天见到千夏了", char=make_character(), now=now) is None
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "前几天千夏来找我了，她养了一只小仓鼠",
+        "今天见到千夏了，她养了一只小仓鼠",
+        "千夏养了一只小仓鼠",
+        "枫昨天考了满分",
+    ],
+)
+async def test_what_someone_did_needs_her_to_have_heard_it(
+    sqlite_history: HistoryStore, answer: str
+) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    await repo.put(met_chika("2026-09-03 08:00"))  # today, a greeting at school
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫"), "chika": ("千夏",)})
+    found = await check.check(answer, char=make_character(), now=at_time(THURSDAY_EVENING))
+    assert found is not None and "没说过" in found, found
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "今天见到千夏了，她说下周要去钓鱼比赛",  # what she said, in the record
+        "枫下周六要去钓鱼比赛",  # a plan of theirs she heard
+        "千夏今天和我打了招呼",  # with her: a meeting, and it happened
+        "千夏和枫昨天一起去了海边",  # others' meeting, not hers
+        "千夏没来找我",
+        "千夏好像很忙",
+    ],
+)
+async def test_what_she_heard_of_someone_or_others_together_passes(
+    sqlite_history: HistoryStore, answer: str
+) -> None:
+    repo = EpisodeRepo(sqlite_history)
+    await repo.ensure()
+    await repo.put(met_kaede("2026-09-03 12:10"))  # 枫: 下周六我要去钓鱼比赛！
+    await repo.put(met_chika("2026-09-03 08:00"))
+    check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫"), "chika": ("千夏",)})
+    found = await check.check(answer, char=make_character(), now=at_time(THURSDAY_EVENING))
+    assert found is None, found
