@@ -360,7 +360,7 @@ def _pronoun_deeds(
     for p in _PRONOUN.finditer(sentence):
         if any(a < p.start() < b for a, b in quotes) or not _SUBJECT_LEAD.fullmatch(p["lead"]):
             continue
-        named = [m for m in pattern.finditer(sentence, 0, p.start())]
+        named = list(pattern.finditer(sentence, 0, p.start()))
         if not named:
             continue
         out += _deed(

@@ -51,7 +51,9 @@ async def evening(redis: Any, *answers: str, question: str = "你今天干嘛了
         redis,
         fn=scripted(*answers),
         memory=DaysMemory(events=list(HER_DAY)),
-        world=WeatherWorld(make_character(running=running("rest_at_home", "19:00")), ("阴", "清凉")),
+        world=WeatherWorld(
+            make_character(running=running("rest_at_home", "19:00")), ("阴", "清凉")
+        ),
         clock=SimClock(EVENING),
     )
     return kit, await kit.say("悠酱，" + question, minutes=9 * 60 + 30)
@@ -111,7 +113,9 @@ async def test_what_she_gnawed_at_a_meal_she_had_is_checked_too(redis: Any) -> N
         redis,
         fn=scripted("早饭随便啃了个鲷鱼烧", "早饭在家吃的"),
         memory=DaysMemory(events=[done("eat_breakfast", "07:10", 20), *HER_DAY]),
-        world=WeatherWorld(make_character(running=running("rest_at_home", "19:00")), ("阴", "清凉")),
+        world=WeatherWorld(
+            make_character(running=running("rest_at_home", "19:00")), ("阴", "清凉")
+        ),
         clock=SimClock(EVENING),
     )
     out = await kit.say("悠酱，早饭吃的什么", minutes=9 * 60 + 30)
