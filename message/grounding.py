@@ -185,7 +185,7 @@ def _own(clause: str, before: str) -> bool:
 _DONE = re.compile(r"了|过|啦|咯|喽")
 """Said as done: 啦 (了+啊), 咯 and 喽 carry 了."""
 _CONSUMED = re.compile(
-    r"(?:吃|喝|啃|买|尝|捡|钓|收到|拿到)(?:了|过|完|到|着|的)|在(?:吃|喝)|(?<!买)回家|饭是"
+    r"(?:吃|喝|啃|买|尝|捡|钓|收到|拿到)(?:了|过|完|到|着|的)|在(?:吃|喝)|[买带拿]回|饭是"
 )
 """An item said as eaten, bought or found (not only named)."""
 _OTHERS = re.compile(r"你|他|她|大家|别人")
@@ -346,8 +346,11 @@ _BOUGHT = re.compile(
     rf"(?P<w>{_CJK_RUN}{{2,6}})"
 )
 """Something said as eaten, drunk or bought, whatever it is."""
+_NOT_WEATHER_DEGREES = re.compile(r"烧|体温|发热|水温|油温|度数|近视|角|鞠躬|转身|掉头|酒")
+"""Degrees that are not the weather (发烧38度, 九十度鞠躬)."""
 _MEAL_IS = re.compile(
-    rf"(?:早饭|早餐|午饭|午餐|中饭|晚饭|晚餐|夜宵|宵夜)(?:吃的)?(?:就)?是(?P<w>{_CJK_RUN}{{2,6}})"
+    rf"(?:早饭|早餐|午饭|午餐|中饭|晚饭|晚餐|夜宵|宵夜)(?:吃的)?(?:就)?是"
+    rf"(?!在|和|跟|与|自己|一个人|随便|什么|啥)(?P<w>{_CJK_RUN}{{2,6}})"
 )
 """A meal said as what it was (午饭是鲷鱼烧): that dish is a claim about today, 了 or not."""
 _TAKEN_HOME = re.compile(
@@ -355,7 +358,7 @@ _TAKEN_HOME = re.compile(
     rf"(?P<w>{_CJK_RUN}{{2,6}}?)(?:买|带|拿|捡|抱|领|搬|扛|提|运)(?:回|到|进)"
 )
 """Something said as bought or brought home (把一盒彩色铅笔买回家了)."""
-_DISPOSAL = re.compile(r"把(?![我你他她它握手关戏柄持])")
+_DISPOSAL = re.compile(r"(?<![一两几这那每])把(?![我你他她它握手关戏柄持])")
 """A 把-sentence (把衣服洗好了, 把吉他谱练熟了) says she did something, whatever its result
 word (好了, 完了 are states elsewhere)."""
 _DEED = re.compile(rf"{_CJK_RUN}(?:了|过|完|啦|咯|喽)(?!解|得|不起|吧)|^(?:其实)?把")
@@ -527,10 +530,15 @@ class ClaimLexicon:
             if not _ANY_DOING.search(word) and not any(r in word for r in self._routine):
                 backed = re.escape(word[:2])
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), doing))
-        found = [  # 热可可 is a drink, not the weather
+        body = _NOT_WEATHER_DEGREES.search(clause) is not None
+        found = [  # 热可可 is a drink, not the weather; 发烧38度 a fever
             (t, m)
             for t, m in found
-            if t.kind != "weather" or not any(m.start() < y and x < m.end() for x, y in taken)
+            if t.kind != "weather"
+            or not (
+                any(m.start() < y and x < m.end() for x, y in taken)
+                or (body and m.group(0).endswith("度"))
+            )
         ]
         return sorted(found, key=lambda f: f[1].start())
 

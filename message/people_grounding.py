@@ -344,6 +344,8 @@ def _deed(who: Someone, subject: str, after: str, now: datetime) -> list[PeopleC
     if span is None:
         return []
     what = re.sub(rf"^(?:{_WHEN}|{_ADVERB})+", "", rest)
+    if len(words(what)) < 2:
+        return []  # 她也来了, 枫笑了: too thin to say anything she could not have seen
     return [PeopleClaim(who, "did", (subject + rest).strip(), what, *span)]
 
 

@@ -99,6 +99,8 @@ TRUE_THEN = [
     "今天阴阴的，有点凉快",
     "十几度吧，凉凉的",
     "忍不住又玩了会儿手机",
+    "午饭是在学校食堂吃的",
+    "午饭吃的是咖喱饭",
 ]
 
 
@@ -258,6 +260,7 @@ async def test_what_someone_did_needs_her_to_have_heard_it(
         "千夏和枫昨天一起去了海边",  # others' meeting, not hers
         "千夏没来找我",
         "千夏好像很忙",
+        "今天见到千夏了，她也来了",  # too thin to be a claim of its own
     ],
 )
 async def test_what_she_heard_of_someone_or_others_together_passes(
