@@ -273,3 +273,17 @@ async def test_what_she_heard_of_someone_or_others_together_passes(
     check = PeopleCheck(repo, "yuiju", {"kaede": ("枫", "小枫"), "chika": ("千夏",)})
     found = await check.check(answer, char=make_character(), now=at_time(THURSDAY_EVENING))
     assert found is None, found
+
+
+def test_a_diary_line_of_what_someone_did_needs_the_record_to_say_it() -> None:
+    from tests.test_diary_grounding import CHECK, DAY, THE_DAY, met
+
+    day = [*THE_DAY, met("chika", "千夏", "16:30")]  # 悠酱和千夏一起在月汐海岸散步
+
+    def verdict(line: str) -> dict[int, str]:
+        return CHECK.unbacked(
+            character_id="yuiju", start=DAY, end=DAY, episodes=day, sentences=[line]
+        )
+
+    assert list(verdict("千夏养了一只小仓鼠。")) == [0]
+    assert verdict("千夏在月汐海岸散步了。") == {}  # she was there
