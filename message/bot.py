@@ -86,15 +86,18 @@ async def build_service(
             log.warning("chat runs without memory (%s)", exc)
     catalogue = load_actions("yuiju.actions", cfg.world.action_dirs)
     lexicon = ClaimLexicon.build(catalogue)
+    card = load_card(cid)
+    # whom she knows: her town's characters, and those her card names (`[relations]`) even when
+    # they do not live in this town (she has met none of them then)
     neighbours = {}
-    for other in cfg.world.characters:
+    for other in dict.fromkeys([*cfg.world.characters, *card.relations]):
         if other != cid:
             with contextlib.suppress(CardError):  # a missing card stops the world, not the chat
-                card = load_card(other)
-                neighbours[other] = (card.name, *card.nicknames)
+                theirs = load_card(other)
+                neighbours[other] = (theirs.name, *theirs.nicknames)
     deps = ChatDeps(
         cfg=cfg.chat,
-        card=load_card(cid),
+        card=card,
         stickers=load_stickers(cfg.chat, cid),
         pacing=Pacing.from_config(cfg.chat, seed=f"{cfg.world.seed}:{cid}"),
         clock=clock,

@@ -136,8 +136,9 @@ class ChatDeps:
     (`Town.place_words` with the actions done at each: 图书馆 is at school); empty: the town's
     own words alone."""
     neighbours: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    """The other characters of her town, id → name and nicknames (their cards'): what she says
-    about meeting them, or what they said, is checked against her record."""
+    """The other characters of her town and those her card names in ``[relations]``, id → name
+    and nicknames (their cards'): what she says about meeting them, or what they said, is
+    checked against her record (someone of her card not in this town she has never met)."""
     stickers: StickerSet = NO_STICKERS
     """The stickers she may send (`message.stickers`); none unless given."""
     pacing: Pacing | None = None

@@ -166,6 +166,8 @@ def person_problem(claim: PeopleClaim, episodes: Sequence[Episode], first: datet
             return f"你写了「{claim.said}」，但这天的记录里没有和{who.name}见过面。"
         return ""
     said = [said_in(e, who) for e in then]
+    if claim.kind == "did":  # what someone did: also what happened when she was with them
+        said += [e.summary for e in then if _with(e, who)]
     first_part = re.split(r"[，,；;]", claim.content)[0]  # 说…，后来我…: her own words after
     if any(backs(claim.content, s) or backs(first_part, s) for s in said if s):
         return ""

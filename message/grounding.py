@@ -84,7 +84,8 @@ _TODAY = re.compile(r"今天|今早|今晚|今儿|刚才|刚刚|现在|正在|�
 _OTHER_DAY = re.compile(r"去年|前年|小时候|明天|后天|下周|下个?星期|下礼拜|下次|改天|以后|将来")
 """Times the check does not read: ahead, or beyond what her history store reaches."""
 _SPAN = re.compile(
-    r"(?P<last_weekend>上个?(?:周末|礼拜末))"
+    r"(?P<last_month>上个?月)"
+    r"|(?P<last_weekend>上个?(?:周末|礼拜末))"
     r"|(?P<last_week>上个?(?:周|星期|礼拜)(?!末))"
     r"|(?P<weekend>(?:这个?)?周末)"
     r"|(?P<recent>最近|近来|前几天|这几天|前些天|前些日子|这些天|这阵子|前阵子|这段时间|这两天|前两天)"
@@ -94,15 +95,17 @@ _SPAN = re.compile(
 _RELATIVE_BEFORE = re.compile(r"[\u4e00-\u9fff\d](?<![我咱久早其实])(?:以前|之前)")
 """以前/之前 after a doing or a time (吃饭之前, 三点以前): before that, not a time of its own —
 unless after 我, 很久/好久/很早/不久 or 其实."""
-SpanKey = Literal["last_week", "weekend", "last_weekend", "recent", "before"]
+SpanKey = Literal["last_month", "last_week", "weekend", "last_weekend", "recent", "before"]
 SPANS: dict[SpanKey, str] = {
+    "last_month": "上个月",
     "last_week": "上周",
     "last_weekend": "上周末",
     "weekend": "周末",
     "recent": "最近",
     "before": "以前",
 }
-"""The wider times a claim may be about, and how the feedback names them: 上周 is Monday to
+"""The wider times a claim may be about, and how the feedback names them: 上个月 is the calendar
+month before this one (as far as `SPAN_READ_LIMIT` episodes reach), 上周 is Monday to
 Sunday of last week, 上周末 its Saturday and Sunday, 周末 the latest Saturday and Sunday (this one
 on a Saturday or a Sunday), 最近 the last `RECENT_DAYS` days, 以前 (之前, 上次, 那天) anything
 before today, as far as `BEFORE_DAYS` of episodes and her diaries reach."""
@@ -161,6 +164,7 @@ _OWN_WORDS = (
     r"|今儿|昨儿个?|那会儿|这会儿"
     r"|一大早|一早|早上|早晨|上午|中午|下午|傍晚|晚上|凌晨|[\d零一二两三四五六七八九十]{1,3}点(?:多|半|钟)?"
     r"|的时候|左右|之后|以后|后来|好好|偷偷|悄悄|认真|专心|了|过|着|一下|会儿|准备|开始|继续|\s"
+    r"|忍不住|禁不住|不由得|不禁|不小心|随便|随手|顺便|顺手"
 )
 _OWN_TOKENS = re.compile(
     _OWN_WORDS + r"|一趟|[做搞玩看听练打弄吃喝买尝逛写画学读刷追喂撸遛唱弹拍泡煮烤待呆跑搬帮整剪捐]"
@@ -185,11 +189,16 @@ def _own(clause: str, before: str) -> bool:
 
 _DONE = re.compile(r"了|过|啦|咯|喽")
 """Said as done: 啦 (了+啊), 咯 and 喽 carry 了."""
-_CONSUMED = re.compile(r"(?:吃|喝|买|尝|捡|钓|收到|拿到)(?:了|过|完|到|着|的)|在(?:吃|喝)")
+_CONSUMED = re.compile(
+    r"(?:吃|喝|啃|买|尝|捡|钓|收到|拿到)(?:了|过|完|到|着|的)|在(?:吃|喝)|[买带拿]回|饭是"
+)
 """An item said as eaten, bought or found (not only named)."""
 _OTHERS = re.compile(r"你|他|她|大家|别人")
 _NEGATION = re.compile(r"没|不|未|别")
-_NOT_NEGATION = re.compile(r"不错|不少|不过|不知|不得|不好意思|差不多|没想到")
+_NOT_NEGATION = re.compile(
+    r"不错|不少|不过|不知|不得|不好意思|差不多|没想到|忍不住|禁不住|止不住|不由得|不禁|不小心"
+    r"|不一会儿?|不久"
+)
 """Words with 不/没 in them that deny nothing."""
 _NUM = "零一二两三四五六七八九十"
 _CLOCK = re.compile(
@@ -303,9 +312,21 @@ WEATHER: dict[str, tuple[str, frozenset[str]]] = {
     ),
     "暖和": (r"暖和|暖洋洋", frozenset({"温暖", "舒适"})),
     "凉快": (r"凉快|凉爽|凉凉", frozenset({"清凉", "舒适"})),
+    # a temperature said in degrees, with or without a weather word (三十多度，好想吃冰)
+    "三十多度": (r"(?:[三四]十|[34]\d)(?:多|几|来)?度(?![假数])", frozenset({"炎热"})),
+    "二十多度": (r"(?:二十|2\d)(?:多|几|来)?度(?![假数])", frozenset({"温暖", "舒适", "炎热"})),
+    "十几度": (
+        r"(?<![一二三四五六七八九\d])(?:十[一二三四五六七八九多几来]?|1\d)度(?![假数])",
+        frozenset({"清凉", "舒适", "寒冷"}),
+    ),
+    "几度": (
+        r"(?<![十\d])[1-9]度|(?:只有|才|就|才有)[一两二三四五六七八九几]度",
+        frozenset({"寒冷", "严寒", "清凉"}),
+    ),
+    "零下": (r"零下|负\d+度", frozenset({"严寒"})),
 }
 """What she may say about the weather, and the weathers (`world.state.Weather` type or
-temperature) that make it true."""
+temperature) that make it true; degrees by the temperature levels they fall in."""
 
 MEALS: dict[str, tuple[str, tuple[float, float] | None]] = {
     "早饭": (r"早饭|早餐", (5.0, 10.5)),
@@ -318,17 +339,33 @@ that time of day."""
 
 _CJK_RUN = r"[\u4e00-\u9fff]"
 _UNKNOWN_PLACE = re.compile(
-    rf"(?:去|在|到|逛|从|一趟)(?:了|过|完)?(?:一趟|一下)?(?P<w>(?!这|那|哪|什么|一家|某|在|去|到|了|过){_CJK_RUN}{{0,4}}"
+    rf"(?:去|在|到|逛|从|一趟)(?:了|过|完)?(?:一趟|一下)?(?P<w>(?!这|那|哪|什么|一家|某|在|正|去|到|了|过){_CJK_RUN}{{0,4}}"
     r"(?:店|馆|园|场|院|街|城|山|湖|河|楼|厅|吧|屋|市|中心|车站|岛|村|镇|边|桥|滩|台|顶|家|宫|所|厂|寺|庙|塔|港|舍))"
 )
-"""Somewhere said as visited, whatever its name: a claim even when her town has no such place."""
+"""Somewhere said as visited, whatever its name: a claim even when her town has no such place
+(not 正在家: the 在 of 现在 before it)."""
 _BOUGHT = re.compile(
-    r"(?:(?<=在)(?:吃|喝)|(?:吃|喝|买下?|尝|入手|购入|下单|淘|抢|(?<![\d一二两三四五六七八九十])点)"
+    r"(?:(?<=在)(?:吃|喝)|(?:吃|喝|啃|嚼|买下?|尝|入手|购入|下单|淘|抢|(?<![\d一二两三四五六七八九十])点)"
     r"(?:到|下)?(?:了|过|完|到|着|的))"
     r"(?:[一两几半]?[个碗杯份块盒包瓶串根片袋只颗口条本件双束支套盆张枚台部把顶副对斤]|些|点儿?|好多|很多)?"
     rf"(?P<w>{_CJK_RUN}{{2,6}})"
 )
 """Something said as eaten, drunk or bought, whatever it is."""
+_NOT_WEATHER_DEGREES = re.compile(r"烧|体温|发热|水温|油温|度数|近视|角|鞠躬|转身|掉头|酒")
+"""Degrees that are not the weather (发烧38度, 九十度鞠躬)."""
+_MEAL_IS = re.compile(
+    rf"(?:早饭|早餐|午饭|午餐|中饭|晚饭|晚餐|夜宵|宵夜)(?:吃的)?(?:就)?是"
+    rf"(?!在|和|跟|与|自己|一个人|随便|什么|啥)(?P<w>{_CJK_RUN}{{2,6}})"
+)
+"""A meal said as what it was (午饭是鲷鱼烧): that dish is a claim about today, 了 or not."""
+_TAKEN_HOME = re.compile(
+    r"把(?:[一两几]?[个碗杯份块盒包瓶串根片袋只颗条本件双束支套盆张枚台部顶副对])?"
+    rf"(?P<w>{_CJK_RUN}{{2,6}}?)(?:买|带|拿|捡|抱|领|搬|扛|提|运)(?:回|到|进)"
+)
+"""Something said as bought or brought home (把一盒彩色铅笔买回家了)."""
+_DISPOSAL = re.compile(r"(?<![一两几这那每])把(?![我你他她它握手关戏柄持])")
+"""A 把-sentence (把衣服洗好了, 把吉他谱练熟了) says she did something, whatever its result
+word (好了, 完了 are states elsewhere)."""
 _DEED = re.compile(rf"{_CJK_RUN}(?:了|过|完|啦|咯|喽)(?!解|得|不起|吧)|^(?:其实)?把")
 """A clause saying she did something (…了, 把…): of her world, only what her record has."""
 _DAY_NAMED = re.compile(
@@ -351,8 +388,9 @@ _FILLER_WORDS = re.compile(
 
 
 def _core(clause: str) -> str:
-    """The content words of a clause: times, her adverbs and particles left out."""
-    return "".join(c for c in _FILLER_WORDS.sub("", clause) if "\u4e00" <= c <= "\u9fff")
+    """The content words of a clause: times, spans, her adverbs and particles left out."""
+    bare = _FILLER_WORDS.sub("", _SPAN.sub("", clause))
+    return "".join(c for c in bare if "\u4e00" <= c <= "\u9fff")
 
 
 _DOING_NOW = re.compile(
@@ -494,7 +532,7 @@ class ClaimLexicon:
             if m.lastgroup
         ]
         taken = [m.span() for t, m in found if t.kind != "weather"]
-        for pattern in (_UNKNOWN_PLACE, _BOUGHT):
+        for pattern in (_UNKNOWN_PLACE, _BOUGHT, _MEAL_IS, _TAKEN_HOME):
             for m in pattern.finditer(clause):
                 w = m.group("w")
                 w = w.rsplit("的", 1)[-1] if len(_WORD_END.split(w)[0]) < 2 else w  # 新的手机壳
@@ -528,7 +566,9 @@ class ClaimLexicon:
             bought = _BUYING + (rf"[^。；;\n]{{0,12}}?(?:{'|'.join(things)})" if things else "")
             found.append((Term("买", "outside", frozenset(), bought, backed_by=bought), m))
         said_day = _DAY_NAMED.search(clause) and _VERB.search(clause)
-        if not found and (_DEED.search(clause) or said_day) and not _STATE.search(clause):
+        disposal = _DISPOSAL.search(clause) is not None
+        said_done = _DEED.search(clause) or said_day or disposal
+        if not found and said_done and (disposal or not _STATE.search(clause)):
             core = _core(clause)
             if len(core) >= 3:
                 deed = re.search(re.escape(clause), clause)
@@ -540,10 +580,15 @@ class ClaimLexicon:
             if not _ANY_DOING.search(word) and not any(r in word for r in self._routine):
                 backed = re.escape(word[:2])
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), doing))
-        found = [  # 热可可 is a drink, not the weather
+        body = _NOT_WEATHER_DEGREES.search(clause) is not None
+        found = [  # 热可可 is a drink, not the weather; 发烧38度 a fever
             (t, m)
             for t, m in found
-            if t.kind != "weather" or not any(m.start() < y and x < m.end() for x, y in taken)
+            if t.kind != "weather"
+            or not (
+                any(m.start() < y and x < m.end() for x, y in taken)
+                or (body and m.group(0).endswith("度"))
+            )
         ]
         return sorted(found, key=lambda f: f[1].start())
 
@@ -620,6 +665,9 @@ def span_range(key: SpanKey, now: datetime) -> tuple[datetime, datetime]:
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     monday = midnight - timedelta(days=now.weekday())
     soon = now + timedelta(seconds=1)
+    if key == "last_month":
+        first = midnight.replace(day=1)
+        return (first - timedelta(days=1)).replace(day=1), first
     if key == "last_week":
         return monday - timedelta(days=7), monday
     if key == "last_weekend" or (key == "weekend" and now.weekday() < 5):
@@ -708,6 +756,8 @@ def claims(
                 own = "我" in clause or _own(clause, clause[: doings[0][1].start()])
                 if _NOW_OR_JUST.search(clause) and not habit and own:
                     about = 0
+            if about is None and _MEAL_IS.search(clause):
+                about = 0  # 午饭是鲷鱼烧: today's lunch
             if about is not None and named is None and _PRESENT.search(clause):
                 about = 0  # …呢: now, whatever day was asked
             if habit and (named is None or named in SPANS):

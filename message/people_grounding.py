@@ -16,10 +16,17 @@ her news names:
   quote, when there is one) matches by its words news she heard from them, a conversation with
   them (what they said in it, what they passed on), or, for a person from chat, their messages
   in her record. Said to her (跟我说, 告诉我, 听…说) needs them to have told her; plain 小林说 is
-  also borne out by news 小林 started that reached her through someone else.
+  also borne out by news 小林 started that reached her through someone else, and by news a
+  person told her in chat that still waits for the world's next tick (`QueuedNews`: the tool
+  queued it from their own words).
 
-Wishes, plans, questions, other people's doings and habits are not claims, nor are names and
-times inside someone's quoted words. A mismatch goes back to the model once with her record of
+- **did**: 千夏养了一只小仓鼠, 枫昨天考了满分, …千夏来找我了，她养了… — what someone did or has,
+  said as done (了/过) with them (or 她/他 after their name) as its subject: she knows it only when
+  they said it (a conversation with them, their messages), or news of them reached her, or it
+  happened when she was with them (the meeting's record says it).
+
+Wishes, plans, questions, others doing something together and habits are not claims, nor are
+names and times inside someone's quoted words. A mismatch goes back to the model once with her record of
 that person, like the check of her day.
 """
 
@@ -30,14 +37,18 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Literal, Protocol
 
 from yuiju.memory.episodes import Episode, EpisodeRepo
 from yuiju.memory.timeparse import time_range
+from yuiju.world.commands import Command, TellNews
 from yuiju.world.state import CharacterState
 
 log = logging.getLogger(__name__)
 
+FEW_DAYS = 7
+"""前几天 (前两天, 前些天…): the days before today, this many back."""
+_FEW_DAYS_AGO = re.compile(r"前几天|前两天|前些天|前些日子|前阵子|那几天")
 RECENT_DAYS = 14
 """A meeting said without a day ("我见到枫了") is checked against this many days back."""
 SAID_DAYS = 30
@@ -117,10 +128,19 @@ _STRANGER = re.compile(
 """Someone said to have been with her, come to her or told her something: the name's place,
 at the start of a clause (after 我 for 和…一起)."""
 _NOT_A_NAME = re.compile(
-    r"^(?:[我你他她它咱]们?|大家|别人|人家|谁|自己|那个|这个|一个|有人|所有人|我们俩|你们俩)$"
+    r"^(?:[我你他她它咱]们?|大家|别人|人家|谁|自己|那个|这个|一个|有人|所有人|我们俩|你们俩|一?个?人)$"
+    r"|^(?:什么|任何|哪|谁|几|一些|有些|某|别的|其他|其它|陌生)"
     r"|^[听据再话虽就都也会能想要可还只是怎所比或不总照按难俗老简换跟和对给向问]|[我你他她]"
 )
-"""Words in a name's place that name no one (or the speaker: 你)."""
+"""Words in a name's place that name no one (什么人, 任何人, or the speaker: 你)."""
+_SUBJECT_LEAD = re.compile(rf"(?:{_WHEN}|其实|对了|而且|然后|还有|听说|嗯|哈哈|诶|欸|\s)*")
+"""What may stand before someone as the subject of their doing (昨天千夏…, 听说枫…)."""
+_DID = re.compile(
+    rf"^(?:{_WHEN}|{_ADVERB}|已经|刚刚?)*(?![和跟与同及、]|[说讲]|告诉|对我)"
+    r"[\u4e00-\u9fff]{1,8}?(?:了|过)(?![吗吧])"
+)
+"""Someone's doing said as done (养了一只小仓鼠, 昨天考了满分): not with someone (和…), not a saying."""
+_PRONOUN = re.compile(r"(?:^|(?<=[，,；;~～…\s]))(?P<lead>[^，,；;~～…\s]{0,6}?)(?:她|他)(?!们)")
 _NAME_PREFIX = re.compile(rf"^(?:{_WHEN}|也|还|就|都|又|我|刚|今天)+")
 
 
@@ -180,11 +200,11 @@ class Someone:
 @dataclass(frozen=True)
 class PeopleClaim:
     who: Someone
-    kind: Literal["met", "said"]
+    kind: Literal["met", "said", "did"]
     said: str
     """The words as they stand in the answer."""
     content: str
-    """For ``said``: what they are claimed to have said."""
+    """For ``said``: what they are claimed to have said; for ``did``: what they did."""
     start: datetime
     end: datetime
     day: str
@@ -245,6 +265,7 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
     out: list[PeopleClaim] = []
     for sentence in _SENTENCES.findall(answer):
         quotes = [q.span() for q in _QUOTED.finditer(sentence)]
+        out += _pronoun_deeds(sentence, pattern, people, quotes, now)
         for m in pattern.finditer(sentence):
             if any(a < m.start() < b for a, b in quotes):
                 continue  # a name in someone's words: their claim, not hers
@@ -253,14 +274,15 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
             if len(m.group(0)) == 1 and not _ONE_CHAR_NAME_END.match(after):
                 continue
             # a clause ends at a comma, and where someone's quoted words end
-            clause_before = re.split(r"[，,；;」”』]", before)[-1]
+            clause_before = re.split(r"[，,；;~～…」”』]", before)[-1]
             # a name in a list (碰到小林和千夏): read as if it stood alone where the list stands
             listed = re.compile(rf"(?:{pattern.pattern})\s*{_AND}\s*$")
+            alone = True  # no one else named with them (千夏和枫一起…: theirs together)
             while (mate := listed.search(clause_before)) is not None:
-                clause_before = clause_before[: mate.start()]
+                clause_before, alone = clause_before[: mate.start()], False
             mates = re.compile(rf"^\s*{_AND}\s*(?:{pattern.pattern})")
             while (mate := mates.search(after)) is not None:
-                after = after[mate.end() :]
+                after, alone = after[mate.end() :], False
             if _asks(clause_before + m.group(0) + _rest_of_clause(after)):
                 continue
             if _WISH.search(clause_before) or _HABIT.search(clause_before):
@@ -293,6 +315,8 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
                 or _COMES.search(after)
             )
             if not met:
+                if alone and _SUBJECT_LEAD.fullmatch(clause_before):
+                    out += _deed(who, clause_before + m.group(0), after, now)
                 continue
             clause = clause_before + m.group(0) + re.split(r"[，,；;。！!]", after)[0]
             if _WISH.search(clause):
@@ -306,6 +330,45 @@ def people_claims(answer: str, people: Mapping[str, Someone], now: datetime) -> 
             out.append(
                 PeopleClaim(who, "met", clause.strip(), "", *span, negated=negated, chat=chat)
             )
+    return out
+
+
+def _deed(who: Someone, subject: str, after: str, now: datetime) -> list[PeopleClaim]:
+    """A ``did`` claim when ``after`` (what follows ``who`` as the subject) says they did
+    something (了/过), not as a wish, a habit, a denial or a question."""
+    rest = re.split(r"[，,；;。！!？?~～…]", _QUOTED.sub("", after))[0]
+    if not _DID.match(rest) or _WISH.search(rest) or _HABIT.search(rest):
+        return []
+    if _NEGATION.search(rest) or _asks(after) or "我" in rest:
+        return []  # 千夏没来; what they did to her is a meeting (请我, 来找我)
+    span = _span(subject + rest, now, SAID_DAYS)
+    if span is None:
+        return []
+    what = re.sub(rf"^(?:{_WHEN}|{_ADVERB})+", "", rest)
+    if len(words(what)) < 2:
+        return []  # 她也来了, 枫笑了: too thin to say anything she could not have seen
+    return [PeopleClaim(who, "did", (subject + rest).strip(), what, *span)]
+
+
+def _pronoun_deeds(
+    sentence: str,
+    pattern: re.Pattern[str],
+    people: Mapping[str, Someone],
+    quotes: Sequence[tuple[int, int]],
+    now: datetime,
+) -> list[PeopleClaim]:
+    """``did`` claims of a clause whose subject is 她/他 after someone's name in the same
+    sentence (…千夏来找我了，她养了一只小仓鼠): the last name before it."""
+    out: list[PeopleClaim] = []
+    for p in _PRONOUN.finditer(sentence):
+        if any(a < p.start() < b for a, b in quotes) or not _SUBJECT_LEAD.fullmatch(p["lead"]):
+            continue
+        named = list(pattern.finditer(sentence, 0, p.start()))
+        if not named:
+            continue
+        out += _deed(
+            people[named[-1].group(0)], sentence[p.start() : p.end()], sentence[p.end() :], now
+        )
     return out
 
 
@@ -332,6 +395,9 @@ def _span(
 ) -> tuple[datetime, datetime, str] | None:
     """The time ``text`` names as (start, end, how it reads), or the last ``days`` days; None when
     it names a time ahead, or (``need_done``) says nothing happened yet."""
+    if _FEW_DAYS_AGO.search(text):  # a few days ago: not today
+        midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        return midnight - timedelta(days=FEW_DAYS), midnight, "前几天"
     weekday = _WEEKDAY.search(text)
     if weekday is not None:  # before `time_range`, which reads 上周六 as the whole of last week
         return _weekday_span(weekday, now)
@@ -371,6 +437,13 @@ def _weekday_span(m: re.Match[str], now: datetime) -> tuple[datetime, datetime, 
     return start, min(start + timedelta(days=1), now + timedelta(seconds=1)), m.group(0)
 
 
+class QueuedNews(Protocol):
+    """The world commands still waiting for its next tick (`message.deps.CommandQueue`): news a
+    person told her in chat is there, queued from their own words, until the world applies it."""
+
+    async def pending(self) -> list[Command]: ...
+
+
 @dataclass
 class PeopleCheck:
     """Checks her claims about people against her record."""
@@ -379,7 +452,9 @@ class PeopleCheck:
     """Her episodes (conversations, kept appointments); None: no check."""
     character_id: str
     neighbours: Mapping[str, Sequence[str]]
-    """The other characters of her town: id → name and nicknames."""
+    """The other characters of her town, and those her card names: id → name and nicknames."""
+    queued: QueuedNews | None = None
+    """News told her in chat that the world has not applied yet; None: not read."""
 
     async def ensure(self) -> None:
         """Declare the episodes where it reads them: a chat process may be the only one on its
@@ -409,6 +484,14 @@ class PeopleCheck:
         found = people_claims(text, people, now)
         if not found and not unknown:
             return None
+        queued = await self._queued()
+        if queued:  # who told her news still on its way is someone she knows
+            for news in queued:
+                for party in (news.by, news.about):
+                    if party is not None and party.id != self.character_id:
+                        people.setdefault(party.name, Someone(party.kind, party.id, party.name))
+            unknown = strangers(text, people, speaker=speaker)
+            found = people_claims(text, people, now)
         problems: list[str] = [
             f"你说「{clause}」，但你不认识「{name}」，记录里没有这个人。"
             for name, clause in unknown
@@ -417,7 +500,7 @@ class PeopleCheck:
         heard = list(await recent()) if recent is not None else []
         try:
             for claim in found:
-                problem, record = await self._check(claim, char, now, heard)
+                problem, record = await self._check(claim, char, now, heard, queued)
                 if problem:
                     problems.append(problem)
                     records.setdefault(claim.who.name, record)
@@ -440,6 +523,7 @@ class PeopleCheck:
         char: CharacterState | None,
         now: datetime,
         recent: Sequence[tuple[str, str]],
+        queued: Sequence[TellNews] = (),
     ) -> tuple[str | None, list[str]]:
         who = claim.who
         tz = now.tzinfo
@@ -459,15 +543,36 @@ class PeopleCheck:
             sources = self._heard(char, who, told_her=claim.to_me)
             sources += [said_in(e, who) for e in talks]
             sources += [text for person, text in recent if person == who.id]
+            if claim.kind == "did":  # news of them, and what happened when she was with them
+                sources += self._about(char, who) + [e.summary for e in talks]
+                sources += [
+                    n.text for n in queued if n.about is not None and n.about.key == who.key
+                ]
+            sources += [n.text for n in queued if n.by.key == who.key]
             first = re.split(r"[，,；;]", claim.content)[0]  # 说…，现在在学校呢: her own words
             if not any(backs(claim.content, s) or backs(first, s) for s in sources if s):
                 problem = f"你说「{claim.said}」，但记录里{who.name}没说过这件事。"
+                if claim.kind == "did":
+                    problem += "你也没听别人说过，也没亲眼见到。"
         if problem is None:
             return None, []
         lately = await self._talks(who, now - timedelta(days=RECENT_DAYS), now)
         record = [f"{e.time.astimezone(tz):%m-%d %H:%M} {e.summary}" for e in lately[:4]]
         record += [f"听{who.name}说的：{h}" for h in self._heard(char, who)[:3]]
         return problem, record
+
+    async def _queued(self) -> list[TellNews]:
+        """News told her in chat that waits for the world's next tick (none when not read)."""
+        if self.queued is None:
+            return []
+        try:
+            pending = await self.queued.pending()
+        except Exception as exc:  # the queue unreadable: what it would back stays unbacked
+            log.warning("people grounding: queued news unavailable (%s)", exc)
+            return []
+        return [
+            c for c in pending if isinstance(c, TellNews) and c.character_id == self.character_id
+        ]
 
     async def _talks(self, who: Someone, start: datetime, end: datetime) -> list[Episode]:
         """Her conversations with ``who`` in [start, end), newest first."""
@@ -488,6 +593,12 @@ class PeopleCheck:
             for n in char.social.news
             if n.source.key == who.key or (not told_her and n.origin.key == who.key)
         ]
+
+    def _about(self, char: CharacterState | None, who: Someone) -> list[str]:
+        """News about ``who`` she heard from anyone."""
+        if char is None:
+            return []
+        return [n.text for n in char.social.news if n.about is not None and n.about.key == who.key]
 
     def _kept(
         self, char: CharacterState | None, who: Someone, claim: PeopleClaim

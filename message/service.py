@@ -123,6 +123,7 @@ class ChatService:
             EpisodeRepo(deps.history) if deps.history is not None else None,
             deps.card.id,
             deps.neighbours,
+            queued=deps.commands,
         )
         """Her claims about meeting someone or what someone said, against her record."""
         self.gate = ReplyGate(deps.cfg, deps.card, deps.is_admin)
