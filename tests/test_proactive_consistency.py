@@ -193,3 +193,48 @@ async def test_leaving_and_coming_home_are_checked_against_her_ways_that_day(
 ) -> None:
     out, model = await post(redis, sqlite_history, written, before=EARLY_READING)
     assert out == [(G, written if sent else TRUE_POST)], model.calls[-1][-1]
+
+
+BREAKFAST_MORNING = [
+    done("wake_up", "07:40", 10, "起床了，外面雨"),
+    done("eat_breakfast", "07:50", 20, "吃了米饭和味噌汤"),
+]
+"""The probe's record (issue 30), after the quiet hours: up at 07:40, breakfast at home
+07:50–08:10 (米饭和味噌汤)."""
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "早上收到了朋友寄来的明信片",  # nothing received in her record
+        "妈妈做的早饭真好吃",  # she has no family; someone else cooked for her
+        "早饭是自己做的煎蛋",  # her breakfast was 米饭和味噌汤
+        "今天早上起晚了",  # she got up at seven
+    ],
+)
+async def test_a_breakfast_post_her_morning_does_not_back_is_not_sent(
+    redis: Any, sqlite_history: Any, written: str
+) -> None:
+    sent, model = await post(
+        redis, sqlite_history, written, ends="08:10", before=BREAKFAST_MORNING
+    )
+    assert sent == [(G, TRUE_POST)], model.calls[-1][-1]
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "早饭吃的米饭和味噌汤",
+        "早饭是米饭和味噌汤",
+        "早上七点多起的床",
+        "今天起得挺早",
+        "吃完早饭了，好饱",
+    ],
+)
+async def test_a_breakfast_post_true_to_her_morning_goes_out_unchanged(
+    redis: Any, sqlite_history: Any, written: str
+) -> None:
+    sent, model = await post(
+        redis, sqlite_history, written, ends="08:10", before=BREAKFAST_MORNING
+    )
+    assert sent == [(G, written)] and len(model.calls) == 1, model.calls[-1][-1]
