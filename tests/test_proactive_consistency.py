@@ -215,9 +215,7 @@ BREAKFAST_MORNING = [
 async def test_a_breakfast_post_her_morning_does_not_back_is_not_sent(
     redis: Any, sqlite_history: Any, written: str
 ) -> None:
-    sent, model = await post(
-        redis, sqlite_history, written, ends="08:10", before=BREAKFAST_MORNING
-    )
+    sent, model = await post(redis, sqlite_history, written, ends="08:10", before=BREAKFAST_MORNING)
     assert sent == [(G, TRUE_POST)], model.calls[-1][-1]
 
 
@@ -234,9 +232,7 @@ async def test_a_breakfast_post_her_morning_does_not_back_is_not_sent(
 async def test_a_breakfast_post_true_to_her_morning_goes_out_unchanged(
     redis: Any, sqlite_history: Any, written: str
 ) -> None:
-    sent, model = await post(
-        redis, sqlite_history, written, ends="08:10", before=BREAKFAST_MORNING
-    )
+    sent, model = await post(redis, sqlite_history, written, ends="08:10", before=BREAKFAST_MORNING)
     assert sent == [(G, written)] and len(model.calls) == 1, model.calls[-1][-1]
 
 
