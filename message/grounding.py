@@ -369,7 +369,7 @@ only a record that names the thing (a gift's episode) backs."""
 _MESSAGE = re.compile(r"^(?:消息|信息|短信|微信|留言|回复|电话|邮件|私信|通知|回信)")
 """Received words, not a thing: who sent them is the people check's claim (收到了千夏的消息)."""
 _LATE = re.compile(
-    r"(?<!一)起(?:得|的)?(?:有点|有些|太|很|比较)?晚(?![饭餐上安点])|睡过(?:了)?头|睡懒觉|赖(?:了)?床"
+    r"(?<!一)起(?:得|的|床)?(?:有点|有些|太|很|比较)?晚(?![饭餐上安点])|睡过(?:了)?头|睡懒觉|赖(?:了)?床"
 )
 """Woke late: backed by sleeping more, a late wake-up, or no wake-up in her record that day."""
 LATE_WAKE = 8.0
