@@ -225,7 +225,10 @@ def true_claim(kind: str, life: Life, rng: random.Random, names: list[str]) -> s
             place, act = split_name(life.running.name)
             where = HAURA.place_name(life.running.place)
             options += [
-                f"现在正在{life.running.name}",
+                # 在学校上课 → 现在在学校上课 (not 现在正在在…)
+                f"现在{life.running.name}"
+                if life.running.name.startswith("在")
+                else f"现在正在{life.running.name}",
                 f"在{place or where}{act}呢" if place else f"正在{act}呢",
                 f"这会儿在{act}呢",
             ]

@@ -49,7 +49,7 @@ from yuiju.world.town import HAURA, Town
 
 log = logging.getLogger(__name__)
 
-Kind = Literal["action", "place", "item", "outside", "weather", "deed"]
+Kind = Literal["action", "place", "item", "outside", "weather", "deed", "late"]
 
 ROUTINE = frozenset(
     {
@@ -355,9 +355,25 @@ _NOT_WEATHER_DEGREES = re.compile(r"烧|体温|发热|水温|油温|度数|近�
 """Degrees that are not the weather (发烧38度, 九十度鞠躬)."""
 _MEAL_IS = re.compile(
     rf"(?:早饭|早餐|午饭|午餐|中饭|晚饭|晚餐|夜宵|宵夜)(?:吃的)?(?:就)?是"
+    r"(?:(?:自己|我)?(?:亲手)?(?:做|煮|煎|烤|炒|蒸|买|点|带)的)?"
     rf"(?!在|和|跟|与|自己|一个人|随便|什么|啥)(?P<w>{_CJK_RUN}{{2,6}})"
 )
-"""A meal said as what it was (午饭是鲷鱼烧): that dish is a claim about today, 了 or not."""
+"""A meal said as what it was (午饭是鲷鱼烧, 早饭是自己做的煎蛋): that dish is a claim about
+today, 了 or not."""
+_RECEIVED = re.compile(
+    r"(?:收到|拿到|接到|领到|得到)(?P<d>了|过|啦)?"
+    r"(?P<m>[一两几]?[个份张封件盒束包袋本瓶只])?(?P<o>[\u4e00-\u9fff]{1,12})"
+)
+"""Something said as received (收到了朋友寄来的明信片, 收到一个X): a claim like a purchase, which
+only a record that names the thing (a gift's episode) backs."""
+_MESSAGE = re.compile(r"^(?:消息|信息|短信|微信|留言|回复|电话|邮件|私信|通知|回信)")
+"""Received words, not a thing: who sent them is the people check's claim (收到了千夏的消息)."""
+_LATE = re.compile(
+    r"(?<!一)起(?:得|的|床)?(?:有点|有些|太|很|比较)?晚(?![饭餐上安点])|睡过(?:了)?头|睡懒觉|赖(?:了)?床"
+)
+"""Woke late: backed by sleeping more, a late wake-up, or no wake-up in her record that day."""
+LATE_WAKE = 8.0
+"""A wake-up before this hour (without sleeping more) is her normal time, not 起晚了."""
 _TAKEN_HOME = re.compile(
     r"把(?:[一两几]?[个碗杯份块盒包瓶串根片袋只颗条本件双束支套盆张枚台部顶副对])?"
     rf"(?P<w>{_CJK_RUN}{{2,6}}?)(?:买|带|拿|捡|抱|领|搬|扛|提|运)(?:回|到|进)"
@@ -446,6 +462,8 @@ class ClaimLexicon:
             pid: {p.name} for pid, p in town.places.items() if pid != "home"
         }
         meals: set[str] = set()
+        wakes: set[str] = set()
+        oversleeps: set[str] = set()
         homeward: set[str] = set()
         outward: set[str] = set()
         for action in actions:
@@ -456,6 +474,10 @@ class ClaimLexicon:
                 outward.add(action.id)
             if "饱腹+" in action.description or re.search("吃|喝|饭", name):
                 meals.add(action.id)
+            if "wake" in action.tags:
+                wakes.add(action.id)
+            if "sleep_more" in action.tags:
+                oversleeps.add(action.id)
             if action.moves_to is not None or name.startswith("从"):
                 continue  # a walk from A to B: its place is the claim
             if m := _PLACE_NOUN.match(name):
@@ -508,6 +530,11 @@ class ClaimLexicon:
                     _NOT_ABOUT_TO + r"出(?:了)?门(?=$|[了啦呢呀吧，,。！!~～…\s]|就)",
                 )
             )
+        if wakes:  # 起晚了: her wake-up that day says when she got up
+            oversleep = "|".join(map(re.escape, sorted(oversleeps))) or "(?!)"
+            terms.append(
+                Term("起晚了", "late", frozenset(wakes), _LATE.pattern, backed_by=oversleep)
+            )
         terms += [Term(name, "item", frozenset({name}), re.escape(name)) for name in items]
         terms += [
             Term(word, "action", frozenset(meals), pattern, span=span)
@@ -552,6 +579,14 @@ class ClaimLexicon:
                 backed = re.escape(word)
                 found.append((Term(word, "outside", frozenset(), backed, backed_by=backed), m))
                 taken.append((a, b))
+        for m in _RECEIVED.finditer(clause):
+            thing = _WORD_END.split(m["o"].rsplit("的", 1)[-1])[0]
+            if not (m["d"] or m["m"]) or not thing or _MESSAGE.match(thing):
+                continue
+            if any(t.kind != "weather" and m.start("o") <= tm.start() for t, tm in found):
+                continue  # a word of her world names it (收到了野莓): that claim is checked
+            backed = re.escape(thing)
+            found.append((Term(thing, "outside", frozenset(), backed, backed_by=backed), m))
         for m in _PURCHASED.finditer(clause):
             verb = m.start("o")
             if not (m["v"] or m["d"]) or any(
@@ -933,6 +968,10 @@ def problems(
         stamp = "%H:%M" if isinstance(claim.day, int) else "%m-%d %H:%M"
         if claim.present:
             claim = replace(claim, span=(_hours(now, tz),) * 2, clock="现在")
+        if claim.term.kind == "late":
+            if not claim.negated and (line := _woke_on_time(claim, days[claim.day], tz)):
+                out.append(line)
+            continue
         ahead = claim.day == 0 and claim.span is not None and claim.span[0] > _hours(now, tz) + 0.25
         if claim.day == 0 and claim.plan and (ahead or claim.span is None):
             continue
@@ -952,6 +991,23 @@ def problems(
             when = "现在" if claim.present else f"「{claim.clock}」时"
             out.append(f"你说{when}「{claim.said}」，但记录里是 {times}。")
     return list(dict.fromkeys(out))
+
+
+def _woke_on_time(claim: Claim, episodes: Sequence[Any], tz: Any) -> str | None:
+    """Feedback when she says she woke late (`_LATE`) but that day's record shows her up at a
+    normal time (before `LATE_WAKE`) without sleeping more; None when the record backs it or
+    cannot say (no wake-up recorded)."""
+    woke: list[Episode] = []
+    for e in episodes:
+        action, _ = _where_and_what(e)
+        if action is not None and re.fullmatch(claim.term.backed_by, action):
+            return None  # she slept a little more
+        if action in claim.term.keys:
+            woke.append(e)
+    if not woke or any(_hours(e.time, tz) >= LATE_WAKE for e in woke):
+        return None
+    first = min(e.time for e in woke).astimezone(tz)
+    return f"你说「{claim.said}」，但记录里{day_name(claim.day)} {first:%H:%M} 就起床了，不算晚。"
 
 
 def _episode_of(running: RunningAction) -> Episode:

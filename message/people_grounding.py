@@ -144,6 +144,14 @@ _PRONOUN = re.compile(r"(?:^|(?<=[，,；;~～…\s]))(?P<lead>[^，,；;~～…
 _NAME_PREFIX = re.compile(rf"^(?:{_WHEN}|也|还|就|都|又|我|刚|今天)+")
 
 
+_FAMILY = re.compile(
+    r"(?<![你您他她的们员居壁])(?P<f>爸妈|父母|妈妈|爸爸|老妈|老爸|哥哥|姐姐|弟弟|妹妹|爷爷|奶奶|外公|外婆"
+    r"|姥姥|姥爷|家人)"
+)
+"""Her family, said as someone in her life (妈妈做的早饭): a card with none names no one so
+(not 你妈妈, nor 店员姐姐 or 千夏的妹妹: someone's, not hers)."""
+
+
 def strangers(
     answer: str, people: Mapping[str, Someone], *, speaker: str = ""
 ) -> list[tuple[str, str]]:
@@ -166,6 +174,12 @@ def strangers(
                     known = name in people or any(n in name for n in people) or name == speaker
                     if name and not known and not _NOT_A_NAME.match(name):
                         out.append((name, clause))
+            for m in _FAMILY.finditer(clause):
+                before = clause[: m.start()]
+                if _WISH.search(before) or _NEGATION.search(before) or m["f"] in people:
+                    continue  # 如果有个姐姐就好了, 没有家人
+                if not any(n == m["f"] for n, _ in out):
+                    out.append((m["f"], clause))
     return out
 
 

@@ -193,3 +193,94 @@ async def test_leaving_and_coming_home_are_checked_against_her_ways_that_day(
 ) -> None:
     out, model = await post(redis, sqlite_history, written, before=EARLY_READING)
     assert out == [(G, written if sent else TRUE_POST)], model.calls[-1][-1]
+
+
+BREAKFAST_MORNING = [
+    done("wake_up", "07:40", 10, "起床了，外面雨"),
+    done("eat_breakfast", "07:50", 20, "吃了米饭和味噌汤"),
+]
+"""The probe's record (issue 30), after the quiet hours: up at 07:40, breakfast at home
+07:50–08:10 (米饭和味噌汤)."""
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "早上收到了朋友寄来的明信片",  # nothing received in her record
+        "妈妈做的早饭真好吃",  # she has no family; someone else cooked for her
+        "早饭是自己做的煎蛋",  # her breakfast was 米饭和味噌汤
+        "今天早上起晚了",  # she got up at seven
+    ],
+)
+async def test_a_breakfast_post_her_morning_does_not_back_is_not_sent(
+    redis: Any, sqlite_history: Any, written: str
+) -> None:
+    sent, model = await post(redis, sqlite_history, written, ends="08:10", before=BREAKFAST_MORNING)
+    assert sent == [(G, TRUE_POST)], model.calls[-1][-1]
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "早饭吃的米饭和味噌汤",
+        "早饭是米饭和味噌汤",
+        "早上七点多起的床",
+        "今天起得挺早",
+        "吃完早饭了，好饱",
+    ],
+)
+async def test_a_breakfast_post_true_to_her_morning_goes_out_unchanged(
+    redis: Any, sqlite_history: Any, written: str
+) -> None:
+    sent, model = await post(redis, sqlite_history, written, ends="08:10", before=BREAKFAST_MORNING)
+    assert sent == [(G, written)] and len(model.calls) == 1, model.calls[-1][-1]
+
+
+async def test_a_post_about_a_message_someone_she_knows_sent_goes_out(
+    redis: Any, sqlite_history: Any
+) -> None:
+    written = "早上收到了小林的消息，说下周要去海边"
+    sent, model = await post(
+        redis,
+        sqlite_history,
+        written,
+        ends="08:10",
+        before=BREAKFAST_MORNING,
+        her=XIAOLIN,
+        said=[("qq:5", "我下周要去海边玩！")],
+    )
+    assert sent == [(G, written)] and len(model.calls) == 1, model.calls[-1][-1]
+
+
+@pytest.mark.parametrize(
+    ("answer", "strangers"),
+    [
+        ("妈妈做的早饭真好吃", ["妈妈"]),
+        ("今天和姐姐一起去了超市", ["姐姐"]),
+        ("我没有家人，一个人住", []),
+        ("你妈妈做的菜一定很好吃", []),
+        ("便利店的店员姐姐人很好", []),
+        ("如果有个姐姐就好了", []),
+    ],
+)
+def test_family_she_does_not_have_is_someone_she_does_not_know(
+    answer: str, strangers: list[str]
+) -> None:
+    from yuiju.message.people_grounding import known_people
+    from yuiju.message.people_grounding import strangers as unknown
+
+    people = known_people(NEIGHBOURS, make_character())
+    assert [name for name, _ in unknown(answer, people)] == strangers
+
+
+def test_waking_late_is_checked_only_against_a_wake_up_at_a_normal_time() -> None:
+    from tests.test_message_service import LEXICON
+    from yuiju.message.grounding import claims, problems
+
+    now = at_time("2026-09-01 09:00")
+    said = claims("今天早上起晚了", LEXICON)
+    assert problems(said, BREAKFAST_MORNING, now)  # up at 07:40
+    assert not problems(said, [done("eat_breakfast", "07:50", 20)], now)  # no wake-up: unknown
+    assert not problems(said, [done("wake_up", "08:40", 10)], now)
+    assert not problems(said, [done("sleep_more", "07:30", 10), *BREAKFAST_MORNING], now)
+    assert all(c.term.kind != "late" for c in claims("和千夏一起晚上去散步了", LEXICON))
