@@ -310,7 +310,7 @@ WEATHER: dict[str, tuple[str, frozenset[str]]] = {
         r"(?<![冰])冷(?![静漠淡门饮笑场落])|寒|冻死|冻得|凉飕飕",
         frozenset({"严寒", "寒冷"}),
     ),
-    "暖和": (r"暖和|暖洋洋", frozenset({"温暖", "舒适"})),
+    "暖和": (r"暖和|暖洋洋|晒得(?:暖|热)", frozenset({"温暖", "舒适"})),
     "凉快": (r"凉快|凉爽|凉凉", frozenset({"清凉", "舒适"})),
     # a temperature said in degrees, with or without a weather word (三十多度，好想吃冰)
     "三十多度": (r"(?:[三四]十|[34]\d)(?:多|几|来)?度(?![假数])", frozenset({"炎热"})),
@@ -943,6 +943,16 @@ def _by_day(record: Record) -> Mapping[DayKey, Sequence[Any]]:
     )
 
 
+_SUNSHINE = re.compile(r"阳光|太阳(?!镜|能)|艳阳|晒")
+
+
+def _sun_at_night(claim: Claim, now: datetime) -> bool:
+    """Sunshine (阳光, 太阳, 晒) said while it is dark (before 06:00, from 19:00) with no time of
+    day of its own (下午阳光很好 at night is about the afternoon)."""
+    hour = now.astimezone(now.tzinfo).hour
+    return bool(_SUNSHINE.search(claim.said)) and claim.span is None and (hour < 6 or hour >= 19)
+
+
 def problems(
     found: Sequence[Claim], record: Record, now: datetime, *, weather: Sequence[str] = ()
 ) -> list[str]:
@@ -959,6 +969,8 @@ def problems(
         if claim.term.kind == "weather":
             if weather and not claim.negated and not claim.term.keys & set(weather):
                 out.append(f"你说「{claim.said}」，但现在的天气是{'，'.join(weather)}。")
+            elif weather and not claim.negated and _sun_at_night(claim, now):
+                out.append(f"你说「{claim.said}」，但现在是{now:%H:%M}，天还没亮或已经黑了。")
             continue
         if claim.day not in days:
             continue

@@ -665,3 +665,42 @@ async def test_a_post_about_other_days_is_checked_against_those_days(
     service.states = WeatherWorld(make_character(), ("晴", "温暖"))  # type: ignore[assignment]
     await share(service, clock, "eat_breakfast", "09:30")
     assert sender.sent == [(G, post if sent else "刚在家吃完早饭～")], model.calls[-1][-1]
+
+
+@pytest.mark.parametrize(
+    ("hour", "weather", "sent"),
+    [
+        (
+            "00:46",
+            ("晴", "寒冷"),
+            False,
+        ),  # a held-out rerun's post: no sun at night, and it is cold
+        ("21:30", ("晴", "温暖"), False),
+        ("10:30", ("晴", "温暖"), True),
+        ("10:30", ("晴", "寒冷"), False),  # sun-warmed on a cold day
+    ],
+)
+async def test_sunshine_is_checked_against_the_hour_and_warmth_against_the_temperature(
+    redis: Any, sqlite_history: Any, hour: str, weather: tuple[str, str], sent: bool
+) -> None:
+    from tests.test_chat_grounding import post_writer, share
+    from tests.test_message_service import LEXICON
+    from tests.test_proactive import G, make_service, settings
+    from yuiju.memory.episodes import EpisodeRepo
+    from yuiju.world.clock import SimClock
+
+    clock = SimClock(at_time(f"2026-09-01 {hour}") - timedelta(minutes=30))
+    await EpisodeRepo(sqlite_history).ensure()
+    post = "今天阳光超好，晒得暖暖的☀️"
+    model = post_writer(post, "看了会儿书～")
+    service, sender, _ = await make_service(
+        redis,
+        sqlite_history,
+        clock=clock,
+        model=model,
+        lexicon=LEXICON,
+        groups={G: settings(quiet_hours="")},  # as the held-out rerun's group was set
+    )
+    service.states = WeatherWorld(make_character(), weather)  # type: ignore[assignment]
+    await share(service, clock, "read_at_home", hour)
+    assert sender.sent == [(G, post if sent else "看了会儿书～")], model.calls[-1][-1]
