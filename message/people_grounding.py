@@ -25,6 +25,9 @@ her news names:
   they said it (a conversation with them, their messages), or news of them reached her, or it
   happened when she was with them (the meeting's record says it).
 
+A name two people share (two Kens of one group) stands for both: a claim about it is true when
+either's record bears it out (`namesakes`).
+
 Wishes, plans, questions, others doing something together and habits are not claims, nor are
 names and times inside someone's quoted words. A mismatch goes back to the model once with her record of
 that person, like the check of her day.
@@ -35,7 +38,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol
 
@@ -237,22 +240,39 @@ def known_people(
 ) -> dict[str, Someone]:
     """Every name that makes a claim about someone: the town's characters (``neighbours``: id →
     name and nicknames), whoever she has a relation to (characters and people from chat) and
-    whoever her news names (who said it first, who told her, whom it is about)."""
-    out: dict[str, Someone] = {}
+    whoever her news names (who said it first, who told her, whom it is about). A name several
+    bear stands for the first of `namesakes` (a character before a person)."""
+    return {name: bearers[0] for name, bearers in namesakes(neighbours, char).items()}
+
+
+def namesakes(
+    neighbours: Mapping[str, Sequence[str]], char: CharacterState | None
+) -> dict[str, list[Someone]]:
+    """Everyone each name of `known_people` may stand for: two people from chat may share a
+    display name (two Kens of one group), and what she says of "Ken" is true when it is true of
+    either. The town's characters come first."""
+    out: dict[str, list[Someone]] = {}
+    for cid, names in neighbours.items():
+        if not names:
+            continue
+        for name in names:
+            if name:
+                _add(out, name, Someone("character", cid, names[0]))
     if char is not None:
         parties = [r.party for r in char.social.relations.values()]
         for n in char.social.news:
             parties += [p for p in (n.origin, n.source, n.about) if p is not None]
         for party in parties:
             if party.id != char.id and (len(party.name) >= 2 or party.kind == "character"):
-                out.setdefault(party.name, Someone(party.kind, party.id, party.name))
-    for cid, names in neighbours.items():
-        if not names:
-            continue
-        for name in names:
-            if name:
-                out[name] = Someone("character", cid, names[0])
+                _add(out, party.name, Someone(party.kind, party.id, party.name))
     return out
+
+
+def _add(bearers: dict[str, list[Someone]], name: str, who: Someone) -> None:
+    """``who`` as one more bearer of ``name`` (once per person: by kind and id)."""
+    found = bearers.setdefault(name, [])
+    if all(b.key != who.key for b in found):
+        found.append(who)
 
 
 def words(text: str) -> set[str]:
@@ -493,7 +513,8 @@ class PeopleCheck:
         town, nor anyone she has a relation to, nor ``speaker``) is never claimed."""
         if self.episodes is None:
             return None
-        people = known_people(self.neighbours, char)
+        bearers = namesakes(self.neighbours, char)
+        people = {name: found[0] for name, found in bearers.items()}
         unknown = strangers(text, people, speaker=speaker)
         found = people_claims(text, people, now)
         if not found and not unknown:
@@ -503,7 +524,8 @@ class PeopleCheck:
             for news in queued:
                 for party in (news.by, news.about):
                     if party is not None and party.id != self.character_id:
-                        people.setdefault(party.name, Someone(party.kind, party.id, party.name))
+                        _add(bearers, party.name, Someone(party.kind, party.id, party.name))
+            people = {name: found[0] for name, found in bearers.items()}
             unknown = strangers(text, people, speaker=speaker)
             found = people_claims(text, people, now)
         problems: list[str] = [
@@ -514,7 +536,9 @@ class PeopleCheck:
         heard = list(await recent()) if recent is not None else []
         try:
             for claim in found:
-                problem, record = await self._check(claim, char, now, heard, queued)
+                problem, record = await self._check_namesakes(
+                    claim, bearers, char, now, heard, queued
+                )
                 if problem:
                     problems.append(problem)
                     records.setdefault(claim.who.name, record)
@@ -530,6 +554,34 @@ class PeopleCheck:
             lines += [f"- {r}" for r in record] or ["- （没有记录）"]
         lines.append("请只根据记录重新回答：没见过就说没见过，没听谁说过就别说是谁说的，不要编造。")
         return "\n".join(lines)
+
+    async def _check_namesakes(
+        self,
+        claim: PeopleClaim,
+        bearers: Mapping[str, Sequence[Someone]],
+        char: CharacterState | None,
+        now: datetime,
+        recent: Sequence[tuple[str, str]],
+        queued: Sequence[TellNews] = (),
+    ) -> tuple[str | None, list[str]]:
+        """`_check` of ``claim`` for whoever its name may stand for: borne out when the record
+        of any of them bears it out (the Ken who told her, not the other Ken); otherwise the
+        problem and record of the one the name was read as."""
+        first = await self._check(claim, char, now, recent, queued)
+        if first[0] is None:
+            return first
+        others = [
+            b
+            for found in bearers.values()
+            if any(f.key == claim.who.key for f in found)
+            for b in found
+            if b.key != claim.who.key
+        ]
+        for other in dict.fromkeys(others):
+            problem, _ = await self._check(replace(claim, who=other), char, now, recent, queued)
+            if problem is None:
+                return None, []
+        return first
 
     async def _check(
         self,

@@ -10,6 +10,7 @@ from tests.conftest import at_time, make_engine
 from tests.test_chat_plans import call, scripted, town
 from tests.test_social_meetings import CHAT_WITH_KAEDE, WALK, by_character, in_the_park
 from yuiju.memory.episodes import EpisodeRepo
+from yuiju.message.people_grounding import PEOPLE_UNSURE_LINE
 from yuiju.storage.history import HistoryStore
 
 MORNING = "2026-09-05 09:50"  # a Saturday
@@ -107,3 +108,58 @@ async def test_news_in_the_first_person_goes_back_to_the_model(
     first = yuiju.model.calls[1][-1]["content"]
     assert first.startswith("Error:") and "小林下周要搬家" in first
     assert "记下了" in yuiju.model.calls[2][-1]["content"]
+
+
+async def test_news_from_one_of_two_people_of_the_same_name_may_be_passed_on(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    """Two people called Ken talked with her (issue 30, held-out rerun): what the second Ken told
+    her is his, and passing it on under the name they share is true; what neither said is not."""
+    yuiju = await town(
+        redis,
+        sqlite_history,
+        scripted(
+            "晚上好呀",
+            call("remember_news", text="Ken下周要去北海道旅行"),
+            "哇，好羡慕",
+            "Ken说他下周要去北海道旅行！",
+            "Ken说他要转学了",
+            "Ken说他要转学了",
+        ),
+    )
+    await yuiju.say("晚上好", user=21006, name="Ken")
+    await yuiju.tick()
+    await yuiju.say("我下周要去北海道旅行了！", user=22003, name="Ken")
+    await yuiju.tick()
+    her = await yuiju.her()
+    assert {r.party.id for r in her.social.relations.values()} >= {"qq:21006", "qq:22003"}
+    (item,) = her.social.news
+    assert item.source.id == "qq:22003"
+
+    out = await yuiju.say("最近有什么新鲜事吗", user=22002, name="七七")
+    assert out.replies == ["Ken说他下周要去北海道旅行！"]
+
+    out = await yuiju.say("还有别的吗", user=22002, name="七七")
+    assert out.replies == [PEOPLE_UNSURE_LINE]
+
+
+async def test_news_a_namesake_told_her_before_the_world_applied_it_may_be_passed_on(
+    redis: aioredis.Redis, sqlite_history: HistoryStore
+) -> None:
+    """The same, while the news still waits for the world's next tick."""
+    yuiju = await town(
+        redis,
+        sqlite_history,
+        scripted(
+            "晚上好呀",
+            call("remember_news", text="Ken下周要去北海道旅行"),
+            "哇，好羡慕",
+            "Ken说他下周要去北海道旅行！",
+        ),
+    )
+    await yuiju.say("晚上好", user=21006, name="Ken")
+    await yuiju.tick()
+    await yuiju.say("我下周要去北海道旅行了！", user=22003, name="Ken")
+
+    out = await yuiju.say("最近有什么新鲜事吗", user=22002, name="七七")
+    assert out.replies == ["Ken说他下周要去北海道旅行！"]
