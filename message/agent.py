@@ -420,6 +420,9 @@ class Agent(Generic[DepsT]):
 
 
 _SENTENCE = re.compile(r"[^。！？!?～~\n]+[。！？!?～~\n]*")
+NOT_FOLLOWED_LINE = "诶？我好像没跟上，你是说……？"
+"""What she says when all her answer did was acknowledge a refused tool call as done (thanks for a
+gift nobody gave): honest that she did not follow, and still an answer."""
 
 
 def unacknowledged(
@@ -439,7 +442,7 @@ def unacknowledged(
             "重新回答，不要说记住了、收下了或谢谢；可以如实说没记下，或者只接着聊。"
         )
     kept = [s for s in _SENTENCE.findall(verdict.text) if not any(r.done.search(s) for r in wrong)]
-    return Review("".join(kept).strip())
+    return Review("".join(kept).strip() or NOT_FOLLOWED_LINE)  # never no answer at all
 
 
 def _whole(arguments: str) -> bool:

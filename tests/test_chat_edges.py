@@ -157,3 +157,16 @@ async def test_news_that_was_said_may_be_acknowledged(redis: Any, sqlite_history
     )
     out = await yuiju.chat.handle(yuiju.entry("跟你说个事，我下周要转学了"))
     assert out.replies == ["好的，我记住啦"]
+
+
+async def test_when_all_she_said_thanks_for_a_refused_gift_she_still_answers(
+    redis: Any, sqlite_history: Any
+) -> None:
+    """A held-out rerun: both answers only thanked for a gift nobody gave, and the person got no
+    answer at all. She says honestly that she did not follow instead."""
+    from yuiju.message.agent import NOT_FOLLOWED_LINE
+
+    _, out = await refused(
+        redis, sqlite_history, "receive_gift", {"item": "青苹果"}, "谢谢你～", "谢谢！"
+    )
+    assert out.replies == [NOT_FOLLOWED_LINE]
