@@ -1870,14 +1870,13 @@ def join_threads(seconds: float) -> list[threading.Thread]:
     """Wait up to ``seconds`` in all for the threads that would keep the process alive (not
     daemon threads); the ones still running after that."""
     deadline = time.monotonic() + seconds
-    left = []
-    for thread in threading.enumerate():
-        if thread is threading.main_thread() or thread.daemon:
-            continue
-        thread.join(max(0.0, deadline - time.monotonic()))
-        if thread.is_alive():
-            left.append(thread)
-    return left
+    waiting = [
+        t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon
+    ]
+    # polled, not `Thread.join(timeout)`: a timed join can wait forever where the clock is faked
+    while (waiting := [t for t in waiting if t.is_alive()]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return waiting
 
 
 def _exit_without_teardown(code: int) -> None:
