@@ -22,7 +22,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -299,16 +299,20 @@ class _Unfit(Exception):
     """An entry's envelope field does not fit: its message names the field and the problem."""
 
 
-def text_fields(fields: Mapping[Any, Any]) -> dict[str, str]:
+_Key = TypeVar("_Key", bound=str | bytes)
+"""A stream entry's field names: text, or bytes from a client that does not decode."""
+
+
+def text_fields(fields: Mapping[_Key, str | bytes]) -> dict[str, str]:
     """A stream entry's fields as text (a client without ``decode_responses`` gives bytes)."""
     return {_text(k): _text(v) for k, v in fields.items()}
 
 
-def _text(value: Any) -> str:
+def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def parse_event(entry_id: Any, fields: Mapping[Any, Any]) -> StreamEvent | None:
+def parse_event(entry_id: str | bytes, fields: Mapping[_Key, str | bytes]) -> StreamEvent | None:
     """A stream entry, read once at a consumer's edge; None for one that does not fit (hand-
     written, edited, or from a version that wrote other types), after one warning naming the
     entry, the field and the fix. The consumer then skips it as it skips an event it does not

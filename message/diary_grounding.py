@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, tzinfo
-from typing import Any, Literal
+from typing import Literal
 
 from yuiju.characters import CharacterCard
 from yuiju.memory.episode_data import BehaviorData, ConversationData, PlanData
@@ -108,7 +108,7 @@ def people_in(
     return people
 
 
-def _party(value: Any) -> Someone | None:
+def _party(value: object) -> Someone | None:
     """A `world.relations.Party` as stored (kind, id, name)."""
     if not isinstance(value, Mapping) or not value.get("id") or not value.get("name"):
         return None

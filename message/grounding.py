@@ -32,7 +32,7 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, timedelta, tzinfo
 from typing import Any, Literal, Protocol, TypeGuard, cast
 
 from yuiju.memory.diary import Diary
@@ -864,7 +864,7 @@ def _scope(
     return None, False, (None if claiming else said)
 
 
-def _hours(moment: datetime, tz: Any) -> float:
+def _hours(moment: datetime, tz: tzinfo | None) -> float:
     local = moment.astimezone(tz)
     return local.hour + local.minute / 60
 
@@ -910,7 +910,7 @@ def _matches(claim: Claim, episode: Episode) -> bool:
     return claim.term.word in record
 
 
-def _in_time(claim: Claim, episode: Any, tz: Any) -> bool:
+def _in_time(claim: Claim, episode: Episode, tz: tzinfo | None) -> bool:
     if claim.span is None:
         return True
     start = _hours(episode.time, tz)
@@ -921,7 +921,7 @@ def _in_time(claim: Claim, episode: Any, tz: Any) -> bool:
     return lo - slack <= end and start <= hi + slack
 
 
-Record = Sequence[Any] | Mapping[int, Sequence[Any]] | Mapping[DayKey, Sequence[Any]]
+Record = Sequence[Episode] | Mapping[int, Sequence[Episode]] | Mapping[DayKey, Sequence[Episode]]
 """Her episodes: today's, or by day (0 today, 1 yesterday, 2 the day before) and span."""
 DAY_NAMES = ("今天", "昨天", "前天")
 
@@ -937,9 +937,11 @@ def _day_order(day: DayKey) -> tuple[int, int]:
     return (0, day) if isinstance(day, int) else (1, list(SPANS).index(day))
 
 
-def _by_day(record: Record) -> Mapping[DayKey, Sequence[Any]]:
+def _by_day(record: Record) -> Mapping[DayKey, Sequence[Episode]]:
     return (
-        cast(Mapping[DayKey, Sequence[Any]], record) if isinstance(record, Mapping) else {0: record}
+        cast(Mapping[DayKey, Sequence[Episode]], record)
+        if isinstance(record, Mapping)
+        else {0: record}
     )
 
 
@@ -1005,7 +1007,7 @@ def problems(
     return list(dict.fromkeys(out))
 
 
-def _woke_on_time(claim: Claim, episodes: Sequence[Any], tz: Any) -> str | None:
+def _woke_on_time(claim: Claim, episodes: Sequence[Episode], tz: tzinfo | None) -> str | None:
     """Feedback when she says she woke late (`_LATE`) but that day's record shows her up at a
     normal time (before `LATE_WAKE`) without sleeping more; None when the record backs it or
     cannot say (no wake-up recorded)."""
