@@ -42,6 +42,7 @@ from yuiju.memory.service import MemoryService
 from yuiju.message.agent import Refusal, RunContext, Tool, ToolResult
 from yuiju.message.deps import ChatDeps, WorldView
 from yuiju.message.people_grounding import backs
+from yuiju.world.action import Action
 from yuiju.world.clock import Clock
 from yuiju.world.items import ALL as ALL_ITEMS
 from yuiju.world.state import RunningAction
@@ -449,7 +450,7 @@ class ClaimLexicon:
     @classmethod
     def build(
         cls,
-        actions: Iterable[Any],
+        actions: Iterable[Action],
         *,
         town: Town = HAURA,
         items: Iterable[str] = ALL_ITEMS,
